@@ -21,6 +21,7 @@ class TestResult:
     max_score: float
     status: TestStatus
     output: str = ""          # student-safe message: never hidden inputs or expected values
+    description: str = ""     # the test's one-line question (its docstring), shown to students
     diagnoses: tuple[str, ...] = ()   # ids from the mistakes catalogue, e.g. "layer_norm.unbiased_variance"
     hints: tuple[str, ...] = ()       # one sentence per diagnosis, same order
     detail: str = ""          # instructor-only detail (full assertion text, replay info)
