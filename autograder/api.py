@@ -1,0 +1,146 @@
+"""Plain functions behind the `course` command: release, validate, autograde, demo.
+
+Each takes a course folder and returns a report object; none prints except through `log`.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .config import Course, load_course
+from .errors import CourseError
+from .grading.results import SubmissionResult
+
+Log = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet):
+    from .release import release as run_release
+
+    course = load_course(course_dir)
+    a = course.assignment(assignment)
+    report = run_release(course, a)
+    for nb in report.notebooks:
+        log(f"released {nb.relative_to(course.root)} (leak check: {report.checked_lines} instructor-only lines absent)")
+    return report
+
+
+def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet):
+    from .validate import validate as run_validate
+
+    course = load_course(course_dir)
+    report = run_validate(course, course.assignment(assignment))
+    for run in report.source_runs:
+        log(f"source  {run.path.relative_to(course.root)}: {run.cells} cells ran in a Jupyter kernel in "
+            f"{run.seconds:.1f} s, {len(run.errors)} errors")
+    for run in report.release_runs:
+        kinds = sorted({e.ename for e in run.errors})
+        log(f"release {run.path.relative_to(course.root)}: {run.cells} cells ran in {run.seconds:.1f} s, "
+            f"{len(run.errors)} cells stopped at unfinished stubs ({', '.join(kinds) or 'none'})")
+    log(f"autograder: source scores {report.source_score[0]:g}/{report.source_score[1]:g}, "
+        f"release scores {report.release_score[0]:g}/{report.release_score[1]:g}")
+    return report
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    assignment: str
+    results: tuple[SubmissionResult, ...]
+    gradebook_errors: tuple[str, ...]
+    autograded_dir: Path
+    feedback_dir: Path
+    seconds: float
+
+    @property
+    def grader_failed(self) -> bool:
+        """True when the grader itself failed somewhere (not when students did)."""
+        return bool(self.gradebook_errors) or any(r.state == "crashed" or r.error for r in self.results)
+
+
+def submissions(course: Course, assignment: str, student: str | None = None) -> list[tuple[str, Path]]:
+    """(student id, folder) for every submitted/<student>/<assignment>/, sorted by student id."""
+    base = course.root / "submitted"
+    if student is not None:
+        folder = base / student / assignment
+        if not folder.is_dir():
+            raise CourseError(f"submitted/{student}/{assignment}: no such submission folder")
+        return [(student, folder)]
+    if not base.is_dir():
+        return []
+    return sorted((d.name, d / assignment) for d in base.iterdir()
+                  if d.is_dir() and not d.name.startswith(".") and (d / assignment).is_dir())
+
+
+def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
+              seed: int | None = None, log: Log = _quiet) -> BatchResult:
+    """Grade submissions; write results.json, feedback pages and the gradebook."""
+    from .grading.engine import grade_submission, load_instructor_code
+    from .grading.seeds import course_secret, student_seed
+    from .reporting.feedback import write_feedback
+    from .reporting.gradebook import record_grades
+    from .reporting.results_json import write_results_json
+
+    started = time.perf_counter()
+    course = load_course(course_dir)
+    a = course.assignment(assignment)
+    todo = submissions(course, a.name, student)
+    roster = set(course.roster())
+    secret = course_secret(course.secret_file)
+    code = load_instructor_code(course, a)
+    results: list[SubmissionResult] = []
+    for sid, folder in todo:
+        s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
+        on_roster = sid in roster
+        try:
+            result = grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster)
+        except Exception as exc:  # one student's notebook never stops the batch
+            result = SubmissionResult(
+                student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
+                problems=tuple(p.name for p in a.problems),
+                problem_points=tuple((p.name, p.points) for p in a.problems),
+                error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}")
+        results.append(result)
+        write_results_json(result, course.root / "autograded" / sid / a.name / "results.json")
+        write_feedback(result, a, course.root / "feedback" / sid / a.name)
+        log(f"graded {sid:<20} {result.score:6.2f}/{result.max_score:g}"
+            + ("" if on_roster else "  (not on the roster)")
+            + ("  GRADER ERROR" if result.state == "crashed" else "")
+            + f"  {result.execution_time:.2f} s")
+    gradebook_errors = tuple(record_grades(course, a, results) or ())
+    return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=gradebook_errors,
+                       autograded_dir=course.root / "autograded", feedback_dir=course.root / "feedback",
+                       seconds=round(time.perf_counter() - started, 2))
+
+
+DEMO_PARTS = ("course.yml", "roster.csv", "nbgrader_config.py", "source", "release", "assignments")
+
+
+def prepare_demo(project_dir: str | Path, demo_dir: str | Path | None = None) -> Path:
+    """A scratch course folder (default .demo/) holding the course and the bundled example submissions."""
+    project = Path(project_dir).resolve()
+    demo = Path(demo_dir).resolve() if demo_dir else project / ".demo"
+    examples = project / "examples" / "submitted"
+    if not examples.is_dir():
+        raise CourseError(f"{examples}: no bundled example submissions")
+    if demo.exists():
+        shutil.rmtree(demo)
+    demo.mkdir(parents=True)
+    for part in DEMO_PARTS:
+        src = project / part
+        if src.is_dir():
+            shutil.copytree(src, demo / part, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.is_file():
+            shutil.copy2(src, demo / part)
+    shutil.copytree(examples, demo / "submitted")
+    roster_src = project / "examples" / "roster.csv"
+    if roster_src.is_file():
+        shutil.copy2(roster_src, demo / "roster.csv")
+    return demo

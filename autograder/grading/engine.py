@@ -1,0 +1,126 @@
+"""Grading one submission: load its notebooks, start a sandbox per notebook, run the assignment's
+graders (pytest, in this trusted process) against proxies to it, and return a SubmissionResult.
+
+Nothing here imports or evaluates student code; the graders only see proxies.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from ..config import Assignment, Course
+from ..notebooks import LoadedNotebook, find_submission_notebooks, load_notebook
+from ..sandbox.launcher import Sandbox
+from .diagnosis import Catalogue
+from .plugin import GradingPlugin
+from .proxy import StudentProxy
+from .results import SubmissionResult
+
+
+@dataclass(frozen=True)
+class InstructorCode:
+    """The assignment's trusted code: reference module, mistakes catalogue, graders folder."""
+    reference: ModuleType | None
+    catalogue: Catalogue | None
+    graders: Path
+
+
+def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCode:
+    """Import assignments/<package>/{reference,mistakes}.py with the course folder on sys.path."""
+    root = str(course.root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    base = f"assignments.{assignment.package}"
+
+    def optional(name: str) -> ModuleType | None:
+        try:
+            return importlib.import_module(f"{base}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name in (f"{base}.{name}",):
+                return None
+            raise
+
+    mistakes = optional("mistakes")
+    graders = course.package_dir(assignment) / "graders"
+    return InstructorCode(reference=optional("reference"),
+                          catalogue=getattr(mistakes, "catalogue", None) if mistakes else None,
+                          graders=graders)
+
+
+def _pytest_args(graders: Path) -> list[str]:
+    return [
+        str(graders),
+        "-c", os.devnull,                    # ignore any project ini: graders are configured here
+        "--rootdir", str(graders),
+        "--import-mode=importlib",
+        "-p", "no:cacheprovider",
+        "-p", "no:randomly",
+        "-p", "no:cov",
+        "-q", "--no-header", "-rN",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning",
+    ]
+
+
+def grade_submission(course: Course, assignment: Assignment, student: str, folder: Path, *,
+                     seed: int, code: InstructorCode, on_roster: bool = True) -> SubmissionResult:
+    """Grade submitted/<student>/<assignment>/ (only read, never modified)."""
+    started = time.perf_counter()
+    limits = assignment.limits
+    matched, notes = find_submission_notebooks(folder, assignment.notebooks)
+    notes = list(notes)
+    loaded: dict[str, LoadedNotebook] = {}
+    for name, path in matched.items():
+        nb = load_notebook(path, max_mb=limits.notebook_mb) if path else LoadedNotebook(None, (), (), False)
+        loaded[name] = nb
+        notes.extend(nb.notes)
+
+    proxies: dict[str, StudentProxy] = {}
+    try:
+        for name, nb in loaded.items():
+            cells = [{"index": c.index, "source": c.source} for c in nb.cells]
+            proxies[name] = StudentProxy(lambda cells=cells: Sandbox(cells, limits).start_sandbox(),
+                                         call_seconds=limits.call_seconds)
+            report = proxies[name].start()
+            notes.extend(f"{name}: {n}" for n in report.notes)
+
+        plugin = GradingPlugin(assignment, proxies, seed=seed, reference=code.reference,
+                               catalogue=code.catalogue)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            exit_code = pytest.main(_pytest_args(code.graders), plugins=[plugin])
+        restarts = sum(getattr(p, "restarts", 0) for p in proxies.values())
+        if restarts:
+            notes.append(f"Your notebook was restarted {restarts} time(s) after a function hung or crashed; "
+                         f"only the checks that called it lost points.")
+    finally:
+        for p in proxies.values():
+            p.close()
+
+    files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
+                  for p in matched.values() if p is not None)
+    common = dict(student=student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),
+                  notes=tuple(notes), seed=seed, on_roster=on_roster, files=files,
+                  problem_points=tuple((p.name, p.points) for p in assignment.problems))
+    problems = []
+    if plugin.collection_errors:
+        problems.append("graders could not be collected: " + "; ".join(plugin.collection_errors))
+    if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        problems.append(f"pytest ended with {pytest.ExitCode(exit_code).name}: {out.getvalue().strip()[-1500:]}")
+    missing = plugin.problems_without_tests()
+    if missing:
+        problems.append("no graders for problem(s) " + ", ".join(missing))
+    if problems:
+        return SubmissionResult(state="crashed", tests=plugin.results(), error=" | ".join(problems),
+                                execution_time=round(time.perf_counter() - started, 3), **common)
+    return SubmissionResult(state="graded", tests=plugin.results(),
+                            error="; ".join(plugin.internal_errors),
+                            execution_time=round(time.perf_counter() - started, 3), **common)

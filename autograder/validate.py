@@ -1,0 +1,118 @@
+"""`course validate`: the source notebook runs clean in a real Jupyter kernel, the release fails only
+with NotImplementedError inside stubs, and (through the real autograder) the source scores full
+marks and the release scores zero."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from .config import Assignment, Course
+from .errors import CourseError
+from .release import tool_env
+
+
+@dataclass(frozen=True)
+class CellError:
+    index: int
+    ename: str
+    evalue: str
+    grade_id: str | None
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    path: Path
+    cells: int
+    errors: tuple[CellError, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    assignment: str
+    source_runs: tuple[NotebookRun, ...]
+    release_runs: tuple[NotebookRun, ...]
+    source_score: tuple[float, float]     # (score, max) of the source through the autograder
+    release_score: tuple[float, float]
+    problems: tuple[str, ...]             # empty when everything holds
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def execute_notebook(path: Path, *, timeout: float) -> NotebookRun:
+    """Run every cell in a fresh python3 kernel (errors recorded, execution continues)."""
+    import time
+
+    nb = nbformat.read(path, as_version=4)
+    old_path = os.environ.get("PATH", "")
+    os.environ["PATH"] = tool_env()["PATH"]      # the kernel is this venv's python
+    started = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory(prefix="course-validate-") as cwd:
+            client = NotebookClient(nb, timeout=int(timeout), kernel_name="python3", allow_errors=True,
+                                    resources={"metadata": {"path": cwd}})
+            client.execute()
+    finally:
+        os.environ["PATH"] = old_path
+    errors = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                errors.append(CellError(i, out.get("ename", "?"), out.get("evalue", "")[:200], gid))
+    return NotebookRun(path=path, cells=len(nb.cells), errors=tuple(errors),
+                       seconds=round(time.perf_counter() - started, 2))
+
+
+def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], label: str) -> tuple[float, float, str]:
+    from .grading.engine import grade_submission, load_instructor_code
+
+    code = load_instructor_code(course, assignment)
+    with tempfile.TemporaryDirectory(prefix="course-validate-") as tmp:
+        folder = Path(tmp) / label / assignment.name
+        folder.mkdir(parents=True)
+        for nb in notebooks:
+            shutil.copy2(nb, folder / nb.name)
+        result = grade_submission(course, assignment, label, folder, seed=12345, code=code)
+    return result.score, result.max_score, result.error if result.state == "crashed" else ""
+
+
+def validate(course: Course, assignment: Assignment) -> ValidationReport:
+    problems: list[str] = []
+    timeout = max(assignment.limits.cell_seconds, 60)
+    source_nbs = [course.source_dir(assignment.name) / n for n in assignment.notebooks]
+    release_nbs = [course.release_dir(assignment.name) / n for n in assignment.notebooks]
+    for nb in release_nbs:
+        if not nb.is_file():
+            raise CourseError(f"{nb.relative_to(course.root)}: not found (run `course release {assignment.name}` first)")
+
+    source_runs = tuple(execute_notebook(nb, timeout=timeout) for nb in source_nbs)
+    for run in source_runs:
+        for e in run.errors:
+            problems.append(f"source {run.path.name}: cell {e.index} raised {e.ename}: {e.evalue}")
+    release_runs = tuple(execute_notebook(nb, timeout=timeout) for nb in release_nbs)
+    for run in release_runs:
+        for e in run.errors:
+            if e.ename != "NotImplementedError":
+                problems.append(f"release {run.path.name}: cell {e.index} raised {e.ename} (only NotImplementedError "
+                                f"from an unfinished stub is expected): {e.evalue}")
+
+    src_score, src_max, src_err = _grade_file(course, assignment, source_nbs, "source-notebook")
+    rel_score, rel_max, rel_err = _grade_file(course, assignment, release_nbs, "release-notebook")
+    if src_err or src_score != src_max:
+        problems.append(f"source scores {src_score:g}/{src_max:g} through the autograder, expected full marks"
+                        + (f" ({src_err})" if src_err else ""))
+    if rel_err or rel_score != 0:
+        problems.append(f"release scores {rel_score:g}/{rel_max:g} through the autograder, expected 0"
+                        + (f" ({rel_err})" if rel_err else ""))
+    return ValidationReport(assignment=assignment.name, source_runs=source_runs, release_runs=release_runs,
+                            source_score=(src_score, src_max), release_score=(rel_score, rel_max),
+                            problems=tuple(problems))
