@@ -1,0 +1,133 @@
+"""course.yml parsing: typed objects from a good file, one-line errors naming the key path from bad ones."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autograder.config import load_course
+from autograder.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GOOD = {
+    "name": "Test course",
+    "roster": "roster.csv",
+    "defaults": {"tolerances": {"float64": {"rtol": 1e-7, "atol": 1e-9}, "float32": {"rtol": 1e-4, "atol": 1e-5}},
+                 "limits": {"cell_seconds": 5}},
+    "assignments": [{
+        "name": "hw",
+        "package": "hw",
+        "notebooks": ["hw.ipynb"],
+        "due": "2026-12-14T23:59:00+00:00",
+        "problems": {"layer_norm": {"points": 10},
+                     "silu": {"points": 5, "tolerances": {"float32": {"rtol": 1e-3}}}},
+    }],
+}
+
+
+def make_course(tmp_path: Path, data) -> Path:
+    (tmp_path / "source" / "hw").mkdir(parents=True)
+    (tmp_path / "source" / "hw" / "hw.ipynb").write_text("{}")
+    (tmp_path / "assignments" / "hw").mkdir(parents=True)
+    (tmp_path / "roster.csv").write_text("id,first_name\nada,Ada\nbob,Bob\n")
+    text = data if isinstance(data, str) else yaml.safe_dump(data)
+    (tmp_path / "course.yml").write_text(text)
+    return tmp_path
+
+
+def error_for(tmp_path: Path, data) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_course(make_course(tmp_path, data))
+    message = str(info.value)
+    assert "\n" not in message, "config errors are one line"
+    return message
+
+
+def mutate(path: str, value, *, delete: bool = False):
+    import copy
+
+    data = copy.deepcopy(GOOD)
+    keys = path.split(".")
+    node = data
+    for k in keys[:-1]:
+        node = node[int(k)] if k.isdigit() else node[k]
+    if delete:
+        del node[keys[-1]]
+    else:
+        node[keys[-1]] = value
+    return data
+
+
+def test_config_good_file_gives_typed_objects(tmp_path):
+    """Does a valid course.yml load into assignments, problems, tolerances and limits?"""
+    course = load_course(make_course(tmp_path, GOOD))
+    a = course.assignment("hw")
+    assert [p.name for p in a.problems] == ["layer_norm", "silu"]
+    assert a.max_score == 15
+    assert a.problem("silu").tolerance("float32").rtol == 1e-3
+    assert a.problem("silu").tolerance("float32").atol == 1e-5, "unset keys inherit the default"
+    assert a.problem("layer_norm").grade_id == "test_layer_norm"
+    assert a.limits.cell_seconds == 5 and a.limits.call_seconds == 10
+    assert a.due.year == 2026
+    assert course.roster() == ("ada", "bob")
+    assert course.gradebook_url == f"sqlite:///{tmp_path.resolve() / 'gradebook.db'}"
+
+
+def test_config_the_shipped_course_file_loads():
+    """Does the repository's own course.yml load, with every problem of the student API?"""
+    course = load_course(ROOT)
+    a = course.assignment("transformer-block")
+    assert [p.name for p in a.problems] == ["layer_norm", "split_heads", "merge_heads", "multi_head_attention",
+                                           "pre_ln_block", "silu", "swiglu_ffn", "count_block_params"]
+
+
+@pytest.mark.parametrize("data, expected", [
+    (mutate("assignments.0.problems.layer_norm.points", "ten"),
+     'assignments[0].problems.layer_norm.points: expected a positive number, got "ten"'),
+    (mutate("assignments.0.problems.layer_norm.points", -3),
+     "assignments[0].problems.layer_norm.points: expected a positive number, got -3"),
+    (mutate("assignments.0.notebooks", None, delete=True), "assignments[0].notebooks: missing (required)"),
+    (mutate("name", None, delete=True), "name: missing (required)"),
+    (mutate("assignments.0.problems.layer_norm.pointz", 3),
+     "assignments[0].problems.layer_norm.pointz: unknown key"),
+    (mutate("colour", "blue"), "colour: unknown key"),
+    (mutate("assignments.0.notebooks", ["missing.ipynb"]),
+     "assignments[0].notebooks[0]: source notebook source/hw/missing.ipynb does not exist"),
+    (mutate("defaults.tolerances.float64.rtol", -1e-6),
+     "defaults.tolerances.float64.rtol: expected a number >= 0, got -1e-06"),
+    (mutate("assignments.0.problems.silu.tolerances.float32.atol", -1),
+     "assignments[0].problems.silu.tolerances.float32.atol: expected a number >= 0, got -1"),
+    (mutate("assignments.0.problems", ["layer_norm"]),
+     "assignments[0].problems: expected a mapping of problem name to settings, got a list"),
+    (mutate("assignments", {}), "assignments: expected a non-empty list"),
+    (mutate("assignments.0.due", "next tuesday"), "assignments[0].due: expected an ISO date-time"),
+    (mutate("defaults.limits.memory_mb", "lots"), 'defaults.limits.memory_mb: expected a positive number, got "lots"'),
+    (mutate("assignments.0.package", "nope"), "assignments[0].package: folder assignments/nope does not exist"),
+    ("name: [unclosed", "not valid YAML"),
+])
+def test_config_bad_file_names_the_key_path(tmp_path, data, expected):
+    """Does each broken course.yml give one line naming the key path and what was expected?"""
+    message = error_for(tmp_path, data)
+    assert message.startswith("course.yml")
+    assert expected in message
+
+
+def test_config_error_is_one_line_from_the_command(tmp_path):
+    """Does the `course` command print a broken config as one line, no traceback, exit code 2?"""
+    course = make_course(tmp_path, mutate("assignments.0.problems.layer_norm.points", "ten"))
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", "hw", "--course-dir", str(course)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        'course: error: course.yml: assignments[0].problems.layer_norm.points: expected a positive number, got "ten"']
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_config_missing_file_is_one_line(tmp_path):
+    """Does a folder without course.yml give a one-line error naming the file?"""
+    with pytest.raises(ConfigError, match="course.yml: not found"):
+        load_course(tmp_path)

@@ -1,0 +1,101 @@
+"""Loading submitted notebooks: every kind of broken file becomes a reason, never a crash."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+
+from autograder.notebooks import find_submission_notebooks, load_notebook
+
+
+def write_nb(path: Path, *sources: str, markdown: str | None = None) -> Path:
+    nb = nbformat.v4.new_notebook()
+    if markdown:
+        nb.cells.append(nbformat.v4.new_markdown_cell(markdown))
+    nb.cells.extend(nbformat.v4.new_code_cell(s) for s in sources)
+    nbformat.write(nb, path)
+    return path
+
+
+def test_load_reads_code_cells_in_order(tmp_path):
+    """Are code cells read in order, with their positions among all cells?"""
+    nb = load_notebook(write_nb(tmp_path / "a.ipynb", "x = 1", "y = 2", markdown="# hi"), max_mb=5)
+    assert nb.readable and not nb.notes
+    assert [(c.index, c.source) for c in nb.cells] == [(1, "x = 1"), (2, "y = 2")]
+
+
+def test_load_not_json_gives_a_reason(tmp_path):
+    """Does a file that is not JSON give a reason naming the file and the position?"""
+    path = tmp_path / "hw.ipynb"
+    path.write_text('{"cells": [')
+    nb = load_notebook(path, max_mb=5)
+    assert not nb.readable and nb.cells == ()
+    assert nb.notes[0].startswith("hw.ipynb is not valid notebook JSON (line 1")
+
+
+def test_load_empty_file_gives_a_reason(tmp_path):
+    """Does an empty file give a reason?"""
+    path = tmp_path / "hw.ipynb"
+    path.write_bytes(b"")
+    assert load_notebook(path, max_mb=5).notes == ("hw.ipynb is an empty file; nothing could be graded.",)
+
+
+def test_load_nbformat3_is_converted_with_a_note(tmp_path):
+    """Is an nbformat 3 notebook read (its worksheets' code cells) with a note?"""
+    path = tmp_path / "old.ipynb"
+    path.write_text(json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [
+        {"cells": [{"cell_type": "code", "input": ["def f(x):\n", "    return x\n"], "outputs": []}]}]}))
+    nb = load_notebook(path, max_mb=5)
+    assert nb.readable
+    assert nb.cells[0].source == "def f(x):\n    return x\n"
+    assert "format 3" in nb.notes[0]
+
+
+def test_load_no_code_cells_gives_a_reason(tmp_path):
+    """Does a notebook with only markdown say that nothing could be found?"""
+    nb = load_notebook(write_nb(tmp_path / "m.ipynb", markdown="just prose"), max_mb=5)
+    assert not nb.readable
+    assert "has no code cells" in nb.notes[0]
+
+
+def test_load_over_the_size_limit_is_not_read(tmp_path):
+    """Is a notebook over the size limit refused with its size and the limit?"""
+    path = write_nb(tmp_path / "big.ipynb", "x = '" + "a" * 2_000_000 + "'")
+    nb = load_notebook(path, max_mb=1)
+    assert not nb.readable
+    assert "over the 1 MB limit" in nb.notes[0]
+
+
+def test_load_large_outputs_under_the_limit_are_ignored(tmp_path):
+    """Are megabytes of stored output ignored (only code is run)?"""
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("print('x' * 10)")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 5_000_000)]
+    nb.cells.append(cell)
+    nbformat.write(nb, tmp_path / "out.ipynb")
+    loaded = load_notebook(tmp_path / "out.ipynb", max_mb=20)
+    assert loaded.readable and loaded.cells[0].source == "print('x' * 10)"
+
+
+def test_load_never_modifies_the_file(tmp_path):
+    """Is the submitted file byte-for-byte unchanged after loading?"""
+    path = write_nb(tmp_path / "a.ipynb", "x = 1")
+    before = path.read_bytes()
+    load_notebook(path, max_mb=5)
+    assert path.read_bytes() == before
+
+
+def test_find_a_renamed_single_notebook_is_used_with_a_note(tmp_path):
+    """Is a single notebook under another name graded in place of the expected one, with a note?"""
+    write_nb(tmp_path / "Copy of hw.ipynb", "x = 1")
+    found, notes = find_submission_notebooks(tmp_path, ("hw.ipynb",))
+    assert found["hw.ipynb"].name == "Copy of hw.ipynb"
+    assert "Expected hw.ipynb; graded Copy of hw.ipynb" in notes[0]
+
+
+def test_find_missing_notebook_is_noted(tmp_path):
+    """Does an empty submission folder say the notebook was not submitted?"""
+    found, notes = find_submission_notebooks(tmp_path, ("hw.ipynb",))
+    assert found == {"hw.ipynb": None}
+    assert notes == ("hw.ipynb was not submitted.",)
