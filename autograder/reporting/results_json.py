@@ -1,0 +1,185 @@
+"""results.json in Gradescope's autograder format, rendered from one SubmissionResult.
+
+Students see `score`, `output` and each entry of `tests`; `extra_data` is stored for
+instructors only and holds the full picture (seed, roster status, instructor detail per test).
+
+Shape of the file (Gradescope's field names):
+
+    {"score": 62.5, "max_score": 100.0, "execution_time": 4.2,
+     "output": "Notes from running your notebook: ...", "output_format": "text",
+     "visibility": "visible", "stdout_visibility": "hidden",
+     "tests": [{"name": ..., "number": "1.3", "score": ..., "max_score": ..., "status": "failed",
+                "output": ..., "visibility": "visible", "tags": ["problem:layer_norm", ...]}],
+     "extra_data": {"student": ..., "state": "graded", "seed": ..., "tests": [{"detail": ...}]}}
+
+Every text field is marked "text" so Gradescope never renders student-controlled text as HTML.
+The test numbers ("<problem index>.<test index>", both from 1, problems in course.yml order) are
+shared with the feedback page and the summary so all three agree.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from autograder.grading.results import SubmissionResult, TestResult
+
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+
+
+# --------------------------------------------------------------------------- shared by every report
+
+def ordered_problems(result: SubmissionResult) -> tuple[str, ...]:
+    """Problem names in course.yml order; a problem seen only in a test comes last."""
+    names: dict[str, None] = {}
+    for name in result.problems:
+        names.setdefault(name, None)
+    for name, _ in result.problem_points:
+        names.setdefault(name, None)
+    for test in result.tests:
+        names.setdefault(test.problem, None)
+    return tuple(names)
+
+
+def numbered_tests(result: SubmissionResult) -> tuple[tuple[str, TestResult], ...]:
+    """Each test with its number "p.t": p the problem's place, t the test's place within it."""
+    out = []
+    for p, problem in enumerate(ordered_problems(result), start=1):
+        mine = [t for t in result.tests if t.problem == problem]
+        out.extend((f"{p}.{i}", t) for i, t in enumerate(mine, start=1))
+    return tuple(out)
+
+
+def short_name(test: TestResult) -> str:
+    """The test function and its parameters, without the grader file: `test_x_matches[seed0]`."""
+    return test.name.rsplit("::", 1)[-1]
+
+
+def misconception_name(diagnosis: str) -> str:
+    """A readable name for a catalogue id: "layer_norm.unbiased_variance" -> "Unbiased variance"."""
+    words = diagnosis.rsplit(".", 1)[-1].replace("_", " ").strip()
+    return words[:1].upper() + words[1:] if words else diagnosis
+
+
+def format_points(x: float) -> str:
+    """Points for people: at most two decimals, no trailing zeros (15, 12.5, 3.33)."""
+    text = f"{x:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def reported_score(result: SubmissionResult) -> float:
+    """The score a student is given: the sum of test scores, or 0 when grading crashed."""
+    return 0.0 if result.state == "crashed" else result.score
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` via a temporary file in the same folder and os.replace:
+    a reader sees the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+# --------------------------------------------------------------------------- results.json
+
+def _student_output(result: SubmissionResult) -> str:
+    parts = []
+    if result.state == "crashed":
+        reason = result.error.strip() or "the grader stopped unexpectedly"
+        parts.append(f"Grading could not be completed for this submission: {reason}\n"
+                     "Your score is 0 until it is graded again; your instructor can see what happened.")
+    if result.notes:
+        parts.append("Notes from running your notebook:\n" + "\n".join(f"- {n}" for n in result.notes))
+    return "\n\n".join(parts)
+
+
+def _test_entry(number: str, test: TestResult) -> dict[str, Any]:
+    return {
+        "name": short_name(test),
+        "number": number,
+        "score": test.score,
+        "max_score": test.max_score,
+        "status": "passed" if test.passed else "failed",
+        "output": test.output,
+        "output_format": "text",
+        "name_format": "text",
+        "visibility": "visible",
+        "tags": list(test.tags),
+    }
+
+
+def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestResult], ...]) -> dict[str, Any]:
+    return {
+        "student": result.student,
+        "assignment": result.assignment,
+        "state": result.state,
+        "error": result.error,
+        "seed": result.seed,
+        "on_roster": result.on_roster,
+        "files": list(result.files),
+        "raw_score": result.score,
+        "problems": [{"problem": p.problem, "score": p.score, "max_score": p.max_score}
+                     for p in result.problem_scores()],
+        "diagnoses": list(result.diagnoses),
+        "notes": list(result.notes),
+        "tests": [{
+            "number": number,
+            "name": t.name,
+            "problem": t.problem,
+            "status": t.status,
+            "score": t.score,
+            "max_score": t.max_score,
+            "diagnoses": list(t.diagnoses),
+            "hints": list(t.hints),
+            "detail": t.detail,
+            "duration": round(t.duration, 3),
+        } for number, t in numbered],
+    }
+
+
+def to_results_json(result: SubmissionResult, *, visibility: str = "visible",
+                    stdout_visibility: str = "hidden") -> dict[str, Any]:
+    """The results.json document for one submission (a plain, JSON-ready dict).
+
+    A crashed submission scores 0, lists no tests to the student (its scores are not to be
+    trusted) and explains why in `output`; whatever ran is still in `extra_data`.
+    """
+    for key, value in (("visibility", visibility), ("stdout_visibility", stdout_visibility)):
+        if value not in VISIBILITIES:
+            raise ValueError(f"{key}: expected one of {', '.join(VISIBILITIES)}, got {value!r}")
+    numbered = numbered_tests(result)
+    tests = [] if result.state == "crashed" else [_test_entry(n, t) for n, t in numbered]
+    return {
+        "score": reported_score(result),
+        "max_score": result.max_score,
+        "execution_time": round(result.execution_time, 3),
+        "output": _student_output(result),
+        "output_format": "text",
+        "test_output_format": "text",
+        "test_name_format": "text",
+        "visibility": visibility,
+        "stdout_visibility": stdout_visibility,
+        "tests": tests,
+        "extra_data": _instructor_view(result, numbered),
+    }
+
+
+def write_results_json(result: SubmissionResult, path: str | Path, **options: str) -> Path:
+    """Write results.json for `result` to `path` atomically; returns the path."""
+    doc = to_results_json(result, **options)
+    return atomic_write_text(path, json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n")

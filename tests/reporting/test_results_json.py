@@ -1,0 +1,145 @@
+"""results.json: Gradescope's field names, totals, tags, the crashed state, atomic writes."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from autograder.reporting.results_json import to_results_json, write_results_json
+
+from .conftest import MARKUP, SECRET, SEED, check, submission
+
+TOP_LEVEL = {"score", "max_score", "execution_time", "output", "visibility", "stdout_visibility",
+             "tests", "extra_data"}
+PER_TEST = {"name", "number", "score", "max_score", "status", "output", "visibility", "tags"}
+
+
+def test_documents_carry_gradescopes_top_level_and_test_fields(ada, bob):
+    """Does every document have Gradescope's top-level fields and every test entry its fields?"""
+    for result in (ada, bob):
+        doc = to_results_json(result)
+        assert TOP_LEVEL <= doc.keys()
+        assert doc["visibility"] == "visible" and doc["stdout_visibility"] == "hidden"
+        for entry in doc["tests"]:
+            assert PER_TEST <= entry.keys()
+            assert entry["visibility"] == "visible"
+            assert entry["status"] in ("passed", "failed")
+
+
+def test_score_is_the_sum_of_test_scores_and_max_score_the_problem_points(ada, bob):
+    """Is the score the sum of the test scores, and max_score the sum of course.yml points?"""
+    assert to_results_json(ada)["score"] == 30.0
+    doc = to_results_json(bob)
+    assert doc["score"] == pytest.approx(sum(t["score"] for t in doc["tests"])) == 12.5
+    assert doc["max_score"] == 30.0
+    assert sum(t["max_score"] for t in doc["tests"]) == pytest.approx(30.0)
+
+
+def test_tests_are_numbered_problem_dot_position_in_course_order(bob):
+    """Are tests numbered "<problem>.<test>" with problems in course.yml order?"""
+    doc = to_results_json(bob)
+    assert [t["number"] for t in doc["tests"]] == ["1.1", "1.2", "2.1", "3.1"]
+    assert doc["tests"][0]["name"] == "test_layer_norm_matches_reference[seed0]"
+
+
+def test_numbering_follows_course_order_not_test_order():
+    """Does a test listed out of order still get its problem's number?"""
+    result = submission("dee", [check("silu", "test_silu_a", 5.0, 5.0),
+                                check("layer_norm", "test_layer_norm_a", 15.0, 15.0)])
+    numbers = {t["name"]: t["number"] for t in to_results_json(result)["tests"]}
+    assert numbers == {"test_layer_norm_a": "1.1", "test_silu_a": "3.1"}
+
+
+def test_tags_name_the_problem_and_each_diagnosis(bob):
+    """Does each test carry problem:<name> and one diagnosis:<id> per recognised mistake?"""
+    tags = [t["tags"] for t in to_results_json(bob)["tests"]]
+    assert tags[0] == ["problem:layer_norm", "diagnosis:layer_norm.unbiased_variance"]
+    assert tags[1] == ["problem:layer_norm"]
+    assert tags[2] == ["problem:split_heads"]
+
+
+def test_failed_and_passed_status_come_from_the_result(bob):
+    """Is each test's status the TestResult's, and its output the student-safe message?"""
+    tests = to_results_json(bob)["tests"]
+    assert [t["status"] for t in tests] == ["failed", "passed", "failed", "passed"]
+    assert tests[2]["output"] == f"split_heads raised ValueError: {MARKUP}"
+
+
+def test_student_text_is_declared_plain_text_so_gradescope_renders_no_html(bob):
+    """Are all output and name formats "text", so markup from student code is shown, not rendered?"""
+    doc = to_results_json(bob)
+    assert doc["output_format"] == doc["test_output_format"] == doc["test_name_format"] == "text"
+    assert all(t["output_format"] == t["name_format"] == "text" for t in doc["tests"])
+
+
+def test_extra_data_holds_the_instructor_view(bob):
+    """Does extra_data carry student, state, seed, roster, problem scores, diagnoses, notes, details?"""
+    extra = to_results_json(bob)["extra_data"]
+    assert extra["student"] == "bob" and extra["assignment"] == "transformer-block"
+    assert extra["state"] == "graded" and extra["seed"] == SEED and extra["on_roster"] is False
+    assert extra["problems"] == [
+        {"problem": "layer_norm", "score": 7.5, "max_score": 15.0},
+        {"problem": "split_heads", "score": 0.0, "max_score": 10.0},
+        {"problem": "silu", "score": 5.0, "max_score": 5.0},
+    ]
+    assert extra["diagnoses"] == ["layer_norm.unbiased_variance"]
+    assert len(extra["notes"]) == 2
+    assert SECRET in extra["tests"][0]["detail"]
+    assert extra["tests"][0]["name"] == "test_layer_norm.py::test_layer_norm_matches_reference[seed0]"
+
+
+def test_only_extra_data_holds_detail_and_seed(bob):
+    """Are the instructor detail and the seed absent from everything outside extra_data?"""
+    doc = to_results_json(bob)
+    doc.pop("extra_data")
+    text = json.dumps(doc)
+    assert SECRET not in text and str(SEED) not in text
+
+
+def test_execution_notes_go_to_the_top_level_output(bob):
+    """Are the notebook's execution notes in the student-visible output?"""
+    output = to_results_json(bob)["output"]
+    assert "NameError: name 'np2' is not defined" in output
+    assert "%matplotlib inline" in output
+
+
+def test_crashed_result_scores_zero_and_says_why(cy):
+    """Does a crashed result score 0, explain the error in output, and say "crashed" in extra_data?"""
+    doc = to_results_json(cy)
+    assert doc["score"] == 0 and doc["max_score"] == 30.0
+    assert "ImportError in the graders" in doc["output"]
+    assert doc["tests"] == []
+    assert doc["extra_data"]["state"] == "crashed"
+
+
+def test_crashed_result_scores_zero_even_when_some_tests_ran():
+    """Is a crash's partial score withheld from the student (but kept for the instructor)?"""
+    result = submission("eve", [check("silu", "test_silu_a", 5.0, 5.0)], state="crashed", error="boom")
+    doc = to_results_json(result)
+    assert doc["score"] == 0 and doc["tests"] == []
+    assert doc["extra_data"]["raw_score"] == 5.0 and len(doc["extra_data"]["tests"]) == 1
+
+
+def test_unknown_visibility_is_refused(ada):
+    """Is a visibility Gradescope does not know refused?"""
+    with pytest.raises(ValueError, match="visibility"):
+        to_results_json(ada, visibility="sometimes")
+
+
+def test_written_file_is_the_document_and_no_temporary_file_remains(tmp_path, bob):
+    """Does write_results_json write valid JSON equal to the document, leaving nothing else behind?"""
+    path = write_results_json(bob, tmp_path / "out" / "results.json")
+    assert json.loads(path.read_text(encoding="utf-8")) == to_results_json(bob)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["results.json"]
+
+
+def test_a_failed_write_leaves_the_previous_file_intact(tmp_path, ada):
+    """When the new document cannot be written, is the old file kept and no temporary file left?"""
+    path = write_results_json(ada, tmp_path / "results.json")
+    before = path.read_text(encoding="utf-8")
+    broken = submission("ada", [check("silu", "test_silu_a", math.nan, 5.0, status="failed")])
+    with pytest.raises(ValueError):
+        write_results_json(broken, path)
+    assert path.read_text(encoding="utf-8") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
