@@ -1,0 +1,212 @@
+"""The mistakes catalogue: every wrong variant runs, is far from the reference, and can be told apart."""
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from assignments.transformer_block import mistakes, reference as ref
+from autograder.config import load_course
+
+ROOT = Path(__file__).resolve().parents[3]
+GRADERS = ROOT / "assignments" / "transformer_block" / "graders"
+CATALOGUE = mistakes.catalogue
+COURSE_PROBLEMS = {p.name: p for p in load_course(ROOT).assignment("transformer-block").problems}
+TOL = COURSE_PROBLEMS["layer_norm"].tolerance("float64")       # the float64 default: rtol 1e-7, atol 1e-9
+FAR = 1000                                                     # "far more" than the tolerance
+
+REQUIRED = {
+    "layer_norm.unbiased_variance": {"layer_norm"},
+    "layer_norm.eps_outside_sqrt": {"layer_norm"},
+    "layer_norm.wrong_axis": {"layer_norm"},
+    "mha.reshape_without_transpose": {"split_heads", "multi_head_attention"},
+    "mha.missing_scale": {"multi_head_attention"},
+    "mha.softmax_wrong_axis": {"multi_head_attention"},
+    "mha.merge_without_transpose": {"merge_heads", "multi_head_attention"},
+    "mha.mask_inverted": {"multi_head_attention"},
+    "block.post_ln": {"pre_ln_block"},
+    "block.missing_residual": {"pre_ln_block"},
+    "swiglu.gate_on_up_branch": {"swiglu_ffn"},
+    "gelu.exact_instead_of_tanh": {"pre_ln_block"},
+}
+
+
+# --------------------------------------------------------------------------- inputs per problem
+
+def _rows(rng, shape):
+    """Tokens with their own offset and a scale from 1e-2 to 10, so eps and centring matter."""
+    return rng.normal(0, 3, shape[:-1] + (1,)) + 10 ** rng.uniform(-2, 1, shape[:-1] + (1,)) * rng.standard_normal(shape)
+
+
+def _mask(rng, n, kind):
+    if kind == "causal":
+        return np.tril(np.ones((n, n), dtype=bool))
+    return (rng.random((n, n)) < 0.5) | np.eye(n, dtype=bool)
+
+
+def _weights(rng, d):
+    return tuple(rng.standard_normal((d, d)) / math.sqrt(d) for _ in range(4))
+
+
+def problem_calls(problem: str, seed: int = 0) -> list[tuple[tuple, dict]]:
+    """(args, kwargs) calls of `problem` on random inputs, shapes chosen so no two scales coincide."""
+    rng = np.random.default_rng(seed)
+    if problem == "layer_norm":
+        return [((_rows(rng, shape), 1 + 0.3 * rng.standard_normal(shape[-1]), 0.3 * rng.standard_normal(shape[-1])), {})
+                for shape in [(3, 5, 16), (6, 10)]]
+    if problem == "split_heads":
+        return [((rng.standard_normal((2, 6, 12)), 3), {}), ((rng.standard_normal((5, 8)), 2), {})]
+    if problem == "merge_heads":
+        return [((rng.standard_normal((2, 3, 6, 4)),), {}), ((rng.standard_normal((2, 5, 4)),), {})]
+    if problem == "multi_head_attention":
+        return [((rng.standard_normal((2, 6, 12)), *_weights(rng, 12), 3), {"mask": _mask(rng, 6, "random")}),
+                ((rng.standard_normal((7, 8)), *_weights(rng, 8), 2, _mask(rng, 7, "causal")), {})]
+    if problem == "pre_ln_block":
+        return [((_rows(rng, (2, 6, 12)), ref.init_block_params(rng, 12, 32), 3, _mask(rng, 6, "random")), {}),
+                ((_rows(rng, (5, 8)), ref.init_block_params(rng, 8, 24), 2), {"mask": _mask(rng, 5, "causal")})]
+    if problem == "silu":
+        return [((np.concatenate([rng.normal(0, 5, 20), [-30.0, -3.0, 0.5, 4.0]]),), {}),
+                ((rng.normal(0, 2, (3, 4)),), {})]
+    if problem == "swiglu_ffn":
+        calls = []
+        for shape, f in [((2, 5, 8), 12), ((4, 6), 10)]:
+            d = shape[-1]
+            calls.append(((rng.standard_normal(shape), rng.standard_normal((d, f)) / math.sqrt(d),
+                           rng.standard_normal((d, f)) / math.sqrt(d), rng.standard_normal((f, d)) / math.sqrt(f)), {}))
+        return calls
+    if problem == "count_block_params":
+        return [((64, 256, "gelu"), {}), ((48, 128, "swiglu"), {}), ((12, 40, "gelu"), {})]
+    raise KeyError(problem)
+
+
+def outputs(function, calls) -> list[np.ndarray]:
+    return [np.asarray(function(*args, **kwargs), dtype=float) for args, kwargs in calls]
+
+
+def far_apart(a: np.ndarray, b: np.ndarray, factor: float = FAR) -> bool:
+    """True when a and b differ by more than `factor` times the float64 tolerance somewhere."""
+    return a.shape != b.shape or not np.allclose(a, b, rtol=factor * TOL.rtol, atol=factor * TOL.atol)
+
+
+VARIANT_CASES = [(m.id, problem) for m in CATALOGUE if m.variant is not None for problem in m.problems]
+VARIANT_IDS = [f"{mid}-{problem}" for mid, problem in VARIANT_CASES]
+PROBLEMS_WITH_VARIANTS = sorted({problem for _, problem in VARIANT_CASES})
+
+
+# --------------------------------------------------------------------------- the catalogue's shape
+
+@pytest.mark.parametrize("mistake_id", sorted(REQUIRED))
+def test_required_mistake_is_catalogued_for_its_problems(mistake_id):
+    """Is each required mistake registered, with a variant, for exactly the problems it stands in for?"""
+    assert mistake_id in CATALOGUE
+    assert set(CATALOGUE[mistake_id].problems) == REQUIRED[mistake_id]
+    assert CATALOGUE[mistake_id].variant is not None
+
+
+def test_every_id_is_area_dot_snake_case():
+    """Is every mistake id of the form <area>.<snake_case>?"""
+    pattern = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+    assert [m.id for m in CATALOGUE if not pattern.match(m.id)] == []
+
+
+def test_every_hint_is_one_or_two_sentences_without_values():
+    """Is every hint one or two full sentences, with no literal values (decimals or multi-digit numbers)?"""
+    for m in CATALOGUE:
+        sentences = re.findall(r"[.!?](?=\s|$)", m.hint)
+        assert 1 <= len(sentences) <= 2 and m.hint.endswith("."), (m.id, m.hint)
+        assert not re.search(r"(?<![\w.])\d+\.\d+|(?<![\w.])\d{2,}", m.hint), (m.id, m.hint)
+
+
+def test_every_problem_named_is_a_course_problem():
+    """Does every mistake belong only to problems that course.yml defines for this assignment?"""
+    named = {problem for m in CATALOGUE for problem in m.problems}
+    assert named <= set(COURSE_PROBLEMS)
+
+
+def test_every_course_problem_has_a_wrong_variant():
+    """Does every problem in course.yml have at least one numeric wrong variant to diagnose with?"""
+    assert set(PROBLEMS_WITH_VARIANTS) == set(COURSE_PROBLEMS)
+
+
+def test_every_id_the_graders_diagnose_is_catalogued():
+    """Is every id passed to expect.diagnose(...) in the graders registered in the catalogue?"""
+    used = {mid for path in GRADERS.glob("*.py")
+            for mid in re.findall(r"""diagnose\(\s*["']([^"']+)["']""", path.read_text())}
+    assert sorted(used - {m.id for m in CATALOGUE}) == []
+
+
+@pytest.mark.parametrize("mistake_id,problem", VARIANT_CASES, ids=VARIANT_IDS)
+def test_variant_accepts_the_problems_signature(mistake_id, problem):
+    """Does the variant accept exactly the arguments the reference function for its problem accepts?"""
+    reference_params = [(p.name, p.default) for p in inspect.signature(getattr(ref, problem)).parameters.values()]
+    variant = CATALOGUE[mistake_id].variant
+    if len(CATALOGUE[mistake_id].problems) > 1:      # shared: each call must reach a fitting implementation
+        for args, kwargs in problem_calls(problem):
+            variant(*args, **kwargs)
+            variant(**inspect.signature(getattr(ref, problem)).bind(*args, **kwargs).arguments)
+        return
+    assert [(p.name, p.default) for p in inspect.signature(variant).parameters.values()] == reference_params
+
+
+# --------------------------------------------------------------------------- behaviour on random inputs
+
+@pytest.mark.parametrize("mistake_id,problem", VARIANT_CASES, ids=VARIANT_IDS)
+def test_variant_runs_and_keeps_the_reference_shape(mistake_id, problem):
+    """Does the variant run on the problem's inputs (positional and keyword) and give finite output of the reference's shape?"""
+    calls = problem_calls(problem)
+    for wrong, right in zip(outputs(CATALOGUE[mistake_id].variant, calls), outputs(getattr(ref, problem), calls)):
+        assert wrong.shape == right.shape
+        assert np.all(np.isfinite(wrong))
+
+
+@pytest.mark.parametrize("mistake_id,problem", VARIANT_CASES, ids=VARIANT_IDS)
+def test_variant_differs_far_from_the_reference(mistake_id, problem):
+    """Does the variant differ from the reference by far more than the float64 tolerance on random inputs?"""
+    calls = problem_calls(problem)
+    wrong = np.concatenate([o.ravel() for o in outputs(CATALOGUE[mistake_id].variant, calls)])
+    right = np.concatenate([o.ravel() for o in outputs(getattr(ref, problem), calls)])
+    assert far_apart(wrong, right)
+
+
+@pytest.mark.parametrize("problem", PROBLEMS_WITH_VARIANTS)
+def test_variants_of_a_problem_are_pairwise_distinguishable(problem):
+    """Do any two variants of the same problem disagree (beyond the float64 tolerance) on the same inputs?"""
+    calls = problem_calls(problem)
+    outs = {m.id: np.concatenate([o.ravel() for o in outputs(m.variant, calls)])
+            for m in CATALOGUE.for_problem(problem)}
+    agreeing = [(a, b) for a, b in itertools.combinations(outs, 2) if not far_apart(outs[a], outs[b], 1)]
+    assert agreeing == []
+
+
+@pytest.mark.parametrize("mistake_id,problem", VARIANT_CASES, ids=VARIANT_IDS)
+def test_catalogue_match_names_only_this_variant(mistake_id, problem):
+    """When a student's output is the variant's, does Catalogue.match name that mistake and no other?"""
+    mistake = CATALOGUE[mistake_id]
+    named_somewhere = False
+    for args, kwargs in problem_calls(problem, seed=1):
+        wrong = mistake.variant(*args, **kwargs)
+        if not far_apart(np.asarray(wrong, dtype=float), np.asarray(getattr(ref, problem)(*args, **kwargs), dtype=float)):
+            continue                                 # this input does not exercise the mistake
+        found = CATALOGUE.match(problem, args, kwargs, wrong, rtol=TOL.rtol, atol=TOL.atol)
+        assert [m.id for m in found] == [mistake_id]
+        named_somewhere = True
+    assert named_somewhere
+
+
+@pytest.mark.parametrize("mistake_id,problem", VARIANT_CASES, ids=VARIANT_IDS)
+def test_variant_leaves_its_inputs_unchanged(mistake_id, problem):
+    """Does running the variant (as Catalogue.match does on a grader's arrays) leave every input unchanged?"""
+    calls = problem_calls(problem)
+    before = problem_calls(problem)
+    outputs(CATALOGUE[mistake_id].variant, calls)
+    for (args, kwargs), (args0, kwargs0) in zip(calls, before):
+        for a, b in zip([*args, *kwargs.values()], [*args0, *kwargs0.values()]):
+            if isinstance(a, dict):
+                assert all(np.array_equal(a[k], b[k]) for k in a)
+            else:
+                assert np.array_equal(a, b)
