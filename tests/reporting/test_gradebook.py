@@ -1,0 +1,179 @@
+"""Grades into a real SQLite nbgrader gradebook, read back with nbgrader's API and `nbgrader export`."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook, MissingEntry
+
+from autograder.reporting.gradebook import record_grades
+
+from .conftest import NOTEBOOK, POINTS, check, make_assignment, make_course, submission
+
+BIN = Path(sys.executable).parent
+STEM = Path(NOTEBOOK).stem
+
+
+@pytest.fixture(autouse=True)
+def alembic_on_path(monkeypatch):
+    """nbgrader creates a new gradebook by running `alembic`: the venv's bin goes first."""
+    monkeypatch.setenv("PATH", os.pathsep.join([str(BIN), os.environ.get("PATH", "")]))
+
+
+@pytest.fixture(scope="session")
+def empty_gradebook(tmp_path_factory) -> Path:
+    """A new, empty gradebook made once (nbgrader runs `alembic` for each new database)."""
+    path = tmp_path_factory.mktemp("template") / "gradebook.db"
+    env_path = os.environ.get("PATH", "")
+    os.environ["PATH"] = os.pathsep.join([str(BIN), env_path])
+    try:
+        Gradebook(f"sqlite:///{path}", "dl-attention").close()
+    finally:
+        os.environ["PATH"] = env_path
+    return path
+
+
+@pytest.fixture
+def course(tmp_path, assignment, empty_gradebook):
+    course = make_course(tmp_path, assignment)
+    shutil.copyfile(empty_gradebook, tmp_path / "gradebook.db")
+    return course
+
+
+def release_into(course, assignment):
+    """What `nbgrader generate_assignment` leaves in the db: the assignment, its notebook, its grade cells."""
+    with Gradebook(course.gradebook_url, course.course_id) as gb:
+        gb.add_assignment(assignment.name, duedate="2026-12-14 23:59:00 UTC")
+        gb.add_notebook(STEM, assignment.name)
+        for p in assignment.problems:
+            gb.add_grade_cell(p.grade_id, STEM, assignment.name, max_score=p.points, cell_type="code")
+
+
+def auto_scores(course, assignment, student):
+    with Gradebook(course.gradebook_url, course.course_id) as gb:
+        return {p.name: gb.find_grade(p.grade_id, STEM, assignment.name, student).auto_score
+                for p in assignment.problems}
+
+
+def test_problem_scores_land_in_the_released_grade_cells(course, assignment, ada, bob):
+    """Does each problem's score become its grade cell's auto_score, for every student?"""
+    release_into(course, assignment)
+    report = record_grades(course, assignment, [ada, bob])
+    assert report.ok and report.recorded == ("ada", "bob") and report.created == ()
+    assert auto_scores(course, assignment, "ada") == {"layer_norm": 15.0, "split_heads": 10.0, "silu": 5.0}
+    assert auto_scores(course, assignment, "bob") == {"layer_norm": 7.5, "split_heads": 0.0, "silu": 5.0}
+    with Gradebook(course.gradebook_url) as gb:
+        sub = gb.find_submission(assignment.name, "bob")
+        assert sub.score == 12.5 and sub.max_score == 30.0 and not sub.needs_manual_grade
+
+
+def test_students_off_the_roster_are_recorded(course, assignment, bob):
+    """Is a student who is not on the roster (and not in the db) still recorded?"""
+    assert bob.on_roster is False
+    release_into(course, assignment)
+    record_grades(course, assignment, [bob])
+    with Gradebook(course.gradebook_url) as gb:
+        assert gb.find_student("bob").id == "bob"
+
+
+def test_missing_assignment_is_created_from_the_course_config(course, assignment, ada):
+    """With an empty gradebook, are the assignment, notebook and one grade cell per problem created?"""
+    report = record_grades(course, assignment, [ada])
+    assert report.created == ("assignment transformer-block", f"notebook transformer-block/{STEM}",
+                              *(f"grade cell transformer-block/{STEM}/test_{p}" for p, _ in POINTS))
+    with Gradebook(course.gradebook_url) as gb:
+        nb = gb.find_notebook(STEM, assignment.name)
+        assert {(c.name, c.max_score, c.cell_type) for c in nb.grade_cells} == {
+            (f"test_{p}", pts, "code") for p, pts in POINTS}
+        assert gb.find_assignment(assignment.name).course_id == "dl-attention"
+    assert auto_scores(course, assignment, "ada")["layer_norm"] == 15.0
+
+
+def test_regrading_replaces_auto_scores_and_keeps_manual_ones(course, assignment, ada, bob):
+    """On a regrade, are auto scores replaced while a grader's manual score is kept and flagged?"""
+    release_into(course, assignment)
+    record_grades(course, assignment, [bob])
+    with Gradebook(course.gradebook_url) as gb:
+        gb.find_grade("test_silu", STEM, assignment.name, "bob").manual_score = 4.0
+        gb.db.commit()
+    regraded = submission("bob", [t for t in ada.tests])
+    assert record_grades(course, assignment, [regraded]).ok
+    with Gradebook(course.gradebook_url) as gb:
+        silu = gb.find_grade("test_silu", STEM, assignment.name, "bob")
+        assert (silu.auto_score, silu.manual_score, silu.needs_manual_grade) == (5.0, 4.0, True)
+        assert gb.find_grade("test_layer_norm", STEM, assignment.name, "bob").auto_score == 15.0
+        assert len(gb.find_assignment(assignment.name).submissions) == 1
+
+
+def test_a_crashed_submission_is_flagged_for_manual_grading(course, assignment, cy):
+    """Does a crashed result leave no automatic score and ask for a person to look?"""
+    release_into(course, assignment)
+    assert record_grades(course, assignment, [cy]).recorded == ("cy",)
+    with Gradebook(course.gradebook_url) as gb:
+        grade = gb.find_grade("test_layer_norm", STEM, assignment.name, "cy")
+        assert grade.auto_score is None and grade.needs_manual_grade
+        assert gb.find_submission(assignment.name, "cy").needs_manual_grade
+
+
+def test_a_failing_submission_is_rolled_back_and_reported_while_others_land(course, assignment, ada, bob):
+    """When one submission cannot be written, is only it rolled back and reported?"""
+    release_into(course, assignment)
+    broken = submission("cal", [check("layer_norm", "test_layer_norm_a", 15.0, 15.0),
+                                check("silu", "test_silu_a", "lots", 5.0)])  # fails after two grades are set
+    wrong = dataclasses.replace(submission("dee"), assignment="another-assignment")
+    report = record_grades(course, assignment, [ada, broken, wrong, bob])
+    assert report.recorded == ("ada", "bob")
+    assert [who for who, _ in report.failed] == ["cal", "dee"]
+    assert report.failed[0][1].startswith("TypeError")
+    assert "another-assignment" in report.failed[1][1]
+    with Gradebook(course.gradebook_url) as gb:
+        assert sorted(s.id for s in gb.students) == ["ada", "bob"]
+        assert len(gb.find_assignment(assignment.name).submissions) == 2
+        for student in ("cal", "dee"):
+            with pytest.raises(MissingEntry):
+                gb.find_student(student)
+
+
+def test_a_failed_regrade_keeps_the_previous_grades(course, assignment, bob):
+    """When a regrade fails half-way, are the grades from before still there, untouched?"""
+    release_into(course, assignment)
+    record_grades(course, assignment, [bob])
+    broken = submission("bob", [check("layer_norm", "test_layer_norm_a", 15.0, 15.0),
+                                check("silu", "test_silu_a", "lots", 5.0)])
+    assert [who for who, _ in record_grades(course, assignment, [broken]).failed] == ["bob"]
+    assert auto_scores(course, assignment, "bob") == {"layer_norm": 7.5, "split_heads": 0.0, "silu": 5.0}
+
+
+def test_a_new_gradebook_is_created_even_without_alembic_on_path(tmp_path, assignment, ada, monkeypatch):
+    """Does recording into a gradebook that does not exist yet work when PATH lacks the venv's bin?"""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    course = make_course(tmp_path, assignment)
+    assert record_grades(course, assignment, [ada]).recorded == ("ada",)
+    assert os.environ["PATH"] == "/usr/bin:/bin"
+    assert auto_scores(course, assignment, "ada")["silu"] == 5.0
+
+
+def test_nbgrader_export_lists_our_scores(tmp_path, course, assignment, ada, bob, cy):
+    """Does the real `nbgrader export`, run from the course folder, list the scores we recorded?"""
+    release_into(course, assignment)
+    assert record_grades(course, assignment, [ada, bob, cy]).ok
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\n"
+        f"c.CourseDirectory.root = {str(tmp_path)!r}\n"
+        f"c.CourseDirectory.db_url = {course.gradebook_url!r}\n", encoding="utf-8")
+    env = dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]))
+    done = subprocess.run([str(BIN / "nbgrader"), "export"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "grades.csv", newline="", encoding="utf-8") as fh:
+        rows = {r["student_id"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {"ada", "bob", "cy"}
+    assert {s: float(r["score"]) for s, r in rows.items()} == {"ada": 30.0, "bob": 12.5, "cy": 0.0}
+    assert {r["assignment"] for r in rows.values()} == {"transformer-block"}
+    assert {float(r["max_score"]) for r in rows.values()} == {30.0}
