@@ -1,0 +1,97 @@
+"""`course release`: nbgrader generates release/, and nothing instructor-only survives in it."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.config import load_course
+from autograder.errors import ReleaseError
+from autograder.release import instructor_only_lines, leak_check, release
+
+ROOT = Path(__file__).resolve().parents[1]
+NB = Path("release") / "transformer-block" / "transformer-block.ipynb"
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory) -> Path:
+    from conftest import copy_course
+
+    course = copy_course(tmp_path_factory.mktemp("release") / "course")
+    (course / NB).unlink()
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", "transformer-block",
+                           "--course-dir", str(course)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "leak check" in proc.stdout
+    return course
+
+
+def test_release_equals_the_committed_release(released):
+    """Is the committed release/ exactly what `course release` generates from source/?"""
+    assert (released / NB).read_bytes() == (ROOT / NB).read_bytes(), \
+        "release/ is stale: run `course release transformer-block` and commit the result"
+
+
+def test_release_holds_no_solution_or_hidden_test_text(released):
+    """Are all instructor-only lines, markers and `assignments` imports absent from the release?"""
+    text = (released / NB).read_text()
+    secret = instructor_only_lines(ROOT / "source" / "transformer-block" / "transformer-block.ipynb")
+    assert len(secret) > 50, "the source has solution and hidden-test regions to protect"
+    for cell in json.loads(text)["cells"]:
+        src = "".join(cell["source"])
+        assert not {ln.strip() for ln in src.splitlines()} & secret
+        assert "BEGIN SOLUTION" not in src and "HIDDEN TESTS" not in src
+        assert "import assignments" not in src and "from assignments" not in src
+    stubs = sum("".join(c["source"]).count("raise NotImplementedError()")
+                for c in json.loads(text)["cells"] if c["cell_type"] == "code")
+    assert stubs == 8, "one stub per student function"
+
+
+def test_release_records_grade_cells_in_the_gradebook(released):
+    """Does the release put the assignment's grade cells, with course.yml's points, in nbgrader's gradebook?"""
+    from nbgrader.api import Gradebook
+
+    course = load_course(released)
+    a = course.assignment("transformer-block")
+    with Gradebook(course.gradebook_url) as gb:
+        nb = gb.find_notebook("transformer-block", "transformer-block")
+        cells = {c.name: c.max_score for c in nb.grade_cells}
+    assert cells == {p.grade_id: p.points for p in a.problems}
+
+
+@pytest.mark.parametrize("injected, message", [
+    ("    mean = x.mean(axis=-1, keepdims=True)\n", "leaks an instructor-only line"),
+    ("### BEGIN HIDDEN TESTS\n", "still contains the marker"),
+    ("from assignments.transformer_block import reference\n", "imports the instructor-only"),
+])
+def test_leak_check_names_the_notebook_and_cell(released, injected, message):
+    """Does a leak in a released notebook fail the check with the notebook and the cell named?"""
+    course = load_course(released)
+    a = course.assignment("transformer-block")
+    path = released / NB
+    original = path.read_text()
+    nb = json.loads(original)
+    secret = instructor_only_lines(released / "source" / "transformer-block" / "transformer-block.ipynb")
+    if "mean" in injected:
+        injected = next(iter(sorted(secret))) + "\n"
+    nb["cells"][3]["source"] = injected + "".join(nb["cells"][3]["source"])
+    path.write_text(json.dumps(nb))
+    try:
+        with pytest.raises(ReleaseError, match=message) as info:
+            leak_check(course, a)
+        assert "release/transformer-block/transformer-block.ipynb: cell 3" in str(info.value)
+    finally:
+        path.write_text(original)
+
+
+def test_release_of_a_missing_source_is_one_line(course_copy):
+    """Does releasing an assignment whose source notebook vanished give a one-line error?"""
+    (course_copy / "source" / "transformer-block" / "transformer-block.ipynb").unlink()
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", "transformer-block",
+                           "--course-dir", str(course_copy)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "source/transformer-block/transformer-block.ipynb does not exist" in proc.stderr
