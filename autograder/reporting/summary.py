@@ -1,0 +1,100 @@
+"""The class at a glance, for the terminal: one fixed-width row per student.
+
+    student  layer_norm  split_heads  silu  total    state    flags                   diagnoses
+    -------  ----------  -----------  ----  -------  -------  ----------------------  ----------------------------
+    ada              15           10     5  30/30    graded
+    bob             7.5            0     5  12.5/30  graded   not on roster, 2 notes  layer_norm.unbiased_variance
+    cy                -            -     -  0/30     crashed  crashed
+
+    3 students, 2 graded: mean 21.25, median 21.25 of 30 (crashed excluded). Feedback pages: feedback/<student>/transformer-block/
+
+When the problem names would make the table (diagnoses aside) wider than WIDE characters, the
+problem columns are headed P1, P2, ... and a legend line names them.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from autograder.config import Assignment
+from autograder.grading.results import SubmissionResult
+
+from .results_json import format_points, reported_score
+
+WIDE = 120
+GAP = "  "
+
+
+def _flags(result: SubmissionResult) -> str:
+    flags = []
+    if not result.on_roster:
+        flags.append("not on roster")
+    if result.state == "crashed":
+        flags.append("crashed")
+    if result.notes:
+        n = len(result.notes)
+        flags.append(f"{n} note{'s' if n != 1 else ''}")
+    return ", ".join(flags)
+
+
+def _problem_score(result: SubmissionResult, problem: str) -> str:
+    if result.state == "crashed":
+        return "-"
+    tests = [t for t in result.tests if t.problem == problem]
+    return format_points(sum(t.score for t in tests)) if tests else "-"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        out = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        return GAP.join(out).rstrip()
+
+    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def format_summary(results: Iterable[SubmissionResult], assignment: Assignment, *,
+                   feedback_dir: str | Path | None = None) -> str:
+    """A plain-text table of `results` (sorted by student) and a closing line with the class
+    mean and median and where the feedback pages are."""
+    results = sorted(results, key=lambda r: r.student)
+    problems = [p.name for p in assignment.problems]
+    for r in results:
+        for t in r.tests:
+            if t.problem not in problems:
+                problems.append(t.problem)
+    max_score = assignment.max_score
+
+    rows = []
+    for r in results:
+        total = f"{format_points(reported_score(r))}/{format_points(r.max_score or max_score)}"
+        rows.append([r.student, *(_problem_score(r, p) for p in problems), total, r.state, _flags(r),
+                     ", ".join(r.diagnoses)])
+
+    def build(names: Sequence[str]) -> list[str]:
+        header = ["student", *names, "total", "state", "flags", "diagnoses"]
+        return _table(header, rows, right=set(range(1, len(names) + 1)))
+
+    lines = build(problems)
+    legend = ""
+    if len(lines[1].rsplit(GAP, 1)[0]) > WIDE:     # the rule line, without the diagnoses column
+        short = [f"P{i}" for i in range(1, len(problems) + 1)]
+        lines = build(short)
+        points = {p.name: p.points for p in assignment.problems}
+        legend = "Problems: " + ", ".join(
+            f"{s} {p}" + (f" ({format_points(points[p])})" if p in points else "") for s, p in zip(short, problems))
+
+    graded = [reported_score(r) for r in results if r.state != "crashed"]
+    n = len(results)
+    tail = f"{n} student{'s' if n != 1 else ''}, {len(graded)} graded"
+    if graded:
+        tail += (f": mean {format_points(statistics.fmean(graded))}, "
+                 f"median {format_points(statistics.median(graded))} of {format_points(max_score)}")
+        if len(graded) < n:
+            tail += " (crashed excluded)"
+    tail += "."
+    if feedback_dir is not None:
+        tail += f" Feedback pages: {Path(feedback_dir)}/<student>/{assignment.name}/"
+    return "\n".join([*lines, *([legend] if legend else []), "", tail]) + "\n"

@@ -1,0 +1,77 @@
+"""The terminal summary: one row per student, scores per problem, flags, diagnoses, class statistics."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from autograder.reporting.summary import format_summary
+
+from .conftest import check, make_assignment, submission
+
+GOLDEN = Path(__file__).parent / "files" / "summary.txt"
+ALL_PROBLEMS = (("layer_norm", 15.0), ("split_heads", 10.0), ("merge_heads", 5.0),
+                ("multi_head_attention", 20.0), ("pre_ln_block", 20.0), ("silu", 5.0),
+                ("swiglu_ffn", 15.0), ("count_block_params", 10.0))
+
+
+def rows(text: str) -> dict[str, str]:
+    return {line.split()[0]: line for line in text.splitlines()[2:] if line.strip()}
+
+
+def test_summary_matches_the_golden_file(ada, bob, cy, assignment):
+    """Is the table for ada, bob and cy exactly the reviewed one in files/summary.txt?"""
+    text = format_summary([bob, cy, ada], assignment, feedback_dir="feedback")
+    assert text == GOLDEN.read_text(encoding="utf-8")
+
+
+def test_every_student_has_one_row_in_order(ada, bob, cy, assignment):
+    """Does every student get exactly one row, sorted by id?"""
+    lines = format_summary([cy, bob, ada], assignment).splitlines()
+    assert [ln.split()[0] for ln in lines[2:5]] == ["ada", "bob", "cy"]
+
+
+def test_a_row_shows_problem_scores_total_state_flags_and_diagnoses(bob, assignment):
+    """Does bob's row show each problem's score, total/max, state, roster and notes flags, diagnosis?"""
+    row = rows(format_summary([bob], assignment))["bob"]
+    assert row.split()[1:6] == ["7.5", "0", "5", "12.5/30", "graded"]
+    assert "not on roster" in row and "2 notes" in row
+    assert row.endswith("layer_norm.unbiased_variance")
+
+
+def test_a_crashed_row_says_so_and_has_no_problem_scores(cy, assignment):
+    """Is a crashed submission flagged, scored 0 and shown without per-problem scores?"""
+    row = rows(format_summary([cy], assignment))["cy"]
+    assert row.split()[1:6] == ["-", "-", "-", "0/30", "crashed"]
+    assert row.rstrip().endswith("crashed")
+
+
+def test_last_line_gives_mean_median_and_where_the_feedback_is(ada, bob, cy, assignment):
+    """Does the closing line give the class mean and median (crash excluded) and the feedback folder?"""
+    last = format_summary([ada, bob, cy], assignment, feedback_dir="out/feedback").splitlines()[-1]
+    assert "3 students, 2 graded" in last
+    assert "mean 21.25" in last and "median 21.25 of 30" in last and "crashed excluded" in last
+    assert "out/feedback/<student>/transformer-block/" in last
+
+
+def test_median_and_mean_differ_when_they_should(ada, assignment):
+    """With totals 0, 5 and 30, is the mean 11.67 and the median 5?"""
+    results = [ada,
+               submission("b", [check("silu", "test_silu_a", 5.0, 5.0)]),
+               submission("c", [check("silu", "test_silu_a", 0.0, 5.0)])]
+    last = format_summary(results, assignment).splitlines()[-1]
+    assert "mean 11.67" in last and "median 5 of 30" in last
+
+
+def test_wide_assignments_get_numbered_columns_and_a_legend(ada):
+    """With all eight problems, are columns headed P1..P8 and named in a legend line?"""
+    text = format_summary([ada], make_assignment(points=ALL_PROBLEMS))
+    header = text.splitlines()[0].split()
+    assert header[1:9] == [f"P{i}" for i in range(1, 9)]
+    assert "P4 multi_head_attention (20)" in text
+    assert max(len(line) for line in text.splitlines() if not line.startswith("Problems:")) <= 120
+
+
+def test_no_results_is_a_header_and_a_count(assignment):
+    """With no submissions, is there still a header and a closing count?"""
+    text = format_summary([], assignment)
+    assert text.splitlines()[0].startswith("student")
+    assert text.rstrip().endswith("0 students, 0 graded.")
