@@ -1,0 +1,182 @@
+"""End to end through the `course` command: the corpus of synthetic submissions is graded in one
+batch, and each case shows what it must (scores, which problems lose points, diagnosis ids,
+reasons for broken files), the gradebook and feedback pages are written, nothing is modified."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from conftest import ROOT, copy_course
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENT = "transformer-block"
+NB = "transformer-block.ipynb"
+CORPUS = ROOT / "tests" / "corpus"
+EXPECTED = json.loads((CORPUS / "expected.json").read_text())
+NOT_ON_ROSTER = "stranger"
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _add_big_cases(submitted: Path) -> None:
+    """Cases too big to commit: megabytes of stored output (under the limit) and a notebook over it."""
+    correct = nbformat.read(submitted / "correct" / ASSIGNMENT / NB, as_version=4)
+    big = nbformat.from_dict(json.loads(json.dumps(correct)))
+    first_code = next(c for c in big.cells if c.cell_type == "code")
+    first_code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="0123456789" * 400_000)]
+    (submitted / "huge_outputs" / ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(big, submitted / "huge_outputs" / ASSIGNMENT / NB)
+    first_code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="0123456789" * 1_200_000)]
+    (submitted / "oversize" / ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(big, submitted / "oversize" / ASSIGNMENT / NB)
+    shutil.copytree(submitted / "correct", submitted / NOT_ON_ROSTER)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = copy_course(tmp_path_factory.mktemp("corpus") / "course")
+    config = yaml.safe_load((course / "course.yml").read_text())
+    config["defaults"]["limits"].update(call_seconds=2, cell_seconds=10, notebook_mb=10)
+    (course / "course.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    shutil.copytree(CORPUS / "submitted", course / "submitted")
+    _add_big_cases(course / "submitted")
+    students = sorted(p.name for p in (course / "submitted").iterdir())
+    (course / "roster.csv").write_text("id\n" + "\n".join(s for s in students if s != NOT_ON_ROSTER) + "\n")
+    before = _digest(course / "submitted")
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT, "--course-dir", str(course)],
+                          capture_output=True, text=True, env=env, timeout=1200)
+    results = {s: json.loads((course / "autograded" / s / ASSIGNMENT / "results.json").read_text())
+               for s in students}
+    return {"course": course, "proc": proc, "results": results, "before": before, "students": students}
+
+
+def _failed_by_problem(result) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for t in result["tests"]:
+        problem = next(tag.split(":", 1)[1] for tag in t["tags"] if tag.startswith("problem:"))
+        if t["status"] != "passed":
+            out.setdefault(problem, []).append(t["name"])
+    return out
+
+
+def _diagnoses(result) -> set[str]:
+    return {tag.split(":", 1)[1] for t in result["tests"] for tag in t["tags"] if tag.startswith("diagnosis:")}
+
+
+def _notes(result) -> str:
+    return result.get("output", "") + "\n" + "\n".join(result.get("extra_data", {}).get("notes", []))
+
+
+def test_corpus_batch_completes_with_exit_code_zero(graded):
+    """Does one batch grade every case, broken ones included, and exit 0 (students failing is not an error)?"""
+    proc = graded["proc"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for student in graded["students"]:
+        assert student in proc.stdout, f"{student} missing from the summary table"
+
+
+def test_corpus_correct_scores_full_marks(graded):
+    """Does the correct submission score full marks with no diagnosis?"""
+    r = graded["results"]["correct"]
+    assert r["score"] == r["max_score"] == 100
+    assert not _diagnoses(r)
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_corpus_case_loses_points_only_where_it_should(graded, case):
+    """Does each case lose points in its own problems only (dependents lose only integration tests)?"""
+    spec = EXPECTED[case]
+    r = graded["results"][case]
+    assert r["extra_data"]["state"] == "graded", r.get("output")
+    failed = _failed_by_problem(r)
+    if spec["zero"]:
+        assert r["score"] == 0, f"{case} should score 0, got {r['score']}"
+    else:
+        for problem in spec["lose"]:
+            assert problem in failed, f"{case}: {problem} should lose points"
+        for problem, names in failed.items():
+            if problem not in spec["lose"]:
+                assert all("integration" in n for n in names), f"{case}: {problem} lost {names}"
+    if not spec["lose"] and not spec["zero"]:
+        assert r["score"] == r["max_score"], f"{case} should score full marks: {failed}"
+    assert set(spec["diagnoses"]) <= _diagnoses(r), f"{case}: diagnoses {_diagnoses(r)}"
+    if spec["note"]:
+        assert spec["note"] in _notes(r), f"{case}: notes were {_notes(r)!r}"
+
+
+def test_corpus_cheater_scores_exactly_like_the_same_code_without_the_patch(graded):
+    """Does patching np.allclose / np.isclose / np.testing change nothing at all?"""
+    cheat, honest = graded["results"]["cheater"], graded["results"]["ln_unbiased"]
+    assert cheat["score"] == honest["score"] < cheat["max_score"]
+    assert [(t["name"], t["status"]) for t in cheat["tests"]] == [(t["name"], t["status"]) for t in honest["tests"]]
+
+
+def test_corpus_big_outputs_are_graded_and_oversize_gets_a_reason(graded):
+    """Are megabytes of outputs ignored, and is a notebook over the size limit refused with a reason?"""
+    assert graded["results"]["huge_outputs"]["score"] == 100
+    over = graded["results"]["oversize"]
+    assert over["score"] == 0
+    assert "over the 10 MB limit" in _notes(over)
+
+
+def test_corpus_student_missing_from_the_roster_is_graded_and_flagged(graded):
+    """Is a student folder that is not on the roster graded and flagged?"""
+    r = graded["results"][NOT_ON_ROSTER]
+    assert r["score"] == 100
+    assert r["extra_data"]["on_roster"] is False
+    assert "not on the roster" in graded["proc"].stdout
+
+
+def test_corpus_submissions_are_never_modified(graded):
+    """Is every submitted file byte-for-byte unchanged after grading?"""
+    assert _digest(graded["course"] / "submitted") == graded["before"]
+
+
+def test_corpus_seed_is_recorded_and_stable(graded):
+    """Is each student's hidden-input seed in the instructor's results, different per student?"""
+    seeds = {s: r["extra_data"]["seed"] for s, r in graded["results"].items()}
+    assert all(isinstance(v, int) for v in seeds.values())
+    assert len(set(seeds.values())) == len(seeds)
+
+
+def test_corpus_feedback_pages_leak_no_hidden_tests(graded):
+    """Does every student get a feedback page that shows scores but no grader code, seed or detail?"""
+    grader_lines = set()
+    for path in (ROOT / "assignments" / "transformer_block" / "graders").glob("*.py"):
+        grader_lines |= {ln.strip() for ln in path.read_text().splitlines() if len(ln.strip()) > 25
+                         and not ln.strip().startswith(('"""', "#", "def test_"))}
+    for student, result in graded["results"].items():
+        pages = list((graded["course"] / "feedback" / student / ASSIGNMENT).glob("*.html"))
+        assert pages, f"no feedback page for {student}"
+        html = pages[0].read_text()
+        assert str(result["extra_data"]["seed"]) not in html
+        leaked = [ln for ln in grader_lines if ln in html]
+        assert not leaked, f"{student}'s feedback shows grader code: {leaked[:3]}"
+
+
+def test_corpus_nbgrader_export_lists_our_scores(graded):
+    """Does `nbgrader export` (nbgrader's own command) list the scores we wrote to the gradebook?"""
+    course = graded["course"]
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    proc = subprocess.run([str(Path(sys.executable).parent / "nbgrader"), "export", "--to", "grades.csv"],
+                          cwd=course, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())
+            if r["assignment"] == ASSIGNMENT}
+    for student, result in graded["results"].items():
+        assert float(rows[student]["raw_score"]) == pytest.approx(result["score"], abs=1e-6), student
