@@ -19,7 +19,7 @@ from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
 
 from .results_json import (atomic_write_text, format_points, misconception_name, numbered_tests,
-                           ordered_problems, reported_score, short_name)
+                           ordered_problems, reported_score, short_name, student_error)
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -98,7 +98,7 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         student=result.student,
         assignment=result.assignment,
         crashed=result.state == "crashed",
-        error=result.error.strip(),
+        error=student_error(result) if result.state == "crashed" else "",
         score=format_points(reported_score(result)),
         max_score=format_points(max_total),
         passed=sum(t.passed for t in result.tests),

@@ -42,6 +42,15 @@ class GradebookReport:
     def ok(self) -> bool:
         return not self.failed
 
+    @property
+    def messages(self) -> tuple[str, ...]:
+        """One line per failed submission: "<student>: <why>"."""
+        return tuple(f"{student}: {why}" for student, why in self.failed)
+
+    def __iter__(self):
+        """Iterating a report gives its failure messages (so `for err in record_grades(...)` works)."""
+        return iter(self.messages)
+
 
 def notebook_name(notebook_file: str) -> str:
     """nbgrader's name for a notebook: the file name without .ipynb."""

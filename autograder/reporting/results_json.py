@@ -74,6 +74,14 @@ def reported_score(result: SubmissionResult) -> float:
     return 0.0 if result.state == "crashed" else result.score
 
 
+def student_error(result: SubmissionResult, limit: int = 300) -> str:
+    """What a student is told about a crash: the first line of `error` (the full text, which may
+    hold a traceback of instructor code, stays in extra_data)."""
+    lines = [ln.strip() for ln in result.error.splitlines() if ln.strip()]
+    first = lines[0] if lines else "the grader stopped unexpectedly"
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write `text` to `path` via a temporary file in the same folder and os.replace:
     a reader sees the old file or the new one, never half of one."""
@@ -100,8 +108,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 def _student_output(result: SubmissionResult) -> str:
     parts = []
     if result.state == "crashed":
-        reason = result.error.strip() or "the grader stopped unexpectedly"
-        parts.append(f"Grading could not be completed for this submission: {reason}\n"
+        parts.append(f"Grading could not be completed for this submission: {student_error(result)}\n"
                      "Your score is 0 until it is graded again; your instructor can see what happened.")
     if result.notes:
         parts.append("Notes from running your notebook:\n" + "\n".join(f"- {n}" for n in result.notes))

@@ -121,6 +121,15 @@ def test_crashed_result_scores_zero_even_when_some_tests_ran():
     assert doc["extra_data"]["raw_score"] == 5.0 and len(doc["extra_data"]["tests"]) == 1
 
 
+def test_a_crash_traceback_stays_in_the_instructor_view():
+    """Does the student see only the first line of the crash error, the instructor all of it?"""
+    error = 'KeyError: \'x\'\nTraceback (most recent call last):\n  File "/course/assignments/graders/test_x.py"'
+    doc = to_results_json(submission("eve", state="crashed", error=error))
+    assert "KeyError: 'x'" in doc["output"]
+    assert "Traceback" not in doc["output"] and "graders/test_x.py" not in doc["output"]
+    assert doc["extra_data"]["error"] == error
+
+
 def test_unknown_visibility_is_refused(ada):
     """Is a visibility Gradescope does not know refused?"""
     with pytest.raises(ValueError, match="visibility"):
