@@ -1,0 +1,422 @@
+"""The wire protocol between the trusted process and the sandboxed child: plain data only.
+
+A frame is an 8-byte big-endian payload length followed by the payload. A payload is
+
+    4-byte big-endian header length | JSON header | padding to 16 | buffer 0 | pad | buffer 1 | ...
+
+The JSON header is `[value_tree, [len(buffer 0), len(buffer 1), ...]]`. In the value tree, JSON
+null/true/false/numbers/strings/arrays stand for None/bool/int/float/str/list; every JSON object
+is a tag with exactly one key:
+
+    {"t": [...]}                     tuple
+    {"d": [[key, value], ...]}       dict with str keys
+    {"c": [real, imag]}              complex
+    {"a": [dtype, [shape], i]}       ndarray: dtype.str (bool/int/uint/float/complex only),
+                                     C-order bytes in buffer i
+    {"s": [dtype, i]}                numpy scalar of such a dtype (np.float32(1.5), np.int64(3))
+
+Floats keep their exact value (repr round-trips), including nan and +-inf. Nothing is pickled
+or evaluated: decoding builds values with `json.loads` and `np.frombuffer` only.
+
+`decode(data, trusted=True)` is what the trusted process applies to the child's data: every tag,
+dtype and shape is checked against the buffers, and sizes and nesting are capped; anything else
+raises `ProtocolError`. The child decodes the trusted side's requests with `trusted=False`
+(the same checks, without the size caps).
+
+This module is imported by the sandboxed child, next to student code that may have replaced
+functions in numpy, json or builtins: it keeps private references to everything it uses.
+"""
+from __future__ import annotations
+
+import builtins as _builtins_module
+
+# Functions defined below look builtins up in this private copy, so student code that
+# rebinds `builtins.len` or `builtins.isinstance` cannot change how messages are framed.
+__builtins__ = dict(vars(_builtins_module))  # noqa: A001
+
+import json  # noqa: E402
+import re  # noqa: E402
+import socket  # noqa: E402
+import struct  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+__all__ = [
+    "Caps", "TRUSTED_CAPS", "UNCAPPED", "ProtocolError", "EncodeError",
+    "encode", "decode", "frame", "send", "recv", "Channel", "describe",
+]
+
+_dumps = json.dumps
+_loads = json.loads
+_JSONDecodeError = json.JSONDecodeError
+_pack = struct.pack
+_unpack_from = struct.unpack_from
+_monotonic = time.monotonic
+_ndarray = np.ndarray
+_generic = np.generic
+_np_dtype = np.dtype
+_frombuffer = np.frombuffer
+_DTYPE_RE = re.compile(r"[<>|=]?[biufc][0-9]{1,2}")
+_fullmatch = _DTYPE_RE.fullmatch
+_NUMERIC_KINDS = "biufc"
+_ALIGN = 16
+_LEN = struct.Struct("!Q")
+_HLEN = struct.Struct("!I")
+_TAGS = ("t", "d", "c", "a", "s")
+
+
+class ProtocolError(Exception):
+    """Data from the other side is not a valid message (bad framing, tag, dtype, shape or size)."""
+
+
+class EncodeError(TypeError):
+    """A value cannot be sent: `what` describes it for the student, e.g. 'a generator'."""
+
+    def __init__(self, what: str, path: str = ""):
+        self.what = what
+        self.path = path
+        super().__init__(f"{path}: {what}" if path else what)
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Upper bounds applied when decoding (and encoding) one message."""
+    max_bytes: int = 256 * 2**20     # array buffers of one message, all together
+    max_header: int = 32 * 2**20     # the JSON header
+    max_depth: int = 32              # nesting of lists/tuples/dicts
+    max_items: int = 1_000_000       # values in one message
+
+    @property
+    def max_frame(self) -> int:
+        return self.max_bytes + self.max_header + 4 + _ALIGN * 2
+
+
+TRUSTED_CAPS = Caps()
+UNCAPPED = Caps(max_bytes=2**62, max_header=2**40, max_depth=100, max_items=2**62)
+
+
+def _pad(n: int) -> int:
+    return -n % _ALIGN
+
+
+# --------------------------------------------------------------------------- encoding
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[:1] in ("a", "e", "i", "o", "u", "A", "E", "I", "O", "U") else f"a {word}"
+
+
+def describe(value: Any) -> str:
+    """A short, student-readable description of a value that cannot cross the wire."""
+    t = type(value)
+    name = getattr(t, "__name__", "object")
+    name = name if type(name) is str else "object"
+    name = name[:80]
+    if isinstance(value, _ndarray):
+        if t is not _ndarray:
+            return f"{_a(name)} (an ndarray subclass); return a plain numpy array, e.g. np.asarray(result)"
+        return (f"an array of dtype {value.dtype}; return an array of numbers "
+                f"(bool, int or float), not of {value.dtype.kind == 'O' and 'Python objects' or value.dtype}")
+    if isinstance(value, _generic):
+        return f"a numpy {name} scalar; return a number or an array of numbers"
+    if name == "generator" or name == "coroutine" or name == "async_generator":
+        return f"{_a(name)}; return the values themselves, e.g. a numpy array, not {_a(name)}"
+    for base in (bool, int, float, complex, str, list, tuple, dict):
+        if isinstance(value, base):
+            return f"{_a(name)} (a {base.__name__} subclass); return a plain {base.__name__}"
+    try:
+        array_like = hasattr(value, "__array__")
+    except Exception:
+        array_like = False
+    if array_like:
+        return f"an object of type {name} (array-like, but not a numpy array); return a numpy array, e.g. np.asarray(result)"
+    if callable(value):
+        return f"a function or other callable ({name}); return its result instead"
+    return f"an object of type {name}; return a numpy array or a number"
+
+
+class _Encoder:
+    def __init__(self, caps: Caps):
+        self.caps = caps
+        self.buffers: list[bytes] = []
+        self.nbytes = 0
+        self.items = 0
+
+    def value(self, obj: Any, path: str, depth: int) -> Any:
+        self.items += 1
+        if self.items > self.caps.max_items:
+            raise EncodeError(f"more than {self.caps.max_items} values", path)
+        t = type(obj)
+        if obj is None or t is bool or t is str or t is float:
+            return obj
+        if t is int:
+            if obj.bit_length() > 4096:
+                raise EncodeError("an integer with more than 4096 bits", path)
+            return obj
+        if t is complex:
+            return {"c": [obj.real, obj.imag]}
+        if t is _ndarray:
+            return self.array(obj, path)
+        if isinstance(obj, _generic) and t.__module__ == "numpy":
+            dt = obj.dtype
+            if dt.kind not in _NUMERIC_KINDS:
+                raise EncodeError(describe(obj), path)
+            return {"s": [dt.str, self.buffer(obj.tobytes(), path)]}
+        if t is list or t is tuple or t is dict:
+            if depth >= self.caps.max_depth:
+                raise EncodeError(f"nested deeper than {self.caps.max_depth} levels", path)
+            if t is list:
+                return [self.value(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(obj)]
+            if t is tuple:
+                return {"t": [self.value(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(obj)]}
+            pairs = []
+            for k, v in obj.items():
+                if type(k) is not str:
+                    raise EncodeError(f"a dict key of type {type(k).__name__}; use str keys", path)
+                pairs.append([k, self.value(v, f"{path}[{k!r}]", depth + 1)])
+            return {"d": pairs}
+        raise EncodeError(describe(obj), path)
+
+    def array(self, arr: np.ndarray, path: str) -> Any:
+        dt = arr.dtype
+        if dt.kind not in _NUMERIC_KINDS or dt.fields is not None or dt.subdtype is not None:
+            raise EncodeError(describe(arr), path)
+        if arr.ndim > 32:
+            raise EncodeError(f"an array with {arr.ndim} dimensions", path)
+        if arr.nbytes + self.nbytes > self.caps.max_bytes:
+            raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data", path)
+        data = arr.tobytes(order="C")
+        return {"a": [dt.str, [int(n) for n in arr.shape], self.buffer(data, path)]}
+
+    def buffer(self, data: bytes, path: str) -> int:
+        self.nbytes += len(data)
+        if self.nbytes > self.caps.max_bytes:
+            raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data", path)
+        self.buffers.append(data)
+        return len(self.buffers) - 1
+
+
+def _encode_parts(obj: Any, caps: Caps) -> list[bytes]:
+    enc = _Encoder(caps)
+    tree = enc.value(obj, "", 0)
+    header = _dumps([tree, [len(b) for b in enc.buffers]], allow_nan=True,
+                    separators=(",", ":")).encode("ascii")
+    if len(header) > caps.max_header:
+        raise EncodeError(f"more than {caps.max_header // 2**20} MB of non-array data")
+    parts = [_HLEN.pack(len(header)), header, b"\0" * _pad(4 + len(header))]
+    for b in enc.buffers:
+        parts.append(b)
+        parts.append(b"\0" * _pad(len(b)))
+    return parts
+
+
+def encode(obj: Any, *, caps: Caps = UNCAPPED) -> bytes:
+    """The payload for `obj` (no frame length). Raises EncodeError for values outside the set."""
+    return b"".join(_encode_parts(obj, caps))
+
+
+def frame(obj: Any, *, caps: Caps = UNCAPPED) -> bytes:
+    """Length prefix plus payload, ready to write."""
+    parts = _encode_parts(obj, caps)
+    total = sum(len(p) for p in parts)
+    return b"".join([_LEN.pack(total)] + parts)
+
+
+# --------------------------------------------------------------------------- decoding
+
+def _check_dtype(code: Any) -> np.dtype:
+    if type(code) is not str or not _fullmatch(code):
+        raise ProtocolError(f"array dtype {str(code)[:40]!r} is not a bool/int/uint/float/complex dtype")
+    try:
+        dt = _np_dtype(code)
+    except TypeError as exc:
+        raise ProtocolError(f"array dtype {code!r} is not valid: {exc}") from None
+    if dt.kind not in _NUMERIC_KINDS or dt.fields is not None or dt.subdtype is not None:
+        raise ProtocolError(f"array dtype {code!r} is not a bool/int/uint/float/complex dtype")
+    return dt
+
+
+class _Decoder:
+    def __init__(self, buffers: list[memoryview], caps: Caps):
+        self.buffers = buffers
+        self.used = [False] * len(buffers)
+        self.caps = caps
+        self.items = 0
+
+    def buffer(self, index: Any) -> memoryview:
+        if type(index) is not int or not 0 <= index < len(self.buffers) or self.used[index]:
+            raise ProtocolError(f"bad buffer reference {str(index)[:20]}")
+        self.used[index] = True
+        return self.buffers[index]
+
+    def value(self, node: Any, depth: int) -> Any:
+        self.items += 1
+        if self.items > self.caps.max_items:
+            raise ProtocolError(f"more than {self.caps.max_items} values in one message")
+        t = type(node)
+        if node is None or t is bool or t is int or t is float or t is str:
+            return node
+        if depth >= self.caps.max_depth:
+            raise ProtocolError(f"values nested deeper than {self.caps.max_depth} levels")
+        if t is list:
+            return [self.value(x, depth + 1) for x in node]
+        if t is not dict or len(node) != 1:
+            raise ProtocolError("malformed value tag")
+        (tag, body), = node.items()
+        if tag not in _TAGS or type(body) is not list:
+            raise ProtocolError(f"unknown value tag {str(tag)[:20]!r}")
+        if tag == "t":
+            return tuple(self.value(x, depth + 1) for x in body)
+        if tag == "d":
+            out = {}
+            for pair in body:
+                if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
+                    raise ProtocolError("malformed dict entry")
+                out[pair[0]] = self.value(pair[1], depth + 1)
+            return out
+        if tag == "c":
+            if len(body) != 2 or any(type(x) not in (int, float) for x in body):
+                raise ProtocolError("malformed complex number")
+            return complex(float(body[0]), float(body[1]))
+        if tag == "s":
+            if len(body) != 2:
+                raise ProtocolError("malformed numpy scalar")
+            dt = _check_dtype(body[0])
+            buf = self.buffer(body[1])
+            if len(buf) != dt.itemsize:
+                raise ProtocolError(f"numpy scalar of dtype {dt.str} with {len(buf)} bytes")
+            return _frombuffer(buf, dtype=dt)[0]
+        # tag == "a"
+        if len(body) != 3:
+            raise ProtocolError("malformed array")
+        dt = _check_dtype(body[0])
+        shape = body[1]
+        if type(shape) is not list or len(shape) > 32 or any(type(n) is not int or n < 0 for n in shape):
+            raise ProtocolError("array shape must be a list of at most 32 non-negative integers")
+        count = 1
+        for n in shape:
+            count *= n
+        buf = self.buffer(body[2])
+        if count * dt.itemsize != len(buf):
+            raise ProtocolError(f"array of shape {tuple(shape)} and dtype {dt.str} needs "
+                                f"{count * dt.itemsize} bytes, got {len(buf)}")
+        return _frombuffer(buf, dtype=dt, count=count).reshape(shape)
+
+
+def decode(data: bytes | bytearray | memoryview, *, trusted: bool, caps: Caps | None = None) -> Any:
+    """The value in one payload. `trusted=True`: caps enforced (data comes from the child)."""
+    caps = caps or (TRUSTED_CAPS if trusted else UNCAPPED)
+    if isinstance(data, bytes):
+        data = bytearray(data)          # arrays handed out are writable
+    view = memoryview(data).cast("B")
+    if len(view) < 4:
+        raise ProtocolError("message shorter than its header length")
+    (hlen,) = _HLEN.unpack_from(view, 0)
+    if hlen > caps.max_header or 4 + hlen > len(view):
+        raise ProtocolError(f"header of {hlen} bytes does not fit the message")
+    try:
+        header = _loads(bytes(view[4:4 + hlen]).decode("ascii"))
+    except (UnicodeDecodeError, _JSONDecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"header is not valid JSON: {str(exc)[:100]}") from None
+    if type(header) is not list or len(header) != 2 or type(header[1]) is not list:
+        raise ProtocolError("header is not [value, buffer lengths]")
+    tree, lengths = header
+    offset = 4 + hlen + _pad(4 + hlen)
+    buffers = []
+    for n in lengths:
+        if type(n) is not int or n < 0 or offset + n > len(view):
+            raise ProtocolError("buffer lengths do not match the message")
+        buffers.append(view[offset:offset + n])
+        offset += n + _pad(n)
+    if offset != len(view):
+        raise ProtocolError(f"message has {len(view) - offset} bytes beyond its buffers")
+    if sum(lengths) > caps.max_bytes:
+        raise ProtocolError(f"more than {caps.max_bytes // 2**20} MB of array data")
+    dec = _Decoder(buffers, caps)
+    try:
+        value = dec.value(tree, 0)
+    except RecursionError:
+        raise ProtocolError("values nested too deeply") from None
+    if not all(dec.used):
+        raise ProtocolError("message carries unreferenced buffers")
+    return value
+
+
+# --------------------------------------------------------------------------- framing
+
+class Channel:
+    """One end of a stream socket carrying framed messages (dicts with an "op" key).
+
+    Bound methods are captured at construction, so later changes to the socket class
+    (by student code in the child) cannot affect it.
+    """
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self._sendall = sock.sendall
+        self._recv_into = sock.recv_into
+        self._settimeout = sock.settimeout
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, message: dict, *, deadline: float | None = None, caps: Caps = UNCAPPED) -> None:
+        """Write one message; raises TimeoutError past `deadline` (time.monotonic())."""
+        data = frame(message, caps=caps)
+        self._timeout(deadline)
+        self._sendall(data)
+
+    def send_frame(self, data: bytes, *, deadline: float | None = None) -> None:
+        """Write bytes made by `frame()`."""
+        self._timeout(deadline)
+        self._sendall(data)
+
+    def recv(self, *, trusted: bool, deadline: float | None = None, caps: Caps | None = None) -> dict:
+        """Read one message. Raises EOFError when the other end closed, TimeoutError past
+        `deadline`, ProtocolError for malformed data (the stream is then out of step)."""
+        caps = caps or (TRUSTED_CAPS if trusted else UNCAPPED)
+        head = self._read(_LEN.size, deadline)
+        (n,) = _LEN.unpack_from(head, 0)
+        if n > caps.max_frame:
+            raise ProtocolError(f"message of {n} bytes exceeds the limit of {caps.max_frame} bytes")
+        payload = self._read(n, deadline)
+        message = decode(payload, trusted=trusted, caps=caps)
+        if type(message) is not dict or type(message.get("op")) is not str:
+            raise ProtocolError("message is not a dict with an 'op'")
+        return message
+
+    def _timeout(self, deadline: float | None) -> None:
+        if deadline is None:
+            self._settimeout(None)
+        else:
+            left = deadline - _monotonic()
+            if left <= 0:
+                raise TimeoutError("deadline passed")
+            self._settimeout(left)
+
+    def _read(self, n: int, deadline: float | None) -> bytearray:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            self._timeout(deadline)
+            k = self._recv_into(view[got:], n - got)
+            if k == 0:
+                raise EOFError("the other end closed the connection")
+            got += k
+        return buf
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def send(sock: socket.socket | Channel, message: dict, *, deadline: float | None = None) -> None:
+    """Write one framed message to a socket (or Channel)."""
+    (sock if isinstance(sock, Channel) else Channel(sock)).send(message, deadline=deadline)
+
+
+def recv(sock: socket.socket | Channel, *, trusted: bool, deadline: float | None = None) -> dict:
+    """Read one framed message from a socket (or Channel)."""
+    return (sock if isinstance(sock, Channel) else Channel(sock)).recv(trusted=trusted, deadline=deadline)

@@ -1,0 +1,234 @@
+"""The wire protocol: plain values round-trip exactly; anything else is refused on either end."""
+from __future__ import annotations
+
+import json
+import math
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from autograder.sandbox import protocol
+from autograder.sandbox.protocol import Caps, EncodeError, ProtocolError, decode, encode
+
+
+def roundtrip(value, trusted=True):
+    return decode(encode(value), trusted=trusted)
+
+
+def payload(header, buffers=()):
+    """A payload built by hand (to forge what a hostile child could send)."""
+    h = json.dumps(header).encode()
+    out = struct.pack("!I", len(h)) + h + b"\0" * (-(4 + len(h)) % 16)
+    for b in buffers:
+        out += b + b"\0" * (-len(b) % 16)
+    return out
+
+
+@pytest.mark.parametrize("value", [
+    None, True, False, 0, -7, 2**80, 1.5, -0.0, 1e-310, float("inf"), float("-inf"),
+    1 + 2j, complex(float("inf"), -0.5), "", "héllo ✓ \udcff", [], (), {},
+    [1, "a", None], (1, (2, (3,))), {"W_Q": 1.0, "nested": {"b": [1, 2]}},
+])
+def test_plain_values_round_trip_exactly(value):
+    """Do Python scalars, strings and containers come back equal and of the same types?"""
+    back = roundtrip(value)
+    assert back == value and type(back) is type(value)
+    if isinstance(value, float):
+        assert math.copysign(1, back) == math.copysign(1, value)
+
+
+def test_nan_round_trips():
+    """Does a NaN float come back as a NaN float?"""
+    assert math.isnan(roundtrip(float("nan")))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "int8", "int64", "uint16", "uint64",
+                                   "bool", "complex64", "complex128", ">f8", "<i4"])
+@pytest.mark.parametrize("shape", [(), (0,), (3,), (2, 0, 4), (8, 16, 64)])
+def test_arrays_round_trip_with_dtype_and_shape(dtype, shape):
+    """Do arrays keep dtype, shape and every bit of their values?"""
+    rng = np.random.default_rng(0)
+    a = np.asarray(rng.standard_normal(shape) * 100).astype(dtype)
+    back = roundtrip(a)
+    assert type(back) is np.ndarray
+    assert back.dtype == a.dtype and back.dtype.str == a.dtype.str and back.shape == a.shape
+    assert back.tobytes() == a.tobytes()
+
+
+def test_arrays_with_special_floats_and_layouts_round_trip():
+    """Do nan/inf entries, transposed and Fortran-ordered arrays come back value-equal?"""
+    a = np.array([[np.nan, np.inf], [-np.inf, -0.0]])
+    b = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+    c = np.arange(24).reshape(2, 3, 4).transpose(2, 0, 1)[::2]
+    back = roundtrip([a, b, c])
+    assert np.array_equal(back[0], a, equal_nan=True)
+    assert np.array_equal(back[1], b) and np.array_equal(back[2], c)
+    assert all(x.flags.writeable for x in back)
+
+
+def test_numpy_scalars_keep_their_type():
+    """Do np.float32 / np.int64 / np.bool_ scalars come back as the same numpy scalars?"""
+    for s in (np.float32(1.25), np.int64(-3), np.bool_(True), np.float64(0.1), np.complex64(1j)):
+        back = roundtrip(s)
+        assert type(back) is type(s) and back == s
+
+
+def test_messages_carry_mixed_arguments():
+    """Does a call message with arrays inside a params dict come back intact?"""
+    params = {"W_Q": np.eye(4, dtype=np.float32), "b": np.zeros(4)}
+    msg = {"op": "call", "name": "pre_ln_block", "args": [np.ones((2, 4)), params], "kwargs": {"eps": 1e-5}}
+    back = roundtrip(msg)
+    assert back["args"][1]["W_Q"].dtype == np.float32
+    assert np.array_equal(back["args"][1]["W_Q"], params["W_Q"]) and back["kwargs"] == {"eps": 1e-5}
+
+
+@pytest.mark.parametrize("value, fragment", [
+    (np.array([1, "a"], dtype=object), "dtype object"),
+    (np.array(["ab"]), "dtype <U2"),
+    (np.zeros(2, dtype=[("a", "f8")]), "dtype"),
+    (np.array(["2020-01-01"], dtype="datetime64[D]"), "dtype datetime64"),
+    (np.ma.masked_array([1.0]), "MaskedArray (an ndarray subclass)"),
+    ((i for i in range(2)), "a generator"),
+    (lambda: 1, "callable"),
+    ({1: 2}, "dict key of type int"),
+    (type("F", (float,), {})(1.0), "F (a float subclass)"),
+    (object(), "an object of type object"),
+    (np.str_("x"), "numpy str_ scalar"),
+])
+def test_values_outside_the_plain_set_cannot_be_encoded(value, fragment):
+    """Are objects, subclasses, generators and non-numeric arrays refused with a description?"""
+    with pytest.raises(EncodeError) as info:
+        encode(value)
+    assert fragment in info.value.what
+
+
+def test_encode_error_names_the_path_of_the_bad_element():
+    """Does the error say where in a nested value the bad element sits?"""
+    with pytest.raises(EncodeError) as info:
+        encode((np.zeros(2), [1, np.ma.masked_array([1.0])]))
+    assert info.value.path == "[1][1]"
+
+
+@pytest.mark.parametrize("tree, buffers, fragment", [
+    ([{"a": ["|O8", [1], 0]}, [8]], [b"\0" * 8], "dtype"),
+    ([{"a": ["|V8", [1], 0]}, [8]], [b"\0" * 8], "dtype"),
+    ([{"a": ["<M8", [1], 0]}, [8]], [b"\0" * 8], "dtype"),
+    ([{"a": ["<U2", [1], 0]}, [8]], [b"\0" * 8], "dtype"),
+    ([{"a": ["<f8", [2], 0]}, [8]], [b"\0" * 8], "needs 16 bytes"),
+    ([{"a": ["<f8", [-1], 0]}, [8]], [b"\0" * 8], "non-negative"),
+    ([{"a": ["<f8", [1], 1]}, [8]], [b"\0" * 8], "buffer reference"),
+    ([[{"a": ["<f8", [1], 0]}, {"a": ["<f8", [1], 0]}], [8]], [b"\0" * 8], "buffer reference"),
+    ([None, [8]], [b"\0" * 8], "unreferenced"),
+    ([{"x": 1}, []], [], "unknown value tag"),
+    ([{"t": [], "d": []}, []], [], "malformed"),
+    ([{"d": [[1, 2]]}, []], [], "dict entry"),
+    ([{"c": [1, "2"]}, []], [], "complex"),
+    ([{"s": ["<f8", 0]}, [4]], [b"\0" * 4], "4 bytes"),
+])
+def test_trusted_decoder_rejects_forged_values(tree, buffers, fragment):
+    """Does the trusted decoder refuse bad dtypes, shape/byte mismatches and unknown tags?"""
+    with pytest.raises(ProtocolError, match=fragment):
+        decode(payload(tree[:1] + [tree[1]], buffers), trusted=True)
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"\0\0", struct.pack("!I", 100) + b"[]",
+    struct.pack("!I", 5) + b"[1,2" + b"\0" * 11,
+    struct.pack("!I", 2) + b"\xff\xfe" + b"\0" * 10,
+    payload([None, []]) + b"\0" * 16,
+    payload([None, [100]]),
+])
+def test_trusted_decoder_rejects_malformed_framing(data):
+    """Do truncated headers, bad JSON and stray bytes raise ProtocolError (not anything else)?"""
+    with pytest.raises(ProtocolError):
+        decode(data, trusted=True)
+
+
+def test_nesting_depth_is_capped():
+    """Is a deeply nested value refused by both encoder and trusted decoder?"""
+    deep: list = []
+    for _ in range(40):
+        deep = [deep]
+    with pytest.raises(EncodeError, match="nested deeper"):
+        encode(deep, caps=protocol.TRUSTED_CAPS)
+    with pytest.raises(ProtocolError, match="nested"):
+        decode(encode(deep), trusted=True)
+    very_deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(ProtocolError):
+        decode(payload_raw(very_deep), trusted=True)
+
+
+def payload_raw(text: str) -> bytes:
+    h = f"[{text},[]]".encode()
+    return struct.pack("!I", len(h)) + h + b"\0" * (-(4 + len(h)) % 16)
+
+
+def test_sizes_are_capped():
+    """Are too much array data and too many values refused by the trusted decoder?"""
+    small = Caps(max_bytes=1000, max_items=50)
+    with pytest.raises(ProtocolError, match="MB of array data"):
+        decode(encode(np.zeros(200)), trusted=True, caps=small)
+    with pytest.raises(ProtocolError, match="values"):
+        decode(encode(list(range(100))), trusted=True, caps=small)
+    with pytest.raises(EncodeError, match="MB of array data"):
+        encode(np.zeros(200), caps=small)
+
+
+def test_channel_frames_messages_over_a_socket():
+    """Do messages cross a socketpair intact, and does the reader see EOF when the writer closes?"""
+    a, b = socket.socketpair()
+    ca, cb = protocol.Channel(a), protocol.Channel(b)
+    x = np.arange(1000.0).reshape(10, 100)
+    ca.send({"op": "call", "args": [x]})
+    ca.send({"op": "ping"})
+    assert np.array_equal(cb.recv(trusted=True)["args"][0], x)
+    assert cb.recv(trusted=True) == {"op": "ping"}
+    ca.close()
+    with pytest.raises(EOFError):
+        cb.recv(trusted=True)
+    cb.close()
+
+
+def test_channel_read_honours_the_deadline():
+    """Does a read with a deadline raise TimeoutError instead of waiting forever?"""
+    a, b = socket.socketpair()
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        protocol.Channel(b).recv(trusted=True, deadline=time.monotonic() + 0.2)
+    assert time.monotonic() - started < 1.0
+    a.close()
+    b.close()
+
+
+def test_channel_refuses_an_oversized_frame_before_reading_it():
+    """Is a frame announcing 2**60 bytes refused at once (no allocation, no wait)?"""
+    a, b = socket.socketpair()
+    a.sendall(struct.pack("!Q", 2**60))
+    with pytest.raises(ProtocolError, match="exceeds"):
+        protocol.Channel(b).recv(trusted=True, deadline=time.monotonic() + 1)
+    a.close()
+    b.close()
+
+
+def test_channel_requires_a_dict_with_an_op():
+    """Is a well-formed value that is not a message refused?"""
+    a, b = socket.socketpair()
+    a.sendall(protocol.frame([1, 2]))
+    with pytest.raises(ProtocolError, match="op"):
+        protocol.Channel(b).recv(trusted=True)
+    a.close()
+    b.close()
+
+
+def test_child_imports_only_stdlib_numpy_and_the_protocol():
+    """Does importing the child pull in nothing from the grading side (or pickle-based helpers)?"""
+    code = ("import sys; import autograder.sandbox.child; "
+            "print(sorted(m for m in sys.modules if m.startswith('autograder')))")
+    out = subprocess.run([sys.executable, "-s", "-P", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(sorted(["autograder", "autograder.sandbox",
+                                             "autograder.sandbox.protocol", "autograder.sandbox.child"]))
