@@ -14,7 +14,7 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.reporting.gradebook import record_grades
 
-from .conftest import NOTEBOOK, POINTS, check, make_assignment, make_course, submission
+from .conftest import NOTEBOOK, POINTS, check, make_course, submission
 
 BIN = Path(sys.executable).parent
 STEM = Path(NOTEBOOK).stem
