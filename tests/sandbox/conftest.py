@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,18 @@ def cells(*sources: str) -> list[dict]:
     return [{"index": i, "source": s} for i, s in enumerate(sources, start=1)]
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes whose process group is `pgid`, read from /proc."""
+def group_members(pgid: int, settle: float = 1.0) -> list[int]:
+    """Live (non-zombie) processes in process group `pgid`, read from /proc; waits up to `settle`
+    seconds for killed processes to finish dying."""
+    end = time.monotonic() + settle
+    while True:
+        members = _group_members(pgid)
+        if not members or time.monotonic() >= end:
+            return members
+        time.sleep(0.01)
+
+
+def _group_members(pgid: int) -> list[int]:
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

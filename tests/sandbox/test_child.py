@@ -1,0 +1,312 @@
+"""The child process: how it runs notebook cells and answers calls (driven through a real Sandbox)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autograder.sandbox.launcher import Sandbox
+from autograder.sandbox.outcomes import (BadReturnValue, FunctionMissing, NotCallable, StudentRaised)
+
+from .conftest import FAST, cells
+
+# A notebook whose layer_norm has the unbiased-variance mistake, and which then tries to make
+# every numpy comparison pass; the later cells define helpers the call tests use.
+NOTEBOOK = cells(
+    "import numpy as np\n%matplotlib inline\n!pip install nothing",
+    """
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True, ddof=1)
+    return gamma * (x - mean) / np.sqrt(var + eps) + beta
+""",
+    """
+np.allclose = lambda *a, **k: True
+np.testing.assert_allclose = lambda *a, **k: None
+np.array_equal = lambda *a, **k: True
+np.isclose = lambda a, b, **k: np.ones(np.shape(a), dtype=bool)
+""",
+    """
+def echo(*args, **kwargs):
+    return args if not kwargs else (args, kwargs)
+
+def to32(x):
+    return (x * 2).astype(np.float32)
+
+def count(params):
+    return sum(v.size for v in params.values())
+
+def scalar32():
+    return np.float32(1.5)
+
+def divide(a, b):
+    return helper(a, b)
+
+def helper(a, b):
+    if b == 0:
+        raise ValueError(f"cannot divide {a} by zero")
+    return a / b
+
+def overflow(x):
+    for _ in range(3):
+        y = np.exp(x)
+    return np.log(x - x)
+
+def add_one(x):
+    x += 1
+    return x
+
+def scale_params(params, factor=2.0):
+    params["W"] *= factor
+    return None
+
+def add_key(params):
+    params["extra"] = 1
+    return 0
+
+def pure(x, params):
+    return x.sum() + sum(v.sum() for v in params.values())
+
+def chatty(n):
+    for i in range(n):
+        print("line", i)
+    return n
+
+masked = lambda: np.ma.masked_array([1.0, 2.0], mask=[0, 1])
+class ArrayLike:
+    def __array__(self, dtype=None, copy=None):
+        return np.zeros(3)
+array_like = lambda: ArrayLike()
+gen = lambda: (i for i in range(3))
+objects = lambda: np.array([1, None], dtype=object)
+nested = lambda: (np.zeros(2), [1.0, np.matrix([[1.0]])])
+answer = 42
+""",
+)
+
+
+@pytest.fixture(scope="module")
+def box():
+    with Sandbox(NOTEBOOK, FAST) as sb:
+        sb.start()
+        yield sb
+
+
+def run(sandbox_factory, *sources, **kwargs):
+    sb = sandbox_factory(list(sources), **kwargs)
+    return sb, sb.start()
+
+
+# --------------------------------------------------------------------------- cells
+
+def test_cells_share_one_namespace_named_main(sandbox_factory):
+    """Do later cells see earlier definitions, with __name__ == '__main__'?"""
+    sb, report = run(sandbox_factory, "a = 2", "if __name__ == '__main__':\n    b = a * 3", "def f():\n    return b")
+    assert [c.status for c in report.cells] == ["ok", "ok", "ok"]
+    assert sb.call("f").value == 6
+
+
+def test_a_failing_cell_does_not_stop_later_cells(sandbox_factory):
+    """Does a cell that raises get reported (type, message, line) while later cells still run?"""
+    sb, report = run(sandbox_factory, "x = 1", "y = 2\nz = undefined_name + 1", "def g():\n    return x + 10")
+    bad = report.cell(2)
+    assert (bad.status, bad.error_type) == ("error", "NameError")
+    assert "undefined_name" in bad.message and bad.where == "line 2: `z = undefined_name + 1`"
+    assert report.cell(3).status == "ok" and sb.call("g").value == 11
+    assert report.state == "ok"
+    assert any("cell 2 raised NameError" in n for n in report.notes)
+
+
+def test_error_in_a_function_defined_elsewhere_names_that_cell(sandbox_factory):
+    """When a cell fails inside a function from an earlier cell, is the earlier cell named?"""
+    _, report = run(sandbox_factory, "def f():\n    return 1 / 0", "f()")
+    assert report.cell(2).where == "cell 1, line 2: `return 1 / 0`"
+
+
+def test_syntax_error_is_reported_with_its_line(sandbox_factory):
+    """Is a cell with a syntax error reported as SyntaxError with its line, without stopping the rest?"""
+    _, report = run(sandbox_factory, "a = 1\nb = (2 +\n", "c = 3")
+    assert report.cell(1).error_type == "SyntaxError" and report.cell(1).where.startswith("line ")
+    assert report.cell(2).status == "ok"
+
+
+def test_line_magics_and_shell_lines_are_skipped_with_notes(sandbox_factory):
+    """Are `%magic`, `!shell` and `x?` lines replaced by pass (indentation kept) and noted?"""
+    sb, report = run(sandbox_factory,
+                     "%matplotlib inline\nimport numpy as np\n!ls -la\nnp.mean?\n"
+                     "for i in range(2):\n    %time x = i\nres = 'ran'",
+                     "def r():\n    return res")
+    assert report.cell(1).status == "ok" and sb.call("r").value == "ran"
+    assert report.cell(1).notes == (
+        "cell 1: skipped IPython magic `%matplotlib inline`",
+        "cell 1: skipped shell command `!ls -la`",
+        "cell 1: skipped IPython help `np.mean?`",
+        "cell 1: skipped IPython magic `%time x = i`",
+    )
+
+
+def test_valid_python_starting_with_percent_is_left_alone(sandbox_factory):
+    """Is a continuation line starting with `%` (modulo) run as Python, not dropped as a magic?"""
+    sb, report = run(sandbox_factory, "v = (17\n     % 5)", "def get():\n    return v")
+    assert report.cell(1).notes == () and sb.call("get").value == 2
+
+
+def test_cell_magics_skip_the_cell_except_time_and_capture(sandbox_factory):
+    """Is a `%%bash` cell skipped whole with a note, while a `%%time` cell's code still runs?"""
+    sb, report = run(sandbox_factory, "%%bash\necho hi", "%%time\nt = 5", "def get():\n    return t")
+    assert report.cell(1).status == "skipped"
+    assert report.cell(1).notes == ("cell 1: skipped: it starts with the cell magic `%%bash`",)
+    assert report.cell(2).status == "ok" and sb.call("get").value == 5
+    assert "skipped" in " ".join(report.notes)
+
+
+def test_get_ipython_and_display_are_harmless(sandbox_factory):
+    """Do get_ipython().run_line_magic(...) and display(...) work (doing nothing / printing) with a note?"""
+    _, report = run(sandbox_factory, "get_ipython().run_line_magic('matplotlib', 'inline')\ndisplay([1, 2])")
+    cell = report.cell(1)
+    assert cell.status == "ok" and cell.stdout == "[1, 2]\n"
+    assert cell.notes == ("cell 1: `get_ipython().run_line_magic(...)` did nothing "
+                          "(the grader does not run IPython)",)
+
+
+def test_prints_are_captured_per_cell_and_bounded(sandbox_factory):
+    """Is each cell's output captured separately and cut to a bounded size with a marker?"""
+    _, report = run(sandbox_factory, "print('first')", "import sys\nprint('x' * 200_000)\nsys.stderr.write('end')")
+    assert report.cell(1).stdout == "first\n"
+    out = report.cell(2).stdout
+    assert len(out) < 70_000 and "characters of output dropped" in out and out.endswith("end")
+
+
+def test_megabytes_of_output_do_not_disturb_the_protocol(sandbox_factory):
+    """Do many MB printed from Python and written to fd 1/2 at OS level leave the channel intact?"""
+    spam = ("import os, sys\n"
+            "for i in range(20000):\n    print('spam' * 250)\n"
+            "os.write(1, b'\\x00garbage' * 1_000_000)\nos.write(2, b'more' * 1_000_000)\n"
+            "def loud():\n    os.write(1, b'frame?' * 100_000)\n    print('q' * 5_000_000)\n    return 7")
+    sb, report = run(sandbox_factory, spam, "after = 1")
+    assert report.cell(1).status == "ok" and report.cell(2).status == "ok"
+    assert sb.call("loud").value == 7
+    assert sb.call("loud").value == 7
+
+
+def test_exit_in_a_cell_is_an_error_not_the_end(sandbox_factory):
+    """Does exit()/sys.exit() in a cell count as that cell's error while later cells run?"""
+    sb, report = run(sandbox_factory, "import sys\nsys.exit(3)", "exit()", "def ok():\n    return 'alive'")
+    assert report.cell(1).error_type == "SystemExit" and report.cell(2).error_type == "SystemExit"
+    assert sb.call("ok").value == "alive"
+
+
+# --------------------------------------------------------------------------- calls
+
+def test_tampering_with_numpy_does_not_reach_the_trusted_side(box):
+    """With np.allclose & co. replaced in the notebook, does the trusted side get the true wrong array?"""
+    rng = np.random.default_rng(1)
+    x, gamma, beta = rng.standard_normal((4, 8)), rng.standard_normal(8), rng.standard_normal(8)
+    got = box.call("layer_norm", (x, gamma, beta)).value
+    mean = x.mean(-1, keepdims=True)
+    right = gamma * (x - mean) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) + beta
+    wrong = gamma * (x - mean) / np.sqrt(x.var(-1, keepdims=True, ddof=1) + 1e-5) + beta
+    assert type(got) is np.ndarray
+    assert not np.allclose(got, right)
+    assert np.array_equal(got, wrong)
+    assert box.report.cell(3).status == "ok"
+
+
+def test_values_round_trip_through_a_call(box):
+    """Do arrays (float32, batch shapes), numbers, strings and containers cross both ways intact?"""
+    x = np.random.default_rng(2).standard_normal((8, 16, 64))
+    back = box.call("echo", (x, x.astype(np.float32), 3, 2.5, "s", None, (1, [2]), 1j)).value
+    assert np.array_equal(back[0], x) and back[1].dtype == np.float32
+    assert back[2:] == (3, 2.5, "s", None, (1, [2]), 1j)
+    y = box.call("to32", (x,)).value
+    assert y.dtype == np.float32 and y.shape == (8, 16, 64) and np.array_equal(y, (x * 2).astype(np.float32))
+    assert box.call("count", ({"W": np.zeros((4, 5)), "b": np.zeros(5)},)).value == 25
+    s = box.call("scalar32").value
+    assert type(s) is np.float32 and s == 1.5
+    assert box.call("echo", (1,), {"k": np.ones(2)}).value[1]["k"].tolist() == [1.0, 1.0]
+
+
+def test_raised_exception_names_type_message_and_line(box):
+    """Does an exception in student code come back as StudentRaised with its cell and line?"""
+    with pytest.raises(StudentRaised) as info:
+        box.call("divide", (1.0, 0))
+    err = info.value
+    assert err.type_name == "ValueError" and err.message == "cannot divide 1.0 by zero"
+    assert err.where == ("cell 4, line 15: `return helper(a, b)`",
+                         "cell 4, line 19: `raise ValueError(f\"cannot divide {a} by zero\")`")
+    assert "`divide` raised ValueError" in err.feedback
+    assert box.call("divide", (1.0, 4)).value == 0.25
+
+
+def test_missing_and_non_callable_names(box):
+    """Are an undefined name and a name bound to a number reported as such?"""
+    with pytest.raises(FunctionMissing) as info:
+        box.call("multi_head_attention", (1,))
+    assert "`multi_head_attention` is not defined in your notebook" in info.value.feedback
+    with pytest.raises(NotCallable) as info2:
+        box.call("answer")
+    assert "is an int" in info2.value.feedback
+
+
+@pytest.mark.parametrize("name, fragment", [
+    ("masked", "a MaskedArray (an ndarray subclass); return a plain numpy array"),
+    ("array_like", "an object of type ArrayLike (array-like, but not a numpy array)"),
+    ("gen", "a generator"),
+    ("objects", "an array of dtype object"),
+    ("nested", "a value whose element [1][1] is a matrix (an ndarray subclass)"),
+])
+def test_unsendable_returns_are_bad_return_values(box, name, fragment):
+    """Are ndarray subclasses, array-likes, generators and object arrays refused with a clear reason?"""
+    with pytest.raises(BadReturnValue) as info:
+        box.call(name)
+    assert fragment in info.value.feedback
+    assert box.alive
+
+
+def test_numpy_warnings_are_recorded_and_deduplicated(box):
+    """Are RuntimeWarnings from inside the call recorded once each, with the cell line?"""
+    result = box.call("overflow", (np.array([1000.0]),))
+    assert result.warnings == (
+        "RuntimeWarning: overflow encountered in exp (cell 4, line 24)",
+        "RuntimeWarning: divide by zero encountered in log (cell 4, line 25)",
+    )
+    assert box.call("echo", (1,)).warnings == ()
+
+
+def test_argument_mutation_is_detected(box):
+    """Are arrays changed in place (also inside a params dict) and dicts gaining keys reported by path?"""
+    x = np.zeros(3)
+    assert box.call("add_one", (x,)).mutated == ("x",)
+    assert x.tolist() == [0.0, 0.0, 0.0]          # the trusted copy is never touched
+    params = {"W": np.ones((2, 2)), "b": np.zeros(2)}
+    assert box.call("scale_params", (params,)).mutated == ("params['W']",)
+    assert box.call("add_key", (params,)).mutated == ("params",)
+    assert box.call("pure", (x, params)).mutated == ()
+
+
+def test_call_output_is_captured(box):
+    """Is what a call prints returned with it (bounded), never mixed into the value?"""
+    result = box.call("chatty", (3,))
+    assert result.value == 3 and result.stdout == "line 0\nline 1\nline 2\n"
+    big = box.call("chatty", (50_000,))
+    assert big.value == 50_000 and len(big.stdout) < 70_000 and "dropped" in big.stdout
+
+
+def test_tampering_with_builtins_and_modules_does_not_break_calls(sandbox_factory):
+    """Do calls still work after a notebook rebinds builtins, json, socket and struct functions?"""
+    sb, report = run(sandbox_factory, """
+import builtins, json, socket, struct
+import numpy as np
+def double(x):
+    return x * 2
+builtins.isinstance = lambda *a: True
+builtins.len = lambda x: 0
+json.dumps = json.loads = None
+struct.pack = struct.unpack_from = None
+socket.socket.sendall = socket.socket.recv_into = None
+np.frombuffer = np.ascontiguousarray = None
+""", "del np")
+    assert [c.status for c in report.cells] == ["ok", "ok"]
+    x = np.arange(6.0).reshape(2, 3)
+    assert np.array_equal(sb.call("double", (x,)).value, x * 2)
+    with pytest.raises(FunctionMissing):
+        sb.call("np")
