@@ -56,6 +56,13 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
                           graders=graders)
 
 
+def _instructor_paths(course: Course) -> tuple[Path, ...]:
+    """What student code must not see: instructor code, the course secret, grades and results."""
+    candidates = (course.root / "assignments", course.root / "source", course.secret_file,
+                  course.root / "autograded", course.root / "feedback", course.root / "gradebook.db")
+    return tuple(p for p in candidates if p.exists())
+
+
 def _pytest_args(graders: Path) -> list[str]:
     return [
         str(graders),
@@ -85,12 +92,13 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
 
     proxies: dict[str, StudentProxy] = {}
     try:
+        hide = _instructor_paths(course)
         for name, nb in loaded.items():
-            cells = [{"index": c.index, "source": c.source} for c in nb.cells]
-            proxies[name] = StudentProxy(lambda cells=cells: Sandbox(cells, limits).start_sandbox(),
+            proxies[name] = StudentProxy(lambda cells=nb.cells: Sandbox(cells, limits, hide=hide),
                                          call_seconds=limits.call_seconds)
-            report = proxies[name].start()
-            notes.extend(f"{name}: {n}" for n in report.notes)
+            if nb.cells:
+                report = proxies[name].start()
+                notes.extend(f"{name}: {n}" for n in report.notes)
 
         plugin = GradingPlugin(assignment, proxies, seed=seed, reference=code.reference,
                                catalogue=code.catalogue)

@@ -54,7 +54,7 @@ class GradingPlugin:
                  reference: ModuleType | None, catalogue: Catalogue | None):
         self.assignment = assignment
         self.proxies = proxies              # notebook file name -> StudentProxy
-        self.seed = seed
+        self._seed = seed
         self.reference = reference
         self.catalogue = catalogue
         self.outcomes: dict[str, _Outcome] = {}
@@ -100,11 +100,11 @@ class GradingPlugin:
 
     @pytest.fixture
     def seed(self) -> int:
-        return self.seed
+        return self._seed
 
     @pytest.fixture
     def rng(self, request: pytest.FixtureRequest) -> np.random.Generator:
-        return np.random.default_rng([self.seed, zlib.crc32(request.node.nodeid.encode())])
+        return np.random.default_rng([self._seed, zlib.crc32(request.node.nodeid.encode())])
 
     @pytest.fixture
     def tol(self, problem: str):
