@@ -437,6 +437,13 @@ class Sandbox:
         return None
 
     def _run_cells(self, end: float, outcomes: dict[int, CellOutcome]) -> _Stop:
+        try:
+            return self._read_cells(end, outcomes)
+        except BaseException:
+            self._stop_child()      # interrupted (e.g. KeyboardInterrupt): never leave the child running
+            raise
+
+    def _read_cells(self, end: float, outcomes: dict[int, CellOutcome]) -> _Stop:
         child = self._res.child
         assert child is not None
         current: int | None = None
@@ -526,6 +533,11 @@ class Sandbox:
         except (EOFError, OSError):
             reason = self._reap(child)
             raise ChildCrashed(reason, name, self._log_tail()) from None
+        except (StudentCodeError, protocol.EncodeError):
+            raise
+        except BaseException:
+            self._stop_child()      # interrupted mid-call (e.g. KeyboardInterrupt): the stream is out of step
+            raise
 
     def _answer_callback(self, child: _Child, msg: dict, subs: dict, deadline: float) -> float:
         """Run a trusted callable for the child; returns the seconds it took (not charged to the call)."""
