@@ -171,7 +171,7 @@ class GradingPlugin:
         out = []
         for o in self.outcomes.values():
             points = self._problems[o.problem].points
-            max_score = round(points * o.weight / totals[o.problem], 6) if totals[o.problem] else 0.0
+            max_score = points * o.weight / totals[o.problem] if totals[o.problem] else 0.0
             out.append(TestResult(
                 name=o.nodeid, problem=o.problem, score=max_score if o.passed else 0.0,
                 max_score=max_score, status="passed" if o.passed else "failed",

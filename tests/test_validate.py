@@ -1,0 +1,41 @@
+"""`course validate`: source and release run in a real Jupyter kernel, and through the autograder."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+NB = ("source", "transformer-block", "transformer-block.ipynb")
+
+
+def run_validate(course):
+    return subprocess.run([sys.executable, "-m", "autograder.cli", "validate", "transformer-block",
+                           "--course-dir", str(course)], capture_output=True, text=True, timeout=600)
+
+
+def test_validate_source_runs_clean_release_fails_only_in_stubs(course_copy):
+    """Does the source run with no error, the release stop only at NotImplementedError, scoring 100 and 0?"""
+    proc = run_validate(course_copy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "source  source/transformer-block/transformer-block.ipynb: 40 cells ran in a Jupyter kernel" in out
+    assert ", 0 errors" in out
+    assert "cells stopped at unfinished stubs (NotImplementedError)" in out
+    assert "autograder: source scores 100/100, release scores 0/100" in out
+    assert "validate: ok" in out
+
+
+def test_validate_reports_a_source_cell_that_raises(course_copy):
+    """Does a source notebook with a broken cell fail validation, naming the cell and the error?"""
+    path = course_copy.joinpath(*NB)
+    nb = json.loads(path.read_text())
+    setup = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
+    nb["cells"][setup]["source"] = "".join(nb["cells"][setup]["source"]) + "\nundefined_name_here\n"
+    path.write_text(json.dumps(nb))
+    proc = run_validate(course_copy)
+    assert proc.returncode == 1
+    assert f"PROBLEM: source transformer-block.ipynb: cell {setup} raised NameError" in proc.stdout
