@@ -9,9 +9,13 @@ because it would also ignore PYTHONHASHSEED, and the environment is scrubbed any
 session and process group, killed as a group. Limits, set between fork and exec:
 RLIMIT_AS (limits.memory_mb), RLIMIT_CPU (a backstop; wall-clock limits are enforced here),
 RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE = 0, and the parent-death signal. When running as root,
-a new network namespace (loopback only), and optionally a mount namespace in which `hide` paths
-(reference answers, the course secret) are covered by an empty read-only tmpfs or /dev/null.
-What actually applied is listed in `ExecutionReport.isolation`.
+a new network namespace (loopback only) and a mount namespace in which every mount is read-only
+except the working folder (`readonly=True`), and `hide` paths (reference answers, the course
+secret) are covered by an empty read-only tmpfs or /dev/null. What actually applied is listed
+in `ExecutionReport.isolation`, e.g. ("rlimits", "process-group", "scrubbed-env", "private-tmp",
+"netns", "readonly-fs", "hidden-paths"). Not covered: the child runs with the caller's uid, so
+without root none of the namespaces apply, and a grandchild that starts its own session escapes
+the group kill (RLIMIT_CPU still bounds it).
 
 Wall-clock limits: a cell running past limits.cell_seconds is stopped by killing the child,
 recorded as timed out, and the notebook is run again in a fresh child without that cell
@@ -57,7 +61,9 @@ TEXT_KEEP = 2_000
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_MOUNT_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatime": 1024,
+                "nodiratime": 2048, "relatime": 1 << 21, "strictatime": 1 << 24}
 _PR_SET_PDEATHSIG = 1
 
 
@@ -124,8 +130,27 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
-def _preexec(limits: Limits, *, namespaces: bool, hide: tuple[str, ...]) -> Callable[[], None]:
-    """The function run in the child between fork and exec (everything computed beforehand)."""
+def _mounts(pid: int | str = "self") -> list[tuple[str, str]]:
+    """(mount point, per-mount options) of a process, from /proc/<pid>/mountinfo."""
+    try:
+        text = Path(f"/proc/{pid}/mountinfo").read_text()
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 5:
+            out.append((fields[4].encode().decode("unicode_escape"), fields[5]))
+    return out
+
+
+def _preexec(limits: Limits, *, namespaces: bool, hide: tuple[str, ...],
+             writable: str | None) -> Callable[[], None]:
+    """The function run in the child between fork and exec (everything computed beforehand).
+
+    With `namespaces` (root): a new network namespace, and a mount namespace in which `hide`
+    paths are covered and, if `writable` is given, every mount is made read-only except a bind
+    mount of that folder."""
     cpu = int(math.ceil(limits.total_seconds * 2 + 120))
     wanted = [
         (resource.RLIMIT_AS, int(limits.memory_mb) * 2**20, int(limits.memory_mb) * 2**20),
@@ -141,38 +166,39 @@ def _preexec(limits: Limits, *, namespaces: bool, hide: tuple[str, ...]) -> Call
             soft, hard = min(soft, cur_hard), min(hard, cur_hard)
         plan.append((res, (soft, hard)))
     libc = _libc()
-    flags = _CLONE_NEWNET | (_CLONE_NEWNS if hide else 0)
-    mounts = [(p.encode(), os.path.isdir(p)) for p in hide]
+    use_mounts = bool(hide or writable)
+    flags = _CLONE_NEWNET | (_CLONE_NEWNS if use_mounts else 0)
+    covers = [(p.encode(), os.path.isdir(p)) for p in hide]
+    remounts = []
+    if writable:
+        for point, options in _mounts():
+            extra = 0
+            for opt in options.split(","):
+                extra |= _MOUNT_FLAGS.get(opt, 0)
+            remounts.append((point.encode(), _MS_REMOUNT | _MS_BIND | _MS_RDONLY | extra))
+    keep = writable.encode() if writable else None
     setrlimit = resource.setrlimit
+    chdir = os.chdir
 
     def run() -> None:
         if libc is not None:
             libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-            if namespaces and libc.unshare(flags) == 0 and mounts:
-                if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) == 0:
-                    for path, is_dir in mounts:
-                        if is_dir:
-                            libc.mount(b"tmpfs", path, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
-                                       b"size=4k,mode=0555")
-                        else:
-                            libc.mount(b"/dev/null", path, None, _MS_BIND, None)
+            if namespaces and libc.unshare(flags) == 0 and use_mounts \
+                    and libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) == 0:
+                for path, is_dir in covers:
+                    if is_dir:
+                        libc.mount(b"tmpfs", path, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                                   b"size=4k,mode=0555")
+                    else:
+                        libc.mount(b"/dev/null", path, None, _MS_BIND, None)
+                if keep is not None and libc.mount(keep, keep, None, _MS_BIND | _MS_REC, None) == 0:
+                    for point, mflags in remounts:
+                        libc.mount(None, point, None, mflags, None)
+                    chdir(keep)       # the cwd was entered before the bind mount: enter it again
         for res, pair in plan:
             setrlimit(res, pair)
 
     return run
-
-
-def _mount_points(pid: int) -> set[str]:
-    try:
-        text = Path(f"/proc/{pid}/mountinfo").read_text()
-    except OSError:
-        return set()
-    points = set()
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) > 4:
-            points.add(fields[4].encode().decode("unicode_escape"))
-    return points
 
 
 class _Child:
@@ -245,7 +271,8 @@ class Sandbox:
     """A notebook's code running in a separate, limited process, answering calls."""
 
     def __init__(self, cells: Iterable[Any], limits: Limits, *, workdir: str | Path | None = None,
-                 env_extra: Mapping[str, str] | None = None, hide: Iterable[str | Path] = ()):
+                 env_extra: Mapping[str, str] | None = None, hide: Iterable[str | Path] = (),
+                 readonly: bool = True):
         self.cells = tuple(_cell(c) for c in cells)
         self.limits = limits
         self.report: ExecutionReport | None = None        # of the latest start
@@ -253,7 +280,8 @@ class Sandbox:
         self.starts = 0
         self._workdir = Path(workdir) if workdir is not None else None
         self._env_extra = dict(env_extra or {})
-        self._hide = tuple(str(Path(p).resolve()) for p in hide)
+        self._hide = tuple(str(Path(p).resolve()) for p in hide if Path(p).exists())
+        self._readonly = readonly
         self._res = _Resources()
         self._finalizer = weakref.finalize(self, self._res.release)
         self._stopped: dict[int, CellOutcome] = {}        # cells left out of later runs
@@ -386,7 +414,8 @@ class Sandbox:
                     cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                     cwd=self._workdir, env=self._environment(), pass_fds=(child.fileno(),),
                     start_new_session=True, close_fds=True,
-                    preexec_fn=_preexec(self.limits, namespaces=namespaces, hide=self._hide))
+                    preexec_fn=_preexec(self.limits, namespaces=namespaces, hide=self._hide,
+                                        writable=str(self._workdir.resolve()) if self._readonly else None))
         except BaseException:
             parent.close()
             raise
@@ -401,8 +430,12 @@ class Sandbox:
                 applied.append("netns")
         except OSError:
             pass
-        if self._hide and set(self._hide) <= _mount_points(proc.pid):
+        mounts = dict(_mounts(proc.pid)) if (self._hide or self._readonly) and namespaces else {}
+        if self._hide and set(self._hide) <= set(mounts):
             applied.append("hidden-paths")
+        work = str(self._workdir.resolve())
+        if self._readonly and mounts.get("/", "").startswith("ro") and mounts.get(work, "").startswith("rw"):
+            applied.append("readonly-fs")
         return tuple(applied)
 
     def _stop_child(self) -> int | None:

@@ -211,6 +211,32 @@ def look():
     assert (secret_dir / "reference.py").read_text() == "ANSWER = 42\n"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces need root")
+def test_as_root_only_the_working_folder_is_writable(sandbox_factory, tmp_path):
+    """Running as root, can the child write in its working folder but nowhere else (grader files, gradebook)?"""
+    target = tmp_path / "gradebook.db"
+    target.write_text("scores")
+    probe = f"""
+import os
+def scribble():
+    results = []
+    for path in ("here.txt", {str(target)!r}, {str(tmp_path / 'new.txt')!r}):
+        try:
+            with open(path, "w") as fh:
+                fh.write("x")
+            results.append("written")
+        except OSError as exc:
+            results.append(exc.errno)
+    return results
+"""
+    sb = sandbox_factory([probe])
+    report = sb.start()
+    assert "readonly-fs" in report.isolation
+    import errno
+    assert sb.call("scribble").value == ["written", errno.EROFS, errno.EROFS]
+    assert target.read_text() == "scores"
+
+
 def test_close_leaves_no_process_behind(sandbox_factory):
     """After close(), are the child and everything it started in its group gone and reaped?"""
     sb = sandbox_factory(["import subprocess\nkids = [subprocess.Popen(['sleep', '60']) for _ in range(3)]",
