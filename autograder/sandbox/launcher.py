@@ -81,18 +81,22 @@ def _cell(c: Any) -> _Cell:
     return _Cell(int(c.index), str(c.source))
 
 
+def _clean(value: str, limit: int) -> str:
+    """Cut to `limit` characters; lone surrogates (valid JSON, invalid UTF-8) become '?'."""
+    value = value if len(value) <= limit else value[: limit - 3] + "..."
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
 def _text(msg: dict, key: str, limit: int = TEXT_KEEP) -> str:
     value = msg.get(key, "")
-    if type(value) is not str:
-        return ""
-    return value if len(value) <= limit else value[: limit - 3] + "..."
+    return _clean(value, limit) if type(value) is str else ""
 
 
 def _texts(msg: dict, key: str, count: int = 50, limit: int = 400) -> tuple[str, ...]:
     value = msg.get(key, ())
     if type(value) not in (list, tuple):
         return ()
-    return tuple(v if len(v) <= limit else v[: limit - 3] + "..." for v in value[:count] if type(v) is str)
+    return tuple(_clean(v, limit) for v in value[:count] if type(v) is str)
 
 
 def _seconds(msg: dict, key: str = "seconds") -> float:

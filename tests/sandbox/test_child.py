@@ -188,6 +188,14 @@ def test_megabytes_of_output_do_not_disturb_the_protocol(sandbox_factory):
     assert sb.call("loud").value == 7
 
 
+def test_output_that_is_not_valid_utf8_is_made_safe(sandbox_factory):
+    """Are lone surrogates in printed output and exception messages replaced, so reports can be written?"""
+    _, report = run(sandbox_factory, "print('a\\udcff b')\nraise ValueError('\\ud800')")
+    cell = report.cell(1)
+    assert cell.stdout == "a? b\n" and cell.message == "?"
+    cell.stdout.encode("utf-8")
+
+
 def test_exit_in_a_cell_is_an_error_not_the_end(sandbox_factory):
     """Does exit()/sys.exit() in a cell count as that cell's error while later cells run?"""
     sb, report = run(sandbox_factory, "import sys\nsys.exit(3)", "exit()", "def ok():\n    return 'alive'")
