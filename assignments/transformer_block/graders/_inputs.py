@@ -1,0 +1,102 @@
+"""Hidden-input builders (and two small shared checks) for the transformer-block graders.
+
+Every array is drawn from the `rng` the test was given (seeded per course, student and test), so
+inputs are unpredictable to students and identical on every regrade. Nothing here calls student
+code or the reference.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Case(NamedTuple):
+    """One attention-shaped input: x is (*lead, n, d) and the model uses h heads."""
+    lead: tuple[int, ...]
+    n: int
+    d: int
+    h: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (*self.lead, self.n, self.d)
+
+    @property
+    def heads_shape(self) -> tuple[int, ...]:
+        return (*self.lead, self.h, self.n, self.d // self.h)
+
+
+# The shapes where head bookkeeping goes wrong: one token, one head, one feature per head, batch axes.
+CASES = {
+    "n5_d8_h2": Case((), 5, 8, 2),
+    "one_token": Case((), 1, 8, 2),
+    "one_head": Case((), 6, 12, 1),
+    "as_many_heads_as_features": Case((), 4, 6, 6),
+    "batch_axes_2x3": Case((2, 3), 4, 16, 4),
+    "n12_d64_h8": Case((), 12, 64, 8),
+}
+CASE_IDS = list(CASES)
+CASE_LIST = list(CASES.values())
+
+
+def normal(rng: np.random.Generator, shape, *, scale: float = 1.0, loc: float = 0.0,
+           dtype=np.float64) -> np.ndarray:
+    """Gaussian entries with the given mean and standard deviation, cast to `dtype`."""
+    return (loc + scale * rng.standard_normal(shape)).astype(dtype)
+
+
+def tokens(rng: np.random.Generator, shape, dtype=np.float64) -> np.ndarray:
+    """Token features with a per-token offset and scale, as a residual stream has."""
+    shift = rng.uniform(-2.0, 2.0, size=(*shape[:-1], 1))
+    scale = rng.uniform(0.5, 3.0, size=(*shape[:-1], 1))
+    return (shift + scale * rng.standard_normal(shape)).astype(dtype)
+
+
+def scale_and_shift(rng: np.random.Generator, d: int, dtype=np.float64):
+    """LayerNorm gamma near 1 and beta near 0, but not exactly, so swapping or dropping them shows."""
+    return normal(rng, (d,), scale=0.3, loc=1.0, dtype=dtype), normal(rng, (d,), scale=0.3, dtype=dtype)
+
+
+def projections(rng: np.random.Generator, d: int, dtype=np.float64):
+    """W_Q, W_K, W_V, W_O of shape (d, d) with entries of scale 1/sqrt(d)."""
+    return tuple(normal(rng, (d, d), scale=1 / math.sqrt(d), dtype=dtype) for _ in range(4))
+
+
+def swiglu_weights(rng: np.random.Generator, d: int, d_ff: int, dtype=np.float64):
+    """W_gate, W_up of shape (d, d_ff) and W_down of shape (d_ff, d)."""
+    return (normal(rng, (d, d_ff), scale=1 / math.sqrt(d), dtype=dtype),
+            normal(rng, (d, d_ff), scale=1 / math.sqrt(d), dtype=dtype),
+            normal(rng, (d_ff, d), scale=1 / math.sqrt(d_ff), dtype=dtype))
+
+
+def causal_mask(n: int) -> np.ndarray:
+    """Boolean (n, n): query i may look at keys 0..i."""
+    return np.tril(np.ones((n, n), dtype=bool))
+
+
+def permutation_not_identity(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A random reordering of n >= 2 tokens that moves at least one of them."""
+    perm = rng.permutation(n)
+    while np.array_equal(perm, np.arange(n)):
+        perm = rng.permutation(n)
+    return perm
+
+
+# --------------------------------------------------------------------------- shared checks
+# Small wrappers over `expect` that also name the catalogue's general mistakes when they fail.
+
+def expect_float32(expect, out, what: str) -> None:
+    """The result kept float32; otherwise the float32_upcast mistake is recorded with the failure."""
+    if isinstance(out, np.ndarray) and out.dtype != np.float32:
+        expect.diagnose("general.float32_upcast")
+    expect.dtype(out, np.float32, what)
+
+
+def expect_clean_call(student, expect, what: str) -> None:
+    """The last call modified none of its arguments and raised no numpy/Python warnings."""
+    if getattr(student.last_call, "mutated", ()):
+        expect.diagnose("general.mutates_input")
+    expect.not_mutated(what)
+    expect.no_warnings(what)
