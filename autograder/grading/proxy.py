@@ -4,7 +4,8 @@ Each call crosses to the sandboxed child (`autograder.sandbox.launcher.Sandbox`)
 as plain data, decoded by the trusted decoder; a value outside the accepted set (ndarray
 subclasses, objects, generators, ...) raises BadReturnValue. The sandbox is started lazily, on
 first use. After a call times out or crashes the child, the next call runs the notebook again in
-a fresh child, so one bad function costs only the checks that call it.
+a fresh child, so one bad function costs only the checks that call it; a function that timed
+out or crashed twice is not called again (its later checks fail at once with the same reason).
 
     student.using(layer_norm=ref.layer_norm).pre_ln_block(x, params)
 
@@ -22,7 +23,20 @@ from ..sandbox.outcomes import (CallResult, CallTimeout, ChildCrashed, Execution
 
 __all__ = ["StudentProxy", "StudentFunction"]
 
-MAX_RESTARTS = 10
+MAX_RESTARTS = 30           # backstop for the whole proxy
+MAX_FAILURES_PER_FUNCTION = 2   # timeouts/crashes of one function before it is no longer called
+
+
+def _again(exc: StudentCodeError) -> StudentCodeError:
+    """A fresh copy of a timeout/crash, for a function that is not called again."""
+    if isinstance(exc, CallTimeout):
+        new: StudentCodeError = CallTimeout(exc.seconds, exc.function)
+    else:
+        assert isinstance(exc, ChildCrashed)
+        new = ChildCrashed(exc.reason, exc.function, exc.detail)
+    new.feedback += f" It was not called again after failing this way {MAX_FAILURES_PER_FUNCTION} times."
+    new.args = (new.feedback,)
+    return new
 
 
 class StudentFunction:
@@ -50,6 +64,7 @@ class _Core:
         self.restarts = 0
         self.last_call: CallResult | None = None
         self.last_error: StudentCodeError | None = None
+        self.failures: dict[str, list[StudentCodeError]] = {}   # timeouts and crashes, by function
 
 
 class StudentProxy:
@@ -123,7 +138,10 @@ class StudentProxy:
         core.last_call = None
         core.last_error = None
         box = self.sandbox
+        failed = core.failures.get(name, [])
         try:
+            if len(failed) >= MAX_FAILURES_PER_FUNCTION:
+                raise _again(failed[-1])
             if not box.alive and box.report is not None and box.report.ok:
                 if core.restarts >= core.max_restarts:
                     raise ChildCrashed(f"it was restarted {core.restarts} times already, "
@@ -135,6 +153,8 @@ class StudentProxy:
                               timeout=core.call_seconds)
         except StudentCodeError as exc:
             core.last_error = exc
+            if isinstance(exc, (CallTimeout, ChildCrashed)) and exc.function == name:
+                core.failures.setdefault(name, []).append(exc)
             raise
         core.last_call = result
         return result.value

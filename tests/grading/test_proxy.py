@@ -144,13 +144,31 @@ def test_a_crash_costs_one_call_and_the_next_call_works(factory, inputs):
         assert proxy.layer_norm(*inputs).shape == (2, 3, 8) and proxy.restarts == 1
 
 
+def test_a_function_that_keeps_failing_is_not_called_again(factory, inputs):
+    """After two crashes (or hangs) of one function, do its calls fail at once while others still work?"""
+    with StudentProxy(factory, call_seconds=1.0) as proxy:
+        for _ in range(2):
+            with pytest.raises(ChildCrashed):
+                proxy.crash()
+        for _ in range(10):
+            started = time.monotonic()
+            with pytest.raises(ChildCrashed, match="not called again") as info:
+                proxy.crash()
+            assert time.monotonic() - started < 0.05
+        assert "exited with status 1" in info.value.feedback
+        with pytest.raises(CallTimeout):
+            proxy.hang()
+        assert proxy.layer_norm(*inputs).shape == (2, 3, 8)
+        assert proxy.restarts == 3
+
+
 def test_restarts_are_capped(factory):
     """Once max_restarts is used up, do further calls fail at once instead of re-running the notebook?"""
     with StudentProxy(factory, call_seconds=1.0, max_restarts=1) as proxy:
         with pytest.raises(ChildCrashed):
             proxy.crash()
-        with pytest.raises(ChildCrashed):
-            proxy.crash()
+        with pytest.raises(CallTimeout):
+            proxy.hang()
         started = time.monotonic()
         with pytest.raises(ChildCrashed, match="restarted 1 times"):
             proxy.layer_norm(np.ones(2), 1.0, 0.0)
