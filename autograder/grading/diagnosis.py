@@ -82,8 +82,24 @@ class Catalogue:
                 continue
             if wrong.shape != actual_arr.shape:
                 continue
-            if not np.all(np.isfinite(wrong)):
-                continue
-            if np.allclose(actual_arr, wrong, rtol=rtol, atol=atol):
+            if _agrees(actual_arr, wrong, rtol=rtol, atol=atol):
                 found.append(m)
         return tuple(found)
+
+
+def _agrees(actual: np.ndarray, wrong: np.ndarray, *, rtol: float, atol: float) -> bool:
+    """The student's output matches a variant: everywhere, or (when the student's output has some
+    NaN/inf, e.g. rows where every key was masked out with -inf) wherever it is finite, provided
+    that is most of it."""
+    try:
+        a = actual.astype(np.complex128 if actual.dtype.kind == "c" else np.float64)
+        w = wrong.astype(np.complex128 if wrong.dtype.kind == "c" else np.float64)
+    except (TypeError, ValueError):
+        return False
+    finite = np.isfinite(a)
+    if finite.all():
+        return bool(np.isfinite(w).all() and np.allclose(a, w, rtol=rtol, atol=atol))
+    if finite.sum() * 2 < finite.size:
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.allclose(a[finite], w[finite], rtol=rtol, atol=atol))
