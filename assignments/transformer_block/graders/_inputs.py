@@ -76,6 +76,16 @@ def causal_mask(n: int) -> np.ndarray:
     return np.tril(np.ones((n, n), dtype=bool))
 
 
+def random_mask(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Boolean (n, n), not causal: every row allows at least one key and blocks at least one (n >= 2)."""
+    mask = rng.random((n, n)) < 0.5
+    rows = np.arange(n)
+    mask[rows, rng.integers(0, n, size=n)] = True              # one allowed key per row ...
+    allowed = np.argmax(mask, axis=1)                          # ... kept while blocking another
+    mask[rows, (allowed + rng.integers(1, n, size=n)) % n] = False
+    return mask
+
+
 def permutation_not_identity(rng: np.random.Generator, n: int) -> np.ndarray:
     """A random reordering of n >= 2 tokens that moves at least one of them."""
     perm = rng.permutation(n)

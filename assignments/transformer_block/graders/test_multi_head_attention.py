@@ -13,7 +13,7 @@ import pytest
 
 from assignments.transformer_block.graders._inputs import (
     CASE_IDS, CASE_LIST, causal_mask, expect_clean_call, expect_float32, permutation_not_identity,
-    projections, tokens)
+    projections, random_mask, tokens)
 
 
 @pytest.fixture
@@ -49,6 +49,15 @@ def test_multi_head_attention_with_causal_mask_matches_reference(mha, ref, expec
     """With a causal mask, does multi_head_attention agree with the reference?"""
     _agrees(mha, ref, expect, _args(rng, case, masked=True),
             f"multi_head_attention with a causal mask on x of shape {case.shape}, n_heads={case.h}")
+
+
+@pytest.mark.points(1.5)
+def test_multi_head_attention_follows_any_boolean_mask(mha, ref, expect, rng):
+    """With a mask that is not causal, does each query attend to exactly the keys its row of the mask allows?"""
+    case = CASE_LIST[4]
+    args = (*_args(rng, case), random_mask(rng, case.n))
+    _agrees(mha, ref, expect, args,
+            f"multi_head_attention with a random (non-causal) mask on x of shape {case.shape}")
 
 
 @pytest.mark.points(1)
@@ -90,7 +99,7 @@ def test_multi_head_attention_causal_mask_hides_later_tokens(mha, expect, rng):
 
 @pytest.mark.points(2)
 def test_multi_head_attention_survives_large_scores(student, ref, expect, rng):
-    """With scores large enough to overflow a naive exp, does multi_head_attention stay finite, warning-free and right?"""
+    """With scores big enough to overflow a naive exp, is multi_head_attention still finite, quiet and right?"""
     case = CASE_LIST[0]
     x, *weights = _args(rng, case)
     args = (1e3 * x, *weights)
@@ -107,7 +116,7 @@ def test_multi_head_attention_survives_large_scores(student, ref, expect, rng):
 
 @pytest.mark.points(2)
 def test_multi_head_attention_integration_with_your_own_functions(student, ref, expect, rng):
-    """Using your own split_heads and merge_heads, does multi_head_attention with a causal mask agree with the reference?"""
+    """With your own split_heads and merge_heads, does masked multi_head_attention agree with the reference?"""
     case = CASE_LIST[4]
     args = _args(rng, case, masked=True)
     _agrees(student.multi_head_attention, ref, expect, args,

@@ -59,7 +59,7 @@ def test_pre_ln_block_keeps_float32(block, ref, expect, rng):
 
 @pytest.mark.points(2.5)
 def test_pre_ln_block_is_identity_when_sublayers_output_zero(block, ref, expect, rng):
-    """With W_O, W2 and b2 set to zero, does pre_ln_block return its input unchanged (x passes along the residual path)?"""
+    """With W_O, W2 and b2 all zero, does pre_ln_block return x unchanged (the residual path alone)?"""
     case = CASE_LIST[0]
     x, params, h, mask = _args(ref, rng, case, 4 * case.d)
     params = {**params, "W_O": np.zeros_like(params["W_O"]), "W2": np.zeros_like(params["W2"]),
@@ -83,7 +83,7 @@ def test_pre_ln_block_leaves_inputs_unchanged(block, student, ref, expect, rng):
 
 @pytest.mark.points(2)
 def test_pre_ln_block_integration_with_your_own_functions(student, ref, expect, rng):
-    """Using your own layer_norm and multi_head_attention, does pre_ln_block with a causal mask agree with the reference?"""
+    """With your own layer_norm and multi_head_attention, does masked pre_ln_block agree with the reference?"""
     case = CASE_LIST[4]
     _agrees(student.pre_ln_block, ref, expect, _args(ref, rng, case, 3 * case.d, masked=True),
             f"pre_ln_block (with your own pieces) on x of shape {case.shape}")
