@@ -33,7 +33,7 @@ def _agrees(fn, ref, expect, args, what):
     return out
 
 
-@pytest.mark.points(8)
+@pytest.mark.points(9)
 @pytest.mark.parametrize("case", CASE_LIST, ids=CASE_IDS)
 def test_pre_ln_block_matches_reference(block, ref, expect, rng, case):
     """Without a mask, does pre_ln_block agree with the reference for several shapes and head counts?"""
@@ -71,7 +71,7 @@ def test_pre_ln_block_is_identity_when_sublayers_output_zero(block, ref, expect,
     expect.close(out, x, what=what, call=("pre_ln_block", args, {}))
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(2)
 def test_pre_ln_block_leaves_inputs_unchanged(block, student, ref, expect, rng):
     """Does pre_ln_block leave x and every parameter untouched (no `x += ...`), without numpy warnings?"""
     case = CASE_LIST[4]

@@ -11,7 +11,7 @@ from assignments.transformer_block.graders._inputs import expect_clean_call, exp
 SHAPES = {"vector": (9,), "n5_d8": (5, 8), "batch_axes_2x3": (2, 3, 4, 6)}
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1.5)
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
 def test_silu_matches_reference(student, ref, expect, rng, shape):
     """Does silu agree with the reference on ordinary inputs of several shapes?"""
@@ -31,7 +31,7 @@ def test_silu_keeps_float32(student, ref, expect, rng):
     expect.close(out, expected, what="silu on float32 x", call=("silu", (x,), {}))
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(2.5)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 def test_silu_survives_large_inputs(student, ref, expect, rng, dtype):
     """For |x| up to 10,000, does silu stay finite, raise no overflow warnings and agree with the reference?"""

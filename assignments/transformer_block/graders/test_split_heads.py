@@ -11,7 +11,7 @@ from assignments.transformer_block.graders._inputs import (
     CASE_IDS, CASE_LIST, expect_clean_call, expect_float32, normal)
 
 
-@pytest.mark.points(5)
+@pytest.mark.points(6)
 @pytest.mark.parametrize("case", CASE_LIST, ids=CASE_IDS)
 def test_split_heads_matches_reference(student, ref, expect, rng, case):
     """Does split_heads put every feature in the right head and token, for several shapes and head counts?"""
@@ -22,7 +22,7 @@ def test_split_heads_matches_reference(student, ref, expect, rng, case):
     expect.close(out, expected, what=what, call=("split_heads", (x, case.h), {}))
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.5)
 def test_split_heads_keeps_float32(student, ref, expect, rng):
     """Given float32 x, does split_heads return float32 values?"""
     x = normal(rng, (5, 12), dtype=np.float32)
@@ -33,7 +33,7 @@ def test_split_heads_keeps_float32(student, ref, expect, rng):
     expect.close(out, expected, what=what, call=("split_heads", (x, 3), {}))
 
 
-@pytest.mark.points(2.5)
+@pytest.mark.points(3)
 @pytest.mark.parametrize("shape, n_heads", [((4, 10), 3), ((2, 3, 12), 5)],
                          ids=["d10_h3", "batch_axes_d12_h5"])
 def test_split_heads_rejects_width_not_divisible_by_heads(student, expect, rng, shape, n_heads):
@@ -47,7 +47,7 @@ def test_split_heads_rejects_width_not_divisible_by_heads(student, expect, rng, 
         raise
 
 
-@pytest.mark.points(1)
+@pytest.mark.points(0.5)
 def test_split_heads_leaves_input_unchanged(student, expect, rng):
     """Does split_heads leave x untouched and run without numpy warnings?"""
     out = student.split_heads(normal(rng, (2, 6, 8)), 4)

@@ -42,7 +42,7 @@ def test_swiglu_ffn_matches_reference(ffn, ref, expect, rng, case, d_ff):
             f"swiglu_ffn on x of shape {case.shape} with d_ff={d_ff}")
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(2)
 def test_swiglu_ffn_keeps_float32(ffn, ref, expect, rng):
     """Given float32 inputs, does swiglu_ffn return float32 values that agree with the reference?"""
     out = _agrees(ffn, ref, expect, _args(rng, CASE_LIST[4], 42, np.float32),
@@ -50,7 +50,7 @@ def test_swiglu_ffn_keeps_float32(ffn, ref, expect, rng):
     expect_float32(expect, out, "swiglu_ffn on float32 inputs")
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(2.5)
 def test_swiglu_ffn_gates_only_the_W_gate_branch(ffn, expect, rng):
     """Is silu applied to x @ W_gate only, so that doubling W_up exactly doubles the output?"""
     x, W_gate, W_up, W_down = _args(rng, CASE_LIST[0], 21)
