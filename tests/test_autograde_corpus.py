@@ -50,7 +50,7 @@ def _add_big_cases(submitted: Path) -> None:
 def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("corpus") / "course")
     config = yaml.safe_load((course / "course.yml").read_text())
-    config["defaults"]["limits"].update(call_seconds=2, cell_seconds=10, notebook_mb=10)
+    config["defaults"]["limits"].update(call_seconds=2, cell_seconds=4, notebook_mb=10)
     (course / "course.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     shutil.copytree(CORPUS / "submitted", course / "submitted")
     _add_big_cases(course / "submitted")
@@ -106,6 +106,7 @@ def test_corpus_case_loses_points_only_where_it_should(graded, case):
     failed = _failed_by_problem(r)
     if spec["zero"]:
         assert r["score"] == 0, f"{case} should score 0, got {r['score']}"
+        assert not _diagnoses(r), f"{case}: nothing written, so no misconception to name"
     else:
         for problem in spec["lose"]:
             assert problem in failed, f"{case}: {problem} should lose points"
@@ -179,4 +180,4 @@ def test_corpus_nbgrader_export_lists_our_scores(graded):
     rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())
             if r["assignment"] == ASSIGNMENT}
     for student, result in graded["results"].items():
-        assert float(rows[student]["raw_score"]) == pytest.approx(result["score"], abs=1e-6), student
+        assert float(rows[student]["raw_score"]) == pytest.approx(result["score"], abs=1e-4), student

@@ -156,15 +156,22 @@ class Expect:
                        f"work on new arrays (e.g. `x - mean`, not `x -= mean`).")
 
     @contextlib.contextmanager
-    def raises(self, exc_type: type[BaseException], *, what: str) -> Iterator[None]:
-        """The student call inside the block must raise `exc_type` (by name, across the sandbox)."""
+    def raises(self, exc_type: type[BaseException], *, what: str, diagnose: str | None = None) -> Iterator[None]:
+        """The student call inside the block must raise `exc_type` (by name, across the sandbox).
+
+        `diagnose` names the mistake to record when the function answered without raising it
+        (not when it is still an unfinished stub raising NotImplementedError)."""
         name = exc_type.__name__
         try:
             yield
         except StudentRaised as exc:
             if exc.type_name != name:
+                if diagnose and exc.type_name != "NotImplementedError":
+                    self.diagnose(diagnose)
                 self._fail(f"{what} raised {exc.type_name}; expected {name}.")
             return
+        if diagnose:
+            self.diagnose(diagnose)
         self._fail(f"{what} returned normally; expected it to raise {name}.")
 
 
