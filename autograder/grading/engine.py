@@ -20,6 +20,7 @@ import pytest
 from ..config import Assignment, Course
 from ..notebooks import LoadedNotebook, find_submission_notebooks, load_notebook
 from ..sandbox.launcher import Sandbox
+from ..sandbox.outcomes import NotebookFailed
 from .diagnosis import Catalogue
 from .plugin import GradingPlugin
 from .proxy import StudentProxy
@@ -32,6 +33,31 @@ class InstructorCode:
     reference: ModuleType | None
     catalogue: Catalogue | None
     graders: Path
+
+
+class NoNotebook:
+    """Stands in for a notebook that could not be read: every call fails with the reason,
+    without starting a process."""
+
+    last_call = None
+    restarts = 0
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def unavailable(*args, **kwargs):
+            raise NotebookFailed(self.reason)
+        return unavailable
+
+    def using(self, **_: object) -> "NoNotebook":
+        return self
+
+    def close(self) -> None:
+        pass
 
 
 def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCode:
@@ -90,15 +116,18 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
         loaded[name] = nb
         notes.extend(nb.notes)
 
-    proxies: dict[str, StudentProxy] = {}
+    proxies: dict[str, StudentProxy | NoNotebook] = {}
     try:
         hide = _instructor_paths(course)
         for name, nb in loaded.items():
+            if not nb.readable:
+                reason = nb.notes[0] if nb.notes else f"{name} was not submitted"
+                proxies[name] = NoNotebook(reason.rstrip("."))
+                continue
             proxies[name] = StudentProxy(lambda cells=nb.cells: Sandbox(cells, limits, hide=hide),
                                          call_seconds=limits.call_seconds)
-            if nb.cells:
-                report = proxies[name].start()
-                notes.extend(f"{name}: {n}" for n in report.notes)
+            report = proxies[name].start()
+            notes.extend(f"{name}: {n}" for n in report.notes)
 
         plugin = GradingPlugin(assignment, proxies, seed=seed, reference=code.reference,
                                catalogue=code.catalogue)
