@@ -58,9 +58,8 @@ class Expect:
         return m
 
     def _fail(self, message: str) -> None:
-        hints = [m.hint for m in self.found]
-        if hints:
-            message += "\nThis looks like a known mistake: " + " ".join(hints)
+        # Recognised mistakes travel separately (self.found -> TestResult.diagnoses and hints);
+        # every output renders them beside the message.
         raise AssertionError(message)
 
     # ---------------------------------------------------------------- checks

@@ -115,6 +115,14 @@ def _student_output(result: SubmissionResult) -> str:
     return "\n\n".join(parts)
 
 
+def _with_hints(test: TestResult) -> str:
+    """The test's message followed by each recognised misconception and its hint."""
+    lines = [test.output] if test.output else []
+    for diagnosis, hint in zip(test.diagnoses, test.hints):
+        lines.append(f"Recognised mistake ({misconception_name(diagnosis)}): {hint}")
+    return "\n".join(lines)
+
+
 def _test_entry(number: str, test: TestResult) -> dict[str, Any]:
     return {
         "name": short_name(test),
@@ -122,7 +130,7 @@ def _test_entry(number: str, test: TestResult) -> dict[str, Any]:
         "score": test.score,
         "max_score": test.max_score,
         "status": "passed" if test.passed else "failed",
-        "output": test.output,
+        "output": _with_hints(test),
         "output_format": "text",
         "name_format": "text",
         "visibility": "visible",

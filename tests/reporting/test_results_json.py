@@ -152,3 +152,11 @@ def test_a_failed_write_leaves_the_previous_file_intact(tmp_path, ada):
         write_results_json(broken, path)
     assert path.read_text(encoding="utf-8") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+def test_a_recognised_mistake_is_explained_in_the_tests_output(bob):
+    """Does a test with a diagnosis carry the misconception's hint after its message (Gradescope shows only output)?"""
+    from .conftest import HINT
+
+    first = to_results_json(bob)["tests"][0]
+    assert first["output"].endswith(f"Recognised mistake (Unbiased variance): {HINT}")
