@@ -19,7 +19,7 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from submissions import (  # noqa: E402
     ASSIGNMENT, BLOCK_EXACT_GELU, BLOCK_MISSING_RESIDUAL, BLOCK_POST_LN, CHEAT_CELL, COUNT_NO_LN, FUNCTIONS,
-    LAYER_NORM_CRASHES_PROCESS, LN_EPS_OUTSIDE, LN_UNBIASED, LN_WRONG_AXIS, MERGE_NO_TRANSPOSE,
+    LAYER_NORM_CRASHES_PROCESS, LN_EPS_OUTSIDE, LN_MASKED_ARRAY, MAGICS_CELL, LN_UNBIASED, LN_WRONG_AXIS, MERGE_NO_TRANSPOSE,
     MHA_MASK_INVERTED, MHA_MISSING_SCALE, MHA_SOFTMAX_WRONG_AXIS, NOTEBOOK, ROOT, SILU_NAIVE,
     SPLIT_NO_TRANSPOSE, SWIGLU_GATE_ON_UP, SWIGLU_INFINITE_LOOP, Case, build, solution_index,
 )
@@ -132,6 +132,10 @@ CORPUS: list[Case] = [
          note="restarted", description="an infinite loop in swiglu_ffn costs swiglu_ffn only"),
     Case("layer_norm_kills_process", variants=(("layer_norm", LAYER_NORM_CRASHES_PROCESS),), lose=("layer_norm",),
          note="restarted", description="os._exit inside layer_norm costs layer_norm only"),
+    Case("returns_masked_array", variants=(("layer_norm", LN_MASKED_ARRAY),), lose=("layer_norm",),
+         description="right numbers in an ndarray subclass: a wrong answer with a clear message"),
+    Case("ipython_magics", extra_cells=(MAGICS_CELL,), note="magic",
+         description="%matplotlib and !pip lines are skipped with a note"),
     # broken files and edited notebooks
     Case("not_json", raw=b'{"cells": [ {"cell_type": "code", "source": "def layer_norm(', zero=True,
          note="not valid notebook JSON"),

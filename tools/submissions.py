@@ -141,6 +141,19 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     _os._exit(3)
 '''
 
+LN_MASKED_ARRAY = '''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    return np.ma.masked_array(gamma * (x - mean) / np.sqrt(var + eps) + beta)
+'''
+
+MAGICS_CELL = '''
+%matplotlib inline
+!pip install numpy
+%load_ext autoreload
+'''
+
 CHEAT_CELL = '''
 import numpy as np
 np.allclose = lambda *a, **k: True
