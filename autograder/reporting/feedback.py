@@ -35,6 +35,7 @@ class Misconception:
 class CheckRow:
     number: str
     name: str
+    description: str                  # the check's question (its docstring)
     passed: bool
     score: str
     max_score: str
@@ -86,7 +87,8 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
             hints = t.hints + ("",) * (len(t.diagnoses) - len(t.hints))
             for d, hint in zip(t.diagnoses, hints):
                 found.setdefault(d, Misconception(d, misconception_name(d), hint))
-            rows.append(CheckRow(number=numbers[id(t)], name=short_name(t), passed=t.passed,
+            rows.append(CheckRow(number=numbers[id(t)], name=short_name(t), description=t.description,
+                                 passed=t.passed,
                                 score=format_points(t.score), max_score=format_points(t.max_score),
                                 output=t.output, misconceptions=tuple(misconception_name(d) for d in t.diagnoses)))
         problems.append(ProblemView(number=index, name=name, score=format_points(got),
