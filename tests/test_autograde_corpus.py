@@ -44,6 +44,9 @@ def _add_big_cases(submitted: Path) -> None:
     (submitted / "oversize" / ASSIGNMENT).mkdir(parents=True)
     nbformat.write(big, submitted / "oversize" / ASSIGNMENT / NB)
     shutil.copytree(submitted / "correct", submitted / NOT_ON_ROSTER)
+    # nbgrader's timestamp.txt: due 2026-12-14 23:59 UTC + 15 min grace; 1 day 12 h late -> 2 days -> 20 %
+    shutil.copytree(submitted / "correct", submitted / "late")
+    (submitted / "late" / ASSIGNMENT / "timestamp.txt").write_text("2026-12-16 12:00:00.000000 UTC")
 
 
 @pytest.fixture(scope="module")
@@ -180,4 +183,12 @@ def test_corpus_nbgrader_export_lists_our_scores(graded):
     rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())
             if r["assignment"] == ASSIGNMENT}
     for student, result in graded["results"].items():
-        assert float(rows[student]["raw_score"]) == pytest.approx(result["score"], abs=1e-4), student
+        assert float(rows[student]["score"]) == pytest.approx(result["score"], abs=1e-4), student
+    assert float(rows["late"]["raw_score"]) == 100 and float(rows["late"]["late_submission_penalty"]) == 20
+
+
+def test_corpus_late_submission_loses_the_policys_share(graded):
+    """Does a submission 1.5 days late (2 started days at 10 % a day) score 80, with the reason in its notes?"""
+    r = graded["results"]["late"]
+    assert r["score"] == 80
+    assert "Submitted 2 day(s) after the due date: late penalty of 20% (20 points)." in _notes(r)

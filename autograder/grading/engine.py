@@ -22,6 +22,7 @@ from ..notebooks import LoadedNotebook, find_submission_notebooks, load_notebook
 from ..sandbox.launcher import Sandbox
 from ..sandbox.outcomes import NotebookFailed
 from .diagnosis import Catalogue
+from .lateness import lateness, submission_time
 from .plugin import GradingPlugin
 from .proxy import StudentProxy
 from .results import SubmissionResult
@@ -142,11 +143,22 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
         for p in proxies.values():
             p.close()
 
+    submitted_at, stamp_note = submission_time(folder)
+    late = lateness(assignment, submitted_at)
+    if stamp_note:
+        notes.append(stamp_note)
     files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
                   for p in matched.values() if p is not None)
     common = dict(student=student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),
                   notes=tuple(notes), seed=seed, on_roster=on_roster, files=files,
                   problem_points=tuple((p.name, p.points) for p in assignment.problems))
+    tests = plugin.results()
+    raw = sum(t.score for t in tests)
+    penalty = round(raw * late.fraction, 6)
+    if late.late_days:
+        notes.append(late.note(penalty))
+    common.update(tests=tests, notes=tuple(notes), late_penalty=penalty,
+                  submitted_at=submitted_at.isoformat() if submitted_at else "")
     problems = []
     if plugin.collection_errors:
         problems.append("graders could not be collected: " + "; ".join(plugin.collection_errors))
@@ -156,8 +168,8 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
     if missing:
         problems.append("no graders for problem(s) " + ", ".join(missing))
     if problems:
-        return SubmissionResult(state="crashed", tests=plugin.results(), error=" | ".join(problems),
+        return SubmissionResult(state="crashed", error=" | ".join(problems),
                                 execution_time=round(time.perf_counter() - started, 3), **common)
-    return SubmissionResult(state="graded", tests=plugin.results(),
+    return SubmissionResult(state="graded",
                             error="; ".join(plugin.internal_errors),
                             execution_time=round(time.perf_counter() - started, 3), **common)

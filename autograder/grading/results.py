@@ -57,10 +57,18 @@ class SubmissionResult:
     on_roster: bool = True
     files: tuple[str, ...] = ()       # the notebooks graded, relative to the course folder
     problem_points: tuple[tuple[str, float], ...] = ()  # (problem, points) from course.yml
+    submitted_at: str = ""            # ISO time from the submission's timestamp.txt, if any
+    late_penalty: float = 0.0         # points taken off by the late policy
+
+    @property
+    def raw_score(self) -> float:
+        """Points earned by the tests, before any late penalty."""
+        return round(sum(t.score for t in self.tests), 6)
 
     @property
     def score(self) -> float:
-        return round(sum(t.score for t in self.tests), 6)
+        """The score given: test points less the late penalty."""
+        return round(max(0.0, self.raw_score - self.late_penalty), 6)
 
     @property
     def max_score(self) -> float:

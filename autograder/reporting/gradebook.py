@@ -17,6 +17,7 @@ for manual grading.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import shutil
 import sys
@@ -169,7 +170,13 @@ def record_submission(gb: "Gradebook", assignment: Assignment, result: Submissio
         raise ValueError(f"result is for assignment {result.assignment!r}, not {assignment.name!r}")
     crashed = result.state == "crashed"
     try:
-        _submission(gb, assignment.name, result.student)
+        submission = _submission(gb, assignment.name, result.student)
+        if result.submitted_at:
+            # nbgrader keeps naive UTC times
+            submission.timestamp = (dt.datetime.fromisoformat(result.submitted_at)
+                                    .astimezone(dt.timezone.utc).replace(tzinfo=None))
+        for i, snb in enumerate(sorted(submission.notebooks, key=lambda n: n.name)):
+            snb.late_submission_penalty = (result.late_penalty or None) if i == 0 else None
         for p in assignment.problems:
             grade = gb.find_grade(p.grade_id, notebook_name(p.notebook), assignment.name, result.student)
             grade.auto_score = None if crashed else _problem_score(result, p.name)

@@ -146,6 +146,9 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "error": result.error,
         "seed": result.seed,
         "on_roster": result.on_roster,
+        "raw_score": result.raw_score,
+        "late_penalty": result.late_penalty,
+        "submitted_at": result.submitted_at or None,
         "files": list(result.files),
         "raw_score": result.score,
         "problems": [{"problem": p.problem, "score": p.score, "max_score": p.max_score}

@@ -1,0 +1,62 @@
+"""Late submissions: when a submission was made (nbgrader's timestamp.txt) and what the course's
+late policy takes off for it."""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Assignment
+
+TIMESTAMP_FILE = "timestamp.txt"   # written by nbgrader's collect/submit into each submission folder
+
+
+@dataclass(frozen=True)
+class Lateness:
+    submitted_at: dt.datetime | None
+    late_days: int          # started days after the due date (plus grace); 0 when on time
+    fraction: float         # share of the score taken off, 0..1
+
+    def note(self, penalty_points: float) -> str:
+        if self.late_days == 0:
+            return ""
+        if self.fraction >= 1:
+            return (f"Submitted {self.late_days} day(s) after the due date, past the last accepted day: "
+                    f"the score is 0.")
+        return (f"Submitted {self.late_days} day(s) after the due date: late penalty of "
+                f"{self.fraction:.0%} ({penalty_points:g} points).")
+
+
+def parse_timestamp(text: str) -> dt.datetime:
+    """nbgrader's '2026-12-14 23:59:00.123456 UTC' or an ISO 8601 time; naive times are UTC."""
+    text = text.strip()
+    if text.endswith(" UTC"):
+        text = text[: -len(" UTC")] + "+00:00"
+    value = dt.datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+def submission_time(folder: Path) -> tuple[dt.datetime | None, str]:
+    """(time, note): the submission's timestamp, or None with a note when it is unreadable."""
+    path = folder / TIMESTAMP_FILE
+    if not path.is_file():
+        return None, ""
+    try:
+        return parse_timestamp(path.read_text(encoding="utf-8", errors="replace")), ""
+    except ValueError:
+        return None, f"{TIMESTAMP_FILE} could not be read as a time; the submission was treated as on time."
+
+
+def lateness(assignment: Assignment, submitted_at: dt.datetime | None) -> Lateness:
+    if submitted_at is None or assignment.due is None:
+        return Lateness(submitted_at, 0, 0.0)
+    policy = assignment.late_policy
+    deadline = assignment.due + dt.timedelta(minutes=policy.grace_minutes)
+    late = (submitted_at - deadline).total_seconds()
+    if late <= 0:
+        return Lateness(submitted_at, 0, 0.0)
+    days = math.ceil(late / 86400)
+    if policy.max_late_days is not None and days > policy.max_late_days:
+        return Lateness(submitted_at, days, 1.0)
+    return Lateness(submitted_at, days, min(1.0, policy.penalty_per_day * days))

@@ -1,0 +1,57 @@
+"""Late policy: started late days after due date plus grace, a share per day, a last accepted day."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from autograder.config import Assignment, LatePolicy, Limits
+from autograder.grading.lateness import lateness, parse_timestamp, submission_time
+
+DUE = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.timezone.utc)
+
+
+def assignment(**policy) -> Assignment:
+    return Assignment(name="hw", package="hw", notebooks=("hw.ipynb",), problems=(), limits=Limits(),
+                      due=DUE, late_policy=LatePolicy(**policy))
+
+
+def at(**delta) -> dt.datetime:
+    return DUE + dt.timedelta(**delta)
+
+
+def test_on_time_and_within_grace_cost_nothing():
+    """Is a submission before the due date, or inside the grace minutes, not late?"""
+    a = assignment(grace_minutes=15, penalty_per_day=0.1)
+    assert lateness(a, at(hours=-1)).fraction == 0
+    assert lateness(a, at(minutes=14)).late_days == 0
+
+
+def test_each_started_day_costs_the_daily_share():
+    """Does one minute past grace count as a day, and 25 hours as two?"""
+    a = assignment(grace_minutes=15, penalty_per_day=0.1)
+    assert lateness(a, at(minutes=16)).late_days == 1
+    assert lateness(a, at(hours=25, minutes=15)).late_days == 2
+    assert lateness(a, at(hours=25, minutes=15)).fraction == 0.2
+
+
+def test_past_the_last_accepted_day_scores_zero():
+    """Is a submission later than max_late_days worth nothing?"""
+    a = assignment(penalty_per_day=0.1, max_late_days=3)
+    assert lateness(a, at(days=3, minutes=-1)).fraction == pytest.approx(0.3)
+    assert lateness(a, at(days=3, minutes=1)).fraction == 1.0
+
+
+def test_no_timestamp_or_no_due_date_is_on_time(tmp_path):
+    """Is a submission without timestamp.txt, or an assignment without a due date, never late?"""
+    assert submission_time(tmp_path) == (None, "")
+    no_due = Assignment(name="hw", package="hw", notebooks=("hw.ipynb",), problems=(), limits=Limits())
+    assert lateness(no_due, at(days=30)).fraction == 0
+
+
+def test_nbgrader_timestamps_are_read_and_bad_ones_noted(tmp_path):
+    """Are nbgrader's 'YYYY-MM-DD HH:MM:SS.ffffff UTC' stamps read, and an unreadable one noted?"""
+    assert parse_timestamp("2026-12-16 12:00:00.000000 UTC") == dt.datetime(2026, 12, 16, 12, tzinfo=dt.timezone.utc)
+    (tmp_path / "timestamp.txt").write_text("yesterday-ish")
+    when, note = submission_time(tmp_path)
+    assert when is None and "could not be read as a time" in note
