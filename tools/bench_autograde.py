@@ -628,7 +628,10 @@ def render(report: Report) -> str:
     a(f"- Memory: the largest single process was {_mb(nb_c.maxrss_kb)} for nbgrader and "
       f"{_mb(us_c.maxrss_kb)} for ours; the sampled tree peak was {_mb(nb_c.tree_peak_kb)} and "
       f"{_mb(us_c.tree_peak_kb)}. Both trees hold one parent and one short-lived process per "
-      "submission (a kernel, or our child) at a time.")
+      "submission (a kernel, or our child) at a time."
+      + (" Our tree peak equals our largest process: no sample caught the parent and a child "
+         "together above the parent's own peak."
+         if us_c.tree_peak_kb is not None and us_c.tree_peak_kb <= us_c.maxrss_kb * 1.05 else ""))
     a("")
     return "\n".join(L)
 

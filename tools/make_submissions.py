@@ -175,6 +175,8 @@ DEMO: list[tuple[str, str, Case]] = [
     ("ken", "Ken Thompson", Case("ken", raw=b'{"nbformat": 4, "cells": [')),
 ]
 NOT_ON_ROSTER = {"late_joiner"}
+ON_TIME = "2026-12-14 18:00:00.000000 UTC"
+LATE_STAMPS = {"alan": "2026-12-15 09:30:00.000000 UTC"}   # due 2026-12-14 23:59 UTC + 15 min grace
 
 
 def expected(case: Case) -> dict:
@@ -192,6 +194,8 @@ def outputs() -> dict[Path, bytes]:
     roster = ["id,first_name,last_name,email"]
     for sid, full, case in DEMO:
         files[examples / "submitted" / sid / ASSIGNMENT / NOTEBOOK] = build(case)
+        # nbgrader's collect writes when each submission arrived; one student is a day late.
+        files[examples / "submitted" / sid / ASSIGNMENT / "timestamp.txt"] = LATE_STAMPS.get(sid, ON_TIME).encode()
         if sid not in NOT_ON_ROSTER:
             first, _, last = full.partition(" ")
             roster.append(f"{sid},{first},{last},{sid}@example.edu")
