@@ -94,13 +94,23 @@ class Summary:
 
 @dataclass(frozen=True)
 class OurScore:
-    """One student's line from our results.json."""
+    """One student's line from our results.json (score after, raw_score before the late penalty)."""
     score: float | None
+    raw_score: float | None
+    late_penalty: float | None
     max_score: float | None
     seconds: float | None
     test_seconds: float | None   # sum of the graders' own per-test durations
     state: str
     diagnoses: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PatchPosition:
+    """Where the patching cell sits in the original notebook (0-based cell index)."""
+    index: int
+    n_cells: int
+    after_every_test: bool
 
 
 @dataclass(frozen=True)
@@ -123,10 +133,12 @@ class Report:
     summaries: tuple[Summary, ...]
     nbgrader_scores: dict
     nbgrader_max: float | None
+    nbgrader_penalties: dict
     nbgrader_failed: tuple[str, ...]
     our_scores: dict
     early_nbgrader: float | None
     early_ours: OurScore | None
+    patch: PatchPosition | None
     floors: Floors
     loadavg_before: tuple[float, float, float]
     loadavg_after: tuple[float, float, float]
@@ -147,6 +159,24 @@ def submitted_students(course: Path) -> tuple[str, ...]:
     return tuple(sorted(p.name for p in base.iterdir() if (p / ASSIGNMENT).is_dir()))
 
 
+def _patch_index(cells: list) -> int | None:
+    return next((i for i, c in enumerate(cells)
+                 if c.get("cell_type") == "code" and PATCH_MARKER in "".join(c.get("source", ""))), None)
+
+
+def patch_position(course: Path, student: str = "mallory") -> PatchPosition | None:
+    """Where the patching cell sits in a submission, relative to the nbgrader test cells."""
+    notebooks = sorted((course / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
+    if not notebooks:
+        return None
+    cells = json.loads(notebooks[0].read_text(encoding="utf-8"))["cells"]
+    idx = _patch_index(cells)
+    if idx is None:
+        return None
+    tests = [i for i, c in enumerate(cells) if (c.get("metadata", {}).get("nbgrader") or {}).get("grade")]
+    return PatchPosition(index=idx, n_cells=len(cells), after_every_test=all(i < idx for i in tests))
+
+
 def add_early_patch_copy(course: Path, source_student: str = "mallory",
                          new_student: str = EARLY_PATCH_STUDENT) -> bool:
     """Copy a submission with its patch cell moved to the top (right after the first code cell).
@@ -160,14 +190,13 @@ def add_early_patch_copy(course: Path, source_student: str = "mallory",
         return False
     nb = json.loads(notebooks[0].read_text(encoding="utf-8"))
     cells = nb["cells"]
-    idx = next((i for i, c in enumerate(cells)
-                if c.get("cell_type") == "code" and PATCH_MARKER in "".join(c.get("source", ""))), None)
+    idx = _patch_index(cells)
     if idx is None:
         return False
     patch = cells.pop(idx)
     first_code = next(i for i, c in enumerate(cells) if c.get("cell_type") == "code")
     cells.insert(first_code + 1, patch)
-    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src, dst, dirs_exist_ok=True)      # the same files (timestamp.txt included)
     (dst / notebooks[0].name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
     return True
 
@@ -296,10 +325,12 @@ def measure_floors(env: dict, workdir: Path, repeat: int = 3) -> Floors:
 
 # ----------------------------------------------------------------------------- scores
 
-def read_nbgrader_scores(course: Path, students: tuple[str, ...]) -> tuple[dict, float | None]:
-    """Each student's total for the assignment from the course's nbgrader gradebook."""
+def read_nbgrader_scores(course: Path, students: tuple[str, ...]) -> tuple[dict, float | None, dict]:
+    """Each student's total (before any late penalty), the maximum, and each recorded late penalty,
+    from the course's nbgrader gradebook."""
     from nbgrader.api import Gradebook, MissingEntry
     scores: dict[str, float | None] = {}
+    penalties: dict[str, float | None] = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         try:
             max_score = gb.find_assignment(ASSIGNMENT).max_score
@@ -307,10 +338,11 @@ def read_nbgrader_scores(course: Path, students: tuple[str, ...]) -> tuple[dict,
             max_score = None
         for s in students:
             try:
-                scores[s] = gb.find_submission(ASSIGNMENT, s).score
+                sub = gb.find_submission(ASSIGNMENT, s)
+                scores[s], penalties[s] = sub.score, sub.late_submission_penalty
             except MissingEntry:
-                scores[s] = None
-    return scores, max_score
+                scores[s] = penalties[s] = None
+    return scores, max_score, penalties
 
 
 def read_our_score(course: Path, student: str) -> OurScore:
@@ -319,11 +351,12 @@ def read_our_score(course: Path, student: str) -> OurScore:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return OurScore(None, None, None, None, "no results.json", ())
+        return OurScore(None, None, None, None, None, None, "no results.json", ())
     extra = data.get("extra_data", {})
     tests = extra.get("tests") or data.get("tests") or []
     durations = [t.get("duration") for t in tests if isinstance(t.get("duration"), (int, float))]
-    return OurScore(score=data.get("score"), max_score=data.get("max_score"),
+    return OurScore(score=data.get("score"), raw_score=extra.get("raw_score", data.get("score")),
+                    late_penalty=extra.get("late_penalty"), max_score=data.get("max_score"),
                     seconds=data.get("execution_time"), test_seconds=sum(durations) if durations else None,
                     state=extra.get("state", "?"), diagnoses=tuple(extra.get("diagnoses", ())))
 
@@ -475,8 +508,9 @@ def render(report: Report) -> str:
     a(f"| load average before / after | {' '.join(f'{x:.2f}' for x in report.loadavg_before)} / "
       f"{' '.join(f'{x:.2f}' for x in report.loadavg_after)} |")
     a("")
-    a("The load average is the machine's (other processes were free to run): on 2 CPUs a load near "
-      "2 means the tools competed for CPU, which widens the spread between rounds.")
+    a("The load average is the machine's (other processes were free to run): on "
+      f"{m['cpus (nproc)']} CPUs a load near {m['cpus (nproc)']} means the tools competed for CPU, "
+      "which widens the spread between rounds.")
     a("")
     a("## Command")
     a("")
@@ -541,17 +575,27 @@ def render(report: Report) -> str:
       "one run of this script to the next; nbgrader's test cells use fixed seeds.")
     a("")
     nmax = _pts(report.nbgrader_max)
-    a(f"| student | nbgrader (of {nmax}) | ours | our state | our seconds | our diagnoses |")
-    a("|---|---|---|---|---|---|")
+    a(f"Both totals are before any late penalty (of {nmax}); the late-penalty column shows what each "
+      "tool recorded: nbgrader's `late_submission_penalty` in its gradebook, ours from course.yml's "
+      "`late_policy` (results.json `score` = `raw_score` - penalty).")
+    a("")
+    a("| student | nbgrader | ours | late penalty: nbgrader / ours | our state | our seconds | our diagnoses |")
+    a("|---|---|---|---|---|---|---|")
+
+    def penalty(nb: float | None, us: float | None) -> str:
+        return "-" if not nb and not us else f"{_pts(nb)} / {_pts(us)}"
+
     for s in report.students:
         ours = report.our_scores[s]
         name = f"**{s}**" if s in SECURITY_PAIR else s
-        a(f"| {name} | {_pts(report.nbgrader_scores.get(s))} | {_pts(ours.score)} | {ours.state} | "
+        a(f"| {name} | {_pts(report.nbgrader_scores.get(s))} | {_pts(ours.raw_score)} | "
+          f"{penalty(report.nbgrader_penalties.get(s), ours.late_penalty)} | {ours.state} | "
           f"{_pts(ours.seconds)} | {', '.join(ours.diagnoses) or '-'} |")
     if report.early_ours is not None or report.early_nbgrader is not None:
         e = report.early_ours
         a(f"| *{EARLY_PATCH_STUDENT}* (extra, untimed) | {_pts(report.early_nbgrader)} | "
-          f"{_pts(e.score if e else None)} | {e.state if e else 'n/a'} | {_pts(e.seconds if e else None)} | "
+          f"{_pts(e.raw_score if e else None)} | {penalty(None, e.late_penalty if e else None)} | "
+          f"{e.state if e else 'n/a'} | {_pts(e.seconds if e else None)} | "
           f"{', '.join(e.diagnoses) if e and e.diagnoses else '-'} |")
     a("")
     a("### The security anchor")
@@ -561,21 +605,28 @@ def render(report: Report) -> str:
       "always agree. A grader that cannot be fooled gives them the same total.")
     a("")
     a(f"- nbgrader: {_fooled(report.nbgrader_scores.get(mal), report.nbgrader_scores.get(kat))}.")
-    a(f"- ours: {_fooled(report.our_scores[mal].score, report.our_scores[kat].score)}.")
+    a(f"- ours: {_fooled(report.our_scores[mal].raw_score, report.our_scores[kat].raw_score)}.")
     if report.early_ours is not None or report.early_nbgrader is not None:
         a(f"- `{EARLY_PATCH_STUDENT}`, nbgrader: "
           f"{_fooled(report.early_nbgrader, report.nbgrader_scores.get(kat))}.")
         a(f"- `{EARLY_PATCH_STUDENT}`, ours: "
-          f"{_fooled(report.early_ours.score if report.early_ours else None, report.our_scores[kat].score)}.")
+          f"{_fooled(report.early_ours.raw_score if report.early_ours else None, report.our_scores[kat].raw_score)}.")
     a("")
-    a(f"In `{mal}`'s notebook the patch cell is the last cell, after every test cell. nbgrader runs the "
-      "notebook from top to bottom in one kernel, so the patch only takes effect once the tests have "
-      f"already run; whether it is fooled depends on where the cell sits. `{EARLY_PATCH_STUDENT}` is "
-      f"built by the script in the scratch folders only: `{mal}`'s notebook with the patch cell moved "
-      "right after the first code cell, graded once by both tools after the timed rounds (it is not in "
-      "the timings or the submission count). Our graders never run in the student's process, so the "
-      "position of the patch cannot matter to them.")
-    a("")
+    pp = report.patch
+    if pp is not None:
+        where = (f"cell {pp.index + 1} of {pp.n_cells}, "
+                 + ("after every test cell" if pp.after_every_test else "before some of the test cells"))
+        a(f"In `{mal}`'s notebook the patch cell is {where}. nbgrader runs the notebook from top to "
+          "bottom in one kernel, so a patch only affects the test cells that run after it: whether "
+          "nbgrader is fooled depends on where the cell sits.")
+        a("")
+    if report.early_ours is not None or report.early_nbgrader is not None:
+        a(f"`{EARLY_PATCH_STUDENT}` is built by the script in the scratch folders only: `{mal}`'s "
+          "notebook with the patch cell moved right after the first code cell, graded once by both "
+          "tools after the timed rounds (it is not in the timings or the submission count). Our "
+          "graders never run in the student's process, so the position of the patch cannot matter "
+          "to them.")
+        a("")
     for note in report.extra_notes:
         a(note)
         a("")
@@ -618,10 +669,9 @@ def render(report: Report) -> str:
     a(f"- Spread: the class batch took {nb_c.minimum:.2f}-{max(nb_c.walls):.2f} s with nbgrader and "
       f"{us_c.minimum:.2f}-{max(us_c.walls):.2f} s with ours; the one-student batch "
       f"{nb_1.minimum:.2f}-{max(nb_1.walls):.2f} s and {us_1.minimum:.2f}-{max(us_1.walls):.2f} s. "
-      f"With a load average near {max(report.loadavg_before[0], report.loadavg_after[0]):.1f} on "
-      f"{m['cpus (nproc)']} CPUs, differences of a few seconds between single rounds are noise; the "
-      f"ratio on medians ({ratio:.2f}) and on minimums ({ratio_min:.2f}) bracket the comparison, and "
-      "the two-point estimates inherit the spread.")
+      "The machine was shared with other work, so a difference between two single rounds smaller "
+      f"than that spread means nothing; the ratio is {ratio:.2f} on medians and {ratio_min:.2f} on "
+      "minimums, and the two-point estimates inherit the spread.")
     a(f"- CPU over wall time (median): nbgrader {nb_c.cpu_share:.2f}, ours {us_c.cpu_share:.2f}. Both "
       "grade one submission after the other, so neither can use more than about one CPU for long; "
       "nbgrader's figure also shows time spent waiting for the kernel.")
@@ -690,7 +740,7 @@ def main(argv: list[str] | None = None) -> int:
                     runs.append(r)
                     print(f"round {rnd} {tool:8s} {scope:5s} {r.wall_s:6.2f} s  exit {r.exit_code}  "
                           f"maxrss {_mb(r.maxrss_kb)}  tree {_mb(r.tree_peak_kb)}", flush=True)
-        nb_scores, nb_max = read_nbgrader_scores(nb_dir, students)
+        nb_scores, nb_max, nb_penalties = read_nbgrader_scores(nb_dir, students)
         our_scores = {s: read_our_score(us_dir, s) for s in students}
         failed = nbgrader_failures(logs / f"nbgrader-class-{args.repeat}.log")
 
@@ -717,8 +767,8 @@ def main(argv: list[str] | None = None) -> int:
             repeat=args.repeat, students=students, generate_s=gen.wall_s, generate_exit=gen.exit_code,
             warmups=tuple(warmups),
             summaries=tuple(summarise(runs, t, s) for t in ("nbgrader", "course") for s in ("class", "one")),
-            nbgrader_scores=nb_scores, nbgrader_max=nb_max, nbgrader_failed=failed, our_scores=our_scores,
-            early_nbgrader=early_nb, early_ours=early_us, floors=floors,
+            nbgrader_scores=nb_scores, nbgrader_max=nb_max, nbgrader_penalties=nb_penalties, nbgrader_failed=failed, our_scores=our_scores,
+            early_nbgrader=early_nb, early_ours=early_us, patch=patch_position(nb_dir), floors=floors,
             loadavg_before=loadavg_before, loadavg_after=os.getloadavg(), extra_notes=tuple(notes))
         out = (ROOT / args.out) if not Path(args.out).is_absolute() else Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
