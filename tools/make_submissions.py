@@ -125,7 +125,7 @@ CORPUS: list[Case] = [
     Case("silu_naive", variants=(("silu", SILU_NAIVE),), lose=("silu",),
          description="x / (1 + exp(-x)) overflows with a warning for large negative x"),
     Case("count_no_layernorm", variants=(("count_block_params", COUNT_NO_LN),), lose=("count_block_params",)),
-    Case("cheater", variants=(("layer_norm", LN_UNBIASED),), extra_cells=(CHEAT_CELL,), lose=("layer_norm",),
+    Case("cheater", variants=(("layer_norm", LN_UNBIASED),), early_cells=(CHEAT_CELL,), lose=("layer_norm",),
          diagnoses=("layer_norm.unbiased_variance",),
          description="ln_unbiased plus a cell that patches np.allclose, np.isclose and np.testing"),
     Case("swiglu_hangs", variants=(("swiglu_ffn", SWIGLU_INFINITE_LOOP),), lose=("swiglu_ffn",),
@@ -168,7 +168,8 @@ DEMO: list[tuple[str, str, Case]] = [
     ("frances", "Frances Allen", Case("frances", variants=(("swiglu_ffn", SWIGLU_GATE_ON_UP),
                                                           ("count_block_params", COUNT_NO_LN)))),
     ("john", "John Backus", Case("john", done=("layer_norm", "split_heads", "merge_heads", "silu"))),
-    ("mallory", "Mallory Patch", Case("mallory", variants=(("layer_norm", LN_UNBIASED),), extra_cells=(CHEAT_CELL,))),
+    # patches numpy before any test cell runs: nbgrader's in-kernel tests then pass everything
+    ("mallory", "Mallory Patch", Case("mallory", variants=(("layer_norm", LN_UNBIASED),), early_cells=(CHEAT_CELL,))),
     ("radia", "Radia Perlman", Case("radia", variants=(("multi_head_attention", MHA_MASK_INVERTED),),
                                     edit=_rename("count_block_params", "count_params"))),
     ("late_joiner", "", Case("late_joiner", variants=(("pre_ln_block", BLOCK_MISSING_RESIDUAL),))),

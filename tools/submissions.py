@@ -204,6 +204,7 @@ class Case:
     done: tuple[str, ...] = FUNCTIONS            # functions filled with the instructor's solution
     variants: tuple[tuple[str, str], ...] = ()   # (function, cell code) replacing the solution
     extra_cells: tuple[str, ...] = ()            # code cells appended at the end
+    early_cells: tuple[str, ...] = ()            # code cells inserted right after the setup cell
     edit: Callable | None = None                 # a final edit of the notebook (delete/reorder cells...)
     raw: bytes | None = None                     # the file's bytes, for broken files
     # expectations
@@ -224,6 +225,11 @@ def build(case: Case) -> bytes:
         nb.cells[where[fn]].source = sols[fn]
     for fn, code in case.variants:
         nb.cells[where[fn]].source = code.strip("\n") + "\n"
+    setup = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    for i, code in enumerate(case.early_cells):
+        cell = nbformat.v4.new_code_cell(code.strip("\n"))
+        cell["id"] = f"early-{i}"
+        nb.cells.insert(setup + 1 + i, cell)
     for i, code in enumerate(case.extra_cells):
         cell = nbformat.v4.new_code_cell(code.strip("\n"))
         cell["id"] = f"extra-{i}"           # fixed ids keep the files reproducible
