@@ -18,7 +18,7 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from submissions import (  # noqa: E402
-    ASSIGNMENT, BLOCK_EXACT_GELU, BLOCK_MISSING_RESIDUAL, BLOCK_POST_LN, CHEAT_CELL, COUNT_NO_LN, FUNCTIONS,
+    ASSIGNMENT, BLOCK_EXACT_GELU, BLOCK_MISSING_ATTENTION_RESIDUAL, BLOCK_MISSING_RESIDUAL, BLOCK_POST_LN, CHEAT_CELL, COUNT_NO_LN, FUNCTIONS,
     LAYER_NORM_CRASHES_PROCESS, LN_EPS_OUTSIDE, LN_MASKED_ARRAY, MAGICS_CELL, LN_UNBIASED, LN_WRONG_AXIS, MERGE_NO_TRANSPOSE,
     MHA_MASK_INVERTED, MHA_MISSING_SCALE, MHA_SOFTMAX_WRONG_AXIS, NOTEBOOK, ROOT, SILU_NAIVE,
     SPLIT_NO_TRANSPOSE, SWIGLU_GATE_ON_UP, SWIGLU_INFINITE_LOOP, Case, build, solution_index,
@@ -118,6 +118,8 @@ CORPUS: list[Case] = [
          diagnoses=("block.post_ln",)),
     Case("block_missing_residual", variants=(("pre_ln_block", BLOCK_MISSING_RESIDUAL),),
          lose=("pre_ln_block",), diagnoses=("block.missing_residual",)),
+    Case("block_missing_attention_residual", variants=(("pre_ln_block", BLOCK_MISSING_ATTENTION_RESIDUAL),),
+         lose=("pre_ln_block",), diagnoses=("block.missing_attention_residual",)),
     Case("block_exact_gelu", variants=(("pre_ln_block", BLOCK_EXACT_GELU),), lose=("pre_ln_block",),
          diagnoses=("gelu.exact_instead_of_tanh",)),
     Case("swiglu_gate_on_up", variants=(("swiglu_ffn", SWIGLU_GATE_ON_UP),), lose=("swiglu_ffn",),
@@ -172,7 +174,7 @@ DEMO: list[tuple[str, str, Case]] = [
     ("mallory", "Mallory Patch", Case("mallory", variants=(("layer_norm", LN_UNBIASED),), early_cells=(CHEAT_CELL,))),
     ("radia", "Radia Perlman", Case("radia", variants=(("multi_head_attention", MHA_MASK_INVERTED),),
                                     edit=_rename("count_block_params", "count_params"))),
-    ("late_joiner", "", Case("late_joiner", variants=(("pre_ln_block", BLOCK_MISSING_RESIDUAL),))),
+    ("late_joiner", "", Case("late_joiner", variants=(("pre_ln_block", BLOCK_MISSING_ATTENTION_RESIDUAL),))),
     ("ken", "Ken Thompson", Case("ken", raw=b'{"nbformat": 4, "cells": [')),
 ]
 NOT_ON_ROSTER = {"late_joiner"}

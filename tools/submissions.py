@@ -86,13 +86,22 @@ def pre_ln_block(x, params, n_heads, mask=None):
     return layer_norm(h + ffn, p["ln2_gamma"], p["ln2_beta"])
 '''
 
-BLOCK_MISSING_RESIDUAL = '''
+BLOCK_MISSING_ATTENTION_RESIDUAL = '''
 def pre_ln_block(x, params, n_heads, mask=None):
     p = params
     h = multi_head_attention(layer_norm(x, p["ln1_gamma"], p["ln1_beta"]),
                              p["W_Q"], p["W_K"], p["W_V"], p["W_O"], n_heads, mask=mask)
     z = layer_norm(h, p["ln2_gamma"], p["ln2_beta"])
     return h + gelu(z @ p["W1"] + p["b1"]) @ p["W2"] + p["b2"]
+'''
+
+BLOCK_MISSING_RESIDUAL = '''
+def pre_ln_block(x, params, n_heads, mask=None):
+    p = params
+    a = multi_head_attention(layer_norm(x, p["ln1_gamma"], p["ln1_beta"]),
+                             p["W_Q"], p["W_K"], p["W_V"], p["W_O"], n_heads, mask=mask)
+    z = layer_norm(a, p["ln2_gamma"], p["ln2_beta"])
+    return gelu(z @ p["W1"] + p["b1"]) @ p["W2"] + p["b2"]
 '''
 
 BLOCK_EXACT_GELU = '''

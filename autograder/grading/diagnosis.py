@@ -17,10 +17,12 @@ ValueError, say) are registered without a function via `catalogue.add(...)`.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
+
+from .results import TestResult
 
 
 @dataclass(frozen=True)
@@ -103,3 +105,23 @@ def _agrees(actual: np.ndarray, wrong: np.ndarray, *, rtol: float, atol: float) 
         return False
     with np.errstate(all="ignore"):
         return bool(np.allclose(a[finite], w[finite], rtol=rtol, atol=atol))
+
+
+def prune_subsumed(tests: Sequence[TestResult]) -> tuple[TestResult, ...]:
+    """Drop a diagnosis that matched, within its problem, only in checks where another diagnosis
+    matched too, while that other one also matched elsewhere: special inputs (zero weights, say)
+    make several wrong variants coincide, and the one seen across more checks explains them all."""
+    seen: dict[str, dict[str, set[int]]] = {}
+    for i, t in enumerate(tests):
+        for d in t.diagnoses:
+            seen.setdefault(t.problem, {}).setdefault(d, set()).add(i)
+    drop = {(problem, d) for problem, ids in seen.items() for d, where in ids.items()
+            if any(other != d and where < elsewhere for other, elsewhere in ids.items())}
+    if not drop:
+        return tuple(tests)
+    out = []
+    for t in tests:
+        kept = [(d, h) for d, h in zip(t.diagnoses, t.hints + ("",) * len(t.diagnoses))
+                if (t.problem, d) not in drop]
+        out.append(replace(t, diagnoses=tuple(d for d, _ in kept), hints=tuple(h for _, h in kept)))
+    return tuple(out)

@@ -21,7 +21,7 @@ from ..config import Assignment, Course
 from ..notebooks import LoadedNotebook, find_submission_notebooks, load_notebook
 from ..sandbox.launcher import Sandbox
 from ..sandbox.outcomes import NotebookFailed
-from .diagnosis import Catalogue
+from .diagnosis import Catalogue, prune_subsumed
 from .lateness import lateness, submission_time
 from .plugin import GradingPlugin
 from .proxy import StudentProxy
@@ -152,7 +152,7 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
     common = dict(student=student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),
                   notes=tuple(notes), seed=seed, on_roster=on_roster, files=files,
                   problem_points=tuple((p.name, p.points) for p in assignment.problems))
-    tests = plugin.results()
+    tests = prune_subsumed(plugin.results())
     raw = sum(t.score for t in tests)
     penalty = round(raw * late.fraction, 6)
     if late.late_days:

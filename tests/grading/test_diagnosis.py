@@ -1,0 +1,68 @@
+"""The mistakes catalogue: matching wrong variants, and keeping the diagnosis that explains most."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autograder.grading.diagnosis import Catalogue, prune_subsumed
+from autograder.grading.results import TestResult
+
+
+def test_match_finds_only_the_variant_that_agrees():
+    """Does match return exactly the variants whose output equals the student's?"""
+    cat = Catalogue()
+    cat.add("f.double", problem="f", hint="Doubled.", variant=lambda x: 2 * x)
+    cat.add("f.square", problem="f", hint="Squared.", variant=lambda x: x * x)
+    cat.add("g.double", problem="g", hint="Other problem.", variant=lambda x: 2 * x)
+    x = np.array([1.0, 3.0, 5.0])
+    assert [m.id for m in cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9)] == ["f.double"]
+
+
+def test_match_ignores_rows_the_student_left_non_finite():
+    """Is a student output with NaN rows (a fully masked row) still recognised on its finite part?"""
+    cat = Catalogue()
+    cat.add("f.double", problem="f", hint="Doubled.", variant=lambda x: 2 * x)
+    x = np.arange(12.0).reshape(4, 3)
+    student = 2 * x
+    student[3] = np.nan
+    assert [m.id for m in cat.match("f", (x,), {}, student, rtol=1e-7, atol=1e-9)] == ["f.double"]
+    student[:3] = np.nan
+    assert cat.match("f", (x,), {}, student, rtol=1e-7, atol=1e-9) == (), "mostly NaN proves nothing"
+
+
+def test_a_variant_that_raises_is_skipped():
+    """Does a variant that cannot run on these inputs just not match?"""
+    cat = Catalogue()
+    cat.add("f.bad", problem="f", hint="x", variant=lambda x: 1 / 0)
+    assert cat.match("f", (np.ones(2),), {}, np.ones(2), rtol=1e-7, atol=1e-9) == ()
+
+
+def test_duplicate_ids_are_refused():
+    """Is registering the same id twice an error?"""
+    cat = Catalogue()
+    cat.add("f.a", problem="f", hint="x")
+    with pytest.raises(ValueError, match="registered twice"):
+        cat.add("f.a", problem="f", hint="y")
+
+
+def result(name, problem, *diagnoses):
+    return TestResult(name=name, problem=problem, score=0, max_score=1, status="failed",
+                      diagnoses=diagnoses, hints=tuple(f"hint {d}" for d in diagnoses))
+
+
+def test_prune_drops_a_diagnosis_seen_only_where_a_broader_one_was():
+    """Is a variant that matched only on a special input, alongside the main one, dropped?"""
+    tests = (result("t1", "block", "block.post_ln"),
+             result("t2", "block", "block.post_ln"),
+             result("t3", "block", "block.post_ln", "block.other"),
+             result("t4", "mha", "mha.other"))
+    pruned = prune_subsumed(tests)
+    assert [t.diagnoses for t in pruned] == [("block.post_ln",), ("block.post_ln",), ("block.post_ln",),
+                                             ("mha.other",)]
+    assert pruned[2].hints == ("hint block.post_ln",)
+
+
+def test_prune_keeps_diagnoses_that_are_indistinguishable():
+    """Are two variants that matched in exactly the same checks both kept?"""
+    tests = (result("t1", "f", "f.a", "f.b"), result("t2", "f", "f.a", "f.b"))
+    assert prune_subsumed(tests) == tests
