@@ -32,6 +32,8 @@ def _flags(result: SubmissionResult) -> str:
         flags.append("not on roster")
     if result.state == "crashed":
         flags.append("crashed")
+    if result.late_penalty:
+        flags.append(f"late -{format_points(result.late_penalty)}")
     if result.notes:
         n = len(result.notes)
         flags.append(f"{n} note{'s' if n != 1 else ''}")
