@@ -1,0 +1,47 @@
+"""The demo class (examples/): graded end to end as `make demo` does, with the outcomes it is there to show."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autograder.api import prepare_demo
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    folder = prepare_demo(ROOT, tmp_path_factory.mktemp("demo") / "course")
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                           "--course-dir", str(folder)], capture_output=True, text=True, timeout=900)
+    results = {p.parts[-3]: json.loads(p.read_text())
+               for p in (folder / "autograded").glob("*/transformer-block/results.json")}
+    return proc, results
+
+
+def test_demo_grades_the_whole_class(demo):
+    """Are all 13 example students graded, with the class table and where the feedback pages are?"""
+    proc, results = demo
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(results) == 13
+    assert "13 students, 13 graded" in proc.stdout
+    assert "feedback:     feedback/<student>/transformer-block/" in proc.stdout
+
+
+def test_demo_patching_numpy_changes_nothing(demo):
+    """Does mallory (wrong layer_norm + numpy patched) score exactly what katherine (same bug) scores?"""
+    _, results = demo
+    assert results["mallory"]["score"] == results["katherine"]["score"] < 100
+
+
+def test_demo_shows_late_broken_and_unlisted_students(demo):
+    """Is alan's late penalty applied, ken's broken file explained, late_joiner flagged as not on the roster?"""
+    proc, results = demo
+    assert results["ada"]["score"] == 100
+    assert results["alan"]["score"] == 90 and results["alan"]["extra_data"]["late_penalty"] == 10
+    assert results["ken"]["score"] == 0 and "not valid notebook JSON" in results["ken"]["output"]
+    assert results["late_joiner"]["extra_data"]["on_roster"] is False
