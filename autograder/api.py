@@ -108,6 +108,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 problem_points=tuple((p.name, p.points) for p in a.problems),
                 error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}")
         results.append(result)
+        _copy_for_formgrader(folder, course.root / "autograded" / sid / a.name)
         write_results_json(result, course.root / "autograded" / sid / a.name / "results.json")
         write_feedback(result, a, course.root / "feedback" / sid / a.name)
         log(f"graded {sid:<20} {result.score:6.2f}/{result.max_score:g}"
@@ -118,6 +119,15 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=gradebook_errors,
                        autograded_dir=course.root / "autograded", feedback_dir=course.root / "feedback",
                        seconds=round(time.perf_counter() - started, 2))
+
+
+def _copy_for_formgrader(submitted: Path, autograded: Path) -> None:
+    """Copy the submitted notebooks and timestamp (as nbgrader's autograde does), so formgrader can
+    show them for manual review. The originals are only read."""
+    autograded.mkdir(parents=True, exist_ok=True)
+    for item in submitted.iterdir():
+        if item.is_file() and (item.suffix == ".ipynb" or item.name == "timestamp.txt"):
+            shutil.copyfile(item, autograded / item.name)
 
 
 DEMO_PARTS = ("course.yml", "roster.csv", "nbgrader_config.py", "source", "release", "assignments")

@@ -151,6 +151,15 @@ def test_corpus_submissions_are_never_modified(graded):
     assert _digest(graded["course"] / "submitted") == graded["before"]
 
 
+def test_corpus_autograded_holds_the_notebooks_for_formgrader(graded):
+    """Like nbgrader's autograde, is each submitted notebook copied (unchanged) beside results.json?"""
+    course = graded["course"]
+    for student in ("correct", "late"):
+        copied = course / "autograded" / student / ASSIGNMENT / NB
+        assert copied.read_bytes() == (course / "submitted" / student / ASSIGNMENT / NB).read_bytes()
+    assert (course / "autograded" / "late" / ASSIGNMENT / "timestamp.txt").is_file()
+
+
 def test_corpus_seed_is_recorded_and_stable(graded):
     """Is each student's hidden-input seed in the instructor's results, different per student?"""
     seeds = {s: r["extra_data"]["seed"] for s, r in graded["results"].items()}
