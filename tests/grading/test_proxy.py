@@ -129,7 +129,7 @@ def test_a_hang_costs_one_call_and_the_next_call_works(factory, inputs):
         started = time.monotonic()
         with pytest.raises(CallTimeout):
             proxy.hang()
-        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - started < 6.0, "the call limit bounds the wait"
         first = proxy.execution
         assert proxy.layer_norm(*inputs).shape == (2, 3, 8)
         assert proxy.restarts == 1 and proxy.execution is first
@@ -150,11 +150,11 @@ def test_a_function_that_keeps_failing_is_not_called_again(factory, inputs):
         for _ in range(2):
             with pytest.raises(ChildCrashed):
                 proxy.crash()
+        starts = proxy.sandbox.starts
         for _ in range(10):
-            started = time.monotonic()
             with pytest.raises(ChildCrashed, match="not called again") as info:
                 proxy.crash()
-            assert time.monotonic() - started < 0.05
+            assert proxy.sandbox.starts == starts, "refused without running the notebook again"
         assert "exited with status 1" in info.value.feedback
         with pytest.raises(CallTimeout):
             proxy.hang()
@@ -169,10 +169,10 @@ def test_restarts_are_capped(factory):
             proxy.crash()
         with pytest.raises(CallTimeout):
             proxy.hang()
-        started = time.monotonic()
+        starts = proxy.sandbox.starts
         with pytest.raises(ChildCrashed, match="restarted 1 times"):
             proxy.layer_norm(np.ones(2), 1.0, 0.0)
-        assert time.monotonic() - started < 0.1
+        assert proxy.sandbox.starts == starts, "refused without running the notebook again"
 
 
 def test_bad_return_values_are_refused(factory):

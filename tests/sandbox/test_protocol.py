@@ -200,7 +200,7 @@ def test_channel_read_honours_the_deadline():
     started = time.monotonic()
     with pytest.raises(TimeoutError):
         protocol.Channel(b).recv(trusted=True, deadline=time.monotonic() + 0.2)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5.0
     a.close()
     b.close()
 
