@@ -10,7 +10,7 @@ import pytest
 
 from autograder.config import load_course
 from autograder.errors import ReleaseError
-from autograder.release import instructor_only_lines, leak_check, release
+from autograder.release import instructor_only_lines, leak_check
 
 ROOT = Path(__file__).resolve().parents[1]
 NB = Path("release") / "transformer-block" / "transformer-block.ipynb"

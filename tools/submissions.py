@@ -7,10 +7,7 @@ mistake, plus optional extra cells or edits (a cheating cell, a deleted cell, ..
 """
 from __future__ import annotations
 
-import copy
-import json
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 

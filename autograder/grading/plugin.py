@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import traceback
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Mapping

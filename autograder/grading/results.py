@@ -4,7 +4,7 @@ Every output (results.json, feedback HTML, gradebook, terminal summary) is rende
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 TestStatus = Literal["passed", "failed"]
