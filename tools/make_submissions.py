@@ -18,10 +18,10 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from submissions import (  # noqa: E402
-    ASSIGNMENT, BLOCK_EXACT_GELU, BLOCK_MISSING_ATTENTION_RESIDUAL, BLOCK_MISSING_RESIDUAL, BLOCK_POST_LN, CHEAT_CELL, COUNT_NO_LN,
+    ASSIGNMENT, BLOCK_EXACT_GELU, BLOCK_MISSING_ATTENTION_RESIDUAL, BLOCK_MISSING_RESIDUAL, BLOCK_POST_LN, CHEAT_CELL, COUNT_NO_LN, FUNCTIONS,
     LAYER_NORM_CRASHES_PROCESS, LN_EPS_OUTSIDE, LN_MASKED_ARRAY, MAGICS_CELL, LN_UNBIASED, LN_WRONG_AXIS, MERGE_NO_TRANSPOSE,
     MHA_MASK_INVERTED, MHA_MISSING_SCALE, MHA_SOFTMAX_WRONG_AXIS, NOTEBOOK, ROOT, SILU_NAIVE,
-    SPLIT_NO_TRANSPOSE, SWIGLU_GATE_ON_UP, SWIGLU_INFINITE_LOOP, Case, build, solution_index,
+    SPLIT_NO_TRANSPOSE, STEAL_CELL, SWIGLU_GATE_ON_UP, SWIGLU_INFINITE_LOOP, Case, build, solution_index,
 )
 
 
@@ -130,6 +130,9 @@ CORPUS: list[Case] = [
     Case("cheater", variants=(("layer_norm", LN_UNBIASED),), early_cells=(CHEAT_CELL,), lose=("layer_norm",),
          diagnoses=("layer_norm.unbiased_variance",),
          description="ln_unbiased plus a cell that patches np.allclose, np.isclose and np.testing"),
+    Case("steals_solutions", done=tuple(f for f in FUNCTIONS if f != "layer_norm"), extra_cells=(STEAL_CELL,),
+         lose=("layer_norm",), description="layer_norm left unwritten; a cell looks for the instructor's "
+         "solution in the course folder (source/, the corpus, the examples) and runs it: all hidden"),
     Case("swiglu_hangs", variants=(("swiglu_ffn", SWIGLU_INFINITE_LOOP),), lose=("swiglu_ffn",),
          note="restarted", description="an infinite loop in swiglu_ffn costs swiglu_ffn only"),
     Case("layer_norm_kills_process", variants=(("layer_norm", LAYER_NORM_CRASHES_PROCESS),), lose=("layer_norm",),

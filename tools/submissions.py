@@ -160,6 +160,31 @@ MAGICS_CELL = '''
 %load_ext autoreload
 '''
 
+STEAL_CELL = '''
+import json, pathlib
+
+def _steal_layer_norm():
+    """Look for the instructor's solution next to the grading engine and run it."""
+    import autograder
+    places = ["source/transformer-block/transformer-block.ipynb",
+              "tests/corpus/submitted/correct/transformer-block/transformer-block.ipynb",
+              "examples/submitted/ada/transformer-block/transformer-block.ipynb"]
+    for root in pathlib.Path(autograder.__file__).resolve().parents:
+        for rel in places:
+            try:
+                cells = json.loads((root / rel).read_text())["cells"]
+            except (OSError, ValueError):
+                continue
+            for cell in cells:
+                source = "".join(cell["source"])
+                if source.lstrip().startswith("def layer_norm"):
+                    exec(source, globals())
+                    return str(root / rel)
+    return None
+
+print("stolen from", _steal_layer_norm())
+'''
+
 CHEAT_CELL = '''
 import numpy as np
 np.allclose = lambda *a, **k: True

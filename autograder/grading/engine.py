@@ -84,10 +84,32 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
 
 
 def _instructor_paths(course: Course) -> tuple[Path, ...]:
-    """What student code must not see: instructor code, the course secret, grades and results."""
-    candidates = (course.root / "assignments", course.root / "source", course.secret_file,
-                  course.root / "autograded", course.root / "feedback", course.root / "gradebook.db")
-    return tuple(p for p in candidates if p.exists())
+    """What student code must not see: everything in the course folder (instructor code, solutions
+    in source/, other students' submissions, results, the secret, git history, ...) except the
+    Python environment and the engine package the child runs from. When the engine is installed
+    from another course folder (a scratch copy, the demo), that folder is covered the same way."""
+    import autograder
+
+    package = Path(autograder.__file__).resolve().parent
+    keep = (Path(sys.prefix).resolve(), package)
+    roots = {course.root.resolve()}
+    if (package.parent / "course.yml").is_file():
+        roots.add(package.parent)
+    hide = []
+    for root in sorted(roots):
+        for entry in sorted(root.iterdir()):
+            resolved = entry.resolve()
+            if any(k == resolved or k.is_relative_to(resolved) for k in keep):
+                continue
+            hide.append(entry)
+    for extra in (course.secret_file, _sqlite_path(course.gradebook_url)):
+        if extra is not None and extra.exists() and not any(extra.resolve().is_relative_to(r) for r in roots):
+            hide.append(extra)
+    return tuple(hide)
+
+
+def _sqlite_path(url: str) -> Path | None:
+    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
 
 
 def _pytest_args(graders: Path) -> list[str]:
