@@ -45,3 +45,16 @@ def test_demo_shows_late_broken_and_unlisted_students(demo):
     assert results["alan"]["score"] == 90 and results["alan"]["extra_data"]["late_penalty"] == 10
     assert results["ken"]["score"] == 0 and "not valid notebook JSON" in results["ken"]["output"]
     assert results["late_joiner"]["extra_data"]["on_roster"] is False
+
+
+def test_demo_scores_do_not_depend_on_the_hidden_draw(demo, tmp_path):
+    """Graded again with another hidden-input seed, does every student keep the same score (fair draws)?"""
+    _, results = demo
+    folder = prepare_demo(ROOT, tmp_path / "again")
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--seed", "1",
+                           "--course-dir", str(folder)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for student, first in results.items():
+        again = json.loads((folder / "autograded" / student / "transformer-block" / "results.json").read_text())
+        assert again["extra_data"]["seed"] == 1 != first["extra_data"]["seed"]
+        assert again["score"] == first["score"], student
