@@ -52,6 +52,7 @@ class NoNotebook:
 
         def unavailable(*args, **kwargs):
             raise NotebookFailed(self.reason)
+        unavailable.__name__ = name
         return unavailable
 
     def using(self, **_: object) -> "NoNotebook":
