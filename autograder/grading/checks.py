@@ -236,7 +236,8 @@ class Expect:
         self.array(actual, what)
         if actual.dtype != np.dtype(dtype):
             self._fail(f"{what} returned dtype {actual.dtype}; expected {np.dtype(dtype)} "
-                       f"(keep the input's precision: avoid creating float64 constants arrays that upcast it).")
+                       f"(keep the input's precision: a NumPy float64 scalar such as np.sqrt(d_k), or an "
+                       f"array of float64 constants, turns a float32 array into float64).")
 
     def finite(self, actual: Any, what: str) -> None:
         arr = self.array(actual, what)

@@ -5,51 +5,63 @@ An instructor adds one with a function and a sentence:
 
     catalogue = Catalogue()
 
-    @catalogue.mistake("layer_norm.unbiased_variance", problem="layer_norm",
+    @catalogue.mistake("layer_norm.unbiased_variance",
                        hint="Divide by d, not d - 1: LayerNorm uses the population variance.")
     def layer_norm_unbiased(x, gamma, beta, eps=1e-5):
         ...
 
-A variant takes the same arguments as the student function named by `problem` and returns
-what a student with that misconception would return. Mistakes found by other means (a missing
-ValueError, say) are registered without a function via `catalogue.add(...)`.
+An id is `<problem>.<name>`: the problem is the student function that holds the mistake, and a
+variant takes that function's arguments and returns what a student with that misconception would
+return. Ids starting `general.` belong to every problem (a mutated input, a float32 result that
+came back float64). Mistakes found by other means (a missing ValueError, say) are registered
+without a function via `catalogue.add(...)`.
 """
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .results import TestResult
 
 
+GENERAL = "general"
+
+
 @dataclass(frozen=True)
 class Mistake:
     id: str
-    problems: tuple[str, ...]
     hint: str
     variant: Callable[..., Any] | None = None
+
+    @property
+    def problem(self) -> str:
+        """The problem whose function holds the mistake ("general" for any problem)."""
+        return self.id.split(".", 1)[0]
+
+    def applies_to(self, problem: str) -> bool:
+        return self.problem in (problem, GENERAL)
 
 
 class Catalogue:
     def __init__(self) -> None:
         self._mistakes: dict[str, Mistake] = {}
 
-    def add(self, id: str, *, problem: str | Iterable[str], hint: str,
-            variant: Callable[..., Any] | None = None) -> Mistake:
+    def add(self, id: str, *, hint: str, variant: Callable[..., Any] | None = None) -> Mistake:
         if id in self._mistakes:
             raise ValueError(f"mistake id {id!r} is registered twice")
-        problems = (problem,) if isinstance(problem, str) else tuple(problem)
-        m = Mistake(id=id, problems=problems, hint=" ".join(hint.split()), variant=variant)
+        if "." not in id:
+            raise ValueError(f"mistake id {id!r} must read <problem>.<name>")
+        m = Mistake(id=id, hint=" ".join(hint.split()), variant=variant)
         self._mistakes[id] = m
         return m
 
-    def mistake(self, id: str, *, problem: str | Iterable[str], hint: str):
+    def mistake(self, id: str, *, hint: str):
         """Decorator form of `add` for a wrong variant."""
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.add(id, problem=problem, hint=hint, variant=fn)
+            self.add(id, hint=hint, variant=fn)
             return fn
         return register
 
@@ -66,7 +78,7 @@ class Catalogue:
         return len(self._mistakes)
 
     def for_problem(self, problem: str) -> tuple[Mistake, ...]:
-        return tuple(m for m in self._mistakes.values() if problem in m.problems and m.variant is not None)
+        return tuple(m for m in self._mistakes.values() if m.problem == problem and m.variant is not None)
 
     def match(self, problem: str, args: tuple, kwargs: dict, actual: Any, *,
               rtol: float, atol: float) -> tuple[Mistake, ...]:

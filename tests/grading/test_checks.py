@@ -50,8 +50,8 @@ def test_non_array_results_are_wrong_answers_with_a_reason():
 def test_close_consults_the_catalogue_and_records_the_mistake():
     """When a numeric check fails, is a matching wrong variant named with its hint?"""
     cat = Catalogue()
-    cat.add("layer_norm.doubled", problem="layer_norm", hint="You doubled it.", variant=lambda x: 2 * x)
-    cat.add("layer_norm.negated", problem="layer_norm", hint="You negated it.", variant=lambda x: -x)
+    cat.add("layer_norm.doubled", hint="You doubled it.", variant=lambda x: 2 * x)
+    cat.add("layer_norm.negated", hint="You negated it.", variant=lambda x: -x)
     x = np.linspace(1, 2, 5)
     ex = make_expect(cat)
     msg = failure(lambda: ex.close(2 * x, x, what="f(x)", call=("layer_norm", (x,), {})))
@@ -62,7 +62,7 @@ def test_close_consults_the_catalogue_and_records_the_mistake():
 def test_raises_accepts_the_named_exception_and_diagnoses_a_missing_check():
     """Does expect.raises pass on the right exception, and name the mistake when nothing was raised?"""
     cat = Catalogue()
-    cat.add("split_heads.no_value_error", problem="split_heads", hint="Check divisibility.")
+    cat.add("split_heads.no_value_error", hint="Check divisibility.")
     ex = make_expect(cat)
     with ex.raises(ValueError, what="split", diagnose="split_heads.no_value_error"):
         raise StudentRaised("ValueError", "bad", function="split_heads")
@@ -79,7 +79,7 @@ def test_raises_accepts_the_named_exception_and_diagnoses_a_missing_check():
 def test_raises_does_not_diagnose_an_unfinished_stub():
     """Is NotImplementedError (an unfinished stub) a failure without a named misconception?"""
     cat = Catalogue()
-    cat.add("split_heads.no_value_error", problem="split_heads", hint="Check divisibility.")
+    cat.add("split_heads.no_value_error", hint="Check divisibility.")
     ex = make_expect(cat)
 
     def run():
@@ -172,7 +172,7 @@ def test_matches_reference_accepts_the_wiring_of_the_students_own_blocks():
 def test_matches_reference_charges_a_wiring_mistake_on_top_of_a_wrong_block():
     """Does a mis-wired composite still fail when its building block is wrong too, naming the mistake?"""
     cat = Catalogue()
-    cat.add("double_plus_one.plus_two", problem="double_plus_one", hint="One, not two.",
+    cat.add("double_plus_one.plus_two", hint="One, not two.",
             variant=lambda x: 2 * x + 2)
     ex = wired_expect(cat, double=lambda x: 3 * x, double_plus_one=lambda x: 2 * x + 2)
     msg = failure(lambda: ex.matches_reference(ex.student.double_plus_one, (X,), what="f(x)"))
