@@ -19,7 +19,7 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from submissions import (  # noqa: E402
     ASSIGNMENT, BLOCK_EXACT_GELU, BLOCK_MISSING_ATTENTION_RESIDUAL, BLOCK_MISSING_RESIDUAL, BLOCK_POST_LN, CHEAT_CELL, COUNT_NO_LN, FUNCTIONS,
-    LAYER_NORM_CRASHES_PROCESS, LN_EPS_OUTSIDE, LN_MASKED_ARRAY, MAGICS_CELL, LN_UNBIASED, LN_WRONG_AXIS, MERGE_NO_TRANSPOSE,
+    LAYER_NORM_CRASHES_PROCESS, LN_EPS_OUTSIDE, LN_MASKED_ARRAY, MAGICS_CELL, LN_UNBIASED, LN_WRONG_AXIS, MERGE_NO_TRANSPOSE, RMS_CENTRED,
     MHA_MASK_INVERTED, MHA_MISSING_SCALE, MHA_SOFTMAX_WRONG_AXIS, NOTEBOOK, ROOT, SILU_NAIVE,
     SPLIT_NO_TRANSPOSE, STEAL_CELL, SWIGLU_GATE_ON_UP, SWIGLU_INFINITE_LOOP, Case, build, solution_index,
 )
@@ -97,13 +97,16 @@ CORPUS: list[Case] = [
     Case("unanswered", done=(), zero=True, not_graded=("multi_head_attention", "pre_ln_block", "swiglu_ffn"),
          description="the release notebook as handed out"),
     Case("partial", done=("layer_norm", "split_heads", "merge_heads"),
-         lose=("multi_head_attention", "silu", "count_block_params"), not_graded=("pre_ln_block", "swiglu_ffn"),
-         description="only the first three functions written: the block needs the unwritten "
+         lose=("rms_norm", "multi_head_attention", "silu", "count_block_params"),
+         not_graded=("pre_ln_block", "swiglu_ffn"),
+         description="only layer_norm, split_heads and merge_heads written: the block needs the unwritten "
                      "multi_head_attention and swiglu_ffn the unwritten silu, so those are not graded"),
     Case("ln_unbiased", variants=(("layer_norm", LN_UNBIASED),), lose=("layer_norm",),
          diagnoses=("layer_norm.unbiased_variance",)),
     Case("ln_eps_outside", variants=(("layer_norm", LN_EPS_OUTSIDE),), lose=("layer_norm",),
          diagnoses=("layer_norm.eps_outside_sqrt",)),
+    Case("rms_centred", variants=(("rms_norm", RMS_CENTRED),), lose=("rms_norm",),
+         diagnoses=("rms_norm.subtracts_mean",)),
     Case("ln_wrong_axis", variants=(("layer_norm", LN_WRONG_AXIS),), lose=("layer_norm",),
          diagnoses=("layer_norm.wrong_axis",)),
     Case("split_no_transpose", variants=(("split_heads", SPLIT_NO_TRANSPOSE),), lose=("split_heads",),
@@ -129,7 +132,8 @@ CORPUS: list[Case] = [
     Case("silu_naive", variants=(("silu", SILU_NAIVE),), diagnoses=("silu.exp_overflow",),
          description="x / (1 + exp(-x)) overflows with a warning for large negative x but returns the right "
                      "values: advice, no points lost"),
-    Case("count_no_layernorm", variants=(("count_block_params", COUNT_NO_LN),), lose=("count_block_params",)),
+    Case("count_no_layernorm", variants=(("count_block_params", COUNT_NO_LN),), lose=("count_block_params",),
+         diagnoses=("count_block_params.missing_norm_params",)),
     Case("cheater", variants=(("layer_norm", LN_UNBIASED),), early_cells=(CHEAT_CELL,), lose=("layer_norm",),
          diagnoses=("layer_norm.unbiased_variance",),
          description="ln_unbiased plus a cell that patches np.allclose, np.isclose and np.testing"),
@@ -172,7 +176,7 @@ CORPUS.append(Case("nbformat3", raw=_as_v3(Case("v3")), note="format 3"))
 DEMO: list[tuple[str, str, Case]] = [
     ("ada", "Ada Lovelace", Case("ada")),
     ("alan", "Alan Turing", Case("alan")),
-    ("grace", "Grace Hopper", Case("grace", variants=(("silu", SILU_NAIVE),))),
+    ("grace", "Grace Hopper", Case("grace", variants=(("silu", SILU_NAIVE), ("rms_norm", RMS_CENTRED)))),
     ("katherine", "Katherine Johnson", Case("katherine", variants=(("layer_norm", LN_UNBIASED),))),
     ("edsger", "Edsger Dijkstra", Case("edsger", variants=(("split_heads", SPLIT_NO_TRANSPOSE),
                                                            ("merge_heads", MERGE_NO_TRANSPOSE)))),

@@ -46,6 +46,12 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return gamma * (x - mean) / np.sqrt(var + eps) + beta
 '''
 
+RMS_CENTRED = '''
+def rms_norm(x, gamma, eps=1e-6):
+    centred = x - x.mean(axis=-1, keepdims=True)
+    return gamma * centred / np.sqrt(np.mean(centred ** 2, axis=-1, keepdims=True) + eps)
+'''
+
 SPLIT_NO_TRANSPOSE = '''
 def split_heads(x, n_heads):
     *batch, n, d_model = x.shape
@@ -133,9 +139,11 @@ def silu(x):
 '''
 
 COUNT_NO_LN = '''
-def count_block_params(d_model, d_ff, ffn):
+def count_block_params(d_model, d_ff, ffn, norm="layernorm"):
     d = d_model
     attention = 4 * d * d
+    if norm not in ("layernorm", "rmsnorm"):
+        raise ValueError(norm)
     if ffn == "gelu":
         return attention + 2 * d * d_ff + d_ff + d
     if ffn == "swiglu":

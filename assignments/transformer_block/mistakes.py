@@ -109,6 +109,71 @@ def layer_norm_missing_gamma_beta(x, gamma, beta, eps=1e-5):
     return _standardise(x, eps=eps)
 
 
+# =========================================================================== rms_norm
+# Reference: x / sqrt(mean(x^2) + eps) * gamma, the mean over the last axis; no centring, no shift.
+
+def _rms(x, axis=-1, eps=1e-6, *, total=False):
+    """sqrt(mean(x^2) + eps) over `axis` (an int or None); `total` sums the squares instead."""
+    squares = np.sum if total else np.mean
+    return np.sqrt(squares(x * x, axis=axis, keepdims=True) + eps)
+
+
+@catalogue.mistake("rms_norm.subtracts_mean", hint="""
+    Your RMSNorm seems to centre each token first, which makes it LayerNorm without beta. RMSNorm
+    divides the features themselves by their root mean square, without subtracting the mean.""")
+def rms_norm_subtracts_mean(x, gamma, eps=1e-6):
+    return _standardise(x, eps=eps) * gamma
+
+
+@catalogue.mistake("rms_norm.eps_outside_sqrt", hint="""
+    It looks as if eps was added after the square root. Add eps to the mean of the squares and then
+    take the square root: sqrt(mean(x ** 2) + eps).""")
+def rms_norm_eps_outside_sqrt(x, gamma, eps=1e-6):
+    return x / (_rms(x, eps=0.0) + eps) * gamma
+
+
+@catalogue.mistake("rms_norm.no_eps", hint="""
+    Your RMSNorm seems to ignore eps, which changes tokens whose features are all close to zero.
+    Divide by sqrt(mean(x ** 2) + eps) using the eps argument.""")
+def rms_norm_no_eps(x, gamma, eps=1e-6):
+    return x / _rms(x, eps=0.0) * gamma
+
+
+@catalogue.mistake("rms_norm.missing_square_root", hint="""
+    You seem to divide by the mean of the squares itself. Take its square root: the root mean square
+    has the units of the features.""")
+def rms_norm_missing_square_root(x, gamma, eps=1e-6):
+    return x / (np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
+
+
+@catalogue.mistake("rms_norm.sum_of_squares", hint="""
+    You seem to divide by the length of the vector (the root of the sum of squares) rather than the
+    root mean square. Average the squares over the d features: np.mean, not np.sum.""")
+def rms_norm_sum_of_squares(x, gamma, eps=1e-6):
+    return x / _rms(x, eps=eps, total=True) * gamma
+
+
+@catalogue.mistake("rms_norm.wrong_axis", hint="""
+    The mean square seems taken across the tokens for each feature. RMSNorm works on each token's
+    own features: use axis=-1 with keepdims=True.""")
+def rms_norm_wrong_axis(x, gamma, eps=1e-6):
+    return x / _rms(x, axis=-2, eps=eps) * gamma
+
+
+@catalogue.mistake("rms_norm.missing_axis", hint="""
+    The mean square seems taken over the whole array, as np.mean without an axis does. Take it per
+    token with axis=-1 and keepdims=True.""")
+def rms_norm_missing_axis(x, gamma, eps=1e-6):
+    return x / _rms(x, axis=None, eps=eps) * gamma
+
+
+@catalogue.mistake("rms_norm.missing_gamma", hint="""
+    Your output looks normalised but never scaled by gamma. Multiply the normalised features by
+    gamma, one scale per feature.""")
+def rms_norm_missing_gamma(x, gamma, eps=1e-6):
+    return x / _rms(x, eps=eps)
+
+
 # =========================================================================== heads
 # Reference split: (..., n, d) -> reshape (..., n, h, d_k) -> swap axes -> (..., h, n, d_k).
 
@@ -486,66 +551,80 @@ def swiglu_silu_after_product(x, W_gate, W_up, W_down):
 
 
 # =========================================================================== count_block_params
-# Reference: 4 d^2 + 4 d + (2 d d_ff + d_ff + d | 3 d d_ff).
+# Reference: 4 d^2 + (4 d | 2 d for RMSNorm) + (2 d d_ff + d_ff + d | 3 d d_ff).
 
-def _count(d, f, ffn, *, attention=None, norms=None, gelu_ffn=None, swiglu_ffn=None):
+def _count(d, f, ffn, norm="layernorm", *, attention=None, norms=None, gelu_ffn=None, swiglu_ffn=None):
     """The reference count with any of its four terms replaced."""
     if ffn not in ("gelu", "swiglu"):
         raise ValueError(f"ffn must be 'gelu' or 'swiglu', got {ffn!r}")
+    if norm not in ("layernorm", "rmsnorm"):
+        raise ValueError(f"norm must be 'layernorm' or 'rmsnorm', got {norm!r}")
     d, f = int(d), int(f)
     attention = 4 * d * d if attention is None else attention
-    norms = 4 * d if norms is None else norms
+    norms = _norm_count(d, norm) if norms is None else norms
     if ffn == "gelu":
         return attention + norms + (2 * d * f + f + d if gelu_ffn is None else gelu_ffn)
     return attention + norms + (3 * d * f if swiglu_ffn is None else swiglu_ffn)
 
 
-@catalogue.mistake("count_block_params.missing_layer_norm_params", hint="""
-    Your count seems to leave out the LayerNorms. Each of the two has a gamma and a beta of
-    d_model entries.""")
-def count_missing_layer_norm_params(d_model, d_ff, ffn):
-    return _count(d_model, d_ff, ffn, norms=0)
+def _norm_count(d, norm):
+    """Two norms: gamma and beta each for LayerNorm, gamma only for RMSNorm."""
+    return 4 * int(d) if norm == "layernorm" else 2 * int(d)
 
 
-@catalogue.mistake("count_block_params.one_layer_norm", hint="""
-    Your count seems to include only half the LayerNorm parameters. The block has two LayerNorms,
-    and each has both a gamma and a beta of d_model entries.""")
-def count_one_layer_norm(d_model, d_ff, ffn):
-    return _count(d_model, d_ff, ffn, norms=2 * int(d_model))
+@catalogue.mistake("count_block_params.missing_norm_params", hint="""
+    Your count seems to leave out the two norms. Each LayerNorm has a gamma and a beta of d_model
+    entries, each RMSNorm a gamma of d_model entries.""")
+def count_missing_norm_params(d_model, d_ff, ffn, norm="layernorm"):
+    return _count(d_model, d_ff, ffn, norm, norms=0)
+
+
+@catalogue.mistake("count_block_params.one_norm", hint="""
+    Your count seems to include only half the norm parameters. The block has two norms, one before
+    each sublayer, and each has its own parameters of d_model entries.""")
+def count_one_norm(d_model, d_ff, ffn, norm="layernorm"):
+    return _count(d_model, d_ff, ffn, norm, norms=_norm_count(d_model, norm) // 2)
+
+
+@catalogue.mistake("count_block_params.rmsnorm_with_beta", hint="""
+    Your RMSNorm count seems to include a beta. RMSNorm has no shift: each of the two norms has
+    only gamma, of d_model entries.""")
+def count_rmsnorm_with_beta(d_model, d_ff, ffn, norm="layernorm"):
+    return _count(d_model, d_ff, ffn, norm, norms=_norm_count(d_model, "layernorm"))
 
 
 @catalogue.mistake("count_block_params.missing_feed_forward_biases", hint="""
     The GELU feed-forward count seems to leave out its biases. It has b1 of d_ff entries and b2 of
     d_model entries besides W1 and W2.""")
-def count_missing_ffn_biases(d_model, d_ff, ffn):
-    return _count(d_model, d_ff, ffn, gelu_ffn=2 * int(d_model) * int(d_ff))
+def count_missing_ffn_biases(d_model, d_ff, ffn, norm="layernorm"):
+    return _count(d_model, d_ff, ffn, norm, gelu_ffn=2 * int(d_model) * int(d_ff))
 
 
 @catalogue.mistake("count_block_params.attention_biases", hint="""
     Your count seems to give the attention projections biases. In this block W_Q, W_K, W_V and W_O
     have no biases, so attention is four d_model by d_model matrices.""")
-def count_attention_biases(d_model, d_ff, ffn):
+def count_attention_biases(d_model, d_ff, ffn, norm="layernorm"):
     d = int(d_model)
-    return _count(d_model, d_ff, ffn, attention=4 * d * d + 4 * d)
+    return _count(d_model, d_ff, ffn, norm, attention=4 * d * d + 4 * d)
 
 
 @catalogue.mistake("count_block_params.missing_output_projection", hint="""
     The attention count seems to stop at W_Q, W_K and W_V. Add the output projection W_O, another
     d_model by d_model matrix.""")
-def count_missing_output_projection(d_model, d_ff, ffn):
+def count_missing_output_projection(d_model, d_ff, ffn, norm="layernorm"):
     d = int(d_model)
-    return _count(d_model, d_ff, ffn, attention=3 * d * d)
+    return _count(d_model, d_ff, ffn, norm, attention=3 * d * d)
 
 
 @catalogue.mistake("count_block_params.swiglu_two_matrices", hint="""
     The SwiGLU feed-forward seems counted with two matrices, like the GELU one. SwiGLU has three:
     W_gate and W_up of shape (d_model, d_ff) and W_down of shape (d_ff, d_model).""")
-def count_swiglu_two_matrices(d_model, d_ff, ffn):
-    return _count(d_model, d_ff, ffn, swiglu_ffn=2 * int(d_model) * int(d_ff))
+def count_swiglu_two_matrices(d_model, d_ff, ffn, norm="layernorm"):
+    return _count(d_model, d_ff, ffn, norm, swiglu_ffn=2 * int(d_model) * int(d_ff))
 
 
 @catalogue.mistake("count_block_params.ignores_d_ff", hint="""
     Your count seems to assume the hidden width is four times d_model. Use the d_ff argument for
     the feed-forward matrices.""")
-def count_ignores_d_ff(d_model, d_ff, ffn):
-    return _count(d_model, 4 * int(d_model), ffn)
+def count_ignores_d_ff(d_model, d_ff, ffn, norm="layernorm"):
+    return _count(d_model, 4 * int(d_model), ffn, norm)

@@ -54,6 +54,9 @@ def problem_calls(problem: str, seed: int = 0) -> list[tuple[tuple, dict]]:
     if problem == "layer_norm":
         return [((_rows(rng, shape), 1 + 0.3 * rng.standard_normal(shape[-1]), 0.3 * rng.standard_normal(shape[-1])), {})
                 for shape in [(3, 5, 16), (6, 10)]]
+    if problem == "rms_norm":
+        calls = [((_rows(rng, shape), 1 + 0.3 * rng.standard_normal(shape[-1])), {}) for shape in [(3, 5, 16), (6, 10)]]
+        return calls + [((1e-4 * rng.standard_normal((4, 8)), 1 + 0.3 * rng.standard_normal(8)), {})]   # eps matters
     if problem == "split_heads":
         return [((rng.standard_normal((2, 6, 12)), 3), {}), ((rng.standard_normal((5, 8)), 2), {})]
     if problem == "merge_heads":
@@ -75,7 +78,8 @@ def problem_calls(problem: str, seed: int = 0) -> list[tuple[tuple, dict]]:
                            rng.standard_normal((d, f)) / math.sqrt(d), rng.standard_normal((f, d)) / math.sqrt(f)), {}))
         return calls
     if problem == "count_block_params":
-        return [((64, 256, "gelu"), {}), ((48, 128, "swiglu"), {}), ((12, 40, "gelu"), {})]
+        return [((64, 256, "gelu"), {}), ((48, 128, "swiglu"), {}), ((12, 40, "gelu"), {}),
+                ((24, 70, "swiglu", "rmsnorm"), {}), ((16, 50, "gelu"), {"norm": "rmsnorm"})]
     raise KeyError(problem)
 
 
