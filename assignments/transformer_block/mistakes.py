@@ -502,9 +502,10 @@ def silu_sign_flipped(x):
 
 
 catalogue.add("silu.exp_overflow", hint="""
-    exp overflowed for inputs of large magnitude, giving a warning or a non-finite value. Only
-    ever exponentiate a non-positive number, for instance exp(-|x|), choosing the form of the
-    sigmoid by the sign of x.""")
+    exp overflowed for inputs of large magnitude, giving a warning or a non-finite value; choosing
+    between two formulas with np.where does not help, since np.where evaluates both of them for every
+    element. Compute e = exp(-|x|) once, which never overflows, and build both forms of the sigmoid
+    from it.""")
 
 
 # =========================================================================== swiglu_ffn
