@@ -55,7 +55,7 @@ class Row:
 def mistake_notebooks() -> dict[str, bytes]:
     """The release notebook with each catalogued mistake's student form, by mistake id."""
     out = {}
-    for mistake in catalogue:
+    for mistake in catalogue.mistakes():
         function, code = mistake_cell(mistake.id)
         out[mistake.id] = build(Case(mistake.id, variants=((function, code),)))
     return out

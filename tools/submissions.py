@@ -372,17 +372,21 @@ MISTAKE_FORMS: dict[str, Form] = {
 UNCAUGHT_ON_PURPOSE: dict[str, str] = {}
 
 
-def mistake_cell(mistake_id: str) -> tuple[str, str]:
-    """(function, cell code) of a catalogued mistake's student form."""
-    form = MISTAKE_FORMS[mistake_id]
+def form_cell(form: Form, label: str = "") -> tuple[str, str]:
+    """(function, cell code) of a student form: its whole cell, or the solution with its edits."""
     if form.code:
         return form.function, form.code
     code = solution_code()[form.function]
     for old, new in form.edits:
         if code.count(old) != 1:
-            raise ValueError(f"{mistake_id}: {old!r} occurs {code.count(old)} times in the {form.function} solution")
+            raise ValueError(f"{label}: {old!r} occurs {code.count(old)} times in the {form.function} solution")
         code = code.replace(old, new)
     return form.function, code
+
+
+def mistake_cell(mistake_id: str) -> tuple[str, str]:
+    """(function, cell code) of a catalogued mistake's student form."""
+    return form_cell(MISTAKE_FORMS[mistake_id], mistake_id)
 
 
 # ----------------------------------------------------------------------------- building

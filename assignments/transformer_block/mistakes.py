@@ -24,6 +24,7 @@ import numpy as np
 from autograder.grading.diagnosis import Catalogue
 
 from . import reference as ref
+from .stages import register as _register_stages
 
 catalogue = Catalogue()
 
@@ -65,11 +66,11 @@ def layer_norm_no_eps(x, gamma, beta, eps=1e-5):
 
 
 @catalogue.mistake("layer_norm.wrong_axis", hint="""
-    You seem to have normalised each feature across the tokens (axis 0 or -2), which is what
-    BatchNorm-style code does. LayerNorm normalises each token over its own features: use
-    axis=-1 with keepdims=True.""")
+    You seem to have normalised each feature along the first axis (axis=0: across the tokens, or
+    across a batch), which is what BatchNorm-style code does. LayerNorm normalises each token over
+    its own features: use axis=-1 with keepdims=True.""")
 def layer_norm_wrong_axis(x, gamma, beta, eps=1e-5):
-    return _standardise(x, axis=-2, eps=eps) * gamma + beta
+    return _standardise(x, axis=0, eps=eps) * gamma + beta
 
 
 @catalogue.mistake("layer_norm.missing_axis", hint="""
@@ -154,10 +155,10 @@ def rms_norm_sum_of_squares(x, gamma, eps=1e-6):
 
 
 @catalogue.mistake("rms_norm.wrong_axis", hint="""
-    The mean square seems taken across the tokens for each feature. RMSNorm works on each token's
-    own features: use axis=-1 with keepdims=True.""")
+    The mean square seems taken along the first axis (axis=0), across tokens or a batch. RMSNorm
+    works on each token's own features: use axis=-1 with keepdims=True.""")
 def rms_norm_wrong_axis(x, gamma, eps=1e-6):
-    return x / _rms(x, axis=-2, eps=eps) * gamma
+    return x / _rms(x, axis=0, eps=eps) * gamma
 
 
 @catalogue.mistake("rms_norm.missing_axis", hint="""
@@ -629,3 +630,8 @@ def count_swiglu_two_matrices(d_model, d_ff, ffn, norm="layernorm"):
     the feed-forward matrices.""")
 def count_ignores_d_ff(d_model, d_ff, ffn, norm="layernorm"):
     return _count(d_model, 4 * int(d_model), ffn, norm)
+
+
+# =========================================================================== when nothing here matches
+# Probes that localise the stage a function gets wrong (assignments/transformer_block/stages.py).
+_register_stages(catalogue)

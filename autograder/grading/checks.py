@@ -24,7 +24,7 @@ import numpy as np
 
 from ..config import Tolerance
 from ..sandbox.outcomes import FunctionMissing, NotCallable, NotebookFailed, StudentCodeError, StudentRaised
-from .diagnosis import Catalogue, Mistake
+from .diagnosis import Catalogue, Mistake, ProbeContext
 
 
 class NotGraded(Exception):
@@ -100,6 +100,8 @@ class Expect:
     reference: ModuleType | None = None
     found: list[Mistake] = field(default_factory=list)
     calls: list[StudentCall] = field(default_factory=list)
+    localised: dict[str, tuple[Mistake, ...]] = field(default_factory=dict)   # shared by a submission's tests
+    confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)    # likewise: outputs or errors
 
     # ---------------------------------------------------------------- recording
     def diagnose(self, mistake_id: str) -> Mistake | None:
@@ -128,6 +130,8 @@ class Expect:
             reference = getattr(self.reference, name, None)
             if callable(reference) and building_blocks(reference) and not isinstance(exc, _OWN_FAILURES):
                 self._wired(reference, tuple(args), dict(kwargs))    # NotGraded when a block fails
+            if isinstance(exc, StudentRaised) and exc.type_name != "NotImplementedError":
+                self.localise(name)              # it runs on some inputs: which stage breaks on these?
             raise
         self.calls.append(StudentCall(name, tuple(args), dict(kwargs), value))
         return value
@@ -155,9 +159,59 @@ class Expect:
         if if_not_finite and isinstance(out, np.ndarray) and out.dtype.kind in "fc" \
                 and not np.all(np.isfinite(out)):
             self.diagnose(if_not_finite)
+        if not isinstance(out, np.ndarray) or out.shape != expected.shape:
+            self.localise(name)                  # no variant can match a wrong shape
         self.shape(out, expected.shape, what)
         self.close(out, expected, what=what, call=(name, tuple(args), kwargs), tol=tol)
         return out
+
+    def confirmation(self, name: str) -> Callable[[int], Any] | None:
+        """The student's `name` on the catalogue's i-th confirmation call for it (called once per
+        submission, the outcome kept for the other tests; a failed call raises again)."""
+        if self.catalogue is None or self.student is None:
+            return None
+        calls = self.catalogue.confirmation_calls(name)
+
+        def output(i: int) -> Any:
+            key = (name, i)
+            if key not in self.confirmations:
+                args, kwargs = calls[i]
+                try:
+                    self.confirmations[key] = getattr(self.student, name)(*args, **kwargs)
+                except StudentCodeError as exc:
+                    self.confirmations[key] = exc
+            value = self.confirmations[key]
+            if isinstance(value, StudentCodeError):
+                raise value
+            return value
+        return output
+
+    def localise(self, name: str) -> tuple[Mistake, ...]:
+        """The stages of the student's `name` that its probe finds wrong (computed once per
+        submission and problem; see `Catalogue.localise`). Also records them as found."""
+        if self.catalogue is None or self.reference is None or self.student is None \
+                or not self.catalogue.has_probe(name):
+            return ()
+        if name not in self.localised:
+            reference = self._reference(name)
+            composite = bool(building_blocks(reference))
+
+            def accepts(out: Any, args: tuple, kwargs: dict) -> bool:
+                expected = np.asarray(reference(*args, **kwargs))
+                if self._agrees(out, expected, None):
+                    return True
+                try:
+                    return composite and self._agrees(out, self._wired(reference, args, kwargs), None,
+                                                      equal_nan=True)
+                except NotGraded:
+                    return False
+
+            context = ProbeContext(call=getattr(self.student, name), accepts=accepts, reference=self.reference)
+            self.localised[name] = self.catalogue.localise(name, context)
+        for m in self.localised[name]:
+            if m not in self.found:
+                self.found.append(m)
+        return self.localised[name]
 
     @contextlib.contextmanager
     def excused_if_wired_right(self) -> Iterator[None]:
@@ -281,8 +335,10 @@ class Expect:
                 lines.append(pattern)
         if call is not None and self.catalogue is not None:
             fn, args, kwargs = call
-            for m in self.catalogue.match(fn, tuple(args), dict(kwargs), actual,
-                                          rtol=max(tol.rtol, 1e-6), atol=max(tol.atol, 1e-8)):
+            matched = self.catalogue.match(fn, tuple(args), dict(kwargs), actual,
+                                           rtol=max(tol.rtol, 1e-6), atol=max(tol.atol, 1e-8),
+                                           student=self.confirmation(fn))
+            for m in matched or self.localise(fn):
                 if m not in self.found:
                     self.found.append(m)
         self._fail(" ".join(lines))

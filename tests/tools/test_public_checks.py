@@ -30,7 +30,7 @@ def rows(tmp_path_factory):
 
 def test_every_catalogued_mistake_has_a_student_form():
     """Does tools/submissions.py write every mistake of the catalogue the way a student would, and nothing else?"""
-    assert set(MISTAKE_FORMS) == {m.id for m in catalogue}
+    assert set(MISTAKE_FORMS) == {m.id for m in catalogue.mistakes()}
     assert set(UNCAUGHT_ON_PURPOSE) <= set(MISTAKE_FORMS)
 
 
@@ -45,7 +45,7 @@ def test_each_mistake_costs_points_only_in_its_own_problem(rows):
 
 def test_each_wrong_variant_is_named_by_real_grading(rows):
     """Does real grading name every catalogued wrong variant (whose student form loses points) by its id?"""
-    unnamed = [m.id for m in catalogue if m.variant is not None and rows[m.id].lost > 0
+    unnamed = [m.id for m in catalogue.mistakes() if m.variant is not None and rows[m.id].lost > 0
                and m.id not in rows[m.id].diagnoses]
     assert unnamed == []
 

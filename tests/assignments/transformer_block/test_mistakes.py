@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from assignments.transformer_block import mistakes, reference as ref
+from assignments.transformer_block.stages import confirmation_calls
 from autograder.config import load_course
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,55 +33,8 @@ REQUIRED = {
 
 
 # --------------------------------------------------------------------------- inputs per problem
-
-def _rows(rng, shape):
-    """Tokens with their own offset and a scale from 1e-2 to 10, so eps and centring matter."""
-    return rng.normal(0, 3, shape[:-1] + (1,)) + 10 ** rng.uniform(-2, 1, shape[:-1] + (1,)) * rng.standard_normal(shape)
-
-
-def _mask(rng, n, kind):
-    if kind == "causal":
-        return np.tril(np.ones((n, n), dtype=bool))
-    return (rng.random((n, n)) < 0.5) | np.eye(n, dtype=bool)
-
-
-def _weights(rng, d):
-    return tuple(rng.standard_normal((d, d)) / math.sqrt(d) for _ in range(4))
-
-
-def problem_calls(problem: str, seed: int = 0) -> list[tuple[tuple, dict]]:
-    """(args, kwargs) calls of `problem` on random inputs, shapes chosen so no two scales coincide."""
-    rng = np.random.default_rng(seed)
-    if problem == "layer_norm":
-        return [((_rows(rng, shape), 1 + 0.3 * rng.standard_normal(shape[-1]), 0.3 * rng.standard_normal(shape[-1])), {})
-                for shape in [(3, 5, 16), (6, 10)]]
-    if problem == "rms_norm":
-        calls = [((_rows(rng, shape), 1 + 0.3 * rng.standard_normal(shape[-1])), {}) for shape in [(3, 5, 16), (6, 10)]]
-        return calls + [((1e-4 * rng.standard_normal((4, 8)), 1 + 0.3 * rng.standard_normal(8)), {})]   # eps matters
-    if problem == "split_heads":
-        return [((rng.standard_normal((2, 6, 12)), 3), {}), ((rng.standard_normal((5, 8)), 2), {})]
-    if problem == "merge_heads":
-        return [((rng.standard_normal((2, 3, 6, 4)),), {}), ((rng.standard_normal((2, 5, 4)),), {})]
-    if problem == "multi_head_attention":
-        return [((rng.standard_normal((2, 6, 12)), *_weights(rng, 12), 3), {"mask": _mask(rng, 6, "random")}),
-                ((rng.standard_normal((7, 8)), *_weights(rng, 8), 2, _mask(rng, 7, "causal")), {})]
-    if problem == "pre_ln_block":
-        return [((_rows(rng, (2, 6, 12)), ref.init_block_params(rng, 12, 32), 3, _mask(rng, 6, "random")), {}),
-                ((_rows(rng, (5, 8)), ref.init_block_params(rng, 8, 24), 2), {"mask": _mask(rng, 5, "causal")})]
-    if problem == "silu":
-        return [((np.concatenate([rng.normal(0, 5, 20), [-30.0, -3.0, 0.5, 4.0]]),), {}),
-                ((rng.normal(0, 2, (3, 4)),), {})]
-    if problem == "swiglu_ffn":
-        calls = []
-        for shape, f in [((2, 5, 8), 12), ((4, 6), 10)]:
-            d = shape[-1]
-            calls.append(((rng.standard_normal(shape), rng.standard_normal((d, f)) / math.sqrt(d),
-                           rng.standard_normal((d, f)) / math.sqrt(d), rng.standard_normal((f, d)) / math.sqrt(f)), {}))
-        return calls
-    if problem == "count_block_params":
-        return [((64, 256, "gelu"), {}), ((48, 128, "swiglu"), {}), ((12, 40, "gelu"), {}),
-                ((24, 70, "swiglu", "rmsnorm"), {}), ((16, 50, "gelu"), {"norm": "rmsnorm"})]
-    raise KeyError(problem)
+# The catalogue's confirmation inputs (assignments/transformer_block/stages.py), drawn with a seed.
+problem_calls = confirmation_calls
 
 
 def outputs(function, calls) -> list[np.ndarray]:
