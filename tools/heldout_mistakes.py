@@ -24,10 +24,16 @@ class HeldOut:
     form: Form
     right: tuple[str, ...]         # diagnoses that would be right for it (any one counts)
     description: str
+    batch: str = "development"     # "development": the probes were debugged against these;
+                                   # "fresh": written after the probes were frozen, never tuned on
 
 
-def _h(name, form, right, description):
-    return HeldOut(name, form, (right,) if isinstance(right, str) else tuple(right), description)
+def _h(name, form, right, description, batch="development"):
+    return HeldOut(name, form, (right,) if isinstance(right, str) else tuple(right), description, batch)
+
+
+def _fresh(name, form, right, description):
+    return _h(name, form, right, description, batch="fresh")
 
 
 _LN_ROOT = "np.sqrt(var + eps)"
@@ -185,4 +191,81 @@ HELD_OUT: list[HeldOut] = [
        ("count_block_params.per_feature_terms", "count_block_params.attention_biases"), "biases for Q, K and V only"),
     _h("count_float_result", _e("count_block_params", ("return int(attention + 2 * per_norm + feed_forward)", "return (attention + 2 * per_norm + feed_forward) / 1")),
        (), "a float returned (true division)"),
+    # ================================================================ fresh (written after the probes were frozen)
+    _fresh("ln_sqrt_of_each_term", _e("layer_norm", (_LN_ROOT, "(np.sqrt(var) + np.sqrt(eps))")),
+           "layer_norm.eps_handling", "sqrt(var) + sqrt(eps) instead of sqrt(var + eps)"),
+    _fresh("ln_variance_over_tokens", _e("layer_norm", (_LN_VAR, "var = np.mean(centred * centred, axis=0, keepdims=True)")),
+           "layer_norm.statistics_across_tokens", "the mean per token but the variance over axis 0"),
+    _fresh("ln_affine_then_divide", _e("layer_norm", (_LN_RETURN, "return (gamma * centred + beta) / np.sqrt(var + eps)")),
+           "layer_norm.scale_and_shift", "scale and shift before dividing by the standard deviation"),
+    _fresh("ln_global_mean", _e("layer_norm", ("mean = np.mean(x, axis=-1, keepdims=True)", "mean = np.mean(x)")),
+           ("layer_norm.statistics_across_tokens", "layer_norm.not_centred"), "one mean for the whole array, per-token variance"),
+    _fresh("ln_float64_statistics", _e("layer_norm", ("mean = np.mean(x, axis=-1, keepdims=True)",
+                                                      "mean = np.mean(x, axis=-1, keepdims=True, dtype=np.float64)")),
+           "general.float32_upcast", "the mean accumulated in float64, which makes a float32 result float64"),
+    _fresh("rms_without_keepdims", _e("rms_norm", (_RMS_MS, "mean_square = np.mean(x * x, axis=-1)")),
+           "rms_norm.statistics_across_tokens", "the mean square without keepdims, which broadcasts along the wrong axis"),
+    _fresh("rms_eps_added_at_the_end", _e("rms_norm", ("return gamma * (x / np.sqrt(mean_square + eps))",
+                                                       "return gamma * x / np.sqrt(mean_square) + eps")),
+           "rms_norm.eps_handling", "eps added to the result instead of under the square root"),
+    _fresh("rms_square_of_mean", _e("rms_norm", (_RMS_MS, "mean_square = np.mean(x, axis=-1, keepdims=True) ** 2")),
+           ("rms_norm.scale_not_normalised", "rms_norm.scale_off_by_constant_factor"), "the square of the mean, not the mean of the squares"),
+    _fresh("split_swaps_fixed_axes", _e("split_heads", ("np.swapaxes(per_head, -3, -2)", "np.swapaxes(per_head, 0, 1)")),
+           "split_heads.batch_axes_mixed", "swaps axes 0 and 1, right only without a batch axis"),
+    _fresh("split_plain_transpose", _e("split_heads", ("np.swapaxes(per_head, -3, -2)", "per_head.T")),
+           "split_heads.axes_in_wrong_order", ".T, which reverses every axis"),
+    _fresh("split_width_from_axis_one", _e("split_heads", ("d_model = x.shape[-1]", "d_model = x.shape[1]")),
+           "split_heads.batch_axes_mixed", "d_model read from axis 1, the token axis once there is a batch axis"),
+    _fresh("merge_swaps_fixed_axes", _e("merge_heads", ("np.swapaxes(x, -3, -2)", "np.swapaxes(x, 0, 1)")),
+           "merge_heads.batch_axes_mixed", "swaps axes 0 and 1, right only without a batch axis"),
+    _fresh("merge_concatenates_tokens", _e("merge_heads", (
+        "tokens_first = np.swapaxes(x, -3, -2)               # (..., n, h, d_k)\n    return tokens_first.reshape(*lead, n, n_heads * d_k)",
+        "return np.concatenate([x[..., i, :, :] for i in range(n_heads)], axis=-2)")),
+           "merge_heads.axes_in_wrong_order", "heads concatenated along the token axis"),
+    _fresh("merge_swaps_tokens_and_features", _e("merge_heads", ("np.swapaxes(x, -3, -2)", "np.swapaxes(x, -2, -1)")),
+           ("merge_heads.tokens_mixed", "merge_heads.heads_not_side_by_side"), "swaps tokens and features before the reshape"),
+    _fresh("mha_mask_on_fixed_axes", _e("multi_head_attention", (
+        "    if mask is not None:\n        scores = np.where(mask, scores, -np.inf)",
+        "    if mask is not None:\n        scores[:, ~mask] = -np.inf")),
+           "multi_head_attention.batch_axes", "scores[:, ~mask], which only fits scores of shape (h, n, n)"),
+    _fresh("mha_scaled_twice", _e("multi_head_attention", (_SOFTMAX, "weights = softmax(scores / d_k ** 0.5, axis=-1)")),
+           ("multi_head_attention.scores_scaled_by_another_constant", "multi_head_attention.scale_by_d_k"),
+           "the scores divided by sqrt(d_k) twice"),
+    _fresh("mha_weights_transposed", _e("multi_head_attention", ("heads = weights @ v", "heads = np.swapaxes(weights, -1, -2) @ v")),
+           "multi_head_attention.scores", "the attention matrix transposed before weighting the values"),
+    _fresh("mha_mask_added_as_penalty", _e("multi_head_attention", (_MASK, "scores - 1e9 * mask")),
+           "multi_head_attention.masking", "a penalty on the allowed keys instead of the blocked ones"),
+    _fresh("mha_residual_inside", _e("multi_head_attention", ("return merge_heads(heads) @ W_O", "return merge_heads(heads) @ W_O + x")),
+           "multi_head_attention.output_projection", "x added to the attention output (the block's job)"),
+    _fresh("mha_queries_divided_by_d_k", _e("multi_head_attention", ("    d_k = q.shape[-1]\n", "    d_k = q.shape[-1]\n    q = q / d_k\n"),
+                                                                     (" " + _SCALE, "")),
+           ("multi_head_attention.scores_scaled_by_another_constant", "multi_head_attention.scale_by_d_k"),
+           "the queries divided by d_k instead of the scores by sqrt(d_k)"),
+    _fresh("block_norm_parameters_swapped", _e("pre_ln_block", ('layer_norm(x, p["ln1_gamma"], p["ln1_beta"])', 'layer_norm(x, p["ln2_gamma"], p["ln2_beta"])'),
+                                               ('layer_norm(h, p["ln2_gamma"], p["ln2_beta"])', 'layer_norm(h, p["ln1_gamma"], p["ln1_beta"])')),
+           "pre_ln_block.norm_parameters_mixed_up", "LN1's parameters in the FFN half and LN2's in the attention half"),
+    _fresh("block_b1_after_gelu", _e("pre_ln_block", ('gelu(ffn_in @ p["W1"] + p["b1"])', 'gelu(ffn_in @ p["W1"]) + p["b1"]')),
+           "pre_ln_block.feed_forward_half", "b1 added after the activation"),
+    _fresh("block_normalises_the_ffn_output", _e("pre_ln_block", ('return h + hidden @ p["W2"] + p["b2"]',
+                                                                  'return h + layer_norm(hidden @ p["W2"] + p["b2"], p["ln2_gamma"], p["ln2_beta"])')),
+           ("pre_ln_block.feed_forward_half", "pre_ln_block.feed_forward_residual"), "LN2 applied to the FFN's output"),
+    _fresh("block_residual_from_normalised_h", _e("pre_ln_block", ('return h + hidden', 'return ffn_in + hidden')),
+           "pre_ln_block.residual_path", "the FFN's residual adds LN2(h) instead of h"),
+    _fresh("silu_tanh_without_half_factor", _e("silu", (
+        "e = np.exp(-np.abs(x))                                  # in (0, 1]: never overflows\n    sigmoid = np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))",
+        "sigmoid = np.tanh(x / 2) + 1.0")),
+           "silu.sigmoid_part", "the tanh form of the sigmoid without its factor one half"),
+    _fresh("silu_softplus", Form("silu", code="def silu(x):\n    return np.logaddexp(0.0, x)\n"),
+           "silu.sigmoid_part", "softplus, log(1 + exp(x)), instead of x * sigmoid(x)"),
+    _fresh("swiglu_down_before_product", _e("swiglu_ffn", ("return (gate * up) @ W_down", "return gate * (up @ W_down)")),
+           "swiglu_ffn.down_projection", "gate * (up @ W_down): W_down applied to the up branch alone"),
+    _fresh("swiglu_softplus_gate", _e("swiglu_ffn", ("gate = silu(x @ W_gate)", "gate = np.logaddexp(0.0, x @ W_gate)")),
+           "swiglu_ffn.gate_activation", "a softplus gate"),
+    _fresh("count_norms_as_scalars", _e("count_block_params", ('per_norm = 2 * d_model if norm == "layernorm" else d_model',
+                                                               'per_norm = 2 if norm == "layernorm" else 1')),
+           "count_block_params.per_feature_terms", "one gamma (and beta) number per norm instead of d_model of them"),
+    _fresh("count_swiglu_width_from_d_model", _e("count_block_params", ("feed_forward = 3 * d_model * d_ff", "feed_forward = 3 * d_model * int(8 * d_model / 3)")),
+           ("count_block_params.feed_forward_term", "count_block_params.ignores_d_ff"), "SwiGLU's d_ff taken as int(8 d_model / 3)"),
+    _fresh("count_gelu_four_times_wider", _e("count_block_params", ("feed_forward = 2 * d_model * d_ff + d_ff + d_model", "feed_forward = 8 * d_model * d_model")),
+           ("count_block_params.feed_forward_term", "count_block_params.ignores_d_ff"), "the GELU network counted as 8 d_model squared"),
 ]
