@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.grading.results import SubmissionResult, TestResult
+from autograder.text import truncate
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 
@@ -79,7 +80,7 @@ def student_error(result: SubmissionResult, limit: int = 300) -> str:
     hold a traceback of instructor code, stays in extra_data)."""
     lines = [ln.strip() for ln in result.error.splitlines() if ln.strip()]
     first = lines[0] if lines else "the grader stopped unexpectedly"
-    return first if len(first) <= limit else first[: limit - 3] + "..."
+    return truncate(first, limit)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
