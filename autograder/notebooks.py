@@ -13,7 +13,6 @@ from typing import Any
 class CodeCell:
     index: int                  # position among all cells of the notebook (0-based)
     source: str
-    grade_id: str | None = None  # nbgrader grade id from the cell's metadata, if any
 
 
 @dataclass(frozen=True)
@@ -87,10 +86,7 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
         if src is None:
             skipped += 1
             continue
-        meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
-        nbg = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
-        gid = nbg.get("grade_id") if isinstance(nbg.get("grade_id"), str) else None
-        cells.append(CodeCell(index=i, source=src, grade_id=gid))
+        cells.append(CodeCell(index=i, source=src))
     if skipped:
         notes.append(f"{name}: {skipped} code cell(s) had malformed source and were skipped.")
     if not cells:

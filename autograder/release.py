@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .config import Assignment, Course
 from .errors import ReleaseError
+from .toolpath import tool, tool_env
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS",
            "BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
@@ -30,21 +31,9 @@ class ReleaseReport:
     checked_lines: int               # instructor-only lines looked for in release/
 
 
-def venv_bin() -> str:
-    return str(Path(sys.executable).parent)
-
-
-def tool_env() -> dict[str, str]:
-    """The environment for nbgrader and kernels: this interpreter's bin first on PATH (alembic)."""
-    env = dict(os.environ)
-    env["PATH"] = venv_bin() + os.pathsep + env.get("PATH", "")
-    return env
-
-
-def nbgrader(course: Course, *args: str) -> subprocess.CompletedProcess:
+def nbgrader(course: Course, *args: str) -> subprocess.CompletedProcess[str]:
     """Run an nbgrader command for this course (its root and gradebook URL set explicitly)."""
-    exe = Path(venv_bin()) / "nbgrader"
-    cmd = [str(exe) if exe.exists() else "nbgrader", *args,
+    cmd = [tool("nbgrader"), *args,
            f"--CourseDirectory.root={course.root}",
            f"--CourseDirectory.db_url={course.gradebook_url}"]
     return subprocess.run(cmd, cwd=course.root, env=tool_env(), capture_output=True, text=True)
@@ -92,10 +81,10 @@ def instructor_only_lines(source_nb: Path) -> set[str]:
 
 def leak_check(course: Course, assignment: Assignment) -> int:
     """Raise ReleaseError naming the notebook and cell of the first leak; return lines checked."""
-    release = course.release_dir(assignment.name)
+    release = course.layout.release(assignment.name)
     checked = 0
     for name in assignment.notebooks:
-        source_nb = course.source_dir(assignment.name) / name
+        source_nb = course.layout.source(assignment.name) / name
         released = release / name
         if not released.is_file():
             raise ReleaseError(f"{released.relative_to(course.root)}: missing after release")
@@ -123,9 +112,10 @@ def leak_check(course: Course, assignment: Assignment) -> int:
 def release(course: Course, assignment: Assignment) -> ReleaseReport:
     """Generate release/<assignment>/ from source/<assignment>/ with nbgrader, then check for leaks."""
     for name in assignment.notebooks:
-        if not (course.source_dir(assignment.name) / name).is_file():
-            raise ReleaseError(f"source/{assignment.name}/{name}: not found")
-    target = course.release_dir(assignment.name)
+        source_nb = course.layout.source(assignment.name) / name
+        if not source_nb.is_file():
+            raise ReleaseError(f"{course.layout.relative(source_nb)}: not found")
+    target = course.layout.release(assignment.name)
     proc = nbgrader(course, "generate_assignment", assignment.name, "--force")
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]

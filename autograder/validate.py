@@ -15,7 +15,7 @@ from nbclient import NotebookClient
 
 from .config import Assignment, Course
 from .errors import CourseError
-from .release import tool_env
+from .toolpath import tools_on_path
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,8 @@ def execute_notebook(path: Path, *, timeout: float) -> NotebookRun:
     import time
 
     nb = nbformat.read(path, as_version=4)
-    old_path = os.environ.get("PATH", "")
-    os.environ["PATH"] = tool_env()["PATH"]      # the kernel is this venv's python
     started = time.perf_counter()
-    try:
+    with tools_on_path():      # the kernel is this environment's python
         with tempfile.TemporaryDirectory(prefix="course-validate-") as cwd:
             # IPC sockets in a private folder: no TCP ports, no "unencrypted TCP" warnings.
             km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(cwd, "kernel"))
@@ -67,8 +65,6 @@ def execute_notebook(path: Path, *, timeout: float) -> NotebookRun:
             finally:
                 if km.has_kernel:
                     km.shutdown_kernel(now=True)
-    finally:
-        os.environ["PATH"] = old_path
     errors = []
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
@@ -95,8 +91,8 @@ def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], l
 def validate(course: Course, assignment: Assignment) -> ValidationReport:
     problems: list[str] = []
     timeout = max(assignment.limits.cell_seconds, 60)
-    source_nbs = [course.source_dir(assignment.name) / n for n in assignment.notebooks]
-    release_nbs = [course.release_dir(assignment.name) / n for n in assignment.notebooks]
+    source_nbs = [course.layout.source(assignment.name) / n for n in assignment.notebooks]
+    release_nbs = [course.layout.release(assignment.name) / n for n in assignment.notebooks]
     for nb in release_nbs:
         if not nb.is_file():
             raise CourseError(f"{nb.relative_to(course.root)}: not found (run `course release {assignment.name}` first)")

@@ -1,25 +1,20 @@
 """Shared fixtures: scratch copies of this course folder, so tests never write into the repository."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
+from autograder import layout
+from autograder.layout import CourseLayout
+
 ROOT = Path(__file__).resolve().parents[1]
-COURSE_PARTS = ("course.yml", "roster.csv", "nbgrader_config.py", "source", "release", "assignments")
+PROJECT = CourseLayout(ROOT)
 
 
 def copy_course(dest: Path) -> Path:
     """Copy the course (config, notebooks, instructor code) into `dest`, without generated state."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for part in COURSE_PARTS:
-        src = ROOT / part
-        if src.is_dir():
-            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dest / part)
-    return dest
+    return layout.copy_course(ROOT, dest)
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from autograder.layout import CourseLayout
+
 
 def course(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autograder.cli", *args], capture_output=True, text=True,
@@ -20,7 +22,7 @@ def course(*args: str, cwd=None) -> subprocess.CompletedProcess:
 def test_cli_user_errors_are_one_line(course_copy, args, message):
     """Does each mistake on the command line or in the course folder give one line and exit code 2?"""
     if args[0] == "validate":
-        (course_copy / "release" / "transformer-block" / "transformer-block.ipynb").unlink()
+        (CourseLayout(course_copy).release("transformer-block") / "transformer-block.ipynb").unlink()
     proc = course(*args, "--course-dir", str(course_copy))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()

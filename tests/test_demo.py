@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from autograder.api import prepare_demo
+from autograder.layout import CourseLayout
 from conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -19,7 +20,7 @@ def demo(tmp_path_factory):
     proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
                            "--course-dir", str(folder)], capture_output=True, text=True, timeout=900)
     results = {p.parts[-3]: json.loads(p.read_text())
-               for p in (folder / "autograded").glob("*/transformer-block/results.json")}
+               for p in CourseLayout(folder).autograded_dir.glob("*/transformer-block/results.json")}
     return proc, results
 
 
@@ -55,6 +56,6 @@ def test_demo_scores_do_not_depend_on_the_hidden_draw(demo, tmp_path):
                            "--course-dir", str(folder)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for student, first in results.items():
-        again = json.loads((folder / "autograded" / student / "transformer-block" / "results.json").read_text())
+        again = json.loads(CourseLayout(folder).results_json(student, "transformer-block").read_text())
         assert again["extra_data"]["seed"] == 1 != first["extra_data"]["seed"]
         assert again["score"] == first["score"], student

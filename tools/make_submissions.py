@@ -16,6 +16,8 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.layout import EXAMPLES, ROSTER_FILE, CourseLayout
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from submissions import (  # noqa: E402
     ASSIGNMENT, BLOCK_EXACT_GELU, BLOCK_MISSING_ATTENTION_RESIDUAL, BLOCK_MISSING_RESIDUAL, BLOCK_POST_LN, CHEAT_CELL, COUNT_NO_LN, FUNCTIONS,
@@ -192,20 +194,20 @@ def expected(case: Case) -> dict:
 
 def outputs() -> dict[Path, bytes]:
     files: dict[Path, bytes] = {}
-    corpus = ROOT / "tests" / "corpus"
+    corpus = CourseLayout(ROOT / "tests" / "corpus")
     for case in CORPUS:
-        files[corpus / "submitted" / case.name / ASSIGNMENT / NOTEBOOK] = build(case)
-    files[corpus / "expected.json"] = (json.dumps({c.name: expected(c) for c in CORPUS}, indent=1) + "\n").encode()
-    examples = ROOT / "examples"
+        files[corpus.submission(case.name, ASSIGNMENT) / NOTEBOOK] = build(case)
+    files[corpus.root / "expected.json"] = (json.dumps({c.name: expected(c) for c in CORPUS}, indent=1) + "\n").encode()
+    examples = CourseLayout(ROOT / EXAMPLES)
     roster = ["id,first_name,last_name,email"]
     for sid, full, case in DEMO:
-        files[examples / "submitted" / sid / ASSIGNMENT / NOTEBOOK] = build(case)
+        files[examples.submission(sid, ASSIGNMENT) / NOTEBOOK] = build(case)
         # nbgrader's collect writes when each submission arrived; one student is a day late.
-        files[examples / "submitted" / sid / ASSIGNMENT / "timestamp.txt"] = LATE_STAMPS.get(sid, ON_TIME).encode()
+        files[examples.submission(sid, ASSIGNMENT) / "timestamp.txt"] = LATE_STAMPS.get(sid, ON_TIME).encode()
         if sid not in NOT_ON_ROSTER:
             first, _, last = full.partition(" ")
             roster.append(f"{sid},{first},{last},{sid}@example.edu")
-    files[examples / "roster.csv"] = ("\n".join(roster) + "\n").encode()
+    files[examples.root / ROSTER_FILE] = ("\n".join(roster) + "\n").encode()
     return files
 
 

@@ -13,6 +13,8 @@ from typing import Callable
 
 import nbformat
 
+from autograder.layout import CourseLayout
+
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "transformer-block"
 NOTEBOOK = "transformer-block.ipynb"
@@ -202,7 +204,7 @@ def _src(cell) -> str:
 
 def solution_code() -> dict[str, str]:
     """The instructor's solution cell for each function, markers removed (what a perfect student writes)."""
-    nb = nbformat.read(ROOT / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    nb = nbformat.read(CourseLayout(ROOT).source(ASSIGNMENT) / NOTEBOOK, as_version=4)
     out = {}
     for cell in nb.cells:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
@@ -216,7 +218,7 @@ def solution_code() -> dict[str, str]:
 
 
 def release_notebook() -> nbformat.NotebookNode:
-    return nbformat.read(ROOT / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    return nbformat.read(CourseLayout(ROOT).release(ASSIGNMENT) / NOTEBOOK, as_version=4)
 
 
 def solution_index(nb) -> dict[str, int]:

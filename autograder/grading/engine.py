@@ -77,7 +77,7 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
             raise
 
     mistakes = optional("mistakes")
-    graders = course.package_dir(assignment) / "graders"
+    graders = course.layout.graders(assignment.package)
     return InstructorCode(reference=optional("reference"),
                           catalogue=getattr(mistakes, "catalogue", None) if mistakes else None,
                           graders=graders)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from autograder.config import Assignment, Course
 from autograder.errors import CourseError
 from autograder.grading.results import SubmissionResult
+from autograder.toolpath import tools_on_path
 
 if TYPE_CHECKING:
     from nbgrader.api import Gradebook
@@ -48,33 +49,10 @@ class GradebookReport:
         """One line per failed submission: "<student>: <why>"."""
         return tuple(f"{student}: {why}" for student, why in self.failed)
 
-    def __iter__(self):
-        """Iterating a report gives its failure messages (so `for err in record_grades(...)` works)."""
-        return iter(self.messages)
-
 
 def notebook_name(notebook_file: str) -> str:
     """nbgrader's name for a notebook: the file name without .ipynb."""
     return Path(notebook_file).stem
-
-
-@contextlib.contextmanager
-def _alembic_reachable() -> Iterator[None]:
-    """nbgrader runs the `alembic` command when it creates a new gradebook; when this
-    interpreter's bin folder holds it but PATH does not, put that folder first meanwhile."""
-    here = Path(sys.executable).parent
-    if shutil.which("alembic") is not None or not (here / "alembic").exists():
-        yield
-        return
-    old = os.environ.get("PATH")
-    os.environ["PATH"] = os.pathsep.join([str(here)] + ([old] if old else []))
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("PATH", None)
-        else:
-            os.environ["PATH"] = old
 
 
 @contextlib.contextmanager
@@ -83,7 +61,7 @@ def open_gradebook(course: Course) -> Iterator["Gradebook"]:
     from nbgrader.api import Gradebook
 
     try:
-        with _alembic_reachable():
+        with tools_on_path():      # nbgrader runs `alembic` to create a new gradebook
             gb = Gradebook(course.gradebook_url, course.course_id)
     except Exception as exc:  # nbgrader raises SQLAlchemy and subprocess errors here
         raise CourseError(f"gradebook {course.gradebook_url}: cannot open ({type(exc).__name__}: {exc})") from None

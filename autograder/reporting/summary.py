@@ -58,7 +58,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
 
 
 def format_summary(results: Iterable[SubmissionResult], assignment: Assignment, *,
-                   feedback_dir: str | Path | None = None) -> str:
+                   feedback_pages: str | None = None) -> str:
     """A plain-text table of `results` (sorted by student) and a closing line with the class
     mean and median and where the feedback pages are."""
     results = sorted(results, key=lambda r: r.student)
@@ -97,6 +97,6 @@ def format_summary(results: Iterable[SubmissionResult], assignment: Assignment, 
         if len(graded) < n:
             tail += " (crashed excluded)"
     tail += "."
-    if feedback_dir is not None:
-        tail += f" Feedback pages: {Path(feedback_dir)}/<student>/{assignment.name}/"
+    if feedback_pages is not None:
+        tail += f" Feedback pages: {feedback_pages}"
     return "\n".join([*lines, *([legend] if legend else []), "", tail]) + "\n"

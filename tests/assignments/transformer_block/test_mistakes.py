@@ -12,9 +12,10 @@ import pytest
 
 from assignments.transformer_block import mistakes, reference as ref
 from autograder.config import load_course
+from autograder.layout import CourseLayout
 
 ROOT = Path(__file__).resolve().parents[3]
-GRADERS = ROOT / "assignments" / "transformer_block" / "graders"
+GRADERS = CourseLayout(ROOT).graders("transformer_block")
 CATALOGUE = mistakes.catalogue
 COURSE_PROBLEMS = {p.name: p for p in load_course(ROOT).assignment("transformer-block").problems}
 TOL = COURSE_PROBLEMS["layer_norm"].tolerance("float64")       # the float64 default: rtol 1e-7, atol 1e-9
