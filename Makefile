@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest
 
 release: $(STAMP)

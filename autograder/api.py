@@ -7,14 +7,19 @@ from __future__ import annotations
 import shutil
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from .config import Course, load_course
 from .errors import CourseError
-from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
 from .grading.results import SubmissionResult
+from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
+
+if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
+    from .release import ReleaseReport
+    from .validate import ValidationReport
 
 Log = Callable[[str], None]
 
@@ -31,7 +36,7 @@ def assignment_names(course_dir: str | Path, assignment: str | None) -> list[str
     return [a.name for a in course.assignments]
 
 
-def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet):
+def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> ReleaseReport:
     from .release import release as run_release
 
     course = load_course(course_dir)
@@ -42,7 +47,7 @@ def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet):
     return report
 
 
-def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet):
+def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> ValidationReport:
     from .validate import validate as run_validate
 
     course = load_course(course_dir)
@@ -111,7 +116,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         on_roster = sid in roster
         try:
             result = grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster)
-        except Exception as exc:  # one student's notebook never stops the batch
+        except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
             result = SubmissionResult(
                 student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
                 problems=tuple(p.name for p in a.problems),

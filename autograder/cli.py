@@ -40,15 +40,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"course {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    r = sub.add_parser("release", parents=[common], help="generate the student notebooks in release/ and check them for leaks")
+    r = sub.add_parser("release", parents=[common],
+                       help="generate the student notebooks in release/ and check them for leaks")
     r.add_argument("assignment", nargs="?", help="an assignment from course.yml (default: every one)")
-    v = sub.add_parser("validate", parents=[common], help="run source and release notebooks in a real kernel and through the autograder")
+    v = sub.add_parser("validate", parents=[common],
+                       help="run source and release notebooks in a real kernel and through the autograder")
     v.add_argument("assignment", nargs="?", help="an assignment from course.yml (default: every one)")
     g = sub.add_parser("autograde", parents=[common], help="grade submitted/<student>/<assignment>/ notebooks")
     g.add_argument("assignment")
     g.add_argument("--student", metavar="ID", help="grade only this student")
     g.add_argument("--seed", type=int, metavar="N", help="replay with this hidden-input seed (from results.json)")
-    d = sub.add_parser("demo", parents=[common], help="release, validate and grade the bundled example submissions in .demo/")
+    d = sub.add_parser("demo", parents=[common],
+                       help="release, validate and grade the bundled example submissions in .demo/")
     d.add_argument("--assignment", help="the assignment to grade (default: the first in course.yml)")
     d.add_argument("--skip-validate", action="store_true", help="skip executing notebooks in Jupyter kernels")
     return p
@@ -102,7 +105,8 @@ def _demo(course_dir: str, assignment: str | None, skip_validate: bool) -> int:
             print(f"PROBLEM: {problem}")
         if not report.ok:
             return 1
-    print(f"\n== course autograde {assignment}  ({len(api.submissions(load_course(demo), assignment))} example submissions)")
+    count = len(api.submissions(load_course(demo), assignment))
+    print(f"\n== course autograde {assignment}  ({count} example submissions)")
     return _autograde(demo, assignment, None, None)
 
 

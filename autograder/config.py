@@ -49,7 +49,8 @@ class Limits:
     """What one student's notebook may use while it is graded."""
     cell_seconds: float = setting(30.0, check=POSITIVE, help="wall-clock seconds for one notebook cell")
     total_seconds: float = setting(180.0, check=POSITIVE, help="wall-clock seconds for all cells of one notebook")
-    call_seconds: float = setting(10.0, check=POSITIVE, help="seconds for one call from a grader into a student function")
+    call_seconds: float = setting(10.0, check=POSITIVE,
+                                  help="seconds for one call from a grader into a student function")
     memory_mb: int = setting(2048, check=POSITIVE, help="address space of the student's process, in MB")
     notebook_mb: float = setting(20.0, check=POSITIVE, help="a submitted notebook larger than this is not loaded")
 
@@ -108,7 +109,8 @@ def _grade_ids_unique(value: tuple[Problem, ...], path: str, scope: Scope) -> No
     owner: dict[str, str] = {}
     for p in value:
         if p.grade_id in owner:
-            raise ConfigError(f"{path}.{p.name}.grade_id: {p.grade_id!r} is already used by problem {owner[p.grade_id]!r}")
+            raise ConfigError(f"{path}.{p.name}.grade_id: {p.grade_id!r} is already used by problem "
+                              f"{owner[p.grade_id]!r}")
         owner[p.grade_id] = p.name
 
 
@@ -181,7 +183,8 @@ class Course:
                                  help="nbgrader's gradebook: any SQLAlchemy URL; a relative SQLite path starts at "
                                       "the course folder")
     secret_file: Path = setting(Path(".course_secret"), resolve=_in_course,
-                                help="seeds each student's hidden inputs; created on the first autograde, never committed")
+                                help="seeds each student's hidden inputs; created on the first autograde, "
+                                     "never committed")
     defaults: Defaults = setting(Defaults(), help="what assignments and problems inherit unless they set their own")
 
     @property

@@ -94,7 +94,8 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
     return LoadedNotebook(path=path, cells=tuple(cells), notes=tuple(notes), readable=bool(cells))
 
 
-def find_submission_notebooks(folder: Path, expected: tuple[str, ...]) -> tuple[dict[str, Path | None], tuple[str, ...]]:
+def find_submission_notebooks(folder: Path,
+                              expected: tuple[str, ...]) -> tuple[dict[str, Path | None], tuple[str, ...]]:
     """Match the notebooks in a submission folder to the assignment's expected names.
 
     Returns ({expected name: path or None}, notes). A single notebook under another name stands in
@@ -109,8 +110,9 @@ def find_submission_notebooks(folder: Path, expected: tuple[str, ...]) -> tuple[
         if path.is_file():
             found[name] = path
         elif len(expected) == 1 and len(unmatched) == 1:
-            found[name] = unmatched.pop()
-            notes.append(f"Expected {name}; graded {found[name].name} instead (please keep the file name).")
+            stand_in = unmatched.pop()
+            found[name] = stand_in
+            notes.append(f"Expected {name}; graded {stand_in.name} instead (please keep the file name).")
         else:
             found[name] = None
             notes.append(f"{name} was not submitted.")

@@ -7,13 +7,12 @@ notebook stores outputs, or if a released notebook imports the instructor-only `
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .config import Assignment, Course
 from .errors import ReleaseError
@@ -39,16 +38,19 @@ def nbgrader(course: Course, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=course.root, env=tool_env(), capture_output=True, text=True)
 
 
-def _cells(path: Path) -> list[dict]:
+def _cells(path: Path) -> list[dict[str, Any]]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["cells"]
-    except (OSError, ValueError, KeyError) as exc:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ReleaseError(f"{path}: not a readable notebook ({exc})") from None
+    if not isinstance(cells, list):
+        raise ReleaseError(f"{path}: not a readable notebook (cells is not a list)")
+    return [c for c in cells if isinstance(c, dict)]
 
 
-def _src(cell: dict) -> str:
+def _src(cell: dict[str, Any]) -> str:
     s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else s
+    return "".join(s) if isinstance(s, list) else str(s)
 
 
 def instructor_only_lines(source_nb: Path) -> set[str]:
@@ -120,7 +122,8 @@ def release(course: Course, assignment: Assignment) -> ReleaseReport:
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
         errors = [ln for ln in lines if "[ERROR]" in ln or "Error" in ln] or lines
-        raise ReleaseError(f"nbgrader generate_assignment {assignment.name} failed: {errors[-1].strip() if errors else 'no output'}")
+        why = errors[-1].strip() if errors else "no output"
+        raise ReleaseError(f"nbgrader generate_assignment {assignment.name} failed: {why}")
     try:
         checked = leak_check(course, assignment)
     except ReleaseError:

@@ -8,10 +8,10 @@ default is the default and `help` says what it means. Everything else derives fr
   positive number, got -1"). Keys that are not declared are errors.
 - `reference(cls)` renders the Markdown tables of every key (the generated `docs/config.md`).
 
-Types understood: str, int, float, bool, datetime, Path,
-Literal[...], X | None, tuple[X, ...] (a YAML list), dict[str, X] (a YAML mapping) and nested
-dataclasses (a YAML mapping read the same way). A nested mapping given in part keeps the missing
-keys from its default, so `limits: {cell_seconds: 60}` changes one limit and inherits the others.
+Types understood: str, int, float, bool, datetime, Path, Literal[...], X | None, tuple[X, ...] (a YAML
+list), dict[str, X] (a YAML mapping) and nested dataclasses (a YAML mapping read the same way).
+A nested mapping given in part keeps the missing keys from its default, so `limits: {cell_seconds:
+60}` changes one limit and inherits the others.
 
 A default that depends on other settings is a `derive` function of the `Scope`: the values of the
 same mapping and, through it, of the mappings around it (`scope["notebooks"]`, `scope["defaults"]`).
@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -65,7 +66,7 @@ class Setting:
     resolve: Callable[[Any, Scope], Any] | None = None   # applied to the value, given or default
 
 
-def setting(default: Any = _MISSING, *, help: str, key: str | None = None, check: Check | None = None,  # noqa: A002
+def setting(default: Any = _MISSING, *, help: str, key: str | None = None, check: Check | None = None,
             derive: Callable[[Scope], Any] | None = None, default_doc: str | None = None,
             keyed_by: str | None = None, keys: tuple[str, ...] | None = None,
             item_check: Check | None = None, factory: Callable[[], Any] | None = None,
@@ -74,8 +75,7 @@ def setting(default: Any = _MISSING, *, help: str, key: str | None = None, check
     """A dataclass field that is a configuration key (see the module docstring)."""
     meta = {SCHEMA: Setting(help=" ".join(help.split()), key=key, check=check, derive=derive,
                             default_doc=default_doc, keyed_by=keyed_by, keys=keys, item_check=item_check,
-                            check_scope=check_scope,
-                            resolve=resolve)}
+                            check_scope=check_scope, resolve=resolve)}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     if default is _MISSING:     # required, or derived: the reader always passes a value
@@ -92,8 +92,7 @@ NON_EMPTY = Check("a non-empty list", lambda v: len(v) > 0)
 
 
 def pattern(expected: str, regex: str) -> Check:
-    import re
-
+    """Text that matches `regex` in full; `expected` says so in words."""
     compiled = re.compile(regex)
     return Check(expected, lambda v: bool(compiled.fullmatch(v)))
 
@@ -113,6 +112,12 @@ def show(value: Any) -> str:
     return repr(value)
 
 
+def _factory_default(f: dataclasses.Field[Any]) -> Any:
+    """The value of `f`'s default_factory, or _MISSING when it has none."""
+    factory: Callable[[], Any] | Any = f.default_factory
+    return factory() if callable(factory) else _MISSING
+
+
 def fields(cls: type) -> Iterator[tuple[dataclasses.Field[Any], Setting | None, Any]]:
     """(field, its Setting or None, its resolved type) for each field of dataclass `cls`."""
     hints = typing.get_type_hints(cls)
@@ -120,7 +125,7 @@ def fields(cls: type) -> Iterator[tuple[dataclasses.Field[Any], Setting | None, 
         yield f, f.metadata.get(SCHEMA), hints[f.name]
 
 
-class Scope(Mapping[str, Any]):
+class Scope:
     """The settings of one mapping being read, computed on first use, and the scopes around it.
     Looking up a name not declared here asks the enclosing scope."""
 
@@ -131,28 +136,22 @@ class Scope(Mapping[str, Any]):
         self.path = path
         self.base = base
         self.parent = parent
-        self.values: dict[str, Any] = dict(given or {})
-        self.given = frozenset(self.values)      # filled by the caller, not read from YAML
+        self.known: dict[str, Any] = dict(given or {})   # values read so far
+        self.given = frozenset(self.known)      # filled by the caller, not read from YAML
         self.declared = {f.name: (f, s, t) for f, s, t in fields(cls)}
 
     def key_path(self, key: str) -> str:
         return f"{self.path}.{key}" if self.path else key
 
     def __getitem__(self, name: str) -> Any:
-        if name in self.values:
-            return self.values[name]
+        if name in self.known:
+            return self.known[name]
         if name in self.declared and self.declared[name][1] is not None:
-            self.values[name] = self._read(name)
-            return self.values[name]
+            self.known[name] = self._read(name)
+            return self.known[name]
         if self.parent is not None:
             return self.parent[name]
         raise KeyError(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.declared)
-
-    def __len__(self) -> int:
-        return len(self.declared)
 
     def _default(self, f: dataclasses.Field[Any], s: Setting) -> Any:
         if self.base is not None:
@@ -161,9 +160,7 @@ class Scope(Mapping[str, Any]):
             return s.derive(self)
         if f.default is not _MISSING:
             return f.default
-        if f.default_factory is not _MISSING:
-            return f.default_factory()
-        return _MISSING
+        return _factory_default(f)
 
     def _read(self, name: str) -> Any:
         f, s, tp = self.declared[name]
@@ -218,10 +215,11 @@ def convert(tp: Any, raw: Any, path: str, *, setting: Setting | None = None, bas
     args = typing.get_args(tp)
     if origin in (Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
-        return convert(inner[0] if len(inner) == 1 else Union[tuple(inner)], raw, path,
+        return convert(inner[0] if len(inner) == 1 else Union[tuple(inner)], raw, path,  # noqa: UP007
                        setting=setting, base=base, scope=scope)
     if dataclasses.is_dataclass(tp):
         return read(tp, raw, path, base=base, parent=scope)     # type: ignore[arg-type]
+    value: Any
     if origin is tuple:
         value = _convert_tuple(args[0], raw, path, setting, expected, scope)
     elif origin is dict:
@@ -245,8 +243,8 @@ def _convert_tuple(item: Any, raw: Any, path: str, setting: Setting | None, expe
         out = []
         for key, value in raw.items():
             kpath = f"{path}.{key}"
-            name = convert(_key_type(item, setting.keyed_by), key, kpath,
-                           setting=dict((f.name, s) for f, s, _ in fields(item))[setting.keyed_by], scope=scope)
+            key_setting = {f.name: s for f, s, _ in fields(item)}[setting.keyed_by]
+            name = convert(_key_type(item, setting.keyed_by), key, kpath, setting=key_setting, scope=scope)
             out.append(read(item, value if value is not None else {}, kpath, given={setting.keyed_by: name},
                             parent=scope))
         return tuple(out)
@@ -315,7 +313,7 @@ def _datetime(raw: Any, path: str, expected: str) -> dt.datetime:
             raise _fail(path, expected, raw) from None
     else:
         raise _fail(path, expected, raw)
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
 
 
 # --------------------------------------------------------------------------- describing
@@ -358,8 +356,8 @@ def _cell(text: str) -> str:
 def _default_text(f: dataclasses.Field[Any], s: Setting) -> str:
     if s.default_doc is not None:
         return s.default_doc
-    if f.default is not _MISSING and f.default is not None or f.default_factory is not _MISSING:
-        value = f.default if f.default is not _MISSING else f.default_factory()
+    if (f.default is not _MISSING and f.default is not None) or f.default_factory is not _MISSING:
+        value = f.default if f.default is not _MISSING else _factory_default(f)
         if dataclasses.is_dataclass(value):
             return "the defaults of its keys"
         if isinstance(value, dict):

@@ -54,17 +54,17 @@ def execute_notebook(path: Path, *, timeout: float) -> NotebookRun:
 
     nb = nbformat.read(path, as_version=4)
     started = time.perf_counter()
-    with tools_on_path():      # the kernel is this environment's python
-        with tempfile.TemporaryDirectory(prefix="course-validate-") as cwd:
-            # IPC sockets in a private folder: no TCP ports, no "unencrypted TCP" warnings.
-            km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(cwd, "kernel"))
-            client = NotebookClient(nb, km=km, timeout=int(timeout), kernel_name="python3",
-                                    allow_errors=True, resources={"metadata": {"path": cwd}})
-            try:
-                client.execute()
-            finally:
-                if km.has_kernel:
-                    km.shutdown_kernel(now=True)
+    # The kernel is this environment's python; IPC sockets in a private folder: no TCP ports,
+    # no "unencrypted TCP" warnings.
+    with tools_on_path(), tempfile.TemporaryDirectory(prefix="course-validate-") as cwd:
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(cwd, "kernel"))
+        client = NotebookClient(nb, km=km, timeout=int(timeout), kernel_name="python3",
+                                allow_errors=True, resources={"metadata": {"path": cwd}})
+        try:
+            client.execute()
+        finally:
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
     errors = []
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
@@ -95,7 +95,8 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
     release_nbs = [course.layout.release(assignment.name) / n for n in assignment.notebooks]
     for nb in release_nbs:
         if not nb.is_file():
-            raise CourseError(f"{nb.relative_to(course.root)}: not found (run `course release {assignment.name}` first)")
+            raise CourseError(f"{course.layout.relative(nb)}: not found "
+                              f"(run `course release {assignment.name}` first)")
 
     source_runs = tuple(execute_notebook(nb, timeout=timeout) for nb in source_nbs)
     for run in source_runs:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -62,7 +61,8 @@ def graded(tmp_path_factory):
     students = sorted(p.name for p in course.submitted_dir.iterdir())
     (course.root / "roster.csv").write_text("id\n" + "\n".join(s for s in students if s != NOT_ON_ROSTER) + "\n")
     before = _digest(course.submitted_dir)
-    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT, "--course-dir", str(course.root)],
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT,
+                           "--course-dir", str(course.root)],
                           capture_output=True, text=True, env=tool_env(), timeout=1200)
     results = {s: json.loads(course.results_json(s, ASSIGNMENT).read_text()) for s in students}
     return {"course": course, "proc": proc, "results": results, "before": before, "students": students}

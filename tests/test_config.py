@@ -124,7 +124,8 @@ def test_config_the_shipped_course_file_loads():
      "assignments[0].late_policy.penalty_per_day: expected a fraction between 0 and 1, got 1.5"),
     (mutate("assignments.1", {"name": "hw", "notebooks": ["hw.ipynb"], "problems": {"silu": {"points": 1}}}),
      "assignments[1].name: 'hw' is used twice"),
-    (mutate("defaults.limits.cell_seconds", True), "defaults.limits.cell_seconds: expected a positive number, got True"),
+    (mutate("defaults.limits.cell_seconds", True),
+     "defaults.limits.cell_seconds: expected a positive number, got True"),
     (mutate("assignments.0.package", "nope"), "assignments[0].package: folder assignments/nope does not exist"),
     ("name: [unclosed", "not valid YAML"),
 ])
@@ -148,7 +149,7 @@ def test_config_error_is_one_line_from_the_command(tmp_path):
 
 def test_config_missing_file_is_one_line(tmp_path):
     """Does a folder without course.yml give a one-line error naming the file?"""
-    with pytest.raises(ConfigError, match="course.yml: not found"):
+    with pytest.raises(ConfigError, match=r"course\.yml: not found"):
         load_course(tmp_path)
 
 

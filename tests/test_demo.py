@@ -41,7 +41,7 @@ def test_demo_patching_numpy_changes_nothing(demo):
 
 def test_demo_shows_late_broken_and_unlisted_students(demo):
     """Is alan's late penalty applied, ken's broken file explained, late_joiner flagged as not on the roster?"""
-    proc, results = demo
+    _, results = demo
     assert results["ada"]["score"] == 100
     assert results["alan"]["score"] == 90 and results["alan"]["extra_data"]["late_penalty"] == 10
     assert results["ken"]["score"] == 0 and "not valid notebook JSON" in results["ken"]["output"]

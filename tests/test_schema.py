@@ -54,7 +54,7 @@ def test_schema_reads_each_kind_of_value():
               "opens": "2026-12-01T09:00:00"})
     assert (s.mode, s.verbose, s.retries, s.tags) == ("fast", True, 0, ("a", "b"))
     assert s.extensions == {"ada": Extension(2.0, None), "bob": Extension(0.5, "ill")}
-    assert s.opens == dt.datetime(2026, 12, 1, 9, tzinfo=dt.timezone.utc), "a time without zone is UTC"
+    assert s.opens == dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC), "a time without zone is UTC"
 
 
 @pytest.mark.parametrize(("data", "expected"), [

@@ -159,7 +159,8 @@ def build_course(dest: Path) -> Path:
 def submitted_students(course: Path) -> tuple[str, ...]:
     """Student folders holding this assignment."""
     layout = CourseLayout(course)
-    return tuple(sorted(p.name for p in layout.submitted_dir.iterdir() if layout.submission(p.name, ASSIGNMENT).is_dir()))
+    return tuple(sorted(p.name for p in layout.submitted_dir.iterdir()
+                        if layout.submission(p.name, ASSIGNMENT).is_dir()))
 
 
 def _patch_index(cells: list) -> int | None:
@@ -412,7 +413,7 @@ def machine_info() -> dict:
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE") or "unset",
         "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE") or "unset",
         "repository commit": commit,
-        "date (UTC)": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
+        "date (UTC)": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"),
     }
 
 
@@ -521,7 +522,8 @@ def render(report: Report) -> str:
     a("")
     a("## Timings")
     a("")
-    a("| tool | batch | median wall | min wall | rounds (s) | CPU / wall | exit codes | largest process (ru_maxrss) | tree peak (sampled) |")
+    a("| tool | batch | median wall | min wall | rounds (s) | CPU / wall | exit codes "
+      "| largest process (ru_maxrss) | tree peak (sampled) |")
     a("|---|---|---|---|---|---|---|---|---|")
     for s in (nb_c, us_c, nb_1, us_1):
         label = "nbgrader autograde" if s.tool == "nbgrader" else "course autograde"
@@ -535,7 +537,8 @@ def render(report: Report) -> str:
     a(f"| wall per submission, class median / {n} | {nb_c.median / n:.2f} s | {us_c.median / n:.2f} s |")
     a(f"| per submission (two-point estimate) | {nb_per:.2f} s | {us_per:.2f} s |")
     a(f"| fixed cost per run (two-point estimate) | {nb_fixed:.2f} s | {us_fixed:.2f} s |")
-    a(f"| setup: `nbgrader generate_assignment` (once) | {report.generate_s:.2f} s (exit {report.generate_exit}) | none needed |")
+    a(f"| setup: `nbgrader generate_assignment` (once) | {report.generate_s:.2f} s "
+      f"(exit {report.generate_exit}) | none needed |")
     warm = {w.tool: w for w in report.warmups}
     if warm:
         a(f"| warm-up: first one-student batch in the fresh folder (not in the rounds) | "
@@ -768,7 +771,8 @@ def main(argv: list[str] | None = None) -> int:
             repeat=args.repeat, students=students, generate_s=gen.wall_s, generate_exit=gen.exit_code,
             warmups=tuple(warmups),
             summaries=tuple(summarise(runs, t, s) for t in ("nbgrader", "course") for s in ("class", "one")),
-            nbgrader_scores=nb_scores, nbgrader_max=nb_max, nbgrader_penalties=nb_penalties, nbgrader_failed=failed, our_scores=our_scores,
+            nbgrader_scores=nb_scores, nbgrader_max=nb_max, nbgrader_penalties=nb_penalties, nbgrader_failed=failed,
+            our_scores=our_scores,
             early_nbgrader=early_nb, early_ours=early_us, patch=patch_position(nb_dir), floors=floors,
             loadavg_before=loadavg_before, loadavg_after=os.getloadavg(), extra_notes=tuple(notes))
         out = (ROOT / args.out) if not Path(args.out).is_absolute() else Path(args.out)

@@ -7,9 +7,9 @@ mistake, plus optional extra cells or edits (a cheating cell, a deleted cell, ..
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import nbformat
 

@@ -7,8 +7,9 @@ the hidden inputs or the expected values.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,8 @@ class Expect:
             actual = np.asarray(actual)
         self.shape(actual, expected.shape, what)
         tol = tol or self.tolerance_for(expected.dtype)
-        a = actual.astype(np.result_type(actual.dtype, np.float64), copy=False) if actual.dtype.kind in "biuf" else actual
+        a = (actual.astype(np.result_type(actual.dtype, np.float64), copy=False) if actual.dtype.kind in "biuf"
+             else actual)
         e = expected.astype(np.float64, copy=False) if expected.dtype.kind in "biuf" else expected
         with np.errstate(all="ignore"):
             ok = np.isclose(a, e, rtol=tol.rtol, atol=tol.atol, equal_nan=False)

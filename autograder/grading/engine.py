@@ -54,7 +54,7 @@ class NoNotebook:
             raise NotebookFailed(self.reason)
         return unavailable
 
-    def using(self, **_: object) -> "NoNotebook":
+    def using(self, **_: object) -> NoNotebook:
         return self
 
     def close(self) -> None:
@@ -171,7 +171,7 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
         notes.append(stamp_note)
     files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
                   for p in matched.values() if p is not None)
-    common = dict(student=student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),
+    common = dict(student=student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),  # noqa: C408
                   notes=tuple(notes), seed=seed, on_roster=on_roster, files=files,
                   problem_points=tuple((p.name, p.points) for p in assignment.problems))
     tests = prune_subsumed(plugin.results())

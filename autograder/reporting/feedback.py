@@ -18,8 +18,16 @@ import jinja2
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
 
-from .results_json import (atomic_write_text, format_points, misconception_name, numbered_tests,
-                           ordered_problems, reported_score, short_name, student_error)
+from .results_json import (
+    atomic_write_text,
+    format_points,
+    misconception_name,
+    numbered_tests,
+    ordered_problems,
+    reported_score,
+    short_name,
+    student_error,
+)
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -75,7 +83,7 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
     if assignment is not None:
         for p in assignment.problems:
             points.setdefault(p.name, p.points)
-    numbers = dict((id(t), n) for n, t in numbered_tests(result))
+    numbers = {id(t): n for n, t in numbered_tests(result)}
     problems = []
     for index, name in enumerate(ordered_problems(result), start=1):
         tests = [t for t in result.tests if t.problem == name]

@@ -46,7 +46,7 @@ def ordered_problems(result: SubmissionResult) -> tuple[str, ...]:
 
 def numbered_tests(result: SubmissionResult) -> tuple[tuple[str, TestResult], ...]:
     """Each test with its number "p.t": p the problem's place, t the test's place within it."""
-    out = []
+    out: list[tuple[str, TestResult]] = []
     for p, problem in enumerate(ordered_problems(result), start=1):
         mine = [t for t in result.tests if t.problem == problem]
         out.extend((f"{p}.{i}", t) for i, t in enumerate(mine, start=1))

@@ -102,7 +102,7 @@ def test_regrading_replaces_auto_scores_and_keeps_manual_ones(course, assignment
     with Gradebook(course.gradebook_url) as gb:
         gb.find_grade("test_silu", STEM, assignment.name, "bob").manual_score = 4.0
         gb.db.commit()
-    regraded = submission("bob", [t for t in ada.tests])
+    regraded = submission("bob", list(ada.tests))
     assert record_grades(course, assignment, [regraded]).ok
     with Gradebook(course.gradebook_url) as gb:
         silu = gb.find_grade("test_silu", STEM, assignment.name, "bob")
