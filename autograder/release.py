@@ -16,6 +16,7 @@ from typing import Any
 
 from .config import Assignment, Course
 from .errors import ReleaseError
+from .text import truncate
 from .toolpath import tool, tool_env
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS",
@@ -102,7 +103,7 @@ def leak_check(course: Course, assignment: Assignment) -> int:
                 raise ReleaseError(f"{rel}: cell {i} imports the instructor-only `assignments` package")
             for line in text.splitlines():
                 if line.strip() in secret:
-                    raise ReleaseError(f"{rel}: cell {i} leaks an instructor-only line: {line.strip()[:80]!r}")
+                    raise ReleaseError(f"{rel}: cell {i} leaks an instructor-only line: {truncate(line.strip(), 80)!r}")
             if cell.get("outputs"):
                 raise ReleaseError(f"{rel}: cell {i} stores outputs; release notebooks must be clean")
     for extra in release.rglob("*"):

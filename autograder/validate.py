@@ -15,6 +15,7 @@ from nbclient import NotebookClient
 
 from .config import Assignment, Course
 from .errors import CourseError
+from .text import truncate
 from .toolpath import tools_on_path
 
 
@@ -70,7 +71,7 @@ def execute_notebook(path: Path, *, timeout: float) -> NotebookRun:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-                errors.append(CellError(i, out.get("ename", "?"), out.get("evalue", "")[:200], gid))
+                errors.append(CellError(i, out.get("ename", "?"), truncate(str(out.get("evalue", "")), 200), gid))
     return NotebookRun(path=path, cells=len(nb.cells), errors=tuple(errors),
                        seconds=round(time.perf_counter() - started, 2))
 
