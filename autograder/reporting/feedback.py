@@ -26,7 +26,8 @@ from markupsafe import Markup, escape
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
 
-from .digest import Check, FailureGroup, ProblemDigest, digest_problems, group_notes, is_advice
+from .digest import (Check, FailureGroup, ProblemDigest, case_state, digest_problems, group_notes,
+                     is_advice)
 from .results_json import (atomic_write_text, format_points, misconception_name, reported_score,
                            student_error)
 
@@ -133,9 +134,12 @@ class FeedbackView:
     not_graded: int
     notes: tuple[NoteView, ...]
     problems: tuple[ProblemView, ...]
+    common_failure: str   # the one message of every check when all of them failed alike, else ""
 
     @property
     def to_read(self) -> tuple[ProblemView, ...]:
+        if self.common_failure:
+            return ()
         return tuple(p for p in self.problems if p.needs_reading)
 
     @property
@@ -193,6 +197,9 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
             result = replace(result, problem_points=result.problem_points + missing)
     problems = tuple(_problem_view(p) for p in digest_problems(result))
     graded = [t for t in result.tests if not is_advice(t)]
+    messages = {t.output.strip() for t in graded}
+    every_one_failed = len(graded) > 1 and all(case_state(t) == "failed" for t in graded)
+    common = messages.pop() if every_one_failed and len(messages) == 1 else ""
     late = result.state != "crashed" and result.late_penalty > 0
     return FeedbackView(
         student=result.student,
@@ -209,6 +216,7 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         notes=tuple(NoteView(g.first, g.repeats, g.consequences, g.undefined)
                     for g in group_notes(result.notes)),
         problems=problems,
+        common_failure=common,
     )
 
 
@@ -225,8 +233,8 @@ def _wrap_joints(escaped: str) -> str:
 
 
 def breakable(text: object) -> Markup:
-    """Escape `text`; long identifiers (test_multi_head_attention_keeps_float32) may wrap at their joints."""
-    return Markup(_wrap_joints(str(escape(text))))
+    """Escape a name (`multi_head_attention`, a test id) and let it wrap only at its joints."""
+    return Markup(_JOINT.sub(r"\g<0><wbr>", str(escape(text))))
 
 
 def rich(text: object) -> Markup:

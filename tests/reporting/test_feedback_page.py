@@ -206,3 +206,15 @@ def test_text_helpers_escape_first_and_break_only_long_identifiers():
     assert str(breakable("test_multi_head_attention")) == "test_<wbr>multi_<wbr>head_<wbr>attention"
     assert str(rich("np.sqrt(d_k) of 0.0012345678901234")) == "np.sqrt(d_k) of 0.0012345678901234"
     assert "<wbr>" not in str(rich("ValueError: <script>alert('pwned')</script>"))
+
+
+def test_a_submission_where_every_check_failed_alike_gets_one_message():
+    """When every check failed with one message (an unreadable notebook), is it said once, not per problem?"""
+    why = "Your notebook could not be run (nb.ipynb is not valid notebook JSON)."
+    tests = [check(p, f"test_{p}_{i}", 0.0, 2.0, output=why) for p in ("layer_norm", "split_heads", "silu")
+             for i in range(3)]
+    page = read(submission("ike", tests))
+    assert [t for level, t in page.headings if level == 2] == ["Overview", "Every check failed with the same error"]
+    assert page.on_screen.count(why) == 1 and page.articles == 1
+    assert "All 9 checks stopped here" in page.on_screen
+    assert set(page.links) <= page.ids
