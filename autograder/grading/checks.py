@@ -79,7 +79,7 @@ class Expect:
         self.array(actual, what)
         if actual.dtype != np.dtype(dtype):
             self._fail(f"{what} returned dtype {actual.dtype}; expected {np.dtype(dtype)} "
-                       f"(keep the input's precision: a float64 constant or array in the computation upcasts it).")
+                       f"(keep the input's precision: avoid creating float64 constants arrays that upcast it).")
 
     def finite(self, actual: Any, what: str) -> None:
         arr = self.array(actual, what)
