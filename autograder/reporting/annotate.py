@@ -33,6 +33,7 @@ from .digest import Check, ProblemDigest, digest_problems
 from .results_json import atomic_write_text, format_points, misconception_name, student_error
 
 OUTPUT_NAME = "course autograde"      # `ename` of our error outputs: what produced them
+MARKS = {"failed": "\u2717", "not_graded": "not graded:"}
 SHOWN_CASES = 3                       # failing cases of one check written out in full
 RED, GREEN, YELLOW, BOLD, RESET = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[1m", "\x1b[0m"
 
@@ -75,34 +76,39 @@ def _check_lines(check: Check, mark: str, colour: str) -> list[str]:
     return lines
 
 
+def _group_lines(groups, kind: str) -> list[str]:
+    lines = []
+    for group in groups:
+        if group.same_error:
+            what = "failed with the same error" if kind == "failed" else "could not be graded, for one reason"
+            lines.append(f"{RED if kind == 'failed' else YELLOW}{MARKS[kind]}{RESET} {len(group.checks)} checks "
+                         f"{what}  [{', '.join(c.function for c in group.checks)}]")
+            lines += _indent(group.message)
+        else:
+            lines += _check_lines(group.checks[0], MARKS[kind], RED if kind == "failed" else YELLOW)
+    return lines
+
+
 def problem_report(problem: ProblemDigest) -> str:
     """The text for one grade cell: score, failures, misconceptions, not graded, advice, passed count."""
-    failed, skipped, advice = (problem.of_kind(k) for k in ("failed", "not_graded", "advice"))
     graded = problem.graded_cases
     head = f"{OUTPUT_NAME}: {_points(problem.score)} / {_points(problem.max_score)} points for {problem.name}"
     if not problem.checks:
         return f"{head}: no checks ran for this problem."
     lines = [f"{BOLD}{head}{RESET}, {graded - problem.count('failed') - problem.count('not_graded')} "
              f"of {graded} checks passed"]
-    for group in problem.failures:
-        if group.same_error:
-            lines.append(f"{RED}\u2717{RESET} {len(group.checks)} checks failed with the same error  "
-                         f"[{', '.join(c.function for c in group.checks)}]")
-            lines += _indent(group.message)
-        else:
-            lines += _check_lines(group.checks[0], "\u2717", RED)
+    lines += _group_lines(problem.failures, "failed")
     for diagnosis, hint in problem.diagnoses:
         lines.append(f"{YELLOW}Recognised misconception: {misconception_name(diagnosis)}{RESET} ({diagnosis})")
         if hint:
             lines += _indent(hint)
-    for check in skipped:
-        lines += _check_lines(check, "not graded:", YELLOW)
-    for check in advice:
+    lines += _group_lines(problem.not_graded, "not_graded")
+    for check in problem.advice:
         lines.append(f"{YELLOW}advice (no points):{RESET} {check.description or check.function}  [{check.function}]")
         for message in check.messages:
             lines += _indent(message)
     passed = problem.of_kind("passed")
-    if passed and (failed or skipped or advice):
+    if passed and lines[1:]:
         lines.append(f"{GREEN}{len(passed)} other checks passed{RESET}: "
                      + ", ".join(c.function for c in passed))
     return "\n".join(lines)
@@ -116,7 +122,7 @@ def _output(result: SubmissionResult, problem: ProblemDigest | None, name: str) 
     if problem is None:
         return nbformat.v4.new_output("stream", name="stdout", text=f"{OUTPUT_NAME}: no checks for {name}.\n")
     text = problem_report(problem)
-    if problem.full_marks and not problem.of_kind("advice"):
+    if problem.full_marks and not problem.advice:
         return nbformat.v4.new_output("stream", name="stdout", text=text.replace(BOLD, "").replace(RESET, "") + ".\n")
     evalue = f"{_points(problem.score)} / {_points(problem.max_score)} points"
     return nbformat.v4.new_output("error", ename=OUTPUT_NAME, evalue=evalue, traceback=text.splitlines())

@@ -120,7 +120,7 @@ class Check:
 
 @dataclass(frozen=True)
 class FailureGroup:
-    """Failed checks of one problem; more than one only when every one of them said `message`."""
+    """Failed (or not graded) checks of one problem; more than one only when every one of them said `message`."""
     checks: tuple[Check, ...]
     message: str          # the shared message when len(checks) > 1, else ""
 
@@ -143,23 +143,19 @@ class ProblemDigest:
     @property
     def failures(self) -> tuple[FailureGroup, ...]:
         """Failed checks, those that share one message grouped where the first of them stands."""
-        failed = self.of_kind("failed")
-        by_message: dict[str, list[Check]] = {}
-        for check in failed:
-            if len(check.messages) == 1:
-                by_message.setdefault(check.messages[0], []).append(check)
-        out, done = [], set()
-        for check in failed:
-            if id(check) in done:
-                continue
-            same = by_message.get(check.messages[0], []) if len(check.messages) == 1 else []
-            if len(same) > 1:
-                out.append(FailureGroup(tuple(same), check.messages[0]))
-                done.update(id(c) for c in same)
-            else:
-                out.append(FailureGroup((check,), ""))
-                done.add(id(check))
-        return tuple(out)
+        return group_alike(self.of_kind("failed"))
+
+    @property
+    def not_graded(self) -> tuple[FailureGroup, ...]:
+        """Checks that could not be graded, grouped by their one reason like failures."""
+        return group_alike(self.of_kind("not_graded"))
+
+    @property
+    def advice(self) -> tuple[Check, ...]:
+        """Advice checks with something new to say: one that only repeats the message of a failed or
+        not-graded check of the same problem (its call raised the same error) is left out."""
+        said = {m for kind in ("failed", "not_graded") for c in self.of_kind(kind) for m in c.messages}
+        return tuple(c for c in self.of_kind("advice") if not set(c.messages) <= said)
 
     def count(self, state: CheckKind) -> int:
         """How many cases (results.json's tests) are in `state`."""
@@ -177,7 +173,7 @@ class ProblemDigest:
     @property
     def needs_reading(self) -> bool:
         """Anything to read beyond "all passed": lost points, checks not graded, advice, or no checks at all."""
-        return not self.full_marks or self.count("advice") > 0
+        return not self.full_marks or bool(self.advice)
 
     @property
     def diagnoses(self) -> tuple[tuple[str, str], ...]:
@@ -190,6 +186,26 @@ class ProblemDigest:
                     if d not in seen or (not seen[d] and hint):
                         seen[d] = hint
         return tuple(seen.items())
+
+
+def group_alike(checks: tuple[Check, ...]) -> tuple[FailureGroup, ...]:
+    """Checks in order; those whose cases all gave one identical message grouped where the first stands."""
+    by_message: dict[str, list[Check]] = {}
+    for check in checks:
+        if len(check.messages) == 1:
+            by_message.setdefault(check.messages[0], []).append(check)
+    out, done = [], set()
+    for check in checks:
+        if id(check) in done:
+            continue
+        same = by_message.get(check.messages[0], []) if len(check.messages) == 1 else []
+        if len(same) > 1:
+            out.append(FailureGroup(tuple(same), check.messages[0]))
+            done.update(id(c) for c in same)
+        else:
+            out.append(FailureGroup((check,), ""))
+            done.add(id(check))
+    return tuple(out)
 
 
 def group_checks(tests: Iterable[tuple[str, TestResult]]) -> tuple[Check, ...]:

@@ -101,7 +101,7 @@ class ProblemView:
     graded: int           # cases worth points
     misconceptions: tuple[Misconception, ...]
     failures: tuple[FailureView, ...]
-    skipped: tuple[CheckView, ...]        # checks that could not be graded
+    skipped: tuple[FailureView, ...]      # checks that could not be graded
     advice: tuple[CheckView, ...]
     passed: tuple[CheckView, ...]
 
@@ -183,8 +183,8 @@ def _problem_view(p: ProblemDigest) -> ProblemView:
         failed=p.count("failed"), not_graded=p.count("not_graded"), graded=p.graded_cases,
         misconceptions=tuple(Misconception(d, misconception_name(d), hint) for d, hint in p.diagnoses),
         failures=tuple(_failure_view(g) for g in p.failures),
-        skipped=tuple(_check_view(c) for c in p.of_kind("not_graded")),
-        advice=tuple(_check_view(c) for c in p.of_kind("advice")),
+        skipped=tuple(_failure_view(g) for g in p.not_graded),
+        advice=tuple(_check_view(c) for c in p.advice),
         passed=tuple(_check_view(c) for c in p.of_kind("passed")))
 
 

@@ -109,3 +109,17 @@ def test_other_notes_are_kept_and_exact_repeats_merged():
     groups = group_notes(["skipped `%time`", "late by 1 day", "skipped `%time`"])
     assert [(g.first, g.repeats) for g in groups] == [("skipped `%time`", ("skipped `%time`",)),
                                                        ("late by 1 day", ())]
+
+
+def test_checks_not_graded_for_one_reason_are_grouped_and_repeated_advice_dropped():
+    """Are not-graded checks with one reason grouped, and advice that only repeats a failure left out?"""
+    why = "Not graded: this check needs your `multi_head_attention`, which failed on its inputs."
+    raised = "`pre_ln_block` raised NotImplementedError"
+    tests = [check("pre_ln_block", f"test_ng_{i}", 0.0, 1.0, status="not_graded", output=why) for i in range(3)]
+    tests += [check("pre_ln_block", "test_shape", 0.0, 1.0, output=raised),
+              check("pre_ln_block", "test_untouched", 0.0, 0.0, status="failed", output=raised),
+              check("pre_ln_block", "test_no_warnings", 0.0, 0.0, status="failed", output="overflow in exp")]
+    (problem,) = [p for p in digest_problems(submission("ivy", tests)) if p.name == "pre_ln_block"]
+    (group,) = problem.not_graded
+    assert group.same_error and group.message == why and len(group.checks) == 3
+    assert [c.function for c in problem.advice] == ["test_no_warnings"]
