@@ -20,6 +20,7 @@ from .feedback_samples import (MISSING_SPLIT, MUTATED, NEEDS_SPLIT, SECRET, SEED
                                erin_result)
 
 NB = "transformer-block.ipynb"
+RELEASED = load_course(ROOT).release_dir("transformer-block")
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +31,9 @@ def assignment():
 @pytest.fixture
 def copy(tmp_path):
     """An autograded copy of the released notebook, with outputs a student could have faked."""
-    folder = tmp_path / "autograded" / "dora" / "transformer-block"
-    folder.mkdir(parents=True)
-    nb = nbformat.read(ROOT / "release" / "transformer-block" / NB, as_version=4)
+    folder = tmp_path / "dora-copy"
+    folder.mkdir()
+    nb = nbformat.read(RELEASED / NB, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="All tests passed!\n")]
@@ -63,7 +64,7 @@ def formgrader_html(path) -> str:
     config.HTMLExporter.template_name = "formgrade"
     config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
     resources = {"assignment_id": "transformer-block", "notebook_id": path.stem, "submission_id": "x",
-                 "index": 0, "total": 1, "base_url": "", "student": path.parts[-3], "last_name": None,
+                 "index": 0, "total": 1, "base_url": "", "student": "dora", "last_name": None,
                  "first_name": None, "notebook_path": str(path)}
     html, _ = HTMLExporter(config=config).from_filename(str(path), resources=resources)
     return html
@@ -125,10 +126,10 @@ def test_a_deleted_grade_cell_is_put_back_where_it_was(copy, assignment):
     nb = nbformat.read(copy / NB, as_version=4)
     nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_split_heads"]
     nbformat.write(nb, copy / NB)
-    (report,) = annotate_autograded(dora_result(), assignment, copy, ROOT / "release" / "transformer-block")
+    (report,) = annotate_autograded(dora_result(), assignment, copy, RELEASED)
     assert report.restored == ("test_split_heads",)
     cells = nbformat.read(copy / NB, as_version=4).cells
-    released = nbformat.read(ROOT / "release" / "transformer-block" / NB, as_version=4).cells
+    released = nbformat.read(RELEASED / NB, as_version=4).cells
     ids = [c.get("id") for c in cells]
     assert ids == [c.get("id") for c in released]
     restored = cells[ids.index("split-heads-test")]
@@ -149,8 +150,8 @@ def test_a_crashed_submission_asks_for_manual_grading_in_every_grade_cell(copy, 
 
 def test_an_unreadable_copy_is_left_as_it_is(tmp_path, assignment):
     """Is a copy that is not notebook JSON reported and left byte for byte, without an exception?"""
-    folder = tmp_path / "autograded" / "ken" / "transformer-block"
-    folder.mkdir(parents=True)
+    folder = tmp_path / "ken-copy"
+    folder.mkdir()
     (folder / NB).write_text('{"cells": [', encoding="utf-8")
     (report,) = annotate_autograded(erin_result(), assignment, folder)
     assert report.notebook is None and "not a readable notebook" in report.skipped
