@@ -123,3 +123,13 @@ def test_checks_not_graded_for_one_reason_are_grouped_and_repeated_advice_droppe
     (group,) = problem.not_graded
     assert group.same_error and group.message == why and len(group.checks) == 3
     assert [c.function for c in problem.advice] == ["test_no_warnings"]
+
+
+def test_cells_named_by_their_first_line_link_a_cascade_too():
+    """With notes that name cells "The 7th code cell (`def silu`)", is the NameError cascade still linked?"""
+    notes = ["The 7th code cell (`def silu`) raised SyntaxError: invalid syntax (line 2: `return x * (1 /`)",
+             "The 8th code cell (`out = silu(x)`) raised NameError: name 'silu' is not defined (line 1: `out = silu(x)`)",
+             "The 10th code cell (`def swiglu_ffn`) raised NameError: name 'silu' is not defined "
+             "(the 10th code cell (`def swiglu_ffn`), line 3: `gate = silu(x @ W_gate)`)"]
+    (group,) = group_notes(notes)
+    assert group.first == notes[0] and group.consequences == tuple(notes[1:]) and group.undefined == "silu"
