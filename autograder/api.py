@@ -99,6 +99,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     """Grade submissions; write results.json, feedback pages and the gradebook."""
     from .grading.engine import grade_submission, load_instructor_code
     from .grading.seeds import course_secret, student_seed
+    from .reporting.annotate import annotate_autograded
     from .reporting.feedback import write_feedback
     from .reporting.gradebook import record_grades
     from .reporting.results_json import write_results_json
@@ -126,6 +127,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         _copy_for_formgrader(folder, course.layout.autograded(sid, a.name))
         write_results_json(result, course.layout.results_json(sid, a.name))
         write_feedback(result, a, course.layout.feedback(sid, a.name))
+        annotate_autograded(result, a, course.layout.autograded(sid, a.name), course.layout.release(a.name))
         log(f"graded {sid:<20} {result.score:6.2f}/{result.max_score:g}"
             + ("" if on_roster else "  (not on the roster)")
             + ("  GRADER ERROR" if result.state == "crashed" else "")

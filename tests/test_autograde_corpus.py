@@ -152,11 +152,17 @@ def test_corpus_submissions_are_never_modified(graded):
 
 
 def test_corpus_autograded_holds_the_notebooks_for_formgrader(graded):
-    """Like nbgrader's autograde, is each submitted notebook copied (unchanged) beside results.json?"""
+    """Like nbgrader's autograde, is each submitted notebook copied beside results.json, its cells and
+    sources unchanged and only the grade cells' outputs replaced by the autograder's report?"""
     course = graded["course"]
     for student in ("correct", "late"):
-        copied = course.autograded(student, ASSIGNMENT) / NB
-        assert copied.read_bytes() == (course.submission(student, ASSIGNMENT) / NB).read_bytes()
+        copied = json.loads((course.autograded(student, ASSIGNMENT) / NB).read_text(encoding="utf-8"))
+        original = json.loads((course.submission(student, ASSIGNMENT) / NB).read_text(encoding="utf-8"))
+        assert len(copied["cells"]) == len(original["cells"])
+        for mine, theirs in zip(copied["cells"], original["cells"]):
+            assert (mine["cell_type"], "".join(mine["source"])) == (theirs["cell_type"], "".join(theirs["source"]))
+            if mine["cell_type"] == "code" and not mine["metadata"].get("nbgrader", {}).get("grade"):
+                assert mine["outputs"] == theirs["outputs"]
     assert (course.autograded("late", ASSIGNMENT) / "timestamp.txt").is_file()
 
 

@@ -15,13 +15,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    folder = prepare_demo(ROOT, tmp_path_factory.mktemp("demo") / "course")
-    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
-                           "--course-dir", str(folder)], capture_output=True, text=True, timeout=900)
-    results = {p.parts[-3]: json.loads(p.read_text())
-               for p in CourseLayout(folder).autograded_dir.glob("*/transformer-block/results.json")}
-    return proc, results
+def demo(graded_demo):
+    return graded_demo.proc, graded_demo.results
 
 
 def test_demo_grades_the_whole_class(demo):
