@@ -13,7 +13,6 @@ from typing import Any
 class CodeCell:
     index: int                  # position among all cells of the notebook (0-based)
     source: str
-    grade_id: str | None = None  # nbgrader grade id from the cell's metadata, if any
 
 
 @dataclass(frozen=True)
@@ -87,10 +86,7 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
         if src is None:
             skipped += 1
             continue
-        meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
-        nbg = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
-        gid = nbg.get("grade_id") if isinstance(nbg.get("grade_id"), str) else None
-        cells.append(CodeCell(index=i, source=src, grade_id=gid))
+        cells.append(CodeCell(index=i, source=src))
     if skipped:
         notes.append(f"{name}: {skipped} code cell(s) had malformed source and were skipped.")
     if not cells:
@@ -98,7 +94,8 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
     return LoadedNotebook(path=path, cells=tuple(cells), notes=tuple(notes), readable=bool(cells))
 
 
-def find_submission_notebooks(folder: Path, expected: tuple[str, ...]) -> tuple[dict[str, Path | None], tuple[str, ...]]:
+def find_submission_notebooks(folder: Path,
+                              expected: tuple[str, ...]) -> tuple[dict[str, Path | None], tuple[str, ...]]:
     """Match the notebooks in a submission folder to the assignment's expected names.
 
     Returns ({expected name: path or None}, notes). A single notebook under another name stands in
@@ -113,8 +110,9 @@ def find_submission_notebooks(folder: Path, expected: tuple[str, ...]) -> tuple[
         if path.is_file():
             found[name] = path
         elif len(expected) == 1 and len(unmatched) == 1:
-            found[name] = unmatched.pop()
-            notes.append(f"Expected {name}; graded {found[name].name} instead (please keep the file name).")
+            stand_in = unmatched.pop()
+            found[name] = stand_in
+            notes.append(f"Expected {name}; graded {stand_in.name} instead (please keep the file name).")
         else:
             found[name] = None
             notes.append(f"{name} was not submitted.")

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from heldout_mistakes import HELD_OUT  # noqa: E402
-from public_checks import grade  # noqa: E402
-from submissions import ROOT, Case, build, form_cell  # noqa: E402
+from heldout_mistakes import HELD_OUT
+from public_checks import grade
+from submissions import ROOT, Case, build, form_cell
 
 DOC = ROOT / "docs" / "diagnosis.md"
 SEEDS = (1, 2)
@@ -126,7 +126,8 @@ def report(measured: list[Measured]) -> str:
         lines.append(f"| `{m.name}` | {m.batch} | `{m.function}` | {m.description} | {lost} | {names} | {verdict} |")
     unchanged = [m.name for m in measured if m.lost == 0]
     if unchanged:
-        lines += ["", "Held-out mistakes that lost no points (not counted): " + ", ".join(f"`{n}`" for n in unchanged) + "."]
+        names = ", ".join(f"`{n}`" for n in unchanged)
+        lines += ["", f"Held-out mistakes that lost no points (not counted): {names}."]
     lines.append("")
     return "\n".join(lines)
 

@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import io
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,16 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from submissions import (  # noqa: E402
-    ASSIGNMENT, MISTAKE_FORMS, NOTEBOOK, ROOT, UNCAUGHT_ON_PURPOSE, Case, build, mistake_cell)
+from submissions import ASSIGNMENT, MISTAKE_FORMS, NOTEBOOK, ROOT, UNCAUGHT_ON_PURPOSE, Case, build, mistake_cell
 
-from assignments.transformer_block.mistakes import catalogue  # noqa: E402
-from autograder.config import load_course  # noqa: E402
+from assignments.transformer_block.mistakes import catalogue
+from autograder.config import load_course
+from autograder.layout import ROSTER_FILE, CourseLayout, copy_course
 
 DOC = ROOT / "docs" / "public-checks.md"
 SEED = 1                 # the hidden-input seed every mistake is graded with
 THRESHOLD = 3.0          # a mistake costing this many points or more must be caught by a public check
-COURSE_PARTS = ("course.yml", "nbgrader_config.py", "source", "release", "assignments")
 
 
 @dataclass(frozen=True)
@@ -95,24 +93,18 @@ def public_failures(notebook: bytes) -> list[tuple[str, str]]:
 
 def grade(notebooks: dict[str, bytes], workdir: Path, seed: int = SEED) -> dict[str, dict]:
     """Grade the notebooks with `course autograde` in a scratch course; results.json by mistake id."""
-    course = workdir / "course"
-    course.mkdir(parents=True)
-    for part in COURSE_PARTS:
-        src = ROOT / part
-        if src.is_dir():
-            shutil.copytree(src, course / part, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, course / part)
+    course = copy_course(ROOT, workdir / "course")
+    layout = CourseLayout(course)
     for student, data in notebooks.items():
-        folder = course / "submitted" / student / ASSIGNMENT
+        folder = layout.submission(student, ASSIGNMENT)
         folder.mkdir(parents=True)
         (folder / NOTEBOOK).write_bytes(data)
-    (course / "roster.csv").write_text("id\n" + "\n".join(notebooks) + "\n")
+    (course / ROSTER_FILE).write_text("id\n" + "\n".join(notebooks) + "\n")
     proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT, "--seed", str(seed),
                            "--course-dir", str(course)], capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(f"course autograde failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return {s: json.loads((course / "autograded" / s / ASSIGNMENT / "results.json").read_text()) for s in notebooks}
+    return {s: json.loads(layout.results_json(s, ASSIGNMENT).read_text()) for s in notebooks}
 
 
 def rows(workdir: Path, seed: int = SEED) -> list[Row]:

@@ -8,15 +8,17 @@ mistake, plus optional extra cells or edits (a cheating cell, a deleted cell, ..
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import nbformat
 
+from autograder.config import load_course
+from autograder.layout import CourseLayout
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from autograder.config import load_course  # noqa: E402
+sys.path.insert(0, str(ROOT))      # the course's own `assignments` package, for the tools that grade
 
 ASSIGNMENT = "transformer-block"
 NOTEBOOK = "transformer-block.ipynb"
@@ -331,7 +333,8 @@ MISTAKE_FORMS: dict[str, Form] = {
                                                           'layer_norm(h, p["ln1_gamma"], p["ln1_beta"])')),
     "pre_ln_block.relu_instead_of_gelu": _e("pre_ln_block", ('gelu(ffn_in @ p["W1"] + p["b1"])',
                                                              'np.maximum(ffn_in @ p["W1"] + p["b1"], 0.0)')),
-    "pre_ln_block.no_activation": _e("pre_ln_block", ('gelu(ffn_in @ p["W1"] + p["b1"])', 'ffn_in @ p["W1"] + p["b1"]')),
+    "pre_ln_block.no_activation": _e("pre_ln_block", ('gelu(ffn_in @ p["W1"] + p["b1"])',
+                                                      'ffn_in @ p["W1"] + p["b1"]')),
     "pre_ln_block.mask_not_passed": _e("pre_ln_block", ("n_heads, mask=mask)", "n_heads)")),
     "pre_ln_block.exact_gelu": Form("pre_ln_block", code=BLOCK_EXACT_GELU),
     "silu.sigmoid_only": _e("silu", ("return x * sigmoid", "return sigmoid")),
@@ -399,7 +402,7 @@ def _src(cell) -> str:
 
 def solution_code() -> dict[str, str]:
     """The instructor's solution cell for each function, markers removed (what a perfect student writes)."""
-    nb = nbformat.read(ROOT / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    nb = nbformat.read(CourseLayout(ROOT).source(ASSIGNMENT) / NOTEBOOK, as_version=4)
     out = {}
     for cell in nb.cells:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
@@ -413,7 +416,7 @@ def solution_code() -> dict[str, str]:
 
 
 def release_notebook() -> nbformat.NotebookNode:
-    return nbformat.read(ROOT / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    return nbformat.read(CourseLayout(ROOT).release(ASSIGNMENT) / NOTEBOOK, as_version=4)
 
 
 def solution_index(nb) -> dict[str, int]:

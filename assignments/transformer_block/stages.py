@@ -558,7 +558,8 @@ def probe_count_block_params(context: ProbeContext):
 
 def _rows(rng, shape):
     """Tokens with their own offset and a scale from 1e-2 to 10, so eps and centring matter."""
-    return rng.normal(0, 3, shape[:-1] + (1,)) + 10 ** rng.uniform(-2, 1, shape[:-1] + (1,)) * rng.standard_normal(shape)
+    rows = shape[:-1] + (1,)
+    return rng.normal(0, 3, rows) + 10 ** rng.uniform(-2, 1, rows) * rng.standard_normal(shape)
 
 
 def _mask(rng, n, kind):

@@ -25,14 +25,14 @@ use fixed inputs of their own, so what they find does not depend on the hidden-i
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from types import ModuleType
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .results import TestResult
-
 
 GENERAL = "general"
 

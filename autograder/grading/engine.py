@@ -55,7 +55,7 @@ class NoNotebook:
         unavailable.__name__ = name
         return unavailable
 
-    def using(self, **_: object) -> "NoNotebook":
+    def using(self, **_: object) -> NoNotebook:
         return self
 
     def close(self) -> None:
@@ -78,7 +78,7 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
             raise
 
     mistakes = optional("mistakes")
-    graders = course.package_dir(assignment) / "graders"
+    graders = course.layout.graders(assignment.package)
     return InstructorCode(reference=optional("reference"),
                           catalogue=getattr(mistakes, "catalogue", None) if mistakes else None,
                           graders=graders)
@@ -172,7 +172,7 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
         notes.append(stamp_note)
     files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
                   for p in matched.values() if p is not None)
-    common = dict(student=student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),
+    common = dict(student=student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),  # noqa: C408
                   notes=tuple(notes), seed=seed, on_roster=on_roster, files=files,
                   problem_points=tuple((p.name, p.points) for p in assignment.problems))
     tests = prune_subsumed(plugin.results())

@@ -15,11 +15,11 @@ code never enters the child: only the arguments and the result cross.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..sandbox.launcher import Sandbox
-from ..sandbox.outcomes import (CallResult, CallTimeout, ChildCrashed, ExecutionReport,
-                                NotebookFailed, StudentCodeError)
+from ..sandbox.outcomes import CallResult, CallTimeout, ChildCrashed, ExecutionReport, NotebookFailed, StudentCodeError
 
 __all__ = ["StudentProxy", "StudentFunction"]
 
@@ -42,7 +42,7 @@ def _again(exc: StudentCodeError) -> StudentCodeError:
 class StudentFunction:
     """A callable standing for one function of the notebook."""
 
-    def __init__(self, proxy: "StudentProxy", name: str):
+    def __init__(self, proxy: StudentProxy, name: str):
         self._proxy = proxy
         self.__name__ = name
 
@@ -87,7 +87,7 @@ class StudentProxy:
     def __getitem__(self, name: str) -> StudentFunction:
         return StudentFunction(self, name)
 
-    def using(self, **trusted: Callable[..., Any]) -> "StudentProxy":
+    def using(self, **trusted: Callable[..., Any]) -> StudentProxy:
         """A view whose calls see the given names replaced by trusted callables."""
         view = object.__new__(StudentProxy)
         view._core = self._core
@@ -164,7 +164,7 @@ class StudentProxy:
         if self._core.sandbox is not None:
             self._core.sandbox.close()
 
-    def __enter__(self) -> "StudentProxy":
+    def __enter__(self) -> StudentProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,7 +18,8 @@ SubmissionState = Literal["graded", "crashed"]
 @dataclass(frozen=True)
 class TestResult:
     __test__ = False          # not a pytest test class, despite the name
-    name: str                 # pytest node id relative to the graders folder, e.g. "test_layer_norm.py::test_layer_norm_matches_reference[seed0]"
+    name: str                 # pytest node id relative to the graders folder,
+                              # e.g. "test_layer_norm.py::test_layer_norm_matches_reference[seed0]"
     problem: str              # e.g. "layer_norm"
     score: float
     max_score: float

@@ -38,15 +38,26 @@ import sys
 import tempfile
 import time
 import weakref
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ..config import Limits
 from . import protocol
-from .outcomes import (BadReturnValue, CallResult, CallTimeout, CellOutcome, ChildCrashed,
-                       ExecutionReport, FunctionMissing, NotCallable, NotebookFailed,
-                       StudentCodeError, StudentRaised)
+from .outcomes import (
+    BadReturnValue,
+    CallResult,
+    CallTimeout,
+    CellOutcome,
+    ChildCrashed,
+    ExecutionReport,
+    FunctionMissing,
+    NotCallable,
+    NotebookFailed,
+    StudentCodeError,
+    StudentRaised,
+)
 from .protocol import ProtocolError
 
 __all__ = ["Sandbox", "CallResult", "CellOutcome", "ExecutionReport"]
@@ -155,7 +166,7 @@ def _preexec(limits: Limits, *, namespaces: bool, hide: tuple[str, ...],
     With `namespaces` (root): a new network namespace, and a mount namespace in which `hide`
     paths are covered and, if `writable` is given, every mount is made read-only except a bind
     mount of that folder."""
-    cpu = int(math.ceil(limits.total_seconds * 2 + 120))
+    cpu = math.ceil(limits.total_seconds * 2 + 120)
     wanted = [
         (resource.RLIMIT_AS, int(limits.memory_mb) * 2**20, int(limits.memory_mb) * 2**20),
         (resource.RLIMIT_CPU, cpu, cpu + 5),
@@ -294,7 +305,7 @@ class Sandbox:
         self._private: Path | None = None
 
     # ---- lifecycle
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc: object) -> None:

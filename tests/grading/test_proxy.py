@@ -9,8 +9,7 @@ import pytest
 from autograder.config import Limits
 from autograder.grading.proxy import StudentProxy
 from autograder.sandbox.launcher import Sandbox
-from autograder.sandbox.outcomes import (BadReturnValue, CallTimeout, ChildCrashed, FunctionMissing,
-                                        NotebookFailed)
+from autograder.sandbox.outcomes import BadReturnValue, CallTimeout, ChildCrashed, FunctionMissing, NotebookFailed
 
 LIMITS = Limits(cell_seconds=1.0, total_seconds=20.0, call_seconds=1.0, memory_mb=1024)
 
@@ -177,9 +176,8 @@ def test_restarts_are_capped(factory):
 
 def test_bad_return_values_are_refused(factory):
     """Is an ndarray subclass returned by the student a BadReturnValue for the grader?"""
-    with StudentProxy(factory, call_seconds=1.0) as proxy:
-        with pytest.raises(BadReturnValue, match="MaskedArray"):
-            proxy.masked(np.ones(3))
+    with StudentProxy(factory, call_seconds=1.0) as proxy, pytest.raises(BadReturnValue, match="MaskedArray"):
+        proxy.masked(np.ones(3))
 
 
 def test_using_swaps_in_a_trusted_callable(factory, inputs):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from autograder.sandbox.launcher import Sandbox
-from autograder.sandbox.outcomes import (BadReturnValue, FunctionMissing, NotCallable, StudentRaised)
+from autograder.sandbox.outcomes import BadReturnValue, FunctionMissing, NotCallable, StudentRaised
 
 from .conftest import FAST, cells
 

@@ -12,7 +12,7 @@ import pytest
 
 from autograder.config import Limits
 from autograder.sandbox.launcher import Sandbox
-from autograder.sandbox.outcomes import (CallTimeout, ChildCrashed, NotebookFailed, StudentRaised)
+from autograder.sandbox.outcomes import CallTimeout, ChildCrashed, NotebookFailed, StudentRaised
 
 from .conftest import FAST, cells, group_members, reaped
 

@@ -51,7 +51,7 @@ def test_each_wrong_variant_is_named_by_real_grading(rows):
 
 
 def test_every_mistake_of_three_points_or_more_is_caught_by_a_public_check_or_explained(rows):
-    """Is every mistake costing 3 points or more caught by a public check in the notebook, or is the reason written down?"""
+    """Is every mistake costing 3 points or more caught by a public check, or is the reason written down?"""
     missed = [m for m, row in rows.items() if row.lost >= public_checks.THRESHOLD and not row.caught_by
               and m not in UNCAUGHT_ON_PURPOSE]
     assert missed == []

@@ -11,8 +11,16 @@ import numpy as np
 import pytest
 
 from assignments.transformer_block.graders._inputs import (
-    CASE_IDS, CASE_LIST, causal_mask, expect_clean_call, expect_float32, permutation_not_identity,
-    projections, random_mask, tokens)
+    CASE_IDS,
+    CASE_LIST,
+    causal_mask,
+    expect_clean_call,
+    expect_float32,
+    permutation_not_identity,
+    projections,
+    random_mask,
+    tokens,
+)
 
 
 def _args(rng, case, dtype=np.float64, masked=False):

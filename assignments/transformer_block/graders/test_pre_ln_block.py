@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 from assignments.transformer_block.graders._inputs import (
-    CASE_IDS, CASE_LIST, causal_mask, expect_clean_call, expect_float32, tokens)
+    CASE_IDS,
+    CASE_LIST,
+    causal_mask,
+    expect_clean_call,
+    expect_float32,
+    tokens,
+)
 
 
 def _args(ref, rng, case, d_ff, dtype=np.float64, masked=False):

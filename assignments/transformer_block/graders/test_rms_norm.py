@@ -54,7 +54,7 @@ def test_rms_norm_rows_have_unit_mean_square_and_keep_their_offset(student, expe
 
 @pytest.mark.points(1.5)
 def test_rms_norm_handles_tiny_tokens(student, expect, rng):
-    """On tokens whose features are close to zero, does eps (inside the root) keep rms_norm in agreement with the reference?"""
+    """On tokens whose features are close to zero, does eps keep rms_norm in agreement with the reference?"""
     d = 16
     x = 1e-4 * rng.standard_normal((5, d))
     expect.matches_reference(student.rms_norm, (x, normal(rng, (d,), scale=0.3, loc=1.0)),

@@ -3,19 +3,20 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import math
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from assignments.transformer_block import mistakes, reference as ref
+from assignments.transformer_block import mistakes
+from assignments.transformer_block import reference as ref
 from assignments.transformer_block.stages import confirmation_calls
 from autograder.config import load_course
+from autograder.layout import CourseLayout
 
 ROOT = Path(__file__).resolve().parents[3]
-GRADERS = ROOT / "assignments" / "transformer_block" / "graders"
+GRADERS = CourseLayout(ROOT).graders("transformer_block")
 CATALOGUE = mistakes.catalogue
 COURSE_PROBLEMS = {p.name: p for p in load_course(ROOT).assignment("transformer-block").problems}
 TOL = COURSE_PROBLEMS["layer_norm"].tolerance("float64")       # the float64 default: rtol 1e-7, atol 1e-9
@@ -100,7 +101,8 @@ def test_variant_accepts_the_problems_signature(mistake_id, problem):
 
 @pytest.mark.parametrize("mistake_id,problem", VARIANT_CASES, ids=VARIANT_IDS)
 def test_variant_runs_and_keeps_the_reference_shape(mistake_id, problem):
-    """Does the variant run on the problem's inputs (positional and keyword) and give finite output of the reference's shape?"""
+    """Does the variant run on the problem's inputs (positional and keyword) and give finite output of the
+    reference's shape?"""
     calls = problem_calls(problem)
     for wrong, right in zip(outputs(CATALOGUE[mistake_id].variant, calls), outputs(getattr(ref, problem), calls)):
         assert wrong.shape == right.shape
@@ -133,7 +135,8 @@ def test_catalogue_match_names_only_this_variant(mistake_id, problem):
     named_somewhere = False
     for args, kwargs in problem_calls(problem, seed=1):
         wrong = mistake.variant(*args, **kwargs)
-        if not far_apart(np.asarray(wrong, dtype=float), np.asarray(getattr(ref, problem)(*args, **kwargs), dtype=float)):
+        right = getattr(ref, problem)(*args, **kwargs)
+        if not far_apart(np.asarray(wrong, dtype=float), np.asarray(right, dtype=float)):
             continue                                 # this input does not exercise the mistake
         found = CATALOGUE.match(problem, args, kwargs, wrong, rtol=TOL.rtol, atol=TOL.atol)
         assert [m.id for m in found] == [mistake_id]

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assignments.transformer_block import mistakes, reference as ref
+from assignments.transformer_block import mistakes
+from assignments.transformer_block import reference as ref
 from autograder.config import load_course
 from autograder.grading.diagnosis import ProbeContext
 
