@@ -163,7 +163,11 @@ class Expect:
         if not isinstance(out, np.ndarray) or out.shape != expected.shape:
             self.localise(name)                  # no variant can match a wrong shape
         self.shape(out, expected.shape, what)
-        self.close(out, expected, what=what, call=(name, tuple(args), kwargs), tol=tol)
+        call = (name, tuple(args), kwargs)
+        if out.dtype.kind in "fc" and not np.all(np.isfinite(out)) and np.all(np.isfinite(expected)):
+            self._diagnose(call, out, tol or self.tolerance_for(expected.dtype))
+            self.finite(out, what)               # NaN or inf where the reference has numbers: say so first
+        self.close(out, expected, what=what, call=call, tol=tol)
         return out
 
     def confirmation(self, name: str) -> Callable[[int], Any] | None:
@@ -334,15 +338,22 @@ class Expect:
             pattern = _where_pattern(~ok)
             if pattern:
                 lines.append(pattern)
-        if call is not None and self.catalogue is not None:
-            fn, args, kwargs = call
-            matched = self.catalogue.match(fn, tuple(args), dict(kwargs), actual,
-                                           rtol=max(tol.rtol, 1e-6), atol=max(tol.atol, 1e-8),
-                                           student=self.confirmation(fn))
-            for m in matched or self.localise(fn):
-                if m not in self.found:
-                    self.found.append(m)
+        if call is not None:
+            self._diagnose(call, actual, tol)
         self._fail(" ".join(lines))
+
+    def _diagnose(self, call: tuple[str, tuple, dict], actual: Any, tol: Tolerance) -> None:
+        """Record what explains a failed comparison: the catalogued variants that reproduce the
+        student's function (on these inputs and the confirmation inputs), else the probe's stages."""
+        if self.catalogue is None:
+            return
+        fn, args, kwargs = call
+        matched = self.catalogue.match(fn, tuple(args), dict(kwargs), actual,
+                                       rtol=max(tol.rtol, 1e-6), atol=max(tol.atol, 1e-8),
+                                       student=self.confirmation(fn))
+        for m in matched or self.localise(fn):
+            if m not in self.found:
+                self.found.append(m)
 
     def equal(self, actual: Any, expected: Any, *, what: str, hint: str = "") -> None:
         """Exact equality for integers and other discrete answers (never shows the expected value)."""
