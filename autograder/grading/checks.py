@@ -19,13 +19,13 @@ import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from ..config import Tolerance
 from ..sandbox.outcomes import FunctionMissing, NotCallable, NotebookFailed, StudentCodeError, StudentRaised
-from .diagnosis import Catalogue, Mistake, ProbeContext
+from .diagnosis import Args, Catalogue, Kwargs, Mistake, ProbeContext
 
 
 class NotGraded(Exception):
@@ -50,8 +50,8 @@ class _BlockFailed(Exception):
 class StudentCall:
     """One call of a student function made by a check, recorded with its result."""
     function: str
-    args: tuple
-    kwargs: dict
+    args: Args
+    kwargs: Kwargs
     value: Any
 
 
@@ -114,7 +114,7 @@ class Expect:
             self.found.append(m)
         return m
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str) -> NoReturn:
         # Recognised mistakes travel separately (self.found -> TestResult.diagnoses and hints);
         # every output renders them beside the message.
         raise AssertionError(message)
@@ -138,7 +138,7 @@ class Expect:
         return value
 
     # ---------------------------------------------------------------- the reference, and the wiring
-    def matches_reference(self, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *,
+    def matches_reference(self, fn: Callable[..., Any], args: Args = (), kwargs: Kwargs | None = None, *,
                           what: str, tol: Tolerance | None = None, if_not_finite: str | None = None) -> Any:
         """Call the student's `fn(*args, **kwargs)` and check it against the reference function of
         the same name; returns the student's value.
@@ -201,7 +201,7 @@ class Expect:
             reference = self._reference(name)
             composite = bool(building_blocks(reference))
 
-            def accepts(out: Any, args: tuple, kwargs: dict) -> bool:
+            def accepts(out: Any, args: Args, kwargs: Kwargs) -> bool:
                 expected = np.asarray(reference(*args, **kwargs))
                 if self._agrees(out, expected, None):
                     return True
@@ -241,9 +241,10 @@ class Expect:
     def _reference(self, name: str) -> Callable[..., Any]:
         if self.reference is None or not callable(getattr(self.reference, name, None)):
             raise RuntimeError(f"the reference module has no function {name!r}")
-        return getattr(self.reference, name)
+        function: Callable[..., Any] = getattr(self.reference, name)
+        return function
 
-    def _wired(self, reference: Callable[..., Any], args: tuple, kwargs: dict) -> np.ndarray:
+    def _wired(self, reference: Callable[..., Any], args: Args, kwargs: Kwargs) -> np.ndarray:
         """The reference wiring on the student's own building blocks (each called through the
         proxy); NotGraded when one of them fails or returns something the wiring cannot use."""
         blocks = {name: self._student_block(name) for name in building_blocks(reference)}
@@ -308,7 +309,7 @@ class Expect:
                            f"look for overflow in exp or a division by zero.")
 
     def close(self, actual: Any, expected: Any, *, what: str,
-              call: tuple[str, tuple, dict] | None = None, tol: Tolerance | None = None) -> None:
+              call: tuple[str, Args, Kwargs] | None = None, tol: Tolerance | None = None) -> None:
         """Agreement with the reference within the problem's tolerance for the expected dtype."""
         expected = np.asarray(expected)
         if np.isscalar(actual) and not isinstance(actual, (str, bytes)) and expected.shape == ():
@@ -342,7 +343,7 @@ class Expect:
             self._diagnose(call, actual, tol)
         self._fail(" ".join(lines))
 
-    def _diagnose(self, call: tuple[str, tuple, dict], actual: Any, tol: Tolerance) -> None:
+    def _diagnose(self, call: tuple[str, Args, Kwargs], actual: Any, tol: Tolerance) -> None:
         """Record what explains a failed comparison: the catalogued variants that reproduce the
         student's function (on these inputs and the confirmation inputs), else the probe's stages."""
         if self.catalogue is None:
@@ -409,8 +410,9 @@ def _as_float(a: np.ndarray) -> np.ndarray:
 def _close_mask(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, *, equal_nan: bool = False) -> np.ndarray:
     """Entry by entry: is the student's value within tolerance of the expected one?"""
     with np.errstate(all="ignore"):
-        return np.isclose(_as_float(actual), _as_float(expected), rtol=tol.rtol, atol=tol.atol,
-                          equal_nan=equal_nan)
+        close: np.ndarray = np.isclose(_as_float(actual), _as_float(expected), rtol=tol.rtol, atol=tol.atol,
+                                       equal_nan=equal_nan)
+    return close
 
 
 def _where_pattern(bad: np.ndarray) -> str:

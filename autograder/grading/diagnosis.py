@@ -25,7 +25,7 @@ use fixed inputs of their own, so what they find does not depend on the hidden-i
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
@@ -35,6 +35,10 @@ import numpy as np
 from .results import TestResult
 
 GENERAL = "general"
+
+Args = tuple[Any, ...]
+Kwargs = dict[str, Any]
+Calls = list[tuple[Args, Kwargs]]     # (args, kwargs) of each call of a function
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ class ProbeContext:
     (the reference's answer, or for a composite the wiring of the student's own building blocks),
     and the reference module."""
     call: Callable[..., Any]
-    accepts: Callable[[Any, tuple, dict], bool]
+    accepts: Callable[[Any, Args, Kwargs], bool]
     reference: ModuleType
 
 
@@ -71,8 +75,8 @@ class Catalogue:
     def __init__(self) -> None:
         self._mistakes: dict[str, Mistake] = {}
         self._probes: dict[str, Probe] = {}
-        self._confirmations: dict[str, Callable[[], list[tuple[tuple, dict]]]] = {}
-        self._confirmation_calls: dict[str, list[tuple[tuple, dict]]] = {}
+        self._confirmations: dict[str, Callable[[], Calls]] = {}
+        self._confirmation_calls: dict[str, Calls] = {}
 
     def add(self, id: str, *, hint: str, variant: Callable[..., Any] | None = None, stage: bool = False) -> Mistake:
         if id in self._mistakes:
@@ -83,7 +87,7 @@ class Catalogue:
         self._mistakes[id] = m
         return m
 
-    def mistake(self, id: str, *, hint: str):
+    def mistake(self, id: str, *, hint: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator form of `add` for a wrong variant."""
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.add(id, hint=hint, variant=fn)
@@ -99,13 +103,13 @@ class Catalogue:
             return fn
         return register
 
-    def confirm_with(self, problem: str, calls: Callable[[], list[tuple[tuple, dict]]]) -> None:
+    def confirm_with(self, problem: str, calls: Callable[[], Calls]) -> None:
         """Fixed inputs for `problem` ((args, kwargs) calls, built once by `calls()`): a variant that
         matches a failed check must also reproduce the student's function on them, so that what is
         named does not hang on the hidden inputs a check happened to draw."""
         self._confirmations[problem] = calls
 
-    def confirmation_calls(self, problem: str) -> list[tuple[tuple, dict]]:
+    def confirmation_calls(self, problem: str) -> Calls:
         if problem not in self._confirmation_calls:
             make = self._confirmations.get(problem)
             self._confirmation_calls[problem] = make() if make else []
@@ -142,7 +146,7 @@ class Catalogue:
     def __contains__(self, id: str) -> bool:
         return id in self._mistakes
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Mistake]:
         """Every entry: the written-down mistakes and the stages probes localise to."""
         return iter(self._mistakes.values())
 
@@ -156,7 +160,7 @@ class Catalogue:
     def for_problem(self, problem: str) -> tuple[Mistake, ...]:
         return tuple(m for m in self._mistakes.values() if m.problem == problem and m.variant is not None)
 
-    def match(self, problem: str, args: tuple, kwargs: dict, actual: Any, *,
+    def match(self, problem: str, args: Args, kwargs: Kwargs, actual: Any, *,
               rtol: float, atol: float, student: Callable[[int], Any] | None = None) -> tuple[Mistake, ...]:
         """Every variant for `problem` whose output on (args, kwargs) matches `actual`. With `student`
         (the student's output on the problem's i-th confirmation call, raising if it fails), a variant
@@ -179,7 +183,7 @@ class Catalogue:
         return tuple(found)
 
 
-def _variant_agrees(m: Mistake, args: tuple, kwargs: dict, actual: np.ndarray, *, rtol: float, atol: float) -> bool:
+def _variant_agrees(m: Mistake, args: Args, kwargs: Kwargs, actual: np.ndarray, *, rtol: float, atol: float) -> bool:
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
