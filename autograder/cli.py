@@ -34,17 +34,22 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("assignment")
     g.add_argument("--student", metavar="ID", help="grade only this student")
     g.add_argument("--seed", type=int, metavar="N", help="replay with this hidden-input seed (from results.json)")
+    g.add_argument("--insecure", action="store_true",
+                   help="grade even if the sandbox cannot be fully set up here (not for untrusted submissions; "
+                        "see `course doctor`)")
+    sub.add_parser("doctor", help="check which sandbox layers this machine supports (exit 1 if autograde would refuse)")
     d = sub.add_parser("demo", parents=[common], help="release, validate and grade the bundled example submissions in .demo/")
     d.add_argument("--assignment", default="transformer-block")
     d.add_argument("--skip-validate", action="store_true", help="skip executing notebooks in Jupyter kernels")
     return p
 
 
-def _autograde(course_dir: str, assignment: str, student: str | None, seed: int | None) -> int:
+def _autograde(course_dir: str, assignment: str, student: str | None, seed: int | None,
+               insecure: bool = False) -> int:
     from .reporting.summary import format_summary
     from .config import load_course
 
-    batch = api.autograde(course_dir, assignment, student=student, seed=seed, log=_log)
+    batch = api.autograde(course_dir, assignment, student=student, seed=seed, insecure=insecure, log=_log)
     a = load_course(course_dir).assignment(assignment)
     print()
     print(format_summary(batch.results, a))
@@ -89,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
             print("validate: ok" if report.ok else f"validate: {len(report.problems)} problem(s)")
             return 0 if report.ok else 1
         if args.command == "autograde":
-            return _autograde(args.course_dir, args.assignment, args.student, args.seed)
+            return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.insecure)
+        if args.command == "doctor":
+            return 0 if api.doctor(log=_log).ok else 1
         if args.command == "demo":
             return _demo(args.course_dir, args.assignment, args.skip_validate)
     except CourseError as exc:
