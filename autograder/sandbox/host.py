@@ -47,6 +47,8 @@ CONTROL_SECONDS = 20.0          # a sandbox process that never ran student code 
 START_SECONDS = 60.0            # the host's start-up (interpreter + numpy), generous for a loaded machine
 MAX_FAILURES_PER_FUNCTION = 2   # hangs/crashes of one function before it is no longer called
 TEXT_KEEP = 2_000
+TEMPLATE_LOST = ("the process holding your notebook's state stopped after the notebook ran "
+                 "(did your code end it, e.g. with os.kill, or from a background thread?)")
 CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, max_items=100_000)
 ENV_PASS_THROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 CGROUP_PREFIX = "autograder-"
@@ -678,8 +680,7 @@ class SubmissionRun:
             raise TimeBudgetExceeded(self.limits.submission_seconds, function)
         reply = self._control({"op": "clean"})
         if not reply.get("template_alive", True):
-            self._failed = ("the process holding your notebook's state stopped after the notebook ran "
-                            "(a background thread or timer that ended it?)", "")
+            self._failed = (TEMPLATE_LOST, "")
             raise NotebookFailed(*self._failed)
         parent, child = socket.socketpair()
         try:
@@ -688,7 +689,7 @@ class SubmissionRun:
             self._nb.send_fds([child.fileno()], deadline=end)
         except (OSError, TimeoutError):
             parent.close()
-            self._failed = ("the process holding your notebook's state stopped after the notebook ran", "")
+            self._failed = (TEMPLATE_LOST, "")
             raise NotebookFailed(*self._failed) from None
         finally:
             child.close()
@@ -702,6 +703,10 @@ class SubmissionRun:
                    ChildCrashed("a fresh process for these checks did not start", function)) from None
         except (OSError, EOFError, protocol.ProtocolError):
             chan.close()
+            time.sleep(0.05)                    # was it the template that went? (it may be dying just now)
+            if not self._control({"op": "clean"}).get("template_alive", True):
+                self._failed = (TEMPLATE_LOST, "")
+                raise NotebookFailed(*self._failed) from None
             raise ChildCrashed("a fresh process for these checks did not start", function) from None
         pid = hello.get("pid") if hello.get("op") == "hello" and type(hello.get("pid")) is int else None
         return chan, pid

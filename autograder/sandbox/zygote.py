@@ -369,6 +369,7 @@ class Supervisor:
                 self._start_template(fds[0])
                 chan.send({"op": "template"})
             elif op == "clean":
+                self._reap()
                 exits = dict(self.exits)
                 killed, clean = self._sweep({self.template} if self.template else set())
                 frozen = self._freeze() if not self.frozen else True
