@@ -443,6 +443,7 @@ class SubmissionRun:
         self._submission_layers: set[str] = set()
         self._template_layers: set[str] | None = None
         self._problem: ProblemHandle | None = None
+        self._pending = False             # a request was sent to the supervisor, its answer not yet read
         self._kept_output = 0
         self._closed = False
         self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20),
@@ -481,17 +482,43 @@ class SubmissionRun:
 
     # ---- control requests to the supervisor (never runs student code)
     def _control(self, message: dict, fds: Sequence[int] = ()) -> dict:
+        """Send a request to the supervisor and read its answer."""
+        self._send_control(message, fds)
+        return self._answer(message["op"])
+
+    def _send_control(self, message: dict, fds: Sequence[int] = ()) -> None:
         if self._sup is None:
             raise SandboxError("this submission was closed")
+        if self._pending:
+            self._answer("clean")                       # an earlier clean-up's answer comes first
         end = time.monotonic() + CONTROL_SECONDS
         try:
             self._sup.send(message, deadline=end)
             if fds:
                 self._sup.send_fds(list(fds), deadline=end)
-            return self._sup.recv(trusted=True, deadline=end, caps=CELL_CAPS)
-        except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
-            raise SandboxError(f"the submission's supervisor did not answer {message['op']!r} "
+        except (OSError, TimeoutError) as exc:
+            raise SandboxError(f"the submission's supervisor did not take {message['op']!r} "
                                f"({type(exc).__name__}: {exc})") from None
+        self._pending = True
+
+    def _answer(self, op: str) -> dict:
+        assert self._sup is not None
+        try:
+            reply = self._sup.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
+        except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
+            raise SandboxError(f"the submission's supervisor did not answer {op!r} "
+                               f"({type(exc).__name__}: {exc})") from None
+        self._pending = False
+        return reply
+
+    def _clean_soon(self) -> None:
+        """Ask the supervisor to kill what the last problem left and empty its folder now, while
+        the grader moves on; the answer is read before the next request (see _fork)."""
+        if self._sup is not None and not self._pending and not self._closed:
+            try:
+                self._send_control({"op": "clean"})
+            except SandboxError:
+                pass
 
     @staticmethod
     def _exits(reply: dict) -> dict[int, int]:
@@ -678,7 +705,7 @@ class SubmissionRun:
             raise ChildCrashed("the process holding your notebook's state is gone", function)
         if self.left <= 0:
             raise TimeBudgetExceeded(self.limits.submission_seconds, function)
-        reply = self._control({"op": "clean"})
+        reply = self._answer("clean") if self._pending else self._control({"op": "clean"})
         if not reply.get("template_alive", True):
             self._failed = (TEMPLATE_LOST, "")
             raise NotebookFailed(*self._failed)
@@ -761,9 +788,13 @@ class ProblemHandle:
         self._closed = False
 
     def close(self) -> None:
-        """End this problem's process (its leftovers are killed before the next fork)."""
+        """End this problem's process; its leftovers are killed (and its folder emptied) at once,
+        the next fork waiting for that to be done."""
         self._closed = True
+        had_process = self._chan is not None
         self._drop()
+        if had_process:
+            self.run._clean_soon()
 
     def _drop(self) -> None:
         _close_quietly(self._chan)
