@@ -330,7 +330,8 @@ class SandboxHost:
         """Run a two-line notebook and one call through every stage; collect the layers."""
         limits = Limits(cell_seconds=CONTROL_SECONDS, total_seconds=CONTROL_SECONDS, call_seconds=CONTROL_SECONDS,
                         submission_seconds=3 * CONTROL_SECONDS, memory_mb=self._memory_mb, processes=self._processes)
-        run = self._submission([{"index": 0, "label": "probe", "source": "def probe():\n    return 1"}], limits, None)
+        run = self._submission([{"index": 0, "label": "probe", "source": "def probe():\n    return 1"}], limits, None,
+                               require_layers=False)      # our own two lines: run them to see what applies
         try:
             if not run.report.ok:
                 raise SandboxError(f"the probe notebook did not run: {run.report.detail or run.report.messages}")
@@ -374,7 +375,8 @@ class SandboxHost:
             deadline = time.monotonic() + limits.submission_seconds
         return self._submission(cells, limits, deadline)
 
-    def _submission(self, cells: Iterable[Any], limits: Limits, deadline: float | None) -> "SubmissionRun":
+    def _submission(self, cells: Iterable[Any], limits: Limits, deadline: float | None, *,
+                    require_layers: bool = True) -> "SubmissionRun":
         assert self._ctl is not None
         if self._cgroup is not None:
             self._cgroup.set_memory((limits.memory_mb + 512) * 2**20)
@@ -386,8 +388,6 @@ class SandboxHost:
             self._ctl.send({"op": "submission", "id": sid, "limits": _limits_message(limits)}, deadline=end)
             self._ctl.send_fds([child.fileno()], deadline=end)
             reply = self._ctl.recv(trusted=True, deadline=end, caps=CELL_CAPS)
-            if reply.get("op") != "started":
-                raise SandboxError(f"the zygote answered {reply.get('op')!r}")
         except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
             parent.close()
             tail = self._process.log_tail() if self._process else ""
@@ -395,8 +395,12 @@ class SandboxHost:
             raise SandboxError(f"the sandbox host stopped ({type(exc).__name__}: {exc}) {tail[-500:]}") from None
         finally:
             child.close()
+        if reply.get("op") != "started":
+            parent.close()
+            raise SandboxError(f"the submission's processes could not be started: {_text(reply, 'message', 300)}")
         run = SubmissionRun(self, sid, protocol.Channel(parent), tuple(_cell(c) for c in cells), limits,
-                            deadline if deadline is not None else time.monotonic() + limits.submission_seconds)
+                            deadline if deadline is not None else time.monotonic() + limits.submission_seconds,
+                            require_layers=require_layers)
         try:
             run._start()
         except BaseException:
@@ -425,8 +429,9 @@ class SubmissionRun:
     """One submission's namespaces: its notebook's run, then problems forked from the template."""
 
     def __init__(self, host: SandboxHost, sid: int, sup: protocol.Channel, cells: tuple[_Cell, ...],
-                 limits: Limits, deadline: float):
+                 limits: Limits, deadline: float, *, require_layers: bool = True):
         self.host = host
+        self.require_layers = require_layers and not host.insecure
         self.sid = sid
         self.cells = cells
         self.limits = limits
@@ -566,6 +571,9 @@ class SubmissionRun:
             raise SandboxError("the notebook's process sent an unexpected first message")
         self._template_pid = hello.get("pid") if type(hello.get("pid")) is int else None
         self._template_layers = set(_texts(hello, "layers", 20, 60))
+        missing = [layer for layer in isolation.REQUIRED if layer not in self.isolation]
+        if missing and self.require_layers:             # fail closed: no student code in a weaker sandbox
+            raise SandboxError(f"the sandbox for this submission lacks {', '.join(missing)}; it was not run")
 
     def _stop_template(self) -> str:
         """Kill the template and everything else of the submission; why the template ended."""

@@ -384,3 +384,11 @@ def test_without_bubblewrap_the_host_refuses_unless_insecure(monkeypatch):
         assert run.problem("p").call("f", (1,)).value == 2
         assert "bubblewrap" not in run.isolation
         run.close()
+
+
+def test_a_submission_whose_sandbox_lacks_a_layer_is_not_run(host, monkeypatch):
+    """If a required layer is missing for one submission (though the host started complete), is
+    that submission refused before any of its code runs?"""
+    monkeypatch.setattr(isolation, "REQUIRED", isolation.REQUIRED + ("imaginary-layer",))
+    with pytest.raises(SandboxError, match="lacks imaginary-layer; it was not run"):
+        host.submission(cells("open('/tmp/notebook/ran', 'w')"), FAST)
