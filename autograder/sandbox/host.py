@@ -49,6 +49,7 @@ MAX_FAILURES_PER_FUNCTION = 2   # hangs/crashes of one function before it is no 
 TEXT_KEEP = 2_000
 TEMPLATE_LOST = ("the process holding your notebook's state stopped after the notebook ran "
                  "(did your code end it, e.g. with os.kill, or from a background thread?)")
+REPLY_HEADER = 4 * 2**20       # the non-array part of a reply (numbers in lists, messages, printed output)
 CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, max_items=100_000)
 ENV_PASS_THROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 CGROUP_PREFIX = "autograder-"
@@ -451,8 +452,7 @@ class SubmissionRun:
         self._pending = False             # a request was sent to the supervisor, its answer not yet read
         self._kept_output = 0
         self._closed = False
-        self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20),
-                                       max_header=int(limits.return_mb * 2**20) + 2**20)
+        self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20), max_header=REPLY_HEADER)
 
     # ---- lifecycle
     def __enter__(self) -> "SubmissionRun":
@@ -637,7 +637,8 @@ class SubmissionRun:
                  for c in self.cells if c.index not in self._stopped]
         try:
             self._nb.send({"op": "run", "cells": cells, "output_chars": int(self.limits.output_kb) * 1024,
-                           "return_bytes": int(self.limits.return_mb * 2**20)}, deadline=end)
+                           "return_bytes": int(self.limits.return_mb * 2**20), "header_bytes": REPLY_HEADER},
+                          deadline=end)
         except TimeoutError:
             self._stop_template()
             return _Stop("total")

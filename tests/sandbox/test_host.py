@@ -202,11 +202,14 @@ def test_a_returned_value_over_the_cap_is_refused_and_the_grader_stays_small(sub
     grader never holds it?"""
     limits = Limits(cell_seconds=5, total_seconds=20, call_seconds=10, memory_mb=1024, return_mb=1)
     run = submit(["import numpy as np\ndef big():\n    return np.ones(300_000)\n"
-                  "def fine():\n    return np.ones(100_000)"], limits)
+                  "def fine():\n    return np.ones(100_000)\n"
+                  "def numbers():\n    return [1.0 / 3] * 300_000"], limits)
     p = run.problem("p")
     with pytest.raises(BadReturnValue, match="more than 1 MB"):
         p.call("big")
     assert p.call("fine").value.shape == (100_000,)
+    with pytest.raises(BadReturnValue, match="more than 4 MB of non-array data"):
+        p.call("numbers")
 
 
 def test_a_forged_oversized_frame_is_refused_before_it_is_read(submit):
