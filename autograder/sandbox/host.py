@@ -24,6 +24,7 @@ import math
 import os
 import signal
 import socket
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -68,6 +69,39 @@ class HostInfo:
     @property
     def complete(self) -> bool:
         return not self.missing
+
+
+# Which layers a problem reported by the host or a supervisor ("<key>: <why>") stands for.
+PROBLEM_LAYERS = {
+    "bubblewrap": ("bubblewrap", "allow-list-fs", "no-network"),
+    "per-submission namespaces": ("user-namespace", "pid-namespace", "mount-namespace", "fresh-proc",
+                                  "private-scratch", "process-limit", "ipc-namespace", "uts-namespace"),
+    "private mounts": ("mount-namespace", "fresh-proc", "private-scratch"),
+    "a fresh /proc": ("pid-namespace", "fresh-proc"),
+    "private scratch": ("private-scratch",),
+    "host seccomp filter": ("seccomp",),
+}
+LAYER_HINTS = {
+    "bubblewrap": "bubblewrap is not installed or could not start (apt-get install bubblewrap)",
+    "allow-list-fs": "needs bubblewrap (apt-get install bubblewrap)",
+    "no-network": "needs bubblewrap's network namespace (apt-get install bubblewrap)",
+    "unprivileged-uid": "the sandbox runs as root",
+    "seccomp": "libseccomp could not build the filter (apt-get install libseccomp2)",
+}
+
+
+def _grader_paths() -> list[str]:
+    """Paths of the grader's side that must not exist inside the sandbox: its working folder,
+    its Python environment, the engine's project folder, what is in its home folder."""
+    paths = [os.getcwd(), sys.prefix, str(Path(isolation.__file__).resolve().parents[2]), "/etc/passwd"]
+    interpreter = Path(isolation.sandbox_python())
+    try:
+        for entry in sorted(Path.home().iterdir())[:50]:
+            if entry not in interpreter.parents:
+                paths.append(str(entry))
+    except OSError:
+        pass
+    return [p for p in paths if p not in ("/", "/tmp") and not interpreter.is_relative_to(p)]
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -328,40 +362,38 @@ class SandboxHost:
         self._host_layers = tuple(layers)
 
     def _probe(self) -> HostInfo:
-        """Run a two-line notebook and one call through every stage; collect the layers."""
+        """Run a tiny notebook and one call through every stage; collect the layers, and check
+        from inside that none of the grader's own paths is visible (the allow-list)."""
         limits = Limits(cell_seconds=CONTROL_SECONDS, total_seconds=CONTROL_SECONDS, call_seconds=CONTROL_SECONDS,
                         submission_seconds=3 * CONTROL_SECONDS, memory_mb=self._memory_mb, processes=self._processes)
-        run = self._submission([{"index": 0, "label": "probe", "source": "def probe():\n    return 1"}], limits, None,
-                               require_layers=False)      # our own two lines: run them to see what applies
+        source = "import os\ndef probe(paths):\n    return [p for p in paths if os.path.lexists(p)]"
+        run = self._submission([{"index": 0, "label": "probe", "source": source}], limits, None,
+                               require_layers=False)      # our own lines: run them to see what applies
         try:
             if not run.report.ok:
                 raise SandboxError(f"the probe notebook did not run: {run.report.detail or run.report.messages}")
-            value = run.problem("probe").call("probe").value
-            if value != 1:
+            visible = run.problem("probe").call("probe", (_grader_paths(),)).value
+            if type(visible) is not list:
                 raise SandboxError("the probe call did not answer")
             layers = run.isolation
+            self._problems += run.problems
         finally:
             run.close()
+        if visible and "allow-list-fs" in layers:
+            layers = tuple(x for x in layers if x != "allow-list-fs")
+            self._problems.append(f"allow-list-fs: {visible[0]} is visible inside the sandbox")
         missing = [f"{layer}: {self._why(layer)}" for layer in isolation.REQUIRED if layer not in layers]
         return HostInfo(layers=layers, missing=tuple(missing), insecure=self.insecure)
 
     def _why(self, layer: str) -> str:
-        hints = {
-            "bubblewrap": "bubblewrap is not installed or could not start (apt-get install bubblewrap)",
-            "allow-list-fs": "needs bubblewrap (apt-get install bubblewrap)",
-            "no-network": "needs bubblewrap's network namespace",
-            "unprivileged-uid": "the sandbox runs as root",
-            "seccomp": "libseccomp could not build the filter (apt-get install libseccomp2)",
-        }
-        related = [p for p in self._problems if p.split(":")[0].split()[0] in layer or layer.split("-")[0] in p]
-        if related:
-            return related[0]
-        if layer in hints:
-            return hints[layer]
+        for problem in self._problems:
+            key = problem.split(":", 1)[0]
+            if layer in PROBLEM_LAYERS.get(key, (key,)):
+                return problem.split(":", 1)[1].strip() if key == layer else problem
         if "namespace" in layer or layer in ("fresh-proc", "private-scratch", "process-limit"):
             return ("user namespaces are not available (enable them: sysctl user.max_user_namespaces=10000 "
                     "and kernel.unprivileged_userns_clone=1 where it exists)")
-        return "not available on this machine"
+        return LAYER_HINTS.get(layer, "not available on this machine")
 
     # ---- submissions
     def submission(self, cells: Iterable[Any], limits: Limits, *, deadline: float | None = None) -> "SubmissionRun":
@@ -450,6 +482,7 @@ class SubmissionRun:
         self._template_layers: set[str] | None = None
         self._problem: ProblemHandle | None = None
         self._pending = False             # a request was sent to the supervisor, its answer not yet read
+        self.problems: list[str] = []     # why a layer did not apply to this submission (from its supervisor)
         self._kept_output = 0
         self._closed = False
         self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20), max_header=REPLY_HEADER)
@@ -544,6 +577,7 @@ class SubmissionRun:
         if up.get("op") != "up":
             raise SandboxError("the submission's supervisor sent an unexpected first message")
         self._submission_layers = set(_texts(up, "layers", 20, 60))
+        self.problems = list(_texts(up, "problems", 20, 300))
         self.report = self._run_notebook()
 
     # ---- the notebook

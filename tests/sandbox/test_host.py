@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -395,3 +396,27 @@ def test_a_submission_whose_sandbox_lacks_a_layer_is_not_run(host, monkeypatch):
     monkeypatch.setattr(isolation, "REQUIRED", isolation.REQUIRED + ("imaginary-layer",))
     with pytest.raises(SandboxError, match="lacks imaginary-layer; it was not run"):
         host.submission(cells("open('/tmp/notebook/ran', 'w')"), FAST)
+
+
+def test_a_bubblewrap_that_cannot_start_is_refused_with_the_reason(monkeypatch, tmp_path):
+    """When bubblewrap fails (here: user namespaces not permitted), does start() raise one line
+    quoting bubblewrap and pointing at user namespaces?"""
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create a new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(isolation, "bwrap_path", lambda: str(fake))
+    with pytest.raises(SandboxUnavailable) as info:
+        SandboxHost().start()
+    message = str(info.value)
+    assert "\n" not in message and "No permissions to create a new namespace" in message
+    assert "user namespaces" in message
+
+
+def test_a_grader_path_visible_inside_is_caught_by_the_probe(monkeypatch):
+    """If the filesystem plan let the project folder in, does the start-up probe notice from inside
+    and refuse (the allow-list is checked, not assumed)?"""
+    project = str(Path(isolation.__file__).resolve().parents[2])
+    plan = isolation.allow_list
+    monkeypatch.setattr(isolation, "allow_list", lambda: plan() + [isolation.Mount("ro-bind", project, project)])
+    with pytest.raises(SandboxUnavailable, match=f"allow-list-fs: {project} is visible inside the sandbox"):
+        SandboxHost().start()
