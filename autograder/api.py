@@ -7,13 +7,19 @@ from __future__ import annotations
 import shutil
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from .config import Course, load_course
 from .errors import CourseError
 from .grading.results import SubmissionResult
+from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
+
+if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
+    from .release import ReleaseReport
+    from .validate import ValidationReport
 
 Log = Callable[[str], None]
 
@@ -22,7 +28,15 @@ def _quiet(_: str) -> None:
     pass
 
 
-def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet):
+def assignment_names(course_dir: str | Path, assignment: str | None) -> list[str]:
+    """[assignment] when it is in course.yml, or every assignment's name when it is None."""
+    course = load_course(course_dir)
+    if assignment is not None:
+        return [course.assignment(assignment).name]
+    return [a.name for a in course.assignments]
+
+
+def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> ReleaseReport:
     from .release import release as run_release
 
     course = load_course(course_dir)
@@ -33,7 +47,7 @@ def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet):
     return report
 
 
-def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet):
+def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> ValidationReport:
     from .validate import validate as run_validate
 
     course = load_course(course_dir)
@@ -67,16 +81,17 @@ class BatchResult:
 
 def submissions(course: Course, assignment: str, student: str | None = None) -> list[tuple[str, Path]]:
     """(student id, folder) for every submitted/<student>/<assignment>/, sorted by student id."""
-    base = course.root / "submitted"
+    layout = course.layout
     if student is not None:
-        folder = base / student / assignment
+        folder = layout.submission(student, assignment)
         if not folder.is_dir():
-            raise CourseError(f"submitted/{student}/{assignment}: no such submission folder")
+            raise CourseError(f"{layout.relative(folder)}: no such submission folder")
         return [(student, folder)]
+    base = layout.submitted_dir
     if not base.is_dir():
         return []
-    return sorted((d.name, d / assignment) for d in base.iterdir()
-                  if d.is_dir() and not d.name.startswith(".") and (d / assignment).is_dir())
+    return sorted((d.name, layout.submission(d.name, assignment)) for d in base.iterdir()
+                  if d.is_dir() and not d.name.startswith(".") and layout.submission(d.name, assignment).is_dir())
 
 
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
@@ -87,6 +102,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     machine, unless `insecure`; the layers that applied are recorded in every results.json."""
     from .grading.engine import grade_submission, load_instructor_code
     from .grading.seeds import course_secret, student_seed
+    from .reporting.annotate import annotate_autograded
     from .reporting.feedback import write_feedback
     from .reporting.gradebook import record_grades
     from .reporting.results_json import write_results_json
@@ -110,7 +126,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         try:
             result = grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster,
                                       host=host)
-        except Exception as exc:  # one student's notebook never stops the batch
+        except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
             result = SubmissionResult(
                 student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
                 problems=tuple(p.name for p in a.problems),
@@ -118,17 +134,19 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 isolation=info.layers if info is not None else (),
                 error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}")
         results.append(result)
-        _copy_for_formgrader(folder, course.root / "autograded" / sid / a.name)
-        write_results_json(result, course.root / "autograded" / sid / a.name / "results.json")
-        write_feedback(result, a, course.root / "feedback" / sid / a.name)
+        _copy_for_formgrader(folder, course.layout.autograded(sid, a.name))
+        write_results_json(result, course.layout.results_json(sid, a.name))
+        write_feedback(result, a, course.layout.feedback(sid, a.name))
+        annotate_autograded(result, a, course.layout.autograded(sid, a.name), course.layout.release(a.name))
         log(f"graded {sid:<20} {result.score:6.2f}/{result.max_score:g}"
             + ("" if on_roster else "  (not on the roster)")
             + ("  GRADER ERROR" if result.state == "crashed" else "")
             + f"  {result.execution_time:.2f} s")
     host.close()
-    gradebook_errors = tuple(record_grades(course, a, results) or ())
+    gradebook_errors = record_grades(course, a, results).messages
     return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=gradebook_errors,
-                       autograded_dir=course.root / "autograded", feedback_dir=course.root / "feedback",
+                       autograded_dir=course.layout.autograded_dir,
+                       feedback_dir=course.layout.feedback_dir,
                        seconds=round(time.perf_counter() - started, 2))
 
 
@@ -185,27 +203,18 @@ def _copy_for_formgrader(submitted: Path, autograded: Path) -> None:
             shutil.copyfile(item, autograded / item.name)
 
 
-DEMO_PARTS = ("course.yml", "roster.csv", "nbgrader_config.py", "source", "release", "assignments")
-
-
 def prepare_demo(project_dir: str | Path, demo_dir: str | Path | None = None) -> Path:
     """A scratch course folder (default .demo/) holding the course and the bundled example submissions."""
     project = Path(project_dir).resolve()
-    demo = Path(demo_dir).resolve() if demo_dir else project / ".demo"
-    examples = project / "examples" / "submitted"
-    if not examples.is_dir():
-        raise CourseError(f"{examples}: no bundled example submissions")
+    demo = Path(demo_dir).resolve() if demo_dir else project / DEMO_DIR
+    examples = CourseLayout(project / EXAMPLES)
+    if not examples.submitted_dir.is_dir():
+        raise CourseError(f"{examples.submitted_dir}: no bundled example submissions")
     if demo.exists():
         shutil.rmtree(demo)
-    demo.mkdir(parents=True)
-    for part in DEMO_PARTS:
-        src = project / part
-        if src.is_dir():
-            shutil.copytree(src, demo / part, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.is_file():
-            shutil.copy2(src, demo / part)
-    shutil.copytree(examples, demo / "submitted")
-    roster_src = project / "examples" / "roster.csv"
+    copy_course(project, demo)
+    shutil.copytree(examples.submitted_dir, CourseLayout(demo).submitted_dir)
+    roster_src = examples.root / ROSTER_FILE
     if roster_src.is_file():
-        shutil.copy2(roster_src, demo / "roster.csv")
+        shutil.copy2(roster_src, demo / ROSTER_FILE)
     return demo

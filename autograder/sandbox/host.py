@@ -27,18 +27,32 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..config import Limits
 from ..errors import CourseError
 from . import isolation, protocol
-from .outcomes import (BadReturnValue, CallResult, CallTimeout, CellOutcome, ChildCrashed,
-                       ExecutionReport, FunctionMissing, NotCallable, NotebookFailed, SandboxError,
-                       StudentCodeError, StudentRaised, TimeBudgetExceeded)
+from .outcomes import (
+    BadReturnValue,
+    CallResult,
+    CallTimeout,
+    CellOutcome,
+    ChildCrashed,
+    ExecutionReport,
+    FunctionMissing,
+    NotCallable,
+    NotebookFailed,
+    RunState,
+    SandboxError,
+    StudentCodeError,
+    StudentRaised,
+    TimeBudgetExceeded,
+)
 from .process import HostProcess
 
 __all__ = ["SandboxHost", "SubmissionRun", "ProblemHandle", "SandboxUnavailable", "HostInfo",
@@ -115,7 +129,7 @@ def describe_exit(returncode: int | None) -> str:
         name = signal.Signals(sig).name
     except ValueError:
         name = f"signal {sig}"
-    known = {
+    known: dict[int, str] = {
         signal.SIGKILL: f"killed by signal {sig} ({name}; memory limit?)",
         signal.SIGSEGV: f"segmentation fault (signal {sig}, {name})",
         signal.SIGXCPU: f"CPU time limit reached (signal {sig}, {name})",
@@ -140,19 +154,19 @@ def _clean(value: str, limit: int) -> str:
     return value.encode("utf-8", "replace").decode("utf-8")
 
 
-def _text(msg: dict, key: str, limit: int = TEXT_KEEP) -> str:
+def _text(msg: dict[str, Any], key: str, limit: int = TEXT_KEEP) -> str:
     value = msg.get(key, "")
     return _clean(value, limit) if type(value) is str else ""
 
 
-def _texts(msg: dict, key: str, count: int = 50, limit: int = 400) -> tuple[str, ...]:
+def _texts(msg: dict[str, Any], key: str, count: int = 50, limit: int = 400) -> tuple[str, ...]:
     value = msg.get(key, ())
     if type(value) not in (list, tuple):
         return ()
     return tuple(_clean(v, limit) for v in value[:count] if type(v) is str)
 
 
-def _seconds(msg: dict, key: str = "seconds") -> float:
+def _seconds(msg: dict[str, Any], key: str = "seconds") -> float:
     value = msg.get(key, 0.0)
     if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
         return 0.0
@@ -174,10 +188,10 @@ def _cell(c: Any) -> _Cell:
     return _Cell(int(index), str(source), str(label or f"cell {index}"))
 
 
-def _limits_message(limits: Limits) -> dict:
+def _limits_message(limits: Limits) -> dict[str, Any]:
     return {
         "memory_mb": int(limits.memory_mb),
-        "cpu_seconds": int(math.ceil(max(limits.total_seconds, limits.submission_seconds) + 30)),
+        "cpu_seconds": math.ceil(max(limits.total_seconds, limits.submission_seconds) + 30),
         "file_mb": int(limits.scratch_mb),
         "open_files": 64,
         "processes": int(limits.processes),
@@ -237,7 +251,7 @@ class SandboxHost:
         self._closed = False
 
     # ---- lifecycle
-    def __enter__(self) -> "SandboxHost":
+    def __enter__(self) -> SandboxHost:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -338,11 +352,11 @@ class SandboxHost:
         try:
             host_filter, student_filter = isolation.seccomp_programs()
         except isolation.SeccompUnavailable as exc:
-            host_filter = student_filter = None
+            host_filter = student_filter = b""
             self._problems.append(f"seccomp: {exc}")
         config = {"op": "config", "namespaces": True,
-                  "host_filter": None if host_filter is None else np.frombuffer(host_filter, np.uint8),
-                  "student_filter": None if student_filter is None else np.frombuffer(student_filter, np.uint8)}
+                  "host_filter": np.frombuffer(host_filter, np.uint8) if host_filter else None,
+                  "student_filter": np.frombuffer(student_filter, np.uint8) if student_filter else None}
         deadline = time.monotonic() + START_SECONDS
         try:
             self._ctl.send(config, deadline=deadline)
@@ -351,8 +365,9 @@ class SandboxHost:
             tail = self._process.log_tail()
             self._stop()
             reason = tail.splitlines()[-1] if tail else f"{type(exc).__name__}: {exc}"
+            about_namespaces = bwrap is not None and "namespace" in (reason + tail).lower()
             hint = ("; enable unprivileged user namespaces (sysctl user.max_user_namespaces, "
-                    "kernel.unprivileged_userns_clone)" if bwrap and "namespace" in reason.lower() + tail.lower() else "")
+                    "kernel.unprivileged_userns_clone)" if about_namespaces else "")
             raise SandboxUnavailable(f"the sandbox could not start: {reason[:300]}{hint}") from None
         if hello.get("op") != "hello":
             self._stop()
@@ -370,6 +385,7 @@ class SandboxHost:
         run = self._submission([{"index": 0, "label": "probe", "source": source}], limits, None,
                                require_layers=False)      # our own lines: run them to see what applies
         try:
+            assert run.report is not None
             if not run.report.ok:
                 raise SandboxError(f"the probe notebook did not run: {run.report.detail or run.report.messages}")
             visible = run.problem("probe").call("probe", (_grader_paths(),)).value
@@ -396,7 +412,7 @@ class SandboxHost:
         return LAYER_HINTS.get(layer, "not available on this machine")
 
     # ---- submissions
-    def submission(self, cells: Iterable[Any], limits: Limits, *, deadline: float | None = None) -> "SubmissionRun":
+    def submission(self, cells: Iterable[Any], limits: Limits, *, deadline: float | None = None) -> SubmissionRun:
         """Start a submission's namespaces and run its notebook (returns when the notebook ran).
         `deadline` (time.monotonic()) defaults to now + limits.submission_seconds."""
         if self.info is None or not self.alive or self.submissions >= self.recycle_after:
@@ -409,7 +425,7 @@ class SandboxHost:
         return self._submission(cells, limits, deadline)
 
     def _submission(self, cells: Iterable[Any], limits: Limits, deadline: float | None, *,
-                    require_layers: bool = True) -> "SubmissionRun":
+                    require_layers: bool = True) -> SubmissionRun:
         assert self._ctl is not None
         if self._cgroup is not None:
             self._cgroup.set_memory((limits.memory_mb + 512) * 2**20)
@@ -488,7 +504,7 @@ class SubmissionRun:
         self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20), max_header=REPLY_HEADER)
 
     # ---- lifecycle
-    def __enter__(self) -> "SubmissionRun":
+    def __enter__(self) -> SubmissionRun:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -519,12 +535,12 @@ class SubmissionRun:
         self.host._kill_submission(self.sid)
 
     # ---- control requests to the supervisor (never runs student code)
-    def _control(self, message: dict, fds: Sequence[int] = ()) -> dict:
+    def _control(self, message: dict[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
         """Send a request to the supervisor and read its answer."""
         self._send_control(message, fds)
         return self._answer(message["op"])
 
-    def _send_control(self, message: dict, fds: Sequence[int] = ()) -> None:
+    def _send_control(self, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
         if self._sup is None:
             raise SandboxError("this submission was closed")
         if self._pending:
@@ -539,7 +555,7 @@ class SubmissionRun:
                                f"({type(exc).__name__}: {exc})") from None
         self._pending = True
 
-    def _answer(self, op: str) -> dict:
+    def _answer(self, op: str) -> dict[str, Any]:
         assert self._sup is not None
         try:
             reply = self._sup.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
@@ -559,7 +575,7 @@ class SubmissionRun:
                 pass
 
     @staticmethod
-    def _exits(reply: dict) -> dict[int, int]:
+    def _exits(reply: dict[str, Any]) -> dict[int, int]:
         out = {}
         exits = reply.get("exits")
         if type(exits) is dict:
@@ -622,7 +638,9 @@ class SubmissionRun:
         began = time.monotonic()
         end = min(began + self.limits.total_seconds, self.deadline)
         outcomes: dict[int, CellOutcome] = dict(self._stopped)
-        state, messages, detail = "ok", [], ""
+        state: RunState = "ok"
+        messages: list[str] = []
+        detail = ""
         labels = {c.index: c.label for c in self.cells}
         while True:
             self._start_template()
@@ -630,17 +648,19 @@ class SubmissionRun:
             if stop.kind == "ready":
                 break
             secs = self.limits.cell_seconds
-            if stop.kind == "cell_timeout":
-                self._stopped[stop.index] = CellOutcome(
-                    stop.index, "timeout", seconds=secs, label=labels.get(stop.index, ""),
-                    message=f"ran longer than {secs:g} s and was stopped (the notebook was then run again without it)")
-            elif stop.kind == "cell_crashed":
-                self._stopped[stop.index] = CellOutcome(
-                    stop.index, "crashed", label=labels.get(stop.index, ""),
-                    message=f"stopped the process running the notebook ({stop.reason}); "
-                            f"the notebook was then run again without it")
-            if stop.kind in ("cell_timeout", "cell_crashed"):
-                outcomes[stop.index] = self._stopped[stop.index]
+            index = stop.index
+            if stop.kind in ("cell_timeout", "cell_crashed") and index is not None:
+                if stop.kind == "cell_timeout":
+                    self._stopped[index] = CellOutcome(
+                        index, "timeout", seconds=secs, label=labels.get(index, ""),
+                        message=f"ran longer than {secs:g} s and was stopped (the notebook was then run again "
+                                f"without it)")
+                else:
+                    self._stopped[index] = CellOutcome(
+                        index, "crashed", label=labels.get(index, ""),
+                        message=f"stopped the process running the notebook ({stop.reason}); "
+                                f"the notebook was then run again without it")
+                outcomes[index] = self._stopped[index]
                 continue
             if stop.kind == "total":
                 state = "timeout"
@@ -732,7 +752,7 @@ class SubmissionRun:
                 return _Stop("cell_crashed" if current is not None else "crashed", current, reason)
 
     # ---- problems
-    def problem(self, name: str) -> "ProblemHandle":
+    def problem(self, name: str) -> ProblemHandle:
         """A handle for one problem's checks; the previous problem's process is ended first.
         Its process is forked from the template on the first call."""
         if self._problem is not None:
@@ -876,8 +896,8 @@ class ProblemHandle:
         first = calls[0][0]
         try:
             chan = self._ensure(first)
-        except StudentCodeError as exc:
-            return [exc for _ in calls]
+        except StudentCodeError as refused:
+            return [refused for _ in calls]
         requests = [{"name": n, "args": list(a), "kwargs": dict(k)} for n, a, k in calls]
         data = protocol.frame({"op": "call", **requests[0]} if len(requests) == 1 else
                               {"op": "calls", "calls": requests})
@@ -886,8 +906,9 @@ class ProblemHandle:
         try:
             chan.send_frame(data, deadline=time.monotonic() + CONTROL_SECONDS)
         except (OSError, TimeoutError):
-            return [self._broken(c[0], self._lost()) for c in calls]
-        for i, (name, _, _) in enumerate(calls):
+            lost = self._lost(first)
+            return [self._broken(c[0], lost) for c in calls]
+        for name, _, _ in calls:
             limit = run.limits.call_seconds
             deadline = min(time.monotonic() + limit, run.deadline)
             try:
@@ -895,9 +916,9 @@ class ProblemHandle:
             except TimeoutError:
                 self._drop()
                 run._kill_problem()
-                exc: StudentCodeError = (TimeBudgetExceeded(run.limits.submission_seconds, name)
-                                         if run.left <= 0 else CallTimeout(limit, name))
-                out.append(self._broken(name, exc))
+                stopped: StudentCodeError = (TimeBudgetExceeded(run.limits.submission_seconds, name)
+                                             if run.left <= 0 else CallTimeout(limit, name))
+                out.append(self._broken(name, stopped))
                 break
             except (EOFError, OSError):
                 out.append(self._broken(name, self._lost(name)))
@@ -925,7 +946,7 @@ class ProblemHandle:
         self.run.failures.setdefault(name, []).append(exc)
         return exc
 
-    def _reply(self, msg: dict, name: str) -> CallResult | StudentCodeError:
+    def _reply(self, msg: dict[str, Any], name: str) -> CallResult | StudentCodeError:
         op = msg["op"]
         keep = int(self.run.limits.output_kb) * 1024
         if op == "result":

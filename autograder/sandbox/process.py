@@ -11,15 +11,15 @@ import os
 import signal
 import subprocess
 import weakref
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 # Puts the shell into the given cgroups (its pid, before it becomes bubblewrap), then runs the
 # command: `sh -c SCRIPT sh N procs-file... command...`.
 _ENTER_CGROUPS = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 97; shift; n=$((n-1)); done; exec "$@"'
 
 
-def _kill(proc: subprocess.Popen) -> int | None:
+def _kill(proc: subprocess.Popen[bytes]) -> int | None:
     if proc.returncode is not None:
         return proc.returncode
     try:
