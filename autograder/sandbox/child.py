@@ -38,6 +38,7 @@ import warnings
 import numpy as np
 
 from autograder.sandbox import protocol
+from autograder.text import truncate as _truncate
 
 OUTPUT_CHARS = 8 * 1024           # default characters of output kept per cell or call (head and tail)
 MESSAGE_LIMIT = 2000              # characters of an exception message
@@ -98,7 +99,7 @@ def _safe_str(obj: object, limit: int = MESSAGE_LIMIT) -> str:
         text = "<the message could not be shown>"
     if type(text) is not str:
         text = "<the message could not be shown>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return _truncate(text, limit)
 
 
 def _type_name(obj: object) -> str:

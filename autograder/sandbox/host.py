@@ -36,6 +36,7 @@ import numpy as np
 
 from ..config import Limits
 from ..errors import CourseError
+from ..text import truncate
 from . import isolation, protocol
 from .outcomes import (
     BadReturnValue,
@@ -150,8 +151,7 @@ def _close_quietly(chan: protocol.Channel | None) -> None:
 
 def _clean(value: str, limit: int) -> str:
     """Cut to `limit` characters; lone surrogates (valid JSON, invalid UTF-8) become '?'."""
-    value = value if len(value) <= limit else value[: limit - 3] + "..."
-    return value.encode("utf-8", "replace").decode("utf-8")
+    return truncate(value, limit).encode("utf-8", "replace").decode("utf-8")
 
 
 def _text(msg: dict[str, Any], key: str, limit: int = TEXT_KEEP) -> str:

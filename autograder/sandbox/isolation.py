@@ -67,6 +67,7 @@ DESCRIPTIONS = {
 SANDBOX_UID = 1_999_999_999        # used when the grader runs as root: owns no file on the machine
 LIB = "/sandbox/lib"               # numpy and the sandbox's modules, seen from inside
 CHILD_MODULES = ("__init__.py", "linux.py", "protocol.py", "child.py", "zygote.py")
+ENGINE_MODULES = ("__init__.py", "text.py")      # of the package itself (text.py: standard library only)
 
 # --------------------------------------------------------------------------- seccomp
 
@@ -251,7 +252,8 @@ def allow_list() -> list[Mount]:
     if os.path.isdir(libs):
         mounts.append(Mount("ro-bind", libs, f"{LIB}/numpy.libs"))
     package = Path(__file__).resolve().parent
-    mounts.append(Mount("ro-bind", str(package.parent / "__init__.py"), f"{LIB}/autograder/__init__.py"))
+    for name in ENGINE_MODULES:
+        mounts.append(Mount("ro-bind", str(package.parent / name), f"{LIB}/autograder/{name}"))
     for name in CHILD_MODULES:
         mounts.append(Mount("ro-bind", str(package / name), f"{LIB}/autograder/sandbox/{name}"))
     for dev in ("null", "zero", "full", "random", "urandom"):

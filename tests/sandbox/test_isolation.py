@@ -351,7 +351,7 @@ def test_the_allow_list_holds_no_course_or_project_path():
     mounts = isolation.allow_list()
     assert all(m.kind in ("ro-bind", "dev-bind", "symlink", "tmpfs") for m in mounts)
     engine = {m.dest for m in mounts if "/autograder/" in m.source}
-    assert engine == {f"{isolation.LIB}/autograder/__init__.py"} | {
+    assert engine == {f"{isolation.LIB}/autograder/{name}" for name in isolation.ENGINE_MODULES} | {
         f"{isolation.LIB}/autograder/sandbox/{name}" for name in isolation.CHILD_MODULES}
     assert not any(m.source.startswith(str(ROOT / d)) for m in mounts
                    for d in ("assignments", "source", "release", "examples", "tests"))
