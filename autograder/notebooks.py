@@ -14,7 +14,7 @@ from .text import truncate
 _DEF = re.compile(r"^(?:async\s+)?(def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CodeCell:
     index: int                  # position among all cells of the notebook (0-based, markdown included)
     source: str

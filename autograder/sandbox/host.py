@@ -65,6 +65,7 @@ MAX_FAILURES_PER_FUNCTION = 2   # hangs/crashes of one function before it is no 
 TEXT_KEEP = 2_000
 TEMPLATE_LOST = ("the process holding your notebook's state stopped after the notebook ran "
                  "(did your code end it, e.g. with os.kill, or from a background thread?)")
+CELL_CHUNK = 1000              # cells per message to the template
 REPLY_HEADER = 4 * 2**20       # the non-array part of a reply (numbers in lists, messages, printed output)
 CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, max_items=100_000)
 ENV_PASS_THROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -173,7 +174,7 @@ def _seconds(msg: dict[str, Any], key: str = "seconds") -> float:
     return float(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Cell:
     index: int
     source: str
@@ -467,7 +468,11 @@ class SandboxHost:
             self._stop()                        # the zygote is wedged: start over at the next submission
 
 
-@dataclass(frozen=True)
+def _cell_messages(cells: Sequence[_Cell]) -> list[dict[str, Any]]:
+    return [{"index": c.index, "label": c.label, "source": c.source} for c in cells]
+
+
+@dataclass(frozen=True, slots=True)
 class _Stop:
     kind: str                 # ready | cell_timeout | cell_crashed | total | crashed
     index: int | None = None
@@ -500,6 +505,7 @@ class SubmissionRun:
         self._pending = False             # a request was sent to the supervisor, its answer not yet read
         self.problems: list[str] = []     # why a layer did not apply to this submission (from its supervisor)
         self._kept_output = 0
+        self._unsent: list[_Cell] = []    # cells of the notebook not yet sent to the template
         self._closed = False
         self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20), max_header=REPLY_HEADER)
 
@@ -686,11 +692,14 @@ class SubmissionRun:
                                isolation=self.isolation, messages=tuple(messages), detail=detail)
 
     def _send_cells(self, end: float) -> _Stop | None:
+        """The "run" request with the first CELL_CHUNK cells; the rest go when the child asks for
+        more (a notebook of 100,000 cells never sits in the grader as one message)."""
         assert self._nb is not None
-        cells = [{"index": c.index, "label": c.label, "source": c.source}
-                 for c in self.cells if c.index not in self._stopped]
+        todo = [c for c in self.cells if c.index not in self._stopped]
+        self._unsent = todo[CELL_CHUNK:]
         try:
-            self._nb.send({"op": "run", "cells": cells, "output_chars": int(self.limits.output_kb) * 1024,
+            self._nb.send({"op": "run", "cells": _cell_messages(todo[:CELL_CHUNK]), "more": bool(self._unsent),
+                           "output_chars": int(self.limits.output_kb) * 1024,
                            "return_bytes": int(self.limits.return_mb * 2**20), "header_bytes": REPLY_HEADER},
                           deadline=end)
         except TimeoutError:
@@ -699,6 +708,10 @@ class SubmissionRun:
         except OSError:
             return _Stop("crashed", reason=self._stop_template())
         return None
+
+    def _send_more(self, chan: protocol.Channel, deadline: float) -> None:
+        chunk, self._unsent = self._unsent[:CELL_CHUNK], self._unsent[CELL_CHUNK:]
+        chan.send({"op": "cells", "cells": _cell_messages(chunk), "more": bool(self._unsent)}, deadline=deadline)
 
     def _read_cells(self, end: float, outcomes: dict[int, CellOutcome], labels: dict[int, str]) -> _Stop:
         try:
@@ -744,6 +757,14 @@ class SubmissionRun:
                     message=_text(msg, "message"), where=_text(msg, "where", 400),
                     notes=_texts(msg, "notes", 20), stdout=stdout, label=labels[index])
                 current, deadline, cell_limited = None, end, False
+            elif op == "more" and self._unsent:
+                try:
+                    self._send_more(chan, deadline)
+                except TimeoutError:
+                    self._stop_template()
+                    return _Stop("total")
+                except OSError:
+                    return _Stop("crashed", reason=self._stop_template())
             elif op == "ready":
                 return _Stop("ready")
             else:

@@ -35,7 +35,7 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CellOutcome:
     index: int                      # the notebook's cell index, as given to the sandbox
     status: CellStatus
@@ -64,7 +64,7 @@ class CellOutcome:
         return ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExecutionReport:
     cells: tuple[CellOutcome, ...]
     seconds: float
@@ -95,7 +95,7 @@ class ExecutionReport:
         raise KeyError(index)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallResult:
     value: Any                        # decoded with the trusted decoder: plain data only
     warnings: tuple[str, ...] = ()    # e.g. "RuntimeWarning: overflow encountered in exp (cell 3, line 5)"

@@ -427,3 +427,15 @@ def test_a_grader_path_visible_inside_is_caught_by_the_probe(monkeypatch):
     monkeypatch.setattr(isolation, "allow_list", lambda: plan() + [isolation.Mount("ro-bind", project, project)])
     with pytest.raises(SandboxUnavailable, match=f"allow-list-fs: {project} is visible inside the sandbox"):
         SandboxHost().start()
+
+
+def test_a_notebook_of_many_cells_is_sent_in_chunks_and_runs_in_order(submit):
+    """Do 2,500 cells (more than one chunk) all run, in order, with a hanging cell in a later chunk
+    stopped and skipped like any other?"""
+    sources = [f"x = {i}" for i in range(2500)]
+    sources[2100] = "while True:\n    pass"
+    sources.append("def last():\n    return x")
+    run = submit(sources, Limits(cell_seconds=2, total_seconds=60, call_seconds=2, memory_mb=1024))
+    statuses = [c.status for c in run.report.cells]
+    assert statuses.count("ok") == 2500 and statuses[2100] == "timeout"
+    assert run.problem("p").call("last").value == 2499
