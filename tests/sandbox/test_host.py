@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from autograder.config import Limits
+from autograder.sandbox import host as host_module
 from autograder.sandbox import isolation
 from autograder.sandbox.host import SandboxHost, SandboxUnavailable
 from autograder.sandbox.outcomes import (
@@ -420,12 +421,14 @@ def test_a_bubblewrap_that_cannot_start_is_refused_with_the_reason(monkeypatch, 
 
 
 def test_a_grader_path_visible_inside_is_caught_by_the_probe(monkeypatch):
-    """If the filesystem plan let the project folder in, does the start-up probe notice from inside
-    and refuse (the allow-list is checked, not assumed)?"""
+    """If the filesystem plan let one of the grader's paths in, does the start-up probe notice from
+    inside and refuse (the allow-list is checked, not assumed)?"""
     project = str(Path(isolation.__file__).resolve().parents[2])
+    seen_at = str(Path.home() / "course-under-test")     # outside /tmp, which the sandbox covers with its own
     plan = isolation.allow_list
-    monkeypatch.setattr(isolation, "allow_list", lambda: plan() + [isolation.Mount("ro-bind", project, project)])
-    with pytest.raises(SandboxUnavailable, match=f"allow-list-fs: {project} is visible inside the sandbox"):
+    monkeypatch.setattr(isolation, "allow_list", lambda: [*plan(), isolation.Mount("ro-bind", project, seen_at)])
+    monkeypatch.setattr(host_module, "_grader_paths", lambda: [seen_at])
+    with pytest.raises(SandboxUnavailable, match=f"allow-list-fs: {seen_at} is visible inside the sandbox"):
         SandboxHost().start()
 
 
