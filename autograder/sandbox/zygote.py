@@ -142,6 +142,7 @@ class Zygote:
         self.student_filter = bytes(config["student_filter"]) if config.get("student_filter") is not None else b""
         self.namespaces = bool(config.get("namespaces", True))
         self.children: dict[int, int] = {}          # submission id -> pid of its submission process
+        self.ended: set[int] = set()                 # submission processes reaped before they were recorded
         layers, problems = [], []
         host_filter = config.get("host_filter")
         try:
@@ -174,9 +175,11 @@ class Zygote:
 
     def _reap(self, *_: object) -> None:
         for pid, _code in _reaped():
-            for key, value in list(self.children.items()):
-                if value == pid:
-                    del self.children[key]
+            ids = [key for key, value in self.children.items() if value == pid]
+            for key in ids:
+                del self.children[key]
+            if not ids:
+                self.ended.add(pid)
 
     def serve(self) -> int:
         from autograder.sandbox import protocol
@@ -225,7 +228,10 @@ class Zygote:
             finally:
                 os._exit(code)
         os.close(sup_fd)
-        self.children[int(msg["id"])] = pid
+        if pid in self.ended:                        # it ended already: never signal that pid later
+            self.ended.discard(pid)
+        else:
+            self.children[int(msg["id"])] = pid
         self.chan.send({"op": "started", "id": msg["id"], "pid": pid})
 
 
