@@ -29,8 +29,10 @@ import ctypes
 import errno
 import os
 import shutil
+import signal
 import sys
 import sysconfig
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -401,7 +403,25 @@ class Cgroup:
                     except OSError:
                         pass
 
-    def remove(self) -> None:
+    def members(self) -> set[int]:
+        out: set[int] = set()
+        for f in self.procs_files:
+            try:
+                out.update(int(pid) for pid in Path(f).read_text().split())
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def remove(self, wait: float = 5.0) -> None:
+        """Kill whatever is still in the cgroup, wait for it to go, remove the folders."""
+        end = time.monotonic() + wait
+        while (members := self.members()) and time.monotonic() < end:
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.01)
         for d in self.dirs:
             try:
                 d.rmdir()

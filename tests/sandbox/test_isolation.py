@@ -390,3 +390,15 @@ def test_a_cgroup_is_made_only_by_root_and_removed_again():
     finally:
         made.remove()
     assert not any(d.exists() for d in made.dirs)
+
+
+def test_a_closed_host_leaves_no_cgroup_behind():
+    """As root, is the host's cgroup emptied and removed when the host closes (none when not root)?"""
+    from autograder.sandbox.host import SandboxHost
+
+    with SandboxHost() as h:
+        h.start()
+        cgroup = h._cgroup
+        assert (cgroup is not None) == (os.geteuid() == 0)
+    if cgroup is not None:
+        assert not any(d.exists() for d in cgroup.dirs)
