@@ -29,7 +29,6 @@ import ctypes
 import errno
 import os
 import shutil
-import signal
 import sys
 import sysconfig
 import time
@@ -413,14 +412,10 @@ class Cgroup:
         return out
 
     def remove(self, wait: float = 5.0) -> None:
-        """Kill whatever is still in the cgroup, wait for it to go, remove the folders."""
+        """Wait for the host's processes to finish dying (the kernel kills them with bubblewrap's
+        PID namespace), then remove the folders."""
         end = time.monotonic() + wait
-        while (members := self.members()) and time.monotonic() < end:
-            for pid in members:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        while self.members() and time.monotonic() < end:
             time.sleep(0.01)
         for d in self.dirs:
             try:
