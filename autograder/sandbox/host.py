@@ -81,6 +81,7 @@ class HostInfo:
     layers: tuple[str, ...]        # isolation layers that applied (see autograder.sandbox.isolation)
     missing: tuple[str, ...]       # one line per required layer that did not apply, with the reason
     insecure: bool                 # started without refusing although layers were missing
+    notes: tuple[str, ...] = ()    # one line per optional layer that did not apply, with the reason
 
     @property
     def complete(self) -> bool:
@@ -332,13 +333,15 @@ class SandboxHost:
         procs: list[str] = []
         if as_root:
             isolation.remove_stale_cgroups(CGROUP_PREFIX)
-            made = isolation.Cgroup.create(f"{CGROUP_PREFIX}{os.getpid()}-{next(self._ids)}",
-                                           pids=self._processes + 16,
-                                           memory_bytes=(self._memory_mb + 512) * 2**20)
-            if isinstance(made, isolation.Cgroup):
-                self._cgroup = made
-                procs = made.procs_files
-                layers.append("cgroup")
+        made = isolation.Cgroup.create(f"{CGROUP_PREFIX}{os.getpid()}-{next(self._ids)}",
+                                       pids=self._processes + 16, memory_bytes=(self._memory_mb + 512) * 2**20)
+        if isinstance(made, isolation.Cgroup):
+            self._cgroup = made
+            procs = made.procs_files
+            layers.append("cgroup")
+        else:
+            self._problems.append(f"cgroup: {made} (processes are then limited by RLIMIT_NPROC, memory by "
+                                  f"the address-space limit)")
         try:
             self._process = HostProcess(argv, env=env, pass_fds=(child.fileno(),),
                                         log_path=self._dir / "host-stderr.log", cgroup_procs=procs)
@@ -400,7 +403,8 @@ class SandboxHost:
             layers = tuple(x for x in layers if x != "allow-list-fs")
             self._problems.append(f"allow-list-fs: {visible[0]} is visible inside the sandbox")
         missing = [f"{layer}: {self._why(layer)}" for layer in isolation.REQUIRED if layer not in layers]
-        return HostInfo(layers=layers, missing=tuple(missing), insecure=self.insecure)
+        notes = [f"{layer}: {self._why(layer)}" for layer in isolation.OPTIONAL if layer not in layers]
+        return HostInfo(layers=layers, missing=tuple(missing), insecure=self.insecure, notes=tuple(notes))
 
     def _why(self, layer: str) -> str:
         for problem in self._problems:
