@@ -95,14 +95,18 @@ def submissions(course: Course, assignment: str, student: str | None = None) -> 
 
 
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
-              seed: int | None = None, log: Log = _quiet) -> BatchResult:
-    """Grade submissions; write results.json, feedback pages and the gradebook."""
+              seed: int | None = None, insecure: bool = False, log: Log = _quiet) -> BatchResult:
+    """Grade submissions; write results.json, feedback pages and the gradebook.
+
+    Refuses (SandboxUnavailable, one line) when the sandbox cannot be fully set up on this
+    machine, unless `insecure`; the layers that applied are recorded in every results.json."""
     from .grading.engine import grade_submission, load_instructor_code
     from .grading.seeds import course_secret, student_seed
     from .reporting.annotate import annotate_autograded
     from .reporting.feedback import write_feedback
     from .reporting.gradebook import record_grades
     from .reporting.results_json import write_results_json
+    from .sandbox.host import SandboxHost
 
     started = time.perf_counter()
     course = load_course(course_dir)
@@ -112,16 +116,22 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     secret = course_secret(course.secret_file)
     code = load_instructor_code(course, a)
     results: list[SubmissionResult] = []
+    host = SandboxHost(insecure=insecure, memory_mb=a.limits.memory_mb, processes=a.limits.processes)
+    info = host.start() if todo else None       # fails closed here, before any submission is touched
+    if info is not None and info.missing:
+        log(f"WARNING: grading without a complete sandbox (--insecure); missing: {'; '.join(info.missing)}")
     for sid, folder in todo:
         s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
         on_roster = sid in roster
         try:
-            result = grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster)
+            result = grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster,
+                                      host=host)
         except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
             result = SubmissionResult(
                 student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
                 problems=tuple(p.name for p in a.problems),
                 problem_points=tuple((p.name, p.points) for p in a.problems),
+                isolation=info.layers if info is not None else (),
                 error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}")
         results.append(result)
         _copy_for_formgrader(folder, course.layout.autograded(sid, a.name))
@@ -132,11 +142,56 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             + ("" if on_roster else "  (not on the roster)")
             + ("  GRADER ERROR" if result.state == "crashed" else "")
             + f"  {result.execution_time:.2f} s")
+    host.close()
     gradebook_errors = record_grades(course, a, results).messages
     return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=gradebook_errors,
                        autograded_dir=course.layout.autograded_dir,
                        feedback_dir=course.layout.feedback_dir,
                        seconds=round(time.perf_counter() - started, 2))
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """What `course doctor` found: each isolation layer with whether it applied, and why not."""
+    layers: tuple[tuple[str, bool, bool, str], ...]   # (layer, applied, required, explanation)
+    facts: tuple[str, ...]                        # about the machine (bubblewrap, user, namespaces, ...)
+    error: str = ""                               # the sandbox did not start at all
+
+    @property
+    def ok(self) -> bool:
+        """Would `course autograde` grade here (without --insecure)?"""
+        return not self.error and all(applied for _, applied, required, _ in self.layers if required)
+
+
+def doctor(*, log: Log = _quiet) -> DoctorReport:
+    """Start the sandbox as `course autograde` would, run a probe notebook, report every layer."""
+    from .sandbox import isolation
+    from .sandbox.host import SandboxHost, SandboxUnavailable
+    from .sandbox.outcomes import SandboxError
+
+    facts = isolation.machine_facts()
+    for fact in facts:
+        log(fact)
+    host = SandboxHost(insecure=True)
+    try:
+        info = host.start()
+    except (SandboxUnavailable, SandboxError) as exc:
+        log(f"sandbox: {exc}")
+        return DoctorReport(layers=(), facts=facts, error=str(exc))
+    finally:
+        host.close()
+    why = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in info.missing + info.notes}
+    rows = []
+    for layer in isolation.REQUIRED + isolation.OPTIONAL:
+        applied = layer in info.layers
+        note = isolation.DESCRIPTIONS.get(layer, "") if applied else why.get(layer, "not available here")
+        rows.append((layer, applied, layer in isolation.REQUIRED, note))
+        mark = "ok " if applied else ("-- " if layer in isolation.OPTIONAL else "NO ")
+        log(f"  {mark} {layer:<18} {note}")
+    report = DoctorReport(layers=tuple(rows), facts=facts)
+    log("course autograde will grade on this machine." if report.ok else
+        "course autograde will refuse to grade here (unless --insecure): fix the layers marked NO.")
+    return report
 
 
 def _copy_for_formgrader(submitted: Path, autograded: Path) -> None:

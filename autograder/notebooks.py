@@ -4,15 +4,40 @@ explaining what could not be used. A broken file is a reason, never a crash. Fil
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .text import truncate
 
-@dataclass(frozen=True)
+_DEF = re.compile(r"^(?:async\s+)?(def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
 class CodeCell:
-    index: int                  # position among all cells of the notebook (0-based)
+    index: int                  # position among all cells of the notebook (0-based, markdown included)
     source: str
+    label: str = ""             # how a student finds it: "the 3rd code cell (`def layer_norm`)"
+
+
+def ordinal(n: int) -> str:
+    """1 -> "1st", 2 -> "2nd", 11 -> "11th", 23 -> "23rd"."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def cell_label(number: int, source: str) -> str:
+    """A student-facing name for the `number`-th code cell (counted from 1 over code cells only):
+    the first function or class it defines, else its first line."""
+    base = f"the {ordinal(number)} code cell"
+    found = _DEF.search(source)
+    if found:
+        return f"{base} (`{found.group(1)} {found.group(2)}`)"
+    first = next((ln.strip() for ln in source.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
+    if not first:
+        return base
+    return f"{base} (`{truncate(first, 40).replace('`', chr(39))}`)"
 
 
 @dataclass(frozen=True)
@@ -79,14 +104,16 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
 
     cells: list[CodeCell] = []
     skipped = 0
+    number = 0                  # code cells seen, as a student counts them
     for i, cell in enumerate(raw_cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
+        number += 1
         src = _source(cell.get(source_key, ""))
         if src is None:
             skipped += 1
             continue
-        cells.append(CodeCell(index=i, source=src))
+        cells.append(CodeCell(index=i, source=src, label=cell_label(number, src)))
     if skipped:
         notes.append(f"{name}: {skipped} code cell(s) had malformed source and were skipped.")
     if not cells:

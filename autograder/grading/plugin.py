@@ -101,7 +101,9 @@ class GradingPlugin:
 
     @pytest.fixture
     def student(self, problem: str) -> Any:
-        return self.proxies[self._problems[problem].notebook]
+        """The notebook's proxy, switched to this problem's own process (forked from the state
+        the notebook left, so nothing another problem's checks did is seen here)."""
+        return self.proxies[self._problems[problem].notebook].for_problem(problem)
 
     @pytest.fixture
     def seed(self) -> int:

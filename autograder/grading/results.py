@@ -63,6 +63,7 @@ class SubmissionResult:
     problem_points: tuple[tuple[str, float], ...] = ()  # (problem, points) from course.yml
     submitted_at: str = ""            # ISO time from the submission's timestamp.txt, if any
     late_penalty: float = 0.0         # points taken off by the late policy
+    isolation: tuple[str, ...] = ()   # sandbox layers that applied (instructor view): "bubblewrap", "seccomp", ...
 
     @property
     def raw_score(self) -> float:

@@ -168,6 +168,7 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "late_penalty": result.late_penalty,
         "submitted_at": result.submitted_at or None,
         "files": list(result.files),
+        "isolation": list(result.isolation),
         "problems": [{"problem": p.problem, "score": p.score, "max_score": p.max_score}
                      for p in result.problem_scores()],
         "diagnoses": list(result.diagnoses),

@@ -23,6 +23,9 @@ class FakeProxy:
     """Stands for the notebook: `double` works, everything else is missing."""
     last_call = None
 
+    def for_problem(self, problem):
+        return self
+
     def __getattr__(self, name):
         if name == "double":
             return lambda x: 2 * x
