@@ -4,7 +4,11 @@ Each takes a course folder and returns a report object; none prints except throu
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import stat
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -14,6 +18,9 @@ from typing import Callable
 from .config import Course, load_course
 from .errors import CourseError
 from .grading.results import SubmissionResult
+from .notebooks import RefusedFile, open_regular, read_regular, submission_entries
+
+RESULTS_READ_MAX_BYTES = 16 * 2**20   # a results.json larger than this is not ours: grade again
 
 Log = Callable[[str], None]
 
@@ -58,35 +65,68 @@ class BatchResult:
     autograded_dir: Path
     feedback_dir: Path
     seconds: float
+    skipped: tuple[str, ...] = ()         # students not graded again: same submission, same graders
+    output_errors: tuple[str, ...] = ()   # "<student>: <why>" for results/feedback that could not be written
 
     @property
     def grader_failed(self) -> bool:
         """True when the grader itself failed somewhere (not when students did)."""
-        return bool(self.gradebook_errors) or any(r.state == "crashed" or r.error for r in self.results)
+        return (bool(self.gradebook_errors) or bool(self.output_errors)
+                or any(r.state == "crashed" or r.error for r in self.results))
 
 
 def submissions(course: Course, assignment: str, student: str | None = None) -> list[tuple[str, Path]]:
-    """(student id, folder) for every submitted/<student>/<assignment>/, sorted by student id."""
+    """(student id, folder) for every submitted/<student>/<assignment>/, sorted by student id.
+
+    A student folder or assignment folder that is a symbolic link is listed too (grading refuses
+    it with a reason for that student); no link is followed here."""
     base = course.root / "submitted"
     if student is not None:
         folder = base / student / assignment
-        if not folder.is_dir():
+        if not (os.path.lexists(folder) and os.path.lexists(base / student)):
             raise CourseError(f"submitted/{student}/{assignment}: no such submission folder")
         return [(student, folder)]
     if not base.is_dir():
         return []
-    return sorted((d.name, d / assignment) for d in base.iterdir()
-                  if d.is_dir() and not d.name.startswith(".") and (d / assignment).is_dir())
+    out = []
+    for name, mode in submission_entries(base):
+        if name.startswith(".") or not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            continue
+        if stat.S_ISLNK(mode) or os.path.lexists(base / name / assignment):
+            out.append((name, base / name / assignment))
+    return out
+
+
+def _refusal(course: Course, folder: Path) -> str | None:
+    """Why a submission folder cannot be graded (a symbolic link somewhere on its path), or None."""
+    rel = folder.relative_to(course.root)
+    student_dir = folder.parent
+    for path in (student_dir, folder):
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError as exc:
+            return f"{path.relative_to(course.root)} could not be read ({exc.strerror})."
+        if stat.S_ISLNK(mode):
+            return (f"{path.relative_to(course.root)} is a symbolic link, not a folder, so {rel} was not "
+                    f"graded; submit real files and folders.")
+        if not stat.S_ISDIR(mode):
+            return f"{path.relative_to(course.root)} is not a folder, so {rel} was not graded."
+    return None
 
 
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
-              seed: int | None = None, log: Log = _quiet) -> BatchResult:
-    """Grade submissions; write results.json, feedback pages and the gradebook."""
-    from .grading.engine import grade_submission, load_instructor_code
+              seed: int | None = None, force: bool = False, log: Log = _quiet) -> BatchResult:
+    """Grade submissions; write results.json, feedback pages and the gradebook.
+
+    Each student's grades are committed to the gradebook as soon as they are graded, then the
+    feedback page and, last, results.json (each written atomically), so a batch stopped at any
+    point and run again finishes with every grade present once. A submission whose content, seed
+    and graders are unchanged since its results.json was written is not graded again unless
+    `force` (see grading.fingerprint); it is listed in `BatchResult.skipped`.
+    """
+    from .grading.fingerprint import graders_version, grading_key, submission_hash
     from .grading.seeds import course_secret, student_seed
-    from .reporting.feedback import write_feedback
-    from .reporting.gradebook import record_grades
-    from .reporting.results_json import write_results_json
+    from .reporting.gradebook import GradebookWriter
 
     started = time.perf_counter()
     course = load_course(course_dir)
@@ -94,40 +134,166 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     todo = submissions(course, a.name, student)
     roster = set(course.roster())
     secret = course_secret(course.secret_file)
-    code = load_instructor_code(course, a)
+    code = None
+    version = graders_version(course, a)
     results: list[SubmissionResult] = []
-    for sid, folder in todo:
-        s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
-        on_roster = sid in roster
-        try:
-            result = grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster)
-        except Exception as exc:  # one student's notebook never stops the batch
-            result = SubmissionResult(
-                student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
-                problems=tuple(p.name for p in a.problems),
-                problem_points=tuple((p.name, p.points) for p in a.problems),
-                error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}")
-        results.append(result)
-        _copy_for_formgrader(folder, course.root / "autograded" / sid / a.name)
-        write_results_json(result, course.root / "autograded" / sid / a.name / "results.json")
-        write_feedback(result, a, course.root / "feedback" / sid / a.name)
-        log(f"graded {sid:<20} {result.score:6.2f}/{result.max_score:g}"
-            + ("" if on_roster else "  (not on the roster)")
-            + ("  GRADER ERROR" if result.state == "crashed" else "")
-            + f"  {result.execution_time:.2f} s")
-    gradebook_errors = tuple(record_grades(course, a, results) or ())
-    return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=gradebook_errors,
+    skipped: list[str] = []
+    gradebook_errors: list[str] = []
+    output_errors: list[str] = []
+    with GradebookWriter(course, a) as gradebook:
+        for sid, folder in todo:
+            s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
+            on_roster = sid in roster
+            out_dir = course.root / "autograded" / sid / a.name
+            refusal = _refusal(course, folder)
+            try:
+                key = "" if refusal else grading_key(version, submission_hash(folder), seed=s_seed,
+                                                      on_roster=on_roster)
+            except Exception:  # noqa: BLE001 - an unreadable folder is graded (and explained) below
+                key = ""
+            previous = None if force or not key else _previous_result(out_dir / "results.json", key, sid, a.name)
+            if previous is not None:
+                result = previous
+                skipped.append(sid)
+            elif refusal:
+                result = _refused(a, sid, s_seed, on_roster, refusal)
+            else:
+                if code is None:
+                    from .grading.engine import load_instructor_code
+                    code = load_instructor_code(course, a)
+                result = _grade_one(course, a, sid, folder, s_seed, on_roster, code)
+            results.append(result)
+            why = gradebook.record(result)
+            if why is not None:
+                gradebook_errors.append(f"{sid}: {why}")
+            output_errors.extend(_write_outputs(course, a, sid, folder, result, key,
+                                                fresh=previous is None, refused=bool(refusal)))
+            log(f"{'unchanged' if previous is not None else 'graded':<9} {sid:<20} "
+                f"{result.score:6.2f}/{result.max_score:g}"
+                + ("" if on_roster else "  (not on the roster)")
+                + ("  GRADER ERROR" if result.state == "crashed" else "")
+                + (f"  {result.execution_time:.2f} s" if previous is None else "  (not graded again)"))
+    return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=tuple(gradebook_errors),
                        autograded_dir=course.root / "autograded", feedback_dir=course.root / "feedback",
-                       seconds=round(time.perf_counter() - started, 2))
+                       seconds=round(time.perf_counter() - started, 2), skipped=tuple(skipped),
+                       output_errors=tuple(output_errors))
 
 
-def _copy_for_formgrader(submitted: Path, autograded: Path) -> None:
+def _crashed(a, sid: str, s_seed: int, on_roster: bool, error: str) -> SubmissionResult:
+    return SubmissionResult(
+        student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
+        problems=tuple(p.name for p in a.problems),
+        problem_points=tuple((p.name, p.points) for p in a.problems), error=error)
+
+
+def _refused(a, sid: str, s_seed: int, on_roster: bool, reason: str) -> SubmissionResult:
+    return SubmissionResult(
+        student=sid, assignment=a.name, state="graded", seed=s_seed, on_roster=on_roster, notes=(reason,),
+        problems=tuple(p.name for p in a.problems),
+        problem_points=tuple((p.name, p.points) for p in a.problems))
+
+
+def _grade_one(course: Course, a, sid: str, folder: Path, s_seed: int, on_roster: bool, code) -> SubmissionResult:
+    from .grading.engine import grade_submission
+
+    try:
+        return grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster)
+    except Exception as exc:  # one student's notebook never stops the batch
+        return _crashed(a, sid, s_seed, on_roster,
+                        f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}")
+
+
+def _previous_result(path: Path, key: str, sid: str, assignment: str) -> SubmissionResult | None:
+    """The result stored in results.json when it was graded under `key` (and did not crash)."""
+    import json
+
+    from .reporting.results_json import result_from_json
+
+    try:
+        doc = json.loads(read_regular(path, RESULTS_READ_MAX_BYTES))
+        result, stored_key = result_from_json(doc)
+    except (RefusedFile, ValueError, RecursionError):
+        return None
+    if stored_key != key or result.state != "graded" or result.student != sid or result.assignment != assignment:
+        return None
+    return result
+
+
+def _write_outputs(course: Course, a, sid: str, folder: Path, result: SubmissionResult, key: str, *,
+                   fresh: bool, refused: bool) -> list[str]:
+    """Write what the batch produces for one student; each step's failure is reported, none stops
+    the batch. results.json comes last: its grading key marks the student as done."""
+    from .reporting.feedback import feedback_filename, write_feedback
+    from .reporting.results_json import write_results_json
+
+    errors = []
+    steps = []
+    if fresh and not refused:
+        steps.append(("copying the notebooks into autograded/",
+                      lambda: _copy_for_formgrader(folder, _output_dir(course.root, "autograded", sid, a.name),
+                                                   max_bytes=int(a.limits.notebook_mb * 1024 * 1024))))
+    feedback_dir = course.root / "feedback" / sid / a.name
+    if fresh or not (feedback_dir / feedback_filename(result)).is_file():
+        steps.append(("writing the feedback page",
+                      lambda: write_feedback(result, a, _output_dir(course.root, "feedback", sid, a.name))))
+    if fresh:
+        steps.append(("writing results.json",
+                      lambda: write_results_json(result, _output_dir(course.root, "autograded", sid, a.name)
+                                                 / "results.json", grading_key=key if result.state == "graded" else None)))
+    for what, step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - reported per student; the batch goes on
+            errors.append(f"{sid}: {what}: {type(exc).__name__}: {exc}".splitlines()[0][:500])
+    return errors
+
+
+def _output_dir(root: Path, *parts: str) -> Path:
+    """root/parts..., created as real folders: a symbolic link found on the way (which grading
+    never makes) is replaced by a folder, so nothing is ever written through a link."""
+    path = root
+    for part in parts:
+        path = path / part
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            path.mkdir()
+            continue
+        if stat.S_ISLNK(mode):
+            path.unlink()
+            path.mkdir()
+        elif not stat.S_ISDIR(mode):
+            raise NotADirectoryError(f"{path.relative_to(root)} is not a folder")
+    return path
+
+
+def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -> None:
     """Copy the submitted notebooks and timestamp (as nbgrader's autograde does), so formgrader can
-    show them for manual review. The originals are only read."""
-    autograded.mkdir(parents=True, exist_ok=True)
-    for item in submitted.iterdir():
-        if item.is_file() and (item.suffix == ".ipynb" or item.name == "timestamp.txt"):
-            shutil.copyfile(item, autograded / item.name)
+    show them for manual review. Only regular files within the notebook size limit are copied; no
+    link is followed and each copy is written atomically. The originals are only read."""
+    for name, mode in submission_entries(submitted):
+        if not stat.S_ISREG(mode) or not (name.endswith(".ipynb") or name == "timestamp.txt"):
+            continue
+        try:
+            fd = open_regular(submitted / name)
+        except RefusedFile:
+            continue
+        try:
+            if os.fstat(fd).st_size > max_bytes:
+                continue
+            tmp = tempfile.NamedTemporaryFile(dir=autograded, prefix=f".{name}.", suffix=".tmp", delete=False)
+            try:
+                with tmp:
+                    os.fchmod(tmp.fileno(), 0o644)
+                    with os.fdopen(os.dup(fd), "rb") as src:
+                        shutil.copyfileobj(src, tmp, 1 << 20)
+                os.replace(tmp.name, autograded / name)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp.name)
+                raise
+        finally:
+            os.close(fd)
 
 
 DEMO_PARTS = ("course.yml", "roster.csv", "nbgrader_config.py", "source", "release", "assignments")

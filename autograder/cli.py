@@ -34,25 +34,33 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("assignment")
     g.add_argument("--student", metavar="ID", help="grade only this student")
     g.add_argument("--seed", type=int, metavar="N", help="replay with this hidden-input seed (from results.json)")
+    g.add_argument("--force", action="store_true",
+                   help="grade every submission again, even those unchanged since they were graded under the same graders")
     d = sub.add_parser("demo", parents=[common], help="release, validate and grade the bundled example submissions in .demo/")
     d.add_argument("--assignment", default="transformer-block")
     d.add_argument("--skip-validate", action="store_true", help="skip executing notebooks in Jupyter kernels")
     return p
 
 
-def _autograde(course_dir: str, assignment: str, student: str | None, seed: int | None) -> int:
+def _autograde(course_dir: str, assignment: str, student: str | None, seed: int | None,
+               force: bool = False) -> int:
     from .reporting.summary import format_summary
     from .config import load_course
 
-    batch = api.autograde(course_dir, assignment, student=student, seed=seed, log=_log)
+    batch = api.autograde(course_dir, assignment, student=student, seed=seed, force=force, log=_log)
     a = load_course(course_dir).assignment(assignment)
     print()
     print(format_summary(batch.results, a))
+    if batch.skipped:
+        print(f"Not graded again (submission and graders unchanged since the last run; --force to regrade): "
+              f"{', '.join(batch.skipped)}")
     root = Path(course_dir).resolve()
     print(f"\nresults.json: {batch.autograded_dir.relative_to(root)}/<student>/{assignment}/results.json")
     print(f"feedback:     {batch.feedback_dir.relative_to(root)}/<student>/{assignment}/")
     for err in batch.gradebook_errors:
         print(f"gradebook: {err}", file=sys.stderr)
+    for err in batch.output_errors:
+        print(f"output: {err}", file=sys.stderr)
     if not batch.results:
         print(f"no submissions found under submitted/<student>/{assignment}/")
     return 1 if batch.grader_failed else 0
@@ -89,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             print("validate: ok" if report.ok else f"validate: {len(report.problems)} problem(s)")
             return 0 if report.ok else 1
         if args.command == "autograde":
-            return _autograde(args.course_dir, args.assignment, args.student, args.seed)
+            return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force)
         if args.command == "demo":
             return _demo(args.course_dir, args.assignment, args.skip_validate)
     except CourseError as exc:
