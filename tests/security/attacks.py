@@ -266,23 +266,16 @@ for _root in _roots():
         pass
 '''
 
-KILL_GRADER = r'''
+SIGNAL_GRADER = r'''
 for _pid in _grader_pids():
     if _pid != _os.getpid():
         try:
-            _os.kill(_pid, _signal.SIGKILL)
+            _os.kill(_pid, _signal.@SIGNAL@)
         except Exception:
             pass
 '''
-
-STOP_GRADER = r'''
-for _pid in _grader_pids():
-    if _pid != _os.getpid():
-        try:
-            _os.kill(_pid, _signal.SIGSTOP)
-        except Exception:
-            pass
-'''
+KILL_GRADER = SIGNAL_GRADER.replace("@SIGNAL@", "SIGKILL")
+STOP_GRADER = SIGNAL_GRADER.replace("@SIGNAL@", "SIGSTOP")
 
 PTRACE_GRADER = r'''
 _libc = _ct.CDLL(None, use_errno=True)
