@@ -723,3 +723,20 @@ ATTACKS: tuple[Attack, ...] = (
 
 NAMES = tuple(a.name for a in ATTACKS)
 assert len(set(NAMES)) == len(NAMES)
+
+TWIN_WORDS = {
+    "ln": "layer_norm with the unbiased variance",
+    "mut": "a mutating layer_norm and an overflowing silu",
+    "split": "split_heads left unwritten",
+    NO_NOTEBOOK: "no gradable notebook (0)",
+}
+
+
+def markdown_table() -> str:
+    """The corpus table of docs/security.md, generated from ATTACKS (a test keeps the two equal)."""
+    lines = ["| # | attack | what it does | what stops it | twin (scores at least as much) | also expected |",
+             "|---|---|---|---|---|---|"]
+    for i, a in enumerate(ATTACKS, start=1):
+        also = f'notes say "{a.note}"' if a.note else ""
+        lines.append(f"| {i} | `{a.name}` | {a.what} | {a.stops} | {TWIN_WORDS[a.twin]} | {also} |")
+    return "\n".join(lines) + "\n"

@@ -250,3 +250,11 @@ def test_corpus_has_at_least_thirty_cases_each_with_its_expectation():
     for a in ATTACKS:
         assert a.what and a.stops and (a.twin in TWINS or a.twin == NO_NOTEBOOK)
         assert a.cells or a.early or a.layout
+
+
+def test_docs_security_table_is_the_corpus():
+    """Does docs/security.md's corpus table list exactly the attacks of tests/security/attacks.py?"""
+    from .attacks import markdown_table
+
+    assert markdown_table() in (ROOT / "docs" / "security.md").read_text(), \
+        "stale: paste tests.security.attacks.markdown_table() into docs/security.md"
