@@ -43,7 +43,7 @@ GRADER_PEAK_MB = 512
 # Wall-clock bound on grading the attacker: one budget per submission (total_seconds) plus
 # slack for the grader's own work on a loaded machine.
 ATTACKER_SECONDS = 2 * LIMITS["total_seconds"] + 30
-BATCH_TIMEOUT = 600
+BATCH_TIMEOUT = 300
 STOPPED_GRACE = 15            # seconds the grader may stay stopped or traced before the run is failed
 SURVIVOR_GRACE = 3.0          # seconds after the batch before scanning for attack processes
 OUTPUTS = ("autograded", "feedback", "gradebook.db", "gradebook.db-journal", ".course_secret")
