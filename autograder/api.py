@@ -115,8 +115,12 @@ def _refusal(course: Course, folder: Path) -> str | None:
 
 
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
-              seed: int | None = None, force: bool = False, log: Log = _quiet) -> BatchResult:
+              seed: int | None = None, force: bool = False, insecure: bool = False,
+              log: Log = _quiet) -> BatchResult:
     """Grade submissions; write results.json, feedback pages and the gradebook.
+
+    Refuses (SandboxUnavailable, one line) when the sandbox cannot be fully set up on this
+    machine, unless `insecure`; the layers that applied are recorded in every results.json.
 
     Each student's grades are committed to the gradebook as soon as they are graded, then the
     feedback page and, last, results.json (each written atomically), so a batch stopped at any
@@ -127,6 +131,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     from .grading.fingerprint import graders_version, grading_key, submission_hash
     from .grading.seeds import course_secret, student_seed
     from .reporting.gradebook import GradebookWriter
+    from .sandbox.host import SandboxHost
 
     started = time.perf_counter()
     course = load_course(course_dir)
@@ -140,7 +145,14 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     skipped: list[str] = []
     gradebook_errors: list[str] = []
     output_errors: list[str] = []
-    with GradebookWriter(course, a) as gradebook:
+    host = SandboxHost(insecure=insecure, memory_mb=a.limits.memory_mb, processes=a.limits.processes)
+    info = host.start() if todo else None       # fails closed here, before any submission is touched
+    if info is not None and info.missing:
+        log(f"WARNING: grading without a complete sandbox (--insecure); missing: {'; '.join(info.missing)}")
+    layers = info.layers if info is not None else ()
+    with contextlib.ExitStack() as stack:
+        stack.callback(host.close)
+        gradebook = stack.enter_context(GradebookWriter(course, a))
         for sid, folder in todo:
             s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
             on_roster = sid in roster
@@ -148,7 +160,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             refusal = _refusal(course, folder)
             try:
                 key = "" if refusal else grading_key(version, submission_hash(folder), seed=s_seed,
-                                                      on_roster=on_roster)
+                                                      on_roster=on_roster, isolation=layers)
             except Exception:  # noqa: BLE001 - an unreadable folder is graded (and explained) below
                 key = ""
             previous = None if force or not key else _previous_result(out_dir / "results.json", key, sid, a.name)
@@ -156,12 +168,12 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 result = previous
                 skipped.append(sid)
             elif refusal:
-                result = _refused(a, sid, s_seed, on_roster, refusal)
+                result = _refused(a, sid, s_seed, on_roster, refusal, layers)
             else:
                 if code is None:
                     from .grading.engine import load_instructor_code
                     code = load_instructor_code(course, a)
-                result = _grade_one(course, a, sid, folder, s_seed, on_roster, code)
+                result = _grade_one(course, a, sid, folder, s_seed, on_roster, code, host, layers)
             results.append(result)
             why = gradebook.record(result)
             if why is not None:
@@ -179,28 +191,74 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                        output_errors=tuple(output_errors))
 
 
-def _crashed(a, sid: str, s_seed: int, on_roster: bool, error: str) -> SubmissionResult:
+def _crashed(a, sid: str, s_seed: int, on_roster: bool, error: str, layers: tuple[str, ...]) -> SubmissionResult:
     return SubmissionResult(
         student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
-        problems=tuple(p.name for p in a.problems),
+        problems=tuple(p.name for p in a.problems), isolation=layers,
         problem_points=tuple((p.name, p.points) for p in a.problems), error=error)
 
 
-def _refused(a, sid: str, s_seed: int, on_roster: bool, reason: str) -> SubmissionResult:
+def _refused(a, sid: str, s_seed: int, on_roster: bool, reason: str, layers: tuple[str, ...]) -> SubmissionResult:
+    """A submission refused before anything of it ran (a link in place of its folder): 0, with the reason."""
     return SubmissionResult(
         student=sid, assignment=a.name, state="graded", seed=s_seed, on_roster=on_roster, notes=(reason,),
-        problems=tuple(p.name for p in a.problems),
+        problems=tuple(p.name for p in a.problems), isolation=layers,
         problem_points=tuple((p.name, p.points) for p in a.problems))
 
 
-def _grade_one(course: Course, a, sid: str, folder: Path, s_seed: int, on_roster: bool, code) -> SubmissionResult:
+def _grade_one(course: Course, a, sid: str, folder: Path, s_seed: int, on_roster: bool, code, host,
+               layers: tuple[str, ...]) -> SubmissionResult:
     from .grading.engine import grade_submission
 
     try:
-        return grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster)
+        return grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster, host=host)
     except Exception as exc:  # one student's notebook never stops the batch
         return _crashed(a, sid, s_seed, on_roster,
-                        f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}")
+                        f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}", layers)
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """What `course doctor` found: each isolation layer with whether it applied, and why not."""
+    layers: tuple[tuple[str, bool, bool, str], ...]   # (layer, applied, required, explanation)
+    facts: tuple[str, ...]                        # about the machine (bubblewrap, user, namespaces, ...)
+    error: str = ""                               # the sandbox did not start at all
+
+    @property
+    def ok(self) -> bool:
+        """Would `course autograde` grade here (without --insecure)?"""
+        return not self.error and all(applied for _, applied, required, _ in self.layers if required)
+
+
+def doctor(*, log: Log = _quiet) -> DoctorReport:
+    """Start the sandbox as `course autograde` would, run a probe notebook, report every layer."""
+    from .sandbox import isolation
+    from .sandbox.host import SandboxHost, SandboxUnavailable
+    from .sandbox.outcomes import SandboxError
+
+    facts = isolation.machine_facts()
+    for fact in facts:
+        log(fact)
+    host = SandboxHost(insecure=True)
+    try:
+        info = host.start()
+    except (SandboxUnavailable, SandboxError) as exc:
+        log(f"sandbox: {exc}")
+        return DoctorReport(layers=(), facts=facts, error=str(exc))
+    finally:
+        host.close()
+    why = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in info.missing}
+    rows = []
+    for layer in isolation.REQUIRED + isolation.OPTIONAL:
+        applied = layer in info.layers
+        note = isolation.DESCRIPTIONS.get(layer, "") if applied else why.get(layer, "not available here")
+        rows.append((layer, applied, layer in isolation.REQUIRED, note))
+        mark = "ok " if applied else ("-- " if layer in isolation.OPTIONAL else "NO ")
+        log(f"  {mark} {layer:<18} {note}")
+    report = DoctorReport(layers=tuple(rows), facts=facts)
+    log("course autograde will grade on this machine." if report.ok else
+        "course autograde will refuse to grade here (unless --insecure): fix the layers marked NO.")
+    return report
 
 
 def _previous_result(path: Path, key: str, sid: str, assignment: str) -> SubmissionResult | None:

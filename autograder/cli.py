@@ -36,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, metavar="N", help="replay with this hidden-input seed (from results.json)")
     g.add_argument("--force", action="store_true",
                    help="grade every submission again, even those unchanged since they were graded under the same graders")
+    g.add_argument("--insecure", action="store_true",
+                   help="grade even if the sandbox cannot be fully set up here (not for untrusted submissions; "
+                        "see `course doctor`)")
+    sub.add_parser("doctor", help="check which sandbox layers this machine supports (exit 1 if autograde would refuse)")
     d = sub.add_parser("demo", parents=[common], help="release, validate and grade the bundled example submissions in .demo/")
     d.add_argument("--assignment", default="transformer-block")
     d.add_argument("--skip-validate", action="store_true", help="skip executing notebooks in Jupyter kernels")
@@ -43,11 +47,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _autograde(course_dir: str, assignment: str, student: str | None, seed: int | None,
-               force: bool = False) -> int:
+               force: bool = False, insecure: bool = False) -> int:
     from .reporting.summary import format_summary
     from .config import load_course
 
-    batch = api.autograde(course_dir, assignment, student=student, seed=seed, force=force, log=_log)
+    batch = api.autograde(course_dir, assignment, student=student, seed=seed, force=force, insecure=insecure,
+                          log=_log)
     a = load_course(course_dir).assignment(assignment)
     print()
     print(format_summary(batch.results, a))
@@ -97,7 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             print("validate: ok" if report.ok else f"validate: {len(report.problems)} problem(s)")
             return 0 if report.ok else 1
         if args.command == "autograde":
-            return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force)
+            return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force,
+                              args.insecure)
+        if args.command == "doctor":
+            return 0 if api.doctor(log=_log).ok else 1
         if args.command == "demo":
             return _demo(args.course_dir, args.assignment, args.skip_validate)
     except CourseError as exc:

@@ -36,6 +36,13 @@ class Limits:
     call_seconds: float = 10.0      # one call from a grader into student code
     memory_mb: int = 2048           # address space of the student process
     notebook_mb: float = 20.0       # a submitted notebook larger than this is not loaded
+    submission_seconds: float = 300.0   # wall clock for one submission: notebook runs, restarts and calls together
+    max_restarts: int = 5           # fresh processes after a call hung or crashed, per submission
+    return_mb: float = 16.0         # one value returned by a student function
+    output_kb: int = 8              # printed output kept per cell or call (the rest is dropped in the sandbox)
+    max_notes: int = 50             # notes about running the notebook kept per submission
+    processes: int = 64             # processes the student's code may have at once
+    scratch_mb: int = 64            # the private scratch folders (each problem's and the notebook's)
 
 
 @dataclass(frozen=True)
@@ -252,6 +259,13 @@ def _limits(value: Any, path: str, base: Limits) -> Limits:
         call_seconds=r.get("call_seconds", _positive, base.call_seconds),
         memory_mb=int(r.get("memory_mb", _positive, base.memory_mb)),
         notebook_mb=r.get("notebook_mb", _positive, base.notebook_mb),
+        submission_seconds=r.get("submission_seconds", _positive, base.submission_seconds),
+        max_restarts=int(r.get("max_restarts", _nonnegative, base.max_restarts)),
+        return_mb=r.get("return_mb", _positive, base.return_mb),
+        output_kb=int(r.get("output_kb", _nonnegative, base.output_kb)),
+        max_notes=int(r.get("max_notes", _positive, base.max_notes)),
+        processes=int(r.get("processes", _positive, base.processes)),
+        scratch_mb=int(r.get("scratch_mb", _positive, base.scratch_mb)),
     )
     r.finish()
     return limits

@@ -12,6 +12,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,11 +132,35 @@ def submission_entries(folder: Path) -> list[tuple[str, int]]:
     return sorted(out)
 
 
+_DEF = re.compile(r"^(?:async\s+)?(def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+
+
 @dataclass(frozen=True)
 class CodeCell:
-    index: int                  # position among all cells of the notebook (0-based)
+    index: int                  # position among all cells of the notebook (0-based, markdown included)
     source: str
     grade_id: str | None = None  # nbgrader grade id from the cell's metadata, if any
+    label: str = ""             # how a student finds it: "the 3rd code cell (`def layer_norm`)"
+
+
+def ordinal(n: int) -> str:
+    """1 -> "1st", 2 -> "2nd", 11 -> "11th", 23 -> "23rd"."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def cell_label(number: int, source: str) -> str:
+    """A student-facing name for the `number`-th code cell (counted from 1 over code cells only):
+    the first function or class it defines, else its first line."""
+    base = f"the {ordinal(number)} code cell"
+    found = _DEF.search(source)
+    if found:
+        return f"{base} (`{found.group(1)} {found.group(2)}`)"
+    first = next((ln.strip() for ln in source.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
+    if not first:
+        return base
+    first = first if len(first) <= 40 else first[:37] + "..."
+    return f"{base} (`{first.replace('`', chr(39))}`)"
 
 
 @dataclass(frozen=True)
@@ -205,9 +230,11 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
 
     cells: list[CodeCell] = []
     skipped = 0
+    number = 0                  # code cells seen, as a student counts them
     for i, cell in enumerate(raw_cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
+        number += 1
         src = _source(cell.get(source_key, ""))
         if src is None:
             skipped += 1
@@ -215,7 +242,7 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
         meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
         nbg = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
         gid = nbg.get("grade_id") if isinstance(nbg.get("grade_id"), str) else None
-        cells.append(CodeCell(index=i, source=src, grade_id=gid))
+        cells.append(CodeCell(index=i, source=src, grade_id=gid, label=cell_label(number, src)))
     if skipped:
         notes.append(f"{name}: {skipped} code cell(s) had malformed source and were skipped.")
     if not cells:

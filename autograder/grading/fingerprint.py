@@ -8,7 +8,8 @@ A submission is graded again only when one of these changed (or when asked with 
 - the graders: the engine's version and source, every file of the assignment's instructor code
   (assignments/<package>/: reference, mistakes, graders), and its course.yml entry as parsed
   (problems, points, tolerances, limits, due date, late policy);
-- the student's hidden-input seed and whether they are on the roster.
+- the student's hidden-input seed, whether they are on the roster, and the sandbox layers that
+  apply on this machine (a result graded with --insecure is graded again once the sandbox works).
 """
 from __future__ import annotations
 
@@ -78,7 +79,9 @@ def submission_hash(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def grading_key(graders: str, submission: str, *, seed: int, on_roster: bool) -> str:
+def grading_key(graders: str, submission: str, *, seed: int, on_roster: bool,
+                isolation: tuple[str, ...] = ()) -> str:
     """The key stored with a result: equal keys mean grading again would give the same result."""
-    text = f"graders {graders}\0submission {submission}\0seed {seed}\0roster {on_roster}"
+    text = (f"graders {graders}\0submission {submission}\0seed {seed}\0roster {on_roster}"
+            f"\0isolation {','.join(sorted(isolation))}")
     return hashlib.sha256(text.encode()).hexdigest()

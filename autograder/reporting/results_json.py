@@ -153,6 +153,7 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "late_penalty": result.late_penalty,
         "submitted_at": result.submitted_at or None,
         "files": list(result.files),
+        "isolation": list(result.isolation),
         "problems": [{"problem": p.problem, "score": p.score, "max_score": p.max_score}
                      for p in result.problem_scores()],
         "diagnoses": list(result.diagnoses),
@@ -236,7 +237,7 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
         extra = doc["extra_data"]
         tests = tuple(TestResult(
             name=_text(t["name"]), problem=_text(t["problem"]), score=_number(t["score"]),
-            max_score=_number(t["max_score"]), status="passed" if t["status"] == "passed" else "failed",
+            max_score=_number(t["max_score"]), status=t["status"] if t["status"] in ("passed", "failed", "not_graded") else "failed",
             output=_text(t.get("output")), description=_text(t.get("description")),
             diagnoses=tuple(_text(d) for d in t.get("diagnoses", [])),
             hints=tuple(_text(h) for h in t.get("hints", [])), detail=_text(t.get("detail")),
@@ -250,7 +251,8 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
             execution_time=_number(doc.get("execution_time", 0.0)), error=_text(extra.get("error")),
             on_roster=extra.get("on_roster") is not False, files=tuple(_text(f) for f in extra.get("files", [])),
             problem_points=tuple(problems), submitted_at=_text(extra.get("submitted_at")),
-            late_penalty=_number(extra.get("late_penalty", 0.0)))
+            late_penalty=_number(extra.get("late_penalty", 0.0)),
+            isolation=tuple(_text(x) for x in extra.get("isolation", [])))
         return result, _text(extra.get("grading_key"))
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a results.json written by this grader ({type(exc).__name__}: {exc})") from None

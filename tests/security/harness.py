@@ -36,13 +36,13 @@ ASSIGNMENT = "transformer-block"
 NB = "transformer-block.ipynb"
 SEED = 20261214
 # Limits of the scratch course: short, so that hangs and restarts cost seconds, not minutes.
-LIMITS = {"cell_seconds": 4, "call_seconds": 2, "total_seconds": 30, "notebook_mb": 20}
+LIMITS = {"cell_seconds": 4, "call_seconds": 2, "total_seconds": 30, "submission_seconds": 30, "notebook_mb": 20}
 # The grader's own peak resident memory (VmHWM of the `course` process, sandboxes excluded)
 # stays under this, whatever a submission does; about 160 MB for an ordinary batch.
 GRADER_PEAK_MB = 512
 # Wall-clock bound on grading the attacker: one budget per submission (total_seconds) plus
 # slack for the grader's own work on a loaded machine.
-ATTACKER_SECONDS = 2 * LIMITS["total_seconds"] + 30
+ATTACKER_SECONDS = LIMITS["submission_seconds"] + 30
 BATCH_TIMEOUT = 300
 STOPPED_GRACE = 15            # seconds the grader may stay stopped or traced before the run is failed
 SURVIVOR_GRACE = 3.0          # seconds after the batch before scanning for attack processes
