@@ -40,7 +40,7 @@ LIMITS = {"cell_seconds": 4, "call_seconds": 2, "total_seconds": 30, "submission
 # The grader's own peak resident memory (VmHWM of the `course` process, sandboxes excluded)
 # stays under this, whatever a submission does; about 160 MB for an ordinary batch.
 GRADER_PEAK_MB = 512
-# Wall-clock bound on grading the attacker: one budget per submission (total_seconds) plus
+# Wall-clock bound on grading the attacker: one budget per submission (submission_seconds) plus
 # slack for the grader's own work on a loaded machine.
 ATTACKER_SECONDS = LIMITS["submission_seconds"] + 30
 BATCH_TIMEOUT = 300
