@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import stat
@@ -64,13 +65,32 @@ def _marker(kind: str) -> str:
     return f"{kind}-marker-{secrets.token_hex(6)}"
 
 
-def make_scratch(dest: Path, secret: str, victims: tuple[str, str], victim_marks: dict[str, str],
-                 instructor_marks: dict[str, str]) -> Scratch:
-    """A course copy with short limits, a known secret and marker comments in the instructor code."""
-    course = copy_course(dest)
+def empty_gradebook(dest: Path) -> Path:
+    """A gradebook holding the assignment and no student, made once and copied into each scratch
+    course (nbgrader creates a new gradebook through alembic, which takes seconds)."""
+    from autograder.config import load_course
+    from autograder.reporting.gradebook import GradebookWriter
+
+    course = load_course(_limited(copy_course(dest)))
+    with GradebookWriter(course, course.assignment(ASSIGNMENT)):
+        pass
+    return dest / "gradebook.db"
+
+
+def _limited(course: Path) -> Path:
     config = yaml.safe_load((course / "course.yml").read_text())
     config["defaults"]["limits"].update(LIMITS)
     (course / "course.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return course
+
+
+def make_scratch(dest: Path, secret: str, victims: tuple[str, str], victim_marks: dict[str, str],
+                 instructor_marks: dict[str, str], gradebook: Path | None = None) -> Scratch:
+    """A course copy with short limits, a known secret and marker comments in the instructor code
+    (and a copy of `gradebook`, an empty gradebook, if given)."""
+    course = _limited(copy_course(dest))
+    if gradebook is not None:
+        shutil.copyfile(gradebook, course / "gradebook.db")
     (course / ".course_secret").write_text(secret + "\n")
     (course / ".course_secret").chmod(0o600)
     package = course / "assignments" / "transformer_block"

@@ -33,7 +33,7 @@ import pytest
 
 from .attacks import ATTACKS, NAMES, NO_NOTEBOOK, TWINS, Attack
 from .harness import (ASSIGNMENT, ATTACKER_SECONDS, GRADER_PEAK_MB, OUTPUTS, ROOT, SURVIVOR_GRACE,
-                      Listener, Scratch, attack_notebook, expected_rows, files_named, gradebook_rows,
+                      Listener, Scratch, attack_notebook, empty_gradebook, expected_rows, files_named, gradebook_rows,
                       kill_pids, load_results, make_scratch, run_autograde, statuses,
                       token_processes, tree_digest, twin_notebook, write_layout, write_notebook, NB)
 
@@ -60,6 +60,7 @@ class Baseline:
     instructor_marks: dict
     results: dict
     rows: dict
+    gradebook: Path          # an empty gradebook to copy into each scratch course
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +69,9 @@ def baseline(tmp_path_factory) -> Baseline:
     victims = (f"a-victim-{secrets.token_hex(4)}", f"z-victim-{secrets.token_hex(4)}")
     victim_marks = {sid: f"victim-marker-{secrets.token_hex(6)}" for sid in victims}
     instructor_marks = {rel: f"instructor-marker-{secrets.token_hex(6)}" for rel in INSTRUCTOR_MARKS}
+    gradebook = empty_gradebook(tmp_path_factory.mktemp("gradebook") / "course")
     scratch = make_scratch(tmp_path_factory.mktemp("baseline") / "course", secret, victims, victim_marks,
-                           instructor_marks)
+                           instructor_marks, gradebook)
     for twin in TWINS:
         write_notebook(scratch.course / "submitted" / f"t-{twin}" / ASSIGNMENT / NB, twin_notebook(twin))
     run = run_autograde(scratch.course)
@@ -77,7 +79,7 @@ def baseline(tmp_path_factory) -> Baseline:
     students = (*victims, *(f"t-{t}" for t in TWINS))
     results = {sid: load_results(scratch.course, sid) for sid in students}
     return Baseline(secret=secret, victims=victims, victim_marks=victim_marks, instructor_marks=instructor_marks,
-                    results=results, rows=gradebook_rows(scratch.course))
+                    results=results, rows=gradebook_rows(scratch.course), gradebook=gradebook)
 
 
 def test_baseline_twins_lose_points_and_victims_are_graded(baseline):
@@ -166,7 +168,7 @@ def _check_outputs(attack: Attack, scratch: Scratch, baseline: Baseline, attacke
 def run_attack(attack: Attack, baseline: Baseline, tmp_path: Path) -> list[str]:
     """Grade `attack` between two victims; every violation of the promises, in words."""
     scratch = make_scratch(tmp_path / "course", baseline.secret, baseline.victims, baseline.victim_marks,
-                           baseline.instructor_marks)
+                           baseline.instructor_marks, baseline.gradebook)
     course = scratch.course
     attacker = f"m-{attack.name}"
     token = "pwn" + secrets.token_hex(4)
