@@ -1,12 +1,22 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
+#
+# PYTHON is the interpreter the virtual environment is built from (default: python3). Each
+# interpreter gets its own environment folder, so `make test PYTHON=/usr/bin/python3.11` builds
+# and uses .venv-usr-bin-python3.11 beside the default .venv. VENV overrides the folder.
 PYTHON ?= python3
+ifeq ($(PYTHON),python3)
 VENV   ?= .venv
+else
+VENV   ?= .venv$(subst /,-,$(if $(filter /%,$(PYTHON)),,/)$(PYTHON))
+endif
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# release/validate: one assignment from course.yml (ASSIGNMENT=name), or every one when unset.
+ASSIGNMENT ?=
 # nbgrader shells out to alembic, and nbclient looks for the venv's kernel: the venv's bin goes first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test test-unprivileged venv release validate clean
+.PHONY: demo test test-unprivileged lint venv release validate clean
 
 venv: $(STAMP)
 
@@ -19,7 +29,11 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(VENV)/bin/course demo
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The sandbox and security tests as an unprivileged user (CI runs this as root after `make test`):
@@ -36,6 +50,7 @@ test-unprivileged:
 	mkdir -p $(CI_COPY)
 	find $(CI_COPY) -mindepth 1 -maxdepth 1 ! -name .venv-ci -exec rm -rf {} +
 	tar -c --exclude='./.venv*' --exclude=./.git --exclude=./.demo --exclude='__pycache__' \
+	    --exclude=./.mypy_cache --exclude=./.ruff_cache \
 	    --exclude=./gradebook.db --exclude=./autograded --exclude=./feedback . | tar -x -C $(CI_COPY)
 	chown -R $(CI_USER): $(CI_COPY)
 	cd / && runuser -u $(CI_USER) -- env PATH=/usr/local/bin:/usr/bin:/bin \
@@ -43,10 +58,10 @@ test-unprivileged:
 	    $(MAKE) -C $(CI_COPY) test PYTHON=$(CI_PYTHON) VENV=.venv-ci PYTEST_ARGS="$(UNPRIVILEGED_TESTS)"
 
 release: $(STAMP)
-	$(VENV)/bin/course release transformer-block
+	$(VENV)/bin/course release $(ASSIGNMENT)
 
 validate: $(STAMP)
-	$(VENV)/bin/course validate transformer-block
+	$(VENV)/bin/course validate $(ASSIGNMENT)
 
 clean:
-	rm -rf $(VENV) gradebook.db autograded feedback .demo
+	rm -rf $(VENV) .mypy_cache .ruff_cache gradebook.db autograded feedback .demo

@@ -11,25 +11,40 @@ import stat
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
-from .config import Course, load_course
+from .config import Assignment, Course, load_course
 from .errors import CourseError
 from .grading.results import SubmissionResult
+from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
 from .notebooks import RefusedFile, open_regular, read_regular, submission_entries
 
-RESULTS_READ_MAX_BYTES = 16 * 2**20   # a results.json larger than this is not ours: grade again
+if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
+    from .grading.engine import InstructorCode
+    from .release import ReleaseReport
+    from .sandbox.host import SandboxHost
+    from .validate import ValidationReport
 
 Log = Callable[[str], None]
+RESULTS_READ_MAX_BYTES = 16 * 2**20   # a results.json larger than this is not ours: grade again
 
 
 def _quiet(_: str) -> None:
     pass
 
 
-def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet):
+def assignment_names(course_dir: str | Path, assignment: str | None) -> list[str]:
+    """[assignment] when it is in course.yml, or every assignment's name when it is None."""
+    course = load_course(course_dir)
+    if assignment is not None:
+        return [course.assignment(assignment).name]
+    return [a.name for a in course.assignments]
+
+
+def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> ReleaseReport:
     from .release import release as run_release
 
     course = load_course(course_dir)
@@ -40,7 +55,7 @@ def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet):
     return report
 
 
-def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet):
+def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> ValidationReport:
     from .validate import validate as run_validate
 
     course = load_course(course_dir)
@@ -80,37 +95,38 @@ def submissions(course: Course, assignment: str, student: str | None = None) -> 
 
     A student folder or assignment folder that is a symbolic link is listed too (grading refuses
     it with a reason for that student); no link is followed here."""
-    base = course.root / "submitted"
+    layout = course.layout
     if student is not None:
-        folder = base / student / assignment
-        if not (os.path.lexists(folder) and os.path.lexists(base / student)):
-            raise CourseError(f"submitted/{student}/{assignment}: no such submission folder")
+        folder = layout.submission(student, assignment)
+        if not (os.path.lexists(folder) and os.path.lexists(folder.parent)):
+            raise CourseError(f"{layout.relative(folder)}: no such submission folder")
         return [(student, folder)]
+    base = layout.submitted_dir
     if not base.is_dir():
         return []
     out = []
     for name, mode in submission_entries(base):
         if name.startswith(".") or not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
             continue
-        if stat.S_ISLNK(mode) or os.path.lexists(base / name / assignment):
-            out.append((name, base / name / assignment))
+        folder = layout.submission(name, assignment)
+        if stat.S_ISLNK(mode) or os.path.lexists(folder):
+            out.append((name, folder))
     return out
 
 
 def _refusal(course: Course, folder: Path) -> str | None:
     """Why a submission folder cannot be graded (a symbolic link somewhere on its path), or None."""
-    rel = folder.relative_to(course.root)
-    student_dir = folder.parent
-    for path in (student_dir, folder):
+    relative = course.layout.relative
+    for path in (folder.parent, folder):
         try:
             mode = os.lstat(path).st_mode
         except OSError as exc:
-            return f"{path.relative_to(course.root)} could not be read ({exc.strerror})."
+            return f"{relative(path)} could not be read ({exc.strerror})."
         if stat.S_ISLNK(mode):
-            return (f"{path.relative_to(course.root)} is a symbolic link, not a folder, so {rel} was not "
+            return (f"{relative(path)} is a symbolic link, not a folder, so {relative(folder)} was not "
                     f"graded; submit real files and folders.")
         if not stat.S_ISDIR(mode):
-            return f"{path.relative_to(course.root)} is not a folder, so {rel} was not graded."
+            return f"{relative(path)} is not a folder, so {relative(folder)} was not graded."
     return None
 
 
@@ -156,14 +172,14 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         for sid, folder in todo:
             s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
             on_roster = sid in roster
-            out_dir = course.root / "autograded" / sid / a.name
             refusal = _refusal(course, folder)
             try:
                 key = "" if refusal else grading_key(version, submission_hash(folder), seed=s_seed,
                                                       on_roster=on_roster, isolation=layers)
             except Exception:  # noqa: BLE001 - an unreadable folder is graded (and explained) below
                 key = ""
-            previous = None if force or not key else _previous_result(out_dir / "results.json", key, sid, a.name)
+            stored = course.layout.results_json(sid, a.name)
+            previous = None if force or not key else _previous_result(stored, key, sid, a.name)
             if previous is not None:
                 result = previous
                 skipped.append(sid)
@@ -186,19 +202,21 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 + ("  GRADER ERROR" if result.state == "crashed" else "")
                 + (f"  {result.execution_time:.2f} s" if previous is None else "  (not graded again)"))
     return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=tuple(gradebook_errors),
-                       autograded_dir=course.root / "autograded", feedback_dir=course.root / "feedback",
+                       autograded_dir=course.layout.autograded_dir, feedback_dir=course.layout.feedback_dir,
                        seconds=round(time.perf_counter() - started, 2), skipped=tuple(skipped),
                        output_errors=tuple(output_errors))
 
 
-def _crashed(a, sid: str, s_seed: int, on_roster: bool, error: str, layers: tuple[str, ...]) -> SubmissionResult:
+def _crashed(a: Assignment, sid: str, s_seed: int, on_roster: bool, error: str,
+             layers: tuple[str, ...]) -> SubmissionResult:
     return SubmissionResult(
         student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
         problems=tuple(p.name for p in a.problems), isolation=layers,
         problem_points=tuple((p.name, p.points) for p in a.problems), error=error)
 
 
-def _refused(a, sid: str, s_seed: int, on_roster: bool, reason: str, layers: tuple[str, ...]) -> SubmissionResult:
+def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
+             layers: tuple[str, ...]) -> SubmissionResult:
     """A submission refused before anything of it ran (a link in place of its folder): 0, with the reason."""
     return SubmissionResult(
         student=sid, assignment=a.name, state="graded", seed=s_seed, on_roster=on_roster, notes=(reason,),
@@ -206,13 +224,13 @@ def _refused(a, sid: str, s_seed: int, on_roster: bool, reason: str, layers: tup
         problem_points=tuple((p.name, p.points) for p in a.problems))
 
 
-def _grade_one(course: Course, a, sid: str, folder: Path, s_seed: int, on_roster: bool, code, host,
-               layers: tuple[str, ...]) -> SubmissionResult:
+def _grade_one(course: Course, a: Assignment, sid: str, folder: Path, s_seed: int, on_roster: bool,
+               code: InstructorCode, host: SandboxHost, layers: tuple[str, ...]) -> SubmissionResult:
     from .grading.engine import grade_submission
 
     try:
         return grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster, host=host)
-    except Exception as exc:  # one student's notebook never stops the batch
+    except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
         return _crashed(a, sid, s_seed, on_roster,
                         f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}", layers)
 
@@ -277,27 +295,38 @@ def _previous_result(path: Path, key: str, sid: str, assignment: str) -> Submiss
     return result
 
 
-def _write_outputs(course: Course, a, sid: str, folder: Path, result: SubmissionResult, key: str, *,
+def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult, key: str, *,
                    fresh: bool, refused: bool) -> list[str]:
     """Write what the batch produces for one student; each step's failure is reported, none stops
     the batch. results.json comes last: its grading key marks the student as done."""
+    from .reporting.annotate import annotate_autograded
     from .reporting.feedback import feedback_filename, write_feedback
     from .reporting.results_json import write_results_json
 
-    errors = []
-    steps = []
+    layout = course.layout
+
+    def inside(path: Path) -> Path:        # the folder, created without going through any link
+        return _output_dir(course.root, *path.relative_to(course.root).parts)
+
+    def copy() -> None:
+        target = inside(layout.autograded(sid, a.name))
+        _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024))
+        annotate_autograded(result, a, target, layout.release(a.name))
+
+    def results() -> None:
+        inside(layout.autograded(sid, a.name))
+        write_results_json(result, layout.results_json(sid, a.name),
+                           grading_key=key if result.state == "graded" else None)
+
+    steps: list[tuple[str, Callable[[], object]]] = []
     if fresh and not refused:
-        steps.append(("copying the notebooks into autograded/",
-                      lambda: _copy_for_formgrader(folder, _output_dir(course.root, "autograded", sid, a.name),
-                                                   max_bytes=int(a.limits.notebook_mb * 1024 * 1024))))
-    feedback_dir = course.root / "feedback" / sid / a.name
-    if fresh or not (feedback_dir / feedback_filename(result)).is_file():
-        steps.append(("writing the feedback page",
-                      lambda: write_feedback(result, a, _output_dir(course.root, "feedback", sid, a.name))))
+        steps.append(("copying the notebooks into autograded/", copy))
+    feedback = layout.feedback(sid, a.name)
+    if fresh or not (feedback / feedback_filename(result)).is_file():
+        steps.append(("writing the feedback page", lambda: write_feedback(result, a, inside(feedback))))
     if fresh:
-        steps.append(("writing results.json",
-                      lambda: write_results_json(result, _output_dir(course.root, "autograded", sid, a.name)
-                                                 / "results.json", grading_key=key if result.state == "graded" else None)))
+        steps.append(("writing results.json", results))
+    errors = []
     for what, step in steps:
         try:
             step()
@@ -339,7 +368,8 @@ def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -
         try:
             if os.fstat(fd).st_size > max_bytes:
                 continue
-            tmp = tempfile.NamedTemporaryFile(dir=autograded, prefix=f".{name}.", suffix=".tmp", delete=False)
+            tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed into place or removed
+                dir=autograded, prefix=f".{name}.", suffix=".tmp", delete=False)
             try:
                 with tmp:
                     os.fchmod(tmp.fileno(), 0o644)
@@ -354,27 +384,18 @@ def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -
             os.close(fd)
 
 
-DEMO_PARTS = ("course.yml", "roster.csv", "nbgrader_config.py", "source", "release", "assignments")
-
-
 def prepare_demo(project_dir: str | Path, demo_dir: str | Path | None = None) -> Path:
     """A scratch course folder (default .demo/) holding the course and the bundled example submissions."""
     project = Path(project_dir).resolve()
-    demo = Path(demo_dir).resolve() if demo_dir else project / ".demo"
-    examples = project / "examples" / "submitted"
-    if not examples.is_dir():
-        raise CourseError(f"{examples}: no bundled example submissions")
+    demo = Path(demo_dir).resolve() if demo_dir else project / DEMO_DIR
+    examples = CourseLayout(project / EXAMPLES)
+    if not examples.submitted_dir.is_dir():
+        raise CourseError(f"{examples.submitted_dir}: no bundled example submissions")
     if demo.exists():
         shutil.rmtree(demo)
-    demo.mkdir(parents=True)
-    for part in DEMO_PARTS:
-        src = project / part
-        if src.is_dir():
-            shutil.copytree(src, demo / part, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.is_file():
-            shutil.copy2(src, demo / part)
-    shutil.copytree(examples, demo / "submitted")
-    roster_src = project / "examples" / "roster.csv"
+    copy_course(project, demo)
+    shutil.copytree(examples.submitted_dir, CourseLayout(demo).submitted_dir)
+    roster_src = examples.root / ROSTER_FILE
     if roster_src.is_file():
-        shutil.copy2(roster_src, demo / "roster.csv")
+        shutil.copy2(roster_src, demo / ROSTER_FILE)
     return demo

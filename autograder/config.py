@@ -1,64 +1,100 @@
-"""course.yml: parsed once into typed, validated, frozen objects.
+"""course.yml: declared once below, parsed once into typed, validated, frozen objects.
 
-Every error names the key path and what was expected, in one line:
+Each key is one `setting(...)` line on a dataclass: type (the annotation), default and help text.
+The reader, its one-line errors naming the key path and the reference page `docs/config.md`
+derive from these declarations (see `autograder.schema`):
+
     course.yml: assignments[0].problems.layer_norm.points: expected a positive number, got "ten"
-Unknown keys are errors.
+
+To add a key, add one field here, then regenerate the page: `python -m autograder.config > docs/config.md`.
 """
 from __future__ import annotations
 
+import csv
 import datetime as dt
-import math
-import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
+from . import schema
 from .errors import ConfigError
+from .layout import CONFIG_FILE, CourseLayout
+from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, POSITIVE, Scope, pattern, setting
 
-CONFIG_NAME = "course.yml"
+CONFIG_NAME = CONFIG_FILE
 DTYPES = ("float64", "float32")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+FOLDER_NAME = pattern("a folder-safe name (letters, digits, - _ .)", r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+IDENTIFIER = pattern("a Python identifier", r"[A-Za-z_][A-Za-z0-9_]*")
+NOTEBOOK_FILE = pattern("a notebook file name ending in .ipynb", r"[^/\\]+\.ipynb")
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    rtol: float
-    atol: float
+    """How close a student's output must be to the reference's: |actual - expected| <= atol + rtol * |expected|."""
+    rtol: float = setting(check=NON_NEGATIVE, help="relative tolerance")
+    atol: float = setting(check=NON_NEGATIVE, help="absolute tolerance")
+
+
+DEFAULT_TOLERANCES = {
+    "float64": Tolerance(rtol=1e-7, atol=1e-9),
+    "float32": Tolerance(rtol=1e-4, atol=1e-5),
+}
 
 
 @dataclass(frozen=True)
 class Limits:
-    cell_seconds: float = 30.0      # one notebook cell
-    total_seconds: float = 180.0    # all cells of one notebook
-    call_seconds: float = 10.0      # one call from a grader into student code
-    memory_mb: int = 2048           # address space of the student process
-    notebook_mb: float = 20.0       # a submitted notebook larger than this is not loaded
-    submission_seconds: float = 300.0   # wall clock for one submission: notebook runs, restarts and calls together
-    max_restarts: int = 5           # fresh processes after a call hung or crashed, per submission
-    return_mb: float = 16.0         # one value returned by a student function
-    output_kb: int = 8              # printed output kept per cell or call (the rest is dropped in the sandbox)
-    max_notes: int = 50             # notes about running the notebook kept per submission
-    processes: int = 64             # processes the student's code may have at once
-    scratch_mb: int = 64            # the private scratch folders (each problem's and the notebook's)
+    """What one student's notebook may use while it is graded."""
+    cell_seconds: float = setting(30.0, check=POSITIVE, help="wall-clock seconds for one notebook cell")
+    total_seconds: float = setting(180.0, check=POSITIVE, help="wall-clock seconds for all cells of one notebook")
+    call_seconds: float = setting(10.0, check=POSITIVE,
+                                  help="seconds for one call from a grader into a student function")
+    memory_mb: int = setting(2048, check=POSITIVE, help="address space of the student's process, in MB")
+    notebook_mb: float = setting(20.0, check=POSITIVE, help="a submitted notebook larger than this is not loaded")
+    submission_seconds: float = setting(300.0, check=POSITIVE,
+                                        help="wall clock for one submission: notebook runs, restarts and calls "
+                                             "together")
+    max_restarts: int = setting(5, check=NON_NEGATIVE,
+                                help="fresh processes after a call hung or crashed, per submission")
+    return_mb: float = setting(16.0, check=POSITIVE, help="the largest value a student function may return, in MB")
+    output_kb: int = setting(8, check=POSITIVE,
+                             help="printed output kept per cell or call, in KB (the rest is dropped in the sandbox)")
+    max_notes: int = setting(50, check=POSITIVE, help="notes about running the notebook kept per submission")
+    processes: int = setting(64, check=POSITIVE, help="processes the student's code may have at once")
+    scratch_mb: int = setting(64, check=POSITIVE,
+                              help="the private scratch folders (each problem's and the notebook's), in MB")
 
 
 @dataclass(frozen=True)
 class LatePolicy:
-    grace_minutes: float = 0.0
-    penalty_per_day: float = 0.0    # fraction of the score lost per started late day
-    max_late_days: float | None = None  # later than this scores 0; None: no cut-off
+    """How lateness (nbgrader's `timestamp.txt` against the due date) costs points."""
+    grace_minutes: float = setting(0.0, check=NON_NEGATIVE, help="minutes after `due` that still count as on time")
+    penalty_per_day: float = setting(0.0, check=FRACTION, help="share of the score lost per started late day")
+    max_late_days: float | None = setting(None, check=NON_NEGATIVE,
+                                          help="later than this many days scores 0; unset: no cut-off")
+
+
+def _problem_notebook(value: str, path: str, scope: Scope) -> None:
+    notebooks = scope["notebooks"]
+    if value not in notebooks:
+        raise ConfigError(f"{path}: expected one of the assignment's notebooks ({', '.join(notebooks)}), "
+                          f"got {schema.show(value)}")
 
 
 @dataclass(frozen=True)
 class Problem:
-    name: str                       # the student function, e.g. "layer_norm"
-    points: float
-    grade_id: str                   # nbgrader grade cell of this problem
-    notebook: str                   # file name of the notebook that defines it
-    tolerances: dict[str, Tolerance]  # by dtype name, defaults merged in
+    """One student function, graded by `assignments/<package>/graders/test_<problem>.py`."""
+    name: str = setting(check=IDENTIFIER, help="the student function, e.g. `layer_norm`")
+    points: float = setting(check=POSITIVE, help="the problem's points, shared among its graders' tests")
+    grade_id: str = setting(check=FOLDER_NAME, derive=lambda s: f"test_{s['name']}", default_doc="`test_<problem>`",
+                            help="the nbgrader grade cell that holds the problem's score in the gradebook")
+    notebook: str = setting(derive=lambda s: s["notebooks"][0], default_doc="the assignment's first notebook",
+                            check_scope=_problem_notebook, help="the notebook that defines the function")
+    tolerances: dict[str, Tolerance] = setting(
+        keys=DTYPES, derive=lambda s: s["defaults"].tolerances, default_doc="`defaults.tolerances`",
+        help="numeric agreement with the reference, by the dtype of the input; unset keys inherit the defaults")
 
     def tolerance(self, dtype: Any) -> Tolerance:
         import numpy as np
@@ -67,15 +103,44 @@ class Problem:
         return self.tolerances.get(name, self.tolerances["float64"])
 
 
+def _notebooks_exist(value: tuple[str, ...], path: str, scope: Scope) -> None:
+    layout = CourseLayout(scope["root"])
+    for i, name in enumerate(value):
+        source = layout.source(scope["name"]) / name
+        if not source.is_file():
+            raise ConfigError(f"{path}[{i}]: source notebook {layout.relative(source)} does not exist")
+
+
+def _package_exists(value: str, path: str, scope: Scope) -> None:
+    layout = CourseLayout(scope["root"])
+    if not layout.package(value).is_dir():
+        raise ConfigError(f"{path}: folder {layout.relative(layout.package(value))} does not exist")
+
+
+def _grade_ids_unique(value: tuple[Problem, ...], path: str, scope: Scope) -> None:
+    owner: dict[str, str] = {}
+    for p in value:
+        if p.grade_id in owner:
+            raise ConfigError(f"{path}.{p.name}.grade_id: {p.grade_id!r} is already used by problem "
+                              f"{owner[p.grade_id]!r}")
+        owner[p.grade_id] = p.name
+
+
 @dataclass(frozen=True)
 class Assignment:
-    name: str                       # folder name under source/, release/, submitted/<student>/
-    package: str                    # assignments/<package>/: reference and graders
-    notebooks: tuple[str, ...]
-    problems: tuple[Problem, ...]
-    limits: Limits
-    due: dt.datetime | None = None
-    late_policy: LatePolicy = LatePolicy()
+    """One assignment: its notebooks, problems, limits and due date."""
+    name: str = setting(check=FOLDER_NAME, help="the folder name under source/, release/ and submitted/<student>/")
+    package: str = setting(check=IDENTIFIER, derive=lambda s: s["name"].replace("-", "_"),
+                           default_doc="the name with - as _", check_scope=_package_exists,
+                           help="`assignments/<package>/`: the reference, mistakes catalogue and graders")
+    notebooks: tuple[str, ...] = setting(check=NON_EMPTY, item_check=NOTEBOOK_FILE, check_scope=_notebooks_exist,
+                                         help="the notebook files students submit, in source/<name>/")
+    problems: tuple[Problem, ...] = setting(keyed_by="name", check_scope=_grade_ids_unique,
+                                            help="one entry per student function, in the order reports list them")
+    limits: Limits = setting(derive=lambda s: s["defaults"].limits, default_doc="`defaults.limits`",
+                             help="limits for this assignment; unset keys inherit the defaults")
+    due: dt.datetime | None = setting(None, help="the deadline (no timezone: UTC); unset: nothing is late")
+    late_policy: LatePolicy = setting(LatePolicy(), help="what lateness costs")
 
     @property
     def max_score(self) -> float:
@@ -89,14 +154,54 @@ class Assignment:
 
 
 @dataclass(frozen=True)
+class Defaults:
+    """Settings every assignment and problem inherits unless it sets its own."""
+    tolerances: dict[str, Tolerance] = setting(factory=lambda: dict(DEFAULT_TOLERANCES), keys=DTYPES,
+                                               help="numeric agreement with the reference, by dtype")
+    limits: Limits = setting(Limits(), help="what a student's notebook may use")
+
+
+def _names_unique(value: tuple[Assignment, ...], path: str, scope: Scope) -> None:
+    names = [a.name for a in value]
+    for i, n in enumerate(names):
+        if n in names[:i]:
+            raise ConfigError(f"{path}[{i}].name: {n!r} is used twice")
+
+
+def _gradebook_url(url: str, scope: Scope) -> str:
+    """A relative SQLite path starts at the course folder."""
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        return f"sqlite:///{(Path(scope['root']) / url[len('sqlite:///'):]).resolve()}"
+    return url
+
+
+def _in_course(path: Path | None, scope: Scope) -> Path | None:
+    """A relative path starts at the course folder."""
+    return None if path is None else Path(scope["root"]) / path
+
+
+@dataclass(frozen=True, kw_only=True)
 class Course:
-    root: Path
-    name: str
-    course_id: str
-    assignments: tuple[Assignment, ...]
-    roster_file: Path | None
-    gradebook_url: str
-    secret_file: Path
+    """The course: the top level of course.yml."""
+    root: Path                      # the course folder (not a key: where course.yml was found)
+    name: str = setting(help="the course's title")
+    course_id: str = setting("course", check=FOLDER_NAME, help="nbgrader's course id")
+    assignments: tuple[Assignment, ...] = setting(check=NON_EMPTY, check_scope=_names_unique,
+                                                  help="the assignments, each a mapping (see below)")
+    roster_file: Path | None = setting(None, key="roster", resolve=_in_course,
+                                       help="CSV with an `id` column (`first_name`, `last_name`, `email` optional), "
+                                            "or one student id per line")
+    gradebook_url: str = setting("sqlite:///gradebook.db", key="gradebook", resolve=_gradebook_url,
+                                 help="nbgrader's gradebook: any SQLAlchemy URL; a relative SQLite path starts at "
+                                      "the course folder")
+    secret_file: Path = setting(Path(".course_secret"), resolve=_in_course,
+                                help="seeds each student's hidden inputs; created on the first autograde, "
+                                     "never committed")
+    defaults: Defaults = setting(Defaults(), help="what assignments and problems inherit unless they set their own")
+
+    @property
+    def layout(self) -> CourseLayout:
+        return CourseLayout(self.root)
 
     def assignment(self, name: str) -> Assignment:
         for a in self.assignments:
@@ -111,275 +216,32 @@ class Course:
             return ()
         if not self.roster_file.exists():
             raise ConfigError(f"{CONFIG_NAME}: roster: file {self.roster_file} does not exist")
-        import csv
-
         text = self.roster_file.read_text(encoding="utf-8")
         lines = [ln for ln in text.splitlines() if ln.strip()]
-        if lines and "," in lines[0] or (lines and lines[0].strip() == "id"):
+        if lines and ("," in lines[0] or lines[0].strip() == "id"):
             rows = list(csv.DictReader(lines))
             if rows and "id" not in rows[0]:
                 raise ConfigError(f"{self.roster_file.name}: expected an 'id' column in the header")
-            return tuple(r["id"].strip() for r in rows if r.get("id", "").strip())
+            return tuple(r["id"].strip() for r in rows if (r.get("id") or "").strip())
         return tuple(ln.strip() for ln in lines)
 
-    def source_dir(self, assignment: str) -> Path:
-        return self.root / "source" / assignment
 
-    def release_dir(self, assignment: str) -> Path:
-        return self.root / "release" / assignment
-
-    def package_dir(self, assignment: Assignment) -> Path:
-        return self.root / "assignments" / assignment.package
-
-
-# --------------------------------------------------------------------------- parsing helpers
-
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return f'"{value}"'
-    if value is None:
-        return "nothing"
-    if isinstance(value, (dict, list)):
-        return f"a {'mapping' if isinstance(value, dict) else 'list'}"
-    return repr(value)
-
-
-class _Reader:
-    """Walks one mapping, recording which keys were read, so leftovers are reported as unknown."""
-
-    def __init__(self, data: Any, path: str):
-        if not isinstance(data, dict):
-            raise ConfigError(f"{CONFIG_NAME}: {path or 'top level'}: expected a mapping, got {_show(data)}")
-        self.data = data
-        self.path = path
-        self.seen: set[str] = set()
-
-    def key(self, name: str) -> str:
-        return f"{self.path}.{name}" if self.path else name
-
-    def get(self, name: str, parse: Callable[[Any, str], Any], default: Any = ..., ) -> Any:
-        self.seen.add(name)
-        if name not in self.data or self.data[name] is None and default is not ...:
-            if default is ...:
-                raise ConfigError(f"{CONFIG_NAME}: {self.key(name)}: missing (required)")
-            return default
-        return parse(self.data[name], self.key(name))
-
-    def finish(self, allowed_extra: tuple[str, ...] = ()) -> None:
-        unknown = [k for k in self.data if k not in self.seen and k not in allowed_extra]
-        if unknown:
-            known = ", ".join(sorted(self.seen))
-            raise ConfigError(f"{CONFIG_NAME}: {self.key(str(unknown[0]))}: unknown key (expected one of: {known})")
-
-
-def _str(value: Any, path: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{CONFIG_NAME}: {path}: expected a non-empty string, got {_show(value)}")
-    return value
-
-
-def _name(value: Any, path: str) -> str:
-    value = _str(value, path)
-    if not NAME_RE.match(value):
-        raise ConfigError(f"{CONFIG_NAME}: {path}: expected a folder-safe name (letters, digits, - _ .), got {_show(value)}")
-    return value
-
-
-def _ident(value: Any, path: str) -> str:
-    value = _str(value, path)
-    if not IDENT_RE.match(value):
-        raise ConfigError(f"{CONFIG_NAME}: {path}: expected a Python identifier, got {_show(value)}")
-    return value
-
-
-def _number(value: Any, path: str, *, positive: bool = False, nonnegative: bool = False) -> float:
-    what = "a positive number" if positive else "a number >= 0" if nonnegative else "a number"
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{CONFIG_NAME}: {path}: expected {what}, got {_show(value)}")
-    if positive and value <= 0 or nonnegative and value < 0:
-        raise ConfigError(f"{CONFIG_NAME}: {path}: expected {what}, got {_show(value)}")
-    return float(value)
-
-
-def _positive(value: Any, path: str) -> float:
-    return _number(value, path, positive=True)
-
-
-def _nonnegative(value: Any, path: str) -> float:
-    return _number(value, path, nonnegative=True)
-
-
-def _datetime(value: Any, path: str) -> dt.datetime:
-    if isinstance(value, dt.datetime):
-        parsed = value
-    elif isinstance(value, dt.date):
-        parsed = dt.datetime.combine(value, dt.time(23, 59, 59))
-    elif isinstance(value, str):
-        try:
-            parsed = dt.datetime.fromisoformat(value)
-        except ValueError:
-            raise ConfigError(f"{CONFIG_NAME}: {path}: expected an ISO date-time like 2026-12-14T23:59:00+00:00, got {_show(value)}") from None
-    else:
-        raise ConfigError(f"{CONFIG_NAME}: {path}: expected an ISO date-time like 2026-12-14T23:59:00+00:00, got {_show(value)}")
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed
-
-
-def _list_of(parse: Callable[[Any, str], Any]) -> Callable[[Any, str], tuple]:
-    def inner(value: Any, path: str) -> tuple:
-        if not isinstance(value, list) or not value:
-            raise ConfigError(f"{CONFIG_NAME}: {path}: expected a non-empty list, got {_show(value)}")
-        return tuple(parse(item, f"{path}[{i}]") for i, item in enumerate(value))
-    return inner
-
-
-def _tolerance(value: Any, path: str, base: Tolerance | None = None) -> Tolerance:
-    r = _Reader(value, path)
-    rtol = r.get("rtol", _nonnegative, base.rtol if base else ...)
-    atol = r.get("atol", _nonnegative, base.atol if base else ...)
-    r.finish()
-    return Tolerance(rtol=rtol, atol=atol)
-
-
-def _tolerances(value: Any, path: str, base: dict[str, Tolerance]) -> dict[str, Tolerance]:
-    r = _Reader(value, path)
-    out = dict(base)
-    for dtype in DTYPES:
-        out[dtype] = r.get(dtype, lambda v, p, d=dtype: _tolerance(v, p, base.get(d)), base.get(dtype, ...) if base else ...)
-    r.finish()
-    return out
-
-
-def _limits(value: Any, path: str, base: Limits) -> Limits:
-    r = _Reader(value, path)
-    limits = Limits(
-        cell_seconds=r.get("cell_seconds", _positive, base.cell_seconds),
-        total_seconds=r.get("total_seconds", _positive, base.total_seconds),
-        call_seconds=r.get("call_seconds", _positive, base.call_seconds),
-        memory_mb=int(r.get("memory_mb", _positive, base.memory_mb)),
-        notebook_mb=r.get("notebook_mb", _positive, base.notebook_mb),
-        submission_seconds=r.get("submission_seconds", _positive, base.submission_seconds),
-        max_restarts=int(r.get("max_restarts", _nonnegative, base.max_restarts)),
-        return_mb=r.get("return_mb", _positive, base.return_mb),
-        output_kb=int(r.get("output_kb", _nonnegative, base.output_kb)),
-        max_notes=int(r.get("max_notes", _positive, base.max_notes)),
-        processes=int(r.get("processes", _positive, base.processes)),
-        scratch_mb=int(r.get("scratch_mb", _positive, base.scratch_mb)),
-    )
-    r.finish()
-    return limits
-
-
-def _late_policy(value: Any, path: str) -> LatePolicy:
-    r = _Reader(value, path)
-    policy = LatePolicy(
-        grace_minutes=r.get("grace_minutes", _nonnegative, 0.0),
-        penalty_per_day=r.get("penalty_per_day", _nonnegative, 0.0),
-        max_late_days=r.get("max_late_days", _nonnegative, None),
-    )
-    if policy.penalty_per_day > 1:
-        raise ConfigError(f"{CONFIG_NAME}: {path}.penalty_per_day: expected a fraction between 0 and 1, got {policy.penalty_per_day!r}")
-    r.finish()
-    return policy
-
-
-DEFAULT_TOLERANCES = {
-    "float64": Tolerance(rtol=1e-7, atol=1e-9),
-    "float32": Tolerance(rtol=1e-4, atol=1e-5),
-}
-
-
-def _assignment(value: Any, path: str, root: Path, tolerances: dict[str, Tolerance], limits: Limits) -> Assignment:
-    r = _Reader(value, path)
-    name = r.get("name", _name)
-    package = r.get("package", _ident, name.replace("-", "_"))
-    notebooks = r.get("notebooks", _list_of(_str))
-    for i, nb in enumerate(notebooks):
-        if not nb.endswith(".ipynb") or "/" in nb or "\\" in nb:
-            raise ConfigError(f"{CONFIG_NAME}: {path}.notebooks[{i}]: expected a notebook file name ending in .ipynb, got {_show(nb)}")
-        source = root / "source" / name / nb
-        if not source.is_file():
-            raise ConfigError(f"{CONFIG_NAME}: {path}.notebooks[{i}]: source notebook {source.relative_to(root)} does not exist")
-    limits = r.get("limits", lambda v, p: _limits(v, p, limits), limits)
-    due = r.get("due", _datetime, None)
-    late = r.get("late_policy", _late_policy, LatePolicy())
-
-    r.seen.add("problems")
-    raw = r.data.get("problems")
-    ppath = f"{path}.problems"
-    if raw is None:
-        raise ConfigError(f"{CONFIG_NAME}: {ppath}: missing (required)")
-    if not isinstance(raw, dict) or not raw:
-        raise ConfigError(f"{CONFIG_NAME}: {ppath}: expected a mapping of problem name to settings, got {_show(raw)}")
-    problems = []
-    grade_ids: dict[str, str] = {}
-    for pname, pvalue in raw.items():
-        pkey = f"{ppath}.{pname}"
-        _ident(pname, pkey)
-        pr = _Reader(pvalue if pvalue is not None else {}, pkey)
-        points = pr.get("points", _positive)
-        grade_id = pr.get("grade_id", _name, f"test_{pname}")
-        notebook = pr.get("notebook", _str, notebooks[0])
-        if notebook not in notebooks:
-            raise ConfigError(f"{CONFIG_NAME}: {pkey}.notebook: expected one of the assignment's notebooks ({', '.join(notebooks)}), got {_show(notebook)}")
-        tols = pr.get("tolerances", lambda v, p: _tolerances(v, p, tolerances), tolerances)
-        pr.finish()
-        if grade_id in grade_ids:
-            raise ConfigError(f"{CONFIG_NAME}: {pkey}.grade_id: {grade_id!r} is already used by problem {grade_ids[grade_id]!r}")
-        grade_ids[grade_id] = pname
-        problems.append(Problem(name=pname, points=points, grade_id=grade_id, notebook=notebook, tolerances=tols))
-    r.finish()
-    pkg = root / "assignments" / package
-    if not pkg.is_dir():
-        raise ConfigError(f"{CONFIG_NAME}: {path}.package: folder assignments/{package} does not exist")
-    return Assignment(name=name, package=package, notebooks=notebooks, problems=tuple(problems),
-                      limits=limits, due=due, late_policy=late)
-
+# --------------------------------------------------------------------------- reading and describing
 
 def parse_course(data: Any, root: Path) -> Course:
     """Validate the loaded YAML of course.yml (rooted at `root`) into a Course."""
-    r = _Reader(data if data is not None else {}, "")
-    name = r.get("name", _str)
-    course_id = r.get("course_id", _name, "course")
-    roster = r.get("roster", _str, None)
-    gradebook = r.get("gradebook", _str, "sqlite:///gradebook.db")
-    secret = r.get("secret_file", _str, ".course_secret")
-
-    defaults = r.get("defaults", lambda v, p: v, {})
-    dr = _Reader(defaults, "defaults")
-    tolerances = dr.get("tolerances", lambda v, p: _tolerances(v, p, DEFAULT_TOLERANCES), DEFAULT_TOLERANCES)
-    limits = dr.get("limits", lambda v, p: _limits(v, p, Limits()), Limits())
-    dr.finish()
-
-    raw = r.get("assignments", lambda v, p: v)
-    if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"{CONFIG_NAME}: assignments: expected a non-empty list, got {_show(raw)}")
-    assignments = tuple(_assignment(a, f"assignments[{i}]", root, tolerances, limits) for i, a in enumerate(raw))
-    names = [a.name for a in assignments]
-    for i, n in enumerate(names):
-        if n in names[:i]:
-            raise ConfigError(f"{CONFIG_NAME}: assignments[{i}].name: {n!r} is used twice")
-    r.finish()
-
-    if gradebook.startswith("sqlite:///") and not gradebook.startswith("sqlite:////"):
-        rel = gradebook[len("sqlite:///"):]
-        gradebook = f"sqlite:///{(root / rel).resolve()}"
-    return Course(
-        root=root,
-        name=name,
-        course_id=course_id,
-        assignments=assignments,
-        roster_file=(root / roster) if roster else None,
-        gradebook_url=gradebook,
-        secret_file=root / secret,
-    )
+    try:
+        course = schema.read(Course, data if data is not None else {}, given={"root": root})
+    except ConfigError as exc:
+        raise ConfigError(f"{CONFIG_NAME}: {exc}") from None
+    assert isinstance(course, Course)
+    return course
 
 
 def load_course(course_dir: str | Path = ".") -> Course:
     """Read and validate DIR/course.yml."""
     root = Path(course_dir).resolve()
-    path = root / CONFIG_NAME
+    path = CourseLayout(root).config
     if not path.is_file():
         raise ConfigError(f"{path}: not found (run from the course folder or pass --course-dir)")
     try:
@@ -390,3 +252,19 @@ def load_course(course_dir: str | Path = ".") -> Course:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{CONFIG_NAME}:{where}: not valid YAML ({problem})") from None
     return parse_course(data, root)
+
+
+def reference() -> str:
+    """The Markdown reference of every course.yml key (docs/config.md)."""
+    return schema.reference(Course, title="course.yml reference", intro=f"""
+Every key of `course.yml`, generated from the declarations in `autograder/config.py`
+(`python -m autograder.config > docs/config.md`; a test fails when this page is out of date).
+Keys not listed here are errors, and so is a value of the wrong type: `course` names the key path
+in one line, e.g. `course.yml: assignments[0].limits.cell_seconds: expected a positive number, got -1`.
+A key left out, or set to nothing (`key:` or `key: null`), takes its default; a mapping given in
+part keeps the defaults of the keys it leaves out. Dtype keys: {", ".join(DTYPES)}.
+""")
+
+
+if __name__ == "__main__":
+    sys.stdout.write(reference())

@@ -91,7 +91,7 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
         os.close(fd)
 
 
-def hash_regular(path: Path, digest: "hashlib._Hash") -> None:
+def hash_regular(path: Path, digest: hashlib._Hash) -> None:
     """Feed the regular file `path` into `digest` in chunks (see open_regular)."""
     fd = open_regular(path)
     try:
@@ -139,7 +139,6 @@ _DEF = re.compile(r"^(?:async\s+)?(def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MU
 class CodeCell:
     index: int                  # position among all cells of the notebook (0-based, markdown included)
     source: str
-    grade_id: str | None = None  # nbgrader grade id from the cell's metadata, if any
     label: str = ""             # how a student finds it: "the 3rd code cell (`def layer_norm`)"
 
 
@@ -239,10 +238,7 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
         if src is None:
             skipped += 1
             continue
-        meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
-        nbg = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
-        gid = nbg.get("grade_id") if isinstance(nbg.get("grade_id"), str) else None
-        cells.append(CodeCell(index=i, source=src, grade_id=gid, label=cell_label(number, src)))
+        cells.append(CodeCell(index=i, source=src, label=cell_label(number, src)))
     if skipped:
         notes.append(f"{name}: {skipped} code cell(s) had malformed source and were skipped.")
     if not cells:
@@ -250,7 +246,8 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
     return LoadedNotebook(path=path, cells=tuple(cells), notes=tuple(notes), readable=bool(cells))
 
 
-def find_submission_notebooks(folder: Path, expected: tuple[str, ...]) -> tuple[dict[str, Path | None], tuple[str, ...]]:
+def find_submission_notebooks(folder: Path,
+                              expected: tuple[str, ...]) -> tuple[dict[str, Path | None], tuple[str, ...]]:
     """Match the notebooks in a submission folder to the assignment's expected names.
 
     Returns ({expected name: path or None}, notes). A single notebook under another name stands in
@@ -270,8 +267,9 @@ def find_submission_notebooks(folder: Path, expected: tuple[str, ...]) -> tuple[
         elif path in present:
             found[name] = path
         elif len(expected) == 1 and len(unmatched) == 1:
-            found[name] = unmatched.pop()
-            notes.append(f"Expected {name}; graded {found[name].name} instead (please keep the file name).")
+            stand_in = unmatched.pop()
+            found[name] = stand_in
+            notes.append(f"Expected {name}; graded {stand_in.name} instead (please keep the file name).")
         else:
             found[name] = None
             notes.append(f"{name} was not submitted.")

@@ -7,16 +7,17 @@ notebook stores outputs, or if a released notebook imports the instructor-only `
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .config import Assignment, Course
 from .errors import ReleaseError
+from .text import truncate
+from .toolpath import tool, tool_env
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS",
            "BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
@@ -30,36 +31,27 @@ class ReleaseReport:
     checked_lines: int               # instructor-only lines looked for in release/
 
 
-def venv_bin() -> str:
-    return str(Path(sys.executable).parent)
-
-
-def tool_env() -> dict[str, str]:
-    """The environment for nbgrader and kernels: this interpreter's bin first on PATH (alembic)."""
-    env = dict(os.environ)
-    env["PATH"] = venv_bin() + os.pathsep + env.get("PATH", "")
-    return env
-
-
-def nbgrader(course: Course, *args: str) -> subprocess.CompletedProcess:
+def nbgrader(course: Course, *args: str) -> subprocess.CompletedProcess[str]:
     """Run an nbgrader command for this course (its root and gradebook URL set explicitly)."""
-    exe = Path(venv_bin()) / "nbgrader"
-    cmd = [str(exe) if exe.exists() else "nbgrader", *args,
+    cmd = [tool("nbgrader"), *args,
            f"--CourseDirectory.root={course.root}",
            f"--CourseDirectory.db_url={course.gradebook_url}"]
     return subprocess.run(cmd, cwd=course.root, env=tool_env(), capture_output=True, text=True)
 
 
-def _cells(path: Path) -> list[dict]:
+def _cells(path: Path) -> list[dict[str, Any]]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["cells"]
-    except (OSError, ValueError, KeyError) as exc:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ReleaseError(f"{path}: not a readable notebook ({exc})") from None
+    if not isinstance(cells, list):
+        raise ReleaseError(f"{path}: not a readable notebook (cells is not a list)")
+    return [c for c in cells if isinstance(c, dict)]
 
 
-def _src(cell: dict) -> str:
+def _src(cell: dict[str, Any]) -> str:
     s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else s
+    return "".join(s) if isinstance(s, list) else str(s)
 
 
 def instructor_only_lines(source_nb: Path) -> set[str]:
@@ -92,10 +84,10 @@ def instructor_only_lines(source_nb: Path) -> set[str]:
 
 def leak_check(course: Course, assignment: Assignment) -> int:
     """Raise ReleaseError naming the notebook and cell of the first leak; return lines checked."""
-    release = course.release_dir(assignment.name)
+    release = course.layout.release(assignment.name)
     checked = 0
     for name in assignment.notebooks:
-        source_nb = course.source_dir(assignment.name) / name
+        source_nb = course.layout.source(assignment.name) / name
         released = release / name
         if not released.is_file():
             raise ReleaseError(f"{released.relative_to(course.root)}: missing after release")
@@ -111,7 +103,7 @@ def leak_check(course: Course, assignment: Assignment) -> int:
                 raise ReleaseError(f"{rel}: cell {i} imports the instructor-only `assignments` package")
             for line in text.splitlines():
                 if line.strip() in secret:
-                    raise ReleaseError(f"{rel}: cell {i} leaks an instructor-only line: {line.strip()[:80]!r}")
+                    raise ReleaseError(f"{rel}: cell {i} leaks an instructor-only line: {truncate(line.strip(), 80)!r}")
             if cell.get("outputs"):
                 raise ReleaseError(f"{rel}: cell {i} stores outputs; release notebooks must be clean")
     for extra in release.rglob("*"):
@@ -123,14 +115,16 @@ def leak_check(course: Course, assignment: Assignment) -> int:
 def release(course: Course, assignment: Assignment) -> ReleaseReport:
     """Generate release/<assignment>/ from source/<assignment>/ with nbgrader, then check for leaks."""
     for name in assignment.notebooks:
-        if not (course.source_dir(assignment.name) / name).is_file():
-            raise ReleaseError(f"source/{assignment.name}/{name}: not found")
-    target = course.release_dir(assignment.name)
+        source_nb = course.layout.source(assignment.name) / name
+        if not source_nb.is_file():
+            raise ReleaseError(f"{course.layout.relative(source_nb)}: not found")
+    target = course.layout.release(assignment.name)
     proc = nbgrader(course, "generate_assignment", assignment.name, "--force")
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
         errors = [ln for ln in lines if "[ERROR]" in ln or "Error" in ln] or lines
-        raise ReleaseError(f"nbgrader generate_assignment {assignment.name} failed: {errors[-1].strip() if errors else 'no output'}")
+        why = errors[-1].strip() if errors else "no output"
+        raise ReleaseError(f"nbgrader generate_assignment {assignment.name} failed: {why}")
     try:
         checked = leak_check(course, assignment)
     except ReleaseError:

@@ -15,7 +15,8 @@ from nbclient import NotebookClient
 
 from .config import Assignment, Course
 from .errors import CourseError
-from .release import tool_env
+from .text import truncate
+from .toolpath import tools_on_path
 
 
 @dataclass(frozen=True)
@@ -53,28 +54,24 @@ def execute_notebook(path: Path, *, timeout: float) -> NotebookRun:
     import time
 
     nb = nbformat.read(path, as_version=4)
-    old_path = os.environ.get("PATH", "")
-    os.environ["PATH"] = tool_env()["PATH"]      # the kernel is this venv's python
     started = time.perf_counter()
-    try:
-        with tempfile.TemporaryDirectory(prefix="course-validate-") as cwd:
-            # IPC sockets in a private folder: no TCP ports, no "unencrypted TCP" warnings.
-            km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(cwd, "kernel"))
-            client = NotebookClient(nb, km=km, timeout=int(timeout), kernel_name="python3",
-                                    allow_errors=True, resources={"metadata": {"path": cwd}})
-            try:
-                client.execute()
-            finally:
-                if km.has_kernel:
-                    km.shutdown_kernel(now=True)
-    finally:
-        os.environ["PATH"] = old_path
+    # The kernel is this environment's python; IPC sockets in a private folder: no TCP ports,
+    # no "unencrypted TCP" warnings.
+    with tools_on_path(), tempfile.TemporaryDirectory(prefix="course-validate-") as cwd:
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(cwd, "kernel"))
+        client = NotebookClient(nb, km=km, timeout=int(timeout), kernel_name="python3",
+                                allow_errors=True, resources={"metadata": {"path": cwd}})
+        try:
+            client.execute()
+        finally:
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
     errors = []
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-                errors.append(CellError(i, out.get("ename", "?"), out.get("evalue", "")[:200], gid))
+                errors.append(CellError(i, out.get("ename", "?"), truncate(str(out.get("evalue", "")), 200), gid))
     return NotebookRun(path=path, cells=len(nb.cells), errors=tuple(errors),
                        seconds=round(time.perf_counter() - started, 2))
 
@@ -95,11 +92,12 @@ def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], l
 def validate(course: Course, assignment: Assignment) -> ValidationReport:
     problems: list[str] = []
     timeout = max(assignment.limits.cell_seconds, 60)
-    source_nbs = [course.source_dir(assignment.name) / n for n in assignment.notebooks]
-    release_nbs = [course.release_dir(assignment.name) / n for n in assignment.notebooks]
+    source_nbs = [course.layout.source(assignment.name) / n for n in assignment.notebooks]
+    release_nbs = [course.layout.release(assignment.name) / n for n in assignment.notebooks]
     for nb in release_nbs:
         if not nb.is_file():
-            raise CourseError(f"{nb.relative_to(course.root)}: not found (run `course release {assignment.name}` first)")
+            raise CourseError(f"{course.layout.relative(nb)}: not found "
+                              f"(run `course release {assignment.name}` first)")
 
     source_runs = tuple(execute_notebook(nb, timeout=timeout) for nb in source_nbs)
     for run in source_runs:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,14 +15,16 @@ import nbformat
 import pytest
 import yaml
 
-from conftest import ROOT, copy_course
+from autograder.layout import CourseLayout
+from autograder.toolpath import tool, tool_env
+from conftest import PROJECT, ROOT, copy_course
 
 pytestmark = pytest.mark.slow
 
 ASSIGNMENT = "transformer-block"
 NB = "transformer-block.ipynb"
-CORPUS = ROOT / "tests" / "corpus"
-EXPECTED = json.loads((CORPUS / "expected.json").read_text())
+CORPUS = CourseLayout(ROOT / "tests" / "corpus")
+EXPECTED = json.loads((CORPUS.root / "expected.json").read_text())
 NOT_ON_ROSTER = "stranger"
 
 
@@ -32,39 +33,38 @@ def _digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _add_big_cases(submitted: Path) -> None:
+def _add_big_cases(course: CourseLayout) -> None:
     """Cases too big to commit: megabytes of stored output (under the limit) and a notebook over it."""
-    correct = nbformat.read(submitted / "correct" / ASSIGNMENT / NB, as_version=4)
+    correct = nbformat.read(course.submission("correct", ASSIGNMENT) / NB, as_version=4)
     big = nbformat.from_dict(json.loads(json.dumps(correct)))
     first_code = next(c for c in big.cells if c.cell_type == "code")
     first_code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="0123456789" * 400_000)]
-    (submitted / "huge_outputs" / ASSIGNMENT).mkdir(parents=True)
-    nbformat.write(big, submitted / "huge_outputs" / ASSIGNMENT / NB)
+    course.submission("huge_outputs", ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(big, course.submission("huge_outputs", ASSIGNMENT) / NB)
     first_code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="0123456789" * 1_200_000)]
-    (submitted / "oversize" / ASSIGNMENT).mkdir(parents=True)
-    nbformat.write(big, submitted / "oversize" / ASSIGNMENT / NB)
-    shutil.copytree(submitted / "correct", submitted / NOT_ON_ROSTER)
+    course.submission("oversize", ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(big, course.submission("oversize", ASSIGNMENT) / NB)
+    for student in (NOT_ON_ROSTER, "late"):
+        shutil.copytree(course.submission("correct", ASSIGNMENT), course.submission(student, ASSIGNMENT))
     # nbgrader's timestamp.txt: due 2026-12-14 23:59 UTC + 15 min grace; 1 day 12 h late -> 2 days -> 20 %
-    shutil.copytree(submitted / "correct", submitted / "late")
-    (submitted / "late" / ASSIGNMENT / "timestamp.txt").write_text("2026-12-16 12:00:00.000000 UTC")
+    (course.submission("late", ASSIGNMENT) / "timestamp.txt").write_text("2026-12-16 12:00:00.000000 UTC")
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = copy_course(tmp_path_factory.mktemp("corpus") / "course")
-    config = yaml.safe_load((course / "course.yml").read_text())
+    course = CourseLayout(copy_course(tmp_path_factory.mktemp("corpus") / "course"))
+    config = yaml.safe_load(course.config.read_text())
     config["defaults"]["limits"].update(call_seconds=2, cell_seconds=4, notebook_mb=10)
-    (course / "course.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    shutil.copytree(CORPUS / "submitted", course / "submitted")
-    _add_big_cases(course / "submitted")
-    students = sorted(p.name for p in (course / "submitted").iterdir())
-    (course / "roster.csv").write_text("id\n" + "\n".join(s for s in students if s != NOT_ON_ROSTER) + "\n")
-    before = _digest(course / "submitted")
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT, "--course-dir", str(course)],
-                          capture_output=True, text=True, env=env, timeout=1200)
-    results = {s: json.loads((course / "autograded" / s / ASSIGNMENT / "results.json").read_text())
-               for s in students}
+    course.config.write_text(yaml.safe_dump(config, sort_keys=False))
+    shutil.copytree(CORPUS.submitted_dir, course.submitted_dir)
+    _add_big_cases(course)
+    students = sorted(p.name for p in course.submitted_dir.iterdir())
+    (course.root / "roster.csv").write_text("id\n" + "\n".join(s for s in students if s != NOT_ON_ROSTER) + "\n")
+    before = _digest(course.submitted_dir)
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT,
+                           "--course-dir", str(course.root)],
+                          capture_output=True, text=True, env=tool_env(), timeout=1200)
+    results = {s: json.loads(course.results_json(s, ASSIGNMENT).read_text()) for s in students}
     return {"course": course, "proc": proc, "results": results, "before": before, "students": students}
 
 
@@ -162,16 +162,22 @@ def test_corpus_student_missing_from_the_roster_is_graded_and_flagged(graded):
 
 def test_corpus_submissions_are_never_modified(graded):
     """Is every submitted file byte-for-byte unchanged after grading?"""
-    assert _digest(graded["course"] / "submitted") == graded["before"]
+    assert _digest(graded["course"].submitted_dir) == graded["before"]
 
 
 def test_corpus_autograded_holds_the_notebooks_for_formgrader(graded):
-    """Like nbgrader's autograde, is each submitted notebook copied (unchanged) beside results.json?"""
+    """Like nbgrader's autograde, is each submitted notebook copied beside results.json, its cells and
+    sources unchanged and only the grade cells' outputs replaced by the autograder's report?"""
     course = graded["course"]
     for student in ("correct", "late"):
-        copied = course / "autograded" / student / ASSIGNMENT / NB
-        assert copied.read_bytes() == (course / "submitted" / student / ASSIGNMENT / NB).read_bytes()
-    assert (course / "autograded" / "late" / ASSIGNMENT / "timestamp.txt").is_file()
+        copied = json.loads((course.autograded(student, ASSIGNMENT) / NB).read_text(encoding="utf-8"))
+        original = json.loads((course.submission(student, ASSIGNMENT) / NB).read_text(encoding="utf-8"))
+        assert len(copied["cells"]) == len(original["cells"])
+        for mine, theirs in zip(copied["cells"], original["cells"]):
+            assert (mine["cell_type"], "".join(mine["source"])) == (theirs["cell_type"], "".join(theirs["source"]))
+            if mine["cell_type"] == "code" and not mine["metadata"].get("nbgrader", {}).get("grade"):
+                assert mine["outputs"] == theirs["outputs"]
+    assert (course.autograded("late", ASSIGNMENT) / "timestamp.txt").is_file()
 
 
 def test_corpus_seed_is_recorded_and_stable(graded):
@@ -184,11 +190,11 @@ def test_corpus_seed_is_recorded_and_stable(graded):
 def test_corpus_feedback_pages_leak_no_hidden_tests(graded):
     """Does every student get a feedback page that shows scores but no grader code, seed or detail?"""
     grader_lines = set()
-    for path in (ROOT / "assignments" / "transformer_block" / "graders").glob("*.py"):
+    for path in PROJECT.graders("transformer_block").glob("*.py"):
         grader_lines |= {ln.strip() for ln in path.read_text().splitlines() if len(ln.strip()) > 25
                          and not ln.strip().startswith(('"""', "#", "def test_"))}
     for student, result in graded["results"].items():
-        pages = list((graded["course"] / "feedback" / student / ASSIGNMENT).glob("*.html"))
+        pages = list(graded["course"].feedback(student, ASSIGNMENT).glob("*.html"))
         assert pages, f"no feedback page for {student}"
         html = pages[0].read_text()
         assert str(result["extra_data"]["seed"]) not in html
@@ -199,11 +205,10 @@ def test_corpus_feedback_pages_leak_no_hidden_tests(graded):
 def test_corpus_nbgrader_export_lists_our_scores(graded):
     """Does `nbgrader export` (nbgrader's own command) list the scores we wrote to the gradebook?"""
     course = graded["course"]
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    proc = subprocess.run([str(Path(sys.executable).parent / "nbgrader"), "export", "--to", "grades.csv"],
-                          cwd=course, capture_output=True, text=True, env=env)
+    proc = subprocess.run([tool("nbgrader"), "export", "--to", "grades.csv"],
+                          cwd=course.root, capture_output=True, text=True, env=tool_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())
+    rows = {r["student_id"]: r for r in csv.DictReader((course.root / "grades.csv").open())
             if r["assignment"] == ASSIGNMENT}
     for student, result in graded["results"].items():
         assert float(rows[student]["score"]) == pytest.approx(result["score"], abs=1e-4), student

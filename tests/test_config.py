@@ -10,6 +10,7 @@ import yaml
 
 from autograder.config import load_course
 from autograder.errors import ConfigError
+from autograder.layout import CourseLayout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,12 +31,13 @@ GOOD = {
 
 
 def make_course(tmp_path: Path, data) -> Path:
-    (tmp_path / "source" / "hw").mkdir(parents=True)
-    (tmp_path / "source" / "hw" / "hw.ipynb").write_text("{}")
-    (tmp_path / "assignments" / "hw").mkdir(parents=True)
+    layout = CourseLayout(tmp_path)
+    layout.source("hw").mkdir(parents=True)
+    (layout.source("hw") / "hw.ipynb").write_text("{}")
+    layout.package("hw").mkdir(parents=True)
     (tmp_path / "roster.csv").write_text("id,first_name\nada,Ada\nbob,Bob\n")
     text = data if isinstance(data, str) else yaml.safe_dump(data)
-    (tmp_path / "course.yml").write_text(text)
+    layout.config.write_text(text)
     return tmp_path
 
 
@@ -55,10 +57,13 @@ def mutate(path: str, value, *, delete: bool = False):
     node = data
     for k in keys[:-1]:
         node = node[int(k)] if k.isdigit() else node[k]
+    last = int(keys[-1]) if isinstance(node, list) else keys[-1]
     if delete:
-        del node[keys[-1]]
+        del node[last]
+    elif isinstance(node, list) and last == len(node):
+        node.append(value)
     else:
-        node[keys[-1]] = value
+        node[last] = value
     return data
 
 
@@ -105,7 +110,22 @@ def test_config_the_shipped_course_file_loads():
      "assignments[0].problems: expected a mapping of problem name to settings, got a list"),
     (mutate("assignments", {}), "assignments: expected a non-empty list"),
     (mutate("assignments.0.due", "next tuesday"), "assignments[0].due: expected an ISO date-time"),
-    (mutate("defaults.limits.memory_mb", "lots"), 'defaults.limits.memory_mb: expected a positive number, got "lots"'),
+    (mutate("defaults.limits.memory_mb", "lots"), 'defaults.limits.memory_mb: expected a positive integer, got "lots"'),
+    (mutate("defaults.limits.memory_mb", 2048.5), "defaults.limits.memory_mb: expected a positive integer, got 2048.5"),
+    (mutate("defaults.tolerances.float16", {"rtol": 1e-3}), "defaults.tolerances.float16: unknown key"),
+    (mutate("assignments.0.problems.silu.notebook", "other.ipynb"),
+     "assignments[0].problems.silu.notebook: expected one of the assignment's notebooks (hw.ipynb)"),
+    (mutate("assignments.0.problems.silu.grade_id", "test_layer_norm"),
+     "assignments[0].problems.silu.grade_id: 'test_layer_norm' is already used by problem 'layer_norm'"),
+    (mutate("assignments.0.problems.3d", {"points": 1}), 'assignments[0].problems.3d: expected a Python identifier'),
+    (mutate("assignments.0.notebooks", ["hw.txt"]),
+     'assignments[0].notebooks[0]: expected a notebook file name ending in .ipynb, got "hw.txt"'),
+    (mutate("assignments.0.late_policy", {"penalty_per_day": 1.5}),
+     "assignments[0].late_policy.penalty_per_day: expected a fraction between 0 and 1, got 1.5"),
+    (mutate("assignments.1", {"name": "hw", "notebooks": ["hw.ipynb"], "problems": {"silu": {"points": 1}}}),
+     "assignments[1].name: 'hw' is used twice"),
+    (mutate("defaults.limits.cell_seconds", True),
+     "defaults.limits.cell_seconds: expected a positive number, got True"),
     (mutate("assignments.0.package", "nope"), "assignments[0].package: folder assignments/nope does not exist"),
     ("name: [unclosed", "not valid YAML"),
 ])
@@ -129,5 +149,23 @@ def test_config_error_is_one_line_from_the_command(tmp_path):
 
 def test_config_missing_file_is_one_line(tmp_path):
     """Does a folder without course.yml give a one-line error naming the file?"""
-    with pytest.raises(ConfigError, match="course.yml: not found"):
+    with pytest.raises(ConfigError, match=r"course\.yml: not found"):
         load_course(tmp_path)
+
+
+def test_config_partial_mappings_inherit_and_null_means_default(tmp_path):
+    """Does an assignment's partial `limits` keep the course defaults, and does `key: null` take the default?"""
+    data = mutate("assignments.0.limits", {"call_seconds": 3})
+    data["course_id"] = None
+    a = load_course(make_course(tmp_path, data)).assignment("hw")
+    assert (a.limits.cell_seconds, a.limits.call_seconds) == (5, 3), "defaults.limits.cell_seconds is 5 in GOOD"
+    assert a.limits.total_seconds == 180, "a key set nowhere takes its declared default"
+    assert load_course(tmp_path).course_id == "course"
+
+
+def test_config_reference_page_is_up_to_date():
+    """Is docs/config.md what the declarations in autograder/config.py generate?"""
+    from autograder.config import reference
+
+    committed = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
+    assert committed == reference(), "regenerate it: python -m autograder.config > docs/config.md"

@@ -8,19 +8,15 @@ import sys
 import pytest
 
 from autograder.api import prepare_demo
+from autograder.layout import CourseLayout
 from conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    folder = prepare_demo(ROOT, tmp_path_factory.mktemp("demo") / "course")
-    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
-                           "--course-dir", str(folder)], capture_output=True, text=True, timeout=900)
-    results = {p.parts[-3]: json.loads(p.read_text())
-               for p in (folder / "autograded").glob("*/transformer-block/results.json")}
-    return proc, results
+def demo(graded_demo):
+    return graded_demo.proc, graded_demo.results
 
 
 def test_demo_grades_the_whole_class(demo):
@@ -40,7 +36,7 @@ def test_demo_patching_numpy_changes_nothing(demo):
 
 def test_demo_shows_late_broken_and_unlisted_students(demo):
     """Is alan's late penalty applied, ken's broken file explained, late_joiner flagged as not on the roster?"""
-    proc, results = demo
+    _, results = demo
     assert results["ada"]["score"] == 100
     assert results["alan"]["score"] == 90 and results["alan"]["extra_data"]["late_penalty"] == 10
     assert results["ken"]["score"] == 0 and "not valid notebook JSON" in results["ken"]["output"]
@@ -55,6 +51,6 @@ def test_demo_scores_do_not_depend_on_the_hidden_draw(demo, tmp_path):
                            "--course-dir", str(folder)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for student, first in results.items():
-        again = json.loads((folder / "autograded" / student / "transformer-block" / "results.json").read_text())
+        again = json.loads(CourseLayout(folder).results_json(student, "transformer-block").read_text())
         assert again["extra_data"]["seed"] == 1 != first["extra_data"]["seed"]
         assert again["score"] == first["score"], student

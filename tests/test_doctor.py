@@ -7,6 +7,7 @@ import json
 import shutil
 
 from autograder import cli
+from autograder.layout import EXAMPLES, CourseLayout
 from autograder.sandbox import isolation
 from conftest import ROOT
 
@@ -28,25 +29,27 @@ def test_without_bubblewrap_grading_refuses_unless_insecure(monkeypatch, capsys,
     assert cli.main(["doctor"]) == 1
     assert "refuse" in capsys.readouterr().out
 
-    shutil.copytree(ROOT / "examples" / "submitted" / "ada", course_copy / "submitted" / "ada")
+    examples = CourseLayout(ROOT / EXAMPLES).submitted_dir
+    shutil.copytree(examples / "ada", CourseLayout(course_copy).submitted_dir / "ada")
     args = ["autograde", "transformer-block", "--course-dir", str(course_copy)]
     assert cli.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bubblewrap" in err[0] and "--insecure" in err[0]
-    assert not (course_copy / "autograded").exists()
+    assert not (CourseLayout(course_copy).autograded_dir).exists()
 
     assert cli.main(args + ["--insecure"]) == 0
     out = capsys.readouterr().out
     assert "Sandbox: INSECURE, missing bubblewrap" in out
-    result = json.loads((course_copy / "autograded" / "ada" / "transformer-block" / "results.json").read_text())
+    result = json.loads((CourseLayout(course_copy).results_json("ada", "transformer-block")).read_text())
     assert "bubblewrap" not in result["extra_data"]["isolation"] and result["score"] > 0
 
 
 def test_results_record_the_layers_that_applied(capsys, course_copy):
     """With the full sandbox, does every results.json list the layers and the summary say so?"""
-    shutil.copytree(ROOT / "examples" / "submitted" / "ada", course_copy / "submitted" / "ada")
+    examples = CourseLayout(ROOT / EXAMPLES).submitted_dir
+    shutil.copytree(examples / "ada", CourseLayout(course_copy).submitted_dir / "ada")
     assert cli.main(["autograde", "transformer-block", "--course-dir", str(course_copy)]) == 0
     out = capsys.readouterr().out
     assert f"Sandbox: all {len(isolation.REQUIRED)} required isolation layers applied" in out
-    result = json.loads((course_copy / "autograded" / "ada" / "transformer-block" / "results.json").read_text())
+    result = json.loads((CourseLayout(course_copy).results_json("ada", "transformer-block")).read_text())
     assert set(isolation.REQUIRED) <= set(result["extra_data"]["isolation"])

@@ -10,10 +10,20 @@ import pytest
 
 from autograder.config import load_course
 from autograder.errors import ReleaseError
+from autograder.layout import CourseLayout
 from autograder.release import instructor_only_lines, leak_check
+from conftest import PROJECT
 
-ROOT = Path(__file__).resolve().parents[1]
-NB = Path("release") / "transformer-block" / "transformer-block.ipynb"
+ASSIGNMENT = "transformer-block"
+NOTEBOOK = "transformer-block.ipynb"
+
+
+def released_notebook(course: Path) -> Path:
+    return CourseLayout(course).release(ASSIGNMENT) / NOTEBOOK
+
+
+def source_notebook(course: Path) -> Path:
+    return CourseLayout(course).source(ASSIGNMENT) / NOTEBOOK
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +31,7 @@ def released(tmp_path_factory) -> Path:
     from conftest import copy_course
 
     course = copy_course(tmp_path_factory.mktemp("release") / "course")
-    (course / NB).unlink()
+    released_notebook(course).unlink()
     proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", "transformer-block",
                            "--course-dir", str(course)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -31,14 +41,14 @@ def released(tmp_path_factory) -> Path:
 
 def test_release_equals_the_committed_release(released):
     """Is the committed release/ exactly what `course release` generates from source/?"""
-    assert (released / NB).read_bytes() == (ROOT / NB).read_bytes(), \
+    assert released_notebook(released).read_bytes() == released_notebook(PROJECT.root).read_bytes(), \
         "release/ is stale: run `course release transformer-block` and commit the result"
 
 
 def test_release_holds_no_solution_or_hidden_test_text(released):
     """Are all instructor-only lines, markers and `assignments` imports absent from the release?"""
-    text = (released / NB).read_text()
-    secret = instructor_only_lines(ROOT / "source" / "transformer-block" / "transformer-block.ipynb")
+    text = released_notebook(released).read_text()
+    secret = instructor_only_lines(source_notebook(PROJECT.root))
     assert len(secret) > 50, "the source has solution and hidden-test regions to protect"
     for cell in json.loads(text)["cells"]:
         src = "".join(cell["source"])
@@ -71,10 +81,10 @@ def test_leak_check_names_the_notebook_and_cell(released, injected, message):
     """Does a leak in a released notebook fail the check with the notebook and the cell named?"""
     course = load_course(released)
     a = course.assignment("transformer-block")
-    path = released / NB
+    path = released_notebook(released)
     original = path.read_text()
     nb = json.loads(original)
-    secret = instructor_only_lines(released / "source" / "transformer-block" / "transformer-block.ipynb")
+    secret = instructor_only_lines(source_notebook(released))
     if "mean" in injected:
         injected = next(iter(sorted(secret))) + "\n"
     nb["cells"][3]["source"] = injected + "".join(nb["cells"][3]["source"])
@@ -82,16 +92,16 @@ def test_leak_check_names_the_notebook_and_cell(released, injected, message):
     try:
         with pytest.raises(ReleaseError, match=message) as info:
             leak_check(course, a)
-        assert "release/transformer-block/transformer-block.ipynb: cell 3" in str(info.value)
+        assert f"{CourseLayout(released).relative(path)}: cell 3" in str(info.value)
     finally:
         path.write_text(original)
 
 
 def test_release_of_a_missing_source_is_one_line(course_copy):
     """Does releasing an assignment whose source notebook vanished give a one-line error?"""
-    (course_copy / "source" / "transformer-block" / "transformer-block.ipynb").unlink()
+    source_notebook(course_copy).unlink()
     proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", "transformer-block",
                            "--course-dir", str(course_copy)], capture_output=True, text=True)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
-    assert "source/transformer-block/transformer-block.ipynb does not exist" in proc.stderr
+    assert f"{CourseLayout(course_copy).relative(source_notebook(course_copy))} does not exist" in proc.stderr

@@ -7,9 +7,12 @@ import sys
 
 import pytest
 
+from autograder.layout import CourseLayout
+
 pytestmark = pytest.mark.slow
 
-NB = ("source", "transformer-block", "transformer-block.ipynb")
+ASSIGNMENT = "transformer-block"
+NB = "transformer-block.ipynb"
 
 
 def run_validate(course):
@@ -26,12 +29,12 @@ def test_validate_source_runs_clean_release_fails_only_in_stubs(course_copy):
     assert ", 0 errors" in out
     assert "cells stopped at unfinished stubs (NotImplementedError)" in out
     assert "autograder: source scores 100/100, release scores 0/100" in out
-    assert "validate: ok" in out
+    assert f"validate {ASSIGNMENT}: ok" in out
 
 
 def test_validate_reports_a_source_cell_that_raises(course_copy):
     """Does a source notebook with a broken cell fail validation, naming the cell and the error?"""
-    path = course_copy.joinpath(*NB)
+    path = CourseLayout(course_copy).source(ASSIGNMENT) / NB
     nb = json.loads(path.read_text())
     setup = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
     nb["cells"][setup]["source"] = "".join(nb["cells"][setup]["source"]) + "\nundefined_name_here\n"

@@ -43,6 +43,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.layout import CourseLayout
+from autograder.toolpath import tool, tool_env
+
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "transformer-block"
 ONE_STUDENT = "ada"                   # the one-student batch: a correct submission
@@ -155,8 +158,9 @@ def build_course(dest: Path) -> Path:
 
 def submitted_students(course: Path) -> tuple[str, ...]:
     """Student folders holding this assignment."""
-    base = course / "submitted"
-    return tuple(sorted(p.name for p in base.iterdir() if (p / ASSIGNMENT).is_dir()))
+    layout = CourseLayout(course)
+    return tuple(sorted(p.name for p in layout.submitted_dir.iterdir()
+                        if layout.submission(p.name, ASSIGNMENT).is_dir()))
 
 
 def _patch_index(cells: list) -> int | None:
@@ -166,7 +170,7 @@ def _patch_index(cells: list) -> int | None:
 
 def patch_position(course: Path, student: str = "mallory") -> PatchPosition | None:
     """Where the patching cell sits in a submission, relative to the nbgrader test cells."""
-    notebooks = sorted((course / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
+    notebooks = sorted(CourseLayout(course).submission(student, ASSIGNMENT).glob("*.ipynb"))
     if not notebooks:
         return None
     cells = json.loads(notebooks[0].read_text(encoding="utf-8"))["cells"]
@@ -183,8 +187,8 @@ def add_early_patch_copy(course: Path, source_student: str = "mallory",
 
     The notebook is edited as JSON so nothing else changes. False if no patch cell is found.
     """
-    src = course / "submitted" / source_student / ASSIGNMENT
-    dst = course / "submitted" / new_student / ASSIGNMENT
+    src = CourseLayout(course).submission(source_student, ASSIGNMENT)
+    dst = CourseLayout(course).submission(new_student, ASSIGNMENT)
     notebooks = sorted(src.glob("*.ipynb"))
     if not notebooks:
         return False
@@ -282,17 +286,15 @@ def run_timed(cmd: list[str], *, cwd: Path, env: dict, log: Path, tool: str, sco
 
 def bench_env() -> dict:
     """The caller's environment with the venv's bin first on PATH (nothing else changed)."""
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    return env
+    return tool_env()
 
 
 def nbgrader_cmd(*args: str) -> list[str]:
-    return [str(Path(sys.executable).parent / "nbgrader"), *args]
+    return [tool("nbgrader"), *args]
 
 
 def course_cmd(*args: str) -> list[str]:
-    return [str(Path(sys.executable).parent / "course"), *args]
+    return [tool("course"), *args]
 
 
 def measure_floors(env: dict, workdir: Path, repeat: int = 3) -> Floors:
@@ -347,7 +349,7 @@ def read_nbgrader_scores(course: Path, students: tuple[str, ...]) -> tuple[dict,
 
 def read_our_score(course: Path, student: str) -> OurScore:
     """One student's total, grading time and diagnoses from results.json."""
-    path = course / "autograded" / student / ASSIGNMENT / "results.json"
+    path = CourseLayout(course).results_json(student, ASSIGNMENT)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -411,7 +413,7 @@ def machine_info() -> dict:
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE") or "unset",
         "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE") or "unset",
         "repository commit": commit,
-        "date (UTC)": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
+        "date (UTC)": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"),
     }
 
 
@@ -485,7 +487,7 @@ def render(report: Report) -> str:
       "`nbgrader_config.py` sets the root and the gradebook. Totals from the gradebook "
       "(`nbgrader.api.Gradebook`).")
     a(f"- Ours: `course autograde {ASSIGNMENT} --course-dir DIR`. Totals from "
-      f"`autograded/<student>/{ASSIGNMENT}/results.json`.")
+      f"`{CourseLayout(Path()).results_json('<student>', ASSIGNMENT)}`.")
     a("- Before the rounds, one untimed warm-up per tool (a one-student batch): the first run in a fresh "
       "folder also creates state (our gradebook and course secret; nbgrader's gradebook already exists "
       "after `generate_assignment`) and fills the file cache. Its time is listed apart.")
@@ -520,7 +522,8 @@ def render(report: Report) -> str:
     a("")
     a("## Timings")
     a("")
-    a("| tool | batch | median wall | min wall | rounds (s) | CPU / wall | exit codes | largest process (ru_maxrss) | tree peak (sampled) |")
+    a("| tool | batch | median wall | min wall | rounds (s) | CPU / wall | exit codes "
+      "| largest process (ru_maxrss) | tree peak (sampled) |")
     a("|---|---|---|---|---|---|---|---|---|")
     for s in (nb_c, us_c, nb_1, us_1):
         label = "nbgrader autograde" if s.tool == "nbgrader" else "course autograde"
@@ -534,7 +537,8 @@ def render(report: Report) -> str:
     a(f"| wall per submission, class median / {n} | {nb_c.median / n:.2f} s | {us_c.median / n:.2f} s |")
     a(f"| per submission (two-point estimate) | {nb_per:.2f} s | {us_per:.2f} s |")
     a(f"| fixed cost per run (two-point estimate) | {nb_fixed:.2f} s | {us_fixed:.2f} s |")
-    a(f"| setup: `nbgrader generate_assignment` (once) | {report.generate_s:.2f} s (exit {report.generate_exit}) | none needed |")
+    a(f"| setup: `nbgrader generate_assignment` (once) | {report.generate_s:.2f} s "
+      f"(exit {report.generate_exit}) | none needed |")
     warm = {w.tool: w for w in report.warmups}
     if warm:
         a(f"| warm-up: first one-student batch in the fresh folder (not in the rounds) | "
@@ -767,7 +771,8 @@ def main(argv: list[str] | None = None) -> int:
             repeat=args.repeat, students=students, generate_s=gen.wall_s, generate_exit=gen.exit_code,
             warmups=tuple(warmups),
             summaries=tuple(summarise(runs, t, s) for t in ("nbgrader", "course") for s in ("class", "one")),
-            nbgrader_scores=nb_scores, nbgrader_max=nb_max, nbgrader_penalties=nb_penalties, nbgrader_failed=failed, our_scores=our_scores,
+            nbgrader_scores=nb_scores, nbgrader_max=nb_max, nbgrader_penalties=nb_penalties, nbgrader_failed=failed,
+            our_scores=our_scores,
             early_nbgrader=early_nb, early_ours=early_us, patch=patch_position(nb_dir), floors=floors,
             loadavg_before=loadavg_before, loadavg_after=os.getloadavg(), extra_notes=tuple(notes))
         out = (ROOT / args.out) if not Path(args.out).is_absolute() else Path(args.out)

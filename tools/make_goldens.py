@@ -309,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     cases = build_cases(args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(args.out, **to_npz_dict(cases, args.seed))
-    print(f"wrote {len(cases)} cases to {args.out} ({args.out.stat().st_size / 1024:.0f} KB, torch {torch.__version__})")
+    size_kb = args.out.stat().st_size / 1024
+    print(f"wrote {len(cases)} cases to {args.out} ({size_kb:.0f} KB, torch {torch.__version__})")
     return 0
 
 

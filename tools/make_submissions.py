@@ -16,12 +16,38 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.layout import EXAMPLES, ROSTER_FILE, CourseLayout
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from submissions import (  # noqa: E402
-    ASSIGNMENT, BLOCK_EXACT_GELU, BLOCK_MISSING_ATTENTION_RESIDUAL, BLOCK_MISSING_RESIDUAL, BLOCK_POST_LN, CHEAT_CELL, COUNT_NO_LN, FUNCTIONS,
-    LAYER_NORM_CRASHES_PROCESS, LN_EPS_OUTSIDE, LN_MASKED_ARRAY, MAGICS_CELL, LN_UNBIASED, LN_WRONG_AXIS, MERGE_NO_TRANSPOSE,
-    MHA_MASK_INVERTED, MHA_MISSING_SCALE, MHA_SOFTMAX_WRONG_AXIS, NOTEBOOK, ROOT, SILU_NAIVE,
-    SPLIT_NO_TRANSPOSE, STEAL_CELL, SWIGLU_GATE_ON_UP, SWIGLU_INFINITE_LOOP, Case, build, solution_index,
+from submissions import (
+    ASSIGNMENT,
+    BLOCK_EXACT_GELU,
+    BLOCK_MISSING_ATTENTION_RESIDUAL,
+    BLOCK_MISSING_RESIDUAL,
+    BLOCK_POST_LN,
+    CHEAT_CELL,
+    COUNT_NO_LN,
+    FUNCTIONS,
+    LAYER_NORM_CRASHES_PROCESS,
+    LN_EPS_OUTSIDE,
+    LN_MASKED_ARRAY,
+    LN_UNBIASED,
+    LN_WRONG_AXIS,
+    MAGICS_CELL,
+    MERGE_NO_TRANSPOSE,
+    MHA_MASK_INVERTED,
+    MHA_MISSING_SCALE,
+    MHA_SOFTMAX_WRONG_AXIS,
+    NOTEBOOK,
+    ROOT,
+    SILU_NAIVE,
+    SPLIT_NO_TRANSPOSE,
+    STEAL_CELL,
+    SWIGLU_GATE_ON_UP,
+    SWIGLU_INFINITE_LOOP,
+    Case,
+    build,
+    solution_index,
 )
 
 
@@ -134,7 +160,8 @@ CORPUS: list[Case] = [
          diagnoses=("layer_norm.unbiased_variance",),
          description="ln_unbiased plus a cell that patches np.allclose, np.isclose and np.testing"),
     Case("steals_solutions", done=tuple(f for f in FUNCTIONS if f != "layer_norm"), extra_cells=(STEAL_CELL,),
-         lose=("layer_norm",), not_graded=("pre_ln_block",), description="layer_norm left unwritten; a cell looks for the instructor's "
+         lose=("layer_norm",), not_graded=("pre_ln_block",),
+         description="layer_norm left unwritten; a cell looks for the instructor's "
          "solution in the course folder (source/, the corpus, the examples) and runs it: all hidden"),
     Case("swiglu_hangs", variants=(("swiglu_ffn", SWIGLU_INFINITE_LOOP),), lose=("swiglu_ffn",),
          note="restarted", description="an infinite loop in swiglu_ffn costs swiglu_ffn only"),
@@ -156,7 +183,8 @@ CORPUS: list[Case] = [
          zero=True, note="no code cells"),
     Case("syntax_error", edit=_syntax_error_in("silu"), lose=("silu",), not_graded=("swiglu_ffn",), note="SyntaxError",
          description="silu's cell does not compile, so swiglu_ffn (which calls it) cannot be graded"),
-    Case("renamed_function", edit=_rename("layer_norm", "layernorm"), lose=("layer_norm",), not_graded=("pre_ln_block",),
+    Case("renamed_function", edit=_rename("layer_norm", "layernorm"), lose=("layer_norm",),
+         not_graded=("pre_ln_block",),
          description="layer_norm renamed: pre_ln_block still calls layer_norm, so it cannot be graded"),
     Case("cells_deleted", edit=_drop_non_solution_code, description="every check and test cell deleted"),
     Case("solution_deleted", edit=_delete_solution("count_block_params"), lose=("count_block_params",)),
@@ -200,20 +228,20 @@ def expected(case: Case) -> dict:
 
 def outputs() -> dict[Path, bytes]:
     files: dict[Path, bytes] = {}
-    corpus = ROOT / "tests" / "corpus"
+    corpus = CourseLayout(ROOT / "tests" / "corpus")
     for case in CORPUS:
-        files[corpus / "submitted" / case.name / ASSIGNMENT / NOTEBOOK] = build(case)
-    files[corpus / "expected.json"] = (json.dumps({c.name: expected(c) for c in CORPUS}, indent=1) + "\n").encode()
-    examples = ROOT / "examples"
+        files[corpus.submission(case.name, ASSIGNMENT) / NOTEBOOK] = build(case)
+    files[corpus.root / "expected.json"] = (json.dumps({c.name: expected(c) for c in CORPUS}, indent=1) + "\n").encode()
+    examples = CourseLayout(ROOT / EXAMPLES)
     roster = ["id,first_name,last_name,email"]
     for sid, full, case in DEMO:
-        files[examples / "submitted" / sid / ASSIGNMENT / NOTEBOOK] = build(case)
+        files[examples.submission(sid, ASSIGNMENT) / NOTEBOOK] = build(case)
         # nbgrader's collect writes when each submission arrived; one student is a day late.
-        files[examples / "submitted" / sid / ASSIGNMENT / "timestamp.txt"] = LATE_STAMPS.get(sid, ON_TIME).encode()
+        files[examples.submission(sid, ASSIGNMENT) / "timestamp.txt"] = LATE_STAMPS.get(sid, ON_TIME).encode()
         if sid not in NOT_ON_ROSTER:
             first, _, last = full.partition(" ")
             roster.append(f"{sid},{first},{last},{sid}@example.edu")
-    files[examples / "roster.csv"] = ("\n".join(roster) + "\n").encode()
+    files[examples.root / ROSTER_FILE] = ("\n".join(roster) + "\n").encode()
     return files
 
 

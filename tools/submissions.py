@@ -8,11 +8,13 @@ mistake, plus optional extra cells or edits (a cheating cell, a deleted cell, ..
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import nbformat
+
+from autograder.layout import CourseLayout
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -205,7 +207,7 @@ def _src(cell) -> str:
 
 def solution_code() -> dict[str, str]:
     """The instructor's solution cell for each function, markers removed (what a perfect student writes)."""
-    nb = nbformat.read(ROOT / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    nb = nbformat.read(CourseLayout(ROOT).source(ASSIGNMENT) / NOTEBOOK, as_version=4)
     out = {}
     for cell in nb.cells:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
@@ -219,7 +221,7 @@ def solution_code() -> dict[str, str]:
 
 
 def release_notebook() -> nbformat.NotebookNode:
-    return nbformat.read(ROOT / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    return nbformat.read(CourseLayout(ROOT).release(ASSIGNMENT) / NOTEBOOK, as_version=4)
 
 
 def solution_index(nb) -> dict[str, int]:

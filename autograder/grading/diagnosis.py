@@ -17,8 +17,9 @@ ValueError, say) are registered without a function via `catalogue.add(...)`.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -80,7 +81,7 @@ class Catalogue:
                 with warnings.catch_warnings(), np.errstate(all="ignore"):
                     warnings.simplefilter("ignore")
                     wrong = np.asarray(m.variant(*args, **kwargs))
-            except Exception:
+            except Exception:  # noqa: BLE001 - a variant that cannot run on these inputs is no match
                 continue
             if wrong.shape != actual_arr.shape:
                 continue

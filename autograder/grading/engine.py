@@ -60,7 +60,7 @@ class NoNotebook:
         unavailable.__name__ = name
         return unavailable
 
-    def for_problem(self, problem: str) -> "NoNotebook":
+    def for_problem(self, problem: str) -> NoNotebook:
         return self
 
     def close(self) -> None:
@@ -83,7 +83,7 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
             raise
 
     mistakes = optional("mistakes")
-    graders = course.package_dir(assignment) / "graders"
+    graders = course.layout.graders(assignment.package)
     return InstructorCode(reference=optional("reference"),
                           catalogue=getattr(mistakes, "catalogue", None) if mistakes else None,
                           graders=graders)
@@ -164,7 +164,7 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
         notes.append(stamp_note)
     files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
                   for p in matched.values() if p is not None)
-    common = dict(student=student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),
+    common = dict(student=student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),  # noqa: C408
                   notes=_capped(notes, limits.max_notes), seed=seed, on_roster=on_roster, files=files,
                   isolation=layers,
                   problem_points=tuple((p.name, p.points) for p in assignment.problems))

@@ -24,7 +24,7 @@ from .lateness import TIMESTAMP_FILE
 SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 
 
-def _tree(digest: "hashlib._Hash", root: Path, suffixes: tuple[str, ...] | None = None) -> None:
+def _tree(digest: hashlib._Hash, root: Path, suffixes: tuple[str, ...] | None = None) -> None:
     """Feed every regular file under `root` (sorted, no link followed) into `digest`."""
     if not root.is_dir():
         digest.update(b"absent\0")
@@ -54,7 +54,7 @@ def graders_version(course: Course, assignment: Assignment) -> str:
     digest.update(f"engine {autograder.__version__}\0".encode())
     _tree(digest, Path(autograder.__file__).resolve().parent, (".py", ".html"))
     digest.update(b"instructor\0")
-    package = course.package_dir(assignment)
+    package = course.layout.package(assignment.package)
     init = package.parent / "__init__.py"
     if init.is_file():
         hash_regular(init, digest)

@@ -36,7 +36,7 @@ def parse_timestamp(text: str) -> dt.datetime:
     if text.endswith(" UTC"):
         text = text[: -len(" UTC")] + "+00:00"
     value = dt.datetime.fromisoformat(text)
-    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 def submission_time(folder: Path) -> tuple[dt.datetime | None, str]:

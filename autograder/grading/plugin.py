@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import traceback
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pytest
@@ -88,7 +89,8 @@ class GradingPlugin:
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.collection_errors.append(f"{report.nodeid or 'graders'}: {report.longreprtext.strip().splitlines()[-1]}")
+            last = report.longreprtext.strip().splitlines()[-1]
+            self.collection_errors.append(f"{report.nodeid or 'graders'}: {last}")
 
     # ------------------------------------------------------------------ fixtures
     @pytest.fixture

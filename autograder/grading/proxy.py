@@ -11,11 +11,11 @@ graders never hand the child a trusted function to call back.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..sandbox.host import ProblemHandle, SubmissionRun
-from ..sandbox.outcomes import (CallResult, CallTimeout, ChildCrashed, ExecutionReport, NotebookFailed,
-                                StudentCodeError)
+from ..sandbox.outcomes import CallResult, CallTimeout, ChildCrashed, ExecutionReport, NotebookFailed, StudentCodeError
 
 __all__ = ["StudentProxy", "StudentFunction", "CallTimeout", "ChildCrashed", "NotebookFailed"]
 
@@ -25,7 +25,7 @@ DEFAULT_PROBLEM = "(no problem)"
 class StudentFunction:
     """A callable standing for one function of the notebook."""
 
-    def __init__(self, proxy: "StudentProxy", name: str):
+    def __init__(self, proxy: StudentProxy, name: str):
         self._proxy = proxy
         self.__name__ = name
 
@@ -56,7 +56,7 @@ class StudentProxy:
     def __getitem__(self, name: str) -> StudentFunction:
         return StudentFunction(self, name)
 
-    def for_problem(self, problem: str) -> "StudentProxy":
+    def for_problem(self, problem: str) -> StudentProxy:
         """Switch to `problem`'s own process (forked on its first call); returns this proxy."""
         if problem != self._problem:
             self._handle = self._run.problem(problem)
@@ -116,7 +116,7 @@ class StudentProxy:
         """End the submission's processes (idempotent)."""
         self._run.close()
 
-    def __enter__(self) -> "StudentProxy":
+    def __enter__(self) -> StudentProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:

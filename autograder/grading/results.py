@@ -18,7 +18,8 @@ SubmissionState = Literal["graded", "crashed"]
 @dataclass(frozen=True)
 class TestResult:
     __test__ = False          # not a pytest test class, despite the name
-    name: str                 # pytest node id relative to the graders folder, e.g. "test_layer_norm.py::test_layer_norm_matches_reference[seed0]"
+    name: str                 # pytest node id relative to the graders folder,
+                              # e.g. "test_layer_norm.py::test_layer_norm_matches_reference[seed0]"
     problem: str              # e.g. "layer_norm"
     score: float
     max_score: float
@@ -62,7 +63,7 @@ class SubmissionResult:
     problem_points: tuple[tuple[str, float], ...] = ()  # (problem, points) from course.yml
     submitted_at: str = ""            # ISO time from the submission's timestamp.txt, if any
     late_penalty: float = 0.0         # points taken off by the late policy
-    isolation: tuple[str, ...] = ()   # sandbox layers that applied (instructor view), e.g. ("bubblewrap", "seccomp", ...)
+    isolation: tuple[str, ...] = ()   # sandbox layers that applied (instructor view): ("bubblewrap", "seccomp", ...)
 
     @property
     def raw_score(self) -> float:

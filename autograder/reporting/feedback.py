@@ -6,21 +6,29 @@ scores, each test's student-safe `output`, recognised misconceptions with their 
 notes from running the notebook. It never shows a test's instructor `detail`, the hidden-input
 seed or anything else kept for instructors in results.json's `extra_data`. Every value is
 escaped by Jinja2's autoescape, so text that came from student code cannot become markup.
+
+The page is made for reading on a phone as well as a desk: what lost points comes first (a
+problem's failed checks, then checks that could not be graded, then advice worth no points);
+passed checks are folded in `<details>` (no script needed); the cases of a parametrised check
+are shown as one check ("3 of 6 cases failed"); checks that failed with one identical message,
+and notebook cells that raised the same error, are grouped (see `digest`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 import jinja2
+from markupsafe import Markup, escape
 
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
 
 from .bounds import FEEDBACK_MAX_BYTES, bound_result, shrunk
-from .results_json import (atomic_write_text, format_points, misconception_name, numbered_tests,
-                           ordered_problems, reported_score, short_name, student_error)
+from .digest import Check, FailureGroup, ProblemDigest, case_state, digest_problems, group_notes, is_advice
+from .results_json import atomic_write_text, format_points, misconception_name, reported_score, student_error
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -33,15 +41,49 @@ class Misconception:
 
 
 @dataclass(frozen=True)
-class CheckRow:
-    number: str
-    name: str
-    description: str                  # the check's question (its docstring)
-    passed: bool
+class CaseView:
+    label: str            # the case's parameters ("" for a plain check)
+    state: str            # passed, failed, not_graded, advice
+    message: str
+
+
+@dataclass(frozen=True)
+class CheckView:
+    name: str             # the grader function, e.g. test_layer_norm_matches_reference
+    description: str      # its one-line question
+    state: str            # failed, not_graded, advice or passed
+    numbers: str          # "1.7", or "1.1–1.6" for a parametrised check
     score: str
     max_score: str
-    output: str
-    misconceptions: tuple[str, ...]   # names
+    parametrised: bool
+    total_cases: int
+    open_cases: tuple[CaseView, ...]      # cases that did not pass, in order
+    passed_cases: tuple[str, ...]         # labels of the cases that passed
+    message: str          # the one message every open case gave, else ""
+    misconceptions: tuple[str, ...]       # names
+
+    @property
+    def messages(self) -> tuple[str, ...]:
+        """The distinct messages of the open cases."""
+        return tuple(dict.fromkeys(c.message for c in self.open_cases if c.message))
+
+    @property
+    def failed_count(self) -> int:
+        return sum(c.state == "failed" for c in self.open_cases)
+
+
+@dataclass(frozen=True)
+class FailureView:
+    """A failed check, or several failed checks of one problem that gave the very same message."""
+    checks: tuple[CheckView, ...]
+    message: str          # shared message of a group ("" for a single check)
+    score: str
+    max_score: str
+    misconceptions: tuple[str, ...]
+
+    @property
+    def same_error(self) -> bool:
+        return len(self.checks) > 1
 
 
 @dataclass(frozen=True)
@@ -51,8 +93,28 @@ class ProblemView:
     score: str
     max_score: str
     full_marks: bool
-    tests: tuple[CheckRow, ...]
+    needs_reading: bool   # lost points, not graded, advice or no checks: gets its own section
+    has_checks: bool
+    failed: int           # failed cases
+    not_graded: int       # cases that could not be graded
+    graded: int           # cases worth points
     misconceptions: tuple[Misconception, ...]
+    failures: tuple[FailureView, ...]
+    skipped: tuple[FailureView, ...]      # checks that could not be graded
+    advice: tuple[CheckView, ...]
+    passed: tuple[CheckView, ...]
+
+    @property
+    def passed_cases(self) -> int:
+        return sum(c.total_cases for c in self.passed)
+
+
+@dataclass(frozen=True)
+class NoteView:
+    text: str
+    repeats: tuple[str, ...]
+    consequences: tuple[str, ...]
+    undefined: str
 
 
 @dataclass(frozen=True)
@@ -64,56 +126,135 @@ class FeedbackView:
     error: str
     score: str
     max_score: str
+    raw_score: str        # before the late penalty ("" when there is none)
+    late_penalty: str
     passed: int
     total: int
-    notes: tuple[str, ...]
+    not_graded: int
+    notes: tuple[NoteView, ...]
     problems: tuple[ProblemView, ...]
+    common_failure: str   # the one message of every check when all of them failed alike, else ""
+
+    @property
+    def to_read(self) -> tuple[ProblemView, ...]:
+        if self.common_failure:
+            return ()
+        return tuple(p for p in self.problems if p.needs_reading)
+
+    @property
+    def full_marks(self) -> tuple[ProblemView, ...]:
+        return tuple(p for p in self.problems if not p.needs_reading)
+
+
+def _numbers(check: Check) -> str:
+    first, last = check.cases[0].number, check.cases[-1].number
+    return first if first == last else f"{first}\u2013{last.rsplit('.', 1)[-1]}"
+
+
+def _check_view(check: Check) -> CheckView:
+    open_cases = tuple(CaseView(c.label, c.state, c.test.output.strip())
+                       for c in check.cases if c.state != "passed")
+    messages = {c.message for c in open_cases}
+    return CheckView(
+        name=check.function, description=check.description, state=check.kind, numbers=_numbers(check),
+        score=format_points(check.score), max_score=format_points(check.max_score),
+        parametrised=check.parametrised, total_cases=len(check.cases), open_cases=open_cases,
+        passed_cases=tuple(c.label for c in check.cases if c.state == "passed"),
+        message=messages.pop() if len(messages) == 1 else "",
+        misconceptions=tuple(misconception_name(d) for d in check.diagnoses))
+
+
+def _failure_view(group: FailureGroup) -> FailureView:
+    checks = tuple(_check_view(c) for c in group.checks)
+    names: dict[str, None] = {}
+    for c in checks:
+        names.update(dict.fromkeys(c.misconceptions))
+    return FailureView(checks=checks, message=group.message,
+                       score=format_points(sum(c.score for c in group.checks)),
+                       max_score=format_points(sum(c.max_score for c in group.checks)),
+                       misconceptions=tuple(names))
+
+
+def _problem_view(p: ProblemDigest) -> ProblemView:
+    return ProblemView(
+        number=p.number, name=p.name, score=format_points(p.score), max_score=format_points(p.max_score),
+        full_marks=p.full_marks, needs_reading=p.needs_reading, has_checks=bool(p.checks),
+        failed=p.count("failed"), not_graded=p.count("not_graded"), graded=p.graded_cases,
+        misconceptions=tuple(Misconception(d, misconception_name(d), hint) for d, hint in p.diagnoses),
+        failures=tuple(_failure_view(g) for g in p.failures),
+        skipped=tuple(_failure_view(g) for g in p.not_graded),
+        advice=tuple(_check_view(c) for c in p.advice),
+        passed=tuple(_check_view(c) for c in p.of_kind("passed")))
 
 
 def feedback_view(result: SubmissionResult, assignment: Assignment | None = None) -> FeedbackView:
     """The student-safe view of `result` (no detail, no seed, no roster flag)."""
-    points = dict(result.problem_points)
     if assignment is not None:
-        for p in assignment.problems:
-            points.setdefault(p.name, p.points)
-    numbers = dict((id(t), n) for n, t in numbered_tests(result))
-    problems = []
-    for index, name in enumerate(ordered_problems(result), start=1):
-        tests = [t for t in result.tests if t.problem == name]
-        got = sum(t.score for t in tests)
-        max_score = points.get(name, sum(t.max_score for t in tests))
-        found: dict[str, Misconception] = {}
-        rows = []
-        for t in tests:
-            hints = t.hints + ("",) * (len(t.diagnoses) - len(t.hints))
-            for d, hint in zip(t.diagnoses, hints):
-                found.setdefault(d, Misconception(d, misconception_name(d), hint))
-            rows.append(CheckRow(number=numbers[id(t)], name=short_name(t), description=t.description,
-                                 passed=t.passed,
-                                score=format_points(t.score), max_score=format_points(t.max_score),
-                                output=t.output, misconceptions=tuple(misconception_name(d) for d in t.diagnoses)))
-        problems.append(ProblemView(number=index, name=name, score=format_points(got),
-                                    max_score=format_points(max_score),
-                                    full_marks=bool(tests) and all(t.passed for t in tests),
-                                    tests=tuple(rows), misconceptions=tuple(found.values())))
-    max_total = result.max_score or sum(points.get(p, 0.0) for p in ordered_problems(result))
+        points = dict(result.problem_points)
+        missing = tuple((p.name, p.points) for p in assignment.problems if p.name not in points)
+        if missing:
+            result = replace(result, problem_points=result.problem_points + missing)
+    problems = tuple(_problem_view(p) for p in digest_problems(result))
+    graded = [t for t in result.tests if not is_advice(t)]
+    messages = {t.output.strip() for t in graded}
+    every_one_failed = len(graded) > 1 and all(case_state(t) == "failed" for t in graded)
+    common = messages.pop() if every_one_failed and len(messages) == 1 else ""
+    late = result.state != "crashed" and result.late_penalty > 0
     return FeedbackView(
         student=result.student,
         assignment=result.assignment,
         crashed=result.state == "crashed",
         error=student_error(result) if result.state == "crashed" else "",
         score=format_points(reported_score(result)),
-        max_score=format_points(max_total),
-        passed=sum(t.passed for t in result.tests),
-        total=len(result.tests),
-        notes=result.notes,
-        problems=tuple(problems),
+        max_score=format_points(result.max_score or sum(float(p.max_score) for p in problems)),
+        raw_score=format_points(result.raw_score) if late else "",
+        late_penalty=format_points(result.late_penalty) if late else "",
+        passed=sum(t.passed for t in graded),
+        total=len(graded),
+        not_graded=sum(p.not_graded for p in problems),
+        notes=tuple(NoteView(g.first, g.repeats, g.consequences, g.undefined)
+                    for g in group_notes(result.notes)),
+        problems=problems,
+        common_failure=common,
     )
+
+
+# --------------------------------------------------------------------------- text for reading
+
+_CODE = re.compile(r"`([^`\n]+)`")
+_LONG_TOKEN = re.compile(r"[^\s<>]{16,}")    # long enough to need a break on a phone
+_JOINT = re.compile(r"(?:_(?=[^\s&])|[.,](?=[A-Za-z_]))")
+
+
+def _wrap_joints(escaped: str) -> str:
+    """Allow a line break after the joints (`_`, and `.` or `,` before a letter) of each long token of escaped text."""
+    return _LONG_TOKEN.sub(lambda m: _JOINT.sub(r"\g<0><wbr>", m.group(0)), escaped)
+
+
+def breakable(text: object) -> Markup:
+    """Escape a name (`multi_head_attention`, a test id) and let it wrap only at its joints."""
+    return Markup(_JOINT.sub(r"\g<0><wbr>", str(escape(text))))
+
+
+def rich(text: object) -> Markup:
+    """Escape `text`, show `backticked` spans as code, and let long identifiers wrap at their joints."""
+    escaped = str(escape(text))
+    parts, last = [], 0
+    for m in _CODE.finditer(escaped):
+        parts.append(_wrap_joints(escaped[last:m.start()]))
+        parts.append("<code>" + _wrap_joints(m.group(1)) + "</code>")
+        last = m.end()
+    parts.append(_wrap_joints(escaped[last:]))
+    return Markup("".join(parts))
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -121,6 +262,9 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env.filters.update(breakable=breakable, rich=rich)
+    env.globals.update(plural=plural)
+    return env
 
 
 def render_feedback(result: SubmissionResult, assignment: Assignment | None = None) -> str:

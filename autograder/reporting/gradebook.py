@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import os
-import shutil
-import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from autograder.config import Assignment, Course
 from autograder.errors import CourseError
 from autograder.grading.results import SubmissionResult
+from autograder.toolpath import tools_on_path
 
 if TYPE_CHECKING:
     from nbgrader.api import Gradebook
@@ -48,10 +47,6 @@ class GradebookReport:
         """One line per failed submission: "<student>: <why>"."""
         return tuple(f"{student}: {why}" for student, why in self.failed)
 
-    def __iter__(self):
-        """Iterating a report gives its failure messages (so `for err in record_grades(...)` works)."""
-        return iter(self.messages)
-
 
 def notebook_name(notebook_file: str) -> str:
     """nbgrader's name for a notebook: the file name without .ipynb."""
@@ -59,33 +54,14 @@ def notebook_name(notebook_file: str) -> str:
 
 
 @contextlib.contextmanager
-def _alembic_reachable() -> Iterator[None]:
-    """nbgrader runs the `alembic` command when it creates a new gradebook; when this
-    interpreter's bin folder holds it but PATH does not, put that folder first meanwhile."""
-    here = Path(sys.executable).parent
-    if shutil.which("alembic") is not None or not (here / "alembic").exists():
-        yield
-        return
-    old = os.environ.get("PATH")
-    os.environ["PATH"] = os.pathsep.join([str(here)] + ([old] if old else []))
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("PATH", None)
-        else:
-            os.environ["PATH"] = old
-
-
-@contextlib.contextmanager
-def open_gradebook(course: Course) -> Iterator["Gradebook"]:
+def open_gradebook(course: Course) -> Iterator[Gradebook]:
     """nbgrader's Gradebook for the course's database (created if new); closed afterwards."""
     from nbgrader.api import Gradebook
 
     try:
-        with _alembic_reachable():
+        with tools_on_path():      # nbgrader runs `alembic` to create a new gradebook
             gb = Gradebook(course.gradebook_url, course.course_id)
-    except Exception as exc:  # nbgrader raises SQLAlchemy and subprocess errors here
+    except Exception as exc:  # noqa: BLE001 - nbgrader raises SQLAlchemy and subprocess errors here
         raise CourseError(f"gradebook {course.gradebook_url}: cannot open ({type(exc).__name__}: {exc})") from None
     try:
         yield gb
@@ -93,7 +69,7 @@ def open_gradebook(course: Course) -> Iterator["Gradebook"]:
         gb.close()
 
 
-def ensure_assignment(gb: "Gradebook", course: Course, assignment: Assignment) -> tuple[str, ...]:
+def ensure_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> tuple[str, ...]:
     """Create the assignment, its notebooks and one grade cell per problem where missing.
     Returns a description of each entry created."""
     from nbgrader.api import MissingEntry
@@ -102,7 +78,7 @@ def ensure_assignment(gb: "Gradebook", course: Course, assignment: Assignment) -
     try:
         gb.find_assignment(assignment.name)
     except MissingEntry:
-        kwargs = {"course_id": course.course_id}
+        kwargs: dict[str, Any] = {"course_id": course.course_id}
         if assignment.due is not None:
             kwargs["duedate"] = assignment.due
         gb.add_assignment(assignment.name, **kwargs)
@@ -125,11 +101,10 @@ def ensure_assignment(gb: "Gradebook", course: Course, assignment: Assignment) -
     return tuple(created)
 
 
-def _submission(gb: "Gradebook", assignment: str, student_id: str):
+def _submission(gb: Gradebook, assignment: str, student_id: str):
     """The student's submission, created (with the student) if missing, holding a notebook,
     grade and comment row for every cell of the assignment. Nothing is committed here."""
-    from nbgrader.api import (Comment, Grade, MissingEntry, Student, SubmittedAssignment,
-                              SubmittedNotebook)
+    from nbgrader.api import Comment, Grade, MissingEntry, Student, SubmittedAssignment, SubmittedNotebook
 
     try:
         student = gb.find_student(student_id)
@@ -164,7 +139,7 @@ def _problem_score(result: SubmissionResult, problem: str) -> float:
     return round(float(sum(t.score for t in result.tests if t.problem == problem)), 6)
 
 
-def record_submission(gb: "Gradebook", assignment: Assignment, result: SubmissionResult) -> None:
+def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionResult) -> None:
     """Write one submission's problem scores as the grade cells' auto_score, in one transaction."""
     if result.assignment != assignment.name:
         raise ValueError(f"result is for assignment {result.assignment!r}, not {assignment.name!r}")
@@ -174,7 +149,7 @@ def record_submission(gb: "Gradebook", assignment: Assignment, result: Submissio
         if result.submitted_at:
             # nbgrader keeps naive UTC times
             submission.timestamp = (dt.datetime.fromisoformat(result.submitted_at)
-                                    .astimezone(dt.timezone.utc).replace(tzinfo=None))
+                                    .astimezone(dt.UTC).replace(tzinfo=None))
         for i, snb in enumerate(sorted(submission.notebooks, key=lambda n: n.name)):
             snb.late_submission_penalty = (result.late_penalty or None) if i == 0 else None
         for p in assignment.problems:
@@ -202,9 +177,9 @@ class GradebookWriter:
         self.assignment = assignment
         self.created: tuple[str, ...] = ()
         self._stack = contextlib.ExitStack()
-        self._gb: "Gradebook | None" = None
+        self._gb: Gradebook | None = None
 
-    def __enter__(self) -> "GradebookWriter":
+    def __enter__(self) -> GradebookWriter:
         from nbgrader.api import InvalidEntry, MissingEntry
 
         with contextlib.ExitStack() as stack:
@@ -228,7 +203,7 @@ class GradebookWriter:
             raise RuntimeError("GradebookWriter used outside its with-block")
         try:
             record_submission(self._gb, self.assignment, result)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - that submission is rolled back and reported; the others land
             return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         return None
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from autograder.grading.results import SubmissionResult, TestResult
+from autograder.grading.results import SubmissionResult, SubmissionState, TestResult
+from autograder.text import truncate
 
 from .bounds import RESULTS_JSON_MAX_BYTES, bound_result, shrunk
 
@@ -48,7 +50,7 @@ def ordered_problems(result: SubmissionResult) -> tuple[str, ...]:
 
 def numbered_tests(result: SubmissionResult) -> tuple[tuple[str, TestResult], ...]:
     """Each test with its number "p.t": p the problem's place, t the test's place within it."""
-    out = []
+    out: list[tuple[str, TestResult]] = []
     for p, problem in enumerate(ordered_problems(result), start=1):
         mine = [t for t in result.tests if t.problem == problem]
         out.extend((f"{p}.{i}", t) for i, t in enumerate(mine, start=1))
@@ -60,10 +62,26 @@ def short_name(test: TestResult) -> str:
     return test.name.rsplit("::", 1)[-1]
 
 
+# How the chapter writes the terms that catalogue ids spell in snake_case.
+_TERMS = {"d_k": "d_k", "d_model": "d_model", "d_ff": "d_ff", "n_heads": "n_heads",
+          "layer_norm": "LayerNorm", "post_ln": "Post-LN", "pre_ln": "Pre-LN"}
+_WORDS = {"ffn": "FFN", "ln": "LN", "mha": "MHA", "relu": "ReLU", "gelu": "GELU", "silu": "SiLU",
+          "swiglu": "SwiGLU", "eps": "eps", "exp": "exp", "sqrt": "sqrt", "qkv": "QKV"}
+
+
 def misconception_name(diagnosis: str) -> str:
-    """A readable name for a catalogue id: "layer_norm.unbiased_variance" -> "Unbiased variance"."""
-    words = diagnosis.rsplit(".", 1)[-1].replace("_", " ").strip()
-    return words[:1].upper() + words[1:] if words else diagnosis
+    """A readable name for a catalogue id: "layer_norm.unbiased_variance" -> "Unbiased variance",
+    "block.missing_ffn_residual" -> "Missing FFN residual", "mha.scale_by_d_k" -> "Scale by d_k"."""
+    text = diagnosis.rsplit(".", 1)[-1].strip("_")
+    if not text:
+        return diagnosis
+    for term in sorted(_TERMS, key=len, reverse=True):
+        text = re.sub(rf"(?<![a-z0-9]){term}(?![a-z0-9])", _TERMS[term].replace("_", "\0"), text)
+    words = [_WORDS.get(w, w) for w in text.split("_") if w]
+    name = " ".join(words).replace("\0", "_")
+    first = words[0]
+    keep = first in _WORDS.values() or first in _TERMS.values()
+    return name if keep else name[:1].upper() + name[1:]
 
 
 def format_points(x: float) -> str:
@@ -82,7 +100,7 @@ def student_error(result: SubmissionResult, limit: int = 300) -> str:
     hold a traceback of instructor code, stays in extra_data)."""
     lines = [ln.strip() for ln in result.error.splitlines() if ln.strip()]
     first = lines[0] if lines else "the grader stopped unexpectedly"
-    return first if len(first) <= limit else first[: limit - 3] + "..."
+    return truncate(first, limit)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -237,13 +255,14 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
         extra = doc["extra_data"]
         tests = tuple(TestResult(
             name=_text(t["name"]), problem=_text(t["problem"]), score=_number(t["score"]),
-            max_score=_number(t["max_score"]), status=t["status"] if t["status"] in ("passed", "failed", "not_graded") else "failed",
+            max_score=_number(t["max_score"]),
+            status=t["status"] if t["status"] in ("passed", "failed", "not_graded") else "failed",
             output=_text(t.get("output")), description=_text(t.get("description")),
             diagnoses=tuple(_text(d) for d in t.get("diagnoses", [])),
             hints=tuple(_text(h) for h in t.get("hints", [])), detail=_text(t.get("detail")),
             duration=_number(t.get("duration", 0.0))) for t in extra["tests"])
         problems = [(p["problem"], _number(p["max_score"])) for p in extra["problems"]]
-        state = extra["state"] if extra["state"] in ("graded", "crashed") else "crashed"
+        state: SubmissionState = "graded" if extra["state"] == "graded" else "crashed"
         result = SubmissionResult(
             student=_text(extra["student"]), assignment=_text(extra["assignment"]), state=state,
             tests=tests, problems=tuple(p for p, _ in problems), notes=tuple(_text(n) for n in extra["notes"]),

@@ -6,7 +6,7 @@
     bob             7.5            0     5  12.5/30  graded   not on roster, 2 notes  layer_norm.unbiased_variance
     cy                -            -     -  0/30     crashed  crashed
 
-    3 students, 2 graded: mean 21.25, median 21.25 of 30 (crashed excluded). Feedback pages: feedback/<student>/transformer-block/
+    3 students, 2 graded: mean 21.25, median 21.25 of 30 (crashed excluded). Feedback pages: feedback/<student>/hw/
 
 When the problem names would make the table (diagnoses aside) wider than WIDE characters, the
 problem columns are headed P1, P2, ... and a legend line names them.
@@ -14,8 +14,7 @@ problem columns are headed P1, P2, ... and a legend line names them.
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
@@ -59,7 +58,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
 
 
 def format_summary(results: Iterable[SubmissionResult], assignment: Assignment, *,
-                   feedback_dir: str | Path | None = None) -> str:
+                   feedback_pages: str | None = None) -> str:
     """A plain-text table of `results` (sorted by student) and a closing line with the class
     mean and median and where the feedback pages are."""
     results = sorted(results, key=lambda r: r.student)
@@ -98,8 +97,8 @@ def format_summary(results: Iterable[SubmissionResult], assignment: Assignment, 
         if len(graded) < n:
             tail += " (crashed excluded)"
     tail += "."
-    if feedback_dir is not None:
-        tail += f" Feedback pages: {Path(feedback_dir)}/<student>/{assignment.name}/"
+    if feedback_pages is not None:
+        tail += f" Feedback pages: {feedback_pages}"
     sandbox = isolation_line(results)
     return "\n".join([*lines, *([legend] if legend else []), "", tail, *([sandbox] if sandbox else [])]) + "\n"
 

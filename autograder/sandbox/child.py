@@ -25,19 +25,19 @@ from __future__ import annotations
 
 import builtins as _builtins_module
 
-__builtins__ = dict(vars(_builtins_module))  # noqa: A001  (see the module docstring)
+__builtins__ = dict(vars(_builtins_module))
 
-import inspect  # noqa: E402
-import io  # noqa: E402
-import linecache  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import inspect
+import io
+import linecache
+import os
+import sys
+import time
+import warnings
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from autograder.sandbox import protocol  # noqa: E402
+from autograder.sandbox import protocol
 
 OUTPUT_CHARS = 8 * 1024           # default characters of output kept per cell or call (head and tail)
 MESSAGE_LIMIT = 2000              # characters of an exception message
@@ -162,7 +162,7 @@ class _Capture(io.TextIOBase):
 class _NoIPython:
     """What `get_ipython()` returns here: every method does nothing, returns None, and is noted."""
 
-    def __init__(self, runner: "Runner"):
+    def __init__(self, runner: Runner):
         self._runner = runner
 
     def __getattr__(self, name: str):

@@ -27,18 +27,31 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..config import Limits
 from ..errors import CourseError
 from . import isolation, protocol
-from .outcomes import (BadReturnValue, CallResult, CallTimeout, CellOutcome, ChildCrashed,
-                       ExecutionReport, FunctionMissing, NotCallable, NotebookFailed, SandboxError,
-                       StudentCodeError, StudentRaised, TimeBudgetExceeded)
+from .outcomes import (
+    BadReturnValue,
+    CallResult,
+    CallTimeout,
+    CellOutcome,
+    ChildCrashed,
+    ExecutionReport,
+    FunctionMissing,
+    NotCallable,
+    NotebookFailed,
+    SandboxError,
+    StudentCodeError,
+    StudentRaised,
+    TimeBudgetExceeded,
+)
 from .process import HostProcess
 
 __all__ = ["SandboxHost", "SubmissionRun", "ProblemHandle", "SandboxUnavailable", "HostInfo",
@@ -177,7 +190,7 @@ def _cell(c: Any) -> _Cell:
 def _limits_message(limits: Limits) -> dict:
     return {
         "memory_mb": int(limits.memory_mb),
-        "cpu_seconds": int(math.ceil(max(limits.total_seconds, limits.submission_seconds) + 30)),
+        "cpu_seconds": math.ceil(max(limits.total_seconds, limits.submission_seconds) + 30),
         "file_mb": int(limits.scratch_mb),
         "open_files": 64,
         "processes": int(limits.processes),
@@ -237,7 +250,7 @@ class SandboxHost:
         self._closed = False
 
     # ---- lifecycle
-    def __enter__(self) -> "SandboxHost":
+    def __enter__(self) -> SandboxHost:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -352,7 +365,8 @@ class SandboxHost:
             self._stop()
             reason = tail.splitlines()[-1] if tail else f"{type(exc).__name__}: {exc}"
             hint = ("; enable unprivileged user namespaces (sysctl user.max_user_namespaces, "
-                    "kernel.unprivileged_userns_clone)" if bwrap and "namespace" in reason.lower() + tail.lower() else "")
+                    "kernel.unprivileged_userns_clone)"
+                    if bwrap and "namespace" in reason.lower() + tail.lower() else "")
             raise SandboxUnavailable(f"the sandbox could not start: {reason[:300]}{hint}") from None
         if hello.get("op") != "hello":
             self._stop()
@@ -396,7 +410,7 @@ class SandboxHost:
         return LAYER_HINTS.get(layer, "not available on this machine")
 
     # ---- submissions
-    def submission(self, cells: Iterable[Any], limits: Limits, *, deadline: float | None = None) -> "SubmissionRun":
+    def submission(self, cells: Iterable[Any], limits: Limits, *, deadline: float | None = None) -> SubmissionRun:
         """Start a submission's namespaces and run its notebook (returns when the notebook ran).
         `deadline` (time.monotonic()) defaults to now + limits.submission_seconds."""
         if self.info is None or not self.alive or self.submissions >= self.recycle_after:
@@ -409,7 +423,7 @@ class SandboxHost:
         return self._submission(cells, limits, deadline)
 
     def _submission(self, cells: Iterable[Any], limits: Limits, deadline: float | None, *,
-                    require_layers: bool = True) -> "SubmissionRun":
+                    require_layers: bool = True) -> SubmissionRun:
         assert self._ctl is not None
         if self._cgroup is not None:
             self._cgroup.set_memory((limits.memory_mb + 512) * 2**20)
@@ -488,7 +502,7 @@ class SubmissionRun:
         self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20), max_header=REPLY_HEADER)
 
     # ---- lifecycle
-    def __enter__(self) -> "SubmissionRun":
+    def __enter__(self) -> SubmissionRun:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -732,7 +746,7 @@ class SubmissionRun:
                 return _Stop("cell_crashed" if current is not None else "crashed", current, reason)
 
     # ---- problems
-    def problem(self, name: str) -> "ProblemHandle":
+    def problem(self, name: str) -> ProblemHandle:
         """A handle for one problem's checks; the previous problem's process is ended first.
         Its process is forked from the template on the first call."""
         if self._problem is not None:
@@ -887,7 +901,7 @@ class ProblemHandle:
             chan.send_frame(data, deadline=time.monotonic() + CONTROL_SECONDS)
         except (OSError, TimeoutError):
             return [self._broken(c[0], self._lost()) for c in calls]
-        for i, (name, _, _) in enumerate(calls):
+        for _i, (name, _, _) in enumerate(calls):
             limit = run.limits.call_seconds
             deadline = min(time.monotonic() + limit, run.deadline)
             try:

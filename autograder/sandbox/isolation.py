@@ -158,7 +158,8 @@ def _build(groups: tuple[tuple[tuple[str, ...], str], ...], *, student: bool) ->
                 rule(name, eperm)
         if student:
             rule("mmap", eperm, (3, _SCMP_CMP_MASKED_EQ, _MAP_SHARED, _MAP_SHARED))   # shared memory across forks
-            rule("clone3", _errno_action(errno.ENOSYS))   # its flags are out of a filter's reach; libc falls back to clone
+            # clone3's flags are out of a filter's reach; libc falls back to clone
+            rule("clone3", _errno_action(errno.ENOSYS))
             for flag in linux.NAMESPACE_FLAGS:
                 rule("clone", eperm, (0, _SCMP_CMP_MASKED_EQ, flag, flag))
             rule("prctl", eperm, (0, _SCMP_CMP_EQ, _PR_SET_DUMPABLE, 0), (1, _SCMP_CMP_NE, 0, 0))
@@ -218,7 +219,7 @@ def _python_paths() -> tuple[str, str, list[str]]:
 
 def _system_library_dirs() -> list[str]:
     arch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
-    out = []
+    out: list[str] = []
     for d in (f"/usr/lib/{arch}", f"/lib/{arch}", "/usr/lib64", "/lib64"):
         if os.path.isdir(d) and not os.path.islink(d) and os.path.realpath(d) not in [os.path.realpath(o) for o in out]:
             out.append(d)
@@ -356,7 +357,7 @@ class Cgroup:
         return [str(d / "cgroup.procs") for d in self.dirs]
 
     @classmethod
-    def create(cls, name: str, *, pids: int, memory_bytes: int) -> "Cgroup | str":
+    def create(cls, name: str, *, pids: int, memory_bytes: int) -> Cgroup | str:
         """The cgroup, or a one-line reason why none could be made."""
         if os.geteuid() != 0:
             return "not running as root"

@@ -11,8 +11,8 @@ import os
 import signal
 import subprocess
 import weakref
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 # Puts the shell into the given cgroups (its pid, before it becomes bubblewrap), then runs the
 # command: `sh -c SCRIPT sh N procs-file... command...`.

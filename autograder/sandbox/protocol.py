@@ -32,18 +32,18 @@ import builtins as _builtins_module
 
 # Functions defined below look builtins up in this private copy, so student code that
 # rebinds `builtins.len` or `builtins.isinstance` cannot change how messages are framed.
-__builtins__ = dict(vars(_builtins_module))  # noqa: A001
+__builtins__ = dict(vars(_builtins_module))
 
-import json  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import _socket  # noqa: E402
-import struct  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import Any  # noqa: E402
+import _socket
+import json
+import os
+import re
+import struct
+import time
+from dataclasses import dataclass
+from typing import Any
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 __all__ = [
     "Caps", "TRUSTED_CAPS", "UNCAPPED", "ProtocolError", "EncodeError",
@@ -117,7 +117,7 @@ def describe(value: Any) -> str:
         if t is not _ndarray:
             return f"{_a(name)} (an ndarray subclass); return a plain numpy array, e.g. np.asarray(result)"
         return (f"an array of dtype {value.dtype}; return an array of numbers "
-                f"(bool, int or float), not of {value.dtype.kind == 'O' and 'Python objects' or value.dtype}")
+                f"(bool, int or float), not of {(value.dtype.kind == 'O' and 'Python objects') or value.dtype}")
     if isinstance(value, _generic):
         return f"a numpy {name} scalar; return a number or an array of numbers"
     if name == "generator" or name == "coroutine" or name == "async_generator":
@@ -127,10 +127,11 @@ def describe(value: Any) -> str:
             return f"{_a(name)} (a {base.__name__} subclass); return a plain {base.__name__}"
     try:
         array_like = hasattr(value, "__array__")
-    except Exception:
+    except Exception:  # noqa: BLE001 - a student's object may raise anything from __getattr__
         array_like = False
     if array_like:
-        return f"an object of type {name} (array-like, but not a numpy array); return a numpy array, e.g. np.asarray(result)"
+        return (f"an object of type {name} (array-like, but not a numpy array); return a numpy array, "
+                "e.g. np.asarray(result)")
     if callable(value):
         return f"a function or other callable ({name}); return its result instead"
     return f"an object of type {name}; return a numpy array or a number"
@@ -356,7 +357,7 @@ class Channel:
         self.sock = sock
 
     @classmethod
-    def from_fd(cls, fd: int) -> "Channel":
+    def from_fd(cls, fd: int) -> Channel:
         """A channel on an inherited or received socket descriptor."""
         return cls(_Socket(fileno=fd))
 

@@ -8,7 +8,7 @@ import pytest
 from autograder.config import Assignment, LatePolicy, Limits
 from autograder.grading.lateness import lateness, parse_timestamp, submission_time
 
-DUE = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.timezone.utc)
+DUE = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
 
 
 def assignment(**policy) -> Assignment:
@@ -51,7 +51,7 @@ def test_no_timestamp_or_no_due_date_is_on_time(tmp_path):
 
 def test_nbgrader_timestamps_are_read_and_bad_ones_noted(tmp_path):
     """Are nbgrader's 'YYYY-MM-DD HH:MM:SS.ffffff UTC' stamps read, and an unreadable one noted?"""
-    assert parse_timestamp("2026-12-16 12:00:00.000000 UTC") == dt.datetime(2026, 12, 16, 12, tzinfo=dt.timezone.utc)
+    assert parse_timestamp("2026-12-16 12:00:00.000000 UTC") == dt.datetime(2026, 12, 16, 12, tzinfo=dt.UTC)
     (tmp_path / "timestamp.txt").write_text("yesterday-ish")
     when, note = submission_time(tmp_path)
     assert when is None and "could not be read as a time" in note

@@ -2,7 +2,6 @@
 internal errors kept apart, seeded rng per test."""
 from __future__ import annotations
 
-
 import pytest
 
 from autograder.config import Assignment, Limits, Problem, Tolerance

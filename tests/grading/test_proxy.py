@@ -8,8 +8,14 @@ from autograder.config import Limits
 from autograder.grading.proxy import StudentProxy
 from autograder.notebooks import cell_label
 from autograder.sandbox.host import SandboxHost
-from autograder.sandbox.outcomes import (BadReturnValue, CallTimeout, ChildCrashed, FunctionMissing,
-                                        NotebookFailed, StudentRaised)
+from autograder.sandbox.outcomes import (
+    BadReturnValue,
+    CallTimeout,
+    ChildCrashed,
+    FunctionMissing,
+    NotebookFailed,
+    StudentRaised,
+)
 
 LIMITS = Limits(cell_seconds=2.0, total_seconds=20.0, call_seconds=1.0, memory_mb=1024)
 

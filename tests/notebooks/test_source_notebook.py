@@ -1,7 +1,7 @@
 """Structural checks of the instructor's source notebook for the transformer-block assignment.
 
 No Jupyter kernel is started: the notebook is read with nbformat, its code is parsed with `ast`,
-and course.yml is read with PyYAML directly. The last two tests run the code cells in-process
+and course.yml is read with the course's own loader. The last two tests run the code cells in-process
 (numpy only, about a second) to check the source and a stubbed release.
 """
 from __future__ import annotations
@@ -14,14 +14,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 from assignments.transformer_block import reference as ref
+from autograder.config import load_course
 from autograder.grading.checks import building_blocks
+from autograder.layout import CourseLayout
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = "transformer-block"
-NOTEBOOK = ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+NOTEBOOK = CourseLayout(ROOT).source(ASSIGNMENT) / f"{ASSIGNMENT}.ipynb"
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -40,13 +41,8 @@ SIGNATURES: dict[str, tuple[list[str], dict[str, object]]] = {
 
 
 def _course_problems() -> dict[str, dict]:
-    course = yaml.safe_load((ROOT / "course.yml").read_text(encoding="utf-8"))
-    (assignment,) = [a for a in course["assignments"] if a["name"] == ASSIGNMENT]
-    problems = {}
-    for name, spec in assignment["problems"].items():
-        spec = spec or {}
-        problems[name] = {"points": spec["points"], "grade_id": spec.get("grade_id", f"test_{name}")}
-    return problems
+    assignment = load_course(ROOT).assignment(ASSIGNMENT)
+    return {p.name: {"points": p.points, "grade_id": p.grade_id} for p in assignment.problems}
 
 
 NB = nbformat.read(NOTEBOOK, as_version=4)

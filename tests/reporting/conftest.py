@@ -13,6 +13,7 @@ import pytest
 
 from autograder.config import Assignment, Course, Limits, Problem, Tolerance
 from autograder.grading import results as R
+from autograder.layout import CourseLayout
 
 SECRET = "SECRET-expected-0.7071067811865476"
 SEED = 4242424242
@@ -44,7 +45,7 @@ def check(problem: str, fn: str, score: float, max_score: float, **kw) -> R.Test
 
 def submission(student: str, tests=(), **kw) -> R.SubmissionResult:
     kw.setdefault("state", "graded")
-    kw.setdefault("files", (f"submitted/{student}/transformer-block/{NOTEBOOK}",))
+    kw.setdefault("files", (str(CourseLayout(Path()).submission(student, "transformer-block") / NOTEBOOK),))
     return R.SubmissionResult(student=student, assignment="transformer-block", tests=tuple(tests),
                               problems=tuple(p for p, _ in POINTS), problem_points=POINTS, **kw)
 

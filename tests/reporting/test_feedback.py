@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
+from autograder.layout import CourseLayout
 from autograder.reporting.feedback import render_feedback, write_feedback
 
 from .conftest import HINT, MARKUP, SECRET, SEED, submission
@@ -131,7 +132,7 @@ def test_full_marks_page(ada, assignment):
 
 def test_page_is_written_per_notebook_like_nbgrader(tmp_path, bob, assignment):
     """Is the page written as <folder>/<notebook-stem>.html, atomically, with nothing else left?"""
-    folder = tmp_path / "feedback" / "bob" / "transformer-block"
+    folder = CourseLayout(tmp_path).feedback("bob", "transformer-block")
     path = write_feedback(bob, assignment, folder)
     assert path == folder / "transformer-block.html"
     assert path.read_text(encoding="utf-8") == render_feedback(bob, assignment)

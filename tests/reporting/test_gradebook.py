@@ -102,7 +102,7 @@ def test_regrading_replaces_auto_scores_and_keeps_manual_ones(course, assignment
     with Gradebook(course.gradebook_url) as gb:
         gb.find_grade("test_silu", STEM, assignment.name, "bob").manual_score = 4.0
         gb.db.commit()
-    regraded = submission("bob", [t for t in ada.tests])
+    regraded = submission("bob", list(ada.tests))
     assert record_grades(course, assignment, [regraded]).ok
     with Gradebook(course.gradebook_url) as gb:
         silu = gb.find_grade("test_silu", STEM, assignment.name, "bob")
@@ -131,7 +131,7 @@ def test_a_failing_submission_is_rolled_back_and_reported_while_others_land(cour
     assert report.recorded == ("ada", "bob")
     assert [who for who, _ in report.failed] == ["cal", "dee"]
     assert report.failed[0][1].startswith("TypeError")
-    assert [m.split(":")[0] for m in report] == ["cal", "dee"]     # iterating gives one line per failure
+    assert [m.split(":")[0] for m in report.messages] == ["cal", "dee"]     # one line per failure
     assert "another-assignment" in report.failed[1][1]
     with Gradebook(course.gradebook_url) as gb:
         assert sorted(s.id for s in gb.students) == ["ada", "bob"]

@@ -19,10 +19,10 @@ def test_documents_carry_gradescopes_top_level_and_test_fields(ada, bob):
     """Does every document have Gradescope's top-level fields and every test entry its fields?"""
     for result in (ada, bob):
         doc = to_results_json(result)
-        assert TOP_LEVEL <= doc.keys()
+        assert doc.keys() >= TOP_LEVEL
         assert doc["visibility"] == "visible" and doc["stdout_visibility"] == "hidden"
         for entry in doc["tests"]:
-            assert PER_TEST <= entry.keys()
+            assert entry.keys() >= PER_TEST
             assert entry["visibility"] == "visible"
             assert entry["status"] in ("passed", "failed")
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from autograder.layout import CourseLayout
 from autograder.reporting.summary import format_summary
 
 from .conftest import check, make_assignment, submission
@@ -13,13 +14,18 @@ ALL_PROBLEMS = (("layer_norm", 15.0), ("split_heads", 10.0), ("merge_heads", 5.0
                 ("swiglu_ffn", 15.0), ("count_block_params", 10.0))
 
 
+def pages(root: Path, assignment) -> str:
+    """Where the feedback pages are, as the summary's last line shows it."""
+    return f"{CourseLayout(root).feedback('<student>', assignment.name)}/"
+
+
 def rows(text: str) -> dict[str, str]:
     return {line.split()[0]: line for line in text.splitlines()[2:] if line.strip()}
 
 
 def test_summary_matches_the_golden_file(ada, bob, cy, assignment):
     """Is the table for ada, bob and cy exactly the reviewed one in files/summary.txt?"""
-    text = format_summary([bob, cy, ada], assignment, feedback_dir="feedback")
+    text = format_summary([bob, cy, ada], assignment, feedback_pages=pages(Path("."), assignment))
     assert text == GOLDEN.read_text(encoding="utf-8")
 
 
@@ -46,10 +52,10 @@ def test_a_crashed_row_says_so_and_has_no_problem_scores(cy, assignment):
 
 def test_last_line_gives_mean_median_and_where_the_feedback_is(ada, bob, cy, assignment):
     """Does the closing line give the class mean and median (crash excluded) and the feedback folder?"""
-    last = format_summary([ada, bob, cy], assignment, feedback_dir="out/feedback").splitlines()[-1]
+    last = format_summary([ada, bob, cy], assignment, feedback_pages=pages(Path("out"), assignment)).splitlines()[-1]
     assert "3 students, 2 graded" in last
     assert "mean 21.25" in last and "median 21.25 of 30" in last and "crashed excluded" in last
-    assert "out/feedback/<student>/transformer-block/" in last
+    assert f"{pages(Path('out'), assignment)}" in last and last.endswith("/transformer-block/")
 
 
 def test_median_and_mean_differ_when_they_should(ada, assignment):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.sandbox.outcomes import (BadReturnValue, FunctionMissing, NotCallable, StudentRaised)
+from autograder.sandbox.outcomes import BadReturnValue, FunctionMissing, NotCallable, StudentRaised
 
 from .conftest import FAST, Caller, cells
 

@@ -2,7 +2,6 @@
 template, the per-submission budget, caps on what comes back, batched calls, clean-up."""
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -12,8 +11,16 @@ import pytest
 from autograder.config import Limits
 from autograder.sandbox import isolation
 from autograder.sandbox.host import SandboxHost, SandboxUnavailable
-from autograder.sandbox.outcomes import (BadReturnValue, CallTimeout, ChildCrashed, FunctionMissing,
-                                        NotebookFailed, SandboxError, StudentRaised, TimeBudgetExceeded)
+from autograder.sandbox.outcomes import (
+    BadReturnValue,
+    CallTimeout,
+    ChildCrashed,
+    FunctionMissing,
+    NotebookFailed,
+    SandboxError,
+    StudentRaised,
+    TimeBudgetExceeded,
+)
 
 from .conftest import FAST, cells, descendants_settled, sandbox_processes, settled_count
 
@@ -327,7 +334,7 @@ def test_files_and_processes_a_problem_leaves_are_gone_before_the_next(submit):
     run = submit([STATEFUL])
     procs_a = run.problem("a").call("leave_traces").value
     assert len(procs_a) >= 4                               # supervisor, template, problem, daemon
-    files, content, procs_b, cwd = run.problem("b").call("look").value
+    files, content, procs_b, _cwd = run.problem("b").call("look").value
     assert files == [] and content == "notebook"
     assert len(procs_b) == 3, "only the supervisor, the template and this problem's process"
     assert run.problem("c").call("write_notebook_folder").value == "Read-only file system"

@@ -15,13 +15,12 @@ the sandbox is missing.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-from submissions import (FUNCTIONS, LN_UNBIASED, SILU_NAIVE)  # noqa: E402
+from submissions import FUNCTIONS, LN_UNBIASED, SILU_NAIVE
 
 # ----------------------------------------------------------------------------- twins
 # The honest code an attack hides behind: (functions done with the solution, wrong variants).

@@ -25,13 +25,16 @@ from pathlib import Path
 
 import yaml
 
+from autograder.layout import CourseLayout
+
 from .attacks import NO_NOTEBOOK, PRELUDE, TWINS, Attack
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tests"))
-from conftest import copy_course  # noqa: E402
 from submissions import LN_EPS_OUTSIDE, Case, build  # noqa: E402
+
+from conftest import copy_course  # noqa: E402
 
 ASSIGNMENT = "transformer-block"
 NB = "transformer-block.ipynb"
@@ -97,9 +100,9 @@ def make_scratch(dest: Path, secret: str, victims: tuple[str, str], victim_marks
     for rel, mark in instructor_marks.items():
         path = package / rel
         path.write_text(path.read_text() + f"\n# {mark}\n")
-    (course / "submitted").mkdir()
+    (CourseLayout(course).submitted_dir).mkdir()
     for sid in victims:
-        write_notebook(course / "submitted" / sid / ASSIGNMENT / NB, victim_notebook(sid, victim_marks[sid]))
+        write_notebook(CourseLayout(course).submission(sid, ASSIGNMENT) / NB, victim_notebook(sid, victim_marks[sid]))
     markers = {f"instructor {rel}": m for rel, m in instructor_marks.items()}
     markers.update({f"victim notebook {sid}": m for sid, m in victim_marks.items()})
     markers.update({f"victim id {sid}": sid for sid in victims})
@@ -342,7 +345,7 @@ class Listener:
         while not self._stop.is_set():
             try:
                 conn, addr = self.sock.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -359,7 +362,7 @@ class Listener:
 
 def load_results(course: Path, sid: str) -> dict | None:
     try:
-        return json.loads((course / "autograded" / sid / ASSIGNMENT / "results.json").read_text())
+        return json.loads((CourseLayout(course).results_json(sid, ASSIGNMENT)).read_text())
     except (OSError, ValueError):
         return None
 

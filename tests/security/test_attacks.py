@@ -31,11 +31,35 @@ from pathlib import Path
 
 import pytest
 
+from autograder.layout import CourseLayout
+
 from .attacks import ATTACKS, NAMES, NO_NOTEBOOK, TWINS, Attack
-from .harness import (ASSIGNMENT, ATTACKER_SECONDS, GRADER_PEAK_MB, OUTPUTS, ROOT, SURVIVOR_GRACE,
-                      Listener, Scratch, attack_notebook, empty_gradebook, expected_rows, files_named, gradebook_rows,
-                      kill_pids, load_results, make_scratch, run_autograde, statuses,
-                      token_processes, tree_digest, twin_notebook, write_layout, write_notebook, NB)
+from .harness import (
+    ASSIGNMENT,
+    ATTACKER_SECONDS,
+    GRADER_PEAK_MB,
+    NB,
+    OUTPUTS,
+    ROOT,
+    SURVIVOR_GRACE,
+    Listener,
+    Scratch,
+    attack_notebook,
+    empty_gradebook,
+    expected_rows,
+    files_named,
+    gradebook_rows,
+    kill_pids,
+    load_results,
+    make_scratch,
+    run_autograde,
+    statuses,
+    token_processes,
+    tree_digest,
+    twin_notebook,
+    write_layout,
+    write_notebook,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +97,7 @@ def baseline(tmp_path_factory) -> Baseline:
     scratch = make_scratch(tmp_path_factory.mktemp("baseline") / "course", secret, victims, victim_marks,
                            instructor_marks, gradebook)
     for twin in TWINS:
-        write_notebook(scratch.course / "submitted" / f"t-{twin}" / ASSIGNMENT / NB, twin_notebook(twin))
+        write_notebook(CourseLayout(scratch.course).submission(f"t-{twin}", ASSIGNMENT) / NB, twin_notebook(twin))
     run = run_autograde(scratch.course)
     assert run.returncode == 0 and not run.problems, run.stdout[-2000:] + run.stderr[-2000:] + str(run.problems)
     students = (*victims, *(f"t-{t}" for t in TWINS))
@@ -143,26 +167,26 @@ def _check_outputs(attack: Attack, scratch: Scratch, baseline: Baseline, attacke
             v.append(f"gradebook rows of {sid} do not match its results.json: {rows.get(sid)}")
         if sid in scratch.victims and rows.get(sid) != baseline.rows.get(sid):
             v.append(f"gradebook rows of victim {sid} changed")
-        pages = list((course / "feedback" / sid / ASSIGNMENT).glob("*.html"))
+        pages = list((CourseLayout(course).feedback(sid, ASSIGNMENT)).glob("*.html"))
         if not pages:
             v.append(f"no feedback page for {sid}")
         elif sid not in pages[0].read_text(errors="replace"):
             v.append(f"feedback page of {sid} is not the grader's")
     # nothing hidden in what the attacker is shown
     shown = ""
-    for path in [course / "autograded" / attacker / ASSIGNMENT / "results.json",
-                 *(course / "feedback" / attacker / ASSIGNMENT).glob("*.html")]:
+    for path in [CourseLayout(course).results_json(attacker, ASSIGNMENT),
+                 *(CourseLayout(course).feedback(attacker, ASSIGNMENT)).glob("*.html")]:
         if path.is_file():
             shown += path.read_text(errors="replace")
     for what, marker in scratch.markers.items():
         if marker in shown:
             v.append(f"the attacker's outputs show {what}")
-    copied = course / "autograded" / attacker / ASSIGNMENT
+    copied = CourseLayout(course).autograded(attacker, ASSIGNMENT)
     for path in (copied.iterdir() if copied.is_dir() else ()):
         if path.is_symlink():
-            v.append(f"autograded/{attacker}/{path.name} is a symbolic link")
+            v.append(f"{path.name} among the attacker's autograded copies is a symbolic link")
         elif scratch.secret.encode() in path.read_bytes():
-            v.append(f"autograded/{attacker}/{path.name} holds the course secret")
+            v.append(f"{path.name} among the attacker's autograded copies holds the course secret")
 
 
 def run_attack(attack: Attack, baseline: Baseline, tmp_path: Path) -> list[str]:
@@ -172,7 +196,7 @@ def run_attack(attack: Attack, baseline: Baseline, tmp_path: Path) -> list[str]:
     course = scratch.course
     attacker = f"m-{attack.name}"
     token = "pwn" + secrets.token_hex(4)
-    folder = course / "submitted" / attacker / ASSIGNMENT
+    folder = CourseLayout(course).submission(attacker, ASSIGNMENT)
     listener = Listener()
     canaries = _canaries(secrets.token_hex(4))
     engine_files = {p: p.read_bytes() for p in ENGINE.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
@@ -216,7 +240,8 @@ def run_attack(attack: Attack, baseline: Baseline, tmp_path: Path) -> list[str]:
         left = files_named(token, places)
         if left:
             v.append(f"files left by the attack: {left[:5]}")
-        edited = [str(p.relative_to(ROOT)) for p, data in engine_files.items() if not p.is_file() or p.read_bytes() != data]
+        edited = [str(p.relative_to(ROOT)) for p, data in engine_files.items()
+                  if not p.is_file() or p.read_bytes() != data]
         new = [str(p.relative_to(ROOT)) for p in ENGINE.rglob("*")
                if p.is_file() and "__pycache__" not in p.parts and p not in engine_files]
         if edited or new:
@@ -228,7 +253,7 @@ def run_attack(attack: Attack, baseline: Baseline, tmp_path: Path) -> list[str]:
         site_after = {str(p): sorted(os.listdir(p)) for p in _site_packages()}
         if site_after != site_before:
             v.append("site-packages changed: " + ", ".join(
-                sorted(set(sum(site_after.values(), [])) ^ set(sum(site_before.values(), [])))[:5]))
+                sorted({n for v in site_after.values() for n in v} ^ {n for v in site_before.values() for n in v})[:5]))
     finally:
         listener.close()
         kill_pids(token_processes(token))

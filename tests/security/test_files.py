@@ -3,6 +3,7 @@ link, and one student's unreadable or odd files never stop the batch."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,12 +14,13 @@ import pytest
 from autograder.api import _copy_for_formgrader, _output_dir, submissions
 from autograder.config import load_course
 from autograder.grading.lateness import submission_time
-from autograder.notebooks import (RefusedFile, find_submission_notebooks, load_notebook, read_regular)
+from autograder.notebooks import RefusedFile, find_submission_notebooks, load_notebook, read_regular
 
 from .harness import ASSIGNMENT, NB, ROOT, load_results
 
 sys.path.insert(0, str(ROOT / "tests"))
-from conftest import copy_course  # noqa: E402
+from autograder.layout import EXAMPLES, CourseLayout
+from conftest import copy_course
 
 
 def _notebook(path: Path, source: str = "x = 1") -> Path:
@@ -83,7 +85,7 @@ def test_a_symlinked_timestamp_is_not_read(tmp_path):
 
 def test_copies_for_formgrader_never_follow_links(tmp_path):
     """Are only regular notebooks copied, and is an output folder that became a link replaced, not followed?"""
-    submitted = tmp_path / "submitted"
+    submitted = CourseLayout(tmp_path).submitted_dir
     _notebook(submitted / NB)
     secret = tmp_path / "secret.txt"
     secret.write_text("top secret")
@@ -102,8 +104,8 @@ def test_copies_for_formgrader_never_follow_links(tmp_path):
 
 def test_symlinked_student_folders_are_listed_so_they_can_be_refused(course_copy):
     """Is a student folder that is a symbolic link listed (to be refused), not followed into another student's?"""
-    _notebook(course_copy / "submitted" / "ada" / ASSIGNMENT / NB)
-    (course_copy / "submitted" / "eve").symlink_to("ada")
+    _notebook(CourseLayout(course_copy).submission("ada", ASSIGNMENT) / NB)
+    (CourseLayout(course_copy).submitted_dir / "eve").symlink_to("ada")
     listed = submissions(load_course(course_copy), ASSIGNMENT)
     assert [sid for sid, _ in listed] == ["ada", "eve"]
 
@@ -112,21 +114,22 @@ def test_symlinked_student_folders_are_listed_so_they_can_be_refused(course_copy
 def test_one_students_odd_files_never_stop_the_batch(tmp_path):
     """With linked, piped, unreadable-output and linked-folder submissions, are all the others still graded?"""
     course = copy_course(tmp_path / "course")
-    sub = course / "submitted"
+    sub = CourseLayout(course).submitted_dir
+    example = CourseLayout(ROOT / EXAMPLES).submission("ada", ASSIGNMENT)
     for sid in ("ada", "zed"):
-        (sub / sid).mkdir(parents=True)
-        os.system(f"cp -r {ROOT / 'examples' / 'submitted' / 'ada' / ASSIGNMENT} {sub / sid}")
+        shutil.copytree(example, sub / sid / ASSIGNMENT)
     (sub / "bob" / ASSIGNMENT).mkdir(parents=True)
     (sub / "bob" / ASSIGNMENT / NB).symlink_to(sub / "ada" / ASSIGNMENT / NB)
     (sub / "cy" / ASSIGNMENT).mkdir(parents=True)
     os.mkfifo(sub / "cy" / ASSIGNMENT / NB)
     (sub / "eve").symlink_to("ada")
     (sub / "fay" / ASSIGNMENT).mkdir(parents=True)
-    os.system(f"cp {sub / 'ada' / ASSIGNMENT / NB} {sub / 'fay' / ASSIGNMENT / NB}")
-    (course / "autograded" / "fay").mkdir(parents=True)
-    (course / "autograded" / "fay" / ASSIGNMENT).write_text("a file where a folder should be")
+    shutil.copyfile(sub / "ada" / ASSIGNMENT / NB, sub / "fay" / ASSIGNMENT / NB)
+    (CourseLayout(course).autograded_dir / "fay").mkdir(parents=True)
+    (CourseLayout(course).autograded("fay", ASSIGNMENT)).write_text("a file where a folder should be")
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT, "--course-dir", str(course)],
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT,
+                           "--course-dir", str(course)],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 1, proc.stdout + proc.stderr        # fay's results could not be written
     assert "output: fay: " in proc.stderr
@@ -134,5 +137,5 @@ def test_one_students_odd_files_never_stop_the_batch(tmp_path):
     for sid, reason in (("bob", "symbolic link"), ("cy", "named pipe"), ("eve", "symbolic link")):
         doc = load_results(course, sid)
         assert doc["score"] == 0 and reason in doc["output"], (sid, doc["output"])
-    assert not (course / "autograded" / "eve").is_symlink()
-    assert sorted(p.name for p in (course / "autograded" / "bob" / ASSIGNMENT).iterdir()) == ["results.json"]
+    assert not (CourseLayout(course).autograded_dir / "eve").is_symlink()
+    assert sorted(p.name for p in (CourseLayout(course).autograded("bob", ASSIGNMENT)).iterdir()) == ["results.json"]

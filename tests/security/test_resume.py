@@ -18,7 +18,8 @@ import yaml
 from .harness import ASSIGNMENT, NB, ROOT, expected_rows, gradebook_rows, load_results
 
 sys.path.insert(0, str(ROOT / "tests"))
-from conftest import copy_course  # noqa: E402
+from autograder.layout import EXAMPLES, CourseLayout
+from conftest import copy_course
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +29,7 @@ STUDENTS = ("ada", "alan", "barbara", "donald", "edsger", "frances", "grace")
 def _course(tmp_path: Path) -> Path:
     course = copy_course(tmp_path / "course")
     for sid in STUDENTS:
-        shutil.copytree(ROOT / "examples" / "submitted" / sid, course / "submitted" / sid)
+        shutil.copytree(CourseLayout(ROOT / EXAMPLES).submitted_dir / sid, CourseLayout(course).submitted_dir / sid)
     (course / "roster.csv").write_text("id\n" + "\n".join(STUDENTS) + "\n")
     return course
 
@@ -48,7 +49,7 @@ def _run(course: Path, *extra: str) -> subprocess.CompletedProcess:
 
 
 def _done(course: Path) -> set[str]:
-    return {sid for sid in STUDENTS if (course / "autograded" / sid / ASSIGNMENT / "results.json").is_file()}
+    return {sid for sid in STUDENTS if (CourseLayout(course).results_json(sid, ASSIGNMENT)).is_file()}
 
 
 def _log_states(stdout: str) -> dict[str, str]:
@@ -68,10 +69,11 @@ def _exactly_once(course: Path) -> None:
             "SELECT student.id, COUNT(*) FROM submitted_assignment JOIN student "
             "ON submitted_assignment.student_id = student.id GROUP BY student.id").fetchall())
         duplicates = con.execute(
-            "SELECT notebook_id, cell_id, COUNT(*) FROM grade GROUP BY notebook_id, cell_id HAVING COUNT(*) > 1").fetchall()
+            "SELECT notebook_id, cell_id, COUNT(*) FROM grade GROUP BY notebook_id, cell_id "
+            "HAVING COUNT(*) > 1").fetchall()
     finally:
         con.close()
-    assert per_student == {sid: 1 for sid in STUDENTS}
+    assert per_student == dict.fromkeys(STUDENTS, 1)
     assert duplicates == []
     rows = gradebook_rows(course)
     for sid in STUDENTS:
@@ -79,7 +81,7 @@ def _exactly_once(course: Path) -> None:
 
 
 def test_sigkill_mid_batch_then_rerun_grades_the_rest_with_every_grade_once(tmp_path):
-    """Killed with SIGKILL after a few students, does a rerun grade only the others and leave each grade exactly once?"""
+    """Killed with SIGKILL after a few students, does a rerun grade only the others and leave each grade once?"""
     course = _course(tmp_path)
     proc = subprocess.Popen(_command(course), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
                             start_new_session=True)
@@ -104,7 +106,7 @@ def test_sigkill_mid_batch_then_rerun_grades_the_rest_with_every_grade_once(tmp_
 
 
 def test_unchanged_batch_is_not_graded_again_unless_forced(tmp_path):
-    """Is a second run on unchanged submissions all 'unchanged', and does --force grade everyone again, with the same scores?"""
+    """Is a second run on unchanged submissions all 'unchanged', and does --force grade everyone again, same scores?"""
     course = _course(tmp_path)
     first = _run(course)
     assert set(_log_states(first.stdout).values()) == {"graded"}
@@ -124,7 +126,7 @@ def test_a_changed_submission_graders_or_course_entry_grades_again(tmp_path):
     """Does editing one notebook regrade that student only, and editing a grader or course.yml regrade everyone?"""
     course = _course(tmp_path)
     _run(course)
-    nb = course / "submitted" / "ada" / ASSIGNMENT / NB
+    nb = CourseLayout(course).submission("ada", ASSIGNMENT) / NB
     nb.write_bytes(nb.read_bytes().replace(b'"cells": [', b'"cells": [ ', 1))
     states = _log_states(_run(course).stdout)
     assert states == {sid: "graded" if sid == "ada" else "unchanged" for sid in STUDENTS}

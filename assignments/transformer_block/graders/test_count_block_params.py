@@ -79,7 +79,7 @@ def test_count_block_params_matches_reference_for_other_sizes(student, ref, expe
 def test_count_block_params_returns_an_int(student, expect):
     """Is the count a whole number of type int (not a float)?"""
     got = student.count_block_params(64, 256, "gelu")
-    is_int = isinstance(got, (int, np.integer)) and not isinstance(got, (bool, np.bool_)) or (
+    is_int = (isinstance(got, (int, np.integer)) and not isinstance(got, (bool, np.bool_))) or (
         isinstance(got, np.ndarray) and got.shape == () and got.dtype.kind in "iu")
     assert is_int, (f"count_block_params returned {type(got).__name__}; return an int "
                     f"(use // or int(...) instead of / when a size is computed).")

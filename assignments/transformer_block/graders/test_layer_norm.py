@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 
 from assignments.transformer_block.graders._inputs import (
-    expect_clean_call, expect_float32, normal, scale_and_shift, tokens)
+    expect_clean_call,
+    expect_float32,
+    normal,
+    scale_and_shift,
+    tokens,
+)
 from autograder.config import Tolerance
 
 SHAPES = {

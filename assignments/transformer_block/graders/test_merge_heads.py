@@ -6,8 +6,7 @@ in head order (head 0 first).
 import numpy as np
 import pytest
 
-from assignments.transformer_block.graders._inputs import (
-    CASE_IDS, CASE_LIST, expect_clean_call, expect_float32, normal)
+from assignments.transformer_block.graders._inputs import CASE_IDS, CASE_LIST, expect_clean_call, expect_float32, normal
 
 
 @pytest.mark.points(3)

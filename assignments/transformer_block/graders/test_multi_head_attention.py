@@ -11,8 +11,16 @@ import numpy as np
 import pytest
 
 from assignments.transformer_block.graders._inputs import (
-    CASE_IDS, CASE_LIST, causal_mask, expect_clean_call, expect_float32, permutation_not_identity,
-    projections, random_mask, tokens)
+    CASE_IDS,
+    CASE_LIST,
+    causal_mask,
+    expect_clean_call,
+    expect_float32,
+    permutation_not_identity,
+    projections,
+    random_mask,
+    tokens,
+)
 
 
 def _args(rng, case, dtype=np.float64, masked=False):
@@ -98,6 +106,6 @@ def test_multi_head_attention_survives_large_scores(student, expect, rng):
 
 @pytest.mark.points(0)
 def test_multi_head_attention_leaves_inputs_unchanged(student, expect, rng):
-    """Advice (no points): does multi_head_attention leave x, the weights and the mask untouched, without numpy warnings?"""
+    """Advice (no points): does multi_head_attention leave x, the weights and the mask untouched, with no warnings?"""
     expect.call(student.multi_head_attention, *_args(rng, CASE_LIST[0], masked=True))
     expect_clean_call(student, expect, "multi_head_attention on ordinary inputs")

@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 from assignments.transformer_block.graders._inputs import (
-    CASE_IDS, CASE_LIST, causal_mask, expect_clean_call, expect_float32, tokens)
+    CASE_IDS,
+    CASE_LIST,
+    causal_mask,
+    expect_clean_call,
+    expect_float32,
+    tokens,
+)
 
 
 def _args(ref, rng, case, d_ff, dtype=np.float64, masked=False):
@@ -60,7 +66,7 @@ def test_pre_ln_block_is_identity_when_sublayers_output_zero(student, ref, expec
 
 @pytest.mark.points(0)
 def test_pre_ln_block_leaves_inputs_unchanged(student, ref, expect, rng):
-    """Advice (no points): does pre_ln_block leave x and every parameter untouched (no `x += ...`), without numpy warnings?"""
+    """Advice (no points): does pre_ln_block leave x and every parameter untouched (no `x += ...`), with no warnings?"""
     case = CASE_LIST[4]
     expect.call(student.pre_ln_block, *_args(ref, rng, case, 4 * case.d, masked=True))
     expect_clean_call(student, expect, "pre_ln_block on ordinary inputs")

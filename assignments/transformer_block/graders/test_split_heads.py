@@ -7,8 +7,7 @@ n_heads does not divide is a ValueError.
 import numpy as np
 import pytest
 
-from assignments.transformer_block.graders._inputs import (
-    CASE_IDS, CASE_LIST, expect_clean_call, expect_float32, normal)
+from assignments.transformer_block.graders._inputs import CASE_IDS, CASE_LIST, expect_clean_call, expect_float32, normal
 
 
 @pytest.mark.points(6)

@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from assignments.transformer_block.graders._inputs import (
-    CASE_LIST, expect_clean_call, expect_float32, swiglu_weights, tokens)
+    CASE_LIST,
+    expect_clean_call,
+    expect_float32,
+    swiglu_weights,
+    tokens,
+)
 
 # (case, d_ff): the chapter's 8/3 expansion (int(8 d / 3)), a square one and a narrow one
 SIZES = [(CASE_LIST[0], 21), (CASE_LIST[1], 8), (CASE_LIST[4], 42), (CASE_LIST[5], 170)]

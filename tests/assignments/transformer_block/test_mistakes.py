@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assignments.transformer_block import mistakes, reference as ref
+from assignments.transformer_block import mistakes
+from assignments.transformer_block import reference as ref
 from autograder.config import load_course
+from autograder.layout import CourseLayout
 
 ROOT = Path(__file__).resolve().parents[3]
-GRADERS = ROOT / "assignments" / "transformer_block" / "graders"
+GRADERS = CourseLayout(ROOT).graders("transformer_block")
 CATALOGUE = mistakes.catalogue
 COURSE_PROBLEMS = {p.name: p for p in load_course(ROOT).assignment("transformer-block").problems}
 TOL = COURSE_PROBLEMS["layer_norm"].tolerance("float64")       # the float64 default: rtol 1e-7, atol 1e-9
@@ -40,7 +42,8 @@ REQUIRED = {
 
 def _rows(rng, shape):
     """Tokens with their own offset and a scale from 1e-2 to 10, so eps and centring matter."""
-    return rng.normal(0, 3, shape[:-1] + (1,)) + 10 ** rng.uniform(-2, 1, shape[:-1] + (1,)) * rng.standard_normal(shape)
+    rows = shape[:-1] + (1,)
+    return rng.normal(0, 3, rows) + 10 ** rng.uniform(-2, 1, rows) * rng.standard_normal(shape)
 
 
 def _mask(rng, n, kind):
@@ -57,7 +60,8 @@ def problem_calls(problem: str, seed: int = 0) -> list[tuple[tuple, dict]]:
     """(args, kwargs) calls of `problem` on random inputs, shapes chosen so no two scales coincide."""
     rng = np.random.default_rng(seed)
     if problem == "layer_norm":
-        return [((_rows(rng, shape), 1 + 0.3 * rng.standard_normal(shape[-1]), 0.3 * rng.standard_normal(shape[-1])), {})
+        return [((_rows(rng, shape), 1 + 0.3 * rng.standard_normal(shape[-1]),
+                  0.3 * rng.standard_normal(shape[-1])), {})
                 for shape in [(3, 5, 16), (6, 10)]]
     if problem == "split_heads":
         return [((rng.standard_normal((2, 6, 12)), 3), {}), ((rng.standard_normal((5, 8)), 2), {})]
@@ -158,7 +162,8 @@ def test_variant_accepts_the_problems_signature(mistake_id, problem):
 
 @pytest.mark.parametrize("mistake_id,problem", VARIANT_CASES, ids=VARIANT_IDS)
 def test_variant_runs_and_keeps_the_reference_shape(mistake_id, problem):
-    """Does the variant run on the problem's inputs (positional and keyword) and give finite output of the reference's shape?"""
+    """Does the variant run on the problem's inputs (positional and keyword) and give finite output of the
+    reference's shape?"""
     calls = problem_calls(problem)
     for wrong, right in zip(outputs(CATALOGUE[mistake_id].variant, calls), outputs(getattr(ref, problem), calls)):
         assert wrong.shape == right.shape
@@ -191,7 +196,8 @@ def test_catalogue_match_names_only_this_variant(mistake_id, problem):
     named_somewhere = False
     for args, kwargs in problem_calls(problem, seed=1):
         wrong = mistake.variant(*args, **kwargs)
-        if not far_apart(np.asarray(wrong, dtype=float), np.asarray(getattr(ref, problem)(*args, **kwargs), dtype=float)):
+        right = getattr(ref, problem)(*args, **kwargs)
+        if not far_apart(np.asarray(wrong, dtype=float), np.asarray(right, dtype=float)):
             continue                                 # this input does not exercise the mistake
         found = CATALOGUE.match(problem, args, kwargs, wrong, rtol=TOL.rtol, atol=TOL.atol)
         assert [m.id for m in found] == [mistake_id]

@@ -16,7 +16,7 @@ from assignments.transformer_block import reference as ref
 HERE = Path(__file__).resolve().parent
 GOLDENS = HERE / "goldens.npz"
 MAKE_GOLDENS = HERE.parents[2] / "tools" / "make_goldens.py"
-GOLDEN_TOL = dict(rtol=1e-10, atol=1e-10)
+GOLDEN_TOL = {"rtol": 1e-10, "atol": 1e-10}
 
 
 def load_goldens(path: Path) -> dict[str, tuple[str, dict, np.ndarray]]:

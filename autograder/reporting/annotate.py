@@ -1,0 +1,226 @@
+"""Reasons where formgrader shows grades: each grade cell of the autograded notebook gets our report.
+
+`course autograde` copies the submitted notebooks into `autograded/<student>/<assignment>/` (the
+originals in `submitted/` are only ever read). Formgrader renders that copy next to the grades in
+the gradebook; nbgrader's own autograde would leave a traceback under a grade cell that failed.
+Here every grade cell (`Problem.grade_id`) gets, in place of the outputs the student's own kernel
+left in it, one output written from the SubmissionResult:
+
+- lost points: an `error` output (shown like a traceback) listing the failed checks with their
+  messages, recognised misconceptions with their hints, checks that could not be graded and
+  advice; the parametrised cases and identical failures grouped as on the feedback page;
+- full marks: a one-line `stream` output;
+- a grader crash: an `error` output saying the problem needs manual grading.
+
+Only student-safe fields are written (messages, diagnoses, hints; never `detail` or the seed), so
+the notebook stays safe to hand back, e.g. through nbgrader's generate_feedback. A grade cell the
+student deleted is put back from the released notebook (after the cell that precedes it there),
+so formgrader has a place to show and override that grade. A copy that cannot be read as a
+notebook is left as it is.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import nbformat
+
+from autograder.config import Assignment, Problem
+from autograder.grading.results import SubmissionResult
+
+from .digest import Check, FailureGroup, ProblemDigest, digest_problems
+from .results_json import atomic_write_text, format_points, misconception_name, student_error
+
+OUTPUT_NAME = "course autograde"      # `ename` of our error outputs: what produced them
+MARKS = {"failed": "\u2717", "not_graded": "not graded:"}
+SHOWN_CASES = 3                       # failing cases of one check written out in full
+RED, GREEN, YELLOW, BOLD, RESET = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[1m", "\x1b[0m"
+
+
+@dataclass(frozen=True)
+class AnnotationReport:
+    notebook: Path | None              # the autograded copy written, or None
+    annotated: tuple[str, ...] = ()    # grade ids that got our report
+    restored: tuple[str, ...] = ()     # grade ids put back from the released notebook
+    skipped: str = ""                  # why nothing was written ("" when written)
+
+
+# --------------------------------------------------------------------------- the text
+
+def _points(x: float) -> str:
+    return format_points(x)
+
+
+def _indent(text: str, prefix: str = "    ") -> list[str]:
+    return [prefix + line for line in text.strip().splitlines() if line.strip()]
+
+
+def _check_lines(check: Check, mark: str, colour: str) -> list[str]:
+    title = check.description or check.function
+    open_cases = [c for c in check.cases if c.state not in ("passed",)]
+    count = (f", {len(open_cases)} of {len(check.cases)} cases" if check.parametrised else "")
+    lines = [f"{colour}{mark}{RESET} {title}  [{check.function}{count}; "
+             f"{_points(check.score)} / {_points(check.max_score)} points]"]
+    messages = check.messages
+    if len(messages) == 1:
+        labels = ", ".join(c.label for c in open_cases if c.label)
+        if labels:
+            lines.append(f"    cases: {labels}")
+        lines += _indent(messages[0])
+    else:
+        for c in open_cases[:SHOWN_CASES]:
+            lines += _indent(f"{c.label}: {c.test.output}" if c.label else c.test.output)
+        if len(open_cases) > SHOWN_CASES:
+            lines.append(f"    ... and {len(open_cases) - SHOWN_CASES} more cases (all on the feedback page)")
+    return lines
+
+
+def _group_lines(groups: Iterable[FailureGroup], kind: str) -> list[str]:
+    lines = []
+    for group in groups:
+        if group.same_error:
+            what = "failed with the same error" if kind == "failed" else "could not be graded, for one reason"
+            lines.append(f"{RED if kind == 'failed' else YELLOW}{MARKS[kind]}{RESET} {len(group.checks)} checks "
+                         f"{what}  [{', '.join(c.function for c in group.checks)}]")
+            lines += _indent(group.message)
+        else:
+            lines += _check_lines(group.checks[0], MARKS[kind], RED if kind == "failed" else YELLOW)
+    return lines
+
+
+def problem_report(problem: ProblemDigest) -> str:
+    """The text for one grade cell: score, failures, misconceptions, not graded, advice, passed count."""
+    graded = problem.graded_cases
+    head = f"{OUTPUT_NAME}: {_points(problem.score)} / {_points(problem.max_score)} points for {problem.name}"
+    if not problem.checks:
+        return f"{head}: no checks ran for this problem."
+    lines = [f"{BOLD}{head}{RESET}, {graded - problem.count('failed') - problem.count('not_graded')} "
+             f"of {graded} checks passed"]
+    lines += _group_lines(problem.failures, "failed")
+    for diagnosis, hint in problem.diagnoses:
+        lines.append(f"{YELLOW}Recognised misconception: {misconception_name(diagnosis)}{RESET} ({diagnosis})")
+        if hint:
+            lines += _indent(hint)
+    lines += _group_lines(problem.not_graded, "not_graded")
+    for check in problem.advice:
+        lines.append(f"{YELLOW}advice (no points):{RESET} {check.description or check.function}  [{check.function}]")
+        for message in check.messages:
+            lines += _indent(message)
+    passed = problem.of_kind("passed")
+    if passed and lines[1:]:
+        lines.append(f"{GREEN}{len(passed)} other checks passed{RESET}: "
+                     + ", ".join(c.function for c in passed))
+    return "\n".join(lines)
+
+
+def _new_output(output_type: str, **fields: Any) -> nbformat.NotebookNode:
+    return cast(nbformat.NotebookNode, nbformat.v4.new_output(output_type, **fields))
+
+
+def _output(result: SubmissionResult, problem: ProblemDigest | None, name: str) -> nbformat.NotebookNode:
+    if result.state == "crashed":
+        text = (f"{OUTPUT_NAME}: not graded; the grader failed for this submission "
+                f"({student_error(result)}). Grade this cell by hand or regrade.")
+        return _new_output("error", ename=OUTPUT_NAME, evalue="not graded", traceback=[RED + text + RESET])
+    if problem is None:
+        return _new_output("stream", name="stdout", text=f"{OUTPUT_NAME}: no checks for {name}.\n")
+    text = problem_report(problem)
+    if problem.full_marks and not problem.advice:
+        return _new_output("stream", name="stdout", text=text.replace(BOLD, "").replace(RESET, "") + ".\n")
+    evalue = f"{_points(problem.score)} / {_points(problem.max_score)} points"
+    return _new_output("error", ename=OUTPUT_NAME, evalue=evalue, traceback=text.splitlines())
+
+
+# --------------------------------------------------------------------------- the notebook
+
+def _grade_id(cell: Any) -> str:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return meta.get("grade_id", "") if isinstance(meta, dict) else ""
+
+
+def _restore_position(nb: Any, released: Any, index: int) -> int:
+    """Where to put back released.cells[index]: after the nearest earlier released cell found in nb."""
+    for j in range(index - 1, -1, -1):
+        before = released.cells[j]
+        key_id, key_grade = before.get("id"), _grade_id(before)
+        for k, cell in enumerate(nb.cells):
+            if (key_grade and _grade_id(cell) == key_grade) or (key_id and cell.get("id") == key_id):
+                return k + 1
+    return len(nb.cells)
+
+
+def _read_notebook(path: Path) -> tuple[Any, str]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return nbformat.read(fh, as_version=4), ""
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError,
+            nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return None, f"{path.name}: not annotated, not a readable notebook ({type(exc).__name__})"
+
+
+def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem, ...], released: Any = None
+                      ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Write our report into the grade cells of `nb` (in place) for `problems`.
+    Returns (grade ids annotated, grade ids restored from `released`)."""
+    digests = {p.name: p for p in digest_problems(result)}
+    annotated, restored = [], []
+    for problem in problems:
+        cells = [c for c in nb.cells if c.get("cell_type") == "code" and _grade_id(c) == problem.grade_id]
+        if not cells and released is not None:
+            found = [i for i, c in enumerate(released.cells) if _grade_id(c) == problem.grade_id]
+            if found:
+                cell = nbformat.from_dict(json.loads(json.dumps(released.cells[found[0]])))
+                nb.cells.insert(_restore_position(nb, released, found[0]), cell)
+                cells = [cell]
+                restored.append(problem.grade_id)
+        if not cells:
+            continue
+        output = _output(result, digests.get(problem.name), problem.name)
+        if problem.grade_id in restored:
+            note = (f"{OUTPUT_NAME}: this grade cell was missing from the submission; it was put back "
+                    f"from the released notebook so that its grade shows here.\n")
+            cells[0].outputs = [_new_output("stream", name="stderr", text=note), output]
+        else:
+            cells[0].outputs = [output]
+        cells[0].execution_count = None
+        annotated.append(problem.grade_id)
+    return tuple(annotated), tuple(restored)
+
+
+def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder: str | Path,
+                        release_dir: str | Path | None = None) -> tuple[AnnotationReport, ...]:
+    """Annotate the grade cells of every notebook of `assignment` in `folder` (autograded/<student>/<assignment>/).
+
+    A notebook that is not there, or cannot be read, is reported and left alone; this never
+    raises for anything a student submitted.
+    """
+    folder = Path(folder)
+    reports = []
+    submitted = [Path(f).name for f in result.files]
+    for name in assignment.notebooks:
+        path = folder / name
+        if not path.is_file() and len(assignment.notebooks) == 1 and len(submitted) == 1:
+            path = folder / submitted[0]       # the one notebook, under another name
+        if not path.is_file():
+            reports.append(AnnotationReport(None, skipped=f"{name}: no autograded copy"))
+            continue
+        nb, why = _read_notebook(path)
+        if nb is None:
+            reports.append(AnnotationReport(None, skipped=why))
+            continue
+        released = None
+        if release_dir is not None and (Path(release_dir) / name).is_file():
+            released, _ = _read_notebook(Path(release_dir) / name)
+        problems = tuple(p for p in assignment.problems if p.notebook == name)
+        annotated, restored = annotate_notebook(nb, result, problems, released)
+        try:
+            text = nbformat.writes(nb)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            reports.append(AnnotationReport(None, skipped=f"{path.name}: not annotated ({type(exc).__name__})"))
+            continue
+        atomic_write_text(path, text)
+        reports.append(AnnotationReport(path, annotated, restored))
+    return tuple(reports)

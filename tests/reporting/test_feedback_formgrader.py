@@ -1,0 +1,187 @@
+"""What formgrader shows: our reasons in the grade cells of the autograded notebook.
+
+Read back with nbformat, and rendered through the path formgrader's submission page takes
+(nbconvert's HTMLExporter with nbgrader's `formgrade` template).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+
+import nbformat
+import pytest
+
+from autograder.config import load_course
+from autograder.layout import CourseLayout
+from autograder.reporting.annotate import OUTPUT_NAME, annotate_autograded
+from autograder.reporting.results_json import format_points
+from conftest import PROJECT, ROOT
+
+from .feedback_samples import (
+    MISSING_SPLIT,
+    MUTATED,
+    NEEDS_SPLIT,
+    SECRET,
+    SEED,
+    UPCAST,
+    WARNED,
+    dora_result,
+    erin_result,
+)
+
+NB = "transformer-block.ipynb"
+RELEASED = PROJECT.release("transformer-block")
+
+
+@pytest.fixture(scope="module")
+def assignment():
+    return load_course(ROOT).assignment("transformer-block")
+
+
+@pytest.fixture
+def copy(tmp_path):
+    """An autograded copy of the released notebook, with outputs a student could have faked."""
+    folder = tmp_path / "dora-copy"
+    folder.mkdir()
+    nb = nbformat.read(RELEASED / NB, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="All tests passed!\n")]
+    nbformat.write(nb, folder / NB)
+    return folder
+
+
+def grade_outputs(path) -> dict[str, str]:
+    """grade id -> the text of its outputs (ANSI codes dropped)."""
+    nb = nbformat.read(path, as_version=4)
+    out = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            texts = [o.get("text") or "\n".join(o.get("traceback", [])) for o in cell.outputs]
+            out[meta["grade_id"]] = "\n".join(texts).replace("\x1b[0m", "").replace("\x1b[1m", "") \
+                .replace("\x1b[31m", "").replace("\x1b[32m", "").replace("\x1b[33m", "")
+    return out
+
+
+def formgrader_html(path) -> str:
+    """The submission page body as formgrader renders it."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader import handlers
+    from traitlets.config import Config
+
+    config = Config()
+    config.HTMLExporter.template_name = "formgrade"
+    config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
+    resources = {"assignment_id": "transformer-block", "notebook_id": path.stem, "submission_id": "x",
+                 "index": 0, "total": 1, "base_url": "", "student": "dora", "last_name": None,
+                 "first_name": None, "notebook_path": str(path)}
+    html, _ = HTMLExporter(config=config).from_filename(str(path), resources=resources)
+    return html
+
+
+def squash(text: str) -> str:
+    return " ".join(text.replace("`", "").split())
+
+
+def test_each_grade_cell_gets_the_reasons_for_its_points(copy, assignment):
+    """Does every grade cell carry its problem's score and, where points were lost, each reason?"""
+    (report,) = annotate_autograded(dora_result(), assignment, copy)
+    assert report.annotated == tuple(p.grade_id for p in assignment.problems) and not report.restored
+    out = grade_outputs(copy / NB)
+    assert "All tests passed!" not in "".join(out.values())
+    assert out["test_merge_heads"].startswith(f"{OUTPUT_NAME}: 5 / 5 points for merge_heads")
+    ln = squash(out["test_layer_norm"])
+    assert ln.startswith(f"{OUTPUT_NAME}: 13.5 / 15 points for layer_norm, 6 of 7 checks passed")
+    assert "Does layer_norm match the reference for several shapes?" in ln and "nearly_constant" in ln
+    assert "Recognised misconception: eps outside sqrt (layer_norm.eps_outside_sqrt)" in ln
+    assert squash(MUTATED) in ln and "advice (no points)" in ln
+    assert squash(MISSING_SPLIT) in squash(out["test_split_heads"])
+    assert "3 checks failed with the same error" in out["test_split_heads"]
+    block = squash(out["test_pre_ln_block"])
+    assert squash(UPCAST) in block and squash(NEEDS_SPLIT) in block and squash(WARNED) in block
+
+
+def test_the_notebook_holds_nothing_for_instructors_only(copy, assignment):
+    """With instructor detail on every check, does the annotated notebook hold neither detail nor seed?"""
+    annotate_autograded(dora_result(), assignment, copy)
+    text = (copy / NB).read_text(encoding="utf-8")
+    assert SECRET not in text and str(SEED) not in text
+
+
+def test_formgrader_shows_the_reasons_beside_the_grade(copy, assignment):
+    """Rendered the way formgrader renders a submission, is each reason under its grade cell?"""
+    annotate_autograded(dora_result(), assignment, copy)
+    html = formgrader_html(copy / NB)
+    assert 'id="test_split_heads"' in html          # formgrader's score box for the cell
+    body = squash(html)
+    start = body.index('id="test_split_heads"')
+    assert squash(MISSING_SPLIT) in body[start:body.index('id="test_merge_heads"')]
+    assert "course autograde: 13.5 / 15 points for layer_norm" in body
+
+
+def test_markup_in_a_message_stays_text_in_formgrader(copy, assignment):
+    """Is an exception message with markup escaped on formgrader's page?"""
+    result = dora_result()
+    tests = tuple(replace(t, output="raised ValueError: <script>alert(1)</script>") if t.problem == "silu" else t
+                  for t in result.tests)
+    tests = tuple(replace(t, status="failed", score=0.0) if t.problem == "silu" else t for t in tests)
+    annotate_autograded(replace(result, tests=tests), assignment, copy)
+    html = formgrader_html(copy / NB)
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_a_deleted_grade_cell_is_put_back_where_it_was(copy, assignment):
+    """Is a grade cell the student deleted restored after its neighbour, with a note and the reasons?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_split_heads"]
+    nbformat.write(nb, copy / NB)
+    (report,) = annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    assert report.restored == ("test_split_heads",)
+    cells = nbformat.read(copy / NB, as_version=4).cells
+    released = nbformat.read(RELEASED / NB, as_version=4).cells
+    ids = [c.get("id") for c in cells]
+    assert ids == [c.get("id") for c in released]
+    restored = cells[ids.index("split-heads-test")]
+    assert restored.source == released[ids.index("split-heads-test")].source
+    out = grade_outputs(copy / NB)["test_split_heads"]
+    assert "was missing from the submission" in out and squash(MISSING_SPLIT) in squash(out)
+
+
+def test_a_crashed_submission_asks_for_manual_grading_in_every_grade_cell(copy, assignment):
+    """When the grader crashed, does every grade cell say it is not graded and why (first line only)?"""
+    crashed = replace(erin_result(), state="crashed", tests=(),
+                      error="ImportError in the graders\nTraceback: /course/assignments/x.py")
+    annotate_autograded(crashed, assignment, copy)
+    for text in grade_outputs(copy / NB).values():
+        assert "not graded; the grader failed for this submission (ImportError in the graders)" in text
+        assert "Traceback" not in text
+
+
+def test_an_unreadable_copy_is_left_as_it_is(tmp_path, assignment):
+    """Is a copy that is not notebook JSON reported and left byte for byte, without an exception?"""
+    folder = tmp_path / "ken-copy"
+    folder.mkdir()
+    (folder / NB).write_text('{"cells": [', encoding="utf-8")
+    (report,) = annotate_autograded(erin_result(), assignment, folder)
+    assert report.notebook is None and "not a readable notebook" in report.skipped
+    assert (folder / NB).read_text(encoding="utf-8") == '{"cells": ['
+
+
+@pytest.mark.slow
+def test_demo_class_grade_cells_carry_reasons_and_submissions_are_untouched(graded_demo):
+    """After `course autograde`, are the submitted notebooks unchanged and the autograded copies annotated?"""
+    folder = graded_demo.folder
+    course = CourseLayout(folder)
+    for sub in sorted(CourseLayout(ROOT / "examples").submitted_dir.glob("*/transformer-block/*.ipynb")):
+        student = sub.parts[-3]
+        submitted = course.submission(student, "transformer-block") / sub.name
+        assert hashlib.sha256(submitted.read_bytes()).digest() == hashlib.sha256(sub.read_bytes()).digest()
+    scores = {p["problem"]: p for p in graded_demo.results["katherine"]["extra_data"]["problems"]}
+    head = f"{OUTPUT_NAME}: {format_points(scores['layer_norm']['score'])} / 15 points for layer_norm"
+    out = grade_outputs(course.autograded("katherine", "transformer-block") / NB)
+    assert out["test_layer_norm"].startswith(head)
+    assert "Recognised misconception: Unbiased variance" in out["test_layer_norm"]
+    html = squash(formgrader_html(course.autograded("katherine", "transformer-block") / NB))
+    assert head in html
+    assert "Recognised misconception: Unbiased variance" in html

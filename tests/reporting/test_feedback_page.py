@@ -1,0 +1,233 @@
+"""The feedback page as a student reads it: order, folding, grouping, new kinds of checks, safety.
+
+The page is read here the way a browser shows it without scripts: text inside a closed `<details>`
+(other than its `<summary>`) is folded away; everything else is on screen. The browser test
+checks the same page in Chromium at phone and desktop widths.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import replace
+from html.parser import HTMLParser
+
+from autograder.reporting.feedback import breakable, render_feedback, rich
+
+from .conftest import check, submission
+from .feedback_samples import (
+    MISSING_SPLIT,
+    MUTATED,
+    NAME_ERRORS,
+    NEEDS_SPLIT,
+    SECRET,
+    SEED,
+    SYNTAX,
+    UPCAST,
+    WARNED,
+    dora_result,
+    erin_result,
+)
+
+
+class Reader(HTMLParser):
+    """Headings in order, on-screen text and folded text of a page."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.headings: list[tuple[int, str]] = []
+        self.shown: list[str] = []
+        self.folded: list[str] = []
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+        self.articles = 0
+        self._heading: int | None = None
+        self._text: list[str] = []
+        self._details = 0          # depth of <details>
+        self._summary = 0          # inside a <summary>
+        self._skip = 0             # <style>, <title>
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("href", "").startswith("#"):
+            self.links.append(attrs["href"][1:])
+        self.articles += tag == "article"
+        self._details += tag == "details"
+        self._summary += tag == "summary"
+        self._skip += tag in ("style", "title")
+        if re.fullmatch(r"h[1-6]", tag):
+            self._heading, self._text = int(tag[1]), []
+
+    def handle_endtag(self, tag):
+        self._details -= tag == "details"
+        self._summary -= tag == "summary"
+        self._skip -= tag in ("style", "title")
+        if re.fullmatch(r"h[1-6]", tag) and self._heading is not None:
+            self.headings.append((self._heading, " ".join("".join(self._text).split())))
+            self._heading = None
+
+    def handle_data(self, data):
+        if self._skip:
+            return
+        if self._heading is not None:
+            self._text.append(data)
+        (self.folded if self._details and not self._summary else self.shown).append(data)
+
+    @property
+    def on_screen(self) -> str:
+        return " ".join("".join(self.shown).split())
+
+    @property
+    def hidden(self) -> str:
+        return " ".join("".join(self.folded).split())
+
+
+def read(result, assignment=None) -> Reader:
+    r = Reader()
+    r.feed(render_feedback(result, assignment))
+    r.close()
+    return r
+
+
+def squash(text: str) -> str:
+    return " ".join(text.replace("`", "").split())
+
+
+def test_headings_descend_one_level_at_a_time(ada, bob, cy, assignment):
+    """Does every page start with h1 and never skip a level (no h3 before the first h2)?"""
+    for result in (ada, bob, cy, dora_result(), erin_result()):
+        levels = [level for level, _ in read(result, assignment if result.student in "ada bob cy" else None).headings]
+        assert levels[0] == 1 and levels.count(1) == 1, result.student
+        assert all(b - a <= 1 for a, b in itertools.pairwise(levels)), (result.student, levels)
+
+
+def test_failed_checks_come_first_and_passed_checks_are_folded():
+    """Within a problem, are failures on screen before the folded list of passed checks?"""
+    page = read(dora_result())
+    shown = page.on_screen
+    assert shown.index("Does layer_norm match the reference") < shown.index("1 passed check")
+    assert "Given float32 x, does layer_norm return float32 values?" in page.hidden
+    assert "Given float32 x, does layer_norm return float32 values?" not in shown
+
+
+def test_problems_with_full_marks_are_folded_at_the_end_and_still_linked():
+    """Are full-marks problems one folded line each after the problems to read, and every overview link live?"""
+    page = read(dora_result())
+    titles = [text for level, text in page.headings if level == 2]
+    assert titles[-1] == "Full marks"
+    assert not any(t.startswith(("3. merge_heads", "6. silu")) for t in titles)
+    assert "3. merge_heads 5 / 5 points, 3 checks passed" in page.on_screen
+    assert "Does merge_heads have property 1?" in page.hidden
+    assert page.links and set(page.links) <= page.ids
+
+
+def test_a_parametrised_check_is_shown_once_with_its_cases():
+    """Is a check with 6 cases one card saying 1 of 6 failed, naming the failing and the passing cases?"""
+    page = read(dora_result())
+    shown = page.on_screen
+    assert shown.count("Does layer_norm match the reference for several shapes?") == 1
+    assert "1 of 6 cases failed" in shown
+    assert "Failed nearly_constant" in shown
+    assert "Passed one_vector, n5_d8, one_token, batch_axes_2x3, n12_d64" in shown
+
+
+def test_checks_failing_with_one_message_are_shown_once():
+    """Do all split_heads checks, failing with one message, give one card with the message once?"""
+    page = read(dora_result())
+    assert "All 3 checks failed with the same error" in page.on_screen
+    assert squash(page.on_screen).count(squash(MISSING_SPLIT)) == 1
+    assert "Does split_heads refuse a width that heads cannot share?" in page.hidden
+
+
+def test_a_cascade_of_name_errors_is_folded_under_its_first_cause():
+    """Is the syntax error on screen and the eight NameErrors it caused folded beneath it?"""
+    page = read(dora_result())
+    assert squash(SYNTAX) in squash(page.on_screen)
+    assert "Because of this, 8 later cells stopped: split_heads was never defined" in page.on_screen
+    for note in NAME_ERRORS:
+        assert squash(note) in squash(page.hidden)
+    assert "NameError" not in page.on_screen
+
+
+def test_repeated_errors_in_notes_are_folded():
+    """Are the unfinished-stub errors of several cells one note with the others folded?"""
+    notes = tuple(f"nb.ipynb: cell {i} raised NotImplementedError "
+                  f"(cell {i - 1}, line 25: `raise NotImplementedError()`)" for i in (5, 9, 13, 17))
+    page = read(submission("hal", [check("layer_norm", "test_a", 15.0, 15.0)], notes=notes))
+    assert "The same error in 3 more cells" in page.on_screen
+    assert "cell 5 raised NotImplementedError" in page.on_screen
+    assert "cell 17 raised" in page.hidden and "cell 17 raised" not in page.on_screen
+
+
+def test_a_check_that_could_not_run_shows_its_reason_and_is_not_a_failure():
+    """Is a "not_graded" check shown with its reason and counted apart from failures?"""
+    page = read(dora_result())
+    shown = squash(page.on_screen)
+    assert shown.count(squash(NEEDS_SPLIT)) == 2
+    assert "With your own split_heads and merge_heads, does attention agree? Not graded" in shown
+    assert "4. multi_head_attention 18 / 20 1 not graded" in shown
+    assert "5. pre_ln_block 16 / 20 \u2717 1 of 4 failed 1 not graded" in shown
+    assert "2 could not be graded" in shown
+
+
+def test_advice_worth_no_points_is_shown_as_advice():
+    """Are checks with max_score 0 shown under "Advice (no points)" with their message, not as failures?"""
+    page = read(dora_result())
+    shown = squash(page.on_screen)
+    assert shown.count("Advice (no points)") == 2
+    assert squash(MUTATED) in shown and squash(WARNED) in shown
+    assert "1. layer_norm 13.5 / 15 \u2717 1 of 7 failed" in shown
+    assert "23 of 35 checks passed" in shown
+
+
+def test_cell_names_and_code_are_shown_as_students_see_them():
+    """Are "the 5th code cell (`def ...`)" names kept, with backticked code shown as code?"""
+    html = render_feedback(dora_result()).replace("<wbr>", "")
+    assert "the 5th code cell (<code>def split_heads(x, n_heads):</code>) raised SyntaxError" in html
+    assert "a float64 constant such as <code>np.sqrt(d_k)</code> upcasts it" in html
+    assert squash(UPCAST) in squash(read(dora_result()).on_screen)
+
+
+def test_a_nearly_perfect_page_is_short():
+    """Does a 99.5/100 page show one failure card and fold everything that passed?"""
+    page = read(erin_result())
+    assert page.articles == 1
+    assert [t for level, t in page.headings if level == 2] == [
+        "Overview", "1. layer_norm 14.5 / 15 points", "Full marks"]
+    assert len(page.on_screen) < 2000, len(page.on_screen)
+
+
+def test_a_late_penalty_is_shown_beside_the_total():
+    """Does a late submission's total say what it scored before the penalty and what was taken off?"""
+    late = replace(erin_result(), late_penalty=9.95)
+    shown = read(late).on_screen
+    assert "89.55 / 100 points" in shown
+    assert "99.5 points less a late penalty of 9.95" in shown
+
+
+def test_instructor_detail_and_seed_stay_off_a_full_page():
+    """With instructor detail on every check, does the page hold neither the detail nor the seed?"""
+    html = render_feedback(dora_result())
+    assert SECRET not in html and str(SEED) not in html and "replay" not in html
+
+
+def test_text_helpers_escape_first_and_break_only_long_identifiers():
+    """Do rich/breakable escape markup, turn `code` into <code>, and add breaks only inside long names?"""
+    assert str(rich("a `<b>` and <i>")) == "a <code>&lt;b&gt;</code> and &lt;i&gt;"
+    assert str(rich("uses d_k and n_heads")) == "uses d_k and n_heads"
+    assert str(breakable("test_multi_head_attention")) == "test_<wbr>multi_<wbr>head_<wbr>attention"
+    assert str(rich("np.sqrt(d_k) of 0.0012345678901234")) == "np.sqrt(d_k) of 0.0012345678901234"
+    assert "<wbr>" not in str(rich("ValueError: <script>alert('pwned')</script>"))
+
+
+def test_a_submission_where_every_check_failed_alike_gets_one_message():
+    """When every check failed with one message (an unreadable notebook), is it said once, not per problem?"""
+    why = "Your notebook could not be run (nb.ipynb is not valid notebook JSON)."
+    tests = [check(p, f"test_{p}_{i}", 0.0, 2.0, output=why) for p in ("layer_norm", "split_heads", "silu")
+             for i in range(3)]
+    page = read(submission("ike", tests))
+    assert [t for level, t in page.headings if level == 2] == ["Overview", "Every check failed with the same error"]
+    assert page.on_screen.count(why) == 1 and page.articles == 1
+    assert "All 9 checks stopped here" in page.on_screen
+    assert set(page.links) <= page.ids

@@ -1,0 +1,103 @@
+"""docs/how-to-add-an-assignment.md, followed to the letter on a scratch course: the files are the
+page's code blocks, the commands are the page's commands, and what they print is what the page shows."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.layout import CourseLayout
+from autograder.toolpath import tool_env
+from conftest import ROOT, copy_course
+
+pytestmark = pytest.mark.slow
+
+RECIPE = ROOT / "docs" / "how-to-add-an-assignment.md"
+NAME = "activations"
+FENCED = re.compile(r"^```(?:python|yaml)\n# (?P<path>\S+)(?P<note>[^\n]*)\n(?P<body>.*?)^```$", re.M | re.S)
+
+
+def blocks() -> dict[str, tuple[str, str]]:
+    """{path: (note, file text)} for each code block of the page that starts with `# <path>`."""
+    text = RECIPE.read_text(encoding="utf-8")
+    return {m["path"]: (m["note"].strip(), f"# {m['path']}{m['note']}\n{m['body']}") for m in FENCED.finditer(text)}
+
+
+def shown(prefix: str) -> str:
+    """The line of the page's sample output that starts with `prefix` (indented four spaces)."""
+    for line in RECIPE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("    " + prefix):
+            return line[4:]
+    raise AssertionError(f"the page shows no output line starting with {prefix!r}")
+
+
+def course(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "autograder.cli", *args], cwd=folder, capture_output=True,
+                          text=True, env=tool_env(), timeout=900)
+
+
+def script(folder: Path, name: str) -> None:
+    proc = subprocess.run([sys.executable, name], cwd=folder, capture_output=True, text=True, env=tool_env(),
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def followed(tmp_path_factory):
+    """The scratch course after steps 1-6, with the output of each command."""
+    folder = copy_course(tmp_path_factory.mktemp("recipe") / "course")
+    layout = CourseLayout(folder)
+    files = blocks()
+    note, text = files.pop("course.yml")
+    assert "append" in note
+    layout.config.write_text(layout.config.read_text(encoding="utf-8") + text.split("\n", 1)[1], encoding="utf-8")
+    for path, (_, text) in files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text, encoding="utf-8")
+    layout.source(NAME).mkdir(parents=True)
+    script(folder, "make_activations_notebook.py")
+    out = {"release": course(folder, "release", NAME), "validate": course(folder, "validate", NAME)}
+    script(folder, "make_activations_submission.py")
+    out["autograde"] = course(folder, "autograde", NAME)
+    return layout, out
+
+
+def test_recipe_files_are_all_on_the_page():
+    """Does the page give the course.yml entry, both scripts, the reference and a grader per problem?"""
+    assert set(blocks()) == {"course.yml", "make_activations_notebook.py", "make_activations_submission.py",
+                             f"assignments/{NAME}/__init__.py", f"assignments/{NAME}/reference.py",
+                             f"assignments/{NAME}/graders/test_relu.py", f"assignments/{NAME}/graders/test_softmax.py"}
+
+
+def test_recipe_release_prints_what_the_page_shows(followed):
+    """Does `course release` succeed and print the page's line, leaving the student notebook in release/?"""
+    layout, out = followed
+    assert out["release"].returncode == 0, out["release"].stderr
+    assert shown("released ") in out["release"].stdout
+    assert (layout.release(NAME) / f"{NAME}.ipynb").is_file()
+
+
+def test_recipe_validate_passes_as_the_page_says(followed):
+    """Does `course validate` score the source 10/10 and the release 0/10, and say ok?"""
+    _, out = followed
+    assert out["validate"].returncode == 0, out["validate"].stdout + out["validate"].stderr
+    assert shown("autograder: ") in out["validate"].stdout
+    assert shown(f"validate {NAME}: ") in out["validate"].stdout
+
+
+def test_recipe_autograde_scores_the_trial_submission_as_the_page_says(followed):
+    """Does the trial submission get the page's row (8/10) and the page's message for the overflow?"""
+    layout, out = followed
+    assert out["autograde"].returncode == 0, out["autograde"].stderr
+    row = shown("ada ")
+    assert row in out["autograde"].stdout
+    results = json.loads(layout.results_json("ada", NAME).read_text())
+    failed = [t for t in results["tests"] if t["status"] == "failed"]
+    assert [t["name"] for t in failed] == ["test_softmax_survives_large_inputs"]
+    page = " ".join(RECIPE.read_text(encoding="utf-8").split())
+    assert failed[0]["output"] in page
+    assert (layout.feedback("ada", NAME) / f"{NAME}.html").is_file()

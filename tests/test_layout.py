@@ -1,0 +1,99 @@
+"""The course folder layout has one owner: `autograder.layout.CourseLayout`."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from autograder.layout import COURSE_PARTS, CourseLayout, copy_course
+from conftest import ROOT
+
+STEPS = ("source", "release", "submitted", "autograded", "feedback")
+OWNER = ROOT / "autograder" / "layout.py"
+# "submitted/<student>/..." or "release/{name}" inside text: a step folder followed by more path
+STEP_IN_TEXT = re.compile(r"(?:^|[\s(`'\"])(" + "|".join(STEPS) + r")/(?!\s)")
+
+
+def test_layout_student_steps_are_step_student_assignment():
+    """Are per-student paths <step>/<student>/<assignment>, as nbgrader's format_path builds them?"""
+    layout = CourseLayout(Path("/c"))
+    assert layout.submission("ada", "hw") == Path("/c/submitted/ada/hw")
+    assert layout.autograded("ada", "hw") == Path("/c/autograded/ada/hw")
+    assert layout.results_json("ada", "hw") == Path("/c/autograded/ada/hw/results.json")
+    assert layout.feedback("ada", "hw") == Path("/c/feedback/ada/hw")
+    assert layout.source("hw") == Path("/c/source/hw") and layout.release("hw") == Path("/c/release/hw")
+    assert layout.graders("hw_pkg") == Path("/c/assignments/hw_pkg/graders")
+    assert layout.relative(layout.feedback("<student>", "hw")) == "feedback/<student>/hw"
+
+
+def test_layout_refuses_a_student_where_the_step_has_none():
+    """Does asking for a student's release folder, or a submission without a student, fail loudly?"""
+    layout = CourseLayout(Path("/c"))
+    with pytest.raises(ValueError, match="not per student"):
+        layout.format_path("release", "ada", "hw")
+    with pytest.raises(ValueError, match="needs a student"):
+        layout.format_path("submitted", None, "hw")
+
+
+def test_layout_copy_course_takes_the_course_and_no_generated_state(tmp_path):
+    """Does a scratch copy hold course.yml, the notebooks and instructor code, but no grades or caches?"""
+    dest = copy_course(ROOT, tmp_path / "copy")
+    assert sorted(p.name for p in dest.iterdir()) == sorted(p for p in COURSE_PARTS if (ROOT / p).exists())
+    assert not list(dest.rglob("__pycache__"))
+
+
+def _builds_step_path(node: ast.AST) -> str | None:
+    """The step name when `node` joins one into a path: `x / "submitted"`, `Path("feedback", ...)`,
+    `os.path.join(..., "release")`, `.joinpath("source")`, or an f-string with "autograded/"."""
+    def step(value: ast.AST) -> str | None:
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            head = value.value.split("/")[0]
+            return head if head in STEPS and (value.value == head or "/" in value.value) else None
+        return None
+
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        return step(node.left) or step(node.right)
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in ("Path", "PurePath", "join", "joinpath"):
+            return next((s for s in map(step, node.args) if s), None)
+    if isinstance(node, ast.JoinedStr):
+        for part in node.values:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                match = STEP_IN_TEXT.search(part.value)
+                if match:
+                    return match.group(1)
+    return None
+
+
+def test_no_step_folder_is_joined_outside_the_layout():
+    """Outside autograder/layout.py, does any Python file build a source/release/submitted/autograded/
+    feedback path by hand (instead of asking CourseLayout)?"""
+    offenders = []
+    for folder in ("autograder", "assignments", "tests", "tools"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == OWNER:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+                found = _builds_step_path(node)
+                if found:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {found}")
+    assert not offenders, "use autograder.layout.CourseLayout:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize(("code", "found"), [
+    ('root / "submitted" / s', "submitted"),
+    ('Path(root, "feedback")', "feedback"),
+    ('os.path.join(root, "autograded/x")', "autograded"),
+    ('f"release/{name}/x.ipynb"', "release"),
+    ('"submitted"', None),
+    ('root / "course.yml"', None),
+    ('f"not a source/ path: {x}"', None),
+])
+def test_the_path_check_sees_hand_built_paths(code, found):
+    """Does the check above catch each way of joining a step folder by hand, and leave other strings alone?"""
+    tree = ast.parse(code, mode="eval")
+    assert next(filter(None, map(_builds_step_path, ast.walk(tree))), None) == found
