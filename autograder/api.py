@@ -4,7 +4,11 @@ Each takes a course folder and returns a report object; none prints except throu
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import stat
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -12,16 +16,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import Course, load_course
+from .config import Assignment, Course, load_course
 from .errors import CourseError
 from .grading.results import SubmissionResult
 from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
+from .notebooks import RefusedFile, more_code_cells_than, open_regular, read_regular, submission_entries
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
+    from .grading.engine import InstructorCode
     from .release import ReleaseReport
+    from .sandbox.host import SandboxHost
     from .validate import ValidationReport
 
 Log = Callable[[str], None]
+RESULTS_READ_MAX_BYTES = 16 * 2**20   # a results.json larger than this is not ours: grade again
 
 
 def _quiet(_: str) -> None:
@@ -72,40 +80,73 @@ class BatchResult:
     autograded_dir: Path
     feedback_dir: Path
     seconds: float
+    skipped: tuple[str, ...] = ()         # students not graded again: same submission, same graders
+    output_errors: tuple[str, ...] = ()   # "<student>: <why>" for results/feedback that could not be written
 
     @property
     def grader_failed(self) -> bool:
         """True when the grader itself failed somewhere (not when students did)."""
-        return bool(self.gradebook_errors) or any(r.state == "crashed" or r.error for r in self.results)
+        return (bool(self.gradebook_errors) or bool(self.output_errors)
+                or any(r.state == "crashed" or r.error for r in self.results))
 
 
 def submissions(course: Course, assignment: str, student: str | None = None) -> list[tuple[str, Path]]:
-    """(student id, folder) for every submitted/<student>/<assignment>/, sorted by student id."""
+    """(student id, folder) for every submitted/<student>/<assignment>/, sorted by student id.
+
+    A student folder or assignment folder that is a symbolic link is listed too (grading refuses
+    it with a reason for that student); no link is followed here."""
     layout = course.layout
     if student is not None:
         folder = layout.submission(student, assignment)
-        if not folder.is_dir():
+        if not (os.path.lexists(folder) and os.path.lexists(folder.parent)):
             raise CourseError(f"{layout.relative(folder)}: no such submission folder")
         return [(student, folder)]
     base = layout.submitted_dir
     if not base.is_dir():
         return []
-    return sorted((d.name, layout.submission(d.name, assignment)) for d in base.iterdir()
-                  if d.is_dir() and not d.name.startswith(".") and layout.submission(d.name, assignment).is_dir())
+    out = []
+    for name, mode in submission_entries(base):
+        if name.startswith(".") or not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            continue
+        folder = layout.submission(name, assignment)
+        if stat.S_ISLNK(mode) or os.path.lexists(folder):
+            out.append((name, folder))
+    return out
+
+
+def _refusal(course: Course, folder: Path) -> str | None:
+    """Why a submission folder cannot be graded (a symbolic link somewhere on its path), or None."""
+    relative = course.layout.relative
+    for path in (folder.parent, folder):
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError as exc:
+            return f"{relative(path)} could not be read ({exc.strerror})."
+        if stat.S_ISLNK(mode):
+            return (f"{relative(path)} is a symbolic link, not a folder, so {relative(folder)} was not "
+                    f"graded; submit real files and folders.")
+        if not stat.S_ISDIR(mode):
+            return f"{relative(path)} is not a folder, so {relative(folder)} was not graded."
+    return None
 
 
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
-              seed: int | None = None, insecure: bool = False, log: Log = _quiet) -> BatchResult:
+              seed: int | None = None, force: bool = False, insecure: bool = False,
+              log: Log = _quiet) -> BatchResult:
     """Grade submissions; write results.json, feedback pages and the gradebook.
 
     Refuses (SandboxUnavailable, one line) when the sandbox cannot be fully set up on this
-    machine, unless `insecure`; the layers that applied are recorded in every results.json."""
-    from .grading.engine import grade_submission, load_instructor_code
+    machine, unless `insecure`; the layers that applied are recorded in every results.json.
+
+    Each student's grades are committed to the gradebook as soon as they are graded, then the
+    feedback page and, last, results.json (each written atomically), so a batch stopped at any
+    point and run again finishes with every grade present once. A submission whose content, seed
+    and graders are unchanged since its results.json was written is not graded again unless
+    `force` (see grading.fingerprint); it is listed in `BatchResult.skipped`.
+    """
+    from .grading.fingerprint import graders_version, grading_key, submission_hash
     from .grading.seeds import course_secret, student_seed
-    from .reporting.annotate import annotate_autograded
-    from .reporting.feedback import write_feedback
-    from .reporting.gradebook import record_grades
-    from .reporting.results_json import write_results_json
+    from .reporting.gradebook import GradebookWriter
     from .sandbox.host import SandboxHost
 
     started = time.perf_counter()
@@ -114,40 +155,84 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     todo = submissions(course, a.name, student)
     roster = set(course.roster())
     secret = course_secret(course.secret_file)
-    code = load_instructor_code(course, a)
+    code = None
+    version = graders_version(course, a)
     results: list[SubmissionResult] = []
+    skipped: list[str] = []
+    gradebook_errors: list[str] = []
+    output_errors: list[str] = []
     host = SandboxHost(insecure=insecure, memory_mb=a.limits.memory_mb, processes=a.limits.processes)
     info = host.start() if todo else None       # fails closed here, before any submission is touched
     if info is not None and info.missing:
         log(f"WARNING: grading without a complete sandbox (--insecure); missing: {'; '.join(info.missing)}")
-    for sid, folder in todo:
-        s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
-        on_roster = sid in roster
-        try:
-            result = grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster,
-                                      host=host)
-        except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
-            result = SubmissionResult(
-                student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
-                problems=tuple(p.name for p in a.problems),
-                problem_points=tuple((p.name, p.points) for p in a.problems),
-                isolation=info.layers if info is not None else (),
-                error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}")
-        results.append(result)
-        _copy_for_formgrader(folder, course.layout.autograded(sid, a.name))
-        write_results_json(result, course.layout.results_json(sid, a.name))
-        write_feedback(result, a, course.layout.feedback(sid, a.name))
-        annotate_autograded(result, a, course.layout.autograded(sid, a.name), course.layout.release(a.name))
-        log(f"graded {sid:<20} {result.score:6.2f}/{result.max_score:g}"
-            + ("" if on_roster else "  (not on the roster)")
-            + ("  GRADER ERROR" if result.state == "crashed" else "")
-            + f"  {result.execution_time:.2f} s")
-    host.close()
-    gradebook_errors = record_grades(course, a, results).messages
-    return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=gradebook_errors,
-                       autograded_dir=course.layout.autograded_dir,
-                       feedback_dir=course.layout.feedback_dir,
-                       seconds=round(time.perf_counter() - started, 2))
+    layers = info.layers if info is not None else ()
+    with contextlib.ExitStack() as stack:
+        stack.callback(host.close)
+        gradebook = stack.enter_context(GradebookWriter(course, a))
+        for sid, folder in todo:
+            s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
+            on_roster = sid in roster
+            refusal = _refusal(course, folder)
+            try:
+                key = "" if refusal else grading_key(version, submission_hash(folder), seed=s_seed,
+                                                      on_roster=on_roster, isolation=layers)
+            except Exception:  # noqa: BLE001 - an unreadable folder is graded (and explained) below
+                key = ""
+            stored = course.layout.results_json(sid, a.name)
+            previous = None if force or not key else _previous_result(stored, key, sid, a.name)
+            if previous is not None:
+                result = previous
+                skipped.append(sid)
+            elif refusal:
+                result = _refused(a, sid, s_seed, on_roster, refusal, layers)
+            else:
+                if code is None:
+                    from .grading.engine import load_instructor_code
+                    code = load_instructor_code(course, a)
+                result = _grade_one(course, a, sid, folder, s_seed, on_roster, code, host, layers)
+            results.append(result)
+            why = gradebook.record(result)
+            if why is not None:
+                gradebook_errors.append(f"{sid}: {why}")
+            output_errors.extend(_write_outputs(course, a, sid, folder, result, key,
+                                                fresh=previous is None, refused=bool(refusal)))
+            log(f"{'unchanged' if previous is not None else 'graded':<9} {sid:<20} "
+                f"{result.score:6.2f}/{result.max_score:g}"
+                + ("" if on_roster else "  (not on the roster)")
+                + ("  GRADER ERROR" if result.state == "crashed" else "")
+                + (f"  {result.execution_time:.2f} s" if previous is None else "  (not graded again)"))
+    return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=tuple(gradebook_errors),
+                       autograded_dir=course.layout.autograded_dir, feedback_dir=course.layout.feedback_dir,
+                       seconds=round(time.perf_counter() - started, 2), skipped=tuple(skipped),
+                       output_errors=tuple(output_errors))
+
+
+def _crashed(a: Assignment, sid: str, s_seed: int, on_roster: bool, error: str,
+             layers: tuple[str, ...]) -> SubmissionResult:
+    return SubmissionResult(
+        student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
+        problems=tuple(p.name for p in a.problems), isolation=layers,
+        problem_points=tuple((p.name, p.points) for p in a.problems), error=error)
+
+
+def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
+             layers: tuple[str, ...]) -> SubmissionResult:
+    """A submission refused before anything of it ran (a link in place of its folder): 0, with the reason."""
+    return SubmissionResult(
+        student=sid, assignment=a.name, state="graded", seed=s_seed, on_roster=on_roster, notes=(reason,),
+        problems=tuple(p.name for p in a.problems), isolation=layers,
+        problem_points=tuple((p.name, p.points) for p in a.problems))
+
+
+def _grade_one(course: Course, a: Assignment, sid: str, folder: Path, s_seed: int, on_roster: bool,
+               code: InstructorCode, host: SandboxHost, layers: tuple[str, ...]) -> SubmissionResult:
+    from .grading.engine import grade_submission
+
+    try:
+        return grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster, host=host)
+    except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
+        return _crashed(a, sid, s_seed, on_roster,
+                        f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}", layers)
 
 
 @dataclass(frozen=True)
@@ -180,7 +265,7 @@ def doctor(*, log: Log = _quiet) -> DoctorReport:
         return DoctorReport(layers=(), facts=facts, error=str(exc))
     finally:
         host.close()
-    why = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in info.missing + info.notes}
+    why = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in info.missing}
     rows = []
     for layer in isolation.REQUIRED + isolation.OPTIONAL:
         applied = layer in info.layers
@@ -194,13 +279,112 @@ def doctor(*, log: Log = _quiet) -> DoctorReport:
     return report
 
 
-def _copy_for_formgrader(submitted: Path, autograded: Path) -> None:
+def _previous_result(path: Path, key: str, sid: str, assignment: str) -> SubmissionResult | None:
+    """The result stored in results.json when it was graded under `key` (and did not crash)."""
+    import json
+
+    from .reporting.results_json import result_from_json
+
+    try:
+        doc = json.loads(read_regular(path, RESULTS_READ_MAX_BYTES))
+        result, stored_key = result_from_json(doc)
+    except (RefusedFile, ValueError, RecursionError):
+        return None
+    if stored_key != key or result.state != "graded" or result.student != sid or result.assignment != assignment:
+        return None
+    return result
+
+
+def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult, key: str, *,
+                   fresh: bool, refused: bool) -> list[str]:
+    """Write what the batch produces for one student; each step's failure is reported, none stops
+    the batch. results.json comes last: its grading key marks the student as done."""
+    from .reporting.annotate import annotate_autograded
+    from .reporting.feedback import feedback_filename, write_feedback
+    from .reporting.results_json import write_results_json
+
+    layout = course.layout
+
+    def inside(path: Path) -> Path:        # the folder, created without going through any link
+        return _output_dir(course.root, *path.relative_to(course.root).parts)
+
+    def copy() -> None:
+        target = inside(layout.autograded(sid, a.name))
+        _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024))
+        copies = [target / name for name, mode in submission_entries(target)
+                  if stat.S_ISREG(mode) and name.endswith(".ipynb")]
+        if not any(more_code_cells_than(c) for c in copies):   # nbformat would need hundreds of MB
+            annotate_autograded(result, a, target, layout.release(a.name))
+
+    def results() -> None:
+        inside(layout.autograded(sid, a.name))
+        write_results_json(result, layout.results_json(sid, a.name),
+                           grading_key=key if result.state == "graded" else None)
+
+    steps: list[tuple[str, Callable[[], object]]] = []
+    if fresh and not refused:
+        steps.append(("copying the notebooks into autograded/", copy))
+    feedback = layout.feedback(sid, a.name)
+    if fresh or not (feedback / feedback_filename(result)).is_file():
+        steps.append(("writing the feedback page", lambda: write_feedback(result, a, inside(feedback))))
+    if fresh:
+        steps.append(("writing results.json", results))
+    errors = []
+    for what, step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - reported per student; the batch goes on
+            errors.append(f"{sid}: {what}: {type(exc).__name__}: {exc}".splitlines()[0][:500])
+    return errors
+
+
+def _output_dir(root: Path, *parts: str) -> Path:
+    """root/parts..., created as real folders: a symbolic link found on the way (which grading
+    never makes) is replaced by a folder, so nothing is ever written through a link."""
+    path = root
+    for part in parts:
+        path = path / part
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            path.mkdir()
+            continue
+        if stat.S_ISLNK(mode):
+            path.unlink()
+            path.mkdir()
+        elif not stat.S_ISDIR(mode):
+            raise NotADirectoryError(f"{path.relative_to(root)} is not a folder")
+    return path
+
+
+def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -> None:
     """Copy the submitted notebooks and timestamp (as nbgrader's autograde does), so formgrader can
-    show them for manual review. The originals are only read."""
-    autograded.mkdir(parents=True, exist_ok=True)
-    for item in submitted.iterdir():
-        if item.is_file() and (item.suffix == ".ipynb" or item.name == "timestamp.txt"):
-            shutil.copyfile(item, autograded / item.name)
+    show them for manual review. Only regular files within the notebook size limit are copied; no
+    link is followed and each copy is written atomically. The originals are only read."""
+    for name, mode in submission_entries(submitted):
+        if not stat.S_ISREG(mode) or not (name.endswith(".ipynb") or name == "timestamp.txt"):
+            continue
+        try:
+            fd = open_regular(submitted / name)
+        except RefusedFile:
+            continue
+        try:
+            if os.fstat(fd).st_size > max_bytes:
+                continue
+            tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed into place or removed
+                dir=autograded, prefix=f".{name}.", suffix=".tmp", delete=False)
+            try:
+                with tmp:
+                    os.fchmod(tmp.fileno(), 0o644)
+                    with os.fdopen(os.dup(fd), "rb") as src:
+                        shutil.copyfileobj(src, tmp, 1 << 20)
+                os.replace(tmp.name, autograded / name)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp.name)
+                raise
+        finally:
+            os.close(fd)
 
 
 def prepare_demo(project_dir: str | Path, demo_dir: str | Path | None = None) -> Path:
