@@ -1,38 +1,42 @@
-"""Side-by-side benchmark: `nbgrader autograde` against `course autograde` on the example class.
+"""Benchmark: `course autograde` against `nbgrader autograde` on a synthetic cohort, same run, same files.
 
-Usage (from the repository root):
+    .venv/bin/python tools/bench_autograde.py                      # the full run (see docs/benchmarks.md)
+    .venv/bin/python tools/bench_autograde.py --n 20 --repeat 1 --large 0   # quick, for development
 
-    .venv/bin/python tools/bench_autograde.py [--repeat N] [--out docs/benchmarks.md] [--keep]
+What it does, in one process:
+1. Builds a cohort of N submissions of the assignment (`cohort(n)`): correct notebooks, the student form of
+   every catalogued mistake (tools/submissions.py), a copy that patches numpy's comparisons, and broken
+   files (syntax error, a raising cell, a deleted or renamed function, an infinite loop, a process that
+   exits, a file that is not a notebook, an empty file). The kinds are interleaved, so any prefix is mixed.
+2. Copies the course into two scratch folders in a temporary directory and writes the same cohort into
+   both (nbgrader's layout: submitted/<student>/<assignment>/<notebook>, roster.csv listing everyone).
+3. nbgrader: `nbgrader generate_assignment` once (setup, not timed in the figures), then
+   `nbgrader autograde <a> --force`. Ours: `course autograde <a> --course-dir DIR --force`, and with
+   `--workers W` for each W asked when `course autograde --help` offers the flag. Each side runs --repeat
+   times, the order alternating; medians are reported. The venv's bin goes first on PATH (alembic).
+4. A one-student batch per round on a freshly written submission (`--student`), for both tools: its
+   wall clock gives the two-point estimate of fixed and marginal cost, and for ours the time from the
+   command's start until that student's results.json and feedback page exist (first feedback).
+5. With --large M (default 1000): one course-only batch of M submissions per worker setting, with the
+   memory of every process sampled over the run (flat or growing); nbgrader is not run on M, its time is
+   extrapolated from its own per-submission and fixed cost measured in step 3 (and said so).
 
-What it does:
-1. Builds two scratch course folders in a temporary directory, each assembled like `course demo`
-   (course.yml, roster, nbgrader_config.py, source/, release/, assignments/ and the bundled example
-   submissions), so both tools grade the same files.
-2. nbgrader side: `nbgrader generate_assignment <a> --force` once (timed, reported as setup), then
-   `nbgrader autograde <a> --force`; totals from the nbgrader gradebook.
-3. Our side: `course autograde <a> --course-dir DIR`; totals from
-   autograded/<student>/<a>/results.json.
-4. N rounds, interleaved (the order of the two tools alternates between rounds). Each round runs
-   the whole class and a one-student batch (`--student`) for each tool; the pair gives a two-point
-   estimate of the fixed cost per run and the cost per submission.
-5. After the timed rounds, one untimed extra: a copy of the patching submission with its patch
-   cell moved to the top of the notebook (so it runs before the notebook's own test cells), graded
-   by both tools.
-6. Writes a Markdown report (machine, versions, command, timings, scores, floors, reading).
-
-Every figure in the report is measured by this script in that run. Peak memory: `ru_maxrss` from
-wait4() (the largest single process of the tree) and, when /proc allows, the summed RSS of the
-whole process tree sampled every 0.1 s (short peaks between samples are missed).
+Per run: wall clock; CPU of the whole tree (user + system of the command and every descendant it waited
+for, from wait4); the resident memory of every process in the tree sampled every 0.05 s (peak per process,
+named by its command line); results from results.json (ours) and the gradebook (nbgrader). The machine's
+load average is recorded before and after. The report is Markdown on stdout (tables ready to paste into
+docs/benchmarks.md) and, with --json FILE, every raw figure as JSON. Not a test: figures depend on the
+machine and its load.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import importlib.metadata as md
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -40,333 +44,488 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from autograder.layout import CourseLayout
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_submissions import RAISES_CELL, _delete_solution, _rename, _syntax_error_in
+from submissions import (
+    ASSIGNMENT,
+    CHEAT_CELL,
+    LAYER_NORM_CRASHES_PROCESS,
+    LN_UNBIASED,
+    NOTEBOOK,
+    ROOT,
+    SWIGLU_INFINITE_LOOP,
+    Case,
+    build,
+    mistake_cell,
+)
+
+from assignments.transformer_block.mistakes import catalogue
+from autograder.layout import ROSTER_FILE, CourseLayout, copy_course
 from autograder.toolpath import tool, tool_env
 
-ROOT = Path(__file__).resolve().parents[1]
-ASSIGNMENT = "transformer-block"
-ONE_STUDENT = "ada"                   # the one-student batch: a correct submission
-SECURITY_PAIR = ("mallory", "katherine")
-EARLY_PATCH_STUDENT = "mallory_early"  # built by this script in the scratch folders only
-PATCH_MARKER = "np.allclose ="
-SAMPLE_SECONDS = 0.1
+SAMPLE_SECONDS = 0.05
+HANG_STUDENT = "hang01"
+ON_TIME = "2026-12-14 18:00:00.000000 UTC"     # before the due date: no late penalty on either side
+CORRECT_EVERY = 4                               # every 4th submission of the cohort is a correct one
+BROKEN_EVERY = 9                                # among the others, every 9th is a broken file
+
+# The issue's targets, checked at the end of the report.
+TARGET_MARGINAL_MS_PER_CORE = 40.0
+TARGET_RATIO = 25.0
+TARGET_TWO_WORKERS = 1.8
+TARGET_LARGE_N, TARGET_LARGE_S = 1000, 30.0
+TARGET_WORKER_MB = 150.0
+TARGET_FIRST_FEEDBACK_S = 0.6
 
 
-# ----------------------------------------------------------------------------- data
-
-@dataclass(frozen=True)
-class Run:
-    """One timed command."""
-    tool: str            # "nbgrader" or "course"
-    scope: str           # "class" or "one"
-    round: int
-    wall_s: float
-    cpu_s: float         # user + system time of the whole tree (children that were waited for)
-    exit_code: int
-    maxrss_kb: int       # ru_maxrss from wait4: the largest single process of the tree
-    tree_peak_kb: int | None  # summed RSS of the process tree, sampled; None if not measurable
-
+# ----------------------------------------------------------------------------- the cohort
 
 @dataclass(frozen=True)
-class Summary:
-    """Timings of one tool and scope over all rounds."""
-    tool: str
-    scope: str
-    walls: tuple[float, ...]
-    cpus: tuple[float, ...]
-    maxrss_kb: int
-    tree_peak_kb: int | None
-    exit_codes: tuple[int, ...]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.walls)
-
-    @property
-    def minimum(self) -> float:
-        return min(self.walls)
-
-    @property
-    def cpu_share(self) -> float:
-        """Median CPU time over wall time: 1.0 is one CPU kept busy for the whole run."""
-        return statistics.median(c / w for c, w in zip(self.cpus, self.walls))
+class Template:
+    """One kind of submission: what it is and the bytes of its notebook file."""
+    kind: str          # "correct", "mistake", "cheat" or "broken"
+    name: str          # the mistake id or the broken case's name
+    data: bytes
+    filename: str = NOTEBOOK
 
 
 @dataclass(frozen=True)
-class OurScore:
-    """One student's line from our results.json (score after, raw_score before the late penalty)."""
-    score: float | None
-    raw_score: float | None
-    late_penalty: float | None
-    max_score: float | None
-    seconds: float | None
-    test_seconds: float | None   # sum of the graders' own per-test durations
-    state: str
-    diagnoses: tuple[str, ...]
+class Submission:
+    student: str
+    template: Template
 
 
-@dataclass(frozen=True)
-class PatchPosition:
-    """Where the patching cell sits in the original notebook (0-based cell index)."""
-    index: int
-    n_cells: int
-    after_every_test: bool
+PYTHON_SCRIPT = b'import numpy as np\n\ndef layer_norm(x, gamma, beta, eps=1e-5):\n    return x\n'
 
 
-@dataclass(frozen=True)
-class Floors:
-    """Start-up costs measured on this machine, in seconds (medians)."""
-    python_numpy: float
-    kernel_one_cell: float
+def hang_template() -> Template:
+    """An infinite loop in swiglu_ffn: its cost is set by course.yml's limits, not by the grader."""
+    return Template("broken", "infinite_loop", build(Case("infinite_loop",
+                                                          variants=(("swiglu_ffn", SWIGLU_INFINITE_LOOP),))))
 
 
-@dataclass(frozen=True)
-class Report:
-    """Everything the Markdown report is rendered from."""
-    machine: dict
-    command: str
-    repeat: int
-    students: tuple[str, ...]
-    generate_s: float
-    generate_exit: int
-    warmups: tuple[Run, ...]
-    summaries: tuple[Summary, ...]
-    nbgrader_scores: dict
-    nbgrader_max: float | None
-    nbgrader_penalties: dict
-    nbgrader_failed: tuple[str, ...]
-    our_scores: dict
-    early_nbgrader: float | None
-    early_ours: OurScore | None
-    patch: PatchPosition | None
-    floors: Floors
-    loadavg_before: tuple[float, float, float]
-    loadavg_after: tuple[float, float, float]
-    extra_notes: tuple[str, ...] = field(default=())
+def broken_templates(hang: bool = False) -> list[Template]:
+    """Broken files, the most instructive first (a small cohort gets the first few); the infinite loop
+    only with `hang`."""
+    def t(name: str, case: Case) -> Template:
+        return Template("broken", name, build(case))
+    return [
+        t("syntax_error", Case("syntax_error", edit=_syntax_error_in("silu"))),
+        *([hang_template()] if hang else []),
+        t("cell_raises", Case("cell_raises", extra_cells=(RAISES_CELL,))),
+        t("missing_function", Case("missing_function", edit=_delete_solution("count_block_params"))),
+        Template("broken", "not_a_notebook", PYTHON_SCRIPT),       # a Python script saved as .ipynb
+        t("renamed_function", Case("renamed_function", edit=_rename("layer_norm", "layernorm"))),
+        t("process_exits", Case("process_exits", variants=(("layer_norm", LAYER_NORM_CRASHES_PROCESS),))),
+        Template("broken", "empty_file", b""),
+    ]
 
 
-# ----------------------------------------------------------------------------- scratch courses
+@functools.cache
+def templates(hang: bool = False) -> tuple[tuple[Template, ...], tuple[Template, ...]]:
+    """(correct, others): the correct notebook, and every mistake, the patching copy and the broken files,
+    interleaved so that broken files come every BROKEN_EVERY places."""
+    correct = [Template("correct", "correct", build(Case("correct")))]
+    by_function: dict[str, list[Template]] = {}
+    for m in catalogue.mistakes():
+        function, code = mistake_cell(m.id)
+        by_function.setdefault(function, []).append(
+            Template("mistake", m.id, build(Case(m.id, variants=((function, code),)))))
+    mistakes = []            # one function after the other, round robin
+    while any(by_function.values()):
+        for group in by_function.values():
+            if group:
+                mistakes.append(group.pop(0))
+    mistakes.insert(len(mistakes) // 2, Template(
+        "cheat", "numpy_patched", build(Case("cheat", variants=(("layer_norm", LN_UNBIASED),),
+                                             early_cells=(CHEAT_CELL,)))))
+    others: list[Template] = []
+    broken = broken_templates(hang)
+    while mistakes or broken:
+        if broken and len(others) % BROKEN_EVERY == 1:
+            others.append(broken.pop(0))
+        elif mistakes:
+            others.append(mistakes.pop(0))
+        else:
+            others.append(broken.pop(0))
+    return tuple(correct), tuple(others)
 
-def build_course(dest: Path) -> Path:
-    """A scratch course folder assembled the way `course demo` assembles .demo/."""
-    from autograder.api import prepare_demo
-    return prepare_demo(ROOT, dest)
+
+def cohort(n: int, prefix: str = "s", hang: bool = False) -> list[Submission]:
+    """N submissions: every CORRECT_EVERY-th correct, the rest cycling through `templates()`'s others.
+    Every template appears once n reaches one full cycle (about 100)."""
+    correct, others = templates(hang)
+    out, k = [], 0
+    for i in range(n):
+        if i % CORRECT_EVERY == 0:
+            tpl = correct[0]
+        else:
+            tpl, k = others[k % len(others)], k + 1
+        out.append(Submission(f"{prefix}{i + 1:04d}", tpl))
+    return out
 
 
-def submitted_students(course: Path) -> tuple[str, ...]:
-    """Student folders holding this assignment."""
+def cycle_length(hang: bool = False) -> int:
+    """The cohort size at which every template has appeared once."""
+    _, others = templates(hang)
+    return len(others) + -(-len(others) // (CORRECT_EVERY - 1))
+
+
+def write_submission(course: Path, sub: Submission) -> Path:
+    folder = CourseLayout(course).submission(sub.student, ASSIGNMENT)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / sub.template.filename).write_bytes(sub.template.data)
+    (folder / "timestamp.txt").write_text(ON_TIME)
+    return folder
+
+
+def remove_student(course: Path, student: str) -> None:
     layout = CourseLayout(course)
-    return tuple(sorted(p.name for p in layout.submitted_dir.iterdir()
-                        if layout.submission(p.name, ASSIGNMENT).is_dir()))
+    for folder in (layout.submission(student, ASSIGNMENT), layout.autograded(student, ASSIGNMENT),
+                   layout.feedback(student, ASSIGNMENT)):
+        shutil.rmtree(folder.parent if folder.parent.name == student else folder, ignore_errors=True)
 
 
-def _patch_index(cells: list) -> int | None:
-    return next((i for i, c in enumerate(cells)
-                 if c.get("cell_type") == "code" and PATCH_MARKER in "".join(c.get("source", ""))), None)
+def make_course(dest: Path, subs: list[Submission], roster_extra: tuple[str, ...] = ()) -> Path:
+    """A scratch copy of the course with the cohort under submitted/ and everyone on the roster."""
+    copy_course(ROOT, dest)
+    for sub in subs:
+        write_submission(dest, sub)
+    ids = [s.student for s in subs] + list(roster_extra)
+    rows = ["id,first_name,last_name,email"] + [f"{i},Student,{i},{i}@example.edu" for i in ids]
+    (dest / ROSTER_FILE).write_text("\n".join(rows) + "\n")
+    return dest
 
 
-def patch_position(course: Path, student: str = "mallory") -> PatchPosition | None:
-    """Where the patching cell sits in a submission, relative to the nbgrader test cells."""
-    notebooks = sorted(CourseLayout(course).submission(student, ASSIGNMENT).glob("*.ipynb"))
-    if not notebooks:
-        return None
-    cells = json.loads(notebooks[0].read_text(encoding="utf-8"))["cells"]
-    idx = _patch_index(cells)
-    if idx is None:
-        return None
-    tests = [i for i, c in enumerate(cells) if (c.get("metadata", {}).get("nbgrader") or {}).get("grade")]
-    return PatchPosition(index=idx, n_cells=len(cells), after_every_test=all(i < idx for i in tests))
-
-
-def add_early_patch_copy(course: Path, source_student: str = "mallory",
-                         new_student: str = EARLY_PATCH_STUDENT) -> bool:
-    """Copy a submission with its patch cell moved to the top (right after the first code cell).
-
-    The notebook is edited as JSON so nothing else changes. False if no patch cell is found.
-    """
-    src = CourseLayout(course).submission(source_student, ASSIGNMENT)
-    dst = CourseLayout(course).submission(new_student, ASSIGNMENT)
-    notebooks = sorted(src.glob("*.ipynb"))
-    if not notebooks:
-        return False
-    nb = json.loads(notebooks[0].read_text(encoding="utf-8"))
-    cells = nb["cells"]
-    idx = _patch_index(cells)
-    if idx is None:
-        return False
-    patch = cells.pop(idx)
-    first_code = next(i for i, c in enumerate(cells) if c.get("cell_type") == "code")
-    cells.insert(first_code + 1, patch)
-    shutil.copytree(src, dst, dirs_exist_ok=True)      # the same files (timestamp.txt included)
-    (dst / notebooks[0].name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
-    return True
+def composition(subs: list[Submission]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in subs:
+        out[s.template.kind] = out.get(s.template.kind, 0) + 1
+    return out
 
 
 # ----------------------------------------------------------------------------- measuring
 
 def _children(pid: int) -> list[int]:
-    """Direct children of a process, from /proc/<pid>/task/*/children."""
     out: list[int] = []
     try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as fh:
-                    out.extend(int(x) for x in fh.read().split())
-            except OSError:
-                pass
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        pass
+        return out
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as fh:
+                out.extend(int(x) for x in fh.read().split())
+        except OSError:
+            pass
     return out
 
 
-def _rss_kb(pid: int) -> int:
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _read(path: str) -> str | None:
     try:
-        with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
-            return int(fh.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-    except (OSError, IndexError, ValueError):
-        return 0
+        with open(path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
 
 
-def tree_rss_kb(root: int) -> int:
-    """Summed resident memory of a process and all its descendants, now."""
-    total, stack, seen = 0, [root], set()
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        total += _rss_kb(pid)
-        stack.extend(_children(pid))
-    return total
+def process_name(pid: int, root: int, root_cmd: str) -> str:
+    """A short name for a process from its command line: `-m module`, a script's name, or the program."""
+    raw = _read(f"/proc/{pid}/cmdline")
+    if raw is None:
+        return "?"
+    args = [a for a in raw.split("\0") if a]
+    cmd = " ".join(args)
+    if pid == root:
+        return "main: " + _short(args)
+    if cmd == root_cmd:
+        return "fork of main"
+    return _short(args)
 
 
-def tree_sampling_available() -> bool:
-    return os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+def _short(args: list[str]) -> str:
+    if not args:
+        return "?"
+    prog = os.path.basename(args[0])
+    if prog.startswith("python"):
+        if "-m" in args:
+            i = args.index("-m")
+            return f"python -m {args[i + 1]}" if i + 1 < len(args) else "python -m"
+        if "-c" in args:
+            i = args.index("-c")
+            code = args[i + 1] if i + 1 < len(args) else ""
+            return "python -c " + (code[:40] + "...")
+        scripts = [a for a in args[1:] if not a.startswith("-")]
+        return f"python {os.path.basename(scripts[0])}" if scripts else "python"
+    if prog in ("bwrap",):
+        return "bwrap"
+    return prog
+
+
+@dataclass
+class ProcessTrace:
+    pid: int
+    name: str
+    first_s: float
+    last_s: float = 0.0
+    peak_kb: int = 0
+    cpu_s: float = 0.0                       # last seen user + system time of this process alone
+    samples: list[tuple[float, int]] = field(default_factory=list)
 
 
 class TreeSampler(threading.Thread):
-    """Samples the summed RSS of a process tree until stopped; keeps the peak."""
+    """Samples every process of a tree: RSS and CPU per process, and the summed RSS of the tree."""
 
-    def __init__(self, pid: int, every: float = SAMPLE_SECONDS) -> None:
+    def __init__(self, pid: int, started: float, every: float = SAMPLE_SECONDS) -> None:
         super().__init__(daemon=True)
-        self.pid, self.every, self.peak_kb = pid, every, 0
+        self.root, self.started, self.every = pid, started, every
+        self.procs: dict[int, ProcessTrace] = {}
+        self.tree_peak_kb = 0
         self._stop_event = threading.Event()
+        self._root_cmd = ""
+
+    def sample(self) -> None:
+        now = time.perf_counter() - self.started
+        if not self._root_cmd:
+            raw = _read(f"/proc/{self.root}/cmdline") or ""
+            self._root_cmd = " ".join(a for a in raw.split("\0") if a)
+        total, stack, seen = 0, [self.root], set()
+        while stack:
+            pid = stack.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            stat = _read(f"/proc/{pid}/stat")
+            statm = _read(f"/proc/{pid}/statm")
+            if stat is None or statm is None:
+                continue
+            try:
+                rss = int(statm.split()[1]) * PAGE_KB
+                fields = stat.rsplit(")", 1)[1].split()
+                cpu = (int(fields[11]) + int(fields[12])) / TICK
+            except (IndexError, ValueError):
+                continue
+            trace = self.procs.get(pid)
+            if trace is None:
+                trace = self.procs[pid] = ProcessTrace(pid, process_name(pid, self.root, self._root_cmd), now)
+            elif trace.name == "fork of main" or trace.name == "?":
+                trace.name = process_name(pid, self.root, self._root_cmd)   # a fork may exec later
+            trace.last_s, trace.cpu_s = now, max(trace.cpu_s, cpu)
+            trace.peak_kb = max(trace.peak_kb, rss)
+            trace.samples.append((now, rss))
+            total += rss
+            stack.extend(_children(pid))
+        self.tree_peak_kb = max(self.tree_peak_kb, total)
 
     def run(self) -> None:
         while not self._stop_event.is_set():
-            self.peak_kb = max(self.peak_kb, tree_rss_kb(self.pid))
+            self.sample()
             self._stop_event.wait(self.every)
 
-    def stop(self) -> int:
+    def stop(self) -> None:
         self._stop_event.set()
         self.join()
-        return self.peak_kb
 
 
-def run_timed(cmd: list[str], *, cwd: Path, env: dict, log: Path, tool: str, scope: str,
-              rnd: int, sample: bool) -> Run:
-    """Run a command to completion; wall clock, exit code and memory. Output goes to `log`."""
+@dataclass(frozen=True)
+class ProcessFigure:
+    """One process of a run: peak RSS, its own CPU, its life, and how its RSS moved (flat or not)."""
+    name: str
+    pid: int
+    peak_mb: float
+    cpu_s: float
+    alive_s: float
+    early_mb: float | None     # largest RSS over the first 10% of its life (long-lived processes only)
+    late_mb: float | None      # largest RSS over the last 10% of its life
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timed command."""
+    tool: str                  # "nbgrader" or "course"
+    scope: str                 # "class", "one" or "large"
+    workers: int | None        # --workers passed, None when not passed
+    n: int                     # submissions in the batch
+    round: int
+    wall_s: float
+    cpu_s: float               # user + system of every process the command started (cgroup; else wait4)
+    waited_cpu_s: float        # user + system of the command and the descendants it reaped (wait4)
+    cpu_source: str            # "cgroup" or "wait4"
+    exit_code: int
+    maxrss_mb: float           # ru_maxrss from wait4: the largest single process of the tree
+    tree_peak_mb: float        # summed RSS of the tree, sampled
+    processes: tuple[ProcessFigure, ...] = ()
+    first_feedback_s: float | None = None   # results.json and page of the watched student exist
+
+    @property
+    def per_sub_wall_ms(self) -> float:
+        return 1000 * self.wall_s / self.n
+
+    @property
+    def per_sub_cpu_ms(self) -> float:
+        return 1000 * self.cpu_s / self.n
+
+
+def _figures(sampler: TreeSampler, long_lived: float) -> tuple[ProcessFigure, ...]:
+    out = []
+    for tr in sampler.procs.values():
+        alive = tr.last_s - tr.first_s
+        early = late = None
+        if alive >= long_lived and len(tr.samples) >= 10:
+            cut_a, cut_b = tr.first_s + 0.1 * alive, tr.last_s - 0.1 * alive
+            early = max(r for t, r in tr.samples if t <= cut_a) / 1024
+            late = max(r for t, r in tr.samples if t >= cut_b) / 1024
+        out.append(ProcessFigure(tr.name, tr.pid, tr.peak_kb / 1024, tr.cpu_s, alive, early, late))
+    return tuple(sorted(out, key=lambda p: -p.peak_mb))
+
+
+class CpuCgroup:
+    """A cgroup holding one command and everything it starts, for its CPU time: processes that are never
+    reaped by the command (a sandbox's namespace init, a zygote's children) escape wait4's accounting,
+    not the cgroup's. cgroup v1 `cpuacct` or v2 `cpu.stat`; unavailable (None) without the rights."""
+
+    _count = 0
+
+    def __init__(self) -> None:
+        CpuCgroup._count += 1
+        name = f"bench-autograde-{os.getpid()}-{CpuCgroup._count}"
+        self.path: Path | None = None
+        self.v2 = False
+        candidates = [(Path("/sys/fs/cgroup/cpuacct") / name, False)]
+        own = next((ln.split(":", 2)[2] for ln in (_read("/proc/self/cgroup") or "").splitlines()
+                    if ln.startswith("0::")), None)
+        if own is not None and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            candidates.insert(0, (Path("/sys/fs/cgroup") / own.lstrip("/") / name, True))
+        for path, v2 in candidates:
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            self.path, self.v2 = path, v2
+            break
+
+    def enter(self) -> None:
+        """Called in the child before exec: move it into the cgroup."""
+        if self.path is not None:
+            with open(self.path / "cgroup.procs", "w") as fh:
+                fh.write(str(os.getpid()))
+
+    def cpu_s(self) -> float | None:
+        if self.path is None:
+            return None
+        try:
+            if self.v2:
+                for line in (self.path / "cpu.stat").read_text().splitlines():
+                    if line.startswith("usage_usec"):
+                        return int(line.split()[1]) / 1e6
+                return None
+            return int((self.path / "cpuacct.usage").read_text()) / 1e9
+        except (OSError, ValueError):
+            return None
+
+    def remove(self) -> None:
+        if self.path is not None:
+            for _ in range(50):
+                try:
+                    self.path.rmdir()
+                    return
+                except OSError:
+                    time.sleep(0.1)       # the last processes are still leaving
+
+
+def run_timed(cmd: list[str], *, cwd: Path, env: dict, log: Path, tool_name: str, scope: str,
+              workers: int | None, n: int, rnd: int, watch: tuple[Path, ...] = ()) -> Run:
+    """Run a command to completion, sampling its process tree; with `watch`, also the time at which
+    every watched file exists."""
+    first_feedback: list[float] = []
+
+    def watcher(started: float, done: threading.Event) -> None:
+        while not done.is_set():
+            if all(p.exists() for p in watch):
+                first_feedback.append(time.perf_counter() - started)
+                return
+            time.sleep(0.002)
+
+    cgroup = CpuCgroup()
     with open(log, "wb") as out:
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        sampler = TreeSampler(proc.pid) if sample else None
-        if sampler:
-            sampler.start()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=cgroup.enter if cgroup.path else None)
+        sampler = TreeSampler(proc.pid, started)
+        sampler.start()
+        done = threading.Event()
+        wt = threading.Thread(target=watcher, args=(started, done), daemon=True) if watch else None
+        if wt:
+            wt.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
-        peak = sampler.stop() if sampler else None
-    return Run(tool=tool, scope=scope, round=rnd, wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
-               exit_code=proc.returncode,
-               maxrss_kb=usage.ru_maxrss, tree_peak_kb=peak)
+        sampler.stop()
+        done.set()
+        if wt:
+            wt.join()
+    if watch and not first_feedback and all(p.exists() for p in watch):
+        first_feedback.append(wall)
+    waited_cpu = usage.ru_utime + usage.ru_stime
+    time.sleep(0.05)                     # processes killed at the end finish leaving the cgroup
+    tree_cpu = cgroup.cpu_s()
+    cgroup.remove()
+    return Run(tool=tool_name, scope=scope, workers=workers, n=n, round=rnd, wall_s=wall,
+               cpu_s=tree_cpu if tree_cpu is not None else waited_cpu, waited_cpu_s=waited_cpu,
+               cpu_source="cgroup" if tree_cpu is not None else "wait4", exit_code=proc.returncode,
+               maxrss_mb=usage.ru_maxrss / 1024, tree_peak_mb=sampler.tree_peak_kb / 1024,
+               processes=_figures(sampler, long_lived=max(1.0, 0.5 * wall)),
+               first_feedback_s=first_feedback[0] if first_feedback else None)
 
 
-def bench_env() -> dict:
-    """The caller's environment with the venv's bin first on PATH (nothing else changed)."""
-    return tool_env()
+def workers_supported(env: dict) -> bool:
+    """Whether this `course autograde` takes --workers (the flag is detected, not assumed)."""
+    out = subprocess.run([tool("course"), "autograde", "--help"], env=env, capture_output=True, text=True)
+    return "--workers" in out.stdout
 
 
-def nbgrader_cmd(*args: str) -> list[str]:
-    return [tool("nbgrader"), *args]
+def course_cmd(course: Path, *extra: str, workers: int | None = None) -> list[str]:
+    cmd = [tool("course"), "autograde", ASSIGNMENT, "--course-dir", str(course), *extra]
+    return cmd + (["--workers", str(workers)] if workers is not None else [])
 
 
-def course_cmd(*args: str) -> list[str]:
-    return [tool("course"), *args]
+def nbgrader_cmd(*extra: str) -> list[str]:
+    return [tool("nbgrader"), "autograde", ASSIGNMENT, *extra]
 
 
-def measure_floors(env: dict, workdir: Path, repeat: int = 3) -> Floors:
-    """Start-up floors: a Python that imports numpy; a Jupyter kernel that runs one cell."""
-    py = sys.executable
+# ----------------------------------------------------------------------------- results
 
-    def wall(code: str) -> float:
-        started = time.perf_counter()
-        subprocess.run([py, "-c", code], cwd=workdir, env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return time.perf_counter() - started
-
-    numpy_walls = [wall("import numpy") for _ in range(max(repeat, 5))]
-    kernel_code = (
-        "import time, nbformat\n"
-        "from nbclient import NotebookClient\n"
-        "nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('import numpy as np; np.ones(3).sum()')])\n"
-        "t = time.perf_counter()\n"
-        "NotebookClient(nb, kernel_name='python3', timeout=60).execute()\n"
-        "print(time.perf_counter() - t)\n"
-    )
-    kernel_walls = []
-    for _ in range(repeat):
-        out = subprocess.run([py, "-c", kernel_code], cwd=workdir, env=env, check=True,
-                             capture_output=True, text=True).stdout
-        kernel_walls.append(float(out.strip().splitlines()[-1]))
-    return Floors(python_numpy=statistics.median(numpy_walls),
-                  kernel_one_cell=statistics.median(kernel_walls))
-
-
-# ----------------------------------------------------------------------------- scores
-
-def read_nbgrader_scores(course: Path, students: tuple[str, ...]) -> tuple[dict, float | None, dict]:
-    """Each student's total (before any late penalty), the maximum, and each recorded late penalty,
-    from the course's nbgrader gradebook."""
-    from nbgrader.api import Gradebook, MissingEntry
-    scores: dict[str, float | None] = {}
-    penalties: dict[str, float | None] = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+def our_results(course: Path, students: list[str]) -> dict[str, dict]:
+    layout, out = CourseLayout(course), {}
+    for s in students:
         try:
-            max_score = gb.find_assignment(ASSIGNMENT).max_score
-        except MissingEntry:
-            max_score = None
+            data = json.loads(layout.results_json(s, ASSIGNMENT).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            out[s] = {"score": None, "state": "no results.json", "seconds": None}
+            continue
+        extra = data.get("extra_data", {})
+        out[s] = {"score": extra.get("raw_score", data.get("score")), "state": extra.get("state", "?"),
+                  "seconds": data.get("execution_time")}
+    return out
+
+
+def nbgrader_scores(course: Path, students: list[str]) -> dict[str, float | None]:
+    from nbgrader.api import Gradebook, MissingEntry
+    out: dict[str, float | None] = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for s in students:
             try:
-                sub = gb.find_submission(ASSIGNMENT, s)
-                scores[s], penalties[s] = sub.score, sub.late_submission_penalty
+                out[s] = gb.find_submission(ASSIGNMENT, s).score
             except MissingEntry:
-                scores[s] = penalties[s] = None
-    return scores, max_score, penalties
-
-
-def read_our_score(course: Path, student: str) -> OurScore:
-    """One student's total, grading time and diagnoses from results.json."""
-    path = CourseLayout(course).results_json(student, ASSIGNMENT)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return OurScore(None, None, None, None, None, None, "no results.json", ())
-    extra = data.get("extra_data", {})
-    tests = extra.get("tests") or data.get("tests") or []
-    durations = [t.get("duration") for t in tests if isinstance(t.get("duration"), (int, float))]
-    return OurScore(score=data.get("score"), raw_score=extra.get("raw_score", data.get("score")),
-                    late_penalty=extra.get("late_penalty"), max_score=data.get("max_score"),
-                    seconds=data.get("execution_time"), test_seconds=sum(durations) if durations else None,
-                    state=extra.get("state", "?"), diagnoses=tuple(extra.get("diagnoses", ())))
-
-
-def nbgrader_failures(log: Path) -> tuple[str, ...]:
-    """Students nbgrader reported an error for, from its log."""
-    text = log.read_text(encoding="utf-8", errors="replace")
-    return tuple(sorted(set(re.findall(r"error processing assignment '[^']*' for student '([^']+)'", text))))
+                out[s] = None
+    return out
 
 
 # ----------------------------------------------------------------------------- machine
@@ -378,410 +537,489 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def machine_info() -> dict:
-    """What the figures depend on: CPUs, memory, versions, BLAS setting, the repository commit."""
-    model, mem = "?", "?"
+def _uptime() -> str:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-                break
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     except OSError:
-        pass
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def machine_info() -> dict:
+    model = "?"
+    for line in (_read("/proc/cpuinfo") or "").splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                 text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        branch = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        commit = "?"
+        commit, dirty, branch = "?", "", "?"
     return {
-        "cpus (nproc)": str(len(os.sched_getaffinity(0))),
-        "cpu model": model,
-        "memory": mem,
-        "os": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
-        "numpy": _version("numpy"),
-        "nbgrader": _version("nbgrader"),
-        "nbclient": _version("nbclient"),
-        "jupyter_client": _version("jupyter_client"),
-        "ipykernel": _version("ipykernel"),
-        "pytest": _version("pytest"),
-        "course-autograder": _version("course-autograder"),
-        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE") or "unset",
-        "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE") or "unset",
-        "repository commit": commit,
         "date (UTC)": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"),
+        "commit": commit + (" (modified)" if dirty else ""), "branch": branch,
+        "cpus": len(os.sched_getaffinity(0)), "cpu model": model, "python": platform.python_version(),
+        "numpy": _version("numpy"), "nbgrader": _version("nbgrader"), "pytest": _version("pytest"),
     }
+
+
+# ----------------------------------------------------------------------------- the benchmark
+
+@dataclass
+class Bench:
+    args: argparse.Namespace
+    env: dict
+    tmp: Path
+    workers: list[int | None]
+    runs: list[Run] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    load: list[tuple[str, str]] = field(default_factory=list)
+    scores: dict = field(default_factory=dict)
+    generate_s: float | None = None
+    command: str = ""
+    cohort: list[Submission] = field(default_factory=list)
+    courses: tuple[Path | None, Path | None] = (None, None)
+
+    def log(self, msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    def record(self, run: Run) -> Run:
+        self.runs.append(run)
+        ff = f"  first feedback {run.first_feedback_s:.3f} s" if run.first_feedback_s is not None else ""
+        self.log(f"  {run.tool:8s} {run.scope:5s} w={run.workers if run.workers is not None else '-'} "
+                 f"n={run.n:<5d} round {run.round}: {run.wall_s:7.2f} s wall {run.cpu_s:7.2f} s CPU "
+                 f"exit {run.exit_code}  largest {run.maxrss_mb:.0f} MB{ff}")
+        return run
+
+    def note_load(self, when: str) -> None:
+        self.load.append((when, _uptime()))
+        self.log(f"load {when}: {self.load[-1][1]}")
+
+    def side_by_side(self) -> None:
+        a = self.args
+        subs = cohort(a.n, hang=a.hang_in_cohort)
+        self.cohort = subs
+        fresh = [f"fresh{r:02d}" for r in range(1, a.repeat + 1)]
+        extra = (*fresh, HANG_STUDENT)
+        ours = make_course(self.tmp / "ours", subs, extra)
+        nbg = make_course(self.tmp / "nbgrader", subs, extra) if not a.no_nbgrader else None
+        self.courses = (ours, nbg)
+        logs = self.tmp / "logs"
+        if nbg is not None:
+            t = time.perf_counter()
+            gen = subprocess.run([tool("nbgrader"), "generate_assignment", ASSIGNMENT, "--force"], cwd=nbg,
+                                 env=self.env, capture_output=True, text=True)
+            self.generate_s = time.perf_counter() - t
+            if gen.returncode != 0:
+                raise SystemExit(f"nbgrader generate_assignment failed:\n{gen.stdout[-2000:]}{gen.stderr[-2000:]}")
+        # untimed warm-up: the first run creates the course secret and gradebook and fills the file cache
+        warm = Submission("warmup", templates()[0][0])
+        for course, cmd in ((ours, course_cmd(ours, "--student", "warmup", workers=self.workers[0])),
+                            (nbg, nbgrader_cmd("--student", "warmup"))):
+            if course is None:
+                continue
+            write_submission(course, warm)
+            subprocess.run(cmd, cwd=course, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            remove_student(course, "warmup")
+        fresh_sub = templates()[0][0]
+        for rnd in range(1, a.repeat + 1):
+            sides = ["course", "nbgrader"] if rnd % 2 else ["nbgrader", "course"]
+            for side in sides:
+                if side == "nbgrader":
+                    if nbg is None:
+                        continue
+                    self.record(run_timed(nbgrader_cmd("--force"), cwd=nbg, env=self.env,
+                                          log=logs / f"nbgrader-class-{rnd}.log", tool_name="nbgrader",
+                                          scope="class", workers=None, n=len(subs), rnd=rnd))
+                    if rnd == a.repeat:
+                        self.scores["nbgrader"] = nbgrader_scores(nbg, [s.student for s in subs])
+                    sid = fresh[rnd - 1]
+                    write_submission(nbg, Submission(sid, fresh_sub))
+                    self.record(run_timed(nbgrader_cmd("--force", "--student", sid), cwd=nbg, env=self.env,
+                                          log=logs / f"nbgrader-one-{rnd}.log", tool_name="nbgrader",
+                                          scope="one", workers=None, n=1, rnd=rnd))
+                    remove_student(nbg, sid)
+                    continue
+                for w in self.workers:
+                    self.record(run_timed(course_cmd(ours, "--force", workers=w), cwd=ours, env=self.env,
+                                          log=logs / f"course-class-w{w}-{rnd}.log", tool_name="course",
+                                          scope="class", workers=w, n=len(subs), rnd=rnd))
+                    self.scores.setdefault("course", {})[f"w{w}-r{rnd}"] = our_results(
+                        ours, [s.student for s in subs])
+                sid = fresh[rnd - 1]
+                write_submission(ours, Submission(sid, fresh_sub))
+                layout = CourseLayout(ours)
+                watch = (layout.results_json(sid, ASSIGNMENT),
+                         layout.feedback(sid, ASSIGNMENT) / NOTEBOOK.replace(".ipynb", ".html"))
+                self.record(run_timed(course_cmd(ours, "--student", sid, workers=self.workers[0]), cwd=ours,
+                                      env=self.env, log=logs / f"course-one-{rnd}.log", tool_name="course",
+                                      scope="one", workers=self.workers[0], n=1, rnd=rnd, watch=watch))
+                remove_student(ours, sid)
+
+    def hang(self) -> None:
+        """The infinite loop, graded alone by each tool (once): what one hanging submission costs."""
+        if self.args.hang_in_cohort:
+            return
+        ours, nbg = self.courses
+        sub = Submission(HANG_STUDENT, hang_template())
+        for course, cmd, name in ((ours, course_cmd(ours, "--student", HANG_STUDENT, workers=self.workers[0]),
+                                   "course"),
+                                  (nbg, nbgrader_cmd("--force", "--student", HANG_STUDENT), "nbgrader")):
+            if course is None:
+                continue
+            write_submission(course, sub)
+            self.record(run_timed(cmd, cwd=course, env=self.env, log=self.tmp / "logs" / f"{name}-hang.log",
+                                  tool_name=name, scope="hang", workers=self.workers[0] if name == "course" else None,
+                                  n=1, rnd=1))
+            remove_student(course, HANG_STUDENT)
+
+    def large(self) -> None:
+        a = self.args
+        if a.large <= 0:
+            return
+        subs = cohort(a.large, prefix="L", hang=a.hang_in_cohort)
+        big = make_course(self.tmp / "large", subs)
+        subprocess.run(course_cmd(big, "--student", subs[0].student, workers=self.workers[0]), cwd=big,
+                       env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)   # warm-up
+        for w in self.workers:
+            self.note_load(f"before the {a.large} run (workers {w})")
+            self.record(run_timed(course_cmd(big, "--force", workers=w), cwd=big, env=self.env,
+                                  log=self.tmp / "logs" / f"course-large-w{w}.log", tool_name="course",
+                                  scope="large", workers=w, n=len(subs), rnd=1))
+            res = our_results(big, [s.student for s in subs])
+            missing = [s for s, r in res.items() if r["score"] is None]
+            if missing:
+                self.notes.append(f"large run (workers {w}): {len(missing)} submissions without results.json")
 
 
 # ----------------------------------------------------------------------------- summarising
 
-def summarise(runs: list[Run], tool: str, scope: str) -> Summary:
-    mine = [r for r in runs if r.tool == tool and r.scope == scope]
-    peaks = [r.tree_peak_kb for r in mine if r.tree_peak_kb is not None]
-    return Summary(tool=tool, scope=scope, walls=tuple(r.wall_s for r in mine), cpus=tuple(r.cpu_s for r in mine),
-                   maxrss_kb=max(r.maxrss_kb for r in mine),
-                   tree_peak_kb=max(peaks) if peaks else None,
-                   exit_codes=tuple(r.exit_code for r in mine))
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
 
 
-def two_point_fit(class_s: float, one_s: float, n: int) -> tuple[float, float]:
-    """(fixed seconds per run, seconds per submission) from a class batch and a one-student batch."""
-    per_sub = (class_s - one_s) / (n - 1) if n > 1 else class_s
-    return one_s - per_sub, per_sub
+def _sel(runs: list[Run], tool_name: str, scope: str, workers: int | None = None, any_workers: bool = False
+         ) -> list[Run]:
+    return [r for r in runs if r.tool == tool_name and r.scope == scope and (any_workers or r.workers == workers)]
 
 
-# ----------------------------------------------------------------------------- rendering
+@dataclass(frozen=True)
+class Side:
+    """Medians of one tool's class batches (one worker setting) and its one-student batches."""
+    label: str
+    n: int
+    wall: float
+    cpu: float
+    one_wall: float
+    one_cpu: float
+    walls: tuple[float, ...]
+    largest_mb: float
+    tree_mb: float
 
-def _mb(kb: int | None) -> str:
-    return "n/a" if kb is None else f"{kb / 1024:.0f} MB"
+    @property
+    def marginal_wall(self) -> float:
+        return (self.wall - self.one_wall) / (self.n - 1) if self.n > 1 else self.wall
+
+    @property
+    def marginal_cpu(self) -> float:
+        return (self.cpu - self.one_cpu) / (self.n - 1) if self.n > 1 else self.cpu
+
+    @property
+    def fixed_wall(self) -> float:
+        return self.one_wall - self.marginal_wall
+
+    @property
+    def throughput(self) -> float:
+        return self.n / self.wall
 
 
-def _pts(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
+def side(runs: list[Run], tool_name: str, workers: int | None) -> Side | None:
+    cls = _sel(runs, tool_name, "class", workers)
+    one = _sel(runs, tool_name, "one", any_workers=True)
+    if not cls or not one:
+        return None
+    label = tool_name if workers is None else f"{tool_name} --workers {workers}"
+    return Side(label, cls[0].n, med([r.wall_s for r in cls]), med([r.cpu_s for r in cls]),
+                med([r.wall_s for r in one]), med([r.cpu_s for r in one]), tuple(r.wall_s for r in cls),
+                max(r.maxrss_mb for r in cls), max(r.tree_peak_mb for r in cls))
 
 
-def _by(report: Report, tool: str, scope: str) -> Summary:
-    return next(s for s in report.summaries if s.tool == tool and s.scope == scope)
+def memory_by_name(runs: list[Run]) -> list[tuple[str, int, float, float]]:
+    """(process name, how many, largest peak MB, CPU seconds summed) over the runs, largest first."""
+    agg: dict[str, list[float]] = {}
+    for r in runs:
+        for p in r.processes:
+            a = agg.setdefault(p.name, [0, 0.0, 0.0])
+            a[0] += 1
+            a[1] = max(a[1], p.peak_mb)
+            a[2] += p.cpu_s
+    return sorted(((k, int(v[0]), v[1], v[2]) for k, v in agg.items()), key=lambda t: -t[2])
 
 
-def _fooled(patched: float | None, plain: float | None) -> str:
-    if patched is None or plain is None:
-        return "not measured"
-    if patched > plain + 1e-6:
-        return f"**fooled**: {patched:.2f} with the patch against {plain:.2f} without"
-    return f"not fooled: {patched:.2f} with the patch, {plain:.2f} without"
-
-
-def render(report: Report) -> str:
-    """The Markdown report."""
-    n = len(report.students)
-    nb_c, nb_1 = _by(report, "nbgrader", "class"), _by(report, "nbgrader", "one")
-    us_c, us_1 = _by(report, "course", "class"), _by(report, "course", "one")
-    nb_fixed, nb_per = two_point_fit(nb_c.median, nb_1.median, n)
-    us_fixed, us_per = two_point_fit(us_c.median, us_1.median, n)
-    ratio = nb_c.median / us_c.median
-    ratio_min = nb_c.minimum / us_c.minimum
-    m = report.machine
-    mal, kat = SECURITY_PAIR
+def render(b: Bench, machine: dict) -> tuple[str, dict]:
+    """The Markdown report and the target verdicts."""
+    a, runs = b.args, b.runs
     L: list[str] = []
-    a = L.append
+    add = L.append
+    add(f"### Run of {machine['date (UTC)']} UTC, {machine['branch']} at `{machine['commit']}`")
+    add("")
+    add(f"Command: `{b.command}`  ")
+    add(f"Machine: {machine['cpus']} CPUs ({machine['cpu model']}), Python {machine['python']}, numpy "
+        f"{machine['numpy']}, nbgrader {machine['nbgrader']}, pytest {machine['pytest']}.  ")
+    for when, up in b.load:
+        add(f"Load {when}: `{up}`  ")
+    comp = composition(b.cohort)
+    add(f"Cohort of {len(b.cohort)}: " + ", ".join(f"{v} {k}" for k, v in sorted(comp.items()))
+        + f" (every template appears once the cohort reaches {cycle_length(a.hang_in_cohort)}). "
+        + ("`course autograde` takes `--workers`." if b.workers != [None]
+           else "`course autograde` has no `--workers` here: one serial batch."))
+    add("")
+    add(f"Medians of {a.repeat} rounds; the one-student batch grades a freshly written correct submission. "
+        "Per-submission marginal cost = (class - one) / (N - 1), from the medians. CPU is user + system of "
+        "every process the command started: "
+        + ("measured in a cgroup around the command (processes the command never reaps, like the sandbox's, "
+           "included)." if all(r.cpu_source == "cgroup" for r in runs) else
+           "from wait4 (**only the descendants the command reaped**: no cgroup could be made here)."))
+    add("")
+    add("| batch | N | wall (median) | wall per sub | CPU per sub | marginal wall | marginal CPU | fixed | "
+        "throughput | rounds (s) | largest process | tree peak |")
+    add("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    sides: dict[str, Side] = {}
+    for tool_name, ws in (("nbgrader", [None]), ("course", b.workers)):
+        for w in ws:
+            s = side(runs, tool_name, w)
+            if s is None:
+                continue
+            sides[s.label] = s
+            add(f"| `{s.label}` | {s.n} | {s.wall:.2f} s | {1000 * s.wall / s.n:.0f} ms | "
+                f"{1000 * s.cpu / s.n:.0f} ms | {1000 * s.marginal_wall:.0f} ms | {1000 * s.marginal_cpu:.0f} ms | "
+                f"{s.fixed_wall:.2f} s | {s.throughput:.1f}/s | {', '.join(f'{x:.2f}' for x in s.walls)} | "
+                f"{s.largest_mb:.0f} MB | {s.tree_mb:.0f} MB |")
+    one_c = _sel(runs, "course", "one", any_workers=True)
+    one_n = _sel(runs, "nbgrader", "one")
+    if one_c or one_n:
+        add("")
+        add("| one fresh submission | wall (median) | CPU | first feedback (results.json + page) | rounds (s) |")
+        add("|---|---|---|---|---|")
+        for label, rs in (("nbgrader autograde --student", one_n), ("course autograde --student", one_c)):
+            if rs:
+                ff = [r.first_feedback_s for r in rs if r.first_feedback_s is not None]
+                add(f"| `{label}` | {med([r.wall_s for r in rs]):.2f} s | {med([r.cpu_s for r in rs]):.2f} s | "
+                    + (f"{med(ff):.3f} s" if ff else "-") + f" | {', '.join(f'{r.wall_s:.2f}' for r in rs)} |")
+    hangs = [r for r in runs if r.scope == "hang"]
+    if hangs:
+        add("")
+        add("The infinite loop (`while True: pass` in swiglu_ffn), graded alone and kept out of the cohort: "
+            "its cost is set by the time limits (ours: course.yml `cell_seconds`, `call_seconds`; nbgrader: "
+            "its cell timeout), not by the grader. "
+            + "; ".join(f"`{r.tool} --student`: {r.wall_s:.1f} s wall, {r.cpu_s:.1f} s CPU" for r in hangs) + ".")
+    nbs = sides.get("nbgrader")
+    ratios = {}
+    if nbs:
+        add("")
+        add("| ratio nbgrader / course, same cohort, same run | wall | CPU | marginal wall | marginal CPU |")
+        add("|---|---|---|---|---|")
+        for label, s in sides.items():
+            if label == "nbgrader":
+                continue
+            ratios[label] = (nbs.wall / s.wall, nbs.cpu / s.cpu)
+            add(f"| `{label}` | {nbs.wall / s.wall:.1f}x | {nbs.cpu / s.cpu:.1f}x | "
+                f"{nbs.marginal_wall / s.marginal_wall:.1f}x | {nbs.marginal_cpu / s.marginal_cpu:.1f}x |")
+    large = _sel(runs, "course", "large", any_workers=True)
+    if large:
+        add("")
+        add("| large batch (course only) | N | wall | wall per sub | CPU per sub | throughput | nbgrader, "
+            "extrapolated | largest process | tree peak |")
+        add("|---|---|---|---|---|---|---|---|---|")
+        for r in large:
+            extra = (f"{nbs.fixed_wall + r.n * nbs.marginal_wall:.0f} s (from N={nbs.n})" if nbs else "not run")
+            add(f"| `course --workers {r.workers}` | {r.n} | {r.wall_s:.1f} s | {r.per_sub_wall_ms:.0f} ms | "
+                f"{r.per_sub_cpu_ms:.0f} ms | {r.n / r.wall_s:.1f}/s | {extra} | {r.maxrss_mb:.0f} MB | "
+                f"{r.tree_peak_mb:.0f} MB |" if r.workers is not None else
+                f"| `course` | {r.n} | {r.wall_s:.1f} s | {r.per_sub_wall_ms:.0f} ms | {r.per_sub_cpu_ms:.0f} ms | "
+                f"{r.n / r.wall_s:.1f}/s | {extra} | {r.maxrss_mb:.0f} MB | {r.tree_peak_mb:.0f} MB |")
+        add("")
+        add("Processes of the large batch that lived through most of it (RSS over the first and last 10% of "
+            "their life: flat or growing), and the short-lived ones by name:")
+        add("")
+        add("| run | process | peak RSS | first 10% | last 10% | growth | own CPU |")
+        add("|---|---|---|---|---|---|---|")
+        for r in large:
+            for p in r.processes:
+                if p.early_mb is not None and p.late_mb is not None:
+                    add(f"| w={r.workers} | `{p.name}` (pid {p.pid}) | {p.peak_mb:.0f} MB | {p.early_mb:.0f} MB | "
+                        f"{p.late_mb:.0f} MB | {p.late_mb - p.early_mb:+.0f} MB | {p.cpu_s:.1f} s |")
+    add("")
+    add("Peak RSS per process, by name, over every run of each tool (count = processes seen by the sampler):")
+    add("")
+    add("| tool | process | count | largest peak | CPU seen (sum) |")
+    add("|---|---|---|---|---|")
+    for tool_name in ("nbgrader", "course"):
+        for name, count, peak, cpu in memory_by_name([r for r in runs if r.tool == tool_name])[:8]:
+            add(f"| {tool_name} | `{name}` | {count} | {peak:.0f} MB | {cpu:.1f} s |")
+    # scores: identical across course runs, nbgrader's beside ours per kind
+    course_scores = b.scores.get("course", {})
+    if course_scores:
+        first = next(iter(course_scores.values()))
+        same = all({k: v["score"] for k, v in s.items()} == {k: v["score"] for k, v in first.items()}
+                   for s in course_scores.values())
+        add("")
+        add(f"Our scores identical across all {len(course_scores)} class batches (every worker setting and round): "
+            f"**{'yes' if same else 'NO'}**.")
+        states: dict[str, int] = {}
+        for v in first.values():
+            states[v["state"]] = states.get(v["state"], 0) + 1
+        add("Our states: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items())) + ".")
+        secs = sorted(v["seconds"] for v in first.values() if v["seconds"] is not None)
+        if secs:
+            add(f"Our per-submission grading time from results.json: median {1000 * med(secs):.0f} ms, "
+                f"90th percentile {1000 * secs[int(0.9 * (len(secs) - 1))]:.0f} ms, max {1000 * secs[-1]:.0f} ms "
+                "(the slowest are the infinite loop and the exiting process: call timeout and restart).")
+        nbsc = b.scores.get("nbgrader")
+        if nbsc:
+            cheat = [s.student for s in b.cohort if s.template.kind == "cheat"]
+            plain = [s.student for s in b.cohort if s.template.name == "layer_norm.unbiased_variance"]
+            if cheat and plain:
+                add(f"Patched numpy (`{cheat[0]}`) against the same mistake without the patch (`{plain[0]}`): "
+                    f"nbgrader {nbsc.get(cheat[0])} vs {nbsc.get(plain[0])}, ours {first[cheat[0]]['score']} vs "
+                    f"{first[plain[0]]['score']}.")
+    for note in b.notes:
+        add("")
+        add(note)
+    verdicts = targets(b, sides, ratios)
+    add("")
+    add("| target (issue) | measured | verdict |")
+    add("|---|---|---|")
+    for t_name, measured, verdict in verdicts:
+        add(f"| {t_name} | {measured} | {verdict} |")
+    return "\n".join(L), {"sides": {k: asdict(v) for k, v in sides.items()}, "targets": verdicts}
 
-    a("# Benchmark: `course autograde` against `nbgrader autograde`")
-    a("")
-    a(f"Generated by `tools/bench_autograde.py` on {m['date (UTC)']} (repository commit "
-      f"`{m['repository commit']}`). Every figure below was measured by that script in that run, on the "
-      "machine described here; rerun it to refresh the page.")
-    a("")
-    a("## What was measured")
-    a("")
-    a(f"- The example class in `examples/submitted/`: {n} submissions of `{ASSIGNMENT}` "
-      f"({', '.join(report.students)}).")
-    a("- Two scratch course folders in a temporary directory, each assembled like `course demo` "
-      "(course.yml, roster, nbgrader_config.py, source/, release/, assignments/, the same submissions).")
-    a(f"- nbgrader: `nbgrader generate_assignment {ASSIGNMENT} --force` once (setup, not in the "
-      f"ratio), then `nbgrader autograde {ASSIGNMENT} --force`, run in the course folder so its "
-      "`nbgrader_config.py` sets the root and the gradebook. Totals from the gradebook "
-      "(`nbgrader.api.Gradebook`).")
-    a(f"- Ours: `course autograde {ASSIGNMENT} --course-dir DIR`. Totals from "
-      f"`{CourseLayout(Path()).results_json('<student>', ASSIGNMENT)}`.")
-    a("- Before the rounds, one untimed warm-up per tool (a one-student batch): the first run in a fresh "
-      "folder also creates state (our gradebook and course secret; nbgrader's gradebook already exists "
-      "after `generate_assignment`) and fills the file cache. Its time is listed apart.")
-    a(f"- {report.repeat} rounds; the two tools alternate which goes first. Each round times the whole "
-      f"class and a one-student batch (`--student {ONE_STUDENT}`) per tool. Wall clock from start to "
-      "exit of the command, PATH with `.venv/bin` first, the environment otherwise unchanged.")
-    a("- Per-run fixed cost and per-submission cost are a two-point estimate from the medians: "
-      f"per submission = (class - one) / ({n} - 1); fixed = one - per submission.")
-    a("- Memory: `ru_maxrss` from `wait4()` is the largest single process of the command's tree; "
-      "\"tree peak\" sums the RSS of every process in the tree, sampled every "
-      f"{SAMPLE_SECONDS:g} s (short peaks between samples are missed; the sampler itself runs during "
-      "the timed commands and costs a little CPU on both sides alike).")
-    a("")
-    a("## Machine")
-    a("")
-    a("| | |")
-    a("|---|---|")
-    for k, v in m.items():
-        a(f"| {k} | {v} |")
-    a(f"| load average before / after | {' '.join(f'{x:.2f}' for x in report.loadavg_before)} / "
-      f"{' '.join(f'{x:.2f}' for x in report.loadavg_after)} |")
-    a("")
-    a("The load average is the machine's (other processes were free to run): on "
-      f"{m['cpus (nproc)']} CPUs a load near {m['cpus (nproc)']} means the tools competed for CPU, "
-      "which widens the spread between rounds.")
-    a("")
-    a("## Command")
-    a("")
-    a("```")
-    a(report.command)
-    a("```")
-    a("")
-    a("## Timings")
-    a("")
-    a("| tool | batch | median wall | min wall | rounds (s) | CPU / wall | exit codes "
-      "| largest process (ru_maxrss) | tree peak (sampled) |")
-    a("|---|---|---|---|---|---|---|---|---|")
-    for s in (nb_c, us_c, nb_1, us_1):
-        label = "nbgrader autograde" if s.tool == "nbgrader" else "course autograde"
-        batch = f"class ({n})" if s.scope == "class" else f"one (`{ONE_STUDENT}`)"
-        a(f"| {label} | {batch} | {s.median:.2f} s | {s.minimum:.2f} s | "
-          f"{', '.join(f'{w:.2f}' for w in s.walls)} | {s.cpu_share:.2f} | {', '.join(map(str, s.exit_codes))} | "
-          f"{_mb(s.maxrss_kb)} | {_mb(s.tree_peak_kb)} |")
-    a("")
-    a("| figure | nbgrader | ours |")
-    a("|---|---|---|")
-    a(f"| wall per submission, class median / {n} | {nb_c.median / n:.2f} s | {us_c.median / n:.2f} s |")
-    a(f"| per submission (two-point estimate) | {nb_per:.2f} s | {us_per:.2f} s |")
-    a(f"| fixed cost per run (two-point estimate) | {nb_fixed:.2f} s | {us_fixed:.2f} s |")
-    a(f"| setup: `nbgrader generate_assignment` (once) | {report.generate_s:.2f} s "
-      f"(exit {report.generate_exit}) | none needed |")
-    warm = {w.tool: w for w in report.warmups}
-    if warm:
-        a(f"| warm-up: first one-student batch in the fresh folder (not in the rounds) | "
-          f"{warm['nbgrader'].wall_s:.2f} s | {warm['course'].wall_s:.2f} s |")
-    a("")
-    graded_secs = [o.seconds for o in report.our_scores.values() if o.seconds is not None]
-    if graded_secs:
-        a(f"Our results.json files put the grading of the {len(graded_secs)} submissions (load, child process, "
-          f"pytest session) at {sum(graded_secs):.2f} s in total in the last class run "
-          f"(median {statistics.median(graded_secs):.2f} s, slowest: "
-          + ", ".join(f"{sid} {o.seconds:.2f} s" for sid, o in sorted(
-              ((k, v) for k, v in report.our_scores.items() if v.seconds is not None),
-              key=lambda kv: -kv[1].seconds)[:2])
-          + f"); that run's wall clock was {us_c.walls[-1]:.2f} s, so {us_c.walls[-1] - sum(graded_secs):.2f} s "
-          "went to start-up, feedback pages, results files and the gradebook.")
-        a("")
-    a(f"**Ratio nbgrader / ours, whole class: {ratio:.2f} on medians, {ratio_min:.2f} on minimums** "
-      "(above 1 means ours is faster).")
-    a("")
-    a("Start-up floors on this machine (medians):")
-    a("")
-    a(f"- `python -c \"import numpy\"`: {report.floors.python_numpy:.3f} s")
-    a(f"- start a Jupyter kernel, run one cell, shut it down (nbclient): {report.floors.kernel_one_cell:.3f} s")
-    a("")
-    if report.nbgrader_failed:
-        a(f"nbgrader reported an error for: {', '.join(report.nbgrader_failed)} (hence its exit code 1); "
-          "it went on with the other students.")
-        a("")
-    a("## Scores")
-    a("")
-    a("The totals are not expected to agree. nbgrader's come from the notebook's own test cells (the "
-      "visible asserts plus the `### BEGIN HIDDEN TESTS` blocks), all-or-nothing per cell and run "
-      "inside the student's kernel; ours come from the hidden graders in `assignments/`, many checks "
-      "per problem with points shared out among them, run in the trusted process against the "
-      "student's functions in a separate child process. Ours also gives partial credit and names "
-      "known mistakes (diagnoses). Our hidden inputs are drawn per student from the course secret, "
-      "which is new in every scratch folder, so our partial-credit fractions can move a little from "
-      "one run of this script to the next; nbgrader's test cells use fixed seeds.")
-    a("")
-    nmax = _pts(report.nbgrader_max)
-    a(f"Both totals are before any late penalty (of {nmax}); the late-penalty column shows what each "
-      "tool recorded: nbgrader's `late_submission_penalty` in its gradebook, ours from course.yml's "
-      "`late_policy` (results.json `score` = `raw_score` - penalty).")
-    a("")
-    a("| student | nbgrader | ours | late penalty: nbgrader / ours | our state | our seconds | our diagnoses |")
-    a("|---|---|---|---|---|---|---|")
 
-    def penalty(nb: float | None, us: float | None) -> str:
-        return "-" if not nb and not us else f"{_pts(nb)} / {_pts(us)}"
+def _verdict(ok: bool, miss: str) -> str:
+    return "met" if ok else f"**missed** {miss}"
 
-    for s in report.students:
-        ours = report.our_scores[s]
-        name = f"**{s}**" if s in SECURITY_PAIR else s
-        a(f"| {name} | {_pts(report.nbgrader_scores.get(s))} | {_pts(ours.raw_score)} | "
-          f"{penalty(report.nbgrader_penalties.get(s), ours.late_penalty)} | {ours.state} | "
-          f"{_pts(ours.seconds)} | {', '.join(ours.diagnoses) or '-'} |")
-    if report.early_ours is not None or report.early_nbgrader is not None:
-        e = report.early_ours
-        a(f"| *{EARLY_PATCH_STUDENT}* (extra, untimed) | {_pts(report.early_nbgrader)} | "
-          f"{_pts(e.raw_score if e else None)} | {penalty(None, e.late_penalty if e else None)} | "
-          f"{e.state if e else 'n/a'} | {_pts(e.seconds if e else None)} | "
-          f"{', '.join(e.diagnoses) if e and e.diagnoses else '-'} |")
-    a("")
-    a("### The security anchor")
-    a("")
-    a(f"`{mal}` and `{kat}` have the same wrong `layer_norm` (variance with ddof=1); `{mal}` adds a cell "
-      "that replaces `np.allclose`, `np.isclose` and `np.testing.assert_allclose` with functions that "
-      "always agree. A grader that cannot be fooled gives them the same total.")
-    a("")
-    a(f"- nbgrader: {_fooled(report.nbgrader_scores.get(mal), report.nbgrader_scores.get(kat))}.")
-    a(f"- ours: {_fooled(report.our_scores[mal].raw_score, report.our_scores[kat].raw_score)}.")
-    if report.early_ours is not None or report.early_nbgrader is not None:
-        a(f"- `{EARLY_PATCH_STUDENT}`, nbgrader: "
-          f"{_fooled(report.early_nbgrader, report.nbgrader_scores.get(kat))}.")
-        a(f"- `{EARLY_PATCH_STUDENT}`, ours: "
-          f"{_fooled(report.early_ours.raw_score if report.early_ours else None, report.our_scores[kat].raw_score)}.")
-    a("")
-    pp = report.patch
-    if pp is not None:
-        where = (f"cell {pp.index + 1} of {pp.n_cells}, "
-                 + ("after every test cell" if pp.after_every_test else "before some of the test cells"))
-        a(f"In `{mal}`'s notebook the patch cell is {where}. nbgrader runs the notebook from top to "
-          "bottom in one kernel, so a patch only affects the test cells that run after it: whether "
-          "nbgrader is fooled depends on where the cell sits.")
-        a("")
-    if report.early_ours is not None or report.early_nbgrader is not None:
-        a(f"`{EARLY_PATCH_STUDENT}` is built by the script in the scratch folders only: `{mal}`'s "
-          "notebook with the patch cell moved right after the first code cell, graded once by both "
-          "tools after the timed rounds (it is not in the timings or the submission count). Our "
-          "graders never run in the student's process, so the position of the patch cannot matter "
-          "to them.")
-        a("")
-    for note in report.extra_notes:
-        a(note)
-        a("")
-    a("## Reading")
-    a("")
-    graded = [o for o in report.our_scores.values() if o.seconds is not None]
-    per_student = statistics.median(o.seconds for o in graded) if graded else None
-    checks = [o.test_seconds for o in graded if o.test_seconds is not None]
-    check_median = statistics.median(checks) if checks else None
-    faster = "faster" if ratio > 1 else "slower"
-    a(f"- On this class ours was {faster} than nbgrader: {us_c.median:.2f} s against {nb_c.median:.2f} s "
-      f"(medians of {report.repeat}), a ratio of {ratio:.2f}.")
-    a(f"- Per submission: nbgrader {nb_per:.2f} s, ours {us_per:.2f} s (two-point estimates). nbgrader "
-      "starts a Jupyter kernel per notebook, sends it every cell over ZeroMQ and waits for each reply; "
-      f"the bare kernel floor measured here is {report.floors.kernel_one_cell:.2f} s"
-      + (f", {report.floors.kernel_one_cell / nb_per:.0%} of its per-submission estimate; the rest is "
-         "running the notebook (solutions, public checks, test cells) and nbconvert's pre- and "
-         "post-processing." if nb_per > report.floors.kernel_one_cell else
-         ", not below its per-submission estimate: the spread between rounds is too large here for "
-         "the two-point estimate to split the cost further."))
-    if per_student is not None:
-        check_txt = (f"; the graders' own per-test durations sum to a median of {check_median:.3f} s"
-                     if check_median is not None else "")
-        a(f"- Ours starts one fresh interpreter per submission (`python -s -P -m autograder.sandbox.child`, "
-          f"which imports numpy and runs the notebook's cells: the `import numpy` floor alone is "
-          f"{report.floors.python_numpy:.2f} s) and one full pytest session per submission in the "
-          "trusted process (collection of the grader modules, fixtures, then every check as a call "
-          f"across the pipe). results.json puts one submission at a median of {per_student:.2f} s"
-          f"{check_txt}"
-          + (f", so {check_median / per_student:.0%} of a submission's time is the checks themselves "
-             "(calls across the pipe included) and the rest is process start, notebook execution and "
-             "pytest's own machinery." if check_median is not None and per_student > 0 else ".")
-          + f" (The mean of those times is {statistics.mean(o.seconds for o in graded):.2f} s against the "
-          f"two-point estimate of {us_per:.2f} s; the estimate also carries each submission's feedback "
-          "page, results.json and gradebook rows, and the spread between rounds.)")
-    a(f"- Fixed cost per run: nbgrader {nb_fixed:.2f} s, ours {us_fixed:.2f} s. nbgrader imports its "
-      "application stack (traitlets, nbconvert, SQLAlchemy) and opens the gradebook; ours imports numpy, "
-      "pytest and the engine, loads the instructor code, opens the nbgrader gradebook through "
-      "nbgrader's API to record the grades, and prints the summary table.")
-    a(f"- Spread: the class batch took {nb_c.minimum:.2f}-{max(nb_c.walls):.2f} s with nbgrader and "
-      f"{us_c.minimum:.2f}-{max(us_c.walls):.2f} s with ours; the one-student batch "
-      f"{nb_1.minimum:.2f}-{max(nb_1.walls):.2f} s and {us_1.minimum:.2f}-{max(us_1.walls):.2f} s. "
-      "The machine was shared with other work, so a difference between two single rounds smaller "
-      f"than that spread means nothing; the ratio is {ratio:.2f} on medians and {ratio_min:.2f} on "
-      "minimums, and the two-point estimates inherit the spread.")
-    a(f"- CPU over wall time (median): nbgrader {nb_c.cpu_share:.2f}, ours {us_c.cpu_share:.2f}. Both "
-      "grade one submission after the other, so neither can use more than about one CPU for long; "
-      "nbgrader's figure also shows time spent waiting for the kernel.")
-    a(f"- Memory: the largest single process was {_mb(nb_c.maxrss_kb)} for nbgrader and "
-      f"{_mb(us_c.maxrss_kb)} for ours; the sampled tree peak was {_mb(nb_c.tree_peak_kb)} and "
-      f"{_mb(us_c.tree_peak_kb)}. Both trees hold one parent and one short-lived process per "
-      "submission (a kernel, or our child) at a time."
-      + (" Our tree peak equals our largest process: no sample caught the parent and a child "
-         "together above the parent's own peak."
-         if us_c.tree_peak_kb is not None and us_c.tree_peak_kb <= us_c.maxrss_kb * 1.05 else ""))
-    a("")
-    return "\n".join(L)
+
+def targets(b: Bench, sides: dict[str, Side], ratios: dict) -> list[tuple[str, str, str]]:
+    out: list[tuple[str, str, str]] = []
+    ours = [s for k, s in sides.items() if k != "nbgrader"]
+    if ours:
+        best = min(ours, key=lambda s: s.marginal_wall)
+        w = max(1, min(label_workers(best.label), os.cpu_count() or 1))
+        per_core = 1000 * best.marginal_wall * w
+        out.append((f"marginal cost <= {TARGET_MARGINAL_MS_PER_CORE:.0f} ms per submission per core",
+                    f"`{best.label}`: {1000 * best.marginal_wall:.0f} ms wall x {w} core(s) = {per_core:.0f} ms "
+                    f"(marginal CPU {1000 * best.marginal_cpu:.0f} ms)",
+                    _verdict(per_core <= TARGET_MARGINAL_MS_PER_CORE,
+                             f"by {per_core - TARGET_MARGINAL_MS_PER_CORE:.0f} ms "
+                             f"({per_core / TARGET_MARGINAL_MS_PER_CORE:.1f}x)")))
+    if ratios:
+        label, (rw, rc) = max(ratios.items(), key=lambda kv: kv[1][0])
+        worst = min(rw, rc)
+        out.append((f">= {TARGET_RATIO:.0f}x nbgrader's throughput, wall and CPU",
+                    f"`{label}`: {rw:.1f}x wall, {rc:.1f}x CPU",
+                    _verdict(worst >= TARGET_RATIO, f"at {worst:.1f}x: {TARGET_RATIO / worst:.1f}x short")))
+    w1 = next((s for k, s in sides.items() if k.endswith("--workers 1")), None)
+    w2 = next((s for k, s in sides.items() if k.endswith("--workers 2")), None)
+    if w1 and w2:
+        sp = w1.wall / w2.wall
+        out.append((f"2 workers >= {TARGET_TWO_WORKERS}x one worker", f"{sp:.2f}x (class batch medians)",
+                    _verdict(sp >= TARGET_TWO_WORKERS, f"by {TARGET_TWO_WORKERS - sp:.2f}")))
+    else:
+        out.append((f"2 workers >= {TARGET_TWO_WORKERS}x one worker", "not measurable (no --workers)", "not measured"))
+    large = _sel(b.runs, "course", "large", any_workers=True)
+    if large:
+        best_l = min(large, key=lambda r: r.wall_s)
+        t = best_l.wall_s * TARGET_LARGE_N / best_l.n
+        scaled = "" if best_l.n == TARGET_LARGE_N else f" (scaled from N={best_l.n})"
+        out.append((f"{TARGET_LARGE_N} submissions in < {TARGET_LARGE_S:.0f} s on 2 cores",
+                    f"{t:.1f} s{scaled}, workers {best_l.workers}",
+                    _verdict(t < TARGET_LARGE_S, f"by {t - TARGET_LARGE_S:.1f} s ({t / TARGET_LARGE_S:.1f}x)")))
+        peak, grow = 0.0, 0.0
+        for r in large:
+            for p in r.processes:
+                if p.early_mb is not None and p.late_mb is not None:
+                    peak, grow = max(peak, p.peak_mb), max(grow, p.late_mb - p.early_mb)
+        out.append((f"peak <= {TARGET_WORKER_MB:.0f} MB per worker process, flat over {best_l.n}",
+                    f"largest long-lived process {peak:.0f} MB, largest growth {grow:+.0f} MB",
+                    _verdict(peak <= TARGET_WORKER_MB and grow <= 10,
+                             f"by {peak - TARGET_WORKER_MB:.0f} MB" if peak > TARGET_WORKER_MB
+                             else f"(grew {grow:.0f} MB)")))
+    ff = [r.first_feedback_s for r in _sel(b.runs, "course", "one", any_workers=True) if r.first_feedback_s]
+    if ff:
+        m = med(ff)
+        out.append((f"first feedback within {TARGET_FIRST_FEEDBACK_S} s of the command starting",
+                    f"{m:.3f} s (median of {len(ff)})",
+                    _verdict(m <= TARGET_FIRST_FEEDBACK_S, f"by {m - TARGET_FIRST_FEEDBACK_S:.2f} s "
+                             f"({m / TARGET_FIRST_FEEDBACK_S:.1f}x)")))
+    return out
+
+
+def label_workers(label: str) -> int:
+    """The worker count in a side's label (`course --workers 2`); 1 when none was passed."""
+    return int(label.rsplit(" ", 1)[1]) if "--workers" in label else 1
 
 
 # ----------------------------------------------------------------------------- main
 
+def parse_workers(text: str) -> list[int]:
+    try:
+        ws = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--workers: {text!r} is not a comma-separated list of numbers") from exc
+    if not ws or any(w < 1 for w in ws):
+        raise argparse.ArgumentTypeError("--workers: each value must be at least 1")
+    return ws
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeat", type=int, default=3, help="rounds per tool (default 3)")
-    p.add_argument("--out", default="docs/benchmarks.md", help="Markdown report, relative to the repository root")
+    p.add_argument("--n", type=int, default=100, help="cohort size graded by both tools (default 100)")
+    p.add_argument("--repeat", type=int, default=3, help="rounds per tool; medians are reported (default 3)")
+    p.add_argument("--workers", type=parse_workers, default=[1, 2],
+                   help="worker counts passed as `course autograde --workers W`, comma-separated (default 1,2); "
+                        "ignored when course autograde has no --workers")
+    p.add_argument("--large", type=int, default=1000,
+                   help="course-only batch of this many submissions, once per worker count (0: skip; default 1000)")
+    p.add_argument("--hang-in-cohort", action="store_true",
+                   help="put the infinite loop in the cohort's cycle (default: graded alone, reported apart)")
+    p.add_argument("--no-nbgrader", action="store_true", help="skip nbgrader (development only)")
+    p.add_argument("--json", metavar="FILE", help="write every raw figure to FILE as JSON")
     p.add_argument("--keep", action="store_true", help="keep the scratch folders and logs")
-    args = p.parse_args(argv)
-    if args.repeat < 1:
-        p.error("--repeat must be at least 1")
-
-    env = bench_env()
-    sample = tree_sampling_available()
+    a = p.parse_args(argv)
+    if a.n < 2 or a.repeat < 1:
+        p.error("--n must be at least 2 and --repeat at least 1")
+    env = tool_env()
+    workers: list[int | None] = list(a.workers) if workers_supported(env) else [None]
     tmp = Path(tempfile.mkdtemp(prefix="bench_autograde_"))
-    logs = tmp / "logs"
-    logs.mkdir()
-    print(f"scratch: {tmp}", flush=True)
+    (tmp / "logs").mkdir()
+    b = Bench(a, env, tmp, workers)
+    b.command = "python tools/bench_autograde.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    b.log(f"scratch: {tmp}")
     try:
-        loadavg_before = os.getloadavg()
-        nb_dir, us_dir = build_course(tmp / "nbgrader"), build_course(tmp / "ours")
-        students = submitted_students(nb_dir)
-        assert students == submitted_students(us_dir)
-
-        gen = run_timed(nbgrader_cmd("generate_assignment", ASSIGNMENT, "--force"), cwd=nb_dir, env=env,
-                        log=logs / "generate.log", tool="nbgrader", scope="setup", rnd=0, sample=False)
-        print(f"generate_assignment: {gen.wall_s:.2f} s (exit {gen.exit_code})", flush=True)
-
-        commands = {
-            ("nbgrader", "class"): (nbgrader_cmd("autograde", ASSIGNMENT, "--force"), nb_dir),
-            ("nbgrader", "one"): (nbgrader_cmd("autograde", ASSIGNMENT, "--force", "--student", ONE_STUDENT), nb_dir),
-            ("course", "class"): (course_cmd("autograde", ASSIGNMENT, "--course-dir", str(us_dir)), us_dir),
-            ("course", "one"): (course_cmd("autograde", ASSIGNMENT, "--course-dir", str(us_dir),
-                                           "--student", ONE_STUDENT), us_dir),
-        }
-        # One untimed warm-up per tool: the first run in a fresh folder also creates state
-        # (our gradebook and course secret) and fills the page cache; it is reported apart.
-        warmups = []
-        for tool in ("nbgrader", "course"):
-            cmd, cwd = commands[(tool, "one")]
-            w = run_timed(cmd, cwd=cwd, env=env, log=logs / f"{tool}-warmup.log", tool=tool,
-                          scope="first", rnd=0, sample=False)
-            warmups.append(w)
-            print(f"warm-up  {tool:8s} one   {w.wall_s:6.2f} s  exit {w.exit_code}", flush=True)
-        runs: list[Run] = []
-        for rnd in range(1, args.repeat + 1):
-            tools = ("nbgrader", "course") if rnd % 2 else ("course", "nbgrader")
-            for scope in ("one", "class"):   # class last: the scores are read from the class batches
-                for tool in tools:
-                    cmd, cwd = commands[(tool, scope)]
-                    r = run_timed(cmd, cwd=cwd, env=env, log=logs / f"{tool}-{scope}-{rnd}.log",
-                                  tool=tool, scope=scope, rnd=rnd, sample=sample)
-                    runs.append(r)
-                    print(f"round {rnd} {tool:8s} {scope:5s} {r.wall_s:6.2f} s  exit {r.exit_code}  "
-                          f"maxrss {_mb(r.maxrss_kb)}  tree {_mb(r.tree_peak_kb)}", flush=True)
-        nb_scores, nb_max, nb_penalties = read_nbgrader_scores(nb_dir, students)
-        our_scores = {s: read_our_score(us_dir, s) for s in students}
-        failed = nbgrader_failures(logs / f"nbgrader-class-{args.repeat}.log")
-
-        early_nb = early_us = None
-        notes: list[str] = []
-        if add_early_patch_copy(nb_dir) and add_early_patch_copy(us_dir):
-            for cmd, cwd, name in (
-                    (nbgrader_cmd("autograde", ASSIGNMENT, "--force", "--student", EARLY_PATCH_STUDENT),
-                     nb_dir, "nbgrader-early.log"),
-                    (course_cmd("autograde", ASSIGNMENT, "--course-dir", str(us_dir), "--student",
-                                EARLY_PATCH_STUDENT), us_dir, "course-early.log")):
-                with open(logs / name, "wb") as out:
-                    subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-            early_nb = read_nbgrader_scores(nb_dir, (EARLY_PATCH_STUDENT,))[0].get(EARLY_PATCH_STUDENT)
-            early_us = read_our_score(us_dir, EARLY_PATCH_STUDENT)
-        else:
-            notes.append(f"No cell containing `{PATCH_MARKER}` was found in mallory's notebook, so the "
-                         f"`{EARLY_PATCH_STUDENT}` extra was skipped.")
-
-        floors = measure_floors(env, tmp)
-        report = Report(
-            machine=machine_info(),
-            command=f".venv/bin/python tools/bench_autograde.py --repeat {args.repeat} --out {args.out}",
-            repeat=args.repeat, students=students, generate_s=gen.wall_s, generate_exit=gen.exit_code,
-            warmups=tuple(warmups),
-            summaries=tuple(summarise(runs, t, s) for t in ("nbgrader", "course") for s in ("class", "one")),
-            nbgrader_scores=nb_scores, nbgrader_max=nb_max, nbgrader_penalties=nb_penalties, nbgrader_failed=failed,
-            our_scores=our_scores,
-            early_nbgrader=early_nb, early_ours=early_us, patch=patch_position(nb_dir), floors=floors,
-            loadavg_before=loadavg_before, loadavg_after=os.getloadavg(), extra_notes=tuple(notes))
-        out = (ROOT / args.out) if not Path(args.out).is_absolute() else Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(render(report), encoding="utf-8")
-        print(f"wrote {out}", flush=True)
+        b.note_load("at the start")
+        b.side_by_side()
+        b.hang()
+        b.note_load("after the side-by-side")
+        b.large()
+        b.note_load("at the end")
+        machine = machine_info()
+        text, extra = render(b, machine)
+        print(text, flush=True)
+        if a.json:
+            Path(a.json).write_text(json.dumps({
+                "machine": machine, "command": b.command, "load": b.load, "workers": b.workers,
+                "cohort": [{"student": s.student, "kind": s.template.kind, "name": s.template.name}
+                           for s in b.cohort],
+                "runs": [asdict(r) for r in b.runs], "scores": b.scores, "notes": b.notes, **extra,
+            }, indent=1, default=str) + "\n")
+            b.log(f"wrote {a.json}")
     finally:
-        if args.keep:
-            print(f"kept {tmp}", flush=True)
+        if a.keep:
+            b.log(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
