@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -459,14 +460,20 @@ def run_timed(cmd: list[str], *, cwd: Path, env: dict, log: Path, tool_name: str
     with open(log, "wb") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                preexec_fn=cgroup.enter if cgroup.path else None)
+                                start_new_session=True, preexec_fn=cgroup.enter if cgroup.path else None)
         sampler = TreeSampler(proc.pid, started)
         sampler.start()
         done = threading.Event()
         wt = threading.Thread(target=watcher, args=(started, done), daemon=True) if watch else None
         if wt:
             wt.start()
-        _, status, usage = os.wait4(proc.pid, 0)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)       # interrupted: the command's own process group goes too
+            proc.wait()
+            cgroup.remove()
+            raise
         wall = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
         sampler.stop()
@@ -1018,6 +1025,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.n < 2 or a.repeat < 1:
         p.error("--n must be at least 2 and --repeat at least 1")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # clean up (scratch, running command) on kill
     env = tool_env()
     workers: list[int | None] = list(a.workers) if workers_supported(env) else [None]
     tmp = Path(tempfile.mkdtemp(prefix="bench_autograde_"))
