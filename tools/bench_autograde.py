@@ -37,6 +37,7 @@ import importlib.metadata as md
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -525,6 +526,12 @@ def our_results(course: Path, students: list[str]) -> dict[str, dict]:
     return out
 
 
+def nbgrader_failures(log: Path) -> list[str]:
+    """Students nbgrader reported an error for, from its log."""
+    text = log.read_text(encoding="utf-8", errors="replace")
+    return sorted(set(re.findall(r"error processing assignment '[^']*' for student '([^']+)'", text)))
+
+
 def nbgrader_scores(course: Path, students: list[str]) -> dict[str, float | None]:
     from nbgrader.api import Gradebook, MissingEntry
     out: dict[str, float | None] = {}
@@ -592,6 +599,7 @@ class Bench:
     command: str = ""
     cohort: list[Submission] = field(default_factory=list)
     courses: tuple[Path | None, Path | None] = (None, None)
+    nbgrader_failed: list[str] = field(default_factory=list)
 
     def log(self, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -646,6 +654,7 @@ class Bench:
                                           scope="class", workers=None, n=len(subs), rnd=rnd))
                     if rnd == a.repeat:
                         self.scores["nbgrader"] = nbgrader_scores(nbg, [s.student for s in subs])
+                        self.nbgrader_failed = nbgrader_failures(logs / f"nbgrader-class-{rnd}.log")
                     sid = fresh[rnd - 1]
                     write_submission(nbg, Submission(sid, fresh_sub))
                     self.record(run_timed(nbgrader_cmd("--force", "--student", sid), cwd=nbg, env=self.env,
@@ -909,6 +918,11 @@ def render(b: Bench, machine: dict) -> tuple[str, dict]:
                 add(f"Patched numpy (`{cheat[0]}`) against the same mistake without the patch (`{plain[0]}`): "
                     f"nbgrader {nbsc.get(cheat[0])} vs {nbsc.get(plain[0])}, ours {first[cheat[0]]['score']} vs "
                     f"{first[plain[0]]['score']}.")
+    if b.nbgrader_failed:
+        kind_of = {x.student: x.template.name for x in b.cohort}
+        add("")
+        add("nbgrader reported an error for (hence its exit code 1; it went on with the others): "
+            + ", ".join(f"{s} ({kind_of.get(s, '?')})" for s in b.nbgrader_failed) + ".")
     for note in b.notes:
         add("")
         add(note)
@@ -1048,7 +1062,8 @@ def main(argv: list[str] | None = None) -> int:
                 "machine": machine, "command": b.command, "load": b.load, "workers": b.workers,
                 "cohort": [{"student": s.student, "kind": s.template.kind, "name": s.template.name}
                            for s in b.cohort],
-                "runs": [asdict(r) for r in b.runs], "scores": b.scores, "notes": b.notes, **extra,
+                "runs": [asdict(r) for r in b.runs], "scores": b.scores, "notes": b.notes,
+                "nbgrader_failed": b.nbgrader_failed, **extra,
             }, indent=1, default=str) + "\n")
             b.log(f"wrote {a.json}")
     finally:
