@@ -704,7 +704,7 @@ class Bench:
         subprocess.run(course_cmd(big, "--student", subs[0].student), cwd=big,
                        env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)   # warm-up
         for w in self.workers:
-            self.note_load(f"before the {a.large} run (workers {w})")
+            self.note_load(f"before the {a.large} run ({_w(w)})")
             self.record(run_timed(course_cmd(big, "--force", workers=w), cwd=big, env=self.env,
                                   log=self.tmp / "logs" / f"course-large-w{w}.log", tool_name="course",
                                   scope="large", workers=w, n=len(subs), rnd=1))
@@ -715,6 +715,10 @@ class Bench:
 
 
 # ----------------------------------------------------------------------------- summarising
+
+def _w(workers: int | None) -> str:
+    return "no --workers" if workers is None else f"--workers {workers}"
+
 
 def med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
@@ -877,7 +881,7 @@ def render(b: Bench, machine: dict) -> tuple[str, dict]:
         for r in large:
             for p in r.processes:
                 if p.early_mb is not None and p.late_mb is not None:
-                    add(f"| w={r.workers} | `{p.name}` (pid {p.pid}) | {p.peak_mb:.0f} MB | {p.early_mb:.0f} MB | "
+                    add(f"| {_w(r.workers)} | `{p.name}` (pid {p.pid}) | {p.peak_mb:.0f} MB | {p.early_mb:.0f} MB | "
                         f"{p.late_mb:.0f} MB | {p.late_mb - p.early_mb:+.0f} MB | {p.cpu_s:.1f} s |")
     add("")
     add("Peak RSS per process, by name, over every run of each tool (count = processes seen by the sampler):")
@@ -979,7 +983,7 @@ def targets(b: Bench, sides: dict[str, Side], ratios: dict) -> list[tuple[str, s
         t = best_l.wall_s * TARGET_LARGE_N / best_l.n
         scaled = "" if best_l.n == TARGET_LARGE_N else f" (scaled from N={best_l.n})"
         out.append((f"{TARGET_LARGE_N} submissions in < {TARGET_LARGE_S:.0f} s on 2 cores",
-                    f"{t:.1f} s{scaled}, workers {best_l.workers}",
+                    f"{t:.1f} s{scaled}, {_w(best_l.workers)}",
                     _verdict(t < TARGET_LARGE_S, f"by {t - TARGET_LARGE_S:.1f} s ({t / TARGET_LARGE_S:.1f}x)")))
         peak, grow, peak_name, grow_name = 0.0, 0.0, "", ""
         for r in large:
