@@ -16,7 +16,7 @@ ASSIGNMENT ?=
 # nbgrader shells out to alembic, and nbclient looks for the venv's kernel: the venv's bin goes first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test lint venv release validate clean
+.PHONY: demo test test-unprivileged lint venv release validate clean
 
 venv: $(STAMP)
 
@@ -34,7 +34,27 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The sandbox and security tests as an unprivileged user (CI runs this as root after `make test`):
+# a copy of this working tree owned by CI_USER, a venv built there from Debian's python (root's
+# pyenv python is unreadable to other users), and pytest run as that user.
+CI_USER   ?= course-ci
+CI_COPY   ?= /home/$(CI_USER)/course-autograder
+CI_PYTHON ?= /usr/bin/python3.11
+UNPRIVILEGED_TESTS ?= tests/security tests/sandbox
+
+test-unprivileged:
+	@test "$$(id -u)" = 0 || { echo "make test-unprivileged: run it as root (it switches to $(CI_USER))" >&2; exit 2; }
+	id -u $(CI_USER) >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $(CI_USER)
+	mkdir -p $(CI_COPY)
+	find $(CI_COPY) -mindepth 1 -maxdepth 1 ! -name .venv-ci -exec rm -rf {} +
+	tar -c --exclude='./.venv*' --exclude=./.git --exclude=./.demo --exclude='__pycache__' \
+	    --exclude=./gradebook.db --exclude=./autograded --exclude=./feedback . | tar -x -C $(CI_COPY)
+	chown -R $(CI_USER): $(CI_COPY)
+	cd / && runuser -u $(CI_USER) -- env PATH=/usr/local/bin:/usr/bin:/bin \
+	    HOME="$$(getent passwd $(CI_USER) | cut -d: -f6)" \
+	    $(MAKE) -C $(CI_COPY) test PYTHON=$(CI_PYTHON) VENV=.venv-ci PYTEST_ARGS="$(UNPRIVILEGED_TESTS)"
 
 release: $(STAMP)
 	$(VENV)/bin/course release $(ASSIGNMENT)

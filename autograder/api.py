@@ -4,22 +4,30 @@ Each takes a course folder and returns a report object; none prints except throu
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import stat
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .config import Course, load_course
+from .config import Assignment, Course, load_course
 from .errors import CourseError
 from .grading.results import SubmissionResult
-from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
+from .layout import DEMO_DIR, EXAMPLES, RESULTS_JSON, ROSTER_FILE, CourseLayout, copy_course
+from .notebooks import RefusedFile, open_regular, read_regular, submission_entries
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
     from .release import ReleaseReport
+    from .sandbox.host import SandboxHost
     from .validate import ValidationReport
+
+RESULTS_READ_MAX_BYTES = 16 * 2**20   # a results.json larger than this is not ours: grade again
 
 Log = Callable[[str], None]
 
@@ -72,37 +80,75 @@ class BatchResult:
     autograded_dir: Path
     feedback_dir: Path
     seconds: float
+    skipped: tuple[str, ...] = ()         # students not graded again: same submission, same graders
+    output_errors: tuple[str, ...] = ()   # "<student>: <why>" for results/feedback that could not be written
 
     @property
     def grader_failed(self) -> bool:
         """True when the grader itself failed somewhere (not when students did)."""
-        return bool(self.gradebook_errors) or any(r.state == "crashed" or r.error for r in self.results)
+        return (bool(self.gradebook_errors) or bool(self.output_errors)
+                or any(r.state == "crashed" or r.error for r in self.results))
 
 
 def submissions(course: Course, assignment: str, student: str | None = None) -> list[tuple[str, Path]]:
-    """(student id, folder) for every submitted/<student>/<assignment>/, sorted by student id."""
+    """(student id, folder) for every submitted/<student>/<assignment>/, sorted by student id.
+
+    A student folder or assignment folder that is a symbolic link is listed too (grading refuses
+    it with a reason for that student); no link is followed here."""
     layout = course.layout
     if student is not None:
         folder = layout.submission(student, assignment)
-        if not folder.is_dir():
+        if not (os.path.lexists(folder) and os.path.lexists(folder.parent)):
             raise CourseError(f"{layout.relative(folder)}: no such submission folder")
         return [(student, folder)]
     base = layout.submitted_dir
     if not base.is_dir():
         return []
-    return sorted((d.name, layout.submission(d.name, assignment)) for d in base.iterdir()
-                  if d.is_dir() and not d.name.startswith(".") and layout.submission(d.name, assignment).is_dir())
+    out = []
+    for name, mode in submission_entries(base):
+        if name.startswith(".") or not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            continue
+        folder = layout.submission(name, assignment)
+        if stat.S_ISLNK(mode) or os.path.lexists(folder):
+            out.append((name, folder))
+    return out
+
+
+def _refusal(course: Course, folder: Path) -> str | None:
+    """Why a submission folder cannot be graded (a symbolic link somewhere on its path), or None."""
+    rel = folder.relative_to(course.root)
+    student_dir = folder.parent
+    for path in (student_dir, folder):
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError as exc:
+            return f"{path.relative_to(course.root)} could not be read ({exc.strerror})."
+        if stat.S_ISLNK(mode):
+            return (f"{path.relative_to(course.root)} is a symbolic link, not a folder, so {rel} was not "
+                    f"graded; submit real files and folders.")
+        if not stat.S_ISDIR(mode):
+            return f"{path.relative_to(course.root)} is not a folder, so {rel} was not graded."
+    return None
 
 
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
-              seed: int | None = None, log: Log = _quiet) -> BatchResult:
-    """Grade submissions; write results.json, feedback pages and the gradebook."""
-    from .grading.engine import grade_submission, load_instructor_code
+              seed: int | None = None, force: bool = False, insecure: bool = False,
+              log: Log = _quiet) -> BatchResult:
+    """Grade submissions; write results.json, feedback pages and the gradebook.
+
+    Refuses (SandboxUnavailable, one line) when the sandbox cannot be fully set up on this
+    machine, unless `insecure`; the layers that applied are recorded in every results.json.
+
+    Each student's grades are committed to the gradebook as soon as they are graded, then the
+    feedback page and, last, results.json (each written atomically), so a batch stopped at any
+    point and run again finishes with every grade present once. A submission whose content, seed
+    and graders are unchanged since its results.json was written is not graded again unless
+    `force` (see grading.fingerprint); it is listed in `BatchResult.skipped`.
+    """
+    from .grading.fingerprint import graders_version, grading_key, submission_hash
     from .grading.seeds import course_secret, student_seed
-    from .reporting.annotate import annotate_autograded
-    from .reporting.feedback import write_feedback
-    from .reporting.gradebook import record_grades
-    from .reporting.results_json import write_results_json
+    from .reporting.gradebook import GradebookWriter
+    from .sandbox.host import SandboxHost
 
     started = time.perf_counter()
     course = load_course(course_dir)
@@ -110,42 +156,227 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     todo = submissions(course, a.name, student)
     roster = set(course.roster())
     secret = course_secret(course.secret_file)
-    code = load_instructor_code(course, a)
+    code = None
+    version = graders_version(course, a)
     results: list[SubmissionResult] = []
-    for sid, folder in todo:
-        s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
-        on_roster = sid in roster
+    skipped: list[str] = []
+    gradebook_errors: list[str] = []
+    output_errors: list[str] = []
+    host = SandboxHost(insecure=insecure, memory_mb=a.limits.memory_mb, processes=a.limits.processes)
+    info = host.start() if todo else None       # fails closed here, before any submission is touched
+    if info is not None and info.missing:
+        log(f"WARNING: grading without a complete sandbox (--insecure); missing: {'; '.join(info.missing)}")
+    layers = info.layers if info is not None else ()
+    with contextlib.ExitStack() as stack:
+        stack.callback(host.close)
+        gradebook = stack.enter_context(GradebookWriter(course, a))
+        for sid, folder in todo:
+            s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
+            on_roster = sid in roster
+            refusal = _refusal(course, folder)
+            try:
+                key = "" if refusal else grading_key(version, submission_hash(folder), seed=s_seed,
+                                                      on_roster=on_roster, isolation=layers)
+            except Exception:  # noqa: BLE001 - an unreadable folder is graded (and explained) below
+                key = ""
+            previous = None if force or not key else _previous_result(course.layout.results_json(sid, a.name), key,
+                                                                          sid, a.name)
+            if previous is not None:
+                result = previous
+                skipped.append(sid)
+            elif refusal:
+                result = _refused(a, sid, s_seed, on_roster, refusal, layers)
+            else:
+                if code is None:
+                    from .grading.engine import load_instructor_code
+                    code = load_instructor_code(course, a)
+                result = _grade_one(course, a, sid, folder, s_seed, on_roster, code, host, layers)
+            results.append(result)
+            why = gradebook.record(result)
+            if why is not None:
+                gradebook_errors.append(f"{sid}: {why}")
+            output_errors.extend(_write_outputs(course, a, sid, folder, result, key,
+                                                fresh=previous is None, refused=bool(refusal)))
+            log(f"{'unchanged' if previous is not None else 'graded':<9} {sid:<20} "
+                f"{result.score:6.2f}/{result.max_score:g}"
+                + ("" if on_roster else "  (not on the roster)")
+                + ("  GRADER ERROR" if result.state == "crashed" else "")
+                + (f"  {result.execution_time:.2f} s" if previous is None else "  (not graded again)"))
+    return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=tuple(gradebook_errors),
+                       autograded_dir=course.layout.autograded_dir, feedback_dir=course.layout.feedback_dir,
+                       seconds=round(time.perf_counter() - started, 2), skipped=tuple(skipped),
+                       output_errors=tuple(output_errors))
+
+
+def _crashed(a: Assignment, sid: str, s_seed: int, on_roster: bool, error: str,
+             layers: tuple[str, ...]) -> SubmissionResult:
+    return SubmissionResult(
+        student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
+        problems=tuple(p.name for p in a.problems), isolation=layers,
+        problem_points=tuple((p.name, p.points) for p in a.problems), error=error)
+
+
+def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
+             layers: tuple[str, ...]) -> SubmissionResult:
+    """A submission refused before anything of it ran (a link in place of its folder): 0, with the reason."""
+    return SubmissionResult(
+        student=sid, assignment=a.name, state="graded", seed=s_seed, on_roster=on_roster, notes=(reason,),
+        problems=tuple(p.name for p in a.problems), isolation=layers,
+        problem_points=tuple((p.name, p.points) for p in a.problems))
+
+
+def _grade_one(course: Course, a: Assignment, sid: str, folder: Path, s_seed: int, on_roster: bool, code: Any,
+               host: SandboxHost, layers: tuple[str, ...]) -> SubmissionResult:
+    from .grading.engine import grade_submission
+
+    try:
+        return grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster, host=host)
+    except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
+        return _crashed(a, sid, s_seed, on_roster,
+                        f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}", layers)
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """What `course doctor` found: each isolation layer with whether it applied, and why not."""
+    layers: tuple[tuple[str, bool, bool, str], ...]   # (layer, applied, required, explanation)
+    facts: tuple[str, ...]                        # about the machine (bubblewrap, user, namespaces, ...)
+    error: str = ""                               # the sandbox did not start at all
+
+    @property
+    def ok(self) -> bool:
+        """Would `course autograde` grade here (without --insecure)?"""
+        return not self.error and all(applied for _, applied, required, _ in self.layers if required)
+
+
+def doctor(*, log: Log = _quiet) -> DoctorReport:
+    """Start the sandbox as `course autograde` would, run a probe notebook, report every layer."""
+    from .sandbox import isolation
+    from .sandbox.host import SandboxHost, SandboxUnavailable
+    from .sandbox.outcomes import SandboxError
+
+    facts = isolation.machine_facts()
+    for fact in facts:
+        log(fact)
+    host = SandboxHost(insecure=True)
+    try:
+        info = host.start()
+    except (SandboxUnavailable, SandboxError) as exc:
+        log(f"sandbox: {exc}")
+        return DoctorReport(layers=(), facts=facts, error=str(exc))
+    finally:
+        host.close()
+    why = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in info.missing}
+    rows = []
+    for layer in isolation.REQUIRED + isolation.OPTIONAL:
+        applied = layer in info.layers
+        note = isolation.DESCRIPTIONS.get(layer, "") if applied else why.get(layer, "not available here")
+        rows.append((layer, applied, layer in isolation.REQUIRED, note))
+        mark = "ok " if applied else ("-- " if layer in isolation.OPTIONAL else "NO ")
+        log(f"  {mark} {layer:<18} {note}")
+    report = DoctorReport(layers=tuple(rows), facts=facts)
+    log("course autograde will grade on this machine." if report.ok else
+        "course autograde will refuse to grade here (unless --insecure): fix the layers marked NO.")
+    return report
+
+
+def _previous_result(path: Path, key: str, sid: str, assignment: str) -> SubmissionResult | None:
+    """The result stored in results.json when it was graded under `key` (and did not crash)."""
+    import json
+
+    from .reporting.results_json import result_from_json
+
+    try:
+        doc = json.loads(read_regular(path, RESULTS_READ_MAX_BYTES))
+        result, stored_key = result_from_json(doc)
+    except (RefusedFile, ValueError, RecursionError):
+        return None
+    if stored_key != key or result.state != "graded" or result.student != sid or result.assignment != assignment:
+        return None
+    return result
+
+
+def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult, key: str, *,
+                   fresh: bool, refused: bool) -> list[str]:
+    """Write what the batch produces for one student; each step's failure is reported, none stops
+    the batch. results.json comes last: its grading key marks the student as done."""
+    from .reporting.annotate import annotate_autograded
+    from .reporting.feedback import feedback_filename, write_feedback
+    from .reporting.results_json import write_results_json
+
+    layout = course.layout
+    autograded = layout.autograded(sid, a.name)
+    feedback = layout.feedback(sid, a.name)
+    errors: list[str] = []
+    steps: list[tuple[str, Callable[[], object]]] = []
+    if fresh and not refused:
+        steps.append(("copying the notebooks into autograded/",
+                      lambda: _copy_for_formgrader(folder, _output_dir(course.root, autograded),
+                                                   max_bytes=int(a.limits.notebook_mb * 1024 * 1024))))
+        steps.append(("writing the report into the autograded notebooks' grade cells",
+                      lambda: annotate_autograded(result, a, autograded, layout.release(a.name))))
+    if fresh or not (feedback / feedback_filename(result)).is_file():
+        steps.append(("writing the feedback page",
+                      lambda: write_feedback(result, a, _output_dir(course.root, feedback))))
+    if fresh:
+        steps.append(("writing results.json",
+                      lambda: write_results_json(result, _output_dir(course.root, autograded) / RESULTS_JSON,
+                                                 grading_key=key if result.state == "graded" else None)))
+    for what, step in steps:
         try:
-            result = grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster)
-        except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
-            result = SubmissionResult(
-                student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
-                problems=tuple(p.name for p in a.problems),
-                problem_points=tuple((p.name, p.points) for p in a.problems),
-                error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}")
-        results.append(result)
-        _copy_for_formgrader(folder, course.layout.autograded(sid, a.name))
-        write_results_json(result, course.layout.results_json(sid, a.name))
-        write_feedback(result, a, course.layout.feedback(sid, a.name))
-        annotate_autograded(result, a, course.layout.autograded(sid, a.name), course.layout.release(a.name))
-        log(f"graded {sid:<20} {result.score:6.2f}/{result.max_score:g}"
-            + ("" if on_roster else "  (not on the roster)")
-            + ("  GRADER ERROR" if result.state == "crashed" else "")
-            + f"  {result.execution_time:.2f} s")
-    gradebook_errors = record_grades(course, a, results).messages
-    return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=gradebook_errors,
-                       autograded_dir=course.layout.autograded_dir,
-                       feedback_dir=course.layout.feedback_dir,
-                       seconds=round(time.perf_counter() - started, 2))
+            step()
+        except Exception as exc:  # noqa: BLE001 - reported per student; the batch goes on
+            errors.append(f"{sid}: {what}: {type(exc).__name__}: {exc}".splitlines()[0][:500])
+    return errors
 
 
-def _copy_for_formgrader(submitted: Path, autograded: Path) -> None:
+def _output_dir(root: Path, folder: Path) -> Path:
+    """`folder` (inside `root`), created as real folders: a symbolic link found on the way (which
+    grading never makes) is replaced by a folder, so nothing is ever written through a link."""
+    path = root
+    for part in folder.relative_to(root).parts:
+        path = path / part
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            path.mkdir()
+            continue
+        if stat.S_ISLNK(mode):
+            path.unlink()
+            path.mkdir()
+        elif not stat.S_ISDIR(mode):
+            raise NotADirectoryError(f"{path.relative_to(root)} is not a folder")
+    return path
+
+
+def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -> None:
     """Copy the submitted notebooks and timestamp (as nbgrader's autograde does), so formgrader can
-    show them for manual review. The originals are only read."""
-    autograded.mkdir(parents=True, exist_ok=True)
-    for item in submitted.iterdir():
-        if item.is_file() and (item.suffix == ".ipynb" or item.name == "timestamp.txt"):
-            shutil.copyfile(item, autograded / item.name)
+    show them for manual review. Only regular files within the notebook size limit are copied; no
+    link is followed and each copy is written atomically. The originals are only read."""
+    for name, mode in submission_entries(submitted):
+        if not stat.S_ISREG(mode) or not (name.endswith(".ipynb") or name == "timestamp.txt"):
+            continue
+        try:
+            fd = open_regular(submitted / name)
+        except RefusedFile:
+            continue
+        try:
+            if os.fstat(fd).st_size > max_bytes:
+                continue
+            tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed by the with-block below, then renamed
+                dir=autograded, prefix=f".{name}.", suffix=".tmp", delete=False)
+            try:
+                with tmp:
+                    os.fchmod(tmp.fileno(), 0o644)
+                    with os.fdopen(os.dup(fd), "rb") as src:
+                        shutil.copyfileobj(src, tmp, 1 << 20)
+                os.replace(tmp.name, autograded / name)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp.name)
+                raise
+        finally:
+            os.close(fd)
 
 
 def prepare_demo(project_dir: str | Path, demo_dir: str | Path | None = None) -> Path:

@@ -50,6 +50,13 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("assignment")
     g.add_argument("--student", metavar="ID", help="grade only this student")
     g.add_argument("--seed", type=int, metavar="N", help="replay with this hidden-input seed (from results.json)")
+    g.add_argument("--force", action="store_true",
+                   help="grade every submission again, even those unchanged since they were graded under the "
+                        "same graders")
+    g.add_argument("--insecure", action="store_true",
+                   help="grade even if the sandbox cannot be fully set up here (not for untrusted submissions; "
+                        "see `course doctor`)")
+    sub.add_parser("doctor", help="check which sandbox layers this machine supports (exit 1 if autograde would refuse)")
     d = sub.add_parser("demo", parents=[common],
                        help="release, validate and grade the bundled example submissions in .demo/")
     d.add_argument("--assignment", help="the assignment to grade (default: the first in course.yml)")
@@ -57,19 +64,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _autograde(course_dir: str | Path, assignment: str, student: str | None, seed: int | None) -> int:
+def _autograde(course_dir: str | Path, assignment: str, student: str | None, seed: int | None,
+               force: bool = False, insecure: bool = False) -> int:
     from .reporting.summary import format_summary
 
-    batch = api.autograde(course_dir, assignment, student=student, seed=seed, log=_log)
+    batch = api.autograde(course_dir, assignment, student=student, seed=seed, force=force, insecure=insecure,
+                          log=_log)
     course = load_course(course_dir)
     a = course.assignment(assignment)
     layout = course.layout
     print()
     print(format_summary(batch.results, a))
+    if batch.skipped:
+        print(f"Not graded again (submission and graders unchanged since the last run; --force to regrade): "
+              f"{', '.join(batch.skipped)}")
     print(f"\nresults.json: {layout.relative(layout.results_json('<student>', a.name))}")
     print(f"feedback:     {layout.relative(layout.feedback('<student>', a.name))}/")
     for err in batch.gradebook_errors:
         print(f"gradebook: {err}", file=sys.stderr)
+    for err in batch.output_errors:
+        print(f"output: {err}", file=sys.stderr)
     if not batch.results:
         print(f"no submissions found under {layout.relative(layout.submission('<student>', a.name))}/")
     return 1 if batch.grader_failed else 0
@@ -132,7 +146,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "validate":
         return _validate(args.course_dir, args.assignment)
     if args.command == "autograde":
-        return _autograde(args.course_dir, args.assignment, args.student, args.seed)
+        return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force, args.insecure)
+    if args.command == "doctor":
+        return 0 if api.doctor(log=_log).ok else 1
     if args.command == "demo":
         return _demo(args.course_dir, args.assignment, args.skip_validate)
     raise AssertionError(f"unknown command {args.command!r}")

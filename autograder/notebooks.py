@@ -1,18 +1,165 @@
 """Loading submitted notebooks: whatever arrives, the result is code cells to run plus notes
 explaining what could not be used. A broken file is a reason, never a crash. Files are only read.
+
+Only regular files are read from a submission: an entry is checked with lstat and opened with
+O_NOFOLLOW (and O_NONBLOCK, so a FIFO cannot stall the grader), and its type is checked again on
+the open descriptor. A symbolic link, a folder, a FIFO or a device in place of a notebook is
+refused with a reason for that student; no link is ever followed.
 """
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+READ_CHUNK = 1 << 20
+
+
+class RefusedFile(Exception):
+    """A submitted path that is not a regular file (or cannot be read); str() is the reason."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def open_regular(path: Path) -> int:
+    """A read-only descriptor on `path`, which must be a regular file that is not a symbolic link.
+    Raises RefusedFile with a one-line reason naming the file."""
+    name = path.name
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RefusedFile(f"{name} is a symbolic link, not a regular file, so it was not read; "
+                              f"submit the file itself.") from None
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise RefusedFile(f"{name} is {_kind(mode)}, not a regular file, so it was not read.") from None
+        raise RefusedFile(f"{name}: could not be read ({exc.strerror or exc}).") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise RefusedFile(f"{name} is {_kind(mode)}, not a regular file, so it was not read.")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file `path` (see open_regular); RefusedFile when it holds more than
+    `max_bytes` or cannot be read."""
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise RefusedFile(f"{path.name} is {size / 1024 / 1024:.1f} MB, over the "
+                              f"{max_bytes / 1024 / 1024:g} MB limit")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(READ_CHUNK, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:      # it grew while being read
+                raise RefusedFile(f"{path.name} is over the {max_bytes / 1024 / 1024:g} MB limit")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise RefusedFile(f"{path.name}: could not be read ({exc.strerror or exc}).") from None
+    finally:
+        os.close(fd)
+
+
+def hash_regular(path: Path, digest: hashlib._Hash) -> None:
+    """Feed the regular file `path` into `digest` in chunks (see open_regular)."""
+    fd = open_regular(path)
+    try:
+        while True:
+            chunk = os.read(fd, READ_CHUNK)
+            if not chunk:
+                break
+            digest.update(chunk)
+    except OSError as exc:
+        raise RefusedFile(f"{path.name}: could not be read ({exc.strerror or exc}).") from None
+    finally:
+        os.close(fd)
+
+
+def is_real_dir(path: Path) -> bool:
+    """True when `path` is a folder and not a symbolic link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def submission_entries(folder: Path) -> list[tuple[str, int]]:
+    """(name, lstat mode) of every entry in `folder`, sorted by name; no link is followed.
+    Empty when `folder` is not a real folder or cannot be listed."""
+    if not is_real_dir(folder):
+        return []
+    out = []
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                try:
+                    out.append((entry.name, entry.stat(follow_symlinks=False).st_mode))
+                except OSError:
+                    continue
+    except OSError:
+        return []
+    return sorted(out)
+
+
+_DEF = re.compile(r"^(?:async\s+)?(def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+
 
 @dataclass(frozen=True)
 class CodeCell:
-    index: int                  # position among all cells of the notebook (0-based)
+    index: int                  # position among all cells of the notebook (0-based, markdown included)
     source: str
+    label: str = ""             # how a student finds it: "the 3rd code cell (`def layer_norm`)"
+
+
+def ordinal(n: int) -> str:
+    """1 -> "1st", 2 -> "2nd", 11 -> "11th", 23 -> "23rd"."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def cell_label(number: int, source: str) -> str:
+    """A student-facing name for the `number`-th code cell (counted from 1 over code cells only):
+    the first function or class it defines, else its first line."""
+    base = f"the {ordinal(number)} code cell"
+    found = _DEF.search(source)
+    if found:
+        return f"{base} (`{found.group(1)} {found.group(2)}`)"
+    first = next((ln.strip() for ln in source.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
+    if not first:
+        return base
+    first = first if len(first) <= 40 else first[:37] + "..."
+    return f"{base} (`{first.replace('`', chr(39))}`)"
 
 
 @dataclass(frozen=True)
@@ -43,16 +190,17 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
     """Read a submitted notebook (nbformat 4, or 3 converted) into its code cells."""
     name = path.name
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        return _unreadable(path, f"{name}: could not be read ({exc.strerror}).")
-    if size > max_mb * 1024 * 1024:
-        return _unreadable(path, f"{name} is {size / 1024 / 1024:.1f} MB, over the {max_mb:g} MB limit, so it was "
-                                 f"not run; clear large outputs (Kernel > Restart & Clear Output) and resubmit.")
-    if size == 0:
+        data_bytes = read_regular(path, int(max_mb * 1024 * 1024))
+    except RefusedFile as exc:
+        reason = str(exc)
+        if "MB limit" in reason:
+            reason += (", so it was not run; clear large outputs (Kernel > Restart & Clear Output) "
+                       "and resubmit.")
+        return _unreadable(path, reason)
+    if not data_bytes:
         return _unreadable(path, f"{name} is an empty file; nothing could be graded.")
     try:
-        raw = path.read_bytes().decode("utf-8")
+        raw = data_bytes.decode("utf-8")
     except UnicodeDecodeError:
         return _unreadable(path, f"{name} is not a text file (not UTF-8); it is not a notebook.")
     try:
@@ -60,6 +208,8 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
     except json.JSONDecodeError as exc:
         return _unreadable(path, f"{name} is not valid notebook JSON (line {exc.lineno}, column {exc.colno}: "
                                  f"{exc.msg}); was it edited outside Jupyter or saved half-way?")
+    except RecursionError:
+        return _unreadable(path, f"{name} nests its JSON too deeply to be a notebook; it was not read.")
     if not isinstance(data, dict):
         return _unreadable(path, f"{name} is JSON but not a notebook (no top-level object).")
     notes: list[str] = []
@@ -79,14 +229,16 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
 
     cells: list[CodeCell] = []
     skipped = 0
+    number = 0                  # code cells seen, as a student counts them
     for i, cell in enumerate(raw_cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
+        number += 1
         src = _source(cell.get(source_key, ""))
         if src is None:
             skipped += 1
             continue
-        cells.append(CodeCell(index=i, source=src))
+        cells.append(CodeCell(index=i, source=src, label=cell_label(number, src)))
     if skipped:
         notes.append(f"{name}: {skipped} code cell(s) had malformed source and were skipped.")
     if not cells:
@@ -101,13 +253,18 @@ def find_submission_notebooks(folder: Path,
     Returns ({expected name: path or None}, notes). A single notebook under another name stands in
     for a single expected one (students rename files), with a note.
     """
-    present = sorted(p for p in folder.glob("*.ipynb") if p.is_file()) if folder.is_dir() else []
+    entries = [(n, m) for n, m in submission_entries(folder) if n.endswith(".ipynb")]
+    present = [folder / n for n, m in entries if stat.S_ISREG(m)]
+    refused = {n: m for n, m in entries if not stat.S_ISREG(m)}
     found: dict[str, Path | None] = {}
-    notes: list[str] = []
+    notes: list[str] = [f"{n} is {_kind(m)}, not a regular file, so it was not graded; submit the notebook "
+                        f"file itself." for n, m in refused.items()]
     unmatched = [p for p in present if p.name not in expected]
     for name in expected:
         path = folder / name
-        if path.is_file():
+        if name in refused:
+            found[name] = None
+        elif path in present:
             found[name] = path
         elif len(expected) == 1 and len(unmatched) == 1:
             stand_in = unmatched.pop()

@@ -68,13 +68,19 @@ def graded(tmp_path_factory):
     return {"course": course, "proc": proc, "results": results, "before": before, "students": students}
 
 
-def _failed_by_problem(result) -> dict[str, list[str]]:
+def _by_problem(result, status: str) -> dict[str, list[str]]:
+    """Names of the tests with this status that carry points, by problem (advice, worth 0, is left out)."""
     out: dict[str, list[str]] = {}
     for t in result["tests"]:
         problem = next(tag.split(":", 1)[1] for tag in t["tags"] if tag.startswith("problem:"))
-        if t["status"] != "passed":
+        if _status(result, t) == status and t["max_score"] > 0:
             out.setdefault(problem, []).append(t["name"])
     return out
+
+
+def _status(result, test) -> str:
+    """The engine's status of a test (results.json shows Gradescope's passed/failed; extra_data has ours)."""
+    return next(x["status"] for x in result["extra_data"]["tests"] if x["number"] == test["number"])
 
 
 def _diagnoses(result) -> set[str]:
@@ -102,25 +108,33 @@ def test_corpus_correct_scores_full_marks(graded):
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_corpus_case_loses_points_only_where_it_should(graded, case):
-    """Does each case lose points in its own problems only (dependents lose only integration tests)?"""
+    """Does each case lose points in its own problems only, with "not graded" exactly where a building block failed?"""
     spec = EXPECTED[case]
     r = graded["results"][case]
     assert r["extra_data"]["state"] == "graded", r.get("output")
-    failed = _failed_by_problem(r)
+    failed, not_graded = _by_problem(r, "failed"), _by_problem(r, "not_graded")
+    assert sorted(not_graded) == sorted(spec["not_graded"]), f"{case}: not graded {not_graded}"
     if spec["zero"]:
         assert r["score"] == 0, f"{case} should score 0, got {r['score']}"
         assert not _diagnoses(r), f"{case}: nothing written, so no misconception to name"
     else:
         for problem in spec["lose"]:
             assert problem in failed, f"{case}: {problem} should lose points"
-        for problem, names in failed.items():
-            if problem not in spec["lose"]:
-                assert all("integration" in n for n in names), f"{case}: {problem} lost {names}"
-    if not spec["lose"] and not spec["zero"]:
+        extra = {p: names for p, names in failed.items() if p not in spec["lose"]}
+        assert not extra, f"{case}: lost points outside {spec['lose']}: {extra}"
+    if not spec["lose"] and not spec["zero"] and not spec["not_graded"]:
         assert r["score"] == r["max_score"], f"{case} should score full marks: {failed}"
     assert set(spec["diagnoses"]) <= _diagnoses(r), f"{case}: diagnoses {_diagnoses(r)}"
     if spec["note"]:
         assert spec["note"] in _notes(r), f"{case}: notes were {_notes(r)!r}"
+
+
+def test_corpus_not_graded_checks_name_the_building_block(graded):
+    """Does a check that could not be graded say which of the student's building blocks failed, in results.json?"""
+    r = graded["results"]["syntax_error"]
+    rows = [t for t in r["tests"] if _status(r, t) == "not_graded"]
+    assert rows and all(t["status"] == "failed" and t["score"] == 0 for t in rows)
+    assert all(t["output"].startswith("Not graded: this check needs your `silu`") for t in rows)
 
 
 def test_corpus_cheater_scores_exactly_like_the_same_code_without_the_patch(graded):

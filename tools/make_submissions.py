@@ -120,10 +120,12 @@ PRINTS_CELL = 'for _ in range(20000):\n    print("debugging output " * 10)'
 
 CORPUS: list[Case] = [
     Case("correct", description="every function right"),
-    Case("unanswered", done=(), zero=True, description="the release notebook as handed out"),
+    Case("unanswered", done=(), zero=True, not_graded=("multi_head_attention", "pre_ln_block", "swiglu_ffn"),
+         description="the release notebook as handed out"),
     Case("partial", done=("layer_norm", "split_heads", "merge_heads"),
-         lose=("multi_head_attention", "pre_ln_block", "silu", "swiglu_ffn", "count_block_params"),
-         description="only the first three functions written"),
+         lose=("multi_head_attention", "silu", "count_block_params"), not_graded=("pre_ln_block", "swiglu_ffn"),
+         description="only the first three functions written: the block needs the unwritten "
+                     "multi_head_attention and swiglu_ffn the unwritten silu, so those are not graded"),
     Case("ln_unbiased", variants=(("layer_norm", LN_UNBIASED),), lose=("layer_norm",),
          diagnoses=("layer_norm.unbiased_variance",)),
     Case("ln_eps_outside", variants=(("layer_norm", LN_EPS_OUTSIDE),), lose=("layer_norm",),
@@ -150,21 +152,26 @@ CORPUS: list[Case] = [
          diagnoses=("gelu.exact_instead_of_tanh",)),
     Case("swiglu_gate_on_up", variants=(("swiglu_ffn", SWIGLU_GATE_ON_UP),), lose=("swiglu_ffn",),
          diagnoses=("swiglu.gate_on_up_branch",)),
-    Case("silu_naive", variants=(("silu", SILU_NAIVE),), lose=("silu",),
-         description="x / (1 + exp(-x)) overflows with a warning for large negative x"),
+    Case("silu_naive", variants=(("silu", SILU_NAIVE),), diagnoses=("silu.exp_overflow",),
+         description="x / (1 + exp(-x)) overflows with a warning for large negative x but returns the right "
+                     "values: advice, no points lost"),
     Case("count_no_layernorm", variants=(("count_block_params", COUNT_NO_LN),), lose=("count_block_params",)),
     Case("cheater", variants=(("layer_norm", LN_UNBIASED),), early_cells=(CHEAT_CELL,), lose=("layer_norm",),
          diagnoses=("layer_norm.unbiased_variance",),
          description="ln_unbiased plus a cell that patches np.allclose, np.isclose and np.testing"),
     Case("steals_solutions", done=tuple(f for f in FUNCTIONS if f != "layer_norm"), extra_cells=(STEAL_CELL,),
-         lose=("layer_norm",), description="layer_norm left unwritten; a cell looks for the instructor's "
+         lose=("layer_norm",), not_graded=("pre_ln_block",),
+         description="layer_norm left unwritten; a cell looks for the instructor's "
          "solution in the course folder (source/, the corpus, the examples) and runs it: all hidden"),
     Case("swiglu_hangs", variants=(("swiglu_ffn", SWIGLU_INFINITE_LOOP),), lose=("swiglu_ffn",),
          note="restarted", description="an infinite loop in swiglu_ffn costs swiglu_ffn only"),
     Case("layer_norm_kills_process", variants=(("layer_norm", LAYER_NORM_CRASHES_PROCESS),), lose=("layer_norm",),
-         note="restarted", description="os._exit inside layer_norm costs layer_norm only"),
+         not_graded=("pre_ln_block",), note="restarted",
+         description="os._exit inside layer_norm costs layer_norm; pre_ln_block, which calls it, is not graded"),
     Case("returns_masked_array", variants=(("layer_norm", LN_MASKED_ARRAY),), lose=("layer_norm",),
-         description="right numbers in an ndarray subclass: a wrong answer with a clear message"),
+         not_graded=("pre_ln_block",),
+         description="right numbers in an ndarray subclass: a wrong answer with a clear message (and the "
+                     "block, which passes it on, is not graded)"),
     Case("ipython_magics", extra_cells=(MAGICS_CELL,), note="magic",
          description="%matplotlib and !pip lines are skipped with a note"),
     # broken files and edited notebooks
@@ -174,8 +181,11 @@ CORPUS: list[Case] = [
     Case("no_code_cells", raw=nbformat.writes(nbformat.v4.new_notebook(
         cells=[nbformat.v4.new_markdown_cell("I ran out of time.", id="only-prose")])).encode(),
          zero=True, note="no code cells"),
-    Case("syntax_error", edit=_syntax_error_in("silu"), lose=("silu",), note="SyntaxError"),
-    Case("renamed_function", edit=_rename("layer_norm", "layernorm"), lose=("layer_norm",)),
+    Case("syntax_error", edit=_syntax_error_in("silu"), lose=("silu",), not_graded=("swiglu_ffn",), note="SyntaxError",
+         description="silu's cell does not compile, so swiglu_ffn (which calls it) cannot be graded"),
+    Case("renamed_function", edit=_rename("layer_norm", "layernorm"), lose=("layer_norm",),
+         not_graded=("pre_ln_block",),
+         description="layer_norm renamed: pre_ln_block still calls layer_norm, so it cannot be graded"),
     Case("cells_deleted", edit=_drop_non_solution_code, description="every check and test cell deleted"),
     Case("solution_deleted", edit=_delete_solution("count_block_params"), lose=("count_block_params",)),
     Case("cells_duplicated", edit=_duplicate_all_code),
@@ -212,8 +222,8 @@ LATE_STAMPS = {"alan": "2026-12-15 09:30:00.000000 UTC"}   # due 2026-12-14 23:5
 
 
 def expected(case: Case) -> dict:
-    return {"lose": list(case.lose), "zero": case.zero, "diagnoses": list(case.diagnoses),
-            "note": case.note, "description": case.description}
+    return {"lose": list(case.lose), "not_graded": list(case.not_graded), "zero": case.zero,
+            "diagnoses": list(case.diagnoses), "note": case.note, "description": case.description}
 
 
 def outputs() -> dict[Path, bytes]:

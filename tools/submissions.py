@@ -7,6 +7,7 @@ mistake, plus optional extra cells or edits (a cheating cell, a deleted cell, ..
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +17,12 @@ import nbformat
 from autograder.layout import CourseLayout
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from autograder.config import load_course  # noqa: E402
+
 ASSIGNMENT = "transformer-block"
 NOTEBOOK = "transformer-block.ipynb"
-FUNCTIONS = ("layer_norm", "split_heads", "merge_heads", "multi_head_attention", "pre_ln_block",
-             "silu", "swiglu_ffn", "count_block_params")
+FUNCTIONS = tuple(p.name for p in load_course(ROOT).assignment(ASSIGNMENT).problems)   # from course.yml
 
 # ----------------------------------------------------------------------------- wrong variants
 # Each is a complete cell a student might have written, with exactly one misconception.
@@ -241,7 +244,8 @@ class Case:
     edit: Callable | None = None                 # a final edit of the notebook (delete/reorder cells...)
     raw: bytes | None = None                     # the file's bytes, for broken files
     # expectations
-    lose: tuple[str, ...] = ()                   # problems that must lose points (beyond integration tests)
+    lose: tuple[str, ...] = ()                   # problems that must lose points (and no other problem may)
+    not_graded: tuple[str, ...] = ()             # problems with checks not graded (a building block failed)
     zero: bool = False                           # the whole submission scores 0
     diagnoses: tuple[str, ...] = ()              # ids that must be reported
     note: str = ""                               # a substring that must appear in the notes

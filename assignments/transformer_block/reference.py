@@ -125,7 +125,8 @@ def merge_heads(x):
 
 # --------------------------------------------------------------------------- attention
 
-def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                         split_heads=split_heads, merge_heads=merge_heads):
     """Multi-head self-attention without biases.
 
     x:       (..., n, d_model)
@@ -133,6 +134,8 @@ def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     n_heads: h, with d_model divisible by h; d_k = d_model // h
     mask:    optional boolean (n, n) (or broadcastable to (..., h, n, n)); mask[i, j] True means
              query i may attend to key j. Blocked scores become -inf before the softmax.
+    split_heads, merge_heads: the building blocks to wire together (keyword-only; the graders
+             pass a student's own to build the reference wiring on top of them).
     Returns (..., n, d_model).
 
     Per head: softmax(Q K^T / sqrt(d_k)) V; the heads are concatenated and projected by W_O.
@@ -164,10 +167,11 @@ def feed_forward(x, W1, b1, W2, b2):
     return hidden @ W2 + b2                      # (..., n, d)
 
 
-def swiglu_ffn(x, W_gate, W_up, W_down):
+def swiglu_ffn(x, W_gate, W_up, W_down, *, silu=silu):
     """SwiGLU FFN without biases: (silu(x W_gate) * (x W_up)) W_down.
 
     x: (..., n, d_model); W_gate, W_up: (d_model, d_ff); W_down: (d_ff, d_model).
+    silu: the activation to wire in (keyword-only building block, as in multi_head_attention).
     Returns (..., n, d_model).
     """
     gate = silu(x @ W_gate)                      # (..., n, d_ff)
@@ -177,7 +181,8 @@ def swiglu_ffn(x, W_gate, W_up, W_down):
 
 # --------------------------------------------------------------------------- blocks
 
-def pre_ln_block(x, params, n_heads, mask=None):
+def pre_ln_block(x, params, n_heads, mask=None, *, layer_norm=layer_norm,
+                 multi_head_attention=multi_head_attention):
     """Pre-LN transformer block: normalise, transform, add back to the residual stream.
 
         h   = x + MHA(LN1(x))
@@ -187,7 +192,10 @@ def pre_ln_block(x, params, n_heads, mask=None):
         ln1_gamma, ln1_beta, ln2_gamma, ln2_beta: (d_model,)
         W_Q, W_K, W_V, W_O: (d_model, d_model)
         W1: (d_model, d_ff), b1: (d_ff,), W2: (d_ff, d_model), b2: (d_model,)
-    n_heads, mask: as in multi_head_attention. Returns (..., n, d_model).
+    n_heads, mask: as in multi_head_attention.
+    layer_norm, multi_head_attention: the building blocks to wire in (keyword-only, as in
+        multi_head_attention).
+    Returns (..., n, d_model).
     """
     p = params
     a = layer_norm(x, p["ln1_gamma"], p["ln1_beta"])                               # (..., n, d)

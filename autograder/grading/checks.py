@@ -1,21 +1,71 @@
 """Checks for graders (the `expect` fixture): student-safe messages, tolerances from course.yml,
-and the mistakes catalogue consulted when a numeric check fails.
+the reference wiring built from the student's own building blocks, and the mistakes catalogue
+consulted when a numeric check fails.
 
 Messages say what is wrong and where (how many entries, the largest error and its index), never
 the hidden inputs or the expected values.
+
+No double penalty. A reference function whose building blocks are keyword-only parameters
+(`pre_ln_block(x, params, n_heads, mask=None, *, layer_norm=..., multi_head_attention=...)`)
+is a composite: its checks accept the reference's answer, or the answer the reference wiring gives
+when it is built, on the trusted side, from the student's own building blocks (each called through
+the proxy). When a building block cannot be called on a check's inputs and the student's composite
+does not give the reference's answer, the check is not graded (`NotGraded`).
 """
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from ..config import Tolerance
-from ..sandbox.outcomes import StudentRaised
+from ..sandbox.outcomes import FunctionMissing, NotCallable, NotebookFailed, StudentCodeError, StudentRaised
 from .diagnosis import Catalogue, Mistake
+
+
+class NotGraded(Exception):
+    """A check that cannot be graded because a building block it needs fails on its inputs."""
+
+    def __init__(self, block: str, reason: str):
+        self.block = block
+        self.reason = reason
+        self.feedback = (f"Not graded: this check needs your `{block}`, which failed on its inputs "
+                         f"({reason.rstrip('.')}). It earns no points until `{block}` works on them.")
+        super().__init__(self.feedback)
+
+
+class _BlockFailed(Exception):
+    def __init__(self, block: str, reason: str):
+        super().__init__(reason)
+        self.block = block
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class StudentCall:
+    """One call of a student function made by a check, recorded with its result."""
+    function: str
+    args: tuple
+    kwargs: dict
+    value: Any
+
+
+def building_blocks(reference: Callable[..., Any]) -> tuple[str, ...]:
+    """The building blocks of a composite reference function: its keyword-only parameters."""
+    try:
+        params = inspect.signature(reference).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+# The composite itself could not run at all: nothing a building block did explains that.
+_OWN_FAILURES = (FunctionMissing, NotCallable, NotebookFailed)
 
 
 def _describe_type(value: Any) -> str:
@@ -40,13 +90,17 @@ def _g(v: float) -> str:
 
 @dataclass
 class Expect:
-    """Bound to one test: its problem, its tolerances, its catalogue and the student proxy."""
+    """Bound to one test: its problem, its tolerances, its catalogue, the student proxy and the
+    assignment's reference module."""
 
     problem: str
     tolerance_for: Callable[[Any], Tolerance]
     catalogue: Catalogue | None
     last_call: Callable[[], Any]
+    student: Any = None
+    reference: ModuleType | None = None
     found: list[Mistake] = field(default_factory=list)
+    calls: list[StudentCall] = field(default_factory=list)
 
     # ---------------------------------------------------------------- recording
     def diagnose(self, mistake_id: str) -> Mistake | None:
@@ -62,6 +116,109 @@ class Expect:
         # Recognised mistakes travel separately (self.found -> TestResult.diagnoses and hints);
         # every output renders them beside the message.
         raise AssertionError(message)
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a student function (through the proxy) and record the call with its result.
+
+        When a composite fails (raises, times out, crashes the process) and one of the student's
+        building blocks fails on the inputs the reference wiring gives it, the check is not graded."""
+        name = _name(fn)
+        try:
+            value = fn(*args, **kwargs)
+        except StudentCodeError as exc:
+            reference = getattr(self.reference, name, None)
+            if callable(reference) and building_blocks(reference) and not isinstance(exc, _OWN_FAILURES):
+                self._wired(reference, tuple(args), dict(kwargs))    # NotGraded when a block fails
+            raise
+        self.calls.append(StudentCall(name, tuple(args), dict(kwargs), value))
+        return value
+
+    # ---------------------------------------------------------------- the reference, and the wiring
+    def matches_reference(self, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *,
+                          what: str, tol: Tolerance | None = None, if_not_finite: str | None = None) -> Any:
+        """Call the student's `fn(*args, **kwargs)` and check it against the reference function of
+        the same name; returns the student's value.
+
+        For a composite, the answer the reference wiring gives on top of the student's own building
+        blocks is accepted as well. On failure the message is about the reference (shape, then how
+        many entries are off and where) and the mistakes catalogue is consulted; `if_not_finite`
+        names a mistake to record when the student's output has NaN or infinite entries."""
+        name = _name(fn)
+        kwargs = dict(kwargs or {})
+        reference = self._reference(name)
+        expected = np.asarray(reference(*args, **kwargs))
+        composite = bool(building_blocks(reference))
+        out = self.call(fn, *args, **kwargs)
+        if self._agrees(out, expected, tol):
+            return out
+        if composite and self._agrees(out, self._wired(reference, args, kwargs), tol, equal_nan=True):
+            return out
+        if if_not_finite and isinstance(out, np.ndarray) and out.dtype.kind in "fc" \
+                and not np.all(np.isfinite(out)):
+            self.diagnose(if_not_finite)
+        self.shape(out, expected.shape, what)
+        self.close(out, expected, what=what, call=(name, tuple(args), kwargs), tol=tol)
+        return out
+
+    @contextlib.contextmanager
+    def excused_if_wired_right(self) -> Iterator[None]:
+        """A check of a property of a composite (equivariance, a dtype, ...) that fails inside this
+        block is excused when every call this test made to the composite gives exactly what the
+        reference wiring gives on top of the student's own building blocks (same shape, dtype and
+        values within tolerance): the failure then comes from a building block, charged there."""
+        found = len(self.found)
+        try:
+            yield
+        except AssertionError:
+            composites = [(c, self._reference(c.function)) for c in self.calls]
+            if not composites or not all(building_blocks(r) for _, r in composites):
+                raise
+            for c, reference in composites:
+                wired = self._wired(reference, c.args, c.kwargs)
+                if not (isinstance(c.value, np.ndarray) and c.value.dtype == wired.dtype
+                        and self._agrees(c.value, wired, None, equal_nan=True)):
+                    raise
+            del self.found[found:]
+
+    def _reference(self, name: str) -> Callable[..., Any]:
+        if self.reference is None or not callable(getattr(self.reference, name, None)):
+            raise RuntimeError(f"the reference module has no function {name!r}")
+        return getattr(self.reference, name)
+
+    def _wired(self, reference: Callable[..., Any], args: tuple, kwargs: dict) -> np.ndarray:
+        """The reference wiring on the student's own building blocks (each called through the
+        proxy); NotGraded when one of them fails or returns something the wiring cannot use."""
+        blocks = {name: self._student_block(name) for name in building_blocks(reference)}
+        try:
+            with np.errstate(all="ignore"):
+                return np.asarray(reference(*args, **kwargs, **blocks))
+        except _BlockFailed as failed:
+            raise NotGraded(failed.block, failed.reason) from None
+
+    def _student_block(self, name: str) -> Callable[..., Any]:
+        student_fn = getattr(self.student, name)
+        reference_fn = self._reference(name)
+
+        def block(*args: Any, **kwargs: Any) -> Any:
+            try:
+                out = student_fn(*args, **kwargs)
+            except StudentCodeError as exc:
+                raise _BlockFailed(name, exc.feedback) from None
+            want = np.shape(reference_fn(*args, **kwargs))
+            if not isinstance(out, np.ndarray) or out.dtype.kind not in "biufc" or out.shape != want:
+                raise _BlockFailed(name, f"`{name}` returned {_describe_type(out)} where an array of "
+                                         f"shape {want} was needed")
+            return out
+        return block
+
+    def _agrees(self, actual: Any, expected: np.ndarray, tol: Tolerance | None, *, equal_nan: bool = False) -> bool:
+        """Same shape and every entry within tolerance; NaN matches NaN only with `equal_nan` (when
+        both sides come from the student's code, e.g. a row whose keys were all masked out)."""
+        if not isinstance(actual, np.ndarray) or actual.shape != expected.shape \
+                or actual.dtype.kind not in "biufc":
+            return False
+        tol = tol or self.tolerance_for(expected.dtype)
+        return bool(_close_mask(actual, expected, tol, equal_nan=equal_nan).all())
 
     # ---------------------------------------------------------------- checks
     def array(self, actual: Any, what: str) -> np.ndarray:
@@ -99,11 +256,8 @@ class Expect:
             actual = np.asarray(actual)
         self.shape(actual, expected.shape, what)
         tol = tol or self.tolerance_for(expected.dtype)
-        a = (actual.astype(np.result_type(actual.dtype, np.float64), copy=False) if actual.dtype.kind in "biuf"
-             else actual)
-        e = expected.astype(np.float64, copy=False) if expected.dtype.kind in "biuf" else expected
-        with np.errstate(all="ignore"):
-            ok = np.isclose(a, e, rtol=tol.rtol, atol=tol.atol, equal_nan=False)
+        a, e = _as_float(actual), _as_float(expected)
+        ok = _close_mask(actual, expected, tol)
         if ok.all():
             return
         n_bad, total = int((~ok).sum()), ok.size
@@ -174,6 +328,21 @@ class Expect:
         if diagnose:
             self.diagnose(diagnose)
         self._fail(f"{what} returned normally; expected it to raise {name}.")
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__name__", fn))
+
+
+def _as_float(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.result_type(a.dtype, np.float64), copy=False) if a.dtype.kind in "biuf" else a
+
+
+def _close_mask(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, *, equal_nan: bool = False) -> np.ndarray:
+    """Entry by entry: is the student's value within tolerance of the expected one?"""
+    with np.errstate(all="ignore"):
+        return np.isclose(_as_float(actual), _as_float(expected), rtol=tol.rtol, atol=tol.atol,
+                          equal_nan=equal_nan)
 
 
 def _where_pattern(bad: np.ndarray) -> str:

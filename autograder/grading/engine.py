@@ -1,7 +1,11 @@
-"""Grading one submission: load its notebooks, start a sandbox per notebook, run the assignment's
-graders (pytest, in this trusted process) against proxies to it, and return a SubmissionResult.
+"""Grading one submission: load its notebooks, run each in the sandbox (a SubmissionRun of the
+host), run the assignment's graders (pytest, in this trusted process) against proxies to them,
+and return a SubmissionResult.
 
-Nothing here imports or evaluates student code; the graders only see proxies.
+Nothing here imports or evaluates student code; the graders only see proxies. Nothing here takes
+the child's word for anything either: the only data from the child used in a verdict are the
+values its functions return (the child's own reports on argument mutation and warnings are
+shown as advice, worth no points; cell outcomes and crash reasons only shape the notes).
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import pytest
 
 from ..config import Assignment, Course
 from ..notebooks import LoadedNotebook, find_submission_notebooks, load_notebook
-from ..sandbox.launcher import Sandbox
+from ..sandbox.host import SandboxHost
 from ..sandbox.outcomes import NotebookFailed
 from .diagnosis import Catalogue, prune_subsumed
 from .lateness import lateness, submission_time
@@ -42,6 +46,7 @@ class NoNotebook:
 
     last_call = None
     restarts = 0
+    isolation: tuple[str, ...] = ()
 
     def __init__(self, reason: str):
         self.reason = reason
@@ -52,9 +57,10 @@ class NoNotebook:
 
         def unavailable(*args, **kwargs):
             raise NotebookFailed(self.reason)
+        unavailable.__name__ = name
         return unavailable
 
-    def using(self, **_: object) -> NoNotebook:
+    def for_problem(self, problem: str) -> NoNotebook:
         return self
 
     def close(self) -> None:
@@ -83,33 +89,12 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
                           graders=graders)
 
 
-def _instructor_paths(course: Course) -> tuple[Path, ...]:
-    """What student code must not see: everything in the course folder (instructor code, solutions
-    in source/, other students' submissions, results, the secret, git history, ...) except the
-    Python environment and the engine package the child runs from. When the engine is installed
-    from another course folder (a scratch copy, the demo), that folder is covered the same way."""
-    import autograder
-
-    package = Path(autograder.__file__).resolve().parent
-    keep = (Path(sys.prefix).resolve(), package)
-    roots = {course.root.resolve()}
-    if (package.parent / "course.yml").is_file():
-        roots.add(package.parent)
-    hide = []
-    for root in sorted(roots):
-        for entry in sorted(root.iterdir()):
-            resolved = entry.resolve()
-            if any(k == resolved or k.is_relative_to(resolved) for k in keep):
-                continue
-            hide.append(entry)
-    for extra in (course.secret_file, _sqlite_path(course.gradebook_url)):
-        if extra is not None and extra.exists() and not any(extra.resolve().is_relative_to(r) for r in roots):
-            hide.append(extra)
-    return tuple(hide)
-
-
-def _sqlite_path(url: str) -> Path | None:
-    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+def _capped(notes: list[str], limit: int) -> tuple[str, ...]:
+    """At most `limit` notes; the last one says how many more there were."""
+    if len(notes) <= limit:
+        return tuple(notes)
+    keep = max(limit - 1, 0)
+    return tuple(notes[:keep]) + (f"... and {len(notes) - keep} more notes like these (not shown).",)
 
 
 def _pytest_args(graders: Path) -> list[str]:
@@ -127,9 +112,16 @@ def _pytest_args(graders: Path) -> list[str]:
 
 
 def grade_submission(course: Course, assignment: Assignment, student: str, folder: Path, *,
-                     seed: int, code: InstructorCode, on_roster: bool = True) -> SubmissionResult:
-    """Grade submitted/<student>/<assignment>/ (only read, never modified)."""
+                     seed: int, code: InstructorCode, on_roster: bool = True,
+                     host: SandboxHost | None = None) -> SubmissionResult:
+    """Grade submitted/<student>/<assignment>/ (only read, never modified). `host` is the warm
+    sandbox to use (one per worker); without it a host is started and closed for this call."""
+    if host is None:
+        with SandboxHost() as own:
+            return grade_submission(course, assignment, student, folder, seed=seed, code=code,
+                                    on_roster=on_roster, host=own)
     started = time.perf_counter()
+    budget_end = time.monotonic() + assignment.limits.submission_seconds
     limits = assignment.limits
     matched, notes = find_submission_notebooks(folder, assignment.notebooks)
     notes = list(notes)
@@ -141,16 +133,13 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
 
     proxies: dict[str, StudentProxy | NoNotebook] = {}
     try:
-        hide = _instructor_paths(course)
         for name, nb in loaded.items():
             if not nb.readable:
                 reason = nb.notes[0] if nb.notes else f"{name} was not submitted"
                 proxies[name] = NoNotebook(reason.rstrip("."))
                 continue
-            proxies[name] = StudentProxy(lambda cells=nb.cells: Sandbox(cells, limits, hide=hide),
-                                         call_seconds=limits.call_seconds)
-            report = proxies[name].start()
-            notes.extend(f"{name}: {n}" for n in report.notes)
+            proxies[name] = StudentProxy(host.submission(nb.cells, limits, deadline=budget_end))
+            notes.extend(f"{name}: {n}" for n in proxies[name].execution.notes)
 
         plugin = GradingPlugin(assignment, proxies, seed=seed, reference=code.reference,
                                catalogue=code.catalogue)
@@ -159,8 +148,12 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
             exit_code = pytest.main(_pytest_args(code.graders), plugins=[plugin])
         restarts = sum(getattr(p, "restarts", 0) for p in proxies.values())
         if restarts:
-            notes.append(f"Your notebook was restarted {restarts} time(s) after a function hung or crashed; "
-                         f"only the checks that called it lost points.")
+            notes.append(f"Your functions were restarted {restarts} time(s) after one hung or crashed (from the "
+                         f"state your notebook left, without running it again); only the checks that called "
+                         f"it lost points.")
+        layers = tuple(sorted({layer for p in proxies.values() for layer in p.isolation}))
+        if not layers and host.info is not None:
+            layers = host.info.layers
     finally:
         for p in proxies.values():
             p.close()
@@ -172,14 +165,15 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
     files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
                   for p in matched.values() if p is not None)
     common = dict(student=student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),  # noqa: C408
-                  notes=tuple(notes), seed=seed, on_roster=on_roster, files=files,
+                  notes=_capped(notes, limits.max_notes), seed=seed, on_roster=on_roster, files=files,
+                  isolation=layers,
                   problem_points=tuple((p.name, p.points) for p in assignment.problems))
     tests = prune_subsumed(plugin.results())
     raw = sum(t.score for t in tests)
     penalty = round(raw * late.fraction, 6)
     if late.late_days:
         notes.append(late.note(penalty))
-    common.update(tests=tests, notes=tuple(notes), late_penalty=penalty,
+    common.update(tests=tests, notes=_capped(notes, limits.max_notes), late_penalty=penalty,
                   submitted_at=submitted_at.isoformat() if submitted_at else "")
     problems = []
     if plugin.collection_errors:

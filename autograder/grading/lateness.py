@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Assignment
 
 TIMESTAMP_FILE = "timestamp.txt"   # written by nbgrader's collect/submit into each submission folder
+TIMESTAMP_MAX_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -39,11 +41,16 @@ def parse_timestamp(text: str) -> dt.datetime:
 
 def submission_time(folder: Path) -> tuple[dt.datetime | None, str]:
     """(time, note): the submission's timestamp, or None with a note when it is unreadable."""
+    from ..notebooks import RefusedFile, read_regular
+
     path = folder / TIMESTAMP_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None, ""
     try:
-        return parse_timestamp(path.read_text(encoding="utf-8", errors="replace")), ""
+        text = read_regular(path, TIMESTAMP_MAX_BYTES).decode("utf-8", errors="replace")
+        return parse_timestamp(text), ""
+    except RefusedFile as exc:
+        return None, f"{exc} The submission was treated as on time."
     except ValueError:
         return None, f"{TIMESTAMP_FILE} could not be read as a time; the submission was treated as on time."
 

@@ -19,9 +19,9 @@ import pytest
 
 from ..config import Assignment
 from ..sandbox.outcomes import StudentCodeError
-from .checks import Expect
+from .checks import Expect, NotGraded
 from .diagnosis import Catalogue
-from .results import TestResult
+from .results import TestResult, TestStatus
 
 INTERNAL_ERROR = ("The grader could not finish this check (an error on our side, not yours); "
                   "your instructor can see the details.")
@@ -34,6 +34,7 @@ class _Outcome:
     weight: float
     description: str
     passed: bool = False
+    not_graded: bool = False
     output: str = ""
     detail: str = ""
     diagnoses: tuple[str, ...] = ()
@@ -98,7 +99,9 @@ class GradingPlugin:
 
     @pytest.fixture
     def student(self, problem: str) -> Any:
-        return self.proxies[self._problems[problem].notebook]
+        """The notebook's proxy, switched to this problem's own process (forked from the state
+        the notebook left, so nothing another problem's checks did is seen here)."""
+        return self.proxies[self._problems[problem].notebook].for_problem(problem)
 
     @pytest.fixture
     def seed(self) -> int:
@@ -121,7 +124,8 @@ class GradingPlugin:
     @pytest.fixture
     def expect(self, request: pytest.FixtureRequest, problem: str, student: Any) -> Expect:
         ex = Expect(problem=problem, tolerance_for=self._problems[problem].tolerance,
-                    catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None))
+                    catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None),
+                    student=student, reference=self.reference)
         request.node.stash[_EXPECT_KEY] = ex
         return ex
 
@@ -142,7 +146,11 @@ class GradingPlugin:
                 outcome.passed = True
             elif call.excinfo is not None:
                 exc = call.excinfo.value
-                if isinstance(exc, StudentCodeError):
+                if isinstance(exc, NotGraded):
+                    outcome.not_graded = True
+                    outcome.output = exc.feedback
+                    outcome.detail = exc.feedback
+                elif isinstance(exc, StudentCodeError):
                     outcome.output = exc.feedback
                     outcome.detail = exc.feedback
                 elif isinstance(exc, AssertionError):
@@ -176,7 +184,7 @@ class GradingPlugin:
             max_score = points * o.weight / totals[o.problem] if totals[o.problem] else 0.0
             out.append(TestResult(
                 name=o.nodeid, problem=o.problem, score=max_score if o.passed else 0.0,
-                max_score=max_score, status="passed" if o.passed else "failed",
+                max_score=max_score, status=_status(o),
                 output=o.output, description=o.description, diagnoses=o.diagnoses,
                 hints=o.hints, detail=o.detail, duration=round(o.duration, 4)))
         order = {p.name: i for i, p in enumerate(self.assignment.problems)}
@@ -190,6 +198,12 @@ class GradingPlugin:
     def problems_without_tests(self) -> tuple[str, ...]:
         covered = {o.problem for o in self.outcomes.values()}
         return tuple(p for p in self._problems if p not in covered)
+
+
+def _status(outcome: _Outcome) -> TestStatus:
+    if outcome.passed:
+        return "passed"
+    return "not_graded" if outcome.not_graded else "failed"
 
 
 _EXPECT_KEY = pytest.StashKey[Expect]()

@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-TestStatus = Literal["passed", "failed"]
+# not_graded: the check could not be graded because a building block it needs (another problem's
+# function) fails on its inputs; it earns no points and its output names that building block.
+TestStatus = Literal["passed", "failed", "not_graded"]
 # graded: the graders ran (whatever the student scored).
 # crashed: the grader itself failed for this submission; scores are not to be trusted.
 SubmissionState = Literal["graded", "crashed"]
@@ -61,6 +63,7 @@ class SubmissionResult:
     problem_points: tuple[tuple[str, float], ...] = ()  # (problem, points) from course.yml
     submitted_at: str = ""            # ISO time from the submission's timestamp.txt, if any
     late_penalty: float = 0.0         # points taken off by the late policy
+    isolation: tuple[str, ...] = ()   # sandbox layers that applied (instructor view): ("bubblewrap", "seccomp", ...)
 
     @property
     def raw_score(self) -> float:

@@ -26,8 +26,15 @@ from markupsafe import Markup, escape
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
 
+from .bounds import FEEDBACK_MAX_BYTES, bound_result, shrunk
 from .digest import Check, FailureGroup, ProblemDigest, case_state, digest_problems, group_notes, is_advice
-from .results_json import atomic_write_text, format_points, misconception_name, reported_score, student_error
+from .results_json import (
+    atomic_write_text,
+    format_points,
+    misconception_name,
+    reported_score,
+    student_error,
+)
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -267,8 +274,13 @@ def _environment() -> jinja2.Environment:
 
 
 def render_feedback(result: SubmissionResult, assignment: Assignment | None = None) -> str:
-    """The feedback page for `result` as one HTML document (inline CSS, no external assets)."""
-    return _environment().get_template("feedback.html").render(view=feedback_view(result, assignment))
+    """The feedback page for `result` as one HTML document (inline CSS, no external assets), at most
+    FEEDBACK_MAX_BYTES (messages are cut shorter if needed)."""
+    template = _environment().get_template("feedback.html")
+    page = template.render(view=feedback_view(bound_result(result), assignment))
+    if len(page.encode("utf-8")) > FEEDBACK_MAX_BYTES:
+        page = template.render(view=feedback_view(shrunk(bound_result(result)), assignment))
+    return page
 
 
 def feedback_filename(result: SubmissionResult) -> str:

@@ -162,26 +162,64 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
         raise
 
 
+class GradebookWriter:
+    """The course's gradebook held open for a batch, so each submission is committed as soon as
+    it is graded (a batch stopped half-way keeps every grade written so far):
+
+        with GradebookWriter(course, assignment) as gb:
+            for result in ...:
+                error = gb.record(result)    # None, or "<why>" (that submission rolled back)
+
+    Opening raises CourseError when the gradebook itself is unusable."""
+
+    def __init__(self, course: Course, assignment: Assignment):
+        self.course = course
+        self.assignment = assignment
+        self.created: tuple[str, ...] = ()
+        self._stack = contextlib.ExitStack()
+        self._gb: Gradebook | None = None
+
+    def __enter__(self) -> GradebookWriter:
+        from nbgrader.api import InvalidEntry, MissingEntry
+
+        with contextlib.ExitStack() as stack:
+            gb = stack.enter_context(open_gradebook(self.course))
+            try:
+                self.created = ensure_assignment(gb, self.course, self.assignment)
+            except (InvalidEntry, MissingEntry) as exc:
+                raise CourseError(f"gradebook {self.course.gradebook_url}: cannot set up assignment "
+                                  f"{self.assignment.name!r} ({exc})") from None
+            self._stack = stack.pop_all()
+        self._gb = gb
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._gb = None
+        self._stack.close()
+
+    def record(self, result: SubmissionResult) -> str | None:
+        """Commit one submission's grades; returns None, or why it was rolled back (one line)."""
+        if self._gb is None:
+            raise RuntimeError("GradebookWriter used outside its with-block")
+        try:
+            record_submission(self._gb, self.assignment, result)
+        except Exception as exc:  # noqa: BLE001 - one submission's failure is reported, the others land
+            return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        return None
+
+
 def record_grades(course: Course, assignment: Assignment, results: Iterable[SubmissionResult]) -> GradebookReport:
     """Record every result in the course's gradebook; students not on the roster are recorded too.
 
     A submission that cannot be written is rolled back and listed in the report's `failed`;
     the others still land. Raises CourseError only when the gradebook itself is unusable.
     """
-    from nbgrader.api import InvalidEntry, MissingEntry
-
     recorded, failed = [], []
-    with open_gradebook(course) as gb:
-        try:
-            created = ensure_assignment(gb, course, assignment)
-        except (InvalidEntry, MissingEntry) as exc:
-            raise CourseError(f"gradebook {course.gradebook_url}: cannot set up assignment "
-                              f"{assignment.name!r} ({exc})") from None
+    with GradebookWriter(course, assignment) as writer:
         for result in results:
-            try:
-                record_submission(gb, assignment, result)
-            except Exception as exc:  # noqa: BLE001 - one submission's failure is reported, the others land
-                failed.append((result.student, f"{type(exc).__name__}: {exc}".splitlines()[0]))
-            else:
+            why = writer.record(result)
+            if why is None:
                 recorded.append(result.student)
-    return GradebookReport(recorded=tuple(recorded), failed=tuple(failed), created=created)
+            else:
+                failed.append((result.student, why))
+    return GradebookReport(recorded=tuple(recorded), failed=tuple(failed), created=writer.created)

@@ -19,14 +19,17 @@ shared with the feedback page and the summary so all three agree.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from autograder.grading.results import SubmissionResult, TestResult
 from autograder.text import truncate
+
+from .bounds import RESULTS_JSON_MAX_BYTES, bound_result, shrunk
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 
@@ -168,6 +171,7 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "late_penalty": result.late_penalty,
         "submitted_at": result.submitted_at or None,
         "files": list(result.files),
+        "isolation": list(result.isolation),
         "problems": [{"problem": p.problem, "score": p.score, "max_score": p.max_score}
                      for p in result.problem_scores()],
         "diagnoses": list(result.diagnoses),
@@ -181,6 +185,8 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
             "max_score": t.max_score,
             "diagnoses": list(t.diagnoses),
             "hints": list(t.hints),
+            "output": t.output,
+            "description": t.description,
             "detail": t.detail,
             "duration": round(t.duration, 3),
         } for number, t in numbered],
@@ -188,15 +194,18 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
 
 
 def to_results_json(result: SubmissionResult, *, visibility: str = "visible",
-                    stdout_visibility: str = "hidden") -> dict[str, Any]:
+                    stdout_visibility: str = "hidden", grading_key: str | None = None) -> dict[str, Any]:
     """The results.json document for one submission (a plain, JSON-ready dict).
 
     A crashed submission scores 0, lists no tests to the student (its scores are not to be
-    trusted) and explains why in `output`; whatever ran is still in `extra_data`.
+    trusted) and explains why in `output`; whatever ran is still in `extra_data`. Text fields
+    are bounded (see `bounds`). `grading_key` (see grading.fingerprint) is stored in extra_data
+    so an unchanged submission is not graded again.
     """
     for key, value in (("visibility", visibility), ("stdout_visibility", stdout_visibility)):
         if value not in VISIBILITIES:
             raise ValueError(f"{key}: expected one of {', '.join(VISIBILITIES)}, got {value!r}")
+    result = bound_result(result)
     numbered = numbered_tests(result)
     tests = [] if result.state == "crashed" else [_test_entry(n, t) for n, t in numbered]
     return {
@@ -210,11 +219,59 @@ def to_results_json(result: SubmissionResult, *, visibility: str = "visible",
         "visibility": visibility,
         "stdout_visibility": stdout_visibility,
         "tests": tests,
-        "extra_data": _instructor_view(result, numbered),
+        "extra_data": {**_instructor_view(result, numbered),
+                       **({"grading_key": grading_key} if grading_key else {})},
     }
 
 
-def write_results_json(result: SubmissionResult, path: str | Path, **options: str) -> Path:
+def render_results_json(result: SubmissionResult, **options: Any) -> str:
+    """results.json as text, at most RESULTS_JSON_MAX_BYTES (messages are cut shorter if needed)."""
+    text = json.dumps(to_results_json(result, **options), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    if len(text.encode("utf-8")) > RESULTS_JSON_MAX_BYTES:
+        text = json.dumps(to_results_json(shrunk(bound_result(result)), **options), indent=1,
+                          ensure_ascii=False, allow_nan=False) + "\n"
+    return text
+
+
+def write_results_json(result: SubmissionResult, path: str | Path, **options: Any) -> Path:
     """Write results.json for `result` to `path` atomically; returns the path."""
-    doc = to_results_json(result, **options)
-    return atomic_write_text(path, json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    return atomic_write_text(path, render_results_json(result, **options))
+
+
+def _text(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
+    """(the SubmissionResult, its grading key) read back from a results.json document written by
+    `to_results_json`; ValueError when the document is not one."""
+    try:
+        extra = doc["extra_data"]
+        tests = tuple(TestResult(
+            name=_text(t["name"]), problem=_text(t["problem"]), score=_number(t["score"]),
+            max_score=_number(t["max_score"]), status=t["status"] if t["status"] in ("passed", "failed",
+                                                                                     "not_graded") else "failed",
+            output=_text(t.get("output")), description=_text(t.get("description")),
+            diagnoses=tuple(_text(d) for d in t.get("diagnoses", [])),
+            hints=tuple(_text(h) for h in t.get("hints", [])), detail=_text(t.get("detail")),
+            duration=_number(t.get("duration", 0.0))) for t in extra["tests"])
+        problems = [(p["problem"], _number(p["max_score"])) for p in extra["problems"]]
+        state: Literal["graded", "crashed"] = "graded" if extra["state"] == "graded" else "crashed"
+        result = SubmissionResult(
+            student=_text(extra["student"]), assignment=_text(extra["assignment"]), state=state,
+            tests=tests, problems=tuple(p for p, _ in problems), notes=tuple(_text(n) for n in extra["notes"]),
+            seed=extra.get("seed") if isinstance(extra.get("seed"), int) else None,
+            execution_time=_number(doc.get("execution_time", 0.0)), error=_text(extra.get("error")),
+            on_roster=extra.get("on_roster") is not False, files=tuple(_text(f) for f in extra.get("files", [])),
+            problem_points=tuple(problems), submitted_at=_text(extra.get("submitted_at")),
+            late_penalty=_number(extra.get("late_penalty", 0.0)),
+            isolation=tuple(_text(x) for x in extra.get("isolation", [])))
+        return result, _text(extra.get("grading_key"))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a results.json written by this grader ({type(exc).__name__}: {exc})") from None

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
+from autograder.sandbox.isolation import OPTIONAL, REQUIRED
 
 from .results_json import format_points, reported_score
 
@@ -98,4 +99,20 @@ def format_summary(results: Iterable[SubmissionResult], assignment: Assignment, 
     tail += "."
     if feedback_pages is not None:
         tail += f" Feedback pages: {feedback_pages}"
-    return "\n".join([*lines, *([legend] if legend else []), "", tail]) + "\n"
+    sandbox = isolation_line(results)
+    return "\n".join([*lines, *([legend] if legend else []), "", tail, *([sandbox] if sandbox else [])]) + "\n"
+
+
+def isolation_line(results: Sequence[SubmissionResult]) -> str:
+    """Which sandbox layers applied to every graded submission ("" when none were recorded)."""
+    recorded = [set(r.isolation) for r in results if r.isolation]
+    if not recorded:
+        return ""
+    common = set.intersection(*recorded)
+    missing = [layer for layer in REQUIRED if layer not in common]
+    extra = [layer for layer in OPTIONAL if layer in common]
+    if missing:
+        return (f"Sandbox: INSECURE, missing {', '.join(missing)} "
+                f"(see `course doctor`; graded with --insecure).")
+    return f"Sandbox: all {len(REQUIRED)} required isolation layers applied" + \
+        (f" (also {', '.join(extra)})." if extra else ".")

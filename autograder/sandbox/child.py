@@ -1,24 +1,23 @@
-"""The sandboxed child: runs a notebook's code cells, then answers calls from the trusted side.
+"""Inside the sandbox: runs a notebook's code cells, then answers calls from the trusted side.
 
-Started by `autograder.sandbox.launcher` as a fresh interpreter:
+Used by the zygote (`autograder.sandbox.zygote`): the template process runs the notebook with a
+`Runner`, then forks one problem process per problem, each serving calls on its own socket.
+Imports only the standard library, numpy and `autograder.sandbox.protocol`.
 
-    python -s -P -m autograder.sandbox.child --fd N
-
-with N a stream socket shared with the trusted process. It imports only the standard library,
-numpy and `autograder.sandbox.protocol`.
-
-Messages (see `protocol`):
-  in:  {"op": "run", "cells": [{"index", "source"}, ...]}     once, first
+Messages (see `protocol`), on the template's socket:
+  in:  {"op": "run", "cells": [{"index", "label", "source"}, ...], "output_chars", "return_bytes"}
   out: {"op": "cell_start", "index"} and {"op": "cell_done", ...} per cell, then {"op": "ready"}
-  in:  {"op": "call", "name", "args", "kwargs", "substitutes"} -> out {"op": "result", ...} or
+  in:  {"op": "fork"} followed by one file descriptor: a new problem process serves it
+  in:  {"op": "reap", "pid"} -> out {"op": "reaped", "code"}: how a problem process ended
+and on a problem process's socket:
+  out: {"op": "hello", "pid"}
+  in:  {"op": "call", "name", "args", "kwargs"} -> out {"op": "result", ...} or
        {"op": "error", "kind": missing | not_callable | raised | bad_return, ...}
-       During a call, a substituted name is a stub that sends {"op": "callback", "name", "args",
-       "kwargs"} and waits for {"op": "result", "value"} or {"op": "error", "type", "message"}.
-  in:  {"op": "ping"} -> {"op": "pong"};  {"op": "quit"} or end of stream: exit.
+  in:  {"op": "calls", "calls": [{"name", "args", "kwargs"}, ...]} -> one reply per call, in order
 
 Student code shares this process, so nothing here trusts the notebook's namespace or the modules
 it can reach: the functions this file uses are bound privately at import, and builtins are looked
-up in a private copy. (Code that sets out to subvert the child can only change what its own
+up in a private copy. (Code that sets out to subvert this process can only change what its own
 functions appear to return; the trusted side treats every reply as untrusted data.)
 """
 from __future__ import annotations
@@ -27,22 +26,19 @@ import builtins as _builtins_module
 
 __builtins__ = dict(vars(_builtins_module))
 
-import faulthandler
 import inspect
 import io
 import linecache
 import os
-import socket
 import sys
 import time
-import traceback
 import warnings
 
 import numpy as np
 
 from autograder.sandbox import protocol
 
-STDOUT_LIMIT = 64 * 1024          # characters kept per cell or call (head and tail)
+OUTPUT_CHARS = 8 * 1024           # default characters of output kept per cell or call (head and tail)
 MESSAGE_LIMIT = 2000              # characters of an exception message
 MAX_WARNINGS = 20
 SNAPSHOT_DEPTH = 8                # how deep argument containers are searched for arrays
@@ -58,10 +54,8 @@ _signature = inspect.signature
 _VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
 _VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
 _dict_get = dict.get
-_dict_pop = dict.pop
-_os_exit = os._exit
-_os_write = os.write
 _EncodeError = protocol.EncodeError
+_Caps = protocol.Caps
 _TRUSTED_CAPS = protocol.TRUSTED_CAPS
 _MISSING = object()
 _LIVE_BUILTINS = vars(_builtins_module)
@@ -96,10 +90,6 @@ class _BuiltinsGuard:
             self._swap_to(self.pristine)
 
 
-_BUILTIN_EXCEPTIONS = {name: obj for name, obj in vars(_builtins_module).items()
-                       if isinstance(obj, type) and issubclass(obj, Exception)}
-
-
 def _safe_str(obj: object, limit: int = MESSAGE_LIMIT) -> str:
     try:
         text = str(obj)
@@ -118,7 +108,7 @@ def _type_name(obj: object) -> str:
 class _Capture(io.TextIOBase):
     """A bounded text sink for sys.stdout/sys.stderr: keeps the head and the tail."""
 
-    def __init__(self, limit: int = STDOUT_LIMIT):
+    def __init__(self, limit: int = OUTPUT_CHARS):
         super().__init__()
         self._half = limit // 2
         self._head: list[str] = []
@@ -171,7 +161,7 @@ class _Capture(io.TextIOBase):
 class _NoIPython:
     """What `get_ipython()` returns here: every method does nothing, returns None, and is noted."""
 
-    def __init__(self, runner: _Runner):
+    def __init__(self, runner: Runner):
         self._runner = runner
 
     def __getattr__(self, name: str):
@@ -184,6 +174,11 @@ class _NoIPython:
         return method
 
 
+def _exit(code: object = None) -> None:
+    """What `exit()` and `quit()` do in a notebook: raise SystemExit (the cell ends with it)."""
+    raise SystemExit(code)
+
+
 def _display(*objs, **kwargs) -> None:
     """Stands in for IPython's display(): prints each object's repr."""
     for obj in objs:
@@ -192,7 +187,7 @@ def _display(*objs, **kwargs) -> None:
 
 # --------------------------------------------------------------------------- cells
 
-def _strip_magics(index: int, source: str) -> tuple[str, list[str]]:
+def _strip_magics(label: str, source: str) -> tuple[str, list[str]]:
     """Replace IPython `%line` magics, `!shell` lines and `x?` help lines by `pass`."""
     notes = []
     out = []
@@ -201,25 +196,30 @@ def _strip_magics(index: int, source: str) -> tuple[str, list[str]]:
         indent = line[: len(line) - len(body)]
         shown = body.strip()[:80]
         if body.startswith("%"):
-            notes.append(f"cell {index}: skipped IPython magic `{shown}`")
+            notes.append(f"{label}: skipped IPython magic `{shown}`")
             out.append(indent + "pass")
         elif body.startswith("!"):
-            notes.append(f"cell {index}: skipped shell command `{shown}`")
+            notes.append(f"{label}: skipped shell command `{shown}`")
             out.append(indent + "pass")
         elif body.rstrip().endswith("?") and body.rstrip().rstrip("?").replace(".", "").isidentifier():
-            notes.append(f"cell {index}: skipped IPython help `{shown}`")
+            notes.append(f"{label}: skipped IPython help `{shown}`")
             out.append(indent + "pass")
         else:
             out.append(line)
     return "\n".join(out), notes
 
 
-class _Runner:
+class Runner:
+    """The notebook's namespace and how to run cells in it and call its functions."""
+
     def __init__(self, chan: protocol.Channel):
         self.chan = chan
         self.sources: dict[str, list[str]] = {}
+        self.labels: dict[str, str] = {}              # "<cell 7>" -> "the 3rd code cell (`def f`)"
+        self.output_chars = OUTPUT_CHARS
+        self.reply_caps = _TRUSTED_CAPS
         self._notes: list[str] | None = None
-        self._cell = -1
+        self._label = ""
         ipython = _NoIPython(self)
         self.ns: dict = {
             "__name__": "__main__",
@@ -227,13 +227,16 @@ class _Runner:
             "__builtins__": _builtins_module,
             "get_ipython": lambda: ipython,
             "display": _display,
+            "exit": _exit,
+            "quit": _exit,
         }
         self._sink = _Capture(1024)     # stdout/stderr outside cells and calls
         self.guard = _BuiltinsGuard()
+        sys.stdout = sys.stderr = self._sink
 
     def note(self, text: str) -> None:
         if self._notes is not None:
-            full = f"cell {self._cell}: {text}"
+            full = f"{self._label}: {text}"
             if full not in self._notes:
                 self._notes.append(full)
 
@@ -241,67 +244,69 @@ class _Runner:
     def _line(self, filename: str, lineno: int) -> str:
         lines = self.sources.get(filename)
         text = lines[lineno - 1].strip()[:120] if lines and 0 < lineno <= len(lines) else ""
-        place = f"{filename[1:-1]}, line {lineno}"
+        place = f"{self.labels.get(filename, filename[1:-1])}, line {lineno}"
         return f"{place}: `{text}`" if text else place
 
     def _cell_frames(self, tb) -> list[str]:
         out = []
         while tb is not None:
             filename = tb.tb_frame.f_code.co_filename
-            if type(filename) is str and filename.startswith("<cell "):
+            if type(filename) is str and filename in self.sources:
                 out.append(self._line(filename, tb.tb_lineno))
             tb = tb.tb_next
         return out
 
-    def _register(self, filename: str, source: str) -> None:
+    def _register(self, filename: str, label: str, source: str) -> None:
         lines = source.split("\n")
         self.sources[filename] = lines
+        self.labels[filename] = label
         linecache.cache[filename] = (len(source), None, [ln + "\n" for ln in lines], filename)
 
     # ---- running cells
-    def _prepare(self, index: int, source: str):
+    def _prepare(self, filename: str, label: str, source: str):
         """(code or None, notes, error dict or None). None code and no error: skip the cell."""
-        filename = f"<cell {index}>"
         notes: list[str] = []
         first = next((ln.strip() for ln in source.split("\n") if ln.strip()), "")
         if first.startswith("%%"):
             magic = first.split()[0]
             if magic not in ("%%time", "%%capture"):
-                return None, [f"cell {index}: skipped: it starts with the cell magic `{first[:80]}`"], None
+                return None, [f"{label}: skipped: it starts with the cell magic `{first[:80]}`"], None
             lines = source.split("\n")
             at = next(i for i, ln in enumerate(lines) if ln.strip())
             lines[at] = ""
             source = "\n".join(lines)
-            notes.append(f"cell {index}: ran the cell without its `{magic}` line")
+            notes.append(f"{label}: ran the cell without its `{magic}` line")
         try:
             code = _compile(source, filename, "exec", dont_inherit=True)
         except SyntaxError as first_error:
-            stripped, more = _strip_magics(index, source)
+            stripped, more = _strip_magics(label, source)
             if not more:
-                return None, notes, self._syntax_error(first_error, filename, source)
+                return None, notes, self._syntax_error(first_error, filename, label, source)
             notes.extend(more)
             source = stripped
             try:
                 code = _compile(source, filename, "exec", dont_inherit=True)
             except SyntaxError as exc:
-                return None, notes, self._syntax_error(exc, filename, source)
+                return None, notes, self._syntax_error(exc, filename, label, source)
             except Exception as exc:  # noqa: BLE001 - null bytes, too deeply nested, ...
                 return None, notes, {"error_type": _type_name(exc), "message": _safe_str(exc), "where": ""}
         except Exception as exc:  # noqa: BLE001
             return None, notes, {"error_type": _type_name(exc), "message": _safe_str(exc), "where": ""}
-        self._register(filename, source)
+        self._register(filename, label, source)
         return code, notes, None
 
-    def _syntax_error(self, exc: SyntaxError, filename: str, source: str) -> dict:
-        self._register(filename, source)
+    def _syntax_error(self, exc: SyntaxError, filename: str, label: str, source: str) -> dict:
+        self._register(filename, label, source)
         where = self._line(filename, exc.lineno) if isinstance(exc.lineno, int) else ""
-        return {"error_type": _type_name(exc), "message": _safe_str(exc.msg), "where": where.split(", ", 1)[-1]}
+        return {"error_type": _type_name(exc), "message": _safe_str(exc.msg),
+                "where": where[len(label) + 2:] if where.startswith(label + ", ") else where}
 
-    def run_cell(self, index: int, source: str) -> dict:
+    def run_cell(self, index: int, label: str, source: str) -> dict:
         started = _perf()
-        self._cell = index
+        filename = f"<cell {index}>"
+        self._label = label
         self._notes = []
-        code, notes, error = self._prepare(index, source)
+        code, notes, error = self._prepare(filename, label, source)
         self._notes[:0] = notes
         out = {"op": "cell_done", "index": index, "status": "ok", "error_type": "", "message": "",
                "where": "", "stdout": ""}
@@ -310,7 +315,7 @@ class _Runner:
         elif code is None:
             out["status"] = "skipped"
         else:
-            capture = _Capture()
+            capture = _Capture(self.output_chars)
             sys.stdout = sys.stderr = capture
             try:
                 self.guard.student_code()
@@ -321,8 +326,8 @@ class _Runner:
             except BaseException as exc:  # noqa: BLE001 - SystemExit from exit() included
                 frames = self._cell_frames(exc.__traceback__)
                 where = frames[-1] if frames else ""
-                if where.startswith(f"cell {index}, "):
-                    where = where[len(f"cell {index}, "):]
+                if where.startswith(f"{label}, "):
+                    where = where[len(label) + 2:]
                 out.update(status="error", error_type=_type_name(exc), message=_safe_str(exc), where=where)
             finally:
                 sys.stdout = sys.stderr = self._sink
@@ -332,37 +337,75 @@ class _Runner:
         self._notes = None
         return out
 
-    def run_cells(self, cells: list) -> None:
-        for cell in cells:
+    def run_notebook(self) -> bool:
+        """Read the "run" request, run its cells (reporting each), send "ready". False at end of stream."""
+        try:
+            request = self.chan.recv(trusted=False)
+        except EOFError:
+            return False
+        if request["op"] != "run":
+            return False
+        chars = _dict_get(request, "output_chars")
+        if type(chars) is int and chars >= 0:
+            self.output_chars = chars
+        limit = _dict_get(request, "return_bytes")
+        if type(limit) is int and limit > 0:
+            self.reply_caps = _Caps(max_bytes=limit)
+        for cell in _dict_get(request, "cells") or []:
             index = _dict_get(cell, "index")
+            label = _dict_get(cell, "label") or f"cell {index}"
             source = _dict_get(cell, "source")
-            if type(index) is not int or type(source) is not str:
+            if type(index) is not int or type(source) is not str or type(label) is not str:
                 continue
             self.chan.send({"op": "cell_start", "index": index})
-            self.chan.send(self.run_cell(index, source), caps=_TRUSTED_CAPS)
+            self.chan.send(self.run_cell(index, label, source), caps=_TRUSTED_CAPS)
+        self.chan.send({"op": "ready"})
+        return True
 
-    # ---- calls
-    def serve(self) -> None:
+    def serve_forks(self, fork, reap) -> None:
+        """After the notebook ran: on each {"op": "fork"} take the descriptor that follows and
+        call fork(fd), which starts a problem process serving it; on {"op": "reap", "pid"} answer
+        {"op": "reaped", "code": reap(pid)} (how that problem process ended, None if unknown).
+        Returns at end of stream."""
         while True:
             try:
                 msg = self.chan.recv(trusted=False)
+                op = msg["op"]
+                if op == "reap":
+                    pid = _dict_get(msg, "pid")
+                    self.chan.send({"op": "reaped", "code": reap(pid) if type(pid) is int else None})
+                    continue
+                if op != "fork":
+                    return
+                fds = self.chan.recv_fds(1)
+            except (EOFError, OSError, protocol.ProtocolError):
+                return
+            fork(fds[0])
+
+    # ---- calls
+    def serve_calls(self, chan: protocol.Channel) -> None:
+        """In a problem process: answer calls on `chan` until the trusted side closes it."""
+        self.chan = chan
+        chan.send({"op": "hello", "pid": os.getpid()})
+        while True:
+            try:
+                msg = chan.recv(trusted=False)
             except EOFError:
                 return
             op = msg["op"]
-            if op == "quit":
-                return
-            if op == "ping":
-                self.chan.send({"op": "pong"})
-            elif op == "call":
-                self.chan.send_frame(self._framed(self.call(msg)))
+            if op == "call":
+                chan.send_frame(self._framed(self.call(msg)))
+            elif op == "calls":
+                for one in _dict_get(msg, "calls") or []:
+                    chan.send_frame(self._framed(self.call(one if type(one) is dict else {})))
             else:
-                self.chan.send({"op": "error", "kind": "protocol", "message": f"unknown op {op[:40]!r}"})
+                chan.send({"op": "error", "kind": "protocol", "message": f"unknown op {op[:40]!r}"})
 
-    @staticmethod
-    def _framed(reply: dict) -> bytes:
-        """The reply, framed; a value outside the plain set becomes a bad_return error."""
+    def _framed(self, reply: dict) -> bytes:
+        """The reply, framed; a value outside the plain set (or over the size cap) becomes a
+        bad_return error."""
         try:
-            return protocol.frame(reply, caps=_TRUSTED_CAPS)
+            return protocol.frame(reply, caps=self.reply_caps)
         except _EncodeError as exc:
             path = exc.path[len("['value']"):] if exc.path.startswith("['value']") else exc.path
             what = exc.what if not path else f"a value whose element {path} is {exc.what}"
@@ -373,18 +416,13 @@ class _Runner:
         name = _dict_get(msg, "name")
         args = _dict_get(msg, "args") or []
         kwargs = _dict_get(msg, "kwargs") or {}
-        substitutes = _dict_get(msg, "substitutes") or []
-        func = _dict_get(self.ns, name, _MISSING)
+        func = _dict_get(self.ns, name, _MISSING) if type(name) is str else _MISSING
         if func is _MISSING:
             return {"op": "error", "kind": "missing", "name": name}
         if not callable(func):
             return {"op": "error", "kind": "not_callable", "name": name, "type": _type_name(func)}
         snapshots = _snapshot(_named_arguments(func, args, kwargs))
-        saved = {}
-        for sub in substitutes:
-            saved[sub] = _dict_get(self.ns, sub, _MISSING)
-            self.ns[sub] = self._stub(sub)
-        capture = _Capture()
+        capture = _Capture(self.output_chars)
         sys.stdout = sys.stderr = capture
         error = None
         value = None
@@ -405,11 +443,6 @@ class _Runner:
             seconds = _perf() - started
         finally:
             sys.stdout = sys.stderr = self._sink
-            for sub, original in saved.items():
-                if original is _MISSING:
-                    _dict_pop(self.ns, sub, None)
-                else:
-                    self.ns[sub] = original
         if error is not None:
             error["stdout"] = capture.getvalue()
             return error
@@ -422,42 +455,13 @@ class _Runner:
             category = getattr(w.category, "__name__", "Warning")
             text = f"{category}: {_safe_str(w.message, 300)}"
             filename = w.filename
-            if type(filename) is str and filename.startswith("<cell ") and type(w.lineno) is int:
-                text += f" ({filename[1:-1]}, line {w.lineno})"
+            if type(filename) is str and filename in self.sources and type(w.lineno) is int:
+                text += f", at {self.labels.get(filename, filename)}, line {w.lineno}"
             if text not in out:
                 out.append(text)
             if len(out) >= MAX_WARNINGS:
                 break
         return out
-
-    def _stub(self, name: str):
-        chan = self.chan
-
-        guard = self.guard
-
-        def stub(*args, **kwargs):
-            guard.our_code()
-            try:
-                chan.send({"op": "callback", "name": name, "args": list(args), "kwargs": kwargs},
-                          caps=_TRUSTED_CAPS)
-                reply = chan.recv(trusted=False)
-            except _EncodeError as exc:
-                raise TypeError(f"{name}() can only be given numbers and plain numpy arrays here; "
-                                f"it got {exc.what}") from None
-            finally:
-                guard.student_code()
-            if reply["op"] == "result":
-                return _dict_get(reply, "value")
-            exc_type = _BUILTIN_EXCEPTIONS.get(_dict_get(reply, "type"), RuntimeError)
-            message = _dict_get(reply, "message") or ""
-            try:
-                error = exc_type(message)
-            except Exception:  # noqa: BLE001 - types like UnicodeDecodeError need more arguments
-                error = RuntimeError(message)
-            raise error
-
-        stub.__name__ = stub.__qualname__ = name
-        return stub
 
 
 # --------------------------------------------------------------------------- arguments
@@ -514,46 +518,3 @@ def _mutated(snapshots: list[tuple]) -> list[str]:
         if changed:
             out.append(path)
     return out
-
-
-# --------------------------------------------------------------------------- entry point
-
-def _isolate_std_streams() -> int:
-    """fd 0/1/2 to /dev/null, so nothing the student writes reaches the protocol socket; fatal
-    errors (segfault tracebacks) still go to the launcher's log via a private copy of fd 2,
-    which is returned."""
-    log = os.dup(2)
-    faulthandler.enable(file=log, all_threads=False)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    os.close(devnull)
-    return log
-
-
-def main(argv: list[str]) -> int:
-    fd = int(argv[argv.index("--fd") + 1])
-    chan = protocol.Channel(socket.socket(fileno=fd))
-    log = _isolate_std_streams()
-    try:
-        return _serve(chan)
-    except BaseException:  # noqa: BLE001 - an error of this file: leave a trace for the instructor
-        _os_write(log, traceback.format_exc().encode("utf-8", "replace")[-8000:])
-        return 70
-
-
-def _serve(chan: protocol.Channel) -> int:
-    runner = _Runner(chan)
-    sys.stdout = sys.stderr = runner._sink
-    sys.argv = [""]
-    request = chan.recv(trusted=False)
-    if request["op"] != "run":
-        return 2
-    runner.run_cells(_dict_get(request, "cells") or [])
-    chan.send({"op": "ready"})
-    runner.serve()
-    return 0
-
-
-if __name__ == "__main__":
-    _os_exit(main(sys.argv[1:]))

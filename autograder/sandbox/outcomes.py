@@ -15,7 +15,8 @@ from .protocol import ProtocolError
 __all__ = [
     "CellStatus", "RunState", "CellOutcome", "ExecutionReport", "CallResult",
     "StudentCodeError", "StudentRaised", "CallTimeout", "ChildCrashed", "FunctionMissing",
-    "NotCallable", "BadReturnValue", "NotebookFailed", "ProtocolError",
+    "NotCallable", "BadReturnValue", "NotebookFailed", "TimeBudgetExceeded", "ProtocolError",
+    "SandboxError",
 ]
 
 # ok: ran to the end; error: raised (SyntaxError included); skipped: a %%cell magic;
@@ -31,6 +32,10 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 @dataclass(frozen=True)
 class CellOutcome:
     index: int                      # the notebook's cell index, as given to the sandbox
@@ -39,8 +44,13 @@ class CellOutcome:
     error_type: str = ""            # e.g. "NameError" (status "error")
     message: str = ""               # the exception message, or why the cell was stopped
     where: str = ""                 # e.g. "line 2: `y = foo(x)`" (status "error")
-    notes: tuple[str, ...] = ()     # e.g. "cell 3: skipped IPython magic `%matplotlib inline`"
-    stdout: str = ""                # captured output (bounded)
+    notes: tuple[str, ...] = ()     # e.g. "the 1st code cell (`%matplotlib inline`): skipped IPython magic ..."
+    stdout: str = ""                # captured output (bounded; dropped once the run's output cap is reached)
+    label: str = ""                 # how the student finds the cell: "the 3rd code cell (`def layer_norm`)"
+
+    @property
+    def name(self) -> str:
+        return self.label or f"cell {self.index}"
 
     @property
     def note(self) -> str:
@@ -48,9 +58,9 @@ class CellOutcome:
         if self.status == "error":
             where = f" ({self.where})" if self.where else ""
             text = f": {_cut(self.message, 300)}" if self.message else ""
-            return f"cell {self.index} raised {self.error_type}{text}{where}"
+            return f"{_capital(self.name)} raised {self.error_type}{text}{where}"
         if self.status in ("timeout", "crashed", "not_run"):
-            return f"cell {self.index} {self.message}"
+            return f"{_capital(self.name)} {self.message}"
         return ""
 
 
@@ -59,7 +69,7 @@ class ExecutionReport:
     cells: tuple[CellOutcome, ...]
     seconds: float
     state: RunState
-    isolation: tuple[str, ...] = ()   # what applied, e.g. ("rlimits", "process-group", "netns")
+    isolation: tuple[str, ...] = ()   # the layers that applied, e.g. ("bubblewrap", "seccomp", ...)
     messages: tuple[str, ...] = ()    # student-facing notes about the whole run
     detail: str = ""                  # instructor-only (e.g. the child's stderr tail after a crash)
 
@@ -99,7 +109,7 @@ class CallResult:
 class StudentCodeError(Exception):
     """A call into student code did not produce a value. `.feedback` is safe to show the student."""
 
-    stdout: str = ""    # what the call printed before it failed (set by the launcher)
+    stdout: str = ""    # what the call printed before it failed (set by the host)
 
     def __init__(self, feedback: str, detail: str = ""):
         super().__init__(feedback)
@@ -184,3 +194,18 @@ class NotebookFailed(StudentCodeError):
         self.reason = reason
         super().__init__(f"Your notebook could not be run ({reason}), so its functions could not be tested.",
                          detail=detail)
+
+
+class TimeBudgetExceeded(StudentCodeError):
+    """The submission's wall-clock budget (notebook, restarts and calls together) ran out."""
+
+    def __init__(self, seconds: float, function: str = ""):
+        self.seconds = seconds
+        self.function = function
+        super().__init__(f"Grading your notebook took longer than the {seconds:g} s allowed per submission "
+                         f"(functions that hang or are very slow?), so this check was not run to the end.")
+
+
+class SandboxError(Exception):
+    """The sandbox itself failed (the grader's side, not the student's): it could not start a
+    process, or a process that never ran student code broke the protocol."""

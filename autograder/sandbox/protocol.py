@@ -34,9 +34,10 @@ import builtins as _builtins_module
 # rebinds `builtins.len` or `builtins.isinstance` cannot change how messages are framed.
 __builtins__ = dict(vars(_builtins_module))
 
+import _socket
 import json
+import os
 import re
-import socket
 import struct
 import time
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ import numpy as np
 
 __all__ = [
     "Caps", "TRUSTED_CAPS", "UNCAPPED", "ProtocolError", "EncodeError",
-    "encode", "decode", "frame", "send", "recv", "Channel", "describe",
+    "encode", "decode", "frame", "Channel", "describe",
 ]
 
 _dumps = json.dumps
@@ -348,29 +349,31 @@ def decode(data: bytes | bytearray | memoryview, *, trusted: bool, caps: Caps | 
 class Channel:
     """One end of a stream socket carrying framed messages (dicts with an "op" key).
 
-    Bound methods are captured at construction, so later changes to the socket class
-    (by student code in the child) cannot affect it.
+    It calls the C methods of `_socket.socket` captured when this module was imported, so later
+    changes to the `socket` module or class (by student code in the child) cannot affect it.
     """
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: _socket.socket):
         self.sock = sock
-        self._sendall = sock.sendall
-        self._recv_into = sock.recv_into
-        self._settimeout = sock.settimeout
+
+    @classmethod
+    def from_fd(cls, fd: int) -> Channel:
+        """A channel on an inherited or received socket descriptor."""
+        return cls(_Socket(fileno=fd))
 
     def fileno(self) -> int:
-        return self.sock.fileno()
+        return _sock_fileno(self.sock)
 
     def send(self, message: dict, *, deadline: float | None = None, caps: Caps = UNCAPPED) -> None:
         """Write one message; raises TimeoutError past `deadline` (time.monotonic())."""
         data = frame(message, caps=caps)
         self._timeout(deadline)
-        self._sendall(data)
+        _sock_sendall(self.sock, data)
 
     def send_frame(self, data: bytes, *, deadline: float | None = None) -> None:
         """Write bytes made by `frame()`."""
         self._timeout(deadline)
-        self._sendall(data)
+        _sock_sendall(self.sock, data)
 
     def recv(self, *, trusted: bool, deadline: float | None = None, caps: Caps | None = None) -> dict:
         """Read one message. Raises EOFError when the other end closed, TimeoutError past
@@ -388,12 +391,12 @@ class Channel:
 
     def _timeout(self, deadline: float | None) -> None:
         if deadline is None:
-            self._settimeout(None)
+            _sock_settimeout(self.sock, None)
         else:
             left = deadline - _monotonic()
             if left <= 0:
                 raise TimeoutError("deadline passed")
-            self._settimeout(left)
+            _sock_settimeout(self.sock, left)
 
     def _read(self, n: int, deadline: float | None) -> bytearray:
         buf = bytearray(n)
@@ -401,21 +404,61 @@ class Channel:
         got = 0
         while got < n:
             self._timeout(deadline)
-            k = self._recv_into(view[got:], n - got)
+            k = _sock_recv_into(self.sock, view[got:], n - got)
             if k == 0:
                 raise EOFError("the other end closed the connection")
             got += k
         return buf
 
+    def send_fds(self, fds: list[int], *, deadline: float | None = None) -> None:
+        """Pass open file descriptors to the other end (one marker byte carrying SCM_RIGHTS)."""
+        self._timeout(deadline)
+        _sock_sendmsg(self.sock, [_FD_MARKER], [(_SOL_SOCKET, _SCM_RIGHTS, _pack_fds(fds))])
+
+    def recv_fds(self, count: int, *, deadline: float | None = None) -> list[int]:
+        """Receive exactly `count` descriptors sent with send_fds (ProtocolError otherwise;
+        any descriptors received are closed before raising)."""
+        self._timeout(deadline)
+        data, ancillary, _, _ = _sock_recvmsg(self.sock, 1, _CMSG_SPACE(count * 4))
+        fds: list[int] = []
+        for level, kind, payload in ancillary:
+            if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
+                fds.extend(_unpack_fds(payload))
+        if data != _FD_MARKER or len(fds) != count:
+            for fd in fds:
+                _os_close(fd)
+            if not data:
+                raise EOFError("the other end closed the connection")
+            raise ProtocolError(f"expected {count} file descriptor(s)")
+        return fds
+
     def close(self) -> None:
-        self.sock.close()
+        _sock_close(self.sock)
 
 
-def send(sock: socket.socket | Channel, message: dict, *, deadline: float | None = None) -> None:
-    """Write one framed message to a socket (or Channel)."""
-    (sock if isinstance(sock, Channel) else Channel(sock)).send(message, deadline=deadline)
+_Socket = _socket.socket
+_sock_fileno = _socket.socket.fileno
+_sock_sendall = _socket.socket.sendall
+_sock_recv_into = _socket.socket.recv_into
+_sock_settimeout = _socket.socket.settimeout
+_sock_sendmsg = _socket.socket.sendmsg
+_sock_recvmsg = _socket.socket.recvmsg
+_sock_close = _socket.socket.close
+_SOL_SOCKET = _socket.SOL_SOCKET
+_SCM_RIGHTS = _socket.SCM_RIGHTS
+_CMSG_SPACE = _socket.CMSG_SPACE
+_struct_pack = struct.pack
+_struct_unpack = struct.unpack
 
 
-def recv(sock: socket.socket | Channel, *, trusted: bool, deadline: float | None = None) -> dict:
-    """Read one framed message from a socket (or Channel)."""
-    return (sock if isinstance(sock, Channel) else Channel(sock)).recv(trusted=trusted, deadline=deadline)
+_FD_MARKER = b"F"
+_os_close = os.close
+
+
+def _pack_fds(fds: list[int]) -> bytes:
+    return _struct_pack(f"{len(fds)}i", *fds)
+
+
+def _unpack_fds(payload: bytes) -> list[int]:
+    n = len(payload) // 4
+    return list(_struct_unpack(f"{n}i", payload[: n * 4]))

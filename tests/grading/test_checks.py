@@ -1,11 +1,13 @@
 """The `expect` checks: messages a student can act on, that never show expected values."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from autograder.config import Tolerance
-from autograder.grading.checks import Expect
+from autograder.grading.checks import Expect, NotGraded, building_blocks
 from autograder.grading.diagnosis import Catalogue
 from autograder.sandbox.outcomes import StudentRaised
 
@@ -103,3 +105,128 @@ def test_warnings_and_mutation_come_from_the_last_call():
     ex = make_expect(last_call=Call())
     assert "overflow encountered in exp" in failure(lambda: ex.no_warnings("silu(x)"))
     assert "modified its input in place (x)" in failure(lambda: ex.not_mutated("silu(x)"))
+
+
+# --------------------------------------------------------------------------- the reference wiring
+
+def _double(x):
+    return 2.0 * x
+
+
+def _double_plus_one(x, *, double=_double):
+    """A composite: its building block `double` is a keyword-only parameter."""
+    return double(x) + 1.0
+
+
+REFERENCE = SimpleNamespace(double=_double, double_plus_one=_double_plus_one)
+
+
+class FakeStudent:
+    """Stands for the proxy: functions by name, each a plain callable with its name."""
+
+    last_call = None
+
+    def __init__(self, **functions):
+        self._functions = functions
+
+    def __getattr__(self, name):
+        fn = self._functions[name]
+        fn.__name__ = name
+        return fn
+
+
+def raising(name):
+    def fn(*args, **kwargs):
+        raise StudentRaised("NotImplementedError", "", function=name)
+    return fn
+
+
+def wired_expect(catalogue=None, **functions) -> Expect:
+    return Expect(problem="double_plus_one", tolerance_for=lambda dtype: Tolerance(1e-7, 1e-9),
+                  catalogue=catalogue, last_call=lambda: None, student=FakeStudent(**functions),
+                  reference=REFERENCE)
+
+
+X = np.linspace(-1.0, 1.0, 7)
+
+
+def test_building_blocks_are_the_keyword_only_parameters():
+    """Are a composite's building blocks read from its reference's keyword-only parameters?"""
+    assert building_blocks(_double_plus_one) == ("double",)
+    assert building_blocks(_double) == ()
+
+
+def test_matches_reference_accepts_the_reference_answer():
+    """Does a composite that gives the reference's answer pass, and return the student's value?"""
+    ex = wired_expect(double=lambda x: 3 * x, double_plus_one=lambda x: 2 * x + 1)
+    assert np.array_equal(ex.matches_reference(ex.student.double_plus_one, (X,), what="f"), 2 * X + 1)
+    assert [c.function for c in ex.calls] == ["double_plus_one"], "the call is recorded with its result"
+
+
+def test_matches_reference_accepts_the_wiring_of_the_students_own_blocks():
+    """With a wrong building block, does a correctly wired composite keep its points?"""
+    ex = wired_expect(double=lambda x: 3 * x, double_plus_one=lambda x: 3 * x + 1)
+    ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+
+
+def test_matches_reference_charges_a_wiring_mistake_on_top_of_a_wrong_block():
+    """Does a mis-wired composite still fail when its building block is wrong too, naming the mistake?"""
+    cat = Catalogue()
+    cat.add("double_plus_one.plus_two", problem="double_plus_one", hint="One, not two.",
+            variant=lambda x: 2 * x + 2)
+    ex = wired_expect(cat, double=lambda x: 3 * x, double_plus_one=lambda x: 2 * x + 2)
+    msg = failure(lambda: ex.matches_reference(ex.student.double_plus_one, (X,), what="f(x)"))
+    assert "f(x) is off in 7 of 7 entries" in msg
+    assert [m.id for m in ex.found] == ["double_plus_one.plus_two"]
+
+
+def test_a_composite_whose_block_fails_is_not_graded():
+    """When the composite raises and its building block fails on the same inputs, is the check not graded, naming
+    the block?"""
+    ex = wired_expect(double=raising("double"), double_plus_one=raising("double_plus_one"))
+    with pytest.raises(NotGraded) as info:
+        ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+    assert info.value.block == "double"
+    assert info.value.feedback.startswith("Not graded: this check needs your `double`, which failed")
+
+
+def test_a_block_that_returns_an_unusable_value_makes_the_check_not_graded():
+    """Is a building block returning the wrong shape treated as failed, when the composite is wrong too?"""
+    ex = wired_expect(double=lambda x: x[:2], double_plus_one=lambda x: 0 * x)
+    with pytest.raises(NotGraded, match="returned an array of shape"):
+        ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+
+
+def test_a_composite_that_raises_on_its_own_fails_with_its_own_error():
+    """With working building blocks, does the composite's own exception fail the check as usual?"""
+    ex = wired_expect(double=lambda x: 2 * x, double_plus_one=raising("double_plus_one"))
+    with pytest.raises(StudentRaised):
+        ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+
+
+def test_a_property_failure_is_excused_only_when_the_wiring_matches():
+    """Is a failed property check of a composite excused exactly when its calls equal the wiring of its own blocks?"""
+    for composite, excused in [(lambda x: 3 * x + 1, True), (lambda x: 3 * x + 5, False)]:
+        ex = wired_expect(double=lambda x: 3 * x, double_plus_one=composite)
+        out = ex.call(ex.student.double_plus_one, X)
+
+        def check(ex=ex, out=out):
+            with ex.excused_if_wired_right():
+                ex.close(out, 2 * X + 1, what="f")
+        if excused:
+            check()
+        else:
+            failure(check)
+
+
+def test_excuse_needs_the_same_dtype():
+    """Is a dtype failure excused only when the student's own blocks give that dtype too?"""
+    x32 = X.astype(np.float32)
+    ex = wired_expect(double=lambda x: 2 * x.astype(np.float64), double_plus_one=lambda x: 2 * x.astype(np.float64) + 1)
+    out = ex.call(ex.student.double_plus_one, x32)
+    with ex.excused_if_wired_right():
+        ex.dtype(out, np.float32, "f")
+    ex = wired_expect(double=lambda x: 2 * x, double_plus_one=lambda x: 2 * x.astype(np.float64) + 1)
+    out = ex.call(ex.student.double_plus_one, x32)
+    with pytest.raises(AssertionError), ex.excused_if_wired_right():
+        ex.dtype(out, np.float32, "f")

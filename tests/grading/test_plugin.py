@@ -23,6 +23,9 @@ class FakeProxy:
     """Stands for the notebook: `double` works, everything else is missing."""
     last_call = None
 
+    def for_problem(self, problem):
+        return self
+
     def __getattr__(self, name):
         if name == "double":
             return lambda x: 2 * x
@@ -106,3 +109,35 @@ def test_a_module_for_an_unknown_problem_is_a_collection_error(pytester):
     _, plugin = run(pytester, {"test_other": "def test_other_x():\n    pass\n"}, double=1)
     assert any("no problem named 'other'" in e for e in plugin.collection_errors)
     assert plugin.problems_without_tests() == ("double",)
+
+
+def test_a_check_that_cannot_be_graded_gets_its_own_status_and_no_points(pytester):
+    """Does NotGraded from a check give status "not_graded", score 0 and its reason as the message?"""
+    results, plugin = run(pytester, {"test_double": """
+from autograder.grading.checks import NotGraded
+
+def test_double_needs_halve(student):
+    raise NotGraded("halve", "`halve` is not defined in your notebook")
+"""}, double=4)
+    t = results["test_double_needs_halve"]
+    assert (t.status, t.score, t.max_score) == ("not_graded", 0.0, 4.0)
+    assert t.output.startswith("Not graded: this check needs your `halve`")
+    assert not t.passed and not plugin.internal_errors
+
+
+def test_advice_carries_no_points(pytester):
+    """Does a check marked points(0) count for nothing, whether it passes or fails?"""
+    results, _ = run(pytester, {"test_double": """
+import pytest
+
+@pytest.mark.points(1)
+def test_double_works(student):
+    assert student.double(2) == 4
+
+@pytest.mark.points(0)
+def test_double_advice(student):
+    assert False, "advice"
+"""}, double=5)
+    assert results["test_double_works"].max_score == 5
+    advice = results["test_double_advice"]
+    assert (advice.status, advice.max_score, advice.score) == ("failed", 0.0, 0.0)

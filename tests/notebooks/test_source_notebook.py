@@ -15,7 +15,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from assignments.transformer_block import reference as ref
 from autograder.config import load_course
+from autograder.grading.checks import building_blocks
 from autograder.layout import CourseLayout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,13 +39,6 @@ SIGNATURES: dict[str, tuple[list[str], dict[str, object]]] = {
     "count_block_params": (["d_model", "d_ff", "ffn"], {}),
 }
 
-# Graders swap reference versions in for these global names, so the solutions must call them.
-BUILDING_BLOCKS = {
-    "multi_head_attention": {"split_heads", "merge_heads", "softmax"},
-    "pre_ln_block": {"layer_norm", "multi_head_attention", "gelu"},
-    "swiglu_ffn": {"silu"},
-}
-
 
 def _course_problems() -> dict[str, dict]:
     assignment = load_course(ROOT).assignment(ASSIGNMENT)
@@ -52,6 +47,12 @@ def _course_problems() -> dict[str, dict]:
 
 NB = nbformat.read(NOTEBOOK, as_version=4)
 PROBLEMS = _course_problems()
+
+# A composite's building blocks are the keyword-only parameters of its reference (the graders build
+# the reference wiring from the student's own); the solutions call them, and the given helpers, by name.
+GIVEN_HELPERS = {"multi_head_attention": {"softmax"}, "pre_ln_block": {"gelu"}}
+BUILDING_BLOCKS = {name: set(building_blocks(getattr(ref, name))) | GIVEN_HELPERS.get(name, set())
+                   for name in PROBLEMS if building_blocks(getattr(ref, name))}
 
 
 def _meta(cell) -> dict:

@@ -1,4 +1,5 @@
-"""Helpers for sandbox tests: short limits, notebooks as lists of sources, a /proc scan."""
+"""Helpers for sandbox tests: one real sandbox host (bubblewrap + zygote) per test module, short
+limits, notebooks as lists of sources, and a view of the processes left on the machine."""
 from __future__ import annotations
 
 import os
@@ -8,29 +9,49 @@ from pathlib import Path
 import pytest
 
 from autograder.config import Limits
-from autograder.sandbox.launcher import Sandbox
+from autograder.sandbox.host import SandboxHost, SubmissionRun
 
-FAST = Limits(cell_seconds=1.0, total_seconds=20.0, call_seconds=1.0, memory_mb=1024)
+FAST = Limits(cell_seconds=2.0, total_seconds=20.0, call_seconds=2.0, memory_mb=1024, submission_seconds=60.0)
 
 
 def cells(*sources: str) -> list[dict]:
-    """Code cells numbered from 1, as the notebook loader hands them over."""
-    return [{"index": i, "source": s} for i, s in enumerate(sources, start=1)]
+    """Code cells numbered from 1, labelled as the notebook loader labels them."""
+    from autograder.notebooks import cell_label
+
+    return [{"index": i, "label": cell_label(i, s), "source": s} for i, s in enumerate(sources, start=1)]
 
 
-def group_members(pgid: int, settle: float = 1.0) -> list[int]:
-    """Live (non-zombie) processes in process group `pgid`, read from /proc; waits up to `settle`
-    seconds for killed processes to finish dying."""
-    end = time.monotonic() + settle
-    while True:
-        members = _group_members(pgid)
-        if not members or time.monotonic() >= end:
-            return members
-        time.sleep(0.01)
+@pytest.fixture(scope="module")
+def host():
+    """A started sandbox host shared by the tests of a module (closed at the end)."""
+    with SandboxHost() as h:
+        h.start()
+        yield h
 
 
-def _group_members(pgid: int) -> list[int]:
-    out = []
+@pytest.fixture
+def submit(host):
+    """submit(sources or cells, limits=FAST) -> a SubmissionRun (closed when the test ends)."""
+    runs: list[SubmissionRun] = []
+
+    def make(sources, limits: Limits = FAST) -> SubmissionRun:
+        given = cells(*sources) if isinstance(sources, (list, tuple)) and sources and isinstance(sources[0], str) \
+            else sources
+        run = host.submission(given, limits)
+        runs.append(run)
+        return run
+
+    yield make
+    for run in runs:
+        run.close()
+
+
+def sandbox_processes() -> list[int]:
+    """Live processes on this machine that run as the sandbox's uid, or that are descendants of
+    this test process other than bubblewrap and the zygote's own host."""
+    me = os.getpid()
+    parent: dict[int, int] = {}
+    state: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -39,30 +60,55 @@ def _group_members(pgid: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            out.append(int(entry.name))
+        parent[int(entry.name)] = int(fields[1])
+        state[int(entry.name)] = fields[0]
+    out = []
+    for pid in parent:
+        p = pid
+        for _ in range(1000):
+            p = parent.get(p, 0)
+            if p in (0, 1):
+                break
+            if p == me:
+                if state[pid] != "Z":
+                    out.append(pid)
+                break
     return out
 
 
-def reaped(pid: int) -> bool:
-    """True if `pid` is no child of ours any more (waited for), so it left no zombie."""
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
+def descendants_settled(expected: int, settle: float = 10.0) -> int:
+    """How many processes below this one there are, once at most `expected` remain (or after
+    `settle` seconds: killed processes take a moment to go)."""
+    end = time.monotonic() + settle
+    while True:
+        n = len(sandbox_processes())
+        if n <= expected or time.monotonic() >= end:
+            return n
+        time.sleep(0.05)
 
 
-@pytest.fixture
-def sandbox_factory():
-    """Make sandboxes that are closed when the test ends."""
-    made: list[Sandbox] = []
+class Caller:
+    """A run plus one problem's handle, for tests that only call functions."""
 
-    def make(sources, limits: Limits = FAST, **kwargs) -> Sandbox:
-        box = Sandbox(cells(*sources) if isinstance(sources, (list, tuple)) else sources, limits, **kwargs)
-        made.append(box)
-        return box
+    def __init__(self, run: SubmissionRun, problem: str = "tests"):
+        self.run = run
+        self.report = run.report
+        self.handle = run.problem(problem)
 
-    yield make
-    for box in made:
-        box.close()
+    def call(self, name: str, args=(), kwargs=None):
+        return self.handle.call(name, args, kwargs)
+
+
+def settled_count(quiet: float = 0.5, limit: float = 15.0) -> int:
+    """The number of processes below this one once it stopped changing for `quiet` seconds
+    (processes killed a moment ago take a little while to go)."""
+    end = time.monotonic() + limit
+    last, since = len(sandbox_processes()), time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        n = len(sandbox_processes())
+        if n != last:
+            last, since = n, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+    return last

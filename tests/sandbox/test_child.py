@@ -1,13 +1,12 @@
-"""The child process: how it runs notebook cells and answers calls (driven through a real Sandbox)."""
+"""Inside the sandbox: how notebook cells are run and calls answered (driven through a real host)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from autograder.sandbox.launcher import Sandbox
 from autograder.sandbox.outcomes import BadReturnValue, FunctionMissing, NotCallable, StudentRaised
 
-from .conftest import FAST, cells
+from .conftest import FAST, Caller, cells
 
 # A notebook whose layer_norm has the unbiased-variance mistake, and which then tries to make
 # every numpy comparison pass; the later cells define helpers the call tests use.
@@ -85,120 +84,122 @@ answer = 42
 
 
 @pytest.fixture(scope="module")
-def box():
-    with Sandbox(NOTEBOOK, FAST) as sb:
-        sb.start()
-        yield sb
+def box(host):
+    run = host.submission(NOTEBOOK, FAST)
+    yield Caller(run)
+    run.close()
 
 
-def run(sandbox_factory, *sources, **kwargs):
-    sb = sandbox_factory(list(sources), **kwargs)
-    return sb, sb.start()
+def run(submit, *sources, limits=FAST):
+    r = submit(list(sources), limits)
+    return Caller(r), r.report
 
 
 # --------------------------------------------------------------------------- cells
 
-def test_cells_share_one_namespace_named_main(sandbox_factory):
+def test_cells_share_one_namespace_named_main(submit):
     """Do later cells see earlier definitions, with __name__ == '__main__'?"""
-    sb, report = run(sandbox_factory, "a = 2", "if __name__ == '__main__':\n    b = a * 3", "def f():\n    return b")
+    sb, report = run(submit, "a = 2", "if __name__ == '__main__':\n    b = a * 3", "def f():\n    return b")
     assert [c.status for c in report.cells] == ["ok", "ok", "ok"]
     assert sb.call("f").value == 6
 
 
-def test_a_failing_cell_does_not_stop_later_cells(sandbox_factory):
+def test_a_failing_cell_does_not_stop_later_cells(submit):
     """Does a cell that raises get reported (type, message, line) while later cells still run?"""
-    sb, report = run(sandbox_factory, "x = 1", "y = 2\nz = undefined_name + 1", "def g():\n    return x + 10")
+    sb, report = run(submit, "x = 1", "y = 2\nz = undefined_name + 1", "def g():\n    return x + 10")
     bad = report.cell(2)
     assert (bad.status, bad.error_type) == ("error", "NameError")
     assert "undefined_name" in bad.message and bad.where == "line 2: `z = undefined_name + 1`"
     assert report.cell(3).status == "ok" and sb.call("g").value == 11
     assert report.state == "ok"
-    assert any("cell 2 raised NameError" in n for n in report.notes)
+    assert "The 2nd code cell (`y = 2`) raised NameError: name 'undefined_name' is not defined " \
+           "(line 2: `z = undefined_name + 1`)" in report.notes
 
 
-def test_error_in_a_function_defined_elsewhere_names_that_cell(sandbox_factory):
-    """When a cell fails inside a function from an earlier cell, is the earlier cell named?"""
-    _, report = run(sandbox_factory, "def f():\n    return 1 / 0", "f()")
-    assert report.cell(2).where == "cell 1, line 2: `return 1 / 0`"
+def test_error_in_a_function_defined_elsewhere_names_that_cell(submit):
+    """When a cell fails inside a function from an earlier cell, is the earlier cell named as a
+    student counts it (code cells only, from 1) with the function it defines?"""
+    _, report = run(submit, "def f():\n    return 1 / 0", "f()")
+    assert report.cell(2).where == "the 1st code cell (`def f`), line 2: `return 1 / 0`"
 
 
-def test_syntax_error_is_reported_with_its_line(sandbox_factory):
+def test_syntax_error_is_reported_with_its_line(submit):
     """Is a cell with a syntax error reported as SyntaxError with its line, without stopping the rest?"""
-    _, report = run(sandbox_factory, "a = 1\nb = (2 +\n", "c = 3")
+    _, report = run(submit, "a = 1\nb = (2 +\n", "c = 3")
     assert report.cell(1).error_type == "SyntaxError" and report.cell(1).where.startswith("line ")
     assert report.cell(2).status == "ok"
 
 
-def test_line_magics_and_shell_lines_are_skipped_with_notes(sandbox_factory):
+def test_line_magics_and_shell_lines_are_skipped_with_notes(submit):
     """Are `%magic`, `!shell` and `x?` lines replaced by pass (indentation kept) and noted?"""
-    sb, report = run(sandbox_factory,
+    sb, report = run(submit,
                      "%matplotlib inline\nimport numpy as np\n!ls -la\nnp.mean?\n"
                      "for i in range(2):\n    %time x = i\nres = 'ran'",
                      "def r():\n    return res")
     assert report.cell(1).status == "ok" and sb.call("r").value == "ran"
     assert report.cell(1).notes == (
-        "cell 1: skipped IPython magic `%matplotlib inline`",
-        "cell 1: skipped shell command `!ls -la`",
-        "cell 1: skipped IPython help `np.mean?`",
-        "cell 1: skipped IPython magic `%time x = i`",
+        "the 1st code cell (`%matplotlib inline`): skipped IPython magic `%matplotlib inline`",
+        "the 1st code cell (`%matplotlib inline`): skipped shell command `!ls -la`",
+        "the 1st code cell (`%matplotlib inline`): skipped IPython help `np.mean?`",
+        "the 1st code cell (`%matplotlib inline`): skipped IPython magic `%time x = i`",
     )
 
 
-def test_valid_python_starting_with_percent_is_left_alone(sandbox_factory):
+def test_valid_python_starting_with_percent_is_left_alone(submit):
     """Is a continuation line starting with `%` (modulo) run as Python, not dropped as a magic?"""
-    sb, report = run(sandbox_factory, "v = (17\n     % 5)", "def get():\n    return v")
+    sb, report = run(submit, "v = (17\n     % 5)", "def get():\n    return v")
     assert report.cell(1).notes == () and sb.call("get").value == 2
 
 
-def test_cell_magics_skip_the_cell_except_time_and_capture(sandbox_factory):
+def test_cell_magics_skip_the_cell_except_time_and_capture(submit):
     """Is a `%%bash` cell skipped whole with a note, while a `%%time` cell's code still runs?"""
-    sb, report = run(sandbox_factory, "%%bash\necho hi", "%%time\nt = 5", "def get():\n    return t")
+    sb, report = run(submit, "%%bash\necho hi", "%%time\nt = 5", "def get():\n    return t")
     assert report.cell(1).status == "skipped"
-    assert report.cell(1).notes == ("cell 1: skipped: it starts with the cell magic `%%bash`",)
+    assert report.cell(1).notes == ("the 1st code cell (`%%bash`): skipped: it starts with the cell magic `%%bash`",)
     assert report.cell(2).status == "ok" and sb.call("get").value == 5
     assert "skipped" in " ".join(report.notes)
 
 
-def test_get_ipython_and_display_are_harmless(sandbox_factory):
+def test_get_ipython_and_display_are_harmless(submit):
     """Do get_ipython().run_line_magic(...) and display(...) work (doing nothing / printing) with a note?"""
-    _, report = run(sandbox_factory, "get_ipython().run_line_magic('matplotlib', 'inline')\ndisplay([1, 2])")
+    _, report = run(submit, "get_ipython().run_line_magic('matplotlib', 'inline')\ndisplay([1, 2])")
     cell = report.cell(1)
     assert cell.status == "ok" and cell.stdout == "[1, 2]\n"
-    assert cell.notes == ("cell 1: `get_ipython().run_line_magic(...)` did nothing "
-                          "(the grader does not run IPython)",)
+    assert cell.notes == ("the 1st code cell (`get_ipython().run_line_magic('matplot...`): "
+                          "`get_ipython().run_line_magic(...)` did nothing (the grader does not run IPython)",)
 
 
-def test_prints_are_captured_per_cell_and_bounded(sandbox_factory):
+def test_prints_are_captured_per_cell_and_bounded(submit):
     """Is each cell's output captured separately and cut to a bounded size with a marker?"""
-    _, report = run(sandbox_factory, "print('first')", "import sys\nprint('x' * 200_000)\nsys.stderr.write('end')")
+    _, report = run(submit, "print('first')", "import sys\nprint('x' * 200_000)\nsys.stderr.write('end')")
     assert report.cell(1).stdout == "first\n"
     out = report.cell(2).stdout
     assert len(out) < 70_000 and "characters of output dropped" in out and out.endswith("end")
 
 
-def test_megabytes_of_output_do_not_disturb_the_protocol(sandbox_factory):
+def test_megabytes_of_output_do_not_disturb_the_protocol(submit):
     """Do many MB printed from Python and written to fd 1/2 at OS level leave the channel intact?"""
     spam = ("import os, sys\n"
             "for i in range(20000):\n    print('spam' * 250)\n"
             "os.write(1, b'\\x00garbage' * 1_000_000)\nos.write(2, b'more' * 1_000_000)\n"
             "def loud():\n    os.write(1, b'frame?' * 100_000)\n    print('q' * 5_000_000)\n    return 7")
-    sb, report = run(sandbox_factory, spam, "after = 1")
+    sb, report = run(submit, spam, "after = 1")
     assert report.cell(1).status == "ok" and report.cell(2).status == "ok"
     assert sb.call("loud").value == 7
     assert sb.call("loud").value == 7
 
 
-def test_output_that_is_not_valid_utf8_is_made_safe(sandbox_factory):
+def test_output_that_is_not_valid_utf8_is_made_safe(submit):
     """Are lone surrogates in printed output and exception messages replaced, so reports can be written?"""
-    _, report = run(sandbox_factory, "print('a\\udcff b')\nraise ValueError('\\ud800')")
+    _, report = run(submit, "print('a\\udcff b')\nraise ValueError('\\ud800')")
     cell = report.cell(1)
     assert cell.stdout == "a? b\n" and cell.message == "?"
     cell.stdout.encode("utf-8")
 
 
-def test_exit_in_a_cell_is_an_error_not_the_end(sandbox_factory):
+def test_exit_in_a_cell_is_an_error_not_the_end(submit):
     """Does exit()/sys.exit() in a cell count as that cell's error while later cells run?"""
-    sb, report = run(sandbox_factory, "import sys\nsys.exit(3)", "exit()", "def ok():\n    return 'alive'")
+    sb, report = run(submit, "import sys\nsys.exit(3)", "exit()", "def ok():\n    return 'alive'")
     assert report.cell(1).error_type == "SystemExit" and report.cell(2).error_type == "SystemExit"
     assert sb.call("ok").value == "alive"
 
@@ -239,8 +240,8 @@ def test_raised_exception_names_type_message_and_line(box):
         box.call("divide", (1.0, 0))
     err = info.value
     assert err.type_name == "ValueError" and err.message == "cannot divide 1.0 by zero"
-    assert err.where == ("cell 4, line 15: `return helper(a, b)`",
-                         "cell 4, line 19: `raise ValueError(f\"cannot divide {a} by zero\")`")
+    assert err.where == ("the 4th code cell (`def echo`), line 15: `return helper(a, b)`",
+                         "the 4th code cell (`def echo`), line 19: `raise ValueError(f\"cannot divide {a} by zero\")`")
     assert "`divide` raised ValueError" in err.feedback
     assert box.call("divide", (1.0, 4)).value == 0.25
 
@@ -267,15 +268,15 @@ def test_unsendable_returns_are_bad_return_values(box, name, fragment):
     with pytest.raises(BadReturnValue) as info:
         box.call(name)
     assert fragment in info.value.feedback
-    assert box.alive
+    assert box.call("echo", (1,)).value == (1,)
 
 
 def test_numpy_warnings_are_recorded_and_deduplicated(box):
     """Are RuntimeWarnings from inside the call recorded once each, with the cell line?"""
     result = box.call("overflow", (np.array([1000.0]),))
     assert result.warnings == (
-        "RuntimeWarning: overflow encountered in exp (cell 4, line 24)",
-        "RuntimeWarning: divide by zero encountered in log (cell 4, line 25)",
+        "RuntimeWarning: overflow encountered in exp, at the 4th code cell (`def echo`), line 24",
+        "RuntimeWarning: divide by zero encountered in log, at the 4th code cell (`def echo`), line 25",
     )
     assert box.call("echo", (1,)).warnings == ()
 
@@ -299,9 +300,9 @@ def test_call_output_is_captured(box):
     assert big.value == 50_000 and len(big.stdout) < 70_000 and "dropped" in big.stdout
 
 
-def test_tampering_with_builtins_and_modules_does_not_break_calls(sandbox_factory):
+def test_tampering_with_builtins_and_modules_does_not_break_calls(submit):
     """Do calls still work after a notebook rebinds builtins, json, socket and struct functions?"""
-    sb, report = run(sandbox_factory, """
+    sb, report = run(submit, """
 import builtins, json, socket, struct
 import numpy as np
 def double(x):

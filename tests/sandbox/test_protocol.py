@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import socket
 import struct
 import subprocess
@@ -225,10 +226,46 @@ def test_channel_requires_a_dict_with_an_op():
     b.close()
 
 
-def test_child_imports_only_stdlib_numpy_and_the_protocol():
-    """Does importing the child pull in nothing from the grading side (or pickle-based helpers)?"""
-    code = ("import sys; import autograder.sandbox.child; "
+def test_descriptors_cross_a_channel_between_messages():
+    """Do file descriptors sent with send_fds arrive (usable) between two framed messages?"""
+    a, b = socket.socketpair()
+    ca, cb = protocol.Channel(a), protocol.Channel(b)
+    r, w = os.pipe()
+    ca.send({"op": "fork"})
+    ca.send_fds([w])
+    ca.send({"op": "after"})
+    assert cb.recv(trusted=True) == {"op": "fork"}
+    (got,) = cb.recv_fds(1)
+    assert got != w
+    os.write(got, b"through")
+    assert os.read(r, 7) == b"through"
+    assert cb.recv(trusted=True) == {"op": "after"}
+    for fd in (r, w, got):
+        os.close(fd)
+    ca.close()
+    with pytest.raises(EOFError):
+        cb.recv_fds(1)
+    cb.close()
+
+
+def test_a_message_where_descriptors_were_expected_is_refused():
+    """Is a plain frame read with recv_fds a ProtocolError, not a hang or a silent success?"""
+    a, b = socket.socketpair()
+    protocol.Channel(a).send({"op": "x"})
+    with pytest.raises(ProtocolError, match="descriptor"):
+        protocol.Channel(b).recv_fds(1, deadline=time.monotonic() + 5)
+    a.close()
+    b.close()
+
+
+def test_the_sandbox_side_imports_only_stdlib_numpy_and_its_own_modules():
+    """Does importing the zygote and the child pull in nothing from the grading side, and is
+    every engine module they import in the sandbox's allow-list?"""
+    from autograder.sandbox.isolation import CHILD_MODULES
+
+    code = ("import sys; import autograder.sandbox.zygote, autograder.sandbox.child; "
             "print(sorted(m for m in sys.modules if m.startswith('autograder')))")
     out = subprocess.run([sys.executable, "-s", "-P", "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == str(sorted(["autograder", "autograder.sandbox",
-                                             "autograder.sandbox.protocol", "autograder.sandbox.child"]))
+    expected = sorted(["autograder", "autograder.sandbox"] +
+                      [f"autograder.sandbox.{m[:-3]}" for m in CHILD_MODULES if m != "__init__.py"])
+    assert out.stdout.strip() == str(expected)

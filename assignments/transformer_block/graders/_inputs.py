@@ -105,7 +105,8 @@ def expect_float32(expect, out, what: str) -> None:
 
 
 def expect_clean_call(student, expect, what: str) -> None:
-    """The last call modified none of its arguments and raised no numpy/Python warnings."""
+    """Advice only (the child reports this itself, so it carries no points): the last call
+    modified none of its arguments and raised no numpy/Python warnings."""
     if getattr(student.last_call, "mutated", ()):
         expect.diagnose("general.mutates_input")
     expect.not_mutated(what)

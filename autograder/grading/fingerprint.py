@@ -1,0 +1,87 @@
+"""What a grade depends on, as hashes: the submission's content and the graders' version.
+
+A submission is graded again only when one of these changed (or when asked with --force):
+
+- the submission: the names, kinds and bytes of the entries grading reads in
+  submitted/<student>/<assignment>/ (every *.ipynb and timestamp.txt; a symbolic link counts by
+  its name and kind, it is never followed);
+- the graders: the engine's version and source, every file of the assignment's instructor code
+  (assignments/<package>/: reference, mistakes, graders), and its course.yml entry as parsed
+  (problems, points, tolerances, limits, due date, late policy);
+- the student's hidden-input seed, whether they are on the roster, and the sandbox layers that
+  apply on this machine (a result graded with --insecure is graded again once the sandbox works).
+"""
+from __future__ import annotations
+
+import hashlib
+import stat
+from pathlib import Path
+
+from ..config import Assignment, Course
+from ..notebooks import RefusedFile, hash_regular, submission_entries
+from .lateness import TIMESTAMP_FILE
+
+SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints"}
+
+
+def _tree(digest: hashlib._Hash, root: Path, suffixes: tuple[str, ...] | None = None) -> None:
+    """Feed every regular file under `root` (sorted, no link followed) into `digest`."""
+    if not root.is_dir():
+        digest.update(b"absent\0")
+        return
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if SKIP_PARTS & set(rel.parts) or path.suffix == ".pyc":
+            continue
+        if suffixes is not None and path.suffix not in suffixes:
+            continue
+        mode = path.lstat().st_mode
+        if stat.S_ISDIR(mode):
+            continue
+        digest.update(str(rel).encode() + b"\0")
+        if stat.S_ISREG(mode):
+            hash_regular(path, digest)
+        else:
+            digest.update(f"mode {stat.S_IFMT(mode)}".encode())
+        digest.update(b"\0")
+
+
+def graders_version(course: Course, assignment: Assignment) -> str:
+    """A hash of the engine, the assignment's instructor code and its course.yml entry."""
+    import autograder
+
+    digest = hashlib.sha256()
+    digest.update(f"engine {autograder.__version__}\0".encode())
+    _tree(digest, Path(autograder.__file__).resolve().parent, (".py", ".html"))
+    digest.update(b"instructor\0")
+    package = course.layout.package(assignment.package)
+    init = package.parent / "__init__.py"
+    if init.is_file():
+        hash_regular(init, digest)
+    _tree(digest, package)
+    digest.update(b"config\0" + repr(assignment).encode())
+    return digest.hexdigest()
+
+
+def submission_hash(folder: Path) -> str:
+    """A hash of what grading reads from one submission folder."""
+    digest = hashlib.sha256()
+    for name, mode in submission_entries(folder):
+        if not (name.endswith(".ipynb") or name == TIMESTAMP_FILE):
+            continue
+        digest.update(f"{name}\0{stat.S_IFMT(mode)}\0".encode())
+        if stat.S_ISREG(mode):
+            try:
+                hash_regular(folder / name, digest)
+            except RefusedFile as exc:
+                digest.update(f"refused: {exc}".encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def grading_key(graders: str, submission: str, *, seed: int, on_roster: bool,
+                isolation: tuple[str, ...] = ()) -> str:
+    """The key stored with a result: equal keys mean grading again would give the same result."""
+    text = (f"graders {graders}\0submission {submission}\0seed {seed}\0roster {on_roster}"
+            f"\0isolation {','.join(sorted(isolation))}")
+    return hashlib.sha256(text.encode()).hexdigest()

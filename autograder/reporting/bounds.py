@@ -1,0 +1,73 @@
+"""Size caps on everything a report shows, whatever a notebook printed or raised.
+
+Student code controls much of the text in a result (exception messages, notes about its cells,
+printed output quoted in messages), so before any report is rendered the result is bounded:
+at most MAX_NOTES notes of NOTE_CHARS characters each, a test message of OUTPUT_CHARS, an
+instructor detail of DETAIL_CHARS, a crash reason of ERROR_CHARS. With the graders' own number of
+tests this keeps results.json and the feedback page small (tests come from the trusted graders and
+are never dropped, so scores are unchanged); the writers also check the rendered
+size against RESULTS_JSON_MAX_BYTES and FEEDBACK_MAX_BYTES and fall back to a shorter form.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from autograder.grading.results import SubmissionResult, TestResult
+
+MAX_NOTES = 40
+NOTE_CHARS = 1_000
+OUTPUT_CHARS = 2_000
+DESCRIPTION_CHARS = 300
+DETAIL_CHARS = 4_000
+ERROR_CHARS = 4_000
+HINT_CHARS = 600
+MAX_DIAGNOSES = 10
+NAME_CHARS = 300
+RESULTS_JSON_MAX_BYTES = 2_000_000
+FEEDBACK_MAX_BYTES = 2_000_000
+
+ELLIPSIS = " [...]"
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, marked where it was cut; lone surrogates
+    (which JSON can carry but UTF-8 cannot) become '?'."""
+    text = str(text)        # callers may pass what a student's code produced
+    if len(text) > limit:
+        text = text[: max(0, limit - len(ELLIPSIS))] + ELLIPSIS
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def clip_notes(notes: tuple[str, ...], count: int = MAX_NOTES, chars: int = NOTE_CHARS) -> tuple[str, ...]:
+    """At most `count` notes (the last one saying how many more there were), each clipped."""
+    notes = tuple(notes)
+    if len(notes) > count:
+        extra = len(notes) - (count - 1)
+        notes = notes[: count - 1] + (f"... and {extra} more notes, not shown.",)
+    return tuple(clip(n, chars) for n in notes)
+
+
+def _bound_test(t: TestResult) -> TestResult:
+    diagnoses = tuple(clip(d, NAME_CHARS) for d in t.diagnoses[:MAX_DIAGNOSES])
+    return dataclasses.replace(
+        t, name=clip(t.name, NAME_CHARS), problem=clip(t.problem, NAME_CHARS),
+        output=clip(t.output, OUTPUT_CHARS), description=clip(t.description, DESCRIPTION_CHARS),
+        diagnoses=diagnoses, hints=tuple(clip(h, HINT_CHARS) for h in t.hints[:len(diagnoses)]),
+        detail=clip(t.detail, DETAIL_CHARS))
+
+
+def bound_result(result: SubmissionResult) -> SubmissionResult:
+    """`result` with every text field within the caps above (idempotent)."""
+    return dataclasses.replace(
+        result, tests=tuple(_bound_test(t) for t in result.tests),
+        notes=clip_notes(result.notes), error=clip(result.error, ERROR_CHARS),
+        files=tuple(clip(f, NAME_CHARS) for f in result.files[:20]))
+
+
+def shrunk(result: SubmissionResult) -> SubmissionResult:
+    """A last resort when a bounded result still renders too large: messages and notes cut short."""
+    tests = tuple(dataclasses.replace(t, output=clip(t.output, 200), detail=clip(t.detail, 200),
+                                      hints=tuple(clip(h, 200) for h in t.hints))
+                  for t in result.tests)
+    return dataclasses.replace(result, tests=tests, notes=clip_notes(result.notes, 5, 300),
+                               error=clip(result.error, 500))

@@ -1,0 +1,895 @@
+"""The trusted side's handle on the sandbox: one warm host per worker, a run per submission, a
+fresh process per problem.
+
+    host = SandboxHost()                          # start once per worker (bubblewrap + zygote)
+    run = host.submission(cells, limits)          # forks the submission's namespaces, runs the notebook
+    run.report                                    # ExecutionReport: per-cell outcomes, isolation layers
+    p = run.problem("layer_norm")                 # a fresh fork of the post-notebook state
+    p.call("layer_norm", (x, g, b), {})           # CallResult(value, warnings, mutated, seconds, stdout)
+    p.call_many([("f", (1,), {}), ("g", (), {})]) # one round trip; a CallResult or an error per call
+    run.close(); host.close()
+
+Nothing the child sends is trusted: replies are decoded with size caps, and every wait has a
+deadline. One wall-clock budget per submission (limits.submission_seconds) covers the notebook
+runs, restarts and calls; past it every call fails at once. A call that hangs or crashes costs
+only that process: the next call forks again from the template (milliseconds; the notebook is
+not run again), at most limits.max_restarts times per submission, and a function that hung or
+crashed twice is not called again. A notebook cell that hangs or kills its process is noted and
+the notebook is run again without it (within limits.total_seconds).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import signal
+import socket
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import Limits
+from ..errors import CourseError
+from . import isolation, protocol
+from .outcomes import (
+    BadReturnValue,
+    CallResult,
+    CallTimeout,
+    CellOutcome,
+    ChildCrashed,
+    ExecutionReport,
+    FunctionMissing,
+    NotCallable,
+    NotebookFailed,
+    SandboxError,
+    StudentCodeError,
+    StudentRaised,
+    TimeBudgetExceeded,
+)
+from .process import HostProcess
+
+__all__ = ["SandboxHost", "SubmissionRun", "ProblemHandle", "SandboxUnavailable", "HostInfo",
+           "describe_exit"]
+
+CONTROL_SECONDS = 20.0          # a sandbox process that never ran student code must answer within this
+START_SECONDS = 60.0            # the host's start-up (interpreter + numpy), generous for a loaded machine
+MAX_FAILURES_PER_FUNCTION = 2   # hangs/crashes of one function before it is no longer called
+TEXT_KEEP = 2_000
+TEMPLATE_LOST = ("the process holding your notebook's state stopped after the notebook ran "
+                 "(did your code end it, e.g. with os.kill, or from a background thread?)")
+CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, max_items=100_000)
+ENV_PASS_THROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+CGROUP_PREFIX = "autograder-"
+
+
+class SandboxUnavailable(CourseError):
+    """The sandbox cannot be set up on this machine (one line: why, and how to fix it)."""
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    layers: tuple[str, ...]        # isolation layers that applied (see autograder.sandbox.isolation)
+    missing: tuple[str, ...]       # one line per required layer that did not apply, with the reason
+    insecure: bool                 # started without refusing although layers were missing
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+def describe_exit(returncode: int | None) -> str:
+    """Why a process ended, in words a student can act on."""
+    if returncode is None:
+        return "it stopped responding"
+    if returncode >= 0:
+        return f"exited with status {returncode} (did the code call os._exit() or end the process?)"
+    sig = -returncode
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"signal {sig}"
+    known = {
+        signal.SIGKILL: f"killed by signal {sig} ({name}; memory limit?)",
+        signal.SIGSEGV: f"segmentation fault (signal {sig}, {name})",
+        signal.SIGXCPU: f"CPU time limit reached (signal {sig}, {name})",
+        signal.SIGXFSZ: f"wrote a file larger than the limit (signal {sig}, {name})",
+        signal.SIGABRT: f"aborted (signal {sig}, {name})",
+        signal.SIGSYS: f"made a forbidden system call (signal {sig}, {name})",
+    }
+    return known.get(sig, f"stopped by signal {sig} ({name})")
+
+
+def _close_quietly(chan: protocol.Channel | None) -> None:
+    if chan is not None:
+        try:
+            chan.close()
+        except OSError:
+            pass
+
+
+def _clean(value: str, limit: int) -> str:
+    """Cut to `limit` characters; lone surrogates (valid JSON, invalid UTF-8) become '?'."""
+    value = value if len(value) <= limit else value[: limit - 3] + "..."
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
+def _text(msg: dict, key: str, limit: int = TEXT_KEEP) -> str:
+    value = msg.get(key, "")
+    return _clean(value, limit) if type(value) is str else ""
+
+
+def _texts(msg: dict, key: str, count: int = 50, limit: int = 400) -> tuple[str, ...]:
+    value = msg.get(key, ())
+    if type(value) not in (list, tuple):
+        return ()
+    return tuple(_clean(v, limit) for v in value[:count] if type(v) is str)
+
+
+def _seconds(msg: dict, key: str = "seconds") -> float:
+    value = msg.get(key, 0.0)
+    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+        return 0.0
+    return float(value)
+
+
+@dataclass(frozen=True)
+class _Cell:
+    index: int
+    source: str
+    label: str
+
+
+def _cell(c: Any) -> _Cell:
+    if isinstance(c, Mapping):
+        index, source, label = c["index"], c["source"], c.get("label", "")
+    else:
+        index, source, label = c.index, c.source, getattr(c, "label", "")
+    return _Cell(int(index), str(source), str(label or f"cell {index}"))
+
+
+def _limits_message(limits: Limits) -> dict:
+    return {
+        "memory_mb": int(limits.memory_mb),
+        "cpu_seconds": math.ceil(max(limits.total_seconds, limits.submission_seconds) + 30),
+        "file_mb": int(limits.scratch_mb),
+        "open_files": 64,
+        "processes": int(limits.processes),
+        "scratch_mb": int(limits.scratch_mb),
+    }
+
+
+def _sandbox_env() -> dict[str, str]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "NUMEXPR_NUM_THREADS": "1",
+        "VECLIB_MAXIMUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": isolation.LIB,
+        "MPLBACKEND": "Agg",
+    }
+    for key in ENV_PASS_THROUGH:
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+# --------------------------------------------------------------------------- the host
+
+class SandboxHost:
+    """One bubblewrap sandbox holding a warm zygote; forks a run per submission.
+
+    `insecure=True` grades even when some isolation layer is unavailable (it is recorded);
+    otherwise `start()` raises SandboxUnavailable naming the first missing layer and the fix.
+    The zygote is replaced after `recycle_after` submissions, or when it died."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, *, insecure: bool = False, recycle_after: int = 500,
+                 memory_mb: int = 2048, processes: int = 64):
+        self.insecure = insecure
+        self.recycle_after = recycle_after
+        self.info: HostInfo | None = None
+        self.submissions = 0            # started on the current zygote
+        self.starts = 0                 # zygotes started
+        self._memory_mb = memory_mb
+        self._processes = processes
+        self._process: HostProcess | None = None
+        self._ctl: protocol.Channel | None = None
+        self._cgroup: isolation.Cgroup | None = None
+        self._dir: Path | None = None
+        self._host_layers: tuple[str, ...] = ()
+        self._problems: list[str] = []
+        self._closed = False
+
+    # ---- lifecycle
+    def __enter__(self) -> SandboxHost:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.alive
+
+    def start(self) -> HostInfo:
+        """Start the zygote (if not running) and check the isolation layers with a probe run."""
+        if self._closed:
+            raise RuntimeError("this sandbox host was closed")
+        if self.alive and self.info is not None:
+            return self.info
+        self._spawn()
+        self.info = self._probe()
+        if self.info.missing and not self.insecure:
+            first = self.info.missing[0]
+            self._stop()
+            raise SandboxUnavailable(f"the sandbox cannot be set up: {first}; pass --insecure to grade "
+                                     f"without it (not for untrusted submissions)")
+        return self.info
+
+    def close(self) -> None:
+        self._closed = True
+        self._stop()
+        if self._dir is not None:
+            for f in self._dir.iterdir():
+                f.unlink(missing_ok=True)
+            self._dir.rmdir()
+            self._dir = None
+
+    def _stop(self) -> None:
+        _close_quietly(self._ctl)
+        self._ctl = None
+        if self._process is not None:
+            self._process.kill()
+            self._process = None
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+
+    def _spawn(self) -> None:
+        self._stop()
+        self._problems = []
+        layers: list[str] = []
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="autograder-host-"))
+        as_root = os.geteuid() == 0
+        parent, child = socket.socketpair()
+        zygote_args = [isolation.sandbox_python(), "-S", "-s", "-P", "-m", "autograder.sandbox.zygote",
+                       "--fd", str(child.fileno())]
+        bwrap = isolation.bwrap_path()
+        env = _sandbox_env()
+        if bwrap is None:
+            if not self.insecure:
+                raise SandboxUnavailable("the sandbox cannot be set up: bubblewrap is not installed "
+                                         "(apt-get install bubblewrap); pass --insecure to grade without it "
+                                         "(not for untrusted submissions)")
+            self._problems.append("bubblewrap: not installed (apt-get install bubblewrap)")
+        if bwrap is not None:
+            if as_root:
+                zygote_args += ["--mount-proc", "--uid", str(isolation.SANDBOX_UID)]
+            argv = isolation.bwrap_command(bwrap, zygote_args, as_root=as_root, fd=child.fileno())
+            layers += ["bubblewrap", "allow-list-fs"]
+        else:
+            # Insecure: the zygote alone, seeing this machine's files; numpy from where it is installed.
+            env["PYTHONPATH"] = os.pathsep.join([str(Path(isolation.__file__).resolve().parents[2]),
+                                                 str(Path(np.__file__).resolve().parents[1])])
+            if as_root and isolation.readable_by_others(isolation.sandbox_python()):
+                zygote_args += ["--uid", str(isolation.SANDBOX_UID)]
+            elif as_root:
+                self._problems.append("unprivileged-uid: without bubblewrap the sandbox cannot drop root "
+                                      "(the interpreter is not readable by other users)")
+            argv = zygote_args
+        procs: list[str] = []
+        if as_root:
+            isolation.remove_stale_cgroups(CGROUP_PREFIX)
+            made = isolation.Cgroup.create(f"{CGROUP_PREFIX}{os.getpid()}-{next(self._ids)}",
+                                           pids=self._processes + 16,
+                                           memory_bytes=(self._memory_mb + 512) * 2**20)
+            if isinstance(made, isolation.Cgroup):
+                self._cgroup = made
+                procs = made.procs_files
+                layers.append("cgroup")
+        try:
+            self._process = HostProcess(argv, env=env, pass_fds=(child.fileno(),),
+                                        log_path=self._dir / "host-stderr.log", cgroup_procs=procs)
+        except OSError as exc:
+            parent.close()
+            raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from None
+        finally:
+            child.close()
+        self._ctl = protocol.Channel(parent)
+        self.starts += 1
+        self.submissions = 0
+        try:
+            host_filter, student_filter = isolation.seccomp_programs()
+        except isolation.SeccompUnavailable as exc:
+            host_filter = student_filter = None
+            self._problems.append(f"seccomp: {exc}")
+        config = {"op": "config", "namespaces": True,
+                  "host_filter": None if host_filter is None else np.frombuffer(host_filter, np.uint8),
+                  "student_filter": None if student_filter is None else np.frombuffer(student_filter, np.uint8)}
+        deadline = time.monotonic() + START_SECONDS
+        try:
+            self._ctl.send(config, deadline=deadline)
+            hello = self._ctl.recv(trusted=True, deadline=deadline, caps=CELL_CAPS)
+        except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
+            tail = self._process.log_tail()
+            self._stop()
+            reason = tail.splitlines()[-1] if tail else f"{type(exc).__name__}: {exc}"
+            hint = ("; enable unprivileged user namespaces (sysctl user.max_user_namespaces, "
+                    "kernel.unprivileged_userns_clone)"
+                    if bwrap and "namespace" in reason.lower() + tail.lower() else "")
+            raise SandboxUnavailable(f"the sandbox could not start: {reason[:300]}{hint}") from None
+        if hello.get("op") != "hello":
+            self._stop()
+            raise SandboxUnavailable("the sandbox could not start: unexpected first message")
+        layers += [x for x in _texts(hello, "layers", 20, 60) if x != "no-capabilities-host"]
+        self._problems += list(_texts(hello, "problems", 20, 300))
+        self._host_layers = tuple(layers)
+
+    def _probe(self) -> HostInfo:
+        """Run a two-line notebook and one call through every stage; collect the layers."""
+        limits = Limits(cell_seconds=CONTROL_SECONDS, total_seconds=CONTROL_SECONDS, call_seconds=CONTROL_SECONDS,
+                        submission_seconds=3 * CONTROL_SECONDS, memory_mb=self._memory_mb, processes=self._processes)
+        run = self._submission([{"index": 0, "label": "probe", "source": "def probe():\n    return 1"}], limits, None)
+        try:
+            if not run.report.ok:
+                raise SandboxError(f"the probe notebook did not run: {run.report.detail or run.report.messages}")
+            value = run.problem("probe").call("probe").value
+            if value != 1:
+                raise SandboxError("the probe call did not answer")
+            layers = run.isolation
+        finally:
+            run.close()
+        missing = [f"{layer}: {self._why(layer)}" for layer in isolation.REQUIRED if layer not in layers]
+        return HostInfo(layers=layers, missing=tuple(missing), insecure=self.insecure)
+
+    def _why(self, layer: str) -> str:
+        hints = {
+            "bubblewrap": "bubblewrap is not installed or could not start (apt-get install bubblewrap)",
+            "allow-list-fs": "needs bubblewrap (apt-get install bubblewrap)",
+            "no-network": "needs bubblewrap's network namespace",
+            "unprivileged-uid": "the sandbox runs as root",
+            "seccomp": "libseccomp could not build the filter (apt-get install libseccomp2)",
+        }
+        related = [p for p in self._problems if p.split(":")[0].split()[0] in layer or layer.split("-")[0] in p]
+        if related:
+            return related[0]
+        if layer in hints:
+            return hints[layer]
+        if "namespace" in layer or layer in ("fresh-proc", "private-scratch", "process-limit"):
+            return ("user namespaces are not available (enable them: sysctl user.max_user_namespaces=10000 "
+                    "and kernel.unprivileged_userns_clone=1 where it exists)")
+        return "not available on this machine"
+
+    # ---- submissions
+    def submission(self, cells: Iterable[Any], limits: Limits, *, deadline: float | None = None) -> SubmissionRun:
+        """Start a submission's namespaces and run its notebook (returns when the notebook ran).
+        `deadline` (time.monotonic()) defaults to now + limits.submission_seconds."""
+        if self.info is None or not self.alive or self.submissions >= self.recycle_after:
+            if self.info is not None and self.alive:
+                self._spawn()                   # recycle: a fresh zygote, same layers
+            else:
+                self.start()
+        if deadline is None:
+            deadline = time.monotonic() + limits.submission_seconds
+        return self._submission(cells, limits, deadline)
+
+    def _submission(self, cells: Iterable[Any], limits: Limits, deadline: float | None) -> SubmissionRun:
+        assert self._ctl is not None
+        if self._cgroup is not None:
+            self._cgroup.set_memory((limits.memory_mb + 512) * 2**20)
+        self.submissions += 1
+        sid = next(self._ids)
+        parent, child = socket.socketpair()
+        try:
+            end = time.monotonic() + CONTROL_SECONDS
+            self._ctl.send({"op": "submission", "id": sid, "limits": _limits_message(limits)}, deadline=end)
+            self._ctl.send_fds([child.fileno()], deadline=end)
+            reply = self._ctl.recv(trusted=True, deadline=end, caps=CELL_CAPS)
+            if reply.get("op") != "started":
+                raise SandboxError(f"the zygote answered {reply.get('op')!r}")
+        except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
+            parent.close()
+            tail = self._process.log_tail() if self._process else ""
+            self._stop()
+            raise SandboxError(f"the sandbox host stopped ({type(exc).__name__}: {exc}) {tail[-500:]}") from None
+        finally:
+            child.close()
+        run = SubmissionRun(self, sid, protocol.Channel(parent), tuple(_cell(c) for c in cells), limits,
+                            deadline if deadline is not None else time.monotonic() + limits.submission_seconds)
+        try:
+            run._start()
+        except BaseException:
+            run.close()
+            raise
+        return run
+
+    def _kill_submission(self, sid: int) -> None:
+        if self._ctl is None:
+            return
+        try:
+            self._ctl.send({"op": "kill", "id": sid}, deadline=time.monotonic() + CONTROL_SECONDS)
+            self._ctl.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
+        except (OSError, EOFError, TimeoutError, protocol.ProtocolError):
+            self._stop()                        # the zygote is wedged: start over at the next submission
+
+
+@dataclass(frozen=True)
+class _Stop:
+    kind: str                 # ready | cell_timeout | cell_crashed | total | crashed
+    index: int | None = None
+    reason: str = ""
+
+
+class SubmissionRun:
+    """One submission's namespaces: its notebook's run, then problems forked from the template."""
+
+    def __init__(self, host: SandboxHost, sid: int, sup: protocol.Channel, cells: tuple[_Cell, ...],
+                 limits: Limits, deadline: float):
+        self.host = host
+        self.sid = sid
+        self.cells = cells
+        self.limits = limits
+        self.deadline = deadline
+        self.restarts = 0
+        self.report: ExecutionReport | None = None
+        self.failures: dict[str, list[StudentCodeError]] = {}   # timeouts and crashes, by function
+        self._sup: protocol.Channel | None = sup
+        self._nb: protocol.Channel | None = None
+        self._template_pid: int | None = None
+        self._stopped: dict[int, CellOutcome] = {}
+        self._failed: tuple[str, str] | None = None
+        self._layers: set[str] = set(host._host_layers)
+        self._submission_layers: set[str] = set()
+        self._template_layers: set[str] | None = None
+        self._problem: ProblemHandle | None = None
+        self._kept_output = 0
+        self._closed = False
+        self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20),
+                                       max_header=int(limits.return_mb * 2**20) + 2**20)
+
+    # ---- lifecycle
+    def __enter__(self) -> SubmissionRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def isolation(self) -> tuple[str, ...]:
+        """The layers that applied to this submission (those of its latest template)."""
+        layers = self._layers | self._submission_layers | (self._template_layers or set())
+        order = isolation.REQUIRED + isolation.OPTIONAL
+        return tuple(sorted(layers, key=lambda x: (order.index(x) if x in order else len(order), x)))
+
+    @property
+    def left(self) -> float:
+        """Seconds left of the submission's budget."""
+        return self.deadline - time.monotonic()
+
+    def close(self) -> None:
+        """End the submission: every process of it is killed (its PID namespace goes)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._problem is not None:
+            self._problem.close()
+        _close_quietly(self._nb)
+        _close_quietly(self._sup)
+        self._nb = self._sup = None
+        self.host._kill_submission(self.sid)
+
+    # ---- control requests to the supervisor (never runs student code)
+    def _control(self, message: dict, fds: Sequence[int] = ()) -> dict:
+        if self._sup is None:
+            raise SandboxError("this submission was closed")
+        end = time.monotonic() + CONTROL_SECONDS
+        try:
+            self._sup.send(message, deadline=end)
+            if fds:
+                self._sup.send_fds(list(fds), deadline=end)
+            return self._sup.recv(trusted=True, deadline=end, caps=CELL_CAPS)
+        except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
+            raise SandboxError(f"the submission's supervisor did not answer {message['op']!r} "
+                               f"({type(exc).__name__}: {exc})") from None
+
+    @staticmethod
+    def _exits(reply: dict) -> dict[int, int]:
+        out = {}
+        exits = reply.get("exits")
+        if type(exits) is dict:
+            for k, v in exits.items():
+                if type(k) is str and k.isdigit() and type(v) is int:
+                    out[int(k)] = v
+        return out
+
+    def _start(self) -> None:
+        end = time.monotonic() + CONTROL_SECONDS
+        try:
+            up = self._sup.recv(trusted=True, deadline=end, caps=CELL_CAPS)   # type: ignore[union-attr]
+        except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
+            raise SandboxError(f"the submission could not start ({type(exc).__name__}: {exc})") from None
+        if up.get("op") != "up":
+            raise SandboxError("the submission's supervisor sent an unexpected first message")
+        self._submission_layers = set(_texts(up, "layers", 20, 60))
+        self.report = self._run_notebook()
+
+    # ---- the notebook
+    def _start_template(self) -> None:
+        """Kill any previous template and start a fresh one (a fork of the pre-notebook state)."""
+        if self._nb is not None:
+            self._nb.close()
+            self._nb = None
+        parent, child = socket.socketpair()
+        try:
+            self._control({"op": "template"}, [child.fileno()])
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        self._nb = protocol.Channel(parent)
+        try:
+            hello = self._nb.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
+        except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
+            raise SandboxError(f"the notebook's process could not start ({type(exc).__name__}: {exc})") from None
+        if hello.get("op") == "setup_failed":
+            raise SandboxError(f"the notebook's process could not be isolated: {_text(hello, 'error', 300)}")
+        if hello.get("op") != "hello":
+            raise SandboxError("the notebook's process sent an unexpected first message")
+        self._template_pid = hello.get("pid") if type(hello.get("pid")) is int else None
+        self._template_layers = set(_texts(hello, "layers", 20, 60))
+
+    def _stop_template(self) -> str:
+        """Kill the template and everything else of the submission; why the template ended."""
+        reply = self._control({"op": "stop"})
+        if self._nb is not None:
+            self._nb.close()
+            self._nb = None
+        code = self._exits(reply).get(self._template_pid or -1)
+        return describe_exit(code) if code is not None else "it stopped"
+
+    def _run_notebook(self) -> ExecutionReport:
+        began = time.monotonic()
+        end = min(began + self.limits.total_seconds, self.deadline)
+        outcomes: dict[int, CellOutcome] = dict(self._stopped)
+        state, messages, detail = "ok", [], ""
+        labels = {c.index: c.label for c in self.cells}
+        while True:
+            self._start_template()
+            stop = self._send_cells(end) or self._read_cells(end, outcomes, labels)
+            if stop.kind == "ready":
+                break
+            secs = self.limits.cell_seconds
+            if stop.kind == "cell_timeout":
+                self._stopped[stop.index] = CellOutcome(
+                    stop.index, "timeout", seconds=secs, label=labels.get(stop.index, ""),
+                    message=f"ran longer than {secs:g} s and was stopped (the notebook was then run again without it)")
+            elif stop.kind == "cell_crashed":
+                self._stopped[stop.index] = CellOutcome(
+                    stop.index, "crashed", label=labels.get(stop.index, ""),
+                    message=f"stopped the process running the notebook ({stop.reason}); "
+                            f"the notebook was then run again without it")
+            if stop.kind in ("cell_timeout", "cell_crashed"):
+                outcomes[stop.index] = self._stopped[stop.index]
+                continue
+            if stop.kind == "total":
+                state = "timeout"
+                limit = self.limits.total_seconds if end < self.deadline else self.limits.submission_seconds
+                reason = f"it did not finish within {limit:g} s"
+                if stop.index is not None:
+                    outcomes[stop.index] = CellOutcome(
+                        stop.index, "timeout", label=labels.get(stop.index, ""),
+                        message=f"was still running when the notebook reached its time limit of {limit:g} s")
+            else:
+                state = "crashed"
+                reason = f"its process stopped before running it: {stop.reason}"
+            for c in self.cells:
+                outcomes.setdefault(c.index, CellOutcome(c.index, "not_run", label=c.label,
+                                                         message=f"was not run ({reason})"))
+            messages.append(f"Your notebook could not be run to the end ({reason}); "
+                            f"its functions could not be tested.")
+            self._failed = (reason, detail)
+            self._stop_template()
+            break
+        cells = tuple(outcomes[c.index] for c in self.cells if c.index in outcomes)
+        return ExecutionReport(cells=cells, seconds=round(time.monotonic() - began, 4), state=state,
+                               isolation=self.isolation, messages=tuple(messages), detail=detail)
+
+    def _send_cells(self, end: float) -> _Stop | None:
+        assert self._nb is not None
+        cells = [{"index": c.index, "label": c.label, "source": c.source}
+                 for c in self.cells if c.index not in self._stopped]
+        try:
+            self._nb.send({"op": "run", "cells": cells, "output_chars": int(self.limits.output_kb) * 1024,
+                           "return_bytes": int(self.limits.return_mb * 2**20)}, deadline=end)
+        except TimeoutError:
+            self._stop_template()
+            return _Stop("total")
+        except OSError:
+            return _Stop("crashed", reason=self._stop_template())
+        return None
+
+    def _read_cells(self, end: float, outcomes: dict[int, CellOutcome], labels: dict[int, str]) -> _Stop:
+        try:
+            return self._read_cells_inner(end, outcomes, labels)
+        except BaseException:
+            if self._nb is not None:        # interrupted (e.g. KeyboardInterrupt): never leave it running
+                self._nb.close()
+                self._nb = None
+            raise
+
+    def _read_cells_inner(self, end: float, outcomes: dict[int, CellOutcome], labels: dict[int, str]) -> _Stop:
+        chan = self._nb
+        assert chan is not None
+        current: int | None = None
+        deadline, cell_limited = end, False
+        keep = int(self.limits.output_kb) * 1024
+        while True:
+            try:
+                msg = chan.recv(trusted=True, deadline=deadline, caps=CELL_CAPS)
+            except TimeoutError:
+                self._stop_template()
+                return _Stop("cell_timeout" if cell_limited else "total", current)
+            except (EOFError, OSError):
+                reason = self._stop_template()
+                return _Stop("cell_crashed" if current is not None else "crashed", current, reason)
+            except protocol.ProtocolError as exc:
+                self._stop_template()
+                reason = f"it sent data that could not be read: {exc}"
+                return _Stop("cell_crashed" if current is not None else "crashed", current, reason)
+            op = msg["op"]
+            index = msg.get("index")
+            if op == "cell_start" and type(index) is int and index in labels:
+                current = index
+                cell_end = time.monotonic() + self.limits.cell_seconds
+                deadline, cell_limited = min(cell_end, end), cell_end < end
+            elif op == "cell_done" and type(index) is int and index in labels:
+                status = msg.get("status")
+                stdout = _text(msg, "stdout", keep + 200) if self._kept_output < 8 * keep else ""
+                self._kept_output += len(stdout)
+                outcomes[index] = CellOutcome(
+                    index=index, status=status if status in ("ok", "error", "skipped") else "error",
+                    seconds=round(_seconds(msg), 4), error_type=_text(msg, "error_type", 100),
+                    message=_text(msg, "message"), where=_text(msg, "where", 400),
+                    notes=_texts(msg, "notes", 20), stdout=stdout, label=labels[index])
+                current, deadline, cell_limited = None, end, False
+            elif op == "ready":
+                return _Stop("ready")
+            else:
+                self._stop_template()
+                reason = f"it sent an unexpected message ({op[:40]!r})"
+                return _Stop("cell_crashed" if current is not None else "crashed", current, reason)
+
+    # ---- problems
+    def problem(self, name: str) -> ProblemHandle:
+        """A handle for one problem's checks; the previous problem's process is ended first.
+        Its process is forked from the template on the first call."""
+        if self._problem is not None:
+            self._problem.close()
+        self._problem = ProblemHandle(self, name)
+        return self._problem
+
+    def _fork(self, function: str) -> tuple[protocol.Channel, int | None]:
+        """A fresh problem process: leftovers killed, scratch emptied, then a fork of the template."""
+        if self._failed is not None:
+            raise NotebookFailed(*self._failed)
+        if self._closed or self._nb is None:
+            raise ChildCrashed("the process holding your notebook's state is gone", function)
+        if self.left <= 0:
+            raise TimeBudgetExceeded(self.limits.submission_seconds, function)
+        reply = self._control({"op": "clean"})
+        if not reply.get("template_alive", True):
+            self._failed = (TEMPLATE_LOST, "")
+            raise NotebookFailed(*self._failed)
+        parent, child = socket.socketpair()
+        try:
+            end = time.monotonic() + CONTROL_SECONDS
+            self._nb.send({"op": "fork"}, deadline=end)
+            self._nb.send_fds([child.fileno()], deadline=end)
+        except (OSError, TimeoutError):
+            parent.close()
+            self._failed = (TEMPLATE_LOST, "")
+            raise NotebookFailed(*self._failed) from None
+        finally:
+            child.close()
+        chan = protocol.Channel(parent)
+        try:
+            hello = chan.recv(trusted=True, deadline=min(time.monotonic() + CONTROL_SECONDS, self.deadline),
+                              caps=CELL_CAPS)
+        except TimeoutError:
+            chan.close()
+            raise (TimeBudgetExceeded(self.limits.submission_seconds, function) if self.left <= 0 else
+                   ChildCrashed("a fresh process for these checks did not start", function)) from None
+        except (OSError, EOFError, protocol.ProtocolError):
+            chan.close()
+            time.sleep(0.05)                    # was it the template that went? (it may be dying just now)
+            if not self._control({"op": "clean"}).get("template_alive", True):
+                self._failed = (TEMPLATE_LOST, "")
+                raise NotebookFailed(*self._failed) from None
+            raise ChildCrashed("a fresh process for these checks did not start", function) from None
+        pid = hello.get("pid") if hello.get("op") == "hello" and type(hello.get("pid")) is int else None
+        return chan, pid
+
+    def _exit_reason(self, pid: int | None) -> str:
+        """After a problem process closed its socket: how it ended (asked of the template, its
+        parent: a student-facing explanation only, never a verdict), then its leftovers killed."""
+        code = None
+        if pid is not None and self._nb is not None:
+            try:
+                end = time.monotonic() + 3.0
+                self._nb.send({"op": "reap", "pid": pid}, deadline=end)
+                reply = self._nb.recv(trusted=True, deadline=end, caps=CELL_CAPS)
+                if reply.get("op") == "reaped" and type(reply.get("code")) is int:
+                    code = reply["code"]
+            except (OSError, EOFError, TimeoutError, protocol.ProtocolError):
+                self._nb.close()                # out of step: no more forks from this template
+                self._nb = None
+        self._kill_problem()
+        return describe_exit(code) if code is not None else "it stopped"
+
+    def _kill_problem(self) -> None:
+        try:
+            self._control({"op": "clean"})
+        except SandboxError:
+            pass
+
+
+def _again(exc: StudentCodeError) -> StudentCodeError:
+    """A fresh copy of a timeout/crash, for a function that is not called again."""
+    if isinstance(exc, CallTimeout):
+        new: StudentCodeError = CallTimeout(exc.seconds, exc.function)
+    elif isinstance(exc, TimeBudgetExceeded):
+        return TimeBudgetExceeded(exc.seconds, exc.function)
+    else:
+        assert isinstance(exc, ChildCrashed)
+        new = ChildCrashed(exc.reason, exc.function, exc.detail)
+    new.feedback += f" It was not called again after failing this way {MAX_FAILURES_PER_FUNCTION} times."
+    new.args = (new.feedback,)
+    return new
+
+
+class ProblemHandle:
+    """Calls for one problem, each answered by a process forked from the template for this problem."""
+
+    def __init__(self, run: SubmissionRun, name: str):
+        self.run = run
+        self.name = name
+        self.forks = 0
+        self._chan: protocol.Channel | None = None
+        self._pid: int | None = None
+        self._closed = False
+
+    def close(self) -> None:
+        """End this problem's process (its leftovers are killed before the next fork)."""
+        self._closed = True
+        self._drop()
+
+    def _drop(self) -> None:
+        _close_quietly(self._chan)
+        self._chan = None
+
+    def _ensure(self, function: str) -> protocol.Channel:
+        if self._closed:
+            raise RuntimeError(f"the handle for problem {self.name!r} was closed")
+        run = self.run
+        failed = run.failures.get(function, [])
+        if len(failed) >= MAX_FAILURES_PER_FUNCTION:
+            raise _again(failed[-1])
+        if self._chan is None:
+            if self.forks > 0:                  # this problem's process hung or crashed before
+                if run.restarts >= run.limits.max_restarts:
+                    raise ChildCrashed(f"it was restarted {run.restarts} times already, so no more calls are made",
+                                       function)
+                run.restarts += 1
+            self._chan, self._pid = run._fork(function)
+            self.forks += 1
+        return self._chan
+
+    def call(self, name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> CallResult:
+        """Call the notebook's `name(*args, **kwargs)`; raises a StudentCodeError when it gave no value."""
+        result = self.call_many([(name, tuple(args), dict(kwargs or {}))])[0]
+        if isinstance(result, StudentCodeError):
+            raise result
+        return result
+
+    def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]]) \
+            -> list[CallResult | StudentCodeError]:
+        """Several calls in one round trip; each gets its own time limit. After a call hangs or
+        crashes, the calls after it in the batch are not made (they fail with the same reason)."""
+        if not calls:
+            return []
+        first = calls[0][0]
+        try:
+            chan = self._ensure(first)
+        except StudentCodeError as exc:
+            return [exc for _ in calls]
+        requests = [{"name": n, "args": list(a), "kwargs": dict(k)} for n, a, k in calls]
+        data = protocol.frame({"op": "call", **requests[0]} if len(requests) == 1 else
+                              {"op": "calls", "calls": requests})
+        run = self.run
+        out: list[CallResult | StudentCodeError] = []
+        try:
+            chan.send_frame(data, deadline=time.monotonic() + CONTROL_SECONDS)
+        except (OSError, TimeoutError):
+            return [self._broken(c[0], self._lost()) for c in calls]
+        for name, _, _ in calls:
+            limit = run.limits.call_seconds
+            deadline = min(time.monotonic() + limit, run.deadline)
+            try:
+                msg = chan.recv(trusted=True, deadline=deadline, caps=run.call_caps)
+            except TimeoutError:
+                self._drop()
+                run._kill_problem()
+                exc: StudentCodeError = (TimeBudgetExceeded(run.limits.submission_seconds, name)
+                                         if run.left <= 0 else CallTimeout(limit, name))
+                out.append(self._broken(name, exc))
+                break
+            except (EOFError, OSError):
+                out.append(self._broken(name, self._lost(name)))
+                break
+            except protocol.ProtocolError as exc:
+                self._drop()
+                run._kill_problem()
+                out.append(BadReturnValue(f"data that could not be read ({exc})", name))
+                break
+            out.append(self._reply(msg, name))
+        for name, _, _ in calls[len(out):]:
+            last = out[-1]
+            assert isinstance(last, StudentCodeError)
+            out.append(ChildCrashed(f"it was not called because an earlier call in the same check failed "
+                                    f"({last.feedback.rstrip('.')})", name))
+        return out
+
+    def _lost(self, name: str = "") -> ChildCrashed:
+        pid = self._pid
+        self._drop()
+        return ChildCrashed(self.run._exit_reason(pid), name)
+
+    def _broken(self, name: str, exc: StudentCodeError) -> StudentCodeError:
+        """A timeout or crash: counted against the function (see MAX_FAILURES_PER_FUNCTION)."""
+        self.run.failures.setdefault(name, []).append(exc)
+        return exc
+
+    def _reply(self, msg: dict, name: str) -> CallResult | StudentCodeError:
+        op = msg["op"]
+        keep = int(self.run.limits.output_kb) * 1024
+        if op == "result":
+            return CallResult(value=msg.get("value"), warnings=_texts(msg, "warnings", 20),
+                              mutated=_texts(msg, "mutated", 50, 200), seconds=_seconds(msg),
+                              stdout=_text(msg, "stdout", keep + 200))
+        if op == "error":
+            kind = msg.get("kind")
+            error: StudentCodeError
+            if kind == "missing":
+                error = FunctionMissing(name)
+            elif kind == "not_callable":
+                error = NotCallable(name, _text(msg, "type", 100))
+            elif kind == "raised":
+                error = StudentRaised(_text(msg, "type", 100) or "an exception", _text(msg, "message"),
+                                      _texts(msg, "where", 10, 400), function=name)
+            elif kind == "bad_return":
+                error = BadReturnValue(_text(msg, "description", 400) or "a value that cannot be graded", name)
+            else:
+                self._drop()
+                self.run._kill_problem()
+                return ChildCrashed(f"it sent an unexpected reply ({str(kind)[:40]!r})", name)
+            error.stdout = _text(msg, "stdout", keep + 200)
+            return error
+        self._drop()
+        self.run._kill_problem()
+        return ChildCrashed(f"it sent an unexpected message ({op[:40]!r})", name)

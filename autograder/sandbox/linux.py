@@ -1,0 +1,154 @@
+"""Thin wrappers over the Linux system calls the sandbox needs (ctypes; standard library only).
+
+Imported on both sides: inside the sandbox by the zygote (namespaces, mounts, capabilities,
+seccomp), and by the trusted side to probe what the machine allows. Every wrapper raises
+OSError with the call's name on failure.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+NAMESPACE_FLAGS = (CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
+                   CLONE_NEWPID, CLONE_NEWNET)
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_SECCOMP = 22
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+SECCOMP_MODE_FILTER = 2
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_SYS_CAPSET = 126                      # x86_64
+
+_libc: ctypes.CDLL | None = None
+
+
+def libc() -> ctypes.CDLL:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    _check(libc().unshare(ctypes.c_int(flags)), "unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int = 0, data: str | None = None) -> None:
+    def enc(s: str | None) -> bytes | None:
+        return s.encode() if s is not None else None
+
+    _check(libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount {target}")
+
+
+MNT_DETACH = 2
+
+
+def umount(target: str, flags: int = MNT_DETACH) -> None:
+    _check(libc().umount2(target.encode(), ctypes.c_int(flags)), f"umount {target}")
+
+
+def sethostname(name: str) -> None:
+    data = name.encode()
+    _check(libc().sethostname(data, ctypes.c_size_t(len(data))), "sethostname")
+
+
+def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
+    result = libc().prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(arg3),
+                          ctypes.c_ulong(arg4), ctypes.c_ulong(arg5))
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl({option}): {os.strerror(err)}")
+    return int(result)
+
+
+def last_capability() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 40
+
+
+def drop_capabilities() -> None:
+    """Empty the bounding, ambient, inheritable, permitted and effective capability sets."""
+    for cap in range(last_capability() + 1):
+        try:
+            prctl(PR_CAPBSET_DROP, cap)
+        except OSError:
+            pass                        # without CAP_SETPCAP the bounding set cannot change (then it is empty anyway)
+    try:
+        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    except OSError:
+        pass
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()      # two {effective, permitted, inheritable}, all zero
+    _check(libc().syscall(ctypes.c_long(_SYS_CAPSET), header, data), "capset")
+
+
+def set_no_new_privs() -> None:
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def set_dumpable(flag: bool) -> None:
+    prctl(PR_SET_DUMPABLE, 1 if flag else 0)
+
+
+def set_parent_death_signal(sig: int) -> None:
+    prctl(PR_SET_PDEATHSIG, sig)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def apply_seccomp(program: bytes) -> None:
+    """Install a classic-BPF seccomp filter (as exported by libseccomp) on this thread, for good:
+    it is inherited by every later child and cannot be removed. Needs no_new_privs first."""
+    if len(program) % 8 or not program:
+        raise ValueError("a seccomp program is a non-empty sequence of 8-byte instructions")
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
+    _check(libc().prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER),
+                        ctypes.byref(prog), ctypes.c_ulong(0), ctypes.c_ulong(0)), "seccomp")
+
+
+def status() -> dict[str, str]:
+    """This process's /proc/self/status as a dict (Uid, CapEff, NoNewPrivs, Seccomp, ...)."""
+    out = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                out[key] = value.strip()
+    except OSError:
+        pass
+    return out
+
+
+def write_file(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)

