@@ -50,8 +50,13 @@ def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> Re
     course = load_course(course_dir)
     a = course.assignment(assignment)
     report = run_release(course, a)
+    for name, changes in report.points_written:
+        where = course.layout.relative(course.layout.source(a.name) / name)
+        log(f"points from course.yml written into {where}: {'; '.join(changes)}")
     for nb in report.notebooks:
         log(f"released {nb.relative_to(course.root)} (leak check: {report.checked_lines} instructor-only lines absent)")
+    if report.gradebook:
+        log(f"gradebook: {'; '.join(report.gradebook)}")
     return report
 
 

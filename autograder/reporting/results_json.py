@@ -170,6 +170,8 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "raw_score": result.raw_score,
         "late_penalty": result.late_penalty,
         "submitted_at": result.submitted_at or None,
+        "due": result.due or None,
+        "extension": result.extension or None,
         "files": list(result.files),
         "isolation": list(result.isolation),
         "problems": [{"problem": p.problem, "score": p.score, "max_score": p.max_score}
@@ -271,6 +273,7 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
             on_roster=extra.get("on_roster") is not False, files=tuple(_text(f) for f in extra.get("files", [])),
             problem_points=tuple(problems), submitted_at=_text(extra.get("submitted_at")),
             late_penalty=_number(extra.get("late_penalty", 0.0)),
+            due=_text(extra.get("due")), extension=_text(extra.get("extension")),
             isolation=tuple(_text(x) for x in extra.get("isolation", [])))
         return result, _text(extra.get("grading_key"))
     except (KeyError, TypeError, AttributeError) as exc:
