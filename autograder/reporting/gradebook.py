@@ -39,6 +39,8 @@ from autograder.errors import CourseError, ReleaseError
 from autograder.grading.results import SubmissionResult
 from autograder.toolpath import tools_on_path
 
+from .review import ProblemReview, Review
+
 if TYPE_CHECKING:
     from nbgrader.api import Gradebook
 
@@ -180,6 +182,27 @@ def sync_course(course: Course, assignment: Assignment) -> tuple[str, ...]:
     """Roster, due date, notebooks and max scores from course.yml into the gradebook (one transaction)."""
     with open_gradebook(course) as gb:
         return tuple(_commit(gb, lambda: sync_roster(gb, course) + _sync_assignment(gb, course, assignment)))
+
+
+def max_score_problems(course: Course, assignment: Assignment) -> list[str]:
+    """Grade cells of the gradebook whose max score is not the problem's points in course.yml (a
+    gradebook that does not exist yet, or has no such assignment, has none)."""
+    from nbgrader.api import MissingEntry
+
+    url = course.gradebook_url
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        return []
+    out = []
+    with open_gradebook(course) as gb:
+        for p in assignment.problems:
+            try:
+                cell = gb.find_grade_cell(p.grade_id, notebook_name(p.notebook), assignment.name)
+            except MissingEntry:
+                continue
+            if cell.max_score != p.points:
+                out.append(f"gradebook: {p.name}: grade cell {p.grade_id} has max score {cell.max_score:g}, "
+                           f"course.yml gives {p.points:g} (run `course release` or `course autograde`)")
+    return out
 
 
 # --------------------------------------------------------------------------- release -> gradebook
@@ -411,45 +434,6 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
 
 
 # --------------------------------------------------------------------------- gradebook -> feedback
-
-@dataclass(frozen=True)
-class ProblemReview:
-    """One problem's grade as the gradebook holds it, a person's changes included."""
-    problem: str
-    max_score: float
-    auto_score: float | None
-    manual_score: float | None = None     # a TA's override (formgrader), or None
-    extra_credit: float = 0.0
-
-    @property
-    def score(self) -> float:
-        base = self.manual_score if self.manual_score is not None else (self.auto_score or 0.0)
-        return round(base + self.extra_credit, 6)
-
-    @property
-    def overridden(self) -> bool:
-        return (self.manual_score is not None and self.manual_score != self.auto_score) or bool(self.extra_credit)
-
-
-@dataclass(frozen=True)
-class Review:
-    """What people added in the gradebook for one submission: overrides and comments."""
-    student: str
-    assignment: str
-    problems: tuple[ProblemReview, ...]
-    comments: tuple[tuple[str, str], ...] = ()    # (problem name, or "" for the notebook, comment text)
-
-    def problem(self, name: str) -> ProblemReview | None:
-        return next((p for p in self.problems if p.problem == name), None)
-
-    @property
-    def raw_score(self) -> float:
-        return round(sum(p.score for p in self.problems), 6)
-
-    @property
-    def changed(self) -> bool:
-        return any(p.overridden for p in self.problems) or bool(self.comments)
-
 
 def _comment_problem(assignment: Assignment, cell_name: str, source: str) -> str:
     """The problem a commented cell belongs to: the function it defines, else a problem named at the
