@@ -70,7 +70,7 @@ def ungraded_files(course: Course, assignment: Assignment, results: Iterable[Sub
         if stat.S_ISLNK(mode):
             continue                        # refused with a reason in that student's results
         if not stat.S_ISDIR(mode):
-            out.append(Ungraded(layout.relative(path), "a file directly in submitted/; expected "
+            out.append(Ungraded(layout.relative(path), f"a file directly in {layout.relative(base)}; expected "
                                 f"{layout.relative(layout.submission('<student>', assignment.name))}/<notebook>"))
             continue
         for inner, inner_mode in _entries(path):

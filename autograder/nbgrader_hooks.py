@@ -50,8 +50,8 @@ def configure(c: Any, course_dir: str | Path) -> Course:
     c.CourseDirectory.db_url = course.gradebook_url
     c.CourseDirectory.course_id = course.course_id
     if course.exchange is not None:
-        c.Exchange.root = str(course.exchange)
-    ignore = list(CourseDirectory.ignore.default_value)
+        c.Exchange.root = str(course.exchange.resolve())
+    ignore = list(CourseDirectory().ignore)
     c.CourseDirectory.ignore = [*ignore, *([RESULTS_JSON] if RESULTS_JSON not in ignore else [])]
     c.Autograde.autograde_preprocessors = [CourseAutograde]
     c.CourseAutograde.course_dir = root
@@ -181,6 +181,6 @@ def config_problems(course: Course) -> list[str]:
         out.append(f"{rel}: `nbgrader autograde` (and formgrader's Autograde button) would run nbgrader's own "
                    f"grading; call autograder.nbgrader_hooks.configure")
     if cfg.GenerateFeedback.get("exporter_class") is not CourseFeedbackExporter:
-        out.append(f"{rel}: `nbgrader generate_feedback` would overwrite the feedback pages and copy results.json "
-                   f"into feedback/; call autograder.nbgrader_hooks.configure")
+        out.append(f"{rel}: `nbgrader generate_feedback` would overwrite the feedback pages and copy "
+                   f"{RESULTS_JSON} next to them; call autograder.nbgrader_hooks.configure")
     return out

@@ -91,7 +91,7 @@ def test_leak_check_names_the_notebook_and_cell(released, injected, message):
     path.write_text(json.dumps(nb))
     try:
         with pytest.raises(ReleaseError, match=message) as info:
-            leak_check(course, a)
+            leak_check(course.layout, a)
         assert f"{CourseLayout(released).relative(path)}: cell 3" in str(info.value)
     finally:
         path.write_text(original)

@@ -143,8 +143,8 @@ def _sync_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> l
         gb.db.flush()
         changes.append(f"assignment {assignment.name}")
     else:
-        if row.duedate != due:
-            changes.append(f"assignment {assignment.name}: due date {row.duedate or 'none'} -> {due or 'none'}")
+        if due is not None and row.duedate != due:     # course.yml without a due date leaves nbgrader's alone
+            changes.append(f"assignment {assignment.name}: due date {row.duedate or 'none'} -> {due}")
             row.duedate = due
     stems = dict.fromkeys([notebook_name(n) for n in assignment.notebooks]
                           + [notebook_name(p.notebook) for p in assignment.problems])
