@@ -50,6 +50,7 @@ test-unprivileged:
 	mkdir -p $(CI_COPY)
 	find $(CI_COPY) -mindepth 1 -maxdepth 1 ! -name .venv-ci -exec rm -rf {} +
 	tar -c --exclude='./.venv*' --exclude=./.git --exclude=./.demo --exclude='__pycache__' \
+	    --exclude=./.mypy_cache --exclude=./.ruff_cache \
 	    --exclude=./gradebook.db --exclude=./autograded --exclude=./feedback . | tar -x -C $(CI_COPY)
 	chown -R $(CI_USER): $(CI_COPY)
 	cd / && runuser -u $(CI_USER) -- env PATH=/usr/local/bin:/usr/bin:/bin \

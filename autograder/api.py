@@ -14,24 +14,24 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .config import Assignment, Course, load_course
 from .errors import CourseError
 from .grading.results import SubmissionResult
 from .intake import BOOKKEEPING, ungraded_files
-from .layout import DEMO_DIR, EXAMPLES, RESULTS_JSON, ROSTER_FILE, CourseLayout, copy_course
+from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
 from .notebooks import RefusedFile, open_regular, read_regular, submission_entries
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
+    from .grading.engine import InstructorCode
     from .release import ReleaseReport
     from .reporting.review import Review
     from .sandbox.host import SandboxHost
     from .validate import ValidationReport
 
-RESULTS_READ_MAX_BYTES = 16 * 2**20   # a results.json larger than this is not ours: grade again
-
 Log = Callable[[str], None]
+RESULTS_READ_MAX_BYTES = 16 * 2**20   # a results.json larger than this is not ours: grade again
 
 
 def _quiet(_: str) -> None:
@@ -140,18 +140,17 @@ def submissions(course: Course, assignment: str, student: str | None = None) -> 
 
 def _refusal(course: Course, folder: Path) -> str | None:
     """Why a submission folder cannot be graded (a symbolic link somewhere on its path), or None."""
-    rel = folder.relative_to(course.root)
-    student_dir = folder.parent
-    for path in (student_dir, folder):
+    relative = course.layout.relative
+    for path in (folder.parent, folder):
         try:
             mode = os.lstat(path).st_mode
         except OSError as exc:
-            return f"{path.relative_to(course.root)} could not be read ({exc.strerror})."
+            return f"{relative(path)} could not be read ({exc.strerror})."
         if stat.S_ISLNK(mode):
-            return (f"{path.relative_to(course.root)} is a symbolic link, not a folder, so {rel} was not "
+            return (f"{relative(path)} is a symbolic link, not a folder, so {relative(folder)} was not "
                     f"graded; submit real files and folders.")
         if not stat.S_ISDIR(mode):
-            return f"{path.relative_to(course.root)} is not a folder, so {rel} was not graded."
+            return f"{relative(path)} is not a folder, so {relative(folder)} was not graded."
     return None
 
 
@@ -252,8 +251,8 @@ def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
         problem_points=tuple((p.name, p.points) for p in a.problems))
 
 
-def _grade_one(course: Course, a: Assignment, sid: str, folder: Path, s_seed: int, on_roster: bool, code: Any,
-               host: SandboxHost, layers: tuple[str, ...]) -> SubmissionResult:
+def _grade_one(course: Course, a: Assignment, sid: str, folder: Path, s_seed: int, on_roster: bool,
+               code: InstructorCode, host: SandboxHost, layers: tuple[str, ...]) -> SubmissionResult:
     from .grading.engine import grade_submission
 
     try:
@@ -398,23 +397,29 @@ def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result
     from .reporting.results_json import write_results_json
 
     layout = course.layout
-    autograded = layout.autograded(sid, a.name)
-    feedback = layout.feedback(sid, a.name)
-    errors: list[str] = []
+
+    def inside(path: Path) -> Path:        # the folder, created without going through any link
+        return _output_dir(course.root, *path.relative_to(course.root).parts)
+
+    def copy() -> None:
+        target = inside(layout.autograded(sid, a.name))
+        _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024))
+        annotate_autograded(result, a, target, layout.release(a.name))
+
+    def results() -> None:
+        inside(layout.autograded(sid, a.name))
+        write_results_json(result, layout.results_json(sid, a.name),
+                           grading_key=key if result.state == "graded" else None)
+
     steps: list[tuple[str, Callable[[], object]]] = []
     if fresh and not refused:
-        steps.append(("copying the notebooks into autograded/",
-                      lambda: _copy_for_formgrader(folder, _output_dir(course.root, autograded),
-                                                   max_bytes=int(a.limits.notebook_mb * 1024 * 1024))))
-        steps.append(("writing the report into the autograded notebooks' grade cells",
-                      lambda: annotate_autograded(result, a, autograded, layout.release(a.name))))
+        steps.append(("copying the notebooks into autograded/", copy))
+    feedback = layout.feedback(sid, a.name)
     if fresh or not (feedback / feedback_filename(result)).is_file():
-        steps.append(("writing the feedback page",
-                      lambda: _feedback_folder(course, a, sid, result, review)))
+        steps.append(("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review)))
     if fresh:
-        steps.append(("writing results.json",
-                      lambda: write_results_json(result, _output_dir(course.root, autograded) / RESULTS_JSON,
-                                                 grading_key=key if result.state == "graded" else None)))
+        steps.append(("writing results.json", results))
+    errors: list[str] = []
     for what, step in steps:
         try:
             step()
@@ -431,7 +436,7 @@ def _feedback_folder(course: Course, a: Assignment, sid: str, result: Submission
     from .reporting.feedback import write_feedback
     from .reporting.results_json import atomic_write_bytes
 
-    folder = _output_dir(course.root, course.layout.feedback(sid, a.name))
+    folder = _output_dir(course.root, *course.layout.feedback(sid, a.name).relative_to(course.root).parts)
     page = write_feedback(result, a, folder, review)
     autograded = course.layout.autograded(sid, a.name)
     for name in BOOKKEEPING:
@@ -443,11 +448,11 @@ def _feedback_folder(course: Course, a: Assignment, sid: str, result: Submission
     return page
 
 
-def _output_dir(root: Path, folder: Path) -> Path:
-    """`folder` (inside `root`), created as real folders: a symbolic link found on the way (which
-    grading never makes) is replaced by a folder, so nothing is ever written through a link."""
+def _output_dir(root: Path, *parts: str) -> Path:
+    """root/parts..., created as real folders: a symbolic link found on the way (which grading
+    never makes) is replaced by a folder, so nothing is ever written through a link."""
     path = root
-    for part in folder.relative_to(root).parts:
+    for part in parts:
         path = path / part
         try:
             mode = os.lstat(path).st_mode
@@ -477,7 +482,7 @@ def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -
         try:
             if os.fstat(fd).st_size > max_bytes:
                 continue
-            tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed by the with-block below, then renamed
+            tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed into place or removed
                 dir=autograded, prefix=f".{name}.", suffix=".tmp", delete=False)
             try:
                 with tmp:

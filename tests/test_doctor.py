@@ -7,7 +7,7 @@ import json
 import shutil
 
 from autograder import cli
-from autograder.layout import CourseLayout
+from autograder.layout import EXAMPLES, CourseLayout
 from autograder.sandbox import isolation
 from conftest import ROOT
 
@@ -29,8 +29,8 @@ def test_without_bubblewrap_grading_refuses_unless_insecure(monkeypatch, capsys,
     assert cli.main(["doctor"]) == 1
     assert "refuse" in capsys.readouterr().out
 
-    shutil.copytree(CourseLayout(ROOT / "examples").submitted_dir / "ada",
-                    CourseLayout(course_copy).submitted_dir / "ada")
+    examples = CourseLayout(ROOT / EXAMPLES).submitted_dir
+    shutil.copytree(examples / "ada", CourseLayout(course_copy).submitted_dir / "ada")
     args = ["autograde", "transformer-block", "--course-dir", str(course_copy)]
     assert cli.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -46,8 +46,8 @@ def test_without_bubblewrap_grading_refuses_unless_insecure(monkeypatch, capsys,
 
 def test_results_record_the_layers_that_applied(capsys, course_copy):
     """With the full sandbox, does every results.json list the layers and the summary say so?"""
-    shutil.copytree(CourseLayout(ROOT / "examples").submitted_dir / "ada",
-                    CourseLayout(course_copy).submitted_dir / "ada")
+    examples = CourseLayout(ROOT / EXAMPLES).submitted_dir
+    shutil.copytree(examples / "ada", CourseLayout(course_copy).submitted_dir / "ada")
     assert cli.main(["autograde", "transformer-block", "--course-dir", str(course_copy)]) == 0
     out = capsys.readouterr().out
     assert f"Sandbox: all {len(isolation.REQUIRED)} required isolation layers applied" in out

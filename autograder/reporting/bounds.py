@@ -32,7 +32,6 @@ ELLIPSIS = " [...]"
 def clip(text: str, limit: int) -> str:
     """`text` cut to at most `limit` characters, marked where it was cut; lone surrogates
     (which JSON can carry but UTF-8 cannot) become '?'."""
-    text = str(text)        # callers may pass what a student's code produced
     if len(text) > limit:
         text = text[: max(0, limit - len(ELLIPSIS))] + ELLIPSIS
     return text.encode("utf-8", "replace").decode("utf-8")

@@ -34,13 +34,7 @@ from autograder.grading.results import SubmissionResult
 
 from .bounds import FEEDBACK_MAX_BYTES, bound_result, shrunk
 from .digest import Check, FailureGroup, ProblemDigest, case_state, digest_problems, group_notes, is_advice
-from .results_json import (
-    atomic_write_text,
-    format_points,
-    misconception_name,
-    reported_score,
-    student_error,
-)
+from .results_json import atomic_write_text, format_points, misconception_name, reported_score, student_error
 from .review import Review
 
 TEMPLATES = Path(__file__).parent / "templates"

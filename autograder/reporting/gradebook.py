@@ -524,7 +524,7 @@ class GradebookWriter:
             raise RuntimeError("GradebookWriter used outside its with-block")
         try:
             record_submission(self._gb, self.assignment, result)
-        except Exception as exc:  # noqa: BLE001 - one submission's failure is reported, the others land
+        except Exception as exc:  # noqa: BLE001 - that submission is rolled back and reported; the others land
             return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         return None
 

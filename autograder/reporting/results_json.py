@@ -24,9 +24,9 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from autograder.grading.results import SubmissionResult, TestResult
+from autograder.grading.results import SubmissionResult, SubmissionState, TestResult
 from autograder.text import truncate
 
 from .bounds import RESULTS_JSON_MAX_BYTES, bound_result, shrunk
@@ -262,14 +262,14 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
         extra = doc["extra_data"]
         tests = tuple(TestResult(
             name=_text(t["name"]), problem=_text(t["problem"]), score=_number(t["score"]),
-            max_score=_number(t["max_score"]), status=t["status"] if t["status"] in ("passed", "failed",
-                                                                                     "not_graded") else "failed",
+            max_score=_number(t["max_score"]),
+            status=t["status"] if t["status"] in ("passed", "failed", "not_graded") else "failed",
             output=_text(t.get("output")), description=_text(t.get("description")),
             diagnoses=tuple(_text(d) for d in t.get("diagnoses", [])),
             hints=tuple(_text(h) for h in t.get("hints", [])), detail=_text(t.get("detail")),
             duration=_number(t.get("duration", 0.0))) for t in extra["tests"])
         problems = [(p["problem"], _number(p["max_score"])) for p in extra["problems"]]
-        state: Literal["graded", "crashed"] = "graded" if extra["state"] == "graded" else "crashed"
+        state: SubmissionState = "graded" if extra["state"] == "graded" else "crashed"
         result = SubmissionResult(
             student=_text(extra["student"]), assignment=_text(extra["assignment"]), state=state,
             tests=tests, problems=tuple(p for p, _ in problems), notes=tuple(_text(n) for n in extra["notes"]),

@@ -5,7 +5,8 @@ Used by the zygote (`autograder.sandbox.zygote`): the template process runs the 
 Imports only the standard library, numpy and `autograder.sandbox.protocol`.
 
 Messages (see `protocol`), on the template's socket:
-  in:  {"op": "run", "cells": [{"index", "label", "source"}, ...], "output_chars", "return_bytes"}
+  in:  {"op": "run", "cells": [{"index", "label", "source"}, ...], "output_chars", "return_bytes",
+        "header_bytes"}
   out: {"op": "cell_start", "index"} and {"op": "cell_done", ...} per cell, then {"op": "ready"}
   in:  {"op": "fork"} followed by one file descriptor: a new problem process serves it
   in:  {"op": "reap", "pid"} -> out {"op": "reaped", "code"}: how a problem process ended
@@ -349,8 +350,9 @@ class Runner:
         if type(chars) is int and chars >= 0:
             self.output_chars = chars
         limit = _dict_get(request, "return_bytes")
-        if type(limit) is int and limit > 0:
-            self.reply_caps = _Caps(max_bytes=limit)
+        header = _dict_get(request, "header_bytes")
+        if type(limit) is int and limit > 0 and type(header) is int and header > 0:
+            self.reply_caps = _Caps(max_bytes=limit, max_header=header)
         for cell in _dict_get(request, "cells") or []:
             index = _dict_get(cell, "index")
             label = _dict_get(cell, "label") or f"cell {index}"

@@ -24,6 +24,7 @@ import math
 import os
 import signal
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -62,6 +63,7 @@ MAX_FAILURES_PER_FUNCTION = 2   # hangs/crashes of one function before it is no 
 TEXT_KEEP = 2_000
 TEMPLATE_LOST = ("the process holding your notebook's state stopped after the notebook ran "
                  "(did your code end it, e.g. with os.kill, or from a background thread?)")
+REPLY_HEADER = 4 * 2**20       # the non-array part of a reply (numbers in lists, messages, printed output)
 CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, max_items=100_000)
 ENV_PASS_THROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 CGROUP_PREFIX = "autograder-"
@@ -80,6 +82,39 @@ class HostInfo:
     @property
     def complete(self) -> bool:
         return not self.missing
+
+
+# Which layers a problem reported by the host or a supervisor ("<key>: <why>") stands for.
+PROBLEM_LAYERS = {
+    "bubblewrap": ("bubblewrap", "allow-list-fs", "no-network"),
+    "per-submission namespaces": ("user-namespace", "pid-namespace", "mount-namespace", "fresh-proc",
+                                  "private-scratch", "process-limit", "ipc-namespace", "uts-namespace"),
+    "private mounts": ("mount-namespace", "fresh-proc", "private-scratch"),
+    "a fresh /proc": ("pid-namespace", "fresh-proc"),
+    "private scratch": ("private-scratch",),
+    "host seccomp filter": ("seccomp",),
+}
+LAYER_HINTS = {
+    "bubblewrap": "bubblewrap is not installed or could not start (apt-get install bubblewrap)",
+    "allow-list-fs": "needs bubblewrap (apt-get install bubblewrap)",
+    "no-network": "needs bubblewrap's network namespace (apt-get install bubblewrap)",
+    "unprivileged-uid": "the sandbox runs as root",
+    "seccomp": "libseccomp could not build the filter (apt-get install libseccomp2)",
+}
+
+
+def _grader_paths() -> list[str]:
+    """Paths of the grader's side that must not exist inside the sandbox: its working folder,
+    its Python environment, the engine's project folder, what is in its home folder."""
+    paths = [os.getcwd(), sys.prefix, str(Path(isolation.__file__).resolve().parents[2]), "/etc/passwd"]
+    interpreter = Path(isolation.sandbox_python())
+    try:
+        for entry in sorted(Path.home().iterdir())[:50]:
+            if entry not in interpreter.parents:
+                paths.append(str(entry))
+    except OSError:
+        pass
+    return [p for p in paths if p not in ("/", "/tmp") and not interpreter.is_relative_to(p)]
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -341,39 +376,38 @@ class SandboxHost:
         self._host_layers = tuple(layers)
 
     def _probe(self) -> HostInfo:
-        """Run a two-line notebook and one call through every stage; collect the layers."""
+        """Run a tiny notebook and one call through every stage; collect the layers, and check
+        from inside that none of the grader's own paths is visible (the allow-list)."""
         limits = Limits(cell_seconds=CONTROL_SECONDS, total_seconds=CONTROL_SECONDS, call_seconds=CONTROL_SECONDS,
                         submission_seconds=3 * CONTROL_SECONDS, memory_mb=self._memory_mb, processes=self._processes)
-        run = self._submission([{"index": 0, "label": "probe", "source": "def probe():\n    return 1"}], limits, None)
+        source = "import os\ndef probe(paths):\n    return [p for p in paths if os.path.lexists(p)]"
+        run = self._submission([{"index": 0, "label": "probe", "source": source}], limits, None,
+                               require_layers=False)      # our own lines: run them to see what applies
         try:
             if not run.report.ok:
                 raise SandboxError(f"the probe notebook did not run: {run.report.detail or run.report.messages}")
-            value = run.problem("probe").call("probe").value
-            if value != 1:
+            visible = run.problem("probe").call("probe", (_grader_paths(),)).value
+            if type(visible) is not list:
                 raise SandboxError("the probe call did not answer")
             layers = run.isolation
+            self._problems += run.problems
         finally:
             run.close()
+        if visible and "allow-list-fs" in layers:
+            layers = tuple(x for x in layers if x != "allow-list-fs")
+            self._problems.append(f"allow-list-fs: {visible[0]} is visible inside the sandbox")
         missing = [f"{layer}: {self._why(layer)}" for layer in isolation.REQUIRED if layer not in layers]
         return HostInfo(layers=layers, missing=tuple(missing), insecure=self.insecure)
 
     def _why(self, layer: str) -> str:
-        hints = {
-            "bubblewrap": "bubblewrap is not installed or could not start (apt-get install bubblewrap)",
-            "allow-list-fs": "needs bubblewrap (apt-get install bubblewrap)",
-            "no-network": "needs bubblewrap's network namespace",
-            "unprivileged-uid": "the sandbox runs as root",
-            "seccomp": "libseccomp could not build the filter (apt-get install libseccomp2)",
-        }
-        related = [p for p in self._problems if p.split(":")[0].split()[0] in layer or layer.split("-")[0] in p]
-        if related:
-            return related[0]
-        if layer in hints:
-            return hints[layer]
+        for problem in self._problems:
+            key = problem.split(":", 1)[0]
+            if layer in PROBLEM_LAYERS.get(key, (key,)):
+                return problem.split(":", 1)[1].strip() if key == layer else problem
         if "namespace" in layer or layer in ("fresh-proc", "private-scratch", "process-limit"):
             return ("user namespaces are not available (enable them: sysctl user.max_user_namespaces=10000 "
                     "and kernel.unprivileged_userns_clone=1 where it exists)")
-        return "not available on this machine"
+        return LAYER_HINTS.get(layer, "not available on this machine")
 
     # ---- submissions
     def submission(self, cells: Iterable[Any], limits: Limits, *, deadline: float | None = None) -> SubmissionRun:
@@ -388,7 +422,8 @@ class SandboxHost:
             deadline = time.monotonic() + limits.submission_seconds
         return self._submission(cells, limits, deadline)
 
-    def _submission(self, cells: Iterable[Any], limits: Limits, deadline: float | None) -> SubmissionRun:
+    def _submission(self, cells: Iterable[Any], limits: Limits, deadline: float | None, *,
+                    require_layers: bool = True) -> SubmissionRun:
         assert self._ctl is not None
         if self._cgroup is not None:
             self._cgroup.set_memory((limits.memory_mb + 512) * 2**20)
@@ -400,8 +435,6 @@ class SandboxHost:
             self._ctl.send({"op": "submission", "id": sid, "limits": _limits_message(limits)}, deadline=end)
             self._ctl.send_fds([child.fileno()], deadline=end)
             reply = self._ctl.recv(trusted=True, deadline=end, caps=CELL_CAPS)
-            if reply.get("op") != "started":
-                raise SandboxError(f"the zygote answered {reply.get('op')!r}")
         except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
             parent.close()
             tail = self._process.log_tail() if self._process else ""
@@ -409,8 +442,12 @@ class SandboxHost:
             raise SandboxError(f"the sandbox host stopped ({type(exc).__name__}: {exc}) {tail[-500:]}") from None
         finally:
             child.close()
+        if reply.get("op") != "started":
+            parent.close()
+            raise SandboxError(f"the submission's processes could not be started: {_text(reply, 'message', 300)}")
         run = SubmissionRun(self, sid, protocol.Channel(parent), tuple(_cell(c) for c in cells), limits,
-                            deadline if deadline is not None else time.monotonic() + limits.submission_seconds)
+                            deadline if deadline is not None else time.monotonic() + limits.submission_seconds,
+                            require_layers=require_layers)
         try:
             run._start()
         except BaseException:
@@ -439,8 +476,9 @@ class SubmissionRun:
     """One submission's namespaces: its notebook's run, then problems forked from the template."""
 
     def __init__(self, host: SandboxHost, sid: int, sup: protocol.Channel, cells: tuple[_Cell, ...],
-                 limits: Limits, deadline: float):
+                 limits: Limits, deadline: float, *, require_layers: bool = True):
         self.host = host
+        self.require_layers = require_layers and not host.insecure
         self.sid = sid
         self.cells = cells
         self.limits = limits
@@ -457,10 +495,11 @@ class SubmissionRun:
         self._submission_layers: set[str] = set()
         self._template_layers: set[str] | None = None
         self._problem: ProblemHandle | None = None
+        self._pending = False             # a request was sent to the supervisor, its answer not yet read
+        self.problems: list[str] = []     # why a layer did not apply to this submission (from its supervisor)
         self._kept_output = 0
         self._closed = False
-        self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20),
-                                       max_header=int(limits.return_mb * 2**20) + 2**20)
+        self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20), max_header=REPLY_HEADER)
 
     # ---- lifecycle
     def __enter__(self) -> SubmissionRun:
@@ -495,17 +534,43 @@ class SubmissionRun:
 
     # ---- control requests to the supervisor (never runs student code)
     def _control(self, message: dict, fds: Sequence[int] = ()) -> dict:
+        """Send a request to the supervisor and read its answer."""
+        self._send_control(message, fds)
+        return self._answer(message["op"])
+
+    def _send_control(self, message: dict, fds: Sequence[int] = ()) -> None:
         if self._sup is None:
             raise SandboxError("this submission was closed")
+        if self._pending:
+            self._answer("clean")                       # an earlier clean-up's answer comes first
         end = time.monotonic() + CONTROL_SECONDS
         try:
             self._sup.send(message, deadline=end)
             if fds:
                 self._sup.send_fds(list(fds), deadline=end)
-            return self._sup.recv(trusted=True, deadline=end, caps=CELL_CAPS)
-        except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
-            raise SandboxError(f"the submission's supervisor did not answer {message['op']!r} "
+        except (OSError, TimeoutError) as exc:
+            raise SandboxError(f"the submission's supervisor did not take {message['op']!r} "
                                f"({type(exc).__name__}: {exc})") from None
+        self._pending = True
+
+    def _answer(self, op: str) -> dict:
+        assert self._sup is not None
+        try:
+            reply = self._sup.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
+        except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
+            raise SandboxError(f"the submission's supervisor did not answer {op!r} "
+                               f"({type(exc).__name__}: {exc})") from None
+        self._pending = False
+        return reply
+
+    def _clean_soon(self) -> None:
+        """Ask the supervisor to kill what the last problem left and empty its folder now, while
+        the grader moves on; the answer is read before the next request (see _fork)."""
+        if self._sup is not None and not self._pending and not self._closed:
+            try:
+                self._send_control({"op": "clean"})
+            except SandboxError:
+                pass
 
     @staticmethod
     def _exits(reply: dict) -> dict[int, int]:
@@ -526,6 +591,7 @@ class SubmissionRun:
         if up.get("op") != "up":
             raise SandboxError("the submission's supervisor sent an unexpected first message")
         self._submission_layers = set(_texts(up, "layers", 20, 60))
+        self.problems = list(_texts(up, "problems", 20, 300))
         self.report = self._run_notebook()
 
     # ---- the notebook
@@ -553,6 +619,9 @@ class SubmissionRun:
             raise SandboxError("the notebook's process sent an unexpected first message")
         self._template_pid = hello.get("pid") if type(hello.get("pid")) is int else None
         self._template_layers = set(_texts(hello, "layers", 20, 60))
+        missing = [layer for layer in isolation.REQUIRED if layer not in self.isolation]
+        if missing and self.require_layers:             # fail closed: no student code in a weaker sandbox
+            raise SandboxError(f"the sandbox for this submission lacks {', '.join(missing)}; it was not run")
 
     def _stop_template(self) -> str:
         """Kill the template and everything else of the submission; why the template ended."""
@@ -616,7 +685,8 @@ class SubmissionRun:
                  for c in self.cells if c.index not in self._stopped]
         try:
             self._nb.send({"op": "run", "cells": cells, "output_chars": int(self.limits.output_kb) * 1024,
-                           "return_bytes": int(self.limits.return_mb * 2**20)}, deadline=end)
+                           "return_bytes": int(self.limits.return_mb * 2**20), "header_bytes": REPLY_HEADER},
+                          deadline=end)
         except TimeoutError:
             self._stop_template()
             return _Stop("total")
@@ -692,7 +762,7 @@ class SubmissionRun:
             raise ChildCrashed("the process holding your notebook's state is gone", function)
         if self.left <= 0:
             raise TimeBudgetExceeded(self.limits.submission_seconds, function)
-        reply = self._control({"op": "clean"})
+        reply = self._answer("clean") if self._pending else self._control({"op": "clean"})
         if not reply.get("template_alive", True):
             self._failed = (TEMPLATE_LOST, "")
             raise NotebookFailed(*self._failed)
@@ -775,9 +845,13 @@ class ProblemHandle:
         self._closed = False
 
     def close(self) -> None:
-        """End this problem's process (its leftovers are killed before the next fork)."""
+        """End this problem's process; its leftovers are killed (and its folder emptied) at once,
+        the next fork waiting for that to be done."""
         self._closed = True
+        had_process = self._chan is not None
         self._drop()
+        if had_process:
+            self.run._clean_soon()
 
     def _drop(self) -> None:
         _close_quietly(self._chan)
@@ -827,7 +901,7 @@ class ProblemHandle:
             chan.send_frame(data, deadline=time.monotonic() + CONTROL_SECONDS)
         except (OSError, TimeoutError):
             return [self._broken(c[0], self._lost()) for c in calls]
-        for name, _, _ in calls:
+        for _i, (name, _, _) in enumerate(calls):
             limit = run.limits.call_seconds
             deadline = min(time.monotonic() + limit, run.deadline)
             try:

@@ -56,7 +56,6 @@ def unshare(flags: int) -> None:
 def mount(source: str | None, target: str, fstype: str | None, flags: int = 0, data: str | None = None) -> None:
     def enc(s: str | None) -> bytes | None:
         return s.encode() if s is not None else None
-
     _check(libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
            f"mount {target}")
 
@@ -79,7 +78,7 @@ def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 
     if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl({option}): {os.strerror(err)}")
-    return int(result)
+    return result
 
 
 def last_capability() -> int:

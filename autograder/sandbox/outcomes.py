@@ -56,7 +56,8 @@ class CellOutcome:
     def note(self) -> str:
         """One student-facing sentence for a cell that did not simply run, else ""."""
         if self.status == "error":
-            where = f" ({self.where})" if self.where else ""
+            where = "" if not self.where else f" ({self.where})" if self.where.startswith("line ") \
+                else f" (at {self.where})"
             text = f": {_cut(self.message, 300)}" if self.message else ""
             return f"{_capital(self.name)} raised {self.error_type}{text}{where}"
         if self.status in ("timeout", "crashed", "not_run"):

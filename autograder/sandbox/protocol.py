@@ -127,11 +127,11 @@ def describe(value: Any) -> str:
             return f"{_a(name)} (a {base.__name__} subclass); return a plain {base.__name__}"
     try:
         array_like = hasattr(value, "__array__")
-    except Exception:  # noqa: BLE001 - a value's own __getattr__ may raise anything
+    except Exception:  # noqa: BLE001 - a student's object may raise anything from __getattr__
         array_like = False
     if array_like:
-        return (f"an object of type {name} (array-like, but not a numpy array); "
-                "return a numpy array, e.g. np.asarray(result)")
+        return (f"an object of type {name} (array-like, but not a numpy array); return a numpy array, "
+                "e.g. np.asarray(result)")
     if callable(value):
         return f"a function or other callable ({name}); return its result instead"
     return f"an object of type {name}; return a numpy array or a number"

@@ -205,7 +205,12 @@ class Zygote:
 
     def _start(self, msg: dict, sup_fd: int) -> None:
         zygote = os.getpid()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:                  # e.g. the process limit: this submission fails, not the host
+            os.close(sup_fd)
+            self.chan.send({"op": "error", "id": msg.get("id"), "message": f"fork: {exc.strerror}"})
+            return
         if pid == 0:
             code = 70
             try:

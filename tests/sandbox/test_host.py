@@ -3,6 +3,7 @@ template, the per-submission budget, caps on what comes back, batched calls, cle
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -209,11 +210,14 @@ def test_a_returned_value_over_the_cap_is_refused_and_the_grader_stays_small(sub
     grader never holds it?"""
     limits = Limits(cell_seconds=5, total_seconds=20, call_seconds=10, memory_mb=1024, return_mb=1)
     run = submit(["import numpy as np\ndef big():\n    return np.ones(300_000)\n"
-                  "def fine():\n    return np.ones(100_000)"], limits)
+                  "def fine():\n    return np.ones(100_000)\n"
+                  "def numbers():\n    return [1.0 / 3] * 300_000"], limits)
     p = run.problem("p")
     with pytest.raises(BadReturnValue, match="more than 1 MB"):
         p.call("big")
     assert p.call("fine").value.shape == (100_000,)
+    with pytest.raises(BadReturnValue, match="more than 4 MB of non-array data"):
+        p.call("numbers")
 
 
 def test_a_forged_oversized_frame_is_refused_before_it_is_read(submit):
@@ -391,3 +395,35 @@ def test_without_bubblewrap_the_host_refuses_unless_insecure(monkeypatch):
         assert run.problem("p").call("f", (1,)).value == 2
         assert "bubblewrap" not in run.isolation
         run.close()
+
+
+def test_a_submission_whose_sandbox_lacks_a_layer_is_not_run(host, monkeypatch):
+    """If a required layer is missing for one submission (though the host started complete), is
+    that submission refused before any of its code runs?"""
+    monkeypatch.setattr(isolation, "REQUIRED", isolation.REQUIRED + ("imaginary-layer",))
+    with pytest.raises(SandboxError, match="lacks imaginary-layer; it was not run"):
+        host.submission(cells("open('/tmp/notebook/ran', 'w')"), FAST)
+
+
+def test_a_bubblewrap_that_cannot_start_is_refused_with_the_reason(monkeypatch, tmp_path):
+    """When bubblewrap fails (here: user namespaces not permitted), does start() raise one line
+    quoting bubblewrap and pointing at user namespaces?"""
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create a new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(isolation, "bwrap_path", lambda: str(fake))
+    with pytest.raises(SandboxUnavailable) as info:
+        SandboxHost().start()
+    message = str(info.value)
+    assert "\n" not in message and "No permissions to create a new namespace" in message
+    assert "user namespaces" in message
+
+
+def test_a_grader_path_visible_inside_is_caught_by_the_probe(monkeypatch):
+    """If the filesystem plan let the project folder in, does the start-up probe notice from inside
+    and refuse (the allow-list is checked, not assumed)?"""
+    project = str(Path(isolation.__file__).resolve().parents[2])
+    plan = isolation.allow_list
+    monkeypatch.setattr(isolation, "allow_list", lambda: plan() + [isolation.Mount("ro-bind", project, project)])
+    with pytest.raises(SandboxUnavailable, match=f"allow-list-fs: {project} is visible inside the sandbox"):
+        SandboxHost().start()

@@ -184,9 +184,9 @@ def _check_outputs(attack: Attack, scratch: Scratch, baseline: Baseline, attacke
     copied = CourseLayout(course).autograded(attacker, ASSIGNMENT)
     for path in (copied.iterdir() if copied.is_dir() else ()):
         if path.is_symlink():
-            v.append(f"{CourseLayout(course).relative(path)} is a symbolic link")
+            v.append(f"{path.name} among the attacker's autograded copies is a symbolic link")
         elif scratch.secret.encode() in path.read_bytes():
-            v.append(f"{CourseLayout(course).relative(path)} holds the course secret")
+            v.append(f"{path.name} among the attacker's autograded copies holds the course secret")
 
 
 def run_attack(attack: Attack, baseline: Baseline, tmp_path: Path) -> list[str]:
@@ -240,8 +240,8 @@ def run_attack(attack: Attack, baseline: Baseline, tmp_path: Path) -> list[str]:
         left = files_named(token, places)
         if left:
             v.append(f"files left by the attack: {left[:5]}")
-        edited = [str(p.relative_to(ROOT)) for p,
-                  data in engine_files.items() if not p.is_file() or p.read_bytes() != data]
+        edited = [str(p.relative_to(ROOT)) for p, data in engine_files.items()
+                  if not p.is_file() or p.read_bytes() != data]
         new = [str(p.relative_to(ROOT)) for p in ENGINE.rglob("*")
                if p.is_file() and "__pycache__" not in p.parts and p not in engine_files]
         if edited or new:
@@ -253,7 +253,7 @@ def run_attack(attack: Attack, baseline: Baseline, tmp_path: Path) -> list[str]:
         site_after = {str(p): sorted(os.listdir(p)) for p in _site_packages()}
         if site_after != site_before:
             v.append("site-packages changed: " + ", ".join(
-                sorted(set().union(*site_after.values()) ^ set().union(*site_before.values()))[:5]))
+                sorted({n for v in site_after.values() for n in v} ^ {n for v in site_before.values() for n in v})[:5]))
     finally:
         listener.close()
         kill_pids(token_processes(token))

@@ -3,6 +3,7 @@ link, and one student's unreadable or odd files never stop the batch."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,12 +14,12 @@ import pytest
 from autograder.api import _copy_for_formgrader, _output_dir, submissions
 from autograder.config import load_course
 from autograder.grading.lateness import submission_time
-from autograder.layout import CourseLayout
 from autograder.notebooks import RefusedFile, find_submission_notebooks, load_notebook, read_regular
 
 from .harness import ASSIGNMENT, NB, ROOT, load_results
 
 sys.path.insert(0, str(ROOT / "tests"))
+from autograder.layout import EXAMPLES, CourseLayout
 from conftest import copy_course
 
 
@@ -114,21 +115,21 @@ def test_one_students_odd_files_never_stop_the_batch(tmp_path):
     """With linked, piped, unreadable-output and linked-folder submissions, are all the others still graded?"""
     course = copy_course(tmp_path / "course")
     sub = CourseLayout(course).submitted_dir
+    example = CourseLayout(ROOT / EXAMPLES).submission("ada", ASSIGNMENT)
     for sid in ("ada", "zed"):
-        (sub / sid).mkdir(parents=True)
-        os.system(f"cp -r {CourseLayout(ROOT / 'examples').submission('ada', ASSIGNMENT)} {sub / sid}")
+        shutil.copytree(example, sub / sid / ASSIGNMENT)
     (sub / "bob" / ASSIGNMENT).mkdir(parents=True)
     (sub / "bob" / ASSIGNMENT / NB).symlink_to(sub / "ada" / ASSIGNMENT / NB)
     (sub / "cy" / ASSIGNMENT).mkdir(parents=True)
     os.mkfifo(sub / "cy" / ASSIGNMENT / NB)
     (sub / "eve").symlink_to("ada")
     (sub / "fay" / ASSIGNMENT).mkdir(parents=True)
-    os.system(f"cp {sub / 'ada' / ASSIGNMENT / NB} {sub / 'fay' / ASSIGNMENT / NB}")
+    shutil.copyfile(sub / "ada" / ASSIGNMENT / NB, sub / "fay" / ASSIGNMENT / NB)
     (CourseLayout(course).autograded_dir / "fay").mkdir(parents=True)
     (CourseLayout(course).autograded("fay", ASSIGNMENT)).write_text("a file where a folder should be")
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT, "--course-dir",
-                           str(course)],
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT,
+                           "--course-dir", str(course)],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 1, proc.stdout + proc.stderr        # fay's results could not be written
     assert "output: fay: " in proc.stderr

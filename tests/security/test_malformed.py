@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autograder.layout import CourseLayout
 from autograder.notebooks import load_notebook
 
 from .harness import ASSIGNMENT, NB, ROOT, load_results
@@ -21,6 +20,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tools"))
 from submissions import Case, build
 
+from autograder.layout import CourseLayout
 from conftest import copy_course
 
 VALID = json.loads(build(Case("valid")))
@@ -43,8 +43,8 @@ def malformed_notebooks(draw) -> bytes:
         if kind == "drop_key" and doc:
             doc.pop(draw(st.sampled_from(sorted(doc))), None)
         elif kind == "retype_key":
-            doc[draw(st.sampled_from(["cells", "metadata", "nbformat", "nbformat_minor",
-                                      "worksheets"]))] = draw(json_values)
+            key = draw(st.sampled_from(["cells", "metadata", "nbformat", "nbformat_minor", "worksheets"]))
+            doc[key] = draw(json_values)
         elif kind == "retype_cell" and cells:
             cells[draw(st.integers(0, len(cells) - 1))] = draw(json_values)
         elif kind == "cell_field" and cells:
@@ -103,8 +103,7 @@ def test_loading_a_malformed_notebook_gives_cells_or_a_reason(tmp_path, data):
                                  HealthCheck.data_too_large])
 @given(notebooks=st.lists(malformed_notebooks(), min_size=6, max_size=6))
 def test_a_batch_of_malformed_notebooks_ends_with_a_result_for_each(tmp_path_factory, notebooks):
-    """Through the real `course autograde`, does every malformed notebook end as a graded result, with a reason
-    when it scores 0?"""
+    """Through `course autograde`, does each malformed notebook end as a graded result, with a reason if it scores 0?"""
     course = copy_course(tmp_path_factory.mktemp("malformed") / "course")
     students = [f"s{i}" for i in range(len(notebooks))]
     for sid, data in zip(students, notebooks):
@@ -112,8 +111,8 @@ def test_a_batch_of_malformed_notebooks_ends_with_a_result_for_each(tmp_path_fac
         folder.mkdir(parents=True)
         (folder / NB).write_bytes(data)
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT, "--course-dir",
-                           str(course)],
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT,
+                           "--course-dir", str(course)],
                           capture_output=True, text=True, env=env, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     for sid in students:

@@ -18,7 +18,7 @@ import yaml
 from .harness import ASSIGNMENT, NB, ROOT, expected_rows, gradebook_rows, load_results
 
 sys.path.insert(0, str(ROOT / "tests"))
-from autograder.layout import CourseLayout
+from autograder.layout import EXAMPLES, CourseLayout
 from conftest import copy_course
 
 pytestmark = pytest.mark.slow
@@ -29,7 +29,7 @@ STUDENTS = ("ada", "alan", "barbara", "donald", "edsger", "frances", "grace")
 def _course(tmp_path: Path) -> Path:
     course = copy_course(tmp_path / "course")
     for sid in STUDENTS:
-        shutil.copytree(CourseLayout(ROOT / "examples").submitted_dir / sid, CourseLayout(course).submitted_dir / sid)
+        shutil.copytree(CourseLayout(ROOT / EXAMPLES).submitted_dir / sid, CourseLayout(course).submitted_dir / sid)
     (course / "roster.csv").write_text("id\n" + "\n".join(STUDENTS) + "\n")
     return course
 
@@ -69,8 +69,8 @@ def _exactly_once(course: Path) -> None:
             "SELECT student.id, COUNT(*) FROM submitted_assignment JOIN student "
             "ON submitted_assignment.student_id = student.id GROUP BY student.id").fetchall())
         duplicates = con.execute(
-            "SELECT notebook_id, cell_id, COUNT(*) FROM grade GROUP BY notebook_id, cell_id HAVING COUNT(*) > 1"
-        ).fetchall()
+            "SELECT notebook_id, cell_id, COUNT(*) FROM grade GROUP BY notebook_id, cell_id "
+            "HAVING COUNT(*) > 1").fetchall()
     finally:
         con.close()
     assert per_student == dict.fromkeys(STUDENTS, 1)
@@ -81,8 +81,7 @@ def _exactly_once(course: Path) -> None:
 
 
 def test_sigkill_mid_batch_then_rerun_grades_the_rest_with_every_grade_once(tmp_path):
-    """Killed with SIGKILL after a few students, does a rerun grade only the others and leave each grade exactly
-    once?"""
+    """Killed with SIGKILL after a few students, does a rerun grade only the others and leave each grade once?"""
     course = _course(tmp_path)
     proc = subprocess.Popen(_command(course), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
                             start_new_session=True)
@@ -107,8 +106,7 @@ def test_sigkill_mid_batch_then_rerun_grades_the_rest_with_every_grade_once(tmp_
 
 
 def test_unchanged_batch_is_not_graded_again_unless_forced(tmp_path):
-    """Is a second run on unchanged submissions all 'unchanged', and does --force grade everyone again, with the
-    same scores?"""
+    """Is a second run on unchanged submissions all 'unchanged', and does --force grade everyone again, same scores?"""
     course = _course(tmp_path)
     first = _run(course)
     assert set(_log_states(first.stdout).values()) == {"graded"}

@@ -1,0 +1,151 @@
+"""Measure the sandbox: start-up costs, and the grader's peak memory under flooding submissions.
+
+    .venv/bin/python tools/bench_sandbox.py            # everything (about a minute)
+    .venv/bin/python tools/bench_sandbox.py startup    # zygote start, fork per submission/problem, round trip
+    .venv/bin/python tools/bench_sandbox.py flood      # the grader's peak RSS on flood cases
+
+Each flood case runs in its own process, so its peak RSS (ru_maxrss) is its own; the figure
+reported is the peak minus the process's RSS just before the case started. Not a test: figures
+depend on the machine and its load (record them in docs/ with the date and the machine).
+"""
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autograder.config import Limits  # noqa: E402
+from autograder.sandbox.host import SandboxHost  # noqa: E402
+
+LIMITS = Limits(cell_seconds=30, total_seconds=600, call_seconds=30, submission_seconds=900, max_restarts=50)
+
+
+def cells(*sources: str) -> list[dict]:
+    return [{"index": i, "label": f"cell {i}", "source": s} for i, s in enumerate(sources, 1)]
+
+
+def median_ms(xs: list[float]) -> str:
+    return f"{statistics.median(xs) * 1000:.2f} ms"
+
+
+def startup() -> None:
+    starts, spawns = [], []
+    for _ in range(5):
+        t = time.perf_counter()
+        host = SandboxHost()
+        host.start()
+        starts.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        host._spawn()
+        spawns.append(time.perf_counter() - t)
+        host.close()
+    print(f"host start (bubblewrap + zygote + probe run)   {median_ms(starts)}")
+    print(f"zygote start alone (bubblewrap + numpy import) {median_ms(spawns)}")
+    x = np.random.default_rng(0).standard_normal((64, 64))
+    with SandboxHost() as host:
+        host.start()
+        subs, forks, calls, singles, batches = [], [], [], [], []
+        for _ in range(30):
+            t = time.perf_counter()
+            run = host.submission(cells("import numpy as np\ndef f(x):\n    return x"), LIMITS)
+            subs.append(time.perf_counter() - t)
+            for k in range(8):
+                t = time.perf_counter()
+                p = run.problem(f"p{k}")
+                p.call("f", (x,))
+                forks.append(time.perf_counter() - t)
+                for _ in range(10):
+                    t = time.perf_counter()
+                    p.call("f", (x,))
+                    calls.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            for _ in range(10):
+                p.call("f", (x,))
+            singles.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            p.call_many([("f", (x,), {})] * 10)
+            batches.append(time.perf_counter() - t)
+            run.close()
+        print(f"submission (namespaces, fresh template, 1-cell notebook) {median_ms(subs)}")
+        print(f"problem (clean-up, fork of the template, first call)     {median_ms(forks)}")
+        print(f"call round trip (64x64 float64 there and back)          {median_ms(calls)}")
+        print(f"10 calls one by one / in one call_many                   {median_ms(singles)} / {median_ms(batches)}")
+
+
+FLOODS = {
+    "printing-cells": ("45,000 cells each printing 64 KiB", Limits(**{**LIMITS.__dict__, "cell_seconds": 30}),
+                       ["print('x' * 65536)"] * 45_000 + ["def f():\n    return 1"], "f", 1),
+    "big-returns-refused": ("every call returns 255 MB (return_mb 16: refused in the child)", LIMITS,
+                            ["import numpy as np\ndef f():\n    return np.ones(255 * 2**20 // 8)"], "f", 10),
+    "big-returns-allowed": ("every call returns 255 MB (return_mb 300: all of it crosses)",
+                            Limits(**{**LIMITS.__dict__, "return_mb": 300, "memory_mb": 4096}),
+                            ["import numpy as np\ndef f():\n    return np.ones(255 * 2**20 // 8)"], "f", 10),
+    "forged-frame": ("the child announces a 255 MB reply and sends it slowly", LIMITS,
+                     ["import gc, struct, time\nfrom autograder.sandbox import protocol\n"
+                      "def f():\n    for c in [o for o in gc.get_objects() if type(o) is protocol.Channel]:\n"
+                      "        try:\n            protocol._sock_sendall(c.sock, struct.pack('!Q', 255 * 2**20))\n"
+                      "        except OSError:\n            pass\n    time.sleep(60)"], "f", 3),
+}
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def flood_case(name: str) -> dict:
+    what, limits, sources, fn, repeat = FLOODS[name]
+    host = SandboxHost(memory_mb=limits.memory_mb)
+    host.start()
+    before = rss_mb()
+    t = time.perf_counter()
+    run = host.submission(cells(*sources), limits)
+    outcomes = []
+    for _ in range(repeat):
+        try:
+            value = run.problem("p").call(fn).value
+            outcomes.append(type(value).__name__)
+        except Exception as exc:  # noqa: BLE001 - the outcome is what is measured
+            outcomes.append(type(exc).__name__)
+    seconds = time.perf_counter() - t
+    kept = sum(len(c.stdout) for c in run.report.cells)
+    run.close()
+    host.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"case": what, "rss_before_mb": round(before, 1), "peak_mb": round(peak, 1),
+            "grader_growth_mb": round(peak - before, 1), "seconds": round(seconds, 1),
+            "outcomes": sorted(set(outcomes)), "stdout_kept_chars": kept}
+
+
+def flood() -> None:
+    for name in FLOODS:
+        out = subprocess.run([sys.executable, __file__, "_flood", name], capture_output=True, text=True, timeout=3600)
+        if out.returncode != 0:
+            print(f"{name}: failed\n{out.stderr[-2000:]}")
+            continue
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{r['case']}: grader RSS {r['rss_before_mb']} MB before, peak {r['peak_mb']} MB "
+              f"(+{r['grader_growth_mb']} MB), {r['seconds']} s, outcomes {r['outcomes']}, "
+              f"output kept {r['stdout_kept_chars']} chars")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "all"
+    if what == "_flood":
+        print(json.dumps(flood_case(sys.argv[2])))
+    else:
+        if what in ("all", "startup"):
+            startup()
+        if what in ("all", "flood"):
+            flood()
