@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 READ_CHUNK = 1 << 20
+# A notebook with more code cells than this is not run: the grader keeps a record per cell, and no
+# assignment needs thousands (a generated 100,000-cell notebook would cost the grader ~150 MB).
+MAX_CODE_CELLS = 5_000
 
 
 class RefusedFile(Exception):
@@ -227,6 +230,10 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
     else:
         return _unreadable(path, f"{name} has notebook format {major!r}; only formats 3 and 4 can be read.")
 
+    code_cells = sum(1 for c in raw_cells if isinstance(c, dict) and c.get("cell_type") == "code")
+    if code_cells > MAX_CODE_CELLS:
+        return _unreadable(path, f"{name} has {code_cells:,} code cells, more than the {MAX_CODE_CELLS:,} that can "
+                                 f"be graded, so it was not run; remove generated cells and resubmit.")
     cells: list[CodeCell] = []
     skipped = 0
     number = 0                  # code cells seen, as a student counts them

@@ -99,3 +99,12 @@ def test_find_missing_notebook_is_noted(tmp_path):
     found, notes = find_submission_notebooks(tmp_path, ("hw.ipynb",))
     assert found == {"hw.ipynb": None}
     assert notes == ("hw.ipynb was not submitted.",)
+
+
+def test_load_too_many_code_cells_gives_a_reason(tmp_path):
+    """Is a notebook with more code cells than the limit refused with the count, without running any?"""
+    from autograder.notebooks import MAX_CODE_CELLS
+
+    nb = load_notebook(write_nb(tmp_path / "many.ipynb", *(["x = 1"] * (MAX_CODE_CELLS + 1))), max_mb=20)
+    assert not nb.readable and nb.cells == ()
+    assert f"has {MAX_CODE_CELLS + 1:,} code cells" in nb.notes[0]

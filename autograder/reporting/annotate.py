@@ -157,7 +157,7 @@ def _read_notebook(path: Path) -> tuple[Any, str]:
         with open(path, encoding="utf-8") as fh:
             return nbformat.read(fh, as_version=4), ""
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError,
-            nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         return None, f"{path.name}: not annotated, not a readable notebook ({type(exc).__name__})"
 
 
