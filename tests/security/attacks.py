@@ -223,8 +223,7 @@ for _p in _sys.path:
     if _p.endswith("site-packages"):
         _places.append(_p)
 for _p in set(_places):
-    _write(_os.path.join(_p, _TOKEN + ".pth"),
-           "import os; os.makedirs(os.path.expanduser('~/" + _TOKEN + "-pth-ran'), exist_ok=True)\n")
+    _write(_os.path.join(_p, _TOKEN + ".pth"), "import os; os.makedirs(os.path.expanduser('~/" + _TOKEN + "-pth-ran'), exist_ok=True)\n")
     try:
         _ppid = _os.getppid()
         _write(f"/proc/{_ppid}/root" + _os.path.join(_p, _TOKEN + ".pth"), "import os\n")
@@ -668,35 +667,30 @@ ATTACKS: tuple[Attack, ...] = (
            "site-packages mounted read-only", cells=_cells(PTH_INTO_VENV)),
     Attack("engine_source", "ln", "append to the engine's own modules (checks.py, plugin.py)",
            "engine mounted read-only", cells=_cells(ENGINE_SOURCE)),
-    Attack("home_and_tmp", "ln",
-           "overwrite canary files in the grader's home, /tmp, /var/tmp, /dev/shm; leave files there",
+    Attack("home_and_tmp", "ln", "overwrite canary files in the grader's home, /tmp, /var/tmp, /dev/shm; leave files there",
            "allow-list filesystem with a private tmpfs scratch", cells=_cells(HOME_AND_TMP)),
     Attack("other_results_and_gradebook", "ln", "overwrite other students' results.json, blank their notebooks, "
            "zero the gradebook", "course folder not in the sandbox", cells=_cells(OTHER_RESULTS)),
     # stopping or sabotaging the batch
-    Attack("kill_grader", "ln", "SIGKILL the grader and every process of its tree",
-           "PID namespace: no other process is visible",
+    Attack("kill_grader", "ln", "SIGKILL the grader and every process of its tree", "PID namespace: no other process is visible",
            cells=_cells(KILL_GRADER)),
     Attack("stop_grader", "ln", "SIGSTOP the grader and its tree", "PID namespace", cells=_cells(STOP_GRADER)),
     Attack("ptrace_grader", "ln", "PTRACE_ATTACH to the grader and hold it", "PID namespace; seccomp denies ptrace",
            cells=_cells(PTRACE_GRADER)),
     # outliving grading
     Attack("daemon_rewrites_results", "ln", "double-fork + setsid daemon that waits for the grader to exit, then "
-           "rewrites results.json, feedback pages and the gradebook",
-           "PID namespace dies with the sandbox; course folder absent",
+           "rewrites results.json, feedback pages and the gradebook", "PID namespace dies with the sandbox; course folder absent",
            cells=_cells(DAEMON_REWRITES)),
     Attack("daemon_kills_sandboxes", "ln", "setsid daemon that kills the sandboxes of students graded after it",
            "PID namespace dies with the sandbox", cells=_cells(DAEMON_KILLS_SANDBOXES)),
-    Attack("fork_bomb", "ln", "300 forked setsid children that sleep",
-           "process limit; PID namespace dies with the sandbox",
+    Attack("fork_bomb", "ln", "300 forked setsid children that sleep", "process limit; PID namespace dies with the sandbox",
            cells=_cells(FORK_BOMB)),
     # no escape needed
     Attack("patch_own_runner", "mut", "patch the child's own runner and warnings machinery so a mutating layer_norm "
            "and an overflowing silu look clean", "no points rest on the child's reports about itself",
            early=_cells(PATCH_RUNNER)),
     Attack("replay_split_heads", "split", "record the trusted split_heads' answers during multi_head_attention "
-           "and replay them in split_heads",
-           "no callbacks; a fresh fork per problem (no memory or scratch carried over)",
+           "and replay them in split_heads", "no callbacks; a fresh fork per problem (no memory or scratch carried over)",
            cells=_cells(REPLAY_SPLIT)),
     Attack("restart_amplification", "ln", "cells just under the cell limit and every function hanging "
            "(each call times out and restarts the notebook)", "one wall-clock budget per submission; a cap on restarts",
@@ -706,14 +700,12 @@ ATTACKS: tuple[Attack, ...] = (
            "no callbacks", cells=_cells(CALLBACK_FLOOD)),
     Attack("print_flood", "ln", "6000 cells printing 64 KiB each", "captured output capped and never accumulated",
            cells=_cells(PRINT_FLOOD_CELL), repeat_cells=6000),
-    Attack("return_flood", "ln", "every array function returns 256 MB on every call",
-           "a cap on the bytes of a returned value",
+    Attack("return_flood", "ln", "every array function returns 256 MB on every call", "a cap on the bytes of a returned value",
            cells=_cells(RETURN_FLOOD)),
     # resource exhaustion
     Attack("memory_bomb", "ln", "allocate until MemoryError in a cell and in every layer_norm call",
            "address-space limit", cells=_cells(MEMORY_BOMB)),
-    Attack("infinite_loop_cell", "ln", "a cell that never ends",
-           "per-cell time limit; the notebook runs again without it",
+    Attack("infinite_loop_cell", "ln", "a cell that never ends", "per-cell time limit; the notebook runs again without it",
            cells=_cells(INFINITE_CELL)),
     Attack("hanging_functions", "ln", "layer_norm spins, silu sleeps forever", "per-call time limit",
            cells=_cells(HANGING_FUNCTIONS)),
@@ -730,16 +722,14 @@ ATTACKS: tuple[Attack, ...] = (
            "generators; a 5000-digit int", "trusted decoder accepts plain data only", cells=_cells(LYING_RETURNS)),
     Attack("fake_results_and_scores", "ln", "write results.json files everywhere it can and print scores",
            "results are computed in the trusted process; course folder absent", cells=_cells(FAKE_RESULTS)),
-    Attack("network_connect", "ln", "connect to a listener on 127.0.0.1 outside the sandbox",
-           "network namespace (loopback only)",
+    Attack("network_connect", "ln", "connect to a listener on 127.0.0.1 outside the sandbox", "network namespace (loopback only)",
            cells=_cells(NETWORK)),
     # files
     Attack("notebook_symlink_to_other_student", NO_NOTEBOOK, "the submitted notebook is a symbolic link to another "
            "student's notebook", "lstat + O_NOFOLLOW: only regular files are read", layout="link_to_victim",
            note="symbolic link"),
     Attack("notebook_symlink_to_secret", NO_NOTEBOOK, "notebooks linking to .course_secret and gradebook.db, "
-           "timestamp.txt linking to /dev/zero", "regular files only; copies never follow links",
-           layout="link_to_secret",
+           "timestamp.txt linking to /dev/zero", "regular files only; copies never follow links", layout="link_to_secret",
            note="symbolic link"),
     Attack("folder_symlink", NO_NOTEBOOK, "the student's folder is a symbolic link to another student's",
            "no link followed anywhere under submitted/<student>/", layout="folder_link", note="symbolic link"),
