@@ -165,10 +165,14 @@ def exported(trip: Trip) -> dict[str, dict[str, str]]:
 
 
 def test_release_puts_the_roster_and_due_date_in_the_gradebook(trip):
-    """After `course release` alone, does the gradebook hold the roster, the due date and the grade cells?"""
+    """After `course release` alone (the first gradebook write), does the gradebook hold the roster, the
+    due date and the grade cells?"""
     out = trip.log["release"].stdout
-    assert "gradebook: student ada; student kat; student nora; assignment transformer-block" in out
+    assert "gradebook: student ada; student kat; student nora; assignment transformer-block (due " in out
     assert "8 grade cells added" in out
+    due = yaml.safe_load((trip.course / "course.yml").read_text())["assignments"][0]["due"]
+    due = dt.datetime.fromisoformat(due) if isinstance(due, str) else due
+    assert f"assignment transformer-block (due {due.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC)" in out
 
 
 def test_students_receive_our_page_with_the_override_and_the_comment(trip):

@@ -141,7 +141,7 @@ def _sync_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> l
         row = GbAssignment(assignment.name, duedate=due, course_id=course.course_id)
         gb.db.add(row)
         gb.db.flush()
-        changes.append(f"assignment {assignment.name}")
+        changes.append(f"assignment {assignment.name}" + (f" (due {due:%Y-%m-%d %H:%M} UTC)" if due else ""))
     else:
         if due is not None and row.duedate != due:     # course.yml without a due date leaves nbgrader's alone
             changes.append(f"assignment {assignment.name}: due date {row.duedate or 'none'} -> {due}")
