@@ -21,7 +21,7 @@ from .errors import CourseError
 from .grading.results import SubmissionResult
 from .intake import BOOKKEEPING, ungraded_files
 from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
-from .notebooks import RefusedFile, open_regular, read_regular, submission_entries
+from .notebooks import RefusedFile, more_code_cells_than, open_regular, read_regular, submission_entries
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
     from .grading.engine import InstructorCode
@@ -404,7 +404,10 @@ def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result
     def copy() -> None:
         target = inside(layout.autograded(sid, a.name))
         _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024))
-        annotate_autograded(result, a, target, layout.release(a.name))
+        copies = [target / name for name, mode in submission_entries(target)
+                  if stat.S_ISREG(mode) and name.endswith(".ipynb")]
+        if not any(more_code_cells_than(c) for c in copies):   # nbformat would need hundreds of MB
+            annotate_autograded(result, a, target, layout.release(a.name))
 
     def results() -> None:
         inside(layout.autograded(sid, a.name))

@@ -109,6 +109,29 @@ def hash_regular(path: Path, digest: hashlib._Hash) -> None:
         os.close(fd)
 
 
+_CODE_CELL = re.compile(rb'"cell_type"\s*:\s*"code"')
+
+
+def more_code_cells_than(path: Path, limit: int = MAX_CODE_CELLS) -> bool:
+    """Whether the notebook file at `path` seems to hold more than `limit` code cells, judged from
+    its bytes without parsing it (parsing a notebook of many small cells costs far more memory)."""
+    fd = open_regular(path)
+    try:
+        count, tail = 0, b""
+        while True:
+            chunk = os.read(fd, READ_CHUNK)
+            if not chunk:
+                return False
+            block = tail + chunk
+            count += len(_CODE_CELL.findall(block))
+            tail = block[-32:]
+            count -= len(_CODE_CELL.findall(tail))     # counted again with the next chunk
+            if count > limit:
+                return True
+    finally:
+        os.close(fd)
+
+
 def is_real_dir(path: Path) -> bool:
     """True when `path` is a folder and not a symbolic link to one."""
     try:
