@@ -38,6 +38,9 @@ ROSTER = ("id,first_name,last_name,email\n"
           "ada,Ada,Lovelace,ada@example.edu\n"
           "kat,Katherine,Johnson,kat@example.edu\n"
           "nora,Nora,Noether,nora@example.edu\n")
+# nbgrader's exchange keeps released pages in <exchange>/<course id>/feedback/, and fetch_feedback puts
+# them in <assignment>/feedback/<timestamp>/ in the student's home: exchange folders, not course steps.
+EXCHANGE_FEEDBACK = "feedback"
 COMMENT = "Right idea; LayerNorm divides by d, not d - 1. Partial credit restored."
 
 
@@ -150,7 +153,7 @@ def trip(tmp_path_factory) -> Trip:
 
 
 def fetched_page(trip: Trip, student: str) -> str:
-    pages = list((trip.home(student) / A / "feedback").glob(f"*/{STEM}.html"))
+    pages = list((trip.home(student) / A / EXCHANGE_FEEDBACK).glob(f"*/{STEM}.html"))
     assert len(pages) == 1, pages
     return pages[0].read_text(encoding="utf-8")
 
@@ -195,7 +198,7 @@ def test_feedback_holds_nothing_instructor_only(trip):
         assert sorted(p.name for p in folder.iterdir()) == ["submission_secret.txt", "timestamp.txt", f"{STEM}.html"]
         page = (folder / f"{STEM}.html").read_text()
         assert str(trip.results[student]["extra_data"]["seed"]) not in page
-    released = list((trip.exchange / "dl-attention" / "feedback").iterdir())
+    released = list((trip.exchange / "dl-attention" / EXCHANGE_FEEDBACK).iterdir())
     assert len(released) == 2 and all(p.suffix == ".html" for p in released)
 
 
