@@ -145,7 +145,9 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
         super().export(gradebook)
         dest = self.to or "grades.csv"
         with open(dest, newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            fields = [*(reader.fieldnames or ()), "extension", "extended_duedate"]
         names = {a.name: a for a in course.assignments}
         for row in rows:
             a = names.get(row.get("assignment", ""))
@@ -153,7 +155,6 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             due = a.due_for(row.get("student_id", "")) if a is not None and ext is not None else None
             row["extension"] = ext.describe() if ext is not None else ""
             row["extended_duedate"] = str(naive_utc(due)) if due is not None else ""
-        fields = [*(rows[0].keys() if rows else ()), *(() if rows else ("extension", "extended_duedate"))]
         tmp = f"{dest}.tmp"
         with open(tmp, "w", newline="", encoding="utf-8") as fh:
             writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
