@@ -54,17 +54,17 @@ class Limits:
     memory_mb: int = setting(2048, check=POSITIVE, help="address space of the student's process, in MB")
     notebook_mb: float = setting(20.0, check=POSITIVE, help="a submitted notebook larger than this is not loaded")
     submission_seconds: float = setting(300.0, check=POSITIVE,
-                                        help="wall clock for one submission: notebook runs, restarts and calls "
-                                             "together")
+                                        help="wall-clock seconds for one submission: notebook runs, restarts and "
+                                             "calls together")
     max_restarts: int = setting(5, check=NON_NEGATIVE,
-                                help="fresh processes after a call hung or crashed, per submission")
+                                help="fresh processes per submission after a student function hung or crashed")
     return_mb: float = setting(16.0, check=POSITIVE, help="the largest value a student function may return, in MB")
-    output_kb: int = setting(8, check=POSITIVE,
+    output_kb: int = setting(8, check=NON_NEGATIVE,
                              help="printed output kept per cell or call, in KB (the rest is dropped in the sandbox)")
     max_notes: int = setting(50, check=POSITIVE, help="notes about running the notebook kept per submission")
     processes: int = setting(64, check=POSITIVE, help="processes the student's code may have at once")
     scratch_mb: int = setting(64, check=POSITIVE,
-                              help="the private scratch folders (each problem's and the notebook's), in MB")
+                              help="size of the student's private scratch folders (tmpfs), in MB")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .text import truncate
+
 READ_CHUNK = 1 << 20
 # A notebook with more code cells than this is not run: the grader keeps a record per cell, and no
 # assignment needs thousands (a generated 100,000-cell notebook would cost the grader ~150 MB).
@@ -157,11 +159,10 @@ def submission_entries(folder: Path) -> list[tuple[str, int]]:
         return []
     return sorted(out)
 
-
 _DEF = re.compile(r"^(?:async\s+)?(def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CodeCell:
     index: int                  # position among all cells of the notebook (0-based, markdown included)
     source: str
@@ -184,8 +185,7 @@ def cell_label(number: int, source: str) -> str:
     first = next((ln.strip() for ln in source.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
     if not first:
         return base
-    first = first if len(first) <= 40 else first[:37] + "..."
-    return f"{base} (`{first.replace('`', chr(39))}`)"
+    return f"{base} (`{truncate(first, 40).replace('`', chr(39))}`)"
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,19 @@ import json
 import shutil
 
 from autograder import cli
-from autograder.layout import EXAMPLES, CourseLayout
+from autograder.layout import CourseLayout
 from autograder.sandbox import isolation
 from conftest import ROOT
+
+EXAMPLES = CourseLayout(ROOT / "examples")
+ASSIGNMENT = "transformer-block"
+
+
+def add_ada(course) -> CourseLayout:
+    """Copy the example student `ada` into a scratch course; returns its layout."""
+    layout = CourseLayout(course)
+    shutil.copytree(EXAMPLES.submission("ada", ASSIGNMENT), layout.submission("ada", ASSIGNMENT))
+    return layout
 
 
 def test_doctor_reports_every_layer_and_passes_on_this_machine(capsys):
@@ -29,27 +39,25 @@ def test_without_bubblewrap_grading_refuses_unless_insecure(monkeypatch, capsys,
     assert cli.main(["doctor"]) == 1
     assert "refuse" in capsys.readouterr().out
 
-    examples = CourseLayout(ROOT / EXAMPLES).submitted_dir
-    shutil.copytree(examples / "ada", CourseLayout(course_copy).submitted_dir / "ada")
-    args = ["autograde", "transformer-block", "--course-dir", str(course_copy)]
+    layout = add_ada(course_copy)
+    args = ["autograde", ASSIGNMENT, "--course-dir", str(course_copy)]
     assert cli.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bubblewrap" in err[0] and "--insecure" in err[0]
-    assert not (CourseLayout(course_copy).autograded_dir).exists()
+    assert not layout.autograded_dir.exists()
 
     assert cli.main(args + ["--insecure"]) == 0
     out = capsys.readouterr().out
     assert "Sandbox: INSECURE, missing bubblewrap" in out
-    result = json.loads((CourseLayout(course_copy).results_json("ada", "transformer-block")).read_text())
+    result = json.loads(layout.results_json("ada", ASSIGNMENT).read_text())
     assert "bubblewrap" not in result["extra_data"]["isolation"] and result["score"] > 0
 
 
 def test_results_record_the_layers_that_applied(capsys, course_copy):
     """With the full sandbox, does every results.json list the layers and the summary say so?"""
-    examples = CourseLayout(ROOT / EXAMPLES).submitted_dir
-    shutil.copytree(examples / "ada", CourseLayout(course_copy).submitted_dir / "ada")
-    assert cli.main(["autograde", "transformer-block", "--course-dir", str(course_copy)]) == 0
+    layout = add_ada(course_copy)
+    assert cli.main(["autograde", ASSIGNMENT, "--course-dir", str(course_copy)]) == 0
     out = capsys.readouterr().out
     assert f"Sandbox: all {len(isolation.REQUIRED)} required isolation layers applied" in out
-    result = json.loads((CourseLayout(course_copy).results_json("ada", "transformer-block")).read_text())
+    result = json.loads(layout.results_json("ada", ASSIGNMENT).read_text())
     assert set(isolation.REQUIRED) <= set(result["extra_data"]["isolation"])

@@ -82,6 +82,8 @@ def startup() -> None:
 
 
 FLOODS = {
+    "many-cells": ("100,000 one-line code cells", LIMITS, [f"x = {i}" for i in range(100_000)] +
+                   ["def f():\n    return 1"], "f", 1),
     "printing-cells": ("45,000 cells each printing 64 KiB", Limits(**{**LIMITS.__dict__, "cell_seconds": 30}),
                        ["print('x' * 65536)"] * 45_000 + ["def f():\n    return 1"], "f", 1),
     "big-returns-refused": ("every call returns 255 MB (return_mb 16: refused in the child)", LIMITS,

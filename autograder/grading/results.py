@@ -65,7 +65,7 @@ class SubmissionResult:
     late_penalty: float = 0.0         # points taken off by the late policy
     due: str = ""                     # ISO time of this student's due date (extension included), if any
     extension: str = ""               # the student's extension in words ("2 days"), "" when none
-    isolation: tuple[str, ...] = ()   # sandbox layers that applied (instructor view): ("bubblewrap", "seccomp", ...)
+    isolation: tuple[str, ...] = ()   # sandbox layers that applied (instructor view): "bubblewrap", "seccomp", ...
 
     @property
     def raw_score(self) -> float:

@@ -5,9 +5,10 @@ Used by the zygote (`autograder.sandbox.zygote`): the template process runs the 
 Imports only the standard library, numpy and `autograder.sandbox.protocol`.
 
 Messages (see `protocol`), on the template's socket:
-  in:  {"op": "run", "cells": [{"index", "label", "source"}, ...], "output_chars", "return_bytes",
-        "header_bytes"}
-  out: {"op": "cell_start", "index"} and {"op": "cell_done", ...} per cell, then {"op": "ready"}
+  in:  {"op": "run", "cells": [{"index", "label", "source"}, ...], "more", "output_chars",
+        "return_bytes", "header_bytes"}
+  out: {"op": "cell_start", "index"} and {"op": "cell_done", ...} per cell; with "more" true, then
+       {"op": "more"} -> in {"op": "cells", "cells": [...], "more"}, and so on; then {"op": "ready"}
   in:  {"op": "fork"} followed by one file descriptor: a new problem process serves it
   in:  {"op": "reap", "pid"} -> out {"op": "reaped", "code"}: how a problem process ended
 and on a problem process's socket:
@@ -38,6 +39,7 @@ import warnings
 import numpy as np
 
 from autograder.sandbox import protocol
+from autograder.text import truncate as _truncate
 
 OUTPUT_CHARS = 8 * 1024           # default characters of output kept per cell or call (head and tail)
 MESSAGE_LIMIT = 2000              # characters of an exception message
@@ -98,7 +100,7 @@ def _safe_str(obj: object, limit: int = MESSAGE_LIMIT) -> str:
         text = "<the message could not be shown>"
     if type(text) is not str:
         text = "<the message could not be shown>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return _truncate(text, limit)
 
 
 def _type_name(obj: object) -> str:
@@ -353,14 +355,24 @@ class Runner:
         header = _dict_get(request, "header_bytes")
         if type(limit) is int and limit > 0 and type(header) is int and header > 0:
             self.reply_caps = _Caps(max_bytes=limit, max_header=header)
-        for cell in _dict_get(request, "cells") or []:
-            index = _dict_get(cell, "index")
-            label = _dict_get(cell, "label") or f"cell {index}"
-            source = _dict_get(cell, "source")
-            if type(index) is not int or type(source) is not str or type(label) is not str:
-                continue
-            self.chan.send({"op": "cell_start", "index": index})
-            self.chan.send(self.run_cell(index, label, source), caps=_TRUSTED_CAPS)
+        while True:
+            for cell in _dict_get(request, "cells") or []:
+                index = _dict_get(cell, "index")
+                label = _dict_get(cell, "label") or f"cell {index}"
+                source = _dict_get(cell, "source")
+                if type(index) is not int or type(source) is not str or type(label) is not str:
+                    continue
+                self.chan.send({"op": "cell_start", "index": index})
+                self.chan.send(self.run_cell(index, label, source), caps=_TRUSTED_CAPS)
+            if _dict_get(request, "more") is not True:
+                break
+            self.chan.send({"op": "more"})
+            try:
+                request = self.chan.recv(trusted=False)
+            except EOFError:
+                return False
+            if request["op"] != "cells":
+                return False
         self.chan.send({"op": "ready"})
         return True
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..config import Limits
 from ..errors import CourseError
+from ..text import truncate
 from . import isolation, protocol
 from .outcomes import (
     BadReturnValue,
@@ -47,6 +48,7 @@ from .outcomes import (
     FunctionMissing,
     NotCallable,
     NotebookFailed,
+    RunState,
     SandboxError,
     StudentCodeError,
     StudentRaised,
@@ -63,6 +65,7 @@ MAX_FAILURES_PER_FUNCTION = 2   # hangs/crashes of one function before it is no 
 TEXT_KEEP = 2_000
 TEMPLATE_LOST = ("the process holding your notebook's state stopped after the notebook ran "
                  "(did your code end it, e.g. with os.kill, or from a background thread?)")
+CELL_CHUNK = 1000              # cells per message to the template
 REPLY_HEADER = 4 * 2**20       # the non-array part of a reply (numbers in lists, messages, printed output)
 CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, max_items=100_000)
 ENV_PASS_THROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -78,6 +81,7 @@ class HostInfo:
     layers: tuple[str, ...]        # isolation layers that applied (see autograder.sandbox.isolation)
     missing: tuple[str, ...]       # one line per required layer that did not apply, with the reason
     insecure: bool                 # started without refusing although layers were missing
+    notes: tuple[str, ...] = ()    # one line per optional layer that did not apply, with the reason
 
     @property
     def complete(self) -> bool:
@@ -128,7 +132,7 @@ def describe_exit(returncode: int | None) -> str:
         name = signal.Signals(sig).name
     except ValueError:
         name = f"signal {sig}"
-    known = {
+    known: dict[int, str] = {
         signal.SIGKILL: f"killed by signal {sig} ({name}; memory limit?)",
         signal.SIGSEGV: f"segmentation fault (signal {sig}, {name})",
         signal.SIGXCPU: f"CPU time limit reached (signal {sig}, {name})",
@@ -149,30 +153,29 @@ def _close_quietly(chan: protocol.Channel | None) -> None:
 
 def _clean(value: str, limit: int) -> str:
     """Cut to `limit` characters; lone surrogates (valid JSON, invalid UTF-8) become '?'."""
-    value = value if len(value) <= limit else value[: limit - 3] + "..."
-    return value.encode("utf-8", "replace").decode("utf-8")
+    return truncate(value, limit).encode("utf-8", "replace").decode("utf-8")
 
 
-def _text(msg: dict, key: str, limit: int = TEXT_KEEP) -> str:
+def _text(msg: dict[str, Any], key: str, limit: int = TEXT_KEEP) -> str:
     value = msg.get(key, "")
     return _clean(value, limit) if type(value) is str else ""
 
 
-def _texts(msg: dict, key: str, count: int = 50, limit: int = 400) -> tuple[str, ...]:
+def _texts(msg: dict[str, Any], key: str, count: int = 50, limit: int = 400) -> tuple[str, ...]:
     value = msg.get(key, ())
     if type(value) not in (list, tuple):
         return ()
     return tuple(_clean(v, limit) for v in value[:count] if type(v) is str)
 
 
-def _seconds(msg: dict, key: str = "seconds") -> float:
+def _seconds(msg: dict[str, Any], key: str = "seconds") -> float:
     value = msg.get(key, 0.0)
     if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
         return 0.0
     return float(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Cell:
     index: int
     source: str
@@ -187,7 +190,7 @@ def _cell(c: Any) -> _Cell:
     return _Cell(int(index), str(source), str(label or f"cell {index}"))
 
 
-def _limits_message(limits: Limits) -> dict:
+def _limits_message(limits: Limits) -> dict[str, Any]:
     return {
         "memory_mb": int(limits.memory_mb),
         "cpu_seconds": math.ceil(max(limits.total_seconds, limits.submission_seconds) + 30),
@@ -330,13 +333,15 @@ class SandboxHost:
         procs: list[str] = []
         if as_root:
             isolation.remove_stale_cgroups(CGROUP_PREFIX)
-            made = isolation.Cgroup.create(f"{CGROUP_PREFIX}{os.getpid()}-{next(self._ids)}",
-                                           pids=self._processes + 16,
-                                           memory_bytes=(self._memory_mb + 512) * 2**20)
-            if isinstance(made, isolation.Cgroup):
-                self._cgroup = made
-                procs = made.procs_files
-                layers.append("cgroup")
+        made = isolation.Cgroup.create(f"{CGROUP_PREFIX}{os.getpid()}-{next(self._ids)}",
+                                       pids=self._processes + 16, memory_bytes=(self._memory_mb + 512) * 2**20)
+        if isinstance(made, isolation.Cgroup):
+            self._cgroup = made
+            procs = made.procs_files
+            layers.append("cgroup")
+        else:
+            self._problems.append(f"cgroup: {made} (processes are then limited by RLIMIT_NPROC, memory by "
+                                  f"the address-space limit)")
         try:
             self._process = HostProcess(argv, env=env, pass_fds=(child.fileno(),),
                                         log_path=self._dir / "host-stderr.log", cgroup_procs=procs)
@@ -351,11 +356,11 @@ class SandboxHost:
         try:
             host_filter, student_filter = isolation.seccomp_programs()
         except isolation.SeccompUnavailable as exc:
-            host_filter = student_filter = None
+            host_filter = student_filter = b""
             self._problems.append(f"seccomp: {exc}")
         config = {"op": "config", "namespaces": True,
-                  "host_filter": None if host_filter is None else np.frombuffer(host_filter, np.uint8),
-                  "student_filter": None if student_filter is None else np.frombuffer(student_filter, np.uint8)}
+                  "host_filter": np.frombuffer(host_filter, np.uint8) if host_filter else None,
+                  "student_filter": np.frombuffer(student_filter, np.uint8) if student_filter else None}
         deadline = time.monotonic() + START_SECONDS
         try:
             self._ctl.send(config, deadline=deadline)
@@ -364,9 +369,9 @@ class SandboxHost:
             tail = self._process.log_tail()
             self._stop()
             reason = tail.splitlines()[-1] if tail else f"{type(exc).__name__}: {exc}"
+            about_namespaces = bwrap is not None and "namespace" in (reason + tail).lower()
             hint = ("; enable unprivileged user namespaces (sysctl user.max_user_namespaces, "
-                    "kernel.unprivileged_userns_clone)"
-                    if bwrap and "namespace" in reason.lower() + tail.lower() else "")
+                    "kernel.unprivileged_userns_clone)" if about_namespaces else "")
             raise SandboxUnavailable(f"the sandbox could not start: {reason[:300]}{hint}") from None
         if hello.get("op") != "hello":
             self._stop()
@@ -384,6 +389,7 @@ class SandboxHost:
         run = self._submission([{"index": 0, "label": "probe", "source": source}], limits, None,
                                require_layers=False)      # our own lines: run them to see what applies
         try:
+            assert run.report is not None
             if not run.report.ok:
                 raise SandboxError(f"the probe notebook did not run: {run.report.detail or run.report.messages}")
             visible = run.problem("probe").call("probe", (_grader_paths(),)).value
@@ -397,7 +403,8 @@ class SandboxHost:
             layers = tuple(x for x in layers if x != "allow-list-fs")
             self._problems.append(f"allow-list-fs: {visible[0]} is visible inside the sandbox")
         missing = [f"{layer}: {self._why(layer)}" for layer in isolation.REQUIRED if layer not in layers]
-        return HostInfo(layers=layers, missing=tuple(missing), insecure=self.insecure)
+        notes = [f"{layer}: {self._why(layer)}" for layer in isolation.OPTIONAL if layer not in layers]
+        return HostInfo(layers=layers, missing=tuple(missing), insecure=self.insecure, notes=tuple(notes))
 
     def _why(self, layer: str) -> str:
         for problem in self._problems:
@@ -465,7 +472,11 @@ class SandboxHost:
             self._stop()                        # the zygote is wedged: start over at the next submission
 
 
-@dataclass(frozen=True)
+def _cell_messages(cells: Sequence[_Cell]) -> list[dict[str, Any]]:
+    return [{"index": c.index, "label": c.label, "source": c.source} for c in cells]
+
+
+@dataclass(frozen=True, slots=True)
 class _Stop:
     kind: str                 # ready | cell_timeout | cell_crashed | total | crashed
     index: int | None = None
@@ -498,6 +509,7 @@ class SubmissionRun:
         self._pending = False             # a request was sent to the supervisor, its answer not yet read
         self.problems: list[str] = []     # why a layer did not apply to this submission (from its supervisor)
         self._kept_output = 0
+        self._unsent: list[_Cell] = []    # cells of the notebook not yet sent to the template
         self._closed = False
         self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20), max_header=REPLY_HEADER)
 
@@ -533,12 +545,12 @@ class SubmissionRun:
         self.host._kill_submission(self.sid)
 
     # ---- control requests to the supervisor (never runs student code)
-    def _control(self, message: dict, fds: Sequence[int] = ()) -> dict:
+    def _control(self, message: dict[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
         """Send a request to the supervisor and read its answer."""
         self._send_control(message, fds)
         return self._answer(message["op"])
 
-    def _send_control(self, message: dict, fds: Sequence[int] = ()) -> None:
+    def _send_control(self, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
         if self._sup is None:
             raise SandboxError("this submission was closed")
         if self._pending:
@@ -553,7 +565,7 @@ class SubmissionRun:
                                f"({type(exc).__name__}: {exc})") from None
         self._pending = True
 
-    def _answer(self, op: str) -> dict:
+    def _answer(self, op: str) -> dict[str, Any]:
         assert self._sup is not None
         try:
             reply = self._sup.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
@@ -573,7 +585,7 @@ class SubmissionRun:
                 pass
 
     @staticmethod
-    def _exits(reply: dict) -> dict[int, int]:
+    def _exits(reply: dict[str, Any]) -> dict[int, int]:
         out = {}
         exits = reply.get("exits")
         if type(exits) is dict:
@@ -636,7 +648,9 @@ class SubmissionRun:
         began = time.monotonic()
         end = min(began + self.limits.total_seconds, self.deadline)
         outcomes: dict[int, CellOutcome] = dict(self._stopped)
-        state, messages, detail = "ok", [], ""
+        state: RunState = "ok"
+        messages: list[str] = []
+        detail = ""
         labels = {c.index: c.label for c in self.cells}
         while True:
             self._start_template()
@@ -644,17 +658,19 @@ class SubmissionRun:
             if stop.kind == "ready":
                 break
             secs = self.limits.cell_seconds
-            if stop.kind == "cell_timeout":
-                self._stopped[stop.index] = CellOutcome(
-                    stop.index, "timeout", seconds=secs, label=labels.get(stop.index, ""),
-                    message=f"ran longer than {secs:g} s and was stopped (the notebook was then run again without it)")
-            elif stop.kind == "cell_crashed":
-                self._stopped[stop.index] = CellOutcome(
-                    stop.index, "crashed", label=labels.get(stop.index, ""),
-                    message=f"stopped the process running the notebook ({stop.reason}); "
-                            f"the notebook was then run again without it")
-            if stop.kind in ("cell_timeout", "cell_crashed"):
-                outcomes[stop.index] = self._stopped[stop.index]
+            index = stop.index
+            if stop.kind in ("cell_timeout", "cell_crashed") and index is not None:
+                if stop.kind == "cell_timeout":
+                    self._stopped[index] = CellOutcome(
+                        index, "timeout", seconds=secs, label=labels.get(index, ""),
+                        message=f"ran longer than {secs:g} s and was stopped (the notebook was then run again "
+                                f"without it)")
+                else:
+                    self._stopped[index] = CellOutcome(
+                        index, "crashed", label=labels.get(index, ""),
+                        message=f"stopped the process running the notebook ({stop.reason}); "
+                                f"the notebook was then run again without it")
+                outcomes[index] = self._stopped[index]
                 continue
             if stop.kind == "total":
                 state = "timeout"
@@ -680,11 +696,14 @@ class SubmissionRun:
                                isolation=self.isolation, messages=tuple(messages), detail=detail)
 
     def _send_cells(self, end: float) -> _Stop | None:
+        """The "run" request with the first CELL_CHUNK cells; the rest go when the child asks for
+        more (a notebook of 100,000 cells never sits in the grader as one message)."""
         assert self._nb is not None
-        cells = [{"index": c.index, "label": c.label, "source": c.source}
-                 for c in self.cells if c.index not in self._stopped]
+        todo = [c for c in self.cells if c.index not in self._stopped]
+        self._unsent = todo[CELL_CHUNK:]
         try:
-            self._nb.send({"op": "run", "cells": cells, "output_chars": int(self.limits.output_kb) * 1024,
+            self._nb.send({"op": "run", "cells": _cell_messages(todo[:CELL_CHUNK]), "more": bool(self._unsent),
+                           "output_chars": int(self.limits.output_kb) * 1024,
                            "return_bytes": int(self.limits.return_mb * 2**20), "header_bytes": REPLY_HEADER},
                           deadline=end)
         except TimeoutError:
@@ -693,6 +712,10 @@ class SubmissionRun:
         except OSError:
             return _Stop("crashed", reason=self._stop_template())
         return None
+
+    def _send_more(self, chan: protocol.Channel, deadline: float) -> None:
+        chunk, self._unsent = self._unsent[:CELL_CHUNK], self._unsent[CELL_CHUNK:]
+        chan.send({"op": "cells", "cells": _cell_messages(chunk), "more": bool(self._unsent)}, deadline=deadline)
 
     def _read_cells(self, end: float, outcomes: dict[int, CellOutcome], labels: dict[int, str]) -> _Stop:
         try:
@@ -738,6 +761,14 @@ class SubmissionRun:
                     message=_text(msg, "message"), where=_text(msg, "where", 400),
                     notes=_texts(msg, "notes", 20), stdout=stdout, label=labels[index])
                 current, deadline, cell_limited = None, end, False
+            elif op == "more" and self._unsent:
+                try:
+                    self._send_more(chan, deadline)
+                except TimeoutError:
+                    self._stop_template()
+                    return _Stop("total")
+                except OSError:
+                    return _Stop("crashed", reason=self._stop_template())
             elif op == "ready":
                 return _Stop("ready")
             else:
@@ -890,8 +921,8 @@ class ProblemHandle:
         first = calls[0][0]
         try:
             chan = self._ensure(first)
-        except StudentCodeError as exc:
-            return [exc for _ in calls]
+        except StudentCodeError as refused:
+            return [refused for _ in calls]
         requests = [{"name": n, "args": list(a), "kwargs": dict(k)} for n, a, k in calls]
         data = protocol.frame({"op": "call", **requests[0]} if len(requests) == 1 else
                               {"op": "calls", "calls": requests})
@@ -900,8 +931,9 @@ class ProblemHandle:
         try:
             chan.send_frame(data, deadline=time.monotonic() + CONTROL_SECONDS)
         except (OSError, TimeoutError):
-            return [self._broken(c[0], self._lost()) for c in calls]
-        for _i, (name, _, _) in enumerate(calls):
+            lost = self._lost(first)
+            return [self._broken(c[0], lost) for c in calls]
+        for name, _, _ in calls:
             limit = run.limits.call_seconds
             deadline = min(time.monotonic() + limit, run.deadline)
             try:
@@ -909,9 +941,9 @@ class ProblemHandle:
             except TimeoutError:
                 self._drop()
                 run._kill_problem()
-                exc: StudentCodeError = (TimeBudgetExceeded(run.limits.submission_seconds, name)
-                                         if run.left <= 0 else CallTimeout(limit, name))
-                out.append(self._broken(name, exc))
+                stopped: StudentCodeError = (TimeBudgetExceeded(run.limits.submission_seconds, name)
+                                             if run.left <= 0 else CallTimeout(limit, name))
+                out.append(self._broken(name, stopped))
                 break
             except (EOFError, OSError):
                 out.append(self._broken(name, self._lost(name)))
@@ -939,7 +971,7 @@ class ProblemHandle:
         self.run.failures.setdefault(name, []).append(exc)
         return exc
 
-    def _reply(self, msg: dict, name: str) -> CallResult | StudentCodeError:
+    def _reply(self, msg: dict[str, Any], name: str) -> CallResult | StudentCodeError:
         op = msg["op"]
         keep = int(self.run.limits.output_kb) * 1024
         if op == "result":

@@ -31,6 +31,7 @@ import os
 import shutil
 import sys
 import sysconfig
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,7 @@ DESCRIPTIONS = {
 SANDBOX_UID = 1_999_999_999        # used when the grader runs as root: owns no file on the machine
 LIB = "/sandbox/lib"               # numpy and the sandbox's modules, seen from inside
 CHILD_MODULES = ("__init__.py", "linux.py", "protocol.py", "child.py", "zygote.py")
+ENGINE_MODULES = ("__init__.py", "text.py")      # of the package itself (text.py: standard library only)
 
 # --------------------------------------------------------------------------- seccomp
 
@@ -158,7 +160,7 @@ def _build(groups: tuple[tuple[tuple[str, ...], str], ...], *, student: bool) ->
                 rule(name, eperm)
         if student:
             rule("mmap", eperm, (3, _SCMP_CMP_MASKED_EQ, _MAP_SHARED, _MAP_SHARED))   # shared memory across forks
-            # clone3's flags are out of a filter's reach; libc falls back to clone
+            # clone3's flags are out of a filter's reach: ENOSYS makes the C library fall back to clone.
             rule("clone3", _errno_action(errno.ENOSYS))
             for flag in linux.NAMESPACE_FLAGS:
                 rule("clone", eperm, (0, _SCMP_CMP_MASKED_EQ, flag, flag))
@@ -251,7 +253,8 @@ def allow_list() -> list[Mount]:
     if os.path.isdir(libs):
         mounts.append(Mount("ro-bind", libs, f"{LIB}/numpy.libs"))
     package = Path(__file__).resolve().parent
-    mounts.append(Mount("ro-bind", str(package.parent / "__init__.py"), f"{LIB}/autograder/__init__.py"))
+    for name in ENGINE_MODULES:
+        mounts.append(Mount("ro-bind", str(package.parent / name), f"{LIB}/autograder/{name}"))
     for name in CHILD_MODULES:
         mounts.append(Mount("ro-bind", str(package / name), f"{LIB}/autograder/sandbox/{name}"))
     for dev in ("null", "zero", "full", "random", "urandom"):
@@ -399,7 +402,21 @@ class Cgroup:
                     except OSError:
                         pass
 
-    def remove(self) -> None:
+    def members(self) -> set[int]:
+        out: set[int] = set()
+        for f in self.procs_files:
+            try:
+                out.update(int(pid) for pid in Path(f).read_text().split())
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def remove(self, wait: float = 5.0) -> None:
+        """Wait for the host's processes to finish dying (the kernel kills them with bubblewrap's
+        PID namespace), then remove the folders."""
+        end = time.monotonic() + wait
+        while self.members() and time.monotonic() < end:
+            time.sleep(0.01)
         for d in self.dirs:
             try:
                 d.rmdir()

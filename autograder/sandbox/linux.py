@@ -53,10 +53,12 @@ def unshare(flags: int) -> None:
     _check(libc().unshare(ctypes.c_int(flags)), "unshare")
 
 
+def _bytes(text: str | None) -> bytes | None:
+    return text.encode() if text is not None else None
+
+
 def mount(source: str | None, target: str, fstype: str | None, flags: int = 0, data: str | None = None) -> None:
-    def enc(s: str | None) -> bytes | None:
-        return s.encode() if s is not None else None
-    _check(libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+    _check(libc().mount(_bytes(source), _bytes(target), _bytes(fstype), ctypes.c_ulong(flags), _bytes(data)),
            f"mount {target}")
 
 
@@ -78,7 +80,7 @@ def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 
     if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl({option}): {os.strerror(err)}")
-    return result
+    return int(result)
 
 
 def last_capability() -> int:

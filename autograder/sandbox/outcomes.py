@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..text import truncate, with_article
 from .protocol import ProtocolError
 
 __all__ = [
@@ -28,15 +29,13 @@ CellStatus = Literal["ok", "error", "skipped", "timeout", "crashed", "not_run"]
 RunState = Literal["ok", "timeout", "crashed"]
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CellOutcome:
     index: int                      # the notebook's cell index, as given to the sandbox
     status: CellStatus
@@ -58,14 +57,14 @@ class CellOutcome:
         if self.status == "error":
             where = "" if not self.where else f" ({self.where})" if self.where.startswith("line ") \
                 else f" (at {self.where})"
-            text = f": {_cut(self.message, 300)}" if self.message else ""
+            text = f": {truncate(self.message, 300)}" if self.message else ""
             return f"{_capital(self.name)} raised {self.error_type}{text}{where}"
         if self.status in ("timeout", "crashed", "not_run"):
             return f"{_capital(self.name)} {self.message}"
         return ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExecutionReport:
     cells: tuple[CellOutcome, ...]
     seconds: float
@@ -96,7 +95,7 @@ class ExecutionReport:
         raise KeyError(index)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallResult:
     value: Any                        # decoded with the trusted decoder: plain data only
     warnings: tuple[str, ...] = ()    # e.g. "RuntimeWarning: overflow encountered in exp (cell 3, line 5)"
@@ -132,7 +131,7 @@ class StudentRaised(StudentCodeError):
         self.function = function
         text = f"{_fn(function)} raised {type_name}"
         if message:
-            text += f": {_cut(message, 300)}"
+            text += f": {truncate(message, 300)}"
         if self.where:
             text += f" (at {self.where[-1]})"
         super().__init__(text, text + ("\n" + "\n".join(self.where) if self.where else ""))
@@ -173,8 +172,7 @@ class NotCallable(StudentCodeError):
     def __init__(self, name: str, type_name: str = ""):
         self.name = name
         self.type_name = type_name
-        article = "an" if type_name[:1].lower() in ("a", "e", "i", "o", "u") else "a"
-        what = f"{article} {type_name}" if type_name else "a value"
+        what = with_article(type_name) if type_name else "a value"
         super().__init__(f"`{name}` in your notebook is {what}, not a function "
                          f"(was the name reused for a value later in the notebook?)")
 

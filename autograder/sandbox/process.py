@@ -19,7 +19,7 @@ from pathlib import Path
 _ENTER_CGROUPS = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 97; shift; n=$((n-1)); done; exec "$@"'
 
 
-def _kill(proc: subprocess.Popen) -> int | None:
+def _kill(proc: subprocess.Popen[bytes]) -> int | None:
     if proc.returncode is not None:
         return proc.returncode
     try:

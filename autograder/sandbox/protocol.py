@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from autograder.text import with_article
+
 __all__ = [
     "Caps", "TRUSTED_CAPS", "UNCAPPED", "ProtocolError", "EncodeError",
     "encode", "decode", "frame", "Channel", "describe",
@@ -103,10 +105,6 @@ def _pad(n: int) -> int:
 
 # --------------------------------------------------------------------------- encoding
 
-def _a(word: str) -> str:
-    return f"an {word}" if word[:1] in ("a", "e", "i", "o", "u", "A", "E", "I", "O", "U") else f"a {word}"
-
-
 def describe(value: Any) -> str:
     """A short, student-readable description of a value that cannot cross the wire."""
     t = type(value)
@@ -115,23 +113,23 @@ def describe(value: Any) -> str:
     name = name[:80]
     if isinstance(value, _ndarray):
         if t is not _ndarray:
-            return f"{_a(name)} (an ndarray subclass); return a plain numpy array, e.g. np.asarray(result)"
+            return f"{with_article(name)} (an ndarray subclass); return a plain numpy array, e.g. np.asarray(result)"
         return (f"an array of dtype {value.dtype}; return an array of numbers "
                 f"(bool, int or float), not of {(value.dtype.kind == 'O' and 'Python objects') or value.dtype}")
     if isinstance(value, _generic):
         return f"a numpy {name} scalar; return a number or an array of numbers"
     if name == "generator" or name == "coroutine" or name == "async_generator":
-        return f"{_a(name)}; return the values themselves, e.g. a numpy array, not {_a(name)}"
+        return f"{with_article(name)}; return the values themselves, e.g. a numpy array, not {with_article(name)}"
     for base in (bool, int, float, complex, str, list, tuple, dict):
         if isinstance(value, base):
-            return f"{_a(name)} (a {base.__name__} subclass); return a plain {base.__name__}"
+            return f"{with_article(name)} (a {base.__name__} subclass); return a plain {base.__name__}"
     try:
         array_like = hasattr(value, "__array__")
-    except Exception:  # noqa: BLE001 - a student's object may raise anything from __getattr__
+    except Exception:  # noqa: BLE001 - a value's own __getattr__ may raise anything
         array_like = False
     if array_like:
-        return (f"an object of type {name} (array-like, but not a numpy array); return a numpy array, "
-                "e.g. np.asarray(result)")
+        return (f"an object of type {name} (array-like, but not a numpy array); "
+                f"return a numpy array, e.g. np.asarray(result)")
     if callable(value):
         return f"a function or other callable ({name}); return its result instead"
     return f"an object of type {name}; return a numpy array or a number"

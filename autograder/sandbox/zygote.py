@@ -29,8 +29,13 @@ import resource
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from autograder.sandbox import linux
+
+if TYPE_CHECKING:
+    from autograder.sandbox.protocol import Channel
 
 SCRATCH = "/tmp"                  # the submission's tmpfs; the notebook and the problems get one each below it
 NOTEBOOK_DIR = "notebook"         # the notebook's working folder (read-only once the notebook ran)
@@ -82,7 +87,7 @@ def _descendants(root: int) -> dict[int, str]:
     return out
 
 
-def _reaped():
+def _reaped() -> Iterator[tuple[int, int]]:
     """(pid, returncode) of every child that has ended, reaping it (never blocks)."""
     while True:
         try:
@@ -132,11 +137,12 @@ def _mountinfo() -> dict[str, str]:
 # --------------------------------------------------------------------------- the zygote
 
 class Zygote:
-    def __init__(self, chan, config: dict):
+    def __init__(self, chan: Channel, config: dict[str, Any]):
         self.chan = chan
         self.student_filter = bytes(config["student_filter"]) if config.get("student_filter") is not None else b""
         self.namespaces = bool(config.get("namespaces", True))
         self.children: dict[int, int] = {}          # submission id -> pid of its submission process
+        self.ended: set[int] = set()                 # submission processes reaped before they were recorded
         layers, problems = [], []
         host_filter = config.get("host_filter")
         try:
@@ -169,9 +175,11 @@ class Zygote:
 
     def _reap(self, *_: object) -> None:
         for pid, _code in _reaped():
-            for key, value in list(self.children.items()):
-                if value == pid:
-                    del self.children[key]
+            ids = [key for key, value in self.children.items() if value == pid]
+            for key in ids:
+                del self.children[key]
+            if not ids:
+                self.ended.add(pid)
 
     def serve(self) -> int:
         from autograder.sandbox import protocol
@@ -187,7 +195,7 @@ class Zygote:
                 fds = self.chan.recv_fds(1)
                 self._start(msg, fds[0])
             elif op == "kill":
-                pid = self.children.get(msg.get("id"))
+                pid = self.children.get(int(msg.get("id", -1)))
                 if pid is not None:
                     try:
                         os.kill(pid, signal.SIGKILL)
@@ -203,7 +211,7 @@ class Zygote:
                 pass
         return 0
 
-    def _start(self, msg: dict, sup_fd: int) -> None:
+    def _start(self, msg: dict[str, Any], sup_fd: int) -> None:
         zygote = os.getpid()
         try:
             pid = os.fork()
@@ -220,13 +228,16 @@ class Zygote:
             finally:
                 os._exit(code)
         os.close(sup_fd)
-        self.children[msg.get("id")] = pid
-        self.chan.send({"op": "started", "id": msg.get("id"), "pid": pid})
+        if pid in self.ended:                        # it ended already: never signal that pid later
+            self.ended.discard(pid)
+        else:
+            self.children[int(msg["id"])] = pid
+        self.chan.send({"op": "started", "id": msg["id"], "pid": pid})
 
 
 # --------------------------------------------------------------------------- one submission
 
-def _submission(sup_fd: int, msg: dict, student_filter: bytes, namespaces: bool, zygote: int) -> int:
+def _submission(sup_fd: int, msg: dict[str, Any], student_filter: bytes, namespaces: bool, zygote: int) -> int:
     """The submission process: new namespaces, then the supervisor as their PID 1."""
     linux.set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != zygote:
@@ -270,7 +281,7 @@ def _submission(sup_fd: int, msg: dict, student_filter: bytes, namespaces: bool,
 class Supervisor:
     """PID 1 of a submission: scratch, templates, and killing whatever a problem left behind."""
 
-    def __init__(self, sup_fd: int, msg: dict, student_filter: bytes, layers: list[str],
+    def __init__(self, sup_fd: int, msg: dict[str, Any], student_filter: bytes, layers: list[str],
                  problems: list[str], *, isolated: bool):
         from autograder.sandbox import protocol
 
@@ -355,7 +366,7 @@ class Supervisor:
                 except ProcessLookupError:
                     pass
             self._reap()
-            time.sleep(0.0005 if round_ < 20 else 0.005)
+            time.sleep(0.0001 if round_ < 20 else 0.005)   # a killed process turns zombie within microseconds
         return killed, False
 
     # ---- requests
@@ -448,7 +459,7 @@ class Supervisor:
 
 # --------------------------------------------------------------------------- template and problems
 
-def _rlimits(limits: dict, isolated: bool) -> list[str]:
+def _rlimits(limits: dict[str, Any], isolated: bool) -> list[str]:
     mb = 2**20
     cpu = int(limits.get("cpu_seconds", 600))
     wanted = [
@@ -473,7 +484,7 @@ def _rlimits(limits: dict, isolated: bool) -> list[str]:
     return layers
 
 
-def _template(nb_fd: int, limits: dict, student_filter: bytes, notebook_dir: str, problem_dir: str, *,
+def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, notebook_dir: str, problem_dir: str, *,
               isolated: bool) -> int:
     from autograder.sandbox import child, protocol
 

@@ -181,7 +181,7 @@ def test_matches_reference_charges_a_wiring_mistake_on_top_of_a_wrong_block():
 
 
 def test_a_composite_whose_block_fails_is_not_graded():
-    """When the composite raises and its building block fails on the same inputs, is the check ungraded (naming it)?"""
+    """When the composite raises and its building block fails on the same inputs, is the check not graded, naming the block?"""  # noqa: E501
     ex = wired_expect(double=raising("double"), double_plus_one=raising("double_plus_one"))
     with pytest.raises(NotGraded) as info:
         ex.matches_reference(ex.student.double_plus_one, (X,), what="f")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from autograder.config import Limits
+from autograder.sandbox import host as host_module
 from autograder.sandbox import isolation
 from autograder.sandbox.host import SandboxHost, SandboxUnavailable
 from autograder.sandbox.outcomes import (
@@ -334,7 +335,7 @@ def test_files_and_processes_a_problem_leaves_are_gone_before_the_next(submit):
     run = submit([STATEFUL])
     procs_a = run.problem("a").call("leave_traces").value
     assert len(procs_a) >= 4                               # supervisor, template, problem, daemon
-    files, content, procs_b, _cwd = run.problem("b").call("look").value
+    files, content, procs_b, _ = run.problem("b").call("look").value
     assert files == [] and content == "notebook"
     assert len(procs_b) == 3, "only the supervisor, the template and this problem's process"
     assert run.problem("c").call("write_notebook_folder").value == "Read-only file system"
@@ -420,13 +421,24 @@ def test_a_bubblewrap_that_cannot_start_is_refused_with_the_reason(monkeypatch, 
 
 
 def test_a_grader_path_visible_inside_is_caught_by_the_probe(monkeypatch):
-    """If the filesystem plan let the project folder in, does the start-up probe notice from inside
-    and refuse (the allow-list is checked, not assumed)?"""
+    """If the filesystem plan let one of the grader's paths in, does the start-up probe notice from
+    inside and refuse (the allow-list is checked, not assumed)?"""
     project = str(Path(isolation.__file__).resolve().parents[2])
-    # A project folder under /tmp lies beneath the sandbox's private /tmp, which hides any bind of it
-    # (as a clean clone in /tmp has it); the grader's /etc/passwd, also probed, stands in for it there.
-    leaked = "/etc/passwd" if Path(project).is_relative_to("/tmp") else project
+    seen_at = str(Path.home() / "course-under-test")     # outside /tmp, which the sandbox covers with its own
     plan = isolation.allow_list
-    monkeypatch.setattr(isolation, "allow_list", lambda: plan() + [isolation.Mount("ro-bind", leaked, leaked)])
-    with pytest.raises(SandboxUnavailable, match=f"allow-list-fs: {leaked} is visible inside the sandbox"):
+    monkeypatch.setattr(isolation, "allow_list", lambda: [*plan(), isolation.Mount("ro-bind", project, seen_at)])
+    monkeypatch.setattr(host_module, "_grader_paths", lambda: [seen_at])
+    with pytest.raises(SandboxUnavailable, match=f"allow-list-fs: {seen_at} is visible inside the sandbox"):
         SandboxHost().start()
+
+
+def test_a_notebook_of_many_cells_is_sent_in_chunks_and_runs_in_order(submit):
+    """Do 2,500 cells (more than one chunk) all run, in order, with a hanging cell in a later chunk
+    stopped and skipped like any other?"""
+    sources = [f"x = {i}" for i in range(2500)]
+    sources[2100] = "while True:\n    pass"
+    sources.append("def last():\n    return x")
+    run = submit(sources, Limits(cell_seconds=2, total_seconds=60, call_seconds=2, memory_mb=1024))
+    statuses = [c.status for c in run.report.cells]
+    assert statuses.count("ok") == 2500 and statuses[2100] == "timeout"
+    assert run.problem("p").call("last").value == 2499

@@ -351,7 +351,7 @@ def test_the_allow_list_holds_no_course_or_project_path():
     mounts = isolation.allow_list()
     assert all(m.kind in ("ro-bind", "dev-bind", "symlink", "tmpfs") for m in mounts)
     engine = {m.dest for m in mounts if "/autograder/" in m.source}
-    assert engine == {f"{isolation.LIB}/autograder/__init__.py"} | {
+    assert engine == {f"{isolation.LIB}/autograder/{name}" for name in isolation.ENGINE_MODULES} | {
         f"{isolation.LIB}/autograder/sandbox/{name}" for name in isolation.CHILD_MODULES}
     assert not any(m.source.startswith(str(ROOT / d)) for m in mounts
                    for d in ("assignments", "source", "release", "examples", "tests"))
@@ -390,3 +390,44 @@ def test_a_cgroup_is_made_only_by_root_and_removed_again():
     finally:
         made.remove()
     assert not any(d.exists() for d in made.dirs)
+
+
+def test_a_closed_host_leaves_no_cgroup_behind():
+    """As root, is the host's cgroup emptied and removed when the host closes (none when not root)?"""
+    from autograder.sandbox.host import SandboxHost
+
+    with SandboxHost() as h:
+        h.start()
+        cgroup = h._cgroup
+        assert (cgroup is not None) == (os.geteuid() == 0)
+    if cgroup is not None:
+        assert not any(d.exists() for d in cgroup.dirs)
+
+
+ORDINARY = '''
+import collections, concurrent.futures, csv, ctypes, dataclasses, datetime, decimal, functools, hashlib, itertools
+import json, logging, math, multiprocessing, pathlib, pickle, random, re, statistics, tempfile, threading, uuid
+import numpy as np
+
+def work():
+    a = np.random.default_rng(0).standard_normal((300, 300))
+    w = np.linalg.eigh(a @ a.T)[0]
+    spectrum = np.abs(np.fft.fft(a[0])).sum()
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()
+    with tempfile.TemporaryDirectory() as d:
+        path = pathlib.Path(d) / "a.npy"
+        np.save(path, a)
+        same = bool(np.array_equal(np.load(path), a))
+    logging.getLogger("student").warning("a warning")
+    return float(w.max()) > 0, float(spectrum) > 0, same, len(str(uuid.uuid4()))
+'''
+
+
+def test_ordinary_student_code_is_not_caught_by_the_filter(submit):
+    """Do the usual imports, numpy linear algebra and FFT, a thread, temporary files and np.save/load
+    all work under the seccomp filter and the read-only notebook folder?"""
+    run = submit([ORDINARY])
+    assert run.report.cell(1).status == "ok", run.report.cell(1).message
+    assert run.problem("p").call("work").value == (True, True, True, 36)

@@ -261,11 +261,12 @@ def test_a_message_where_descriptors_were_expected_is_refused():
 def test_the_sandbox_side_imports_only_stdlib_numpy_and_its_own_modules():
     """Does importing the zygote and the child pull in nothing from the grading side, and is
     every engine module they import in the sandbox's allow-list?"""
-    from autograder.sandbox.isolation import CHILD_MODULES
+    from autograder.sandbox.isolation import CHILD_MODULES, ENGINE_MODULES
 
     code = ("import sys; import autograder.sandbox.zygote, autograder.sandbox.child; "
             "print(sorted(m for m in sys.modules if m.startswith('autograder')))")
     out = subprocess.run([sys.executable, "-s", "-P", "-c", code], capture_output=True, text=True, check=True)
     expected = sorted(["autograder", "autograder.sandbox"] +
+                      [f"autograder.{m[:-3]}" for m in ENGINE_MODULES if m != "__init__.py"] +
                       [f"autograder.sandbox.{m[:-3]}" for m in CHILD_MODULES if m != "__init__.py"])
     assert out.stdout.strip() == str(expected)

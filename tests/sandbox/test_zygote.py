@@ -22,7 +22,7 @@ def test_a_problem_process_holds_only_the_sandbox_modules(submit):
     """Has the process answering calls imported nothing of the grading side (graders, pytest,
     nbgrader, reference answers)?"""
     mods = submit([INSPECT]).problem("p").call("modules").value
-    assert set(mods) <= {"autograder", "autograder.sandbox", "autograder.sandbox.linux",
+    assert set(mods) <= {"autograder", "autograder.text", "autograder.sandbox", "autograder.sandbox.linux",
                          "autograder.sandbox.protocol", "autograder.sandbox.child", "autograder.sandbox.zygote"}
 
 
