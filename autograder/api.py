@@ -366,7 +366,7 @@ def doctor(*, log: Log = _quiet) -> DoctorReport:
         return DoctorReport(layers=(), facts=facts, error=str(exc))
     finally:
         host.close()
-    why = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in info.missing + info.notes}
+    why = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in info.missing}
     rows = []
     for layer in isolation.REQUIRED + isolation.OPTIONAL:
         applied = layer in info.layers

@@ -159,6 +159,7 @@ def submission_entries(folder: Path) -> list[tuple[str, int]]:
         return []
     return sorted(out)
 
+
 _DEF = re.compile(r"^(?:async\s+)?(def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 
 
