@@ -159,7 +159,7 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
             p.close()
 
     submitted_at, stamp_note = submission_time(folder)
-    late = lateness(assignment, submitted_at)
+    late = lateness(assignment, submitted_at, student)
     if stamp_note:
         notes.append(stamp_note)
     files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
@@ -174,7 +174,8 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
     if late.late_days:
         notes.append(late.note(penalty))
     common.update(tests=tests, notes=_capped(notes, limits.max_notes), late_penalty=penalty,
-                  submitted_at=submitted_at.isoformat() if submitted_at else "")
+                  submitted_at=submitted_at.isoformat() if submitted_at else "",
+                  due=late.due.isoformat() if late.due else "", extension=late.extension)
     problems = []
     if plugin.collection_errors:
         problems.append("graders could not be collected: " + "; ".join(plugin.collection_errors))
