@@ -65,7 +65,7 @@ from submissions import (
 )
 
 from assignments.transformer_block.mistakes import catalogue
-from autograder.layout import ROSTER_FILE, CourseLayout, copy_course
+from autograder.layout import NBGRADER_CONFIG, ROSTER_FILE, CourseLayout, copy_course
 from autograder.toolpath import tool, tool_env
 
 SAMPLE_SECONDS = 0.05
@@ -191,9 +191,23 @@ def remove_student(course: Path, student: str) -> None:
         shutil.rmtree(folder.parent if folder.parent.name == student else folder, ignore_errors=True)
 
 
-def make_course(dest: Path, subs: list[Submission], roster_extra: tuple[str, ...] = ()) -> Path:
-    """A scratch copy of the course with the cohort under submitted/ and everyone on the roster."""
+STOCK_NBGRADER_CONFIG = """\
+# Stock nbgrader: the course's own nbgrader_config.py routes `nbgrader autograde` through this
+# project's engine; the benchmark compares with nbgrader as it comes.
+c = get_config()  # noqa: F821
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.db_url = {db!r}
+"""
+
+
+def make_course(dest: Path, subs: list[Submission], roster_extra: tuple[str, ...] = (),
+                stock_nbgrader: bool = False) -> Path:
+    """A scratch copy of the course with the cohort under submitted/ and everyone on the roster. With
+    `stock_nbgrader`, its nbgrader_config.py only sets the folder and gradebook (nbgrader as it comes)."""
     copy_course(ROOT, dest)
+    if stock_nbgrader:
+        (dest / NBGRADER_CONFIG).write_text(STOCK_NBGRADER_CONFIG.format(
+            root=str(dest), db=f"sqlite:///{dest / 'gradebook.db'}"))
     for sub in subs:
         write_submission(dest, sub)
     ids = [s.student for s in subs] + list(roster_extra)
@@ -623,7 +637,7 @@ class Bench:
         fresh = [f"fresh{r:02d}" for r in range(1, a.repeat + 1)]
         extra = (*fresh, HANG_STUDENT)
         ours = make_course(self.tmp / "ours", subs, extra)
-        nbg = make_course(self.tmp / "nbgrader", subs, extra) if not a.no_nbgrader else None
+        nbg = make_course(self.tmp / "nbgrader", subs, extra, stock_nbgrader=True) if not a.no_nbgrader else None
         self.courses = (ours, nbg)
         logs = self.tmp / "logs"
         if nbg is not None:

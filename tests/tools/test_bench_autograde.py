@@ -106,3 +106,11 @@ def test_cli_rejects_bad_options():
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_autograde.py"), "--workers", "two"],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "--workers" in proc.stderr
+
+
+def test_the_nbgrader_copy_runs_stock_nbgrader(tmp_path):
+    """Does the nbgrader side's config set only the folder and gradebook, not the course's own hooks?"""
+    course = bench.make_course(tmp_path / "n", bench.cohort(2), stock_nbgrader=True)
+    text = (course / "nbgrader_config.py").read_text()
+    assert "import" not in text and "configure(" not in text
+    assert f"CourseDirectory.root = {str(course)!r}" in text
