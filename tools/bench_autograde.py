@@ -459,9 +459,9 @@ class CpuCgroup:
 
 
 def run_timed(cmd: list[str], *, cwd: Path, env: dict, log: Path, tool_name: str, scope: str,
-              workers: int | None, n: int, rnd: int, watch: tuple[Path, ...] = ()) -> Run:
+              workers: int | None, n: int, rnd: int, watch: tuple[Path, ...] = (), timeout: float = 3600) -> Run:
     """Run a command to completion, sampling its process tree; with `watch`, also the time at which
-    every watched file exists."""
+    every watched file exists. After `timeout` seconds the command's process group is killed (exit -9)."""
     first_feedback: list[float] = []
 
     def watcher(started: float, done: threading.Event) -> None:
@@ -482,8 +482,12 @@ def run_timed(cmd: list[str], *, cwd: Path, env: dict, log: Path, tool_name: str
         wt = threading.Thread(target=watcher, args=(started, done), daemon=True) if watch else None
         if wt:
             wt.start()
+        killer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
+        killer.daemon = True
+        killer.start()
         try:
             _, status, usage = os.wait4(proc.pid, 0)
+            killer.cancel()
         except BaseException:
             os.killpg(proc.pid, signal.SIGKILL)       # interrupted: the command's own process group goes too
             proc.wait()
@@ -618,8 +622,14 @@ class Bench:
     def log(self, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    def timed(self, cmd: list[str], **kw: object) -> Run:
+        return run_timed(cmd, timeout=self.args.timeout, **kw)  # type: ignore[arg-type]
+
     def record(self, run: Run) -> Run:
         self.runs.append(run)
+        if run.exit_code < 0:
+            self.notes.append(f"`{run.tool} autograde` ({run.scope}, {_w(run.workers)}, N={run.n}) was killed "
+                              f"(signal {-run.exit_code}) after {run.wall_s:.0f} s: no figure is derived from it.")
         ff = f"  first feedback {run.first_feedback_s:.3f} s" if run.first_feedback_s is not None else ""
         self.log(f"  {run.tool:8s} {run.scope:5s} w={run.workers if run.workers is not None else '-'} "
                  f"n={run.n:<5d} round {run.round}: {run.wall_s:7.2f} s wall {run.cpu_s:7.2f} s CPU "
@@ -663,7 +673,7 @@ class Bench:
                 if side == "nbgrader":
                     if nbg is None:
                         continue
-                    self.record(run_timed(nbgrader_cmd("--force"), cwd=nbg, env=self.env,
+                    self.record(self.timed(nbgrader_cmd("--force"), cwd=nbg, env=self.env,
                                           log=logs / f"nbgrader-class-{rnd}.log", tool_name="nbgrader",
                                           scope="class", workers=None, n=len(subs), rnd=rnd))
                     if rnd == a.repeat:
@@ -671,13 +681,13 @@ class Bench:
                         self.nbgrader_failed = nbgrader_failures(logs / f"nbgrader-class-{rnd}.log")
                     sid = fresh[rnd - 1]
                     write_submission(nbg, Submission(sid, fresh_sub))
-                    self.record(run_timed(nbgrader_cmd("--force", "--student", sid), cwd=nbg, env=self.env,
+                    self.record(self.timed(nbgrader_cmd("--force", "--student", sid), cwd=nbg, env=self.env,
                                           log=logs / f"nbgrader-one-{rnd}.log", tool_name="nbgrader",
                                           scope="one", workers=None, n=1, rnd=rnd))
                     remove_student(nbg, sid)
                     continue
                 for w in self.workers:
-                    self.record(run_timed(course_cmd(ours, "--force", workers=w), cwd=ours, env=self.env,
+                    self.record(self.timed(course_cmd(ours, "--force", workers=w), cwd=ours, env=self.env,
                                           log=logs / f"course-class-w{w}-{rnd}.log", tool_name="course",
                                           scope="class", workers=w, n=len(subs), rnd=rnd))
                     self.scores.setdefault("course", {})[f"w{w}-r{rnd}"] = our_results(
@@ -687,7 +697,7 @@ class Bench:
                 layout = CourseLayout(ours)
                 watch = (layout.results_json(sid, ASSIGNMENT),
                          layout.feedback(sid, ASSIGNMENT) / NOTEBOOK.replace(".ipynb", ".html"))
-                self.record(run_timed(course_cmd(ours, "--student", sid), cwd=ours,
+                self.record(self.timed(course_cmd(ours, "--student", sid), cwd=ours,
                                       env=self.env, log=logs / f"course-one-{rnd}.log", tool_name="course",
                                       scope="one", workers=None, n=1, rnd=rnd, watch=watch))
                 remove_student(ours, sid)
@@ -704,7 +714,7 @@ class Bench:
             if course is None:
                 continue
             write_submission(course, sub)
-            self.record(run_timed(cmd, cwd=course, env=self.env, log=self.tmp / "logs" / f"{name}-hang.log",
+            self.record(self.timed(cmd, cwd=course, env=self.env, log=self.tmp / "logs" / f"{name}-hang.log",
                                   tool_name=name, scope="hang", workers=None,
                                   n=1, rnd=1))
             remove_student(course, HANG_STUDENT)
@@ -719,7 +729,7 @@ class Bench:
                        env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)   # warm-up
         for w in self.workers:
             self.note_load(f"before the {a.large} run ({_w(w)})")
-            self.record(run_timed(course_cmd(big, "--force", workers=w), cwd=big, env=self.env,
+            self.record(self.timed(course_cmd(big, "--force", workers=w), cwd=big, env=self.env,
                                   log=self.tmp / "logs" / f"course-large-w{w}.log", tool_name="course",
                                   scope="large", workers=w, n=len(subs), rnd=1))
             res = our_results(big, [s.student for s in subs])
@@ -774,7 +784,7 @@ def side(runs: list[Run], tool_name: str, workers: int | None) -> Side | None:
     if not cls:
         return None
     n, wall, cpu = cls[0].n, med([r.wall_s for r in cls]), med([r.cpu_s for r in cls])
-    large = _sel(runs, tool_name, "large", workers)
+    large = [r for r in _sel(runs, tool_name, "large", workers) if r.exit_code >= 0]
     one = _sel(runs, tool_name, "one", any_workers=True)
     if large and large[0].n > n:
         m = large[0].n
@@ -877,15 +887,15 @@ def render(b: Bench, machine: dict) -> tuple[str, dict]:
     if large:
         add("")
         add("| large batch (course only) | N | wall | wall per sub | CPU per sub | throughput | nbgrader, "
-            "extrapolated | largest process | tree peak |")
-        add("|---|---|---|---|---|---|---|---|---|")
+            "extrapolated | largest process | tree peak | exit |")
+        add("|---|---|---|---|---|---|---|---|---|---|")
         for r in large:
             extra = (f"{nbs.fixed_wall + r.n * nbs.marginal_wall:.0f} s (from N={nbs.n})" if nbs else "not run")
             add(f"| `course --workers {r.workers}` | {r.n} | {r.wall_s:.1f} s | {r.per_sub_wall_ms:.0f} ms | "
                 f"{r.per_sub_cpu_ms:.0f} ms | {r.n / r.wall_s:.1f}/s | {extra} | {r.maxrss_mb:.0f} MB | "
-                f"{r.tree_peak_mb:.0f} MB |" if r.workers is not None else
+                f"{r.tree_peak_mb:.0f} MB | {r.exit_code} |" if r.workers is not None else
                 f"| `course` | {r.n} | {r.wall_s:.1f} s | {r.per_sub_wall_ms:.0f} ms | {r.per_sub_cpu_ms:.0f} ms | "
-                f"{r.n / r.wall_s:.1f}/s | {extra} | {r.maxrss_mb:.0f} MB | {r.tree_peak_mb:.0f} MB |")
+                f"{r.n / r.wall_s:.1f}/s | {extra} | {r.maxrss_mb:.0f} MB | {r.tree_peak_mb:.0f} MB | {r.exit_code} |")
         add("")
         add("Processes of the large batch that lived through most of it: largest RSS over 10-20% of their life "
             "(after start-up) against the last 10% (flat or growing).")
@@ -991,7 +1001,7 @@ def targets(b: Bench, sides: dict[str, Side], ratios: dict) -> list[tuple[str, s
                     _verdict(sp >= TARGET_TWO_WORKERS, f"by {TARGET_TWO_WORKERS - sp:.2f}")))
     else:
         out.append((f"2 workers >= {TARGET_TWO_WORKERS}x one worker", "not measurable (no --workers)", "not measured"))
-    large = _sel(b.runs, "course", "large", any_workers=True)
+    large = [r for r in _sel(b.runs, "course", "large", any_workers=True) if r.exit_code >= 0]
     if large:
         best_l = min(large, key=lambda r: r.wall_s)
         t = best_l.wall_s * TARGET_LARGE_N / best_l.n
@@ -1040,6 +1050,36 @@ def parse_workers(text: str) -> list[int]:
     return ws
 
 
+def to_json(b: Bench, machine: dict, extra: dict) -> str:
+    """Every raw figure of a run (read back by `from_json`)."""
+    return json.dumps({
+        "machine": machine, "command": b.command, "load": b.load, "workers": b.workers,
+        "cohort": [{"student": s.student, "kind": s.template.kind, "name": s.template.name} for s in b.cohort],
+        "runs": [asdict(r) for r in b.runs], "scores": b.scores, "notes": b.notes,
+        "nbgrader_failed": b.nbgrader_failed, **extra,
+    }, indent=1, default=str) + "\n"
+
+
+def from_json(path: Path) -> tuple[Bench, dict]:
+    """A finished run read back from its --json file, to render its report again."""
+    data = json.loads(path.read_text())
+    runs = []
+    for r in data["runs"]:
+        procs = tuple(ProcessFigure(**p) for p in r.pop("processes"))
+        runs.append(Run(**r, processes=procs))
+    cohort_ = [Submission(c["student"], Template(c["kind"], c["name"], b"")) for c in data["cohort"]]
+    args = argparse.Namespace(n=len(cohort_), repeat=max((r.round for r in runs), default=1),
+                              hang_in_cohort=any(c.template.name == "infinite_loop" for c in cohort_))
+    b = Bench(args, {}, path.parent, data["workers"], runs=runs, notes=list(data.get("notes", [])),
+              load=[tuple(x) for x in data["load"]], scores=data["scores"], command=data["command"],
+              cohort=cohort_, nbgrader_failed=list(data.get("nbgrader_failed", [])))
+    for r in runs:
+        if r.exit_code < 0 and not any(f"after {r.wall_s:.0f} s" in n for n in b.notes):
+            b.notes.append(f"`{r.tool} autograde` ({r.scope}, {_w(r.workers)}, N={r.n}) was killed "
+                           f"(signal {-r.exit_code}) after {r.wall_s:.0f} s: no figure is derived from it.")
+    return b, data["machine"]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=100, help="cohort size graded by both tools (default 100)")
@@ -1054,7 +1094,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-nbgrader", action="store_true", help="skip nbgrader (development only)")
     p.add_argument("--json", metavar="FILE", help="write every raw figure to FILE as JSON")
     p.add_argument("--keep", action="store_true", help="keep the scratch folders and logs")
+    p.add_argument("--timeout", type=float, default=3600,
+                   help="kill a command still running after this many seconds (default 3600)")
+    p.add_argument("--render", metavar="FILE", help="only print the report of a finished run's --json FILE")
     a = p.parse_args(argv)
+    if a.render:
+        b, machine = from_json(Path(a.render))
+        print(render(b, machine)[0])
+        return 0
     if a.n < 2 or a.repeat < 1:
         p.error("--n must be at least 2 and --repeat at least 1")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # clean up (scratch, running command) on kill
@@ -1076,13 +1123,7 @@ def main(argv: list[str] | None = None) -> int:
         text, extra = render(b, machine)
         print(text, flush=True)
         if a.json:
-            Path(a.json).write_text(json.dumps({
-                "machine": machine, "command": b.command, "load": b.load, "workers": b.workers,
-                "cohort": [{"student": s.student, "kind": s.template.kind, "name": s.template.name}
-                           for s in b.cohort],
-                "runs": [asdict(r) for r in b.runs], "scores": b.scores, "notes": b.notes,
-                "nbgrader_failed": b.nbgrader_failed, **extra,
-            }, indent=1, default=str) + "\n")
+            Path(a.json).write_text(to_json(b, machine, extra))
             b.log(f"wrote {a.json}")
     finally:
         if a.keep:

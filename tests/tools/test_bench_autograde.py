@@ -114,3 +114,34 @@ def test_the_nbgrader_copy_runs_stock_nbgrader(tmp_path):
     text = (course / "nbgrader_config.py").read_text()
     assert "import" not in text and "configure(" not in text
     assert f"CourseDirectory.root = {str(course)!r}" in text
+
+
+def test_a_report_renders_and_reads_back_from_its_json(tmp_path):
+    """Does the report render from measured runs, name missed targets, and come back the same from --json?"""
+    import argparse
+
+    def run(tool, scope, n, wall, workers=None, rnd=1, exit_code=0):
+        return bench.Run(tool=tool, scope=scope, workers=workers, n=n, round=rnd, wall_s=wall, cpu_s=wall * 0.9,
+                         waited_cpu_s=wall * 0.5, cpu_source="cgroup", exit_code=exit_code, maxrss_mb=100.0,
+                         tree_peak_mb=150.0, processes=(bench.ProcessFigure("main: python course", 1, 100.0, 1.0,
+                                                                             wall, 90.0, 100.0),),
+                         first_feedback_s=0.5 if scope == "one" and tool == "course" else None)
+    subs = bench.cohort(10)
+    runs = [run("nbgrader", "class", 10, 12.0), run("nbgrader", "one", 1, 3.0), run("course", "class", 10, 2.0, 1),
+            run("course", "class", 10, 1.2, 2), run("course", "one", 1, 1.0), run("course", "large", 100, 9.0, 1),
+            run("course", "large", 100, 300.0, 2, exit_code=-9)]
+    scores = {s.student: {"score": 1.0, "state": "graded", "seconds": 0.1} for s in subs}
+    b = bench.Bench(argparse.Namespace(n=10, repeat=1, hang_in_cohort=False, timeout=60), {}, tmp_path, [1, 2],
+                    runs=runs, scores={"course": {"w1-r1": scores, "w2-r1": scores}}, cohort=subs,
+                    command="python tools/bench_autograde.py")
+    machine = {"date (UTC)": "d", "branch": "b", "commit": "c", "cpus": 2, "cpu model": "m", "python": "3",
+               "numpy": "n", "nbgrader": "g", "pytest": "p"}
+    text, extra = bench.render(b, machine)
+    assert "| `course --workers 2` | 10 |" in text and "identical across all 2 class batches" in text
+    assert "**missed**" in text and "was killed" not in text      # notes are made when runs are recorded
+    path = tmp_path / "run.json"
+    path.write_text(bench.to_json(b, machine, extra))
+    again, _ = bench.from_json(path)
+    text2 = bench.render(again, machine)[0]
+    assert "was killed (signal 9)" in text2
+    assert [ln for ln in text2.splitlines() if ln and "was killed" not in ln] == [ln for ln in text.splitlines() if ln]
