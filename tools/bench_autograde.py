@@ -890,6 +890,10 @@ def render(b: Bench, machine: dict) -> tuple[str, dict]:
             "extrapolated | largest process | tree peak | exit |")
         add("|---|---|---|---|---|---|---|---|---|---|")
         for r in large:
+            if r.exit_code < 0:
+                add(f"| `course` {_w(r.workers)} | {r.n} | killed after {r.wall_s:.0f} s | - | - | - | - | "
+                    f"{r.maxrss_mb:.0f} MB | {r.tree_peak_mb:.0f} MB | {r.exit_code} |")
+                continue
             extra = (f"{nbs.fixed_wall + r.n * nbs.marginal_wall:.0f} s (from N={nbs.n})" if nbs else "not run")
             add(f"| `course --workers {r.workers}` | {r.n} | {r.wall_s:.1f} s | {r.per_sub_wall_ms:.0f} ms | "
                 f"{r.per_sub_cpu_ms:.0f} ms | {r.n / r.wall_s:.1f}/s | {extra} | {r.maxrss_mb:.0f} MB | "
