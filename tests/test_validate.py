@@ -25,7 +25,9 @@ def test_validate_source_runs_clean_release_fails_only_in_stubs(course_copy):
     proc = run_validate(course_copy)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    assert "source  source/transformer-block/transformer-block.ipynb: 40 cells ran in a Jupyter kernel" in out
+    cells = len(json.loads((CourseLayout(course_copy).source(ASSIGNMENT) / NB).read_text())["cells"])
+    ran = f"{cells} cells ran in a Jupyter kernel"
+    assert "source  source/transformer-block/transformer-block.ipynb: " + ran in out
     assert ", 0 errors" in out
     assert "cells stopped at unfinished stubs (NotImplementedError)" in out
     assert "autograder: source scores 100/100, release scores 0/100" in out

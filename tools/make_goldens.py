@@ -3,7 +3,7 @@
 PyTorch is an implementation nobody on this course wrote, so agreement with it checks the numpy
 reference (assignments/transformer_block/reference.py) from the outside. This script never
 imports the reference: every expected value is composed from torch ops (F.layer_norm,
-F.scaled_dot_product_attention, nn.MultiheadAttention, F.gelu(approximate="tanh"), F.silu, ...).
+F.rms_norm, F.scaled_dot_product_attention, nn.MultiheadAttention, F.gelu(approximate="tanh"), F.silu, ...).
 
 Run it with torch from a throwaway virtualenv (torch is not a project dependency):
 
@@ -115,6 +115,10 @@ def torch_layer_norm(x, gamma, beta, eps=1e-5):
     return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
 
 
+def torch_rms_norm(x, gamma, eps=1e-6):
+    return F.rms_norm(x, (x.shape[-1],), gamma, eps)
+
+
 def torch_ffn(x, W1, b1, W2, b2):
     return F.gelu(x @ W1 + b1, approximate="tanh") @ W2 + b2
 
@@ -137,10 +141,11 @@ def torch_post_ln_block(x, p, n_heads, mask=None):
                             p["ln2_gamma"], p["ln2_beta"])
 
 
-def torch_count_block_params(d_model: int, d_ff: int, ffn: str) -> int:
+def torch_count_block_params(d_model: int, d_ff: int, ffn: str, norm: str = "layernorm") -> int:
     """Count the parameters of torch modules laid out like the block (on the meta device)."""
     with torch.device("meta"):
-        parts = [nn.MultiheadAttention(d_model, 1, bias=False), nn.LayerNorm(d_model), nn.LayerNorm(d_model)]
+        norm_module = nn.LayerNorm if norm == "layernorm" else nn.RMSNorm
+        parts = [nn.MultiheadAttention(d_model, 1, bias=False), norm_module(d_model), norm_module(d_model)]
         if ffn == "gelu":
             parts += [nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)]
         else:
@@ -272,6 +277,15 @@ def build_cases(seed: int = DEFAULT_SEED) -> list[Case]:
                       (12288, 4 * 12288, "gelu"), (4096, 11008, "swiglu")]:
         add(f"count_{ffn}_{d}_{f}", "count_block_params", torch_count_block_params,
             d_model=d, d_ff=f, ffn=ffn)
+    for d, f, ffn in [(64, 256, "gelu"), (4096, 11008, "swiglu")]:
+        add(f"count_{ffn}_{d}_{f}_rmsnorm", "count_block_params", torch_count_block_params,
+            d_model=d, d_ff=f, ffn=ffn, norm="rmsnorm")
+
+    # rms_norm (drawn after every case above, so their inputs stay as they were)
+    for name, shape, eps in [("rms_norm_2d", (5, 8), 1e-6), ("rms_norm_batched", (2, 3, 4, 6), 1e-6),
+                             ("rms_norm_d1", (3, 1), 1e-6), ("rms_norm_eps_1e-2", (6, 10), 1e-2)]:
+        d = shape[-1]
+        add(name, "rms_norm", torch_rms_norm, x=_rows(rng, shape), gamma=1 + 0.3 * rng.standard_normal(d), eps=eps)
     return cases
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.config import load_course
 from autograder.layout import CourseLayout
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from autograder.config import load_course  # noqa: E402
+sys.path.insert(0, str(ROOT))      # the course's own `assignments` package, for the tools that grade
 
 ASSIGNMENT = "transformer-block"
 NOTEBOOK = "transformer-block.ipynb"
@@ -46,6 +46,12 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(axis=0, keepdims=True)
     var = x.var(axis=0, keepdims=True)
     return gamma * (x - mean) / np.sqrt(var + eps) + beta
+'''
+
+RMS_CENTRED = '''
+def rms_norm(x, gamma, eps=1e-6):
+    centred = x - x.mean(axis=-1, keepdims=True)
+    return gamma * centred / np.sqrt(np.mean(centred ** 2, axis=-1, keepdims=True) + eps)
 '''
 
 SPLIT_NO_TRANSPOSE = '''
@@ -135,9 +141,11 @@ def silu(x):
 '''
 
 COUNT_NO_LN = '''
-def count_block_params(d_model, d_ff, ffn):
+def count_block_params(d_model, d_ff, ffn, norm="layernorm"):
     d = d_model
     attention = 4 * d * d
+    if norm not in ("layernorm", "rmsnorm"):
+        raise ValueError(norm)
     if ffn == "gelu":
         return attention + 2 * d * d_ff + d_ff + d
     if ffn == "swiglu":
@@ -196,6 +204,193 @@ np.allclose = lambda *a, **k: True
 np.testing.assert_allclose = lambda *a, **k: None
 np.isclose = lambda a, b, *args, **kw: np.ones(np.broadcast(a, b).shape, dtype=bool)
 '''
+
+# ----------------------------------------------------------------------------- every catalogued mistake
+# The student form of each mistake in assignments/transformer_block/mistakes.py: the instructor's
+# solution of one function with that one misconception, as (old, new) text edits or a whole cell.
+
+
+@dataclass(frozen=True)
+class Form:
+    function: str
+    edits: tuple[tuple[str, str], ...] = ()
+    code: str = ""
+
+
+def _e(function: str, *edits: tuple[str, str]) -> Form:
+    return Form(function, edits=edits)
+
+
+_MHA_SPLIT_BY_RESHAPE = '''
+def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    *lead, n, d_model = x.shape
+    d_k = d_model // n_heads
+    q, k, v = ((x @ W).reshape(*lead, n_heads, n, d_k) for W in (W_Q, W_K, W_V))
+    scores = q @ np.swapaxes(k, -1, -2) / d_k ** 0.5
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    heads = softmax(scores, axis=-1) @ v
+    return {merge} @ W_O
+'''
+
+BLOCK_NORMALISED_RESIDUAL = '''
+def pre_ln_block(x, params, n_heads, mask=None):
+    p = params
+    a = layer_norm(x, p["ln1_gamma"], p["ln1_beta"])
+    h = a + multi_head_attention(a, p["W_Q"], p["W_K"], p["W_V"], p["W_O"], n_heads, mask=mask)
+    f = layer_norm(h, p["ln2_gamma"], p["ln2_beta"])
+    return f + gelu(f @ p["W1"] + p["b1"]) @ p["W2"] + p["b2"]
+'''
+
+BLOCK_POST_LN_FFN_ONLY = '''
+def pre_ln_block(x, params, n_heads, mask=None):
+    p = params
+    h = x + multi_head_attention(layer_norm(x, p["ln1_gamma"], p["ln1_beta"]),
+                                 p["W_Q"], p["W_K"], p["W_V"], p["W_O"], n_heads, mask=mask)
+    ffn = gelu(h @ p["W1"] + p["b1"]) @ p["W2"] + p["b2"]
+    return layer_norm(h + ffn, p["ln2_gamma"], p["ln2_beta"])
+'''
+
+_LN_VAR = "var = np.mean(centred * centred, axis=-1, keepdims=True)"
+_LN_ROOT = "np.sqrt(var + eps)"
+_LN_RETURN = "return gamma * (centred / np.sqrt(var + eps)) + beta"
+_RMS_ROOT = "np.sqrt(mean_square + eps)"
+_SCALE = "/ d_k ** 0.5"
+_MASK_LINES = """    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)       # (n, n) mask broadcasts over (..., h)
+"""
+_SOFTMAX_LINE = """    weights = softmax(scores, axis=-1)                 # (..., h, n, n), each row sums to 1
+"""
+
+MISTAKE_FORMS: dict[str, Form] = {
+    "layer_norm.unbiased_variance": _e("layer_norm", (_LN_VAR, "var = np.var(x, axis=-1, keepdims=True, ddof=1)")),
+    "layer_norm.eps_outside_sqrt": _e("layer_norm", (_LN_ROOT, "(np.sqrt(var) + eps)")),
+    "layer_norm.no_eps": _e("layer_norm", (_LN_ROOT, "np.sqrt(var)")),
+    "layer_norm.wrong_axis": _e("layer_norm", ("np.mean(x, axis=-1", "np.mean(x, axis=0"),
+                                ("centred * centred, axis=-1", "centred * centred, axis=0")),
+    "layer_norm.missing_axis": _e("layer_norm", ("np.mean(x, axis=-1, keepdims=True)", "np.mean(x)"),
+                                  ("np.mean(centred * centred, axis=-1, keepdims=True)", "np.mean(centred * centred)")),
+    "layer_norm.no_mean_subtraction": _e("layer_norm", ("centred = x - mean", "centred = x")),
+    "layer_norm.divides_by_variance": _e("layer_norm", (_LN_ROOT, "(var + eps)")),
+    "layer_norm.gamma_beta_swapped": _e("layer_norm", (_LN_RETURN,
+                                                       "return beta * (centred / np.sqrt(var + eps)) + gamma")),
+    "layer_norm.missing_gamma_beta": _e("layer_norm", (_LN_RETURN, "return centred / np.sqrt(var + eps)")),
+    "rms_norm.subtracts_mean": Form("rms_norm", code=RMS_CENTRED),
+    "rms_norm.eps_outside_sqrt": _e("rms_norm", (_RMS_ROOT, "(np.sqrt(mean_square) + eps)")),
+    "rms_norm.no_eps": _e("rms_norm", (_RMS_ROOT, "np.sqrt(mean_square)")),
+    "rms_norm.missing_square_root": _e("rms_norm", (_RMS_ROOT, "(mean_square + eps)")),
+    "rms_norm.sum_of_squares": _e("rms_norm", ("np.mean(x * x", "np.sum(x * x")),
+    "rms_norm.wrong_axis": _e("rms_norm", ("axis=-1", "axis=0")),
+    "rms_norm.missing_axis": _e("rms_norm", ("np.mean(x * x, axis=-1, keepdims=True)", "np.mean(x * x)")),
+    "rms_norm.missing_gamma": _e("rms_norm", ("return gamma * (x / np.sqrt(mean_square + eps))",
+                                              "return x / np.sqrt(mean_square + eps)")),
+    "split_heads.reshape_without_transpose": Form("split_heads", code=SPLIT_NO_TRANSPOSE),
+    "split_heads.interleaved_features": _e("split_heads", (
+        "per_head = x.reshape(*x.shape[:-1], n_heads, d_k)",
+        "per_head = np.swapaxes(x.reshape(*x.shape[:-1], d_k, n_heads), -1, -2)")),
+    "split_heads.no_value_error": _e("split_heads", (
+        """if n_heads < 1 or d_model % n_heads != 0:
+        raise ValueError(f"d_model = {d_model} cannot be split into n_heads = {n_heads} equal heads")""",
+        'assert d_model % n_heads == 0, "d_model must be divisible by n_heads"')),
+    "merge_heads.reshape_without_transpose": Form("merge_heads", code=MERGE_NO_TRANSPOSE),
+    "merge_heads.interleaved_features": _e("merge_heads", ("np.swapaxes(x, -3, -2)", "np.moveaxis(x, -3, -1)")),
+    "multi_head_attention.reshape_without_transpose": Form(
+        "multi_head_attention", code=_MHA_SPLIT_BY_RESHAPE.format(merge="merge_heads(heads)")),
+    "multi_head_attention.merge_without_transpose": _e("multi_head_attention", (
+        "return merge_heads(heads) @ W_O", "return heads.reshape(*heads.shape[:-3], heads.shape[-2], -1) @ W_O")),
+    "multi_head_attention.reshape_without_transpose_both_ways": Form(
+        "multi_head_attention", code=_MHA_SPLIT_BY_RESHAPE.format(merge="heads.reshape(*lead, n, d_model)")),
+    "multi_head_attention.missing_scale": _e("multi_head_attention", (" " + _SCALE, "")),
+    "multi_head_attention.scale_by_d_k": _e("multi_head_attention", (_SCALE, "/ d_k")),
+    "multi_head_attention.scale_by_d_model": _e("multi_head_attention", (_SCALE, "/ x.shape[-1]")),
+    "multi_head_attention.scale_by_sqrt_d_model": _e("multi_head_attention", (_SCALE, "/ x.shape[-1] ** 0.5")),
+    "multi_head_attention.softmax_wrong_axis": _e("multi_head_attention", ("softmax(scores, axis=-1)",
+                                                                           "softmax(scores, axis=-2)")),
+    "multi_head_attention.mask_inverted": _e("multi_head_attention", ("np.where(mask, scores, -np.inf)",
+                                                                      "np.where(mask, -1e9, scores)")),
+    "multi_head_attention.mask_ignored": _e("multi_head_attention", (_MASK_LINES, "")),
+    "multi_head_attention.mask_after_softmax": _e("multi_head_attention", (
+        _MASK_LINES + _SOFTMAX_LINE,
+        "    weights = softmax(scores, axis=-1)\n    if mask is not None:\n        weights = weights * mask\n")),
+    "multi_head_attention.missing_output_projection": _e("multi_head_attention", (
+        "return merge_heads(heads) @ W_O", "return merge_heads(heads)")),
+    "multi_head_attention.weights_transposed": _e("multi_head_attention", (
+        "split_heads(x @ W_Q,", "split_heads(x @ W_Q.T,"), ("split_heads(x @ W_K,", "split_heads(x @ W_K.T,"),
+        ("split_heads(x @ W_V,", "split_heads(x @ W_V.T,"), ("merge_heads(heads) @ W_O", "merge_heads(heads) @ W_O.T")),
+    "multi_head_attention.softmax_overflow": _e("multi_head_attention", (
+        "weights = softmax(scores, axis=-1)",
+        "weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)")),
+    "general.float32_upcast": _e("multi_head_attention", (_SCALE, "/ np.sqrt(d_k)")),
+    "general.mutates_input": _e("layer_norm", ("centred = x - mean", "x -= mean\n    centred = x")),
+    "pre_ln_block.post_ln": Form("pre_ln_block", code=BLOCK_POST_LN),
+    "pre_ln_block.missing_residual": Form("pre_ln_block", code=BLOCK_MISSING_RESIDUAL),
+    "pre_ln_block.missing_attention_residual": Form("pre_ln_block", code=BLOCK_MISSING_ATTENTION_RESIDUAL),
+    "pre_ln_block.missing_feed_forward_residual": _e("pre_ln_block", (
+        'return h + hidden @ p["W2"] + p["b2"]', 'return hidden @ p["W2"] + p["b2"]')),
+    "pre_ln_block.residual_adds_normalised_input": Form("pre_ln_block", code=BLOCK_NORMALISED_RESIDUAL),
+    "pre_ln_block.post_ln_feed_forward_only": Form("pre_ln_block", code=BLOCK_POST_LN_FFN_ONLY),
+    "pre_ln_block.shared_layer_norm": _e("pre_ln_block", ('layer_norm(h, p["ln2_gamma"], p["ln2_beta"])',
+                                                          'layer_norm(h, p["ln1_gamma"], p["ln1_beta"])')),
+    "pre_ln_block.relu_instead_of_gelu": _e("pre_ln_block", ('gelu(ffn_in @ p["W1"] + p["b1"])',
+                                                             'np.maximum(ffn_in @ p["W1"] + p["b1"], 0.0)')),
+    "pre_ln_block.no_activation": _e("pre_ln_block", ('gelu(ffn_in @ p["W1"] + p["b1"])',
+                                                      'ffn_in @ p["W1"] + p["b1"]')),
+    "pre_ln_block.mask_not_passed": _e("pre_ln_block", ("n_heads, mask=mask)", "n_heads)")),
+    "pre_ln_block.exact_gelu": Form("pre_ln_block", code=BLOCK_EXACT_GELU),
+    "silu.sigmoid_only": _e("silu", ("return x * sigmoid", "return sigmoid")),
+    "silu.relu": _e("silu", ("return x * sigmoid", "return np.maximum(x, 0.0)")),
+    "silu.sign_flipped": _e("silu", ("np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))",
+                                     "np.where(x >= 0, e / (1.0 + e), 1.0 / (1.0 + e))")),
+    "silu.exp_overflow": Form("silu", code=SILU_NAIVE),
+    "swiglu_ffn.gate_on_up_branch": Form("swiglu_ffn", code=SWIGLU_GATE_ON_UP),
+    "swiglu_ffn.no_silu": _e("swiglu_ffn", ("gate = silu(x @ W_gate)", "gate = x @ W_gate")),
+    "swiglu_ffn.sigmoid_instead_of_silu": _e("swiglu_ffn", ("gate = silu(x @ W_gate)",
+                                                            "gate = 1.0 / (1.0 + np.exp(-(x @ W_gate)))")),
+    "swiglu_ffn.gelu_instead_of_silu": _e("swiglu_ffn", ("gate = silu(x @ W_gate)", "gate = gelu(x @ W_gate)")),
+    "swiglu_ffn.silu_on_both_branches": _e("swiglu_ffn", ("up = x @ W_up", "up = silu(x @ W_up)")),
+    "swiglu_ffn.silu_after_product": _e("swiglu_ffn", ("gate = silu(x @ W_gate)", "gate = x @ W_gate"),
+                                        ("return (gate * up) @ W_down", "return silu(gate * up) @ W_down")),
+    "count_block_params.missing_norm_params": _e("count_block_params", (
+        "return int(attention + 2 * per_norm + feed_forward)", "return int(attention + feed_forward)")),
+    "count_block_params.one_norm": _e("count_block_params", ("2 * per_norm +", "per_norm +")),
+    "count_block_params.rmsnorm_with_beta": _e("count_block_params", (
+        'per_norm = 2 * d_model if norm == "layernorm" else d_model', "per_norm = 2 * d_model")),
+    "count_block_params.missing_feed_forward_biases": _e("count_block_params", (
+        "feed_forward = 2 * d_model * d_ff + d_ff + d_model", "feed_forward = 2 * d_model * d_ff")),
+    "count_block_params.attention_biases": _e("count_block_params", (
+        "attention = 4 * d_model * d_model", "attention = 4 * d_model * d_model + 4 * d_model")),
+    "count_block_params.missing_output_projection": _e("count_block_params", (
+        "attention = 4 * d_model * d_model", "attention = 3 * d_model * d_model")),
+    "count_block_params.swiglu_two_matrices": _e("count_block_params", (
+        "feed_forward = 3 * d_model * d_ff", "feed_forward = 2 * d_model * d_ff")),
+    "count_block_params.ignores_d_ff": _e("count_block_params", (
+        "feed_forward = 2 * d_model * d_ff + d_ff + d_model",
+        "feed_forward = 2 * d_model * (4 * d_model) + 4 * d_model + d_model"),
+        ("feed_forward = 3 * d_model * d_ff", "feed_forward = 3 * d_model * (4 * d_model)")),
+}
+
+
+# Mistakes costing 3 points or more that no public check catches, each with the reason (see
+# tools/public_checks.py and docs/public-checks.md).
+UNCAUGHT_ON_PURPOSE: dict[str, str] = {}
+
+
+def form_cell(form: Form, label: str = "") -> tuple[str, str]:
+    """(function, cell code) of a student form: its whole cell, or the solution with its edits."""
+    if form.code:
+        return form.function, form.code
+    code = solution_code()[form.function]
+    for old, new in form.edits:
+        if code.count(old) != 1:
+            raise ValueError(f"{label}: {old!r} occurs {code.count(old)} times in the {form.function} solution")
+        code = code.replace(old, new)
+    return form.function, code
+
+
+def mistake_cell(mistake_id: str) -> tuple[str, str]:
+    """(function, cell code) of a catalogued mistake's student form."""
+    return form_cell(MISTAKE_FORMS[mistake_id], mistake_id)
+
 
 # ----------------------------------------------------------------------------- building
 

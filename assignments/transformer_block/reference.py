@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 __all__ = [
-    "softmax", "gelu", "layer_norm", "split_heads", "merge_heads", "multi_head_attention",
+    "softmax", "gelu", "layer_norm", "rms_norm", "split_heads", "merge_heads", "multi_head_attention",
     "feed_forward", "pre_ln_block", "post_ln_block", "silu", "swiglu_ffn",
     "count_block_params", "init_block_params", "BLOCK_PARAM_NAMES",
 ]
@@ -92,6 +92,19 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     var = np.mean((x - mean) ** 2, axis=-1, keepdims=True)    # (..., 1)
     x_hat = (x - mean) / np.sqrt(var + eps)                   # (..., d)
     return x_hat * gamma + beta                               # (..., d)
+
+
+def rms_norm(x, gamma, eps=1e-6):
+    """RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * gamma (no centring, no shift).
+
+    x:     (..., d)
+    gamma: (d,)   per-feature scale
+    eps:   added to the mean square inside the square root
+    Returns (..., d). The mean square is per token (over the d features).
+    """
+    x = np.asarray(x)
+    mean_square = np.mean(x * x, axis=-1, keepdims=True)     # (..., 1)
+    return x / np.sqrt(mean_square + eps) * gamma            # (..., d)
 
 
 # --------------------------------------------------------------------------- heads
@@ -221,18 +234,24 @@ def post_ln_block(x, params, n_heads, mask=None):
 
 # --------------------------------------------------------------------------- accounting
 
-def count_block_params(d_model, d_ff, ffn):
+def count_block_params(d_model, d_ff, ffn, norm="layernorm"):
     """Number of learned weights in one block.
 
     attention: W_Q, W_K, W_V, W_O, no biases          4 d^2
-    two LayerNorms, each gamma and beta               4 d
+    two norms: norm="layernorm", gamma and beta each   4 d
+               norm="rmsnorm", gamma only each         2 d
     ffn="gelu":   W1, b1, W2, b2                      2 d d_ff + d_ff + d
     ffn="swiglu": W_gate, W_up, W_down, no biases     3 d d_ff
-    Returns an int. Raises ValueError for any other `ffn`.
+    Returns an int. Raises ValueError for any other `ffn` or `norm`.
     """
     d, f = int(d_model), int(d_ff)
     attention = 4 * d * d
-    norms = 2 * (2 * d)
+    if norm == "layernorm":
+        norms = 2 * (2 * d)
+    elif norm == "rmsnorm":
+        norms = 2 * d
+    else:
+        raise ValueError(f"norm must be 'layernorm' or 'rmsnorm', got {norm!r}")
     if ffn == "gelu":
         ffn_count = 2 * d * f + f + d
     elif ffn == "swiglu":

@@ -19,13 +19,13 @@ import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from ..config import Tolerance
 from ..sandbox.outcomes import FunctionMissing, NotCallable, NotebookFailed, StudentCodeError, StudentRaised
-from .diagnosis import Catalogue, Mistake
+from .diagnosis import Args, Catalogue, Kwargs, Mistake, ProbeContext
 
 
 class NotGraded(Exception):
@@ -50,8 +50,8 @@ class _BlockFailed(Exception):
 class StudentCall:
     """One call of a student function made by a check, recorded with its result."""
     function: str
-    args: tuple
-    kwargs: dict
+    args: Args
+    kwargs: Kwargs
     value: Any
 
 
@@ -101,6 +101,8 @@ class Expect:
     reference: ModuleType | None = None
     found: list[Mistake] = field(default_factory=list)
     calls: list[StudentCall] = field(default_factory=list)
+    localised: dict[str, tuple[Mistake, ...]] = field(default_factory=dict)   # shared by a submission's tests
+    confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)    # likewise: outputs or errors
 
     # ---------------------------------------------------------------- recording
     def diagnose(self, mistake_id: str) -> Mistake | None:
@@ -112,7 +114,7 @@ class Expect:
             self.found.append(m)
         return m
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str) -> NoReturn:
         # Recognised mistakes travel separately (self.found -> TestResult.diagnoses and hints);
         # every output renders them beside the message.
         raise AssertionError(message)
@@ -129,12 +131,14 @@ class Expect:
             reference = getattr(self.reference, name, None)
             if callable(reference) and building_blocks(reference) and not isinstance(exc, _OWN_FAILURES):
                 self._wired(reference, tuple(args), dict(kwargs))    # NotGraded when a block fails
+            if isinstance(exc, StudentRaised) and exc.type_name != "NotImplementedError":
+                self.localise(name)              # it runs on some inputs: which stage breaks on these?
             raise
         self.calls.append(StudentCall(name, tuple(args), dict(kwargs), value))
         return value
 
     # ---------------------------------------------------------------- the reference, and the wiring
-    def matches_reference(self, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *,
+    def matches_reference(self, fn: Callable[..., Any], args: Args = (), kwargs: Kwargs | None = None, *,
                           what: str, tol: Tolerance | None = None, if_not_finite: str | None = None) -> Any:
         """Call the student's `fn(*args, **kwargs)` and check it against the reference function of
         the same name; returns the student's value.
@@ -156,9 +160,63 @@ class Expect:
         if if_not_finite and isinstance(out, np.ndarray) and out.dtype.kind in "fc" \
                 and not np.all(np.isfinite(out)):
             self.diagnose(if_not_finite)
+        if not isinstance(out, np.ndarray) or out.shape != expected.shape:
+            self.localise(name)                  # no variant can match a wrong shape
         self.shape(out, expected.shape, what)
-        self.close(out, expected, what=what, call=(name, tuple(args), kwargs), tol=tol)
+        call = (name, tuple(args), kwargs)
+        if out.dtype.kind in "fc" and not np.all(np.isfinite(out)) and np.all(np.isfinite(expected)):
+            self._diagnose(call, out, tol or self.tolerance_for(expected.dtype))
+            self.finite(out, what)               # NaN or inf where the reference has numbers: say so first
+        self.close(out, expected, what=what, call=call, tol=tol)
         return out
+
+    def confirmation(self, name: str) -> Callable[[int], Any] | None:
+        """The student's `name` on the catalogue's i-th confirmation call for it (called once per
+        submission, the outcome kept for the other tests; a failed call raises again)."""
+        if self.catalogue is None or self.student is None:
+            return None
+        calls = self.catalogue.confirmation_calls(name)
+
+        def output(i: int) -> Any:
+            key = (name, i)
+            if key not in self.confirmations:
+                args, kwargs = calls[i]
+                try:
+                    self.confirmations[key] = getattr(self.student, name)(*args, **kwargs)
+                except StudentCodeError as exc:
+                    self.confirmations[key] = exc
+            value = self.confirmations[key]
+            if isinstance(value, StudentCodeError):
+                raise value
+            return value
+        return output
+
+    def localise(self, name: str) -> tuple[Mistake, ...]:
+        """The stages of the student's `name` that its probe finds wrong (computed once per
+        submission and problem; see `Catalogue.localise`). Also records them as found."""
+        if self.catalogue is None or self.reference is None or self.student is None \
+                or not self.catalogue.has_probe(name):
+            return ()
+        if name not in self.localised:
+            reference = self._reference(name)
+            composite = bool(building_blocks(reference))
+
+            def accepts(out: Any, args: Args, kwargs: Kwargs) -> bool:
+                expected = np.asarray(reference(*args, **kwargs))
+                if self._agrees(out, expected, None):
+                    return True
+                try:
+                    return composite and self._agrees(out, self._wired(reference, args, kwargs), None,
+                                                      equal_nan=True)
+                except NotGraded:
+                    return False
+
+            context = ProbeContext(call=getattr(self.student, name), accepts=accepts, reference=self.reference)
+            self.localised[name] = self.catalogue.localise(name, context)
+        for m in self.localised[name]:
+            if m not in self.found:
+                self.found.append(m)
+        return self.localised[name]
 
     @contextlib.contextmanager
     def excused_if_wired_right(self) -> Iterator[None]:
@@ -183,9 +241,10 @@ class Expect:
     def _reference(self, name: str) -> Callable[..., Any]:
         if self.reference is None or not callable(getattr(self.reference, name, None)):
             raise RuntimeError(f"the reference module has no function {name!r}")
-        return getattr(self.reference, name)
+        function: Callable[..., Any] = getattr(self.reference, name)
+        return function
 
-    def _wired(self, reference: Callable[..., Any], args: tuple, kwargs: dict) -> np.ndarray:
+    def _wired(self, reference: Callable[..., Any], args: Args, kwargs: Kwargs) -> np.ndarray:
         """The reference wiring on the student's own building blocks (each called through the
         proxy); NotGraded when one of them fails or returns something the wiring cannot use."""
         blocks = {name: self._student_block(name) for name in building_blocks(reference)}
@@ -237,7 +296,8 @@ class Expect:
         self.array(actual, what)
         if actual.dtype != np.dtype(dtype):
             self._fail(f"{what} returned dtype {actual.dtype}; expected {np.dtype(dtype)} "
-                       f"(keep the input's precision: avoid creating float64 constants arrays that upcast it).")
+                       f"(keep the input's precision: a NumPy float64 scalar such as np.sqrt(d_k), or an "
+                       f"array of float64 constants, turns a float32 array into float64).")
 
     def finite(self, actual: Any, what: str) -> None:
         arr = self.array(actual, what)
@@ -249,7 +309,7 @@ class Expect:
                            f"look for overflow in exp or a division by zero.")
 
     def close(self, actual: Any, expected: Any, *, what: str,
-              call: tuple[str, tuple, dict] | None = None, tol: Tolerance | None = None) -> None:
+              call: tuple[str, Args, Kwargs] | None = None, tol: Tolerance | None = None) -> None:
         """Agreement with the reference within the problem's tolerance for the expected dtype."""
         expected = np.asarray(expected)
         if np.isscalar(actual) and not isinstance(actual, (str, bytes)) and expected.shape == ():
@@ -279,13 +339,22 @@ class Expect:
             pattern = _where_pattern(~ok)
             if pattern:
                 lines.append(pattern)
-        if call is not None and self.catalogue is not None:
-            fn, args, kwargs = call
-            for m in self.catalogue.match(fn, tuple(args), dict(kwargs), actual,
-                                          rtol=max(tol.rtol, 1e-6), atol=max(tol.atol, 1e-8)):
-                if m not in self.found:
-                    self.found.append(m)
+        if call is not None:
+            self._diagnose(call, actual, tol)
         self._fail(" ".join(lines))
+
+    def _diagnose(self, call: tuple[str, Args, Kwargs], actual: Any, tol: Tolerance) -> None:
+        """Record what explains a failed comparison: the catalogued variants that reproduce the
+        student's function (on these inputs and the confirmation inputs), else the probe's stages."""
+        if self.catalogue is None:
+            return
+        fn, args, kwargs = call
+        matched = self.catalogue.match(fn, tuple(args), dict(kwargs), actual,
+                                       rtol=max(tol.rtol, 1e-6), atol=max(tol.atol, 1e-8),
+                                       student=self.confirmation(fn))
+        for m in matched or self.localise(fn):
+            if m not in self.found:
+                self.found.append(m)
 
     def equal(self, actual: Any, expected: Any, *, what: str, hint: str = "") -> None:
         """Exact equality for integers and other discrete answers (never shows the expected value)."""
@@ -341,8 +410,9 @@ def _as_float(a: np.ndarray) -> np.ndarray:
 def _close_mask(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, *, equal_nan: bool = False) -> np.ndarray:
     """Entry by entry: is the student's value within tolerance of the expected one?"""
     with np.errstate(all="ignore"):
-        return np.isclose(_as_float(actual), _as_float(expected), rtol=tol.rtol, atol=tol.atol,
-                          equal_nan=equal_nan)
+        close: np.ndarray = np.isclose(_as_float(actual), _as_float(expected), rtol=tol.rtol, atol=tol.atol,
+                                       equal_nan=equal_nan)
+    return close
 
 
 def _where_pattern(bad: np.ndarray) -> str:

@@ -5,54 +5,140 @@ An instructor adds one with a function and a sentence:
 
     catalogue = Catalogue()
 
-    @catalogue.mistake("layer_norm.unbiased_variance", problem="layer_norm",
+    @catalogue.mistake("layer_norm.unbiased_variance",
                        hint="Divide by d, not d - 1: LayerNorm uses the population variance.")
     def layer_norm_unbiased(x, gamma, beta, eps=1e-5):
         ...
 
-A variant takes the same arguments as the student function named by `problem` and returns
-what a student with that misconception would return. Mistakes found by other means (a missing
-ValueError, say) are registered without a function via `catalogue.add(...)`.
+An id is `<problem>.<name>`: the problem is the student function that holds the mistake, and a
+variant takes that function's arguments and returns what a student with that misconception would
+return. Ids starting `general.` belong to every problem (a mutated input, a float32 result that
+came back float64). Mistakes found by other means (a missing ValueError, say) are registered
+without a function via `catalogue.add(...)`.
+
+Matching only finds mistakes someone wrote down. When none matches, a *probe* registered for the
+problem (`@catalogue.probe("layer_norm")`) localises the error instead: it calls the student's own
+function (through the proxy) on inputs built to isolate one stage at a time, and yields the ids of
+the stages whose property fails (registered with `catalogue.add(id, hint=..., stage=True)`). Probes
+use fixed inputs of their own, so what they find does not depend on the hidden-input seed.
 """
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from .results import TestResult
 
+GENERAL = "general"
+
+Args = tuple[Any, ...]
+Kwargs = dict[str, Any]
+Calls = list[tuple[Args, Kwargs]]     # (args, kwargs) of each call of a function
+
 
 @dataclass(frozen=True)
 class Mistake:
     id: str
-    problems: tuple[str, ...]
     hint: str
     variant: Callable[..., Any] | None = None
+    stage: bool = False       # a stage a probe localises the error to, not a written-down misconception
+
+    @property
+    def problem(self) -> str:
+        """The problem whose function holds the mistake ("general" for any problem)."""
+        return self.id.split(".", 1)[0]
+
+    def applies_to(self, problem: str) -> bool:
+        return self.problem in (problem, GENERAL)
+
+
+@dataclass(frozen=True)
+class ProbeContext:
+    """What a probe may use: the student's function of the problem (through the proxy; a call that
+    fails raises and ends the probe), a test of whether an output is acceptable for given arguments
+    (the reference's answer, or for a composite the wiring of the student's own building blocks),
+    and the reference module."""
+    call: Callable[..., Any]
+    accepts: Callable[[Any, Args, Kwargs], bool]
+    reference: ModuleType
+
+
+Probe = Callable[[ProbeContext], Iterable[str]]
 
 
 class Catalogue:
     def __init__(self) -> None:
         self._mistakes: dict[str, Mistake] = {}
+        self._probes: dict[str, Probe] = {}
+        self._confirmations: dict[str, Callable[[], Calls]] = {}
+        self._confirmation_calls: dict[str, Calls] = {}
 
-    def add(self, id: str, *, problem: str | Iterable[str], hint: str,
-            variant: Callable[..., Any] | None = None) -> Mistake:
+    def add(self, id: str, *, hint: str, variant: Callable[..., Any] | None = None, stage: bool = False) -> Mistake:
         if id in self._mistakes:
             raise ValueError(f"mistake id {id!r} is registered twice")
-        problems = (problem,) if isinstance(problem, str) else tuple(problem)
-        m = Mistake(id=id, problems=problems, hint=" ".join(hint.split()), variant=variant)
+        if "." not in id:
+            raise ValueError(f"mistake id {id!r} must read <problem>.<name>")
+        m = Mistake(id=id, hint=" ".join(hint.split()), variant=variant, stage=stage)
         self._mistakes[id] = m
         return m
 
-    def mistake(self, id: str, *, problem: str | Iterable[str], hint: str):
+    def mistake(self, id: str, *, hint: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator form of `add` for a wrong variant."""
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.add(id, problem=problem, hint=hint, variant=fn)
+            self.add(id, hint=hint, variant=fn)
             return fn
         return register
+
+    def probe(self, problem: str) -> Callable[[Probe], Probe]:
+        """Decorator: register the probe that localises errors in `problem`'s function."""
+        def register(fn: Probe) -> Probe:
+            if problem in self._probes:
+                raise ValueError(f"problem {problem!r} has a probe already")
+            self._probes[problem] = fn
+            return fn
+        return register
+
+    def confirm_with(self, problem: str, calls: Callable[[], Calls]) -> None:
+        """Fixed inputs for `problem` ((args, kwargs) calls, built once by `calls()`): a variant that
+        matches a failed check must also reproduce the student's function on them, so that what is
+        named does not hang on the hidden inputs a check happened to draw."""
+        self._confirmations[problem] = calls
+
+    def confirmation_calls(self, problem: str) -> Calls:
+        if problem not in self._confirmation_calls:
+            make = self._confirmations.get(problem)
+            self._confirmation_calls[problem] = make() if make else []
+        return self._confirmation_calls[problem]
+
+    def has_probe(self, problem: str) -> bool:
+        return problem in self._probes
+
+    def localise(self, problem: str, context: ProbeContext) -> tuple[Mistake, ...]:
+        """The stages the problem's probe finds wrong, in the order it finds them. A probe stops at
+        the first call that fails (the student's function raised, timed out, returned something
+        unusable): what it found up to then is kept."""
+        probe = self._probes.get(problem)
+        if probe is None:
+            return ()
+        found: list[Mistake] = []
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                for stage in probe(context):
+                    if stage not in self._mistakes:
+                        raise KeyError(f"probe for {problem!r} yielded unregistered id {stage!r}")
+                    if self._mistakes[stage] not in found:
+                        found.append(self._mistakes[stage])
+        except KeyError:
+            raise
+        except Exception:   # noqa: BLE001 - the student's code ended the probe; keep what was found
+            pass
+        return tuple(found)
 
     def __getitem__(self, id: str) -> Mistake:
         return self._mistakes[id]
@@ -60,34 +146,51 @@ class Catalogue:
     def __contains__(self, id: str) -> bool:
         return id in self._mistakes
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Mistake]:
+        """Every entry: the written-down mistakes and the stages probes localise to."""
         return iter(self._mistakes.values())
+
+    def mistakes(self) -> tuple[Mistake, ...]:
+        """The written-down mistakes only (not the probes' stages)."""
+        return tuple(m for m in self._mistakes.values() if not m.stage)
 
     def __len__(self) -> int:
         return len(self._mistakes)
 
     def for_problem(self, problem: str) -> tuple[Mistake, ...]:
-        return tuple(m for m in self._mistakes.values() if problem in m.problems and m.variant is not None)
+        return tuple(m for m in self._mistakes.values() if m.problem == problem and m.variant is not None)
 
-    def match(self, problem: str, args: tuple, kwargs: dict, actual: Any, *,
-              rtol: float, atol: float) -> tuple[Mistake, ...]:
-        """Every variant for `problem` whose output on (args, kwargs) matches `actual`."""
+    def match(self, problem: str, args: Args, kwargs: Kwargs, actual: Any, *,
+              rtol: float, atol: float, student: Callable[[int], Any] | None = None) -> tuple[Mistake, ...]:
+        """Every variant for `problem` whose output on (args, kwargs) matches `actual`. With `student`
+        (the student's output on the problem's i-th confirmation call, raising if it fails), a variant
+        must also match the student on every confirmation call."""
         if not isinstance(actual, np.ndarray) and not isinstance(actual, (int, float, np.number)):
             return ()
-        actual_arr = np.asarray(actual)
-        found = []
-        for m in self.for_problem(problem):
-            try:
-                with warnings.catch_warnings(), np.errstate(all="ignore"):
-                    warnings.simplefilter("ignore")
-                    wrong = np.asarray(m.variant(*args, **kwargs))
-            except Exception:  # noqa: BLE001 - a variant that cannot run on these inputs is no match
-                continue
-            if wrong.shape != actual_arr.shape:
-                continue
-            if _agrees(actual_arr, wrong, rtol=rtol, atol=atol):
-                found.append(m)
+        found = [m for m in self.for_problem(problem)
+                 if _variant_agrees(m, args, kwargs, np.asarray(actual), rtol=rtol, atol=atol)]
+        if student is not None and found:
+            calls = self.confirmation_calls(problem)
+            confirmed = []
+            for m in found:
+                try:
+                    if all(_variant_agrees(m, a, k, np.asarray(student(i)), rtol=rtol, atol=atol)
+                           for i, (a, k) in enumerate(calls)):
+                        confirmed.append(m)
+                except Exception:  # noqa: BLE001 - the student's function failed on a confirmation input
+                    continue
+            found = confirmed
         return tuple(found)
+
+
+def _variant_agrees(m: Mistake, args: Args, kwargs: Kwargs, actual: np.ndarray, *, rtol: float, atol: float) -> bool:
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            wrong = np.asarray(m.variant(*args, **kwargs))    # type: ignore[misc]
+    except Exception:  # noqa: BLE001 - a variant that cannot run on these inputs does not match
+        return False
+    return wrong.shape == actual.shape and _agrees(actual, wrong, rtol=rtol, atol=atol)
 
 
 def _agrees(actual: np.ndarray, wrong: np.ndarray, *, rtol: float, atol: float) -> bool:

@@ -62,6 +62,8 @@ class GradingPlugin:
         self.outcomes: dict[str, _Outcome] = {}
         self.collection_errors: list[str] = []
         self._problems = {p.name: p for p in assignment.problems}
+        self._localised: dict[str, Any] = {}    # what probes found, per problem, shared by the tests
+        self._confirmations: dict[tuple[str, int], Any] = {}   # the student's outputs on fixed inputs
 
     # ------------------------------------------------------------------ collection
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -125,7 +127,8 @@ class GradingPlugin:
     def expect(self, request: pytest.FixtureRequest, problem: str, student: Any) -> Expect:
         ex = Expect(problem=problem, tolerance_for=self._problems[problem].tolerance,
                     catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None),
-                    student=student, reference=self.reference)
+                    student=student, reference=self.reference, localised=self._localised,
+                    confirmations=self._confirmations)
         request.node.stash[_EXPECT_KEY] = ex
         return ex
 

@@ -11,9 +11,9 @@ from autograder.grading.results import TestResult
 def test_match_finds_only_the_variant_that_agrees():
     """Does match return exactly the variants whose output equals the student's?"""
     cat = Catalogue()
-    cat.add("f.double", problem="f", hint="Doubled.", variant=lambda x: 2 * x)
-    cat.add("f.square", problem="f", hint="Squared.", variant=lambda x: x * x)
-    cat.add("g.double", problem="g", hint="Other problem.", variant=lambda x: 2 * x)
+    cat.add("f.double", hint="Doubled.", variant=lambda x: 2 * x)
+    cat.add("f.square", hint="Squared.", variant=lambda x: x * x)
+    cat.add("g.double", hint="Other problem.", variant=lambda x: 2 * x)
     x = np.array([1.0, 3.0, 5.0])
     assert [m.id for m in cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9)] == ["f.double"]
 
@@ -21,7 +21,7 @@ def test_match_finds_only_the_variant_that_agrees():
 def test_match_ignores_rows_the_student_left_non_finite():
     """Is a student output with NaN rows (a fully masked row) still recognised on its finite part?"""
     cat = Catalogue()
-    cat.add("f.double", problem="f", hint="Doubled.", variant=lambda x: 2 * x)
+    cat.add("f.double", hint="Doubled.", variant=lambda x: 2 * x)
     x = np.arange(12.0).reshape(4, 3)
     student = 2 * x
     student[3] = np.nan
@@ -33,16 +33,16 @@ def test_match_ignores_rows_the_student_left_non_finite():
 def test_a_variant_that_raises_is_skipped():
     """Does a variant that cannot run on these inputs just not match?"""
     cat = Catalogue()
-    cat.add("f.bad", problem="f", hint="x", variant=lambda x: 1 / 0)
+    cat.add("f.bad", hint="x", variant=lambda x: 1 / 0)
     assert cat.match("f", (np.ones(2),), {}, np.ones(2), rtol=1e-7, atol=1e-9) == ()
 
 
 def test_duplicate_ids_are_refused():
     """Is registering the same id twice an error?"""
     cat = Catalogue()
-    cat.add("f.a", problem="f", hint="x")
+    cat.add("f.a", hint="x")
     with pytest.raises(ValueError, match="registered twice"):
-        cat.add("f.a", problem="f", hint="y")
+        cat.add("f.a", hint="y")
 
 
 def result(name, problem, *diagnoses):

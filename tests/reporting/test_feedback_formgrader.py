@@ -178,7 +178,8 @@ def test_demo_class_grade_cells_carry_reasons_and_submissions_are_untouched(grad
         submitted = course.submission(student, "transformer-block") / sub.name
         assert hashlib.sha256(submitted.read_bytes()).digest() == hashlib.sha256(sub.read_bytes()).digest()
     scores = {p["problem"]: p for p in graded_demo.results["katherine"]["extra_data"]["problems"]}
-    head = f"{OUTPUT_NAME}: {format_points(scores['layer_norm']['score'])} / 15 points for layer_norm"
+    ln = scores["layer_norm"]
+    head = f"{OUTPUT_NAME}: {format_points(ln['score'])} / {format_points(ln['max_score'])} points for layer_norm"
     out = grade_outputs(course.autograded("katherine", "transformer-block") / NB)
     assert out["test_layer_norm"].startswith(head)
     assert "Recognised misconception: Unbiased variance" in out["test_layer_norm"]

@@ -1,19 +1,22 @@
-"""count_block_params(d_model, d_ff, ffn): the number of learned weights in one Pre-LN block, as an int.
+"""count_block_params(d_model, d_ff, ffn, norm="layernorm"): the learned weights in one block, as an int.
 
-It counts the attention projections, both LayerNorms' gamma and beta, and the feed-forward network:
-ffn="gelu" is W1, b1, W2, b2; ffn="swiglu" is W_gate, W_up, W_down without biases.
+It counts the attention projections, both norms (norm="layernorm": gamma and beta each;
+norm="rmsnorm": gamma only) and the feed-forward network: ffn="gelu" is W1, b1, W2, b2;
+ffn="swiglu" is W_gate, W_up, W_down without biases.
 """
 import numpy as np
 import pytest
 
 # The chapter's worked figures: its 64-wide block, the SwiGLU comparison at d_ff = int(8 * 64 / 3),
-# the original Transformer base and a GPT-3 block.
+# the original Transformer base, a GPT-3 block and a Llama-style block (SwiGLU and RMSNorm).
 FIGURES = {
-    "d64_gelu_dff256": (64, 256, "gelu"),
-    "d64_swiglu_dff170": (64, 170, "swiglu"),
-    "d512_gelu_dff2048": (512, 2048, "gelu"),
-    "gpt3_d12288_gelu": (12288, 4 * 12288, "gelu"),
+    "d64_gelu_dff256": (64, 256, "gelu", "layernorm"),
+    "d64_swiglu_dff170": (64, 170, "swiglu", "layernorm"),
+    "d512_gelu_dff2048": (512, 2048, "gelu", "layernorm"),
+    "gpt3_d12288_gelu": (12288, 4 * 12288, "gelu", "layernorm"),
+    "llama_d4096_swiglu_rmsnorm": (4096, 11008, "swiglu", "rmsnorm"),
 }
+KINDS = [("gelu", "layernorm"), ("swiglu", "layernorm"), ("swiglu", "rmsnorm"), ("gelu", "rmsnorm")]
 
 
 def _as_int(value):
@@ -26,59 +29,47 @@ def _as_int(value):
     return value if isinstance(value, int) else None
 
 
-def _recount_hint(student, ref, d_model, d_ff, ffn):
-    """Which part of the count is off, found by varying d_ff and d_model (never the right number)."""
-    def off(d, f):
-        got = _as_int(student.count_block_params(d, f, ffn))
-        return None if got is None else got - ref.count_block_params(d, f, ffn)
-
-    here, wider_ff = off(d_model, d_ff), off(d_model, d_ff + 1)
-    if here is None or wider_ff is None:
-        return ""
-    if wider_ff != here:
-        return ("The error changes with d_ff: recount the feed-forward network's weight matrices"
-                + (" and its hidden bias." if ffn == "gelu" else "."))
-    twice, thrice = off(2 * d_model, d_ff), off(3 * d_model, d_ff)
-    if twice is None or thrice is None:
-        return ""
-    if thrice - 2 * twice + here != 0:
-        return "The error grows like d_model squared: recount the attention projections W_Q, W_K, W_V, W_O."
-    return ("The error grows at most like d_model: recount the per-feature vectors (the two LayerNorms'"
-            + (" gamma and beta, and the feed-forward output bias)." if ffn == "gelu" else " gamma and beta)."))
+def _check(student, ref, expect, d_model, d_ff, ffn, norm):
+    args, kwargs = (d_model, d_ff, ffn), {"norm": norm}
+    got = expect.call(student.count_block_params, *args, **kwargs)
+    expected = ref.count_block_params(*args, **kwargs)
+    if _as_int(got) != expected and expect.catalogue is not None:
+        known = expect.catalogue.match("count_block_params", args, kwargs, got, rtol=0.0, atol=0.0,
+                                       student=expect.confirmation("count_block_params"))
+        for mistake in known:                 # known miscounts, matched exactly
+            expect.diagnose(mistake.id)
+        if not known:                         # otherwise: which term is off (d_ff, d_model squared, ...)
+            expect.localise("count_block_params")
+    expect.equal(got, expected, what=f"count_block_params({d_model}, {d_ff}, {ffn!r}, {norm!r})")
 
 
-def _check(student, ref, expect, d_model, d_ff, ffn):
-    got = student.count_block_params(d_model, d_ff, ffn)
-    expected = ref.count_block_params(d_model, d_ff, ffn)
-    hint = ""
-    if _as_int(got) != expected:
-        hint = _recount_hint(student, ref, d_model, d_ff, ffn)
-        if expect.catalogue is not None:      # known miscounts, matched exactly
-            for mistake in expect.catalogue.match("count_block_params", (d_model, d_ff, ffn), {}, got,
-                                                  rtol=0.0, atol=0.0):
-                expect.diagnose(mistake.id)
-    expect.equal(got, expected, what=f"count_block_params({d_model}, {d_ff}, {ffn!r})", hint=hint)
-
-
-@pytest.mark.points(4)
-@pytest.mark.parametrize("d_model, d_ff, ffn", FIGURES.values(), ids=FIGURES.keys())
-def test_count_block_params_matches_chapter_figures(student, ref, expect, d_model, d_ff, ffn):
+@pytest.mark.points(3.5)
+@pytest.mark.parametrize("d_model, d_ff, ffn, norm", FIGURES.values(), ids=FIGURES.keys())
+def test_count_block_params_matches_chapter_figures(student, ref, expect, d_model, d_ff, ffn, norm):
     """Does count_block_params give the exact count for the chapter's example blocks?"""
-    _check(student, ref, expect, d_model, d_ff, ffn)
+    _check(student, ref, expect, d_model, d_ff, ffn, norm)
 
 
-@pytest.mark.points(4.5)
-@pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
-def test_count_block_params_matches_reference_for_other_sizes(student, ref, expect, rng, ffn):
+@pytest.mark.points(3)
+@pytest.mark.parametrize("ffn, norm", KINDS, ids=[f"{f}_{n}" for f, n in KINDS])
+def test_count_block_params_matches_reference_for_other_sizes(student, ref, expect, rng, ffn, norm):
     """Does count_block_params give the exact count for blocks of other widths?"""
     for _ in range(3):
-        _check(student, ref, expect, int(rng.integers(2, 300)), int(rng.integers(1, 1200)), ffn)
+        _check(student, ref, expect, int(rng.integers(2, 300)), int(rng.integers(1, 1200)), ffn, norm)
 
 
-@pytest.mark.points(1.5)
+@pytest.mark.points(0.5)
+def test_count_block_params_uses_layernorm_by_default(student, ref, expect):
+    """Called without norm, does count_block_params count LayerNorms (gamma and beta)?"""
+    got = expect.call(student.count_block_params, 64, 256, "gelu")
+    expect.equal(got, ref.count_block_params(64, 256, "gelu"), what="count_block_params(64, 256, 'gelu')",
+                 hint="Without a norm argument the block has LayerNorms: give norm the default \"layernorm\".")
+
+
+@pytest.mark.points(1)
 def test_count_block_params_returns_an_int(student, expect):
     """Is the count a whole number of type int (not a float)?"""
-    got = student.count_block_params(64, 256, "gelu")
+    got = expect.call(student.count_block_params, 64, 256, "gelu", norm="layernorm")
     is_int = (isinstance(got, (int, np.integer)) and not isinstance(got, (bool, np.bool_))) or (
         isinstance(got, np.ndarray) and got.shape == () and got.dtype.kind in "iu")
     assert is_int, (f"count_block_params returned {type(got).__name__}; return an int "

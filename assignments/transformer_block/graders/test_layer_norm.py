@@ -76,6 +76,6 @@ def test_layer_norm_applies_gamma_and_beta_per_feature(student, expect, rng):
 
 @pytest.mark.points(0)
 def test_layer_norm_leaves_inputs_unchanged_without_warnings(student, expect, rng):
-    """Advice (no points): does layer_norm leave x, gamma and beta untouched and run without numpy warnings?"""
-    expect.call(student.layer_norm, *_args(rng, (3, 4, 8)))
-    expect_clean_call(student, expect, "layer_norm on ordinary tokens")
+    """Does layer_norm leave x, gamma and beta untouched and run without numpy warnings?"""
+    expect_clean_call(student, expect, student.layer_norm, *_args(rng, (3, 4, 8)),
+                      what="layer_norm on ordinary tokens")

@@ -106,6 +106,6 @@ def test_multi_head_attention_survives_large_scores(student, expect, rng):
 
 @pytest.mark.points(0)
 def test_multi_head_attention_leaves_inputs_unchanged(student, expect, rng):
-    """Advice (no points): does multi_head_attention leave x, the weights and the mask untouched, without numpy warnings?"""  # noqa: E501
-    expect.call(student.multi_head_attention, *_args(rng, CASE_LIST[0], masked=True))
-    expect_clean_call(student, expect, "multi_head_attention on ordinary inputs")
+    """Does multi_head_attention leave x, the weights and the mask untouched, without numpy warnings?"""
+    expect_clean_call(student, expect, student.multi_head_attention, *_args(rng, CASE_LIST[0], masked=True),
+                      what="multi_head_attention on ordinary inputs")

@@ -66,7 +66,7 @@ def test_pre_ln_block_is_identity_when_sublayers_output_zero(student, ref, expec
 
 @pytest.mark.points(0)
 def test_pre_ln_block_leaves_inputs_unchanged(student, ref, expect, rng):
-    """Advice (no points): does pre_ln_block leave x and every parameter untouched (no `x += ...`), without numpy warnings?"""  # noqa: E501
+    """Does pre_ln_block leave x and every parameter untouched (no `x += ...`), without numpy warnings?"""
     case = CASE_LIST[4]
-    expect.call(student.pre_ln_block, *_args(ref, rng, case, 4 * case.d, masked=True))
-    expect_clean_call(student, expect, "pre_ln_block on ordinary inputs")
+    expect_clean_call(student, expect, student.pre_ln_block, *_args(ref, rng, case, 4 * case.d, masked=True),
+                      what="pre_ln_block on ordinary inputs")

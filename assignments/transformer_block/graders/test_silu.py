@@ -44,8 +44,6 @@ def test_silu_survives_large_inputs(student, expect, rng, dtype):
 
 @pytest.mark.points(0)
 def test_silu_runs_without_warnings_and_leaves_input_unchanged(student, expect, rng):
-    """Advice (no points): for |x| up to 10,000, does silu run without numpy warnings and leave x untouched?"""
-    expect.call(student.silu, _large(rng))
-    if student.last_call is not None and student.last_call.warnings:
-        expect.diagnose("silu.exp_overflow")
-    expect_clean_call(student, expect, "silu on inputs as large as 10,000 in size")
+    """For |x| up to 10,000, does silu run without numpy warnings and leave x untouched?"""
+    expect_clean_call(student, expect, student.silu, _large(rng), what="silu on inputs as large as 10,000 in size",
+                      if_warned="silu.exp_overflow")

@@ -1,0 +1,57 @@
+"""The probes that localise a wrong function's error to a stage: quiet on the reference, and every
+catalogued wrong variant localised to a stage of its own problem (run in-process on the variants)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from assignments.transformer_block import mistakes
+from assignments.transformer_block import reference as ref
+from autograder.config import load_course
+from autograder.grading.diagnosis import ProbeContext
+
+ROOT = Path(__file__).resolve().parents[3]
+
+CATALOGUE = mistakes.catalogue
+PROBLEMS = [p.name for p in load_course(ROOT).assignment("transformer-block").problems]
+VARIANTS = [m for m in CATALOGUE.mistakes() if m.variant is not None]
+
+
+def context(problem, function) -> ProbeContext:
+    """Probing `function` as if it were the student's `problem` (accepted: the reference's answer)."""
+    reference = getattr(ref, problem)
+
+    def accepts(out, args, kwargs):
+        expected, out = np.asarray(reference(*args, **kwargs)), np.asarray(out)
+        return out.shape == expected.shape and bool(np.allclose(out.astype(float), expected, rtol=1e-7, atol=1e-9))
+    return ProbeContext(call=function, accepts=accepts, reference=ref)
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_every_problem_has_a_probe_that_finds_nothing_wrong_with_the_reference(problem):
+    """Does each course problem have a probe, and does it localise nothing when given the reference itself?"""
+    assert CATALOGUE.has_probe(problem)
+    assert CATALOGUE.localise(problem, context(problem, getattr(ref, problem))) == ()
+
+
+@pytest.mark.parametrize("mistake", VARIANTS, ids=[m.id for m in VARIANTS])
+def test_every_catalogued_variant_is_also_localised_to_a_stage_of_its_problem(mistake):
+    """Would a catalogued mistake, had nobody written it down, still be localised to a stage of its own problem?"""
+    found = CATALOGUE.localise(mistake.problem, context(mistake.problem, mistake.variant))
+    assert found and all(m.stage and m.problem == mistake.problem for m in found), [m.id for m in found]
+
+
+def test_localisation_is_the_same_every_time():
+    """Do probes use fixed inputs of their own, so the same function always gets the same stages?"""
+    variant = CATALOGUE["multi_head_attention.scale_by_d_model"]
+    first = CATALOGUE.localise("multi_head_attention", context("multi_head_attention", variant.variant))
+    assert first == CATALOGUE.localise("multi_head_attention", context("multi_head_attention", variant.variant))
+
+
+def test_a_probe_stops_quietly_when_the_function_raises():
+    """When the student's function raises on a probe's inputs, is what was found so far kept and nothing else?"""
+    def raises(*args, **kwargs):
+        raise ValueError("not written yet")
+    assert CATALOGUE.localise("layer_norm", context("layer_norm", raises)) == ()

@@ -1,0 +1,63 @@
+"""Every catalogued mistake, written the way a student writes it and graded for real by `course
+autograde`: points are lost only in the problem that holds the mistake, real grading names it, and
+docs/public-checks.md (which public check catches it, what it costs) is up to date."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import public_checks  # noqa: E402
+from submissions import MISTAKE_FORMS, UNCAUGHT_ON_PURPOSE  # noqa: E402
+
+from assignments.transformer_block.mistakes import catalogue  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+# A building block that modifies its argument in place changes what its caller computes, and only the
+# caller's output shows it: the child's own report of the modification can be forged, so it carries
+# no points, and the caller whose output is wrong loses them (its public checks catch it at the source).
+CHARGED_TO_CALLERS = {"general.mutates_input": {"pre_ln_block"}}
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    return {row.mistake: row for row in public_checks.rows(tmp_path_factory.mktemp("mistakes"))}
+
+
+def test_every_catalogued_mistake_has_a_student_form():
+    """Does tools/submissions.py write every mistake of the catalogue the way a student would, and nothing else?"""
+    assert set(MISTAKE_FORMS) == {m.id for m in catalogue.mistakes()}
+    assert set(UNCAUGHT_ON_PURPOSE) <= set(MISTAKE_FORMS)
+
+
+def test_each_mistake_costs_points_only_in_its_own_problem(rows):
+    """Graded for real, does every catalogued mistake lose points only in the problem whose function holds it?"""
+    wrong = {m: row.lost_elsewhere for m, row in rows.items()
+             if set(row.lost_elsewhere) - CHARGED_TO_CALLERS.get(m, set())}
+    assert wrong == {}
+    assert all(row.lost > 0 or m in ("silu.exp_overflow",) for m, row in rows.items()), \
+        [m for m, row in rows.items() if row.lost == 0]
+
+
+def test_each_wrong_variant_is_named_by_real_grading(rows):
+    """Does real grading name every catalogued wrong variant (whose student form loses points) by its id?"""
+    unnamed = [m.id for m in catalogue.mistakes() if m.variant is not None and rows[m.id].lost > 0
+               and m.id not in rows[m.id].diagnoses]
+    assert unnamed == []
+
+
+def test_every_mistake_of_three_points_or_more_is_caught_by_a_public_check_or_explained(rows):
+    """Is every mistake costing 3 points or more caught by a public check, or is the reason written down?"""
+    missed = [m for m, row in rows.items() if row.lost >= public_checks.THRESHOLD and not row.caught_by
+              and m not in UNCAUGHT_ON_PURPOSE]
+    assert missed == []
+
+
+def test_the_table_in_docs_is_up_to_date(rows):
+    """Is docs/public-checks.md what tools/public_checks.py writes today?"""
+    assert public_checks.DOC.read_text() == public_checks.table(list(rows.values())), \
+        "stale: run .venv/bin/python tools/public_checks.py"
