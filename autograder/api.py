@@ -87,7 +87,7 @@ class BatchResult:
     def grader_failed(self) -> bool:
         """True when the grader itself failed somewhere (not when students did)."""
         return (bool(self.gradebook_errors) or bool(self.output_errors)
-                or any(r.state == "crashed" or r.error for r in self.results))
+                or any(r.grader_failed for r in self.results))
 
 
 def submissions(course: Course, assignment: str, student: str | None = None) -> list[tuple[str, Path]]:
@@ -212,7 +212,7 @@ def _crashed(a: Assignment, sid: str, s_seed: int, on_roster: bool, error: str,
     return SubmissionResult(
         student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
         problems=tuple(p.name for p in a.problems), isolation=layers,
-        problem_points=tuple((p.name, p.points) for p in a.problems), error=error)
+        problem_points=tuple((p.name, p.points) for p in a.problems), crash_reason=error)
 
 
 def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
