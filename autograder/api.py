@@ -10,8 +10,7 @@ import shutil
 import stat
 import tempfile
 import time
-import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,12 +22,11 @@ from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
 from .notebooks import RefusedFile, more_code_cells_than, open_regular, read_regular, submission_entries
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
-    from .grading.engine import InstructorCode
     from .release import ReleaseReport
-    from .sandbox.host import SandboxHost
     from .validate import ValidationReport
 
 Log = Callable[[str], None]
+Progress = Callable[[int, int], None]
 RESULTS_READ_MAX_BYTES = 16 * 2**20   # a results.json larger than this is not ours: grade again
 
 
@@ -132,22 +130,30 @@ def _refusal(course: Course, folder: Path) -> str | None:
 
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
               seed: int | None = None, force: bool = False, insecure: bool = False,
-              log: Log = _quiet) -> BatchResult:
+              workers: int | None = None, scheduler: str | None = None,
+              log: Log = _quiet, progress: Progress | None = None) -> BatchResult:
     """Grade submissions; write results.json, feedback pages and the gradebook.
 
     Refuses (SandboxUnavailable, one line) when the sandbox cannot be fully set up on this
     machine, unless `insecure`; the layers that applied are recorded in every results.json.
 
-    Each student's grades are committed to the gradebook as soon as they are graded, then the
-    feedback page and, last, results.json (each written atomically), so a batch stopped at any
-    point and run again finishes with every grade present once. A submission whose content, seed
+    Submissions are graded by warm workers (autograder.batch): `workers` processes on this machine
+    (default: the cores available; one runs in this process), or the workers of the Dask cluster
+    whose scheduler is at `scheduler`. This process alone writes results: each student's
+    results.json and feedback page as soon as their result arrives; one gradebook writer process
+    (so grading never waits for nbgrader) commits their grades and copies their notebooks into
+    autograded/ for the formgrader, and has finished when this returns. A batch stopped at any
+    point and run again finishes with every grade present once: a submission whose content, seed
     and graders are unchanged since its results.json was written is not graded again unless
-    `force` (see grading.fingerprint); it is listed in `BatchResult.skipped`.
+    `force` (see grading.fingerprint); it is listed in `BatchResult.skipped`, and its grades are
+    written again. `progress(done, total)` is
+    called as results are written. The results are in student order, whatever the workers.
     """
+    from .batch.pool import make_pool
+    from .batch.worker import Task
+    from .batch.writer import GradebookProcess
     from .grading.fingerprint import graders_version, grading_key, submission_hash
     from .grading.seeds import course_secret, student_seed
-    from .reporting.gradebook import GradebookWriter
-    from .sandbox.host import SandboxHost
 
     started = time.perf_counter()
     course = load_course(course_dir)
@@ -155,64 +161,72 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     todo = submissions(course, a.name, student)
     roster = set(course.roster())
     secret = course_secret(course.secret_file)
-    code = None
     version = graders_version(course, a)
-    results: list[SubmissionResult] = []
+    by_student: dict[str, SubmissionResult] = {}
     skipped: list[str] = []
-    gradebook_errors: list[str] = []
     output_errors: list[str] = []
-    host = SandboxHost(insecure=insecure, memory_mb=a.limits.memory_mb, processes=a.limits.processes)
-    info = host.start() if todo else None       # fails closed here, before any submission is touched
-    if info is not None and info.missing:
-        log(f"WARNING: grading without a complete sandbox (--insecure); missing: {'; '.join(info.missing)}")
-    layers = info.layers if info is not None else ()
     with contextlib.ExitStack() as stack:
-        stack.callback(host.close)
-        gradebook = stack.enter_context(GradebookWriter(course, a))
+        gradebook = stack.enter_context(GradebookProcess(course.root, a.name))   # starts now, in parallel
+        pool = make_pool(course.root, a.name, workers=workers, scheduler=scheduler, submissions=len(todo),
+                         insecure=insecure)
+        stack.callback(pool.close)
+        info = pool.start() if todo else None   # fails closed here, before any submission is touched
+        if info is not None and info.missing:
+            log(f"WARNING: grading without a complete sandbox (--insecure); missing: {'; '.join(info.missing)}")
+        layers = info.layers if info is not None else ()
+        keys: dict[str, str] = {}
+        refused: set[str] = set()
+        folders = dict(todo)
+        tasks: list[Task] = []
+        ready: list[tuple[SubmissionResult, bool]] = []       # (result, fresh) known without grading
         for sid, folder in todo:
             s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
             on_roster = sid in roster
             refusal = _refusal(course, folder)
             try:
-                key = "" if refusal else grading_key(version, submission_hash(folder), seed=s_seed,
-                                                      on_roster=on_roster, isolation=layers)
+                keys[sid] = "" if refusal else grading_key(version, submission_hash(folder), seed=s_seed,
+                                                           on_roster=on_roster, isolation=layers)
             except Exception:  # noqa: BLE001 - an unreadable folder is graded (and explained) below
-                key = ""
-            stored = course.layout.results_json(sid, a.name)
-            previous = None if force or not key else _previous_result(stored, key, sid, a.name)
+                keys[sid] = ""
+            previous = None if force or not keys[sid] else _previous_result(
+                course.layout.results_json(sid, a.name), keys[sid], sid, a.name)
             if previous is not None:
-                result = previous
                 skipped.append(sid)
+                ready.append((previous, False))
             elif refusal:
-                result = _refused(a, sid, s_seed, on_roster, refusal, layers)
+                refused.add(sid)
+                ready.append((_refused(a, sid, s_seed, on_roster, refusal, layers), True))
             else:
-                if code is None:
-                    from .grading.engine import load_instructor_code
-                    code = load_instructor_code(course, a)
-                result = _grade_one(course, a, sid, folder, s_seed, on_roster, code, host, layers)
-            results.append(result)
-            why = gradebook.record(result)
-            if why is not None:
-                gradebook_errors.append(f"{sid}: {why}")
-            output_errors.extend(_write_outputs(course, a, sid, folder, result, key,
-                                                fresh=previous is None, refused=bool(refusal)))
-            log(f"{'unchanged' if previous is not None else 'graded':<9} {sid:<20} "
+                tasks.append(Task(student=sid, folder=str(folder), seed=s_seed, on_roster=on_roster))
+
+        def graded() -> Iterator[tuple[SubmissionResult, bool]]:
+            yield from ready
+            if tasks:
+                for _, result in pool.run(tasks):
+                    yield result, True
+
+        for result, fresh in graded():
+            sid = result.student
+            by_student[sid] = result
+            output_errors.extend(_write_outputs(course, a, sid, folders[sid], result, keys[sid],
+                                                fresh=fresh, refused=sid in refused, formgrader=False))
+            copy = needs_formgrader_copy(course, a, sid, fresh=fresh, refused=sid in refused)
+            gradebook.record(result, copy_from=folders[sid] if copy else None)
+            log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
                 f"{result.score:6.2f}/{result.max_score:g}"
-                + ("" if on_roster else "  (not on the roster)")
+                + ("" if result.on_roster else "  (not on the roster)")
                 + ("  GRADER ERROR" if result.state == "crashed" else "")
-                + (f"  {result.execution_time:.2f} s" if previous is None else "  (not graded again)"))
-    return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=tuple(gradebook_errors),
+                + (f"  {result.execution_time:.2f} s" if fresh else "  (not graded again)"))
+            if progress is not None:
+                progress(len(by_student), len(todo))
+        pool.close()                             # the workers go before the wait for the gradebook
+        book = gradebook.finish()
+    output_errors.extend(book.output_errors)
+    results = tuple(by_student[sid] for sid, _ in todo if sid in by_student)
+    return BatchResult(assignment=a.name, results=results, gradebook_errors=book.gradebook.messages,
                        autograded_dir=course.layout.autograded_dir, feedback_dir=course.layout.feedback_dir,
                        seconds=round(time.perf_counter() - started, 2), skipped=tuple(skipped),
                        output_errors=tuple(output_errors))
-
-
-def _crashed(a: Assignment, sid: str, s_seed: int, on_roster: bool, error: str,
-             layers: tuple[str, ...]) -> SubmissionResult:
-    return SubmissionResult(
-        student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
-        problems=tuple(p.name for p in a.problems), isolation=layers,
-        problem_points=tuple((p.name, p.points) for p in a.problems), crash_reason=error)
 
 
 def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
@@ -222,17 +236,6 @@ def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
         student=sid, assignment=a.name, state="graded", seed=s_seed, on_roster=on_roster, notes=(reason,),
         problems=tuple(p.name for p in a.problems), isolation=layers,
         problem_points=tuple((p.name, p.points) for p in a.problems))
-
-
-def _grade_one(course: Course, a: Assignment, sid: str, folder: Path, s_seed: int, on_roster: bool,
-               code: InstructorCode, host: SandboxHost, layers: tuple[str, ...]) -> SubmissionResult:
-    from .grading.engine import grade_submission
-
-    try:
-        return grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster, host=host)
-    except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
-        return _crashed(a, sid, s_seed, on_roster,
-                        f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}", layers)
 
 
 @dataclass(frozen=True)
@@ -296,39 +299,34 @@ def _previous_result(path: Path, key: str, sid: str, assignment: str) -> Submiss
 
 
 def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult, key: str, *,
-                   fresh: bool, refused: bool) -> list[str]:
+                   fresh: bool, refused: bool, formgrader: bool = True) -> list[str]:
     """Write what the batch produces for one student; each step's failure is reported, none stops
-    the batch. results.json comes last: its grading key marks the student as done."""
-    from .reporting.annotate import annotate_autograded
+    the batch. results.json comes last: its grading key marks the student as done. Without
+    `formgrader`, the copy for the formgrader is left to `write_formgrader_copy` (which a batch's
+    gradebook writer process calls, since it needs nbformat, slow to import)."""
     from .reporting.feedback import feedback_filename, write_feedback
     from .reporting.results_json import write_results_json
 
     layout = course.layout
 
-    def inside(path: Path) -> Path:        # the folder, created without going through any link
-        return _output_dir(course.root, *path.relative_to(course.root).parts)
-
-    def copy() -> None:
-        target = inside(layout.autograded(sid, a.name))
-        _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024))
-        copies = [target / name for name, mode in submission_entries(target)
-                  if stat.S_ISREG(mode) and name.endswith(".ipynb")]
-        if not any(more_code_cells_than(c) for c in copies):   # nbformat would need hundreds of MB
-            annotate_autograded(result, a, target, layout.release(a.name))
-
     def results() -> None:
-        inside(layout.autograded(sid, a.name))
+        _inside(course, layout.autograded(sid, a.name))
         write_results_json(result, layout.results_json(sid, a.name),
                            grading_key=key if result.state == "graded" else None)
 
     steps: list[tuple[str, Callable[[], object]]] = []
-    if fresh and not refused:
-        steps.append(("copying the notebooks into autograded/", copy))
+    if formgrader and fresh and not refused:
+        steps.append(("copying the notebooks into autograded/",
+                      lambda: write_formgrader_copy(course, a, sid, folder, result)))
     feedback = layout.feedback(sid, a.name)
     if fresh or not (feedback / feedback_filename(result)).is_file():
-        steps.append(("writing the feedback page", lambda: write_feedback(result, a, inside(feedback))))
+        steps.append(("writing the feedback page", lambda: write_feedback(result, a, _inside(course, feedback))))
     if fresh:
         steps.append(("writing results.json", results))
+    return _run_steps(sid, steps)
+
+
+def _run_steps(sid: str, steps: list[tuple[str, Callable[[], object]]]) -> list[str]:
     errors = []
     for what, step in steps:
         try:
@@ -336,6 +334,45 @@ def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result
         except Exception as exc:  # noqa: BLE001 - reported per student; the batch goes on
             errors.append(f"{sid}: {what}: {type(exc).__name__}: {exc}".splitlines()[0][:500])
     return errors
+
+
+def _inside(course: Course, path: Path) -> Path:
+    """A folder of the course, created without going through any link."""
+    return _output_dir(course.root, *path.relative_to(course.root).parts)
+
+
+def needs_formgrader_copy(course: Course, a: Assignment, sid: str, *, fresh: bool, refused: bool) -> bool:
+    """Whether autograded/<student>/<assignment>/ should get the submission's notebooks: when it was
+    graded afresh, or when a stopped batch left it without them."""
+    if refused:
+        return False
+    if fresh:
+        return True
+    target = course.layout.autograded(sid, a.name)
+    try:
+        return not any(name.endswith(".ipynb") for name, _ in submission_entries(target))
+    except OSError:
+        return True
+
+
+def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult) -> None:
+    """Copy the submission's notebooks into autograded/ for the formgrader, annotated with our report."""
+    from .reporting.annotate import annotate_autograded
+
+    layout = course.layout
+    target = _inside(course, layout.autograded(sid, a.name))
+    _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024))
+    copies = [target / name for name, mode in submission_entries(target)
+              if stat.S_ISREG(mode) and name.endswith(".ipynb")]
+    if not any(more_code_cells_than(c) for c in copies):   # nbformat would need hundreds of MB
+        annotate_autograded(result, a, target, layout.release(a.name))
+
+
+def formgrader_copy_errors(course: Course, a: Assignment, sid: str, folder: Path,
+                           result: SubmissionResult) -> list[str]:
+    """`write_formgrader_copy`, its failure reported as one line (as `_write_outputs` reports)."""
+    return _run_steps(sid, [("copying the notebooks into autograded/",
+                             lambda: write_formgrader_copy(course, a, sid, folder, result))])
 
 
 def _output_dir(root: Path, *parts: str) -> Path:
@@ -347,14 +384,23 @@ def _output_dir(root: Path, *parts: str) -> Path:
         try:
             mode = os.lstat(path).st_mode
         except FileNotFoundError:
-            path.mkdir()
+            _mkdir(path)
             continue
         if stat.S_ISLNK(mode):
             path.unlink()
-            path.mkdir()
+            _mkdir(path)
         elif not stat.S_ISDIR(mode):
             raise NotADirectoryError(f"{path.relative_to(root)} is not a folder")
     return path
+
+
+def _mkdir(path: Path) -> None:
+    """mkdir, where another process of the batch (the gradebook writer) may have just made it."""
+    try:
+        path.mkdir()
+    except FileExistsError:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            raise
 
 
 def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -> None:

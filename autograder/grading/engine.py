@@ -42,7 +42,7 @@ from .session import GraderRun, GraderSession, InstructorCode, load_instructor_c
 
 __all__ = ["Submission", "Execution", "Scored", "LatePenalty", "NoNotebook", "InstructorCode",
            "load", "run_notebooks", "run_graders", "score", "apply_late_policy", "build_result",
-           "grade_submission", "load_instructor_code"]
+           "crashed_result", "grade_submission", "load_instructor_code"]
 
 
 # --------------------------------------------------------------------------- load
@@ -244,6 +244,15 @@ def build_result(assignment: Assignment, submission: Submission, scored: Scored,
         return SubmissionResult(state="crashed", crash_reason=" | ".join(scored.broken), **common)
     return SubmissionResult(state="graded", tests=scored.tests, grader_errors=scored.grader_errors,
                             late_penalty=late.points, **common)
+
+
+def crashed_result(assignment: Assignment, student: str, seed: int, on_roster: bool, reason: str,
+                   isolation: tuple[str, ...] = ()) -> SubmissionResult:
+    """A submission whose grading failed outside the graders (the engine or a worker broke)."""
+    return SubmissionResult(
+        student=student, assignment=assignment.name, state="crashed", seed=seed, on_roster=on_roster,
+        problems=tuple(p.name for p in assignment.problems), isolation=isolation,
+        problem_points=tuple((p.name, p.points) for p in assignment.problems), crash_reason=reason)
 
 
 # --------------------------------------------------------------------------- the pipeline

@@ -1,0 +1,216 @@
+"""The one process that writes the gradebook during a batch, so grading never imports nbgrader.
+
+The batch's driver starts it first (its nbgrader import then overlaps with the sandbox's start
+and with grading) and feeds it each result as it comes; it commits each submission in its own
+transaction through reporting.gradebook's functions, in the order received, and (when asked)
+copies the submission's notebooks into autograded/ for the formgrader, annotated with our report
+(api.write_formgrader_copy: it needs nbformat, which is slow to import too):
+
+    writer -> {"op": "open", "created": [...]}              or {"op": "failed", "message"}
+    driver -> {"op": "record", "result": <result_to_dict>, "copy_from": null | "<submission folder>"}
+    writer -> {"op": "recorded", "student", "error": null | "<why>", "output_errors": [...]}
+    driver -> {"op": "done"}                                 (then the writer exits)
+
+    with GradebookProcess(course_dir, assignment) as gb:
+        gb.record(result, copy_from=folder)   # returns at once
+        report = gb.finish()                  # waits for every commit: WriterReport
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CourseError
+from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
+from ..reporting.gradebook import GradebookReport
+from .wire import Connection, WireClosed, socket_pair
+
+OPEN_SECONDS = 600.0       # generous: nbgrader's import and a new gradebook's migrations on a loaded machine
+
+
+@dataclass(frozen=True)
+class WriterReport:
+    gradebook: GradebookReport
+    output_errors: tuple[str, ...] = ()      # "<student>: <why>" for formgrader copies that failed
+
+
+class GradebookProcess:
+    """A writer process for the course's gradebook (see the module's docstring). A submission
+    that could not be written is listed in `finish()`'s report as failed, the others land; when
+    the gradebook itself cannot be opened, every submission is listed with that reason."""
+
+    def __init__(self, course_dir: str | Path, assignment: str):
+        self.course_dir = str(Path(course_dir).resolve())
+        self.assignment = assignment
+        self._conn: Connection | None = None
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - held for the process, closed in close()
+        self._sent: list[str] = []
+
+    def __enter__(self) -> GradebookProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        conn, fd = socket_pair()
+        argv = [sys.executable, "-m", "autograder.batch.writer", "--course-dir", self.course_dir,
+                "--assignment", self.assignment, "--fd", str(fd)]
+        try:
+            self._popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                           stderr=self._log, pass_fds=(fd,), cwd=self.course_dir)
+        finally:
+            os.close(fd)
+        self._conn = conn
+
+    def record(self, result: SubmissionResult, *, copy_from: Path | None = None) -> None:
+        """Queue one result for the gradebook (returns without waiting for the commit); with
+        `copy_from` (the submission folder), the formgrader copy is written too."""
+        if self._conn is None:
+            raise RuntimeError("GradebookProcess used before start()")
+        self._sent.append(result.student)
+        try:
+            self._conn.send({"op": "record", "result": result_to_dict(result),
+                             "copy_from": str(copy_from) if copy_from is not None else None})
+        except OSError:
+            pass                      # the writer stopped: finish() says why
+
+    def finish(self) -> WriterReport:
+        """Wait until every queued result is committed (or refused) and the writer has exited."""
+        if self._conn is None:
+            raise RuntimeError("GradebookProcess used before start()")
+        conn = self._conn
+        created: tuple[str, ...] = ()
+        recorded: list[str] = []
+        failed: list[tuple[str, str]] = []
+        output_errors: list[str] = []
+        opened = False
+        conn.sock.settimeout(OPEN_SECONDS)
+        try:
+            conn.send({"op": "done"})
+        except OSError:
+            pass
+        try:
+            while True:
+                if len(recorded) + len(failed) >= len(self._sent) and opened:
+                    break
+                msg = conn.recv()
+                op = msg.get("op")
+                if op == "failed":           # the gradebook itself is unusable: no grade landed
+                    why = str(msg.get("message", "the gradebook could not be opened"))
+                    failed = [(s, why) for s in self._sent] or [("(gradebook)", why)]
+                    recorded = []
+                    break
+                if op == "open":
+                    opened = True
+                    created = tuple(str(c) for c in msg.get("created", ()))
+                elif op == "recorded":
+                    output_errors.extend(str(e) for e in msg.get("output_errors", ()))
+                    if msg.get("error") is None:
+                        recorded.append(str(msg["student"]))
+                    else:
+                        failed.append((str(msg["student"]), str(msg["error"])))
+        except (WireClosed, OSError, ValueError):
+            done = set(recorded) | {s for s, _ in failed}
+            why = f"the gradebook writer stopped ({self._stderr_tail()})"
+            failed.extend((s, why) for s in self._sent if s not in done)
+            if not self._sent:
+                failed.append(("(gradebook)", why))
+        finally:
+            self.close()
+        return WriterReport(GradebookReport(recorded=tuple(recorded), failed=tuple(failed), created=created),
+                            tuple(output_errors))
+
+    def _stderr_tail(self) -> str:
+        if self._popen is not None:
+            try:
+                self._popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        self._log.seek(0)
+        lines = self._log.read()[-4000:].decode("utf-8", "replace").strip().splitlines()
+        status = self._popen.poll() if self._popen is not None else None
+        return lines[-1][:300] if lines else f"exit status {status}"
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._popen is not None:
+            deadline = time.monotonic() + OPEN_SECONDS
+            while self._popen.poll() is None and time.monotonic() < deadline:
+                try:
+                    self._popen.wait(timeout=1)
+                except subprocess.TimeoutExpired:
+                    continue
+            if self._popen.poll() is None:
+                self._popen.kill()
+                self._popen.wait()
+            self._popen = None
+        self._log.close()
+
+
+def serve(fd: int, course_dir: str, assignment_name: str) -> int:
+    """The writer process: open the gradebook, commit each result received, until told it is done."""
+    from ..api import formgrader_copy_errors
+    from ..config import load_course
+    from ..reporting.gradebook import GradebookWriter
+
+    conn = Connection.from_fd(fd)
+    try:
+        course = load_course(course_dir)
+        assignment = course.assignment(assignment_name)
+        writer = GradebookWriter(course, assignment)
+        writer.__enter__()
+    except CourseError as exc:
+        conn.send({"op": "failed", "message": str(exc)})
+        return 2
+    except Exception as exc:  # noqa: BLE001 - sent to the driver as one line
+        conn.send({"op": "failed", "message": f"gradebook: {type(exc).__name__}: {exc}".splitlines()[0]})
+        return 2
+    try:
+        conn.send({"op": "open", "created": list(writer.created)})
+        while True:
+            try:
+                msg = conn.recv()
+            except WireClosed:
+                break
+            if msg.get("op") != "record":
+                break
+            try:
+                result = result_from_dict(msg["result"])
+            except (KeyError, TypeError, ValueError) as exc:
+                conn.send({"op": "recorded", "student": str(msg.get("result", {}).get("student", "?")),
+                           "error": f"unreadable result ({exc})"})
+                continue
+            error = writer.record(result)
+            copied = (formgrader_copy_errors(course, assignment, result.student, Path(msg["copy_from"]), result)
+                      if msg.get("copy_from") else [])
+            conn.send({"op": "recorded", "student": result.student, "error": error, "output_errors": copied})
+    finally:
+        writer.__exit__(None, None, None)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.batch.writer")
+    parser.add_argument("--course-dir", required=True)
+    parser.add_argument("--assignment", required=True)
+    parser.add_argument("--fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    from ..toolpath import tools_on_path
+
+    with tools_on_path():
+        return serve(args.fd, args.course_dir, args.assignment)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
