@@ -29,7 +29,6 @@ from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from .pool import PoolInfo, WorkerStats
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
-CONNECT_SECONDS = 60.0
 T = TypeVar("T")
 
 
@@ -175,8 +174,8 @@ class DaskPool:
             raise ClusterUnavailable("--scheduler needs Dask's distributed package: "
                                      "pip install 'course-autograder[cluster]'") from None
         try:
-            self._client = Client(self.address, timeout=CONNECT_SECONDS,  # type: ignore[no-untyped-call]
-                                  set_as_default=False)
+            # how long to try: Dask's own setting, distributed.comm.timeouts.connect (30 s by default)
+            self._client = Client(self.address, set_as_default=False)  # type: ignore[no-untyped-call]
         except (OSError, TimeoutError) as exc:
             raise ClusterUnavailable(f"Dask scheduler {self.address}: cannot connect ({exc})") from None
         plugin = _plugin_class()(self.plugin_name, self.course_dir, self.assignment_name, self.insecure)
