@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import traceback
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ..config import Assignment
+from ..config import Assignment, Tolerance
 from ..sandbox.outcomes import StudentCodeError
 from .checks import Expect, NotGraded
 from .diagnosis import Catalogue
@@ -203,7 +203,7 @@ class GradingPlugin:
         return self.rng_for(request.node.nodeid)
 
     @pytest.fixture
-    def tol(self, problem: str):
+    def tol(self, problem: str) -> Callable[[Any], Tolerance]:
         return self._problems[problem].tolerance
 
     @pytest.fixture
@@ -218,7 +218,8 @@ class GradingPlugin:
 
     # ------------------------------------------------------------------ pytest's own protocol
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         if item.nodeid not in self.checks or self._current is None:
             return report
