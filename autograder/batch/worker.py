@@ -18,16 +18,21 @@ asks to be replaced (`recycle` in its reply); the driver then starts a fresh one
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import contextlib
 import os
 import resource
 import sys
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Assignment, Course, load_course
 from ..grading.results import SubmissionResult, result_to_dict
+
+if TYPE_CHECKING:
+    from ..grading.session import GraderSession
 
 WARMUP = 10                # submissions graded before the memory baseline is taken
 CHECK_EVERY = 25           # then memory is compared with it every this many submissions
@@ -65,24 +70,40 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _start_session(course: Course, assignment: Assignment) -> GraderSession:
+    from ..grading.session import GraderSession, load_instructor_code
+
+    return GraderSession(assignment, load_instructor_code(course, assignment))
+
+
 class Worker:
     """One sandbox host and one grader session for an assignment, kept warm across submissions.
     Starting it fails with SandboxUnavailable (a CourseError) when the sandbox cannot be set up."""
 
     def __init__(self, course: Course | str | Path, assignment: str, *, insecure: bool = False):
-        from ..grading.session import GraderSession, load_instructor_code
         from ..sandbox.host import SandboxHost
 
         self.course = course if isinstance(course, Course) else load_course(course)
         self.assignment: Assignment = self.course.assignment(assignment)
         limits = self.assignment.limits
         self.host = SandboxHost(insecure=insecure, memory_mb=limits.memory_mb, processes=limits.processes)
-        try:
-            self.info = self.host.start()
-            self.session = GraderSession(self.assignment, load_instructor_code(self.course, self.assignment))
-        except BaseException:
-            self.host.close()
-            raise
+        # pytest's import and the graders' collection overlap with the sandbox's start-up, which is
+        # mostly waiting for bubblewrap and the zygote. The host starts on this thread: its
+        # processes are tied to the thread that started them, and grading happens here.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="collect") as pool:
+            collecting = pool.submit(_start_session, self.course, self.assignment)
+            try:
+                self.info = self.host.start()
+            except BaseException:
+                self.host.close()
+                with contextlib.suppress(Exception):
+                    collecting.result().close()
+                raise
+            try:
+                self.session = collecting.result()
+            except BaseException:
+                self.host.close()
+                raise
         self.graded = 0
         self.baseline_mb: float | None = None
         self.recycle = False
