@@ -42,3 +42,22 @@ def test_the_pool_follows_the_number_of_workers_and_submissions(demo):
     pool = make_pool(demo, "transformer-block", workers=3, submissions=10)
     assert isinstance(pool, LocalPool) and pool.size == 3
     pool.close()
+
+
+def test_a_worker_whose_memory_grows_asks_to_be_recycled(demo, monkeypatch):
+    """Does a warm worker ask to be replaced once its memory has grown past the allowance over its
+    warmed-up baseline, and not before?"""
+    from autograder.batch import worker as module
+
+    readings = iter([100.0, 100.0 + module.GROWTH_MB, 100.0 + module.GROWTH_MB + 1])
+    monkeypatch.setattr(module, "WARMUP", 1)
+    monkeypatch.setattr(module, "CHECK_EVERY", 1)
+    monkeypatch.setattr(module, "rss_mb", lambda: next(readings))
+    task = Task("ada", str(CourseLayout(demo).submission("ada", "transformer-block")), seed=7)
+    with module.Worker(demo, "transformer-block") as warm:
+        seen = []
+        for _ in range(3):
+            assert warm.grade(task).score == 100.0
+            seen.append(warm.recycle)
+    assert seen == [False, False, True]
+    assert warm.baseline_mb == 100.0
