@@ -1,12 +1,9 @@
-"""nbgrader settings for this course folder, so nbgrader's own commands (export, formgrader,
-generate_feedback) see the same folders and gradebook as the `course` command: both are read
-from course.yml by the course's own loader."""
+"""nbgrader settings for this course folder, read from course.yml: the folders, gradebook, course id
+and exchange, and nbgrader's autograde, generate_feedback and export routed through the course's
+engine (see autograder/nbgrader_hooks.py), so nbgrader's commands and formgrader's buttons agree
+with the `course` command."""
 import os
 
-from autograder.config import load_course
+from autograder.nbgrader_hooks import configure
 
-c = get_config()  # noqa: F821 (provided by nbgrader)
-
-_course = load_course(os.path.dirname(os.path.abspath(__file__)))
-c.CourseDirectory.root = str(_course.root)
-c.CourseDirectory.db_url = _course.gradebook_url
+configure(get_config(), os.path.dirname(os.path.abspath(__file__)))  # noqa: F821 (provided by nbgrader)

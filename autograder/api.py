@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING
 from .config import Assignment, Course, load_course
 from .errors import CourseError
 from .grading.results import SubmissionResult
+from .intake import BOOKKEEPING, ungraded_files
 from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
 from .notebooks import RefusedFile, more_code_cells_than, open_regular, read_regular, submission_entries
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
     from .release import ReleaseReport
+    from .reporting.review import Review
     from .validate import ValidationReport
 
 Log = Callable[[str], None]
@@ -48,9 +50,28 @@ def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> Re
     course = load_course(course_dir)
     a = course.assignment(assignment)
     report = run_release(course, a)
+    for name, changes in report.points_written:
+        where = course.layout.relative(course.layout.source(a.name) / name)
+        log(f"points from course.yml written into {where}: {'; '.join(changes)}")
     for nb in report.notebooks:
         log(f"released {nb.relative_to(course.root)} (leak check: {report.checked_lines} instructor-only lines absent)")
+    if report.gradebook:
+        log(f"gradebook: {summarise_changes(report.gradebook)}")
     return report
+
+
+def summarise_changes(changes: tuple[str, ...]) -> str:
+    """Gradebook changes for one log line: cells added are counted by kind, the rest listed."""
+    added: dict[str, int] = {}
+    rest = []
+    for line in changes:
+        words = line.split()
+        if len(words) == 3 and words[1] == "cell":
+            added[words[0]] = added.get(words[0], 0) + 1
+        else:
+            rest.append(line)
+    counted = [f"{n} {kind} cell{'s' if n != 1 else ''} added" for kind, n in added.items()]
+    return "; ".join(rest + counted)
 
 
 def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> ValidationReport:
@@ -80,6 +101,9 @@ class BatchResult:
     seconds: float
     skipped: tuple[str, ...] = ()         # students not graded again: same submission, same graders
     output_errors: tuple[str, ...] = ()   # "<student>: <why>" for results/feedback that could not be written
+    ungraded: tuple[str, ...] = ()        # "<path>: <why>" for every file under submitted/ not graded
+    not_submitted: tuple[str, ...] = ()   # roster students with no submission (a zero in the gradebook)
+    gradebook_changes: tuple[str, ...] = ()   # entries created or corrected from course.yml first
 
     @property
     def grader_failed(self) -> bool:
@@ -188,8 +212,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                                                            on_roster=on_roster, isolation=layers)
             except Exception:  # noqa: BLE001 - an unreadable folder is graded (and explained) below
                 keys[sid] = ""
-            previous = None if force or not keys[sid] else _previous_result(
-                course.layout.results_json(sid, a.name), keys[sid], sid, a.name)
+            previous = None if force or not keys[sid] else _previous_result(course, a, sid, keys[sid])
             if previous is not None:
                 skipped.append(sid)
                 ready.append((previous, False))
@@ -199,16 +222,17 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             else:
                 tasks.append(Task(student=sid, folder=str(folder), seed=s_seed, on_roster=on_roster))
 
-        def graded() -> Iterator[tuple[SubmissionResult, bool]]:
+        def arriving() -> Iterator[tuple[SubmissionResult, bool]]:
             yield from ready
             if tasks:
                 for _, result in pool.run(tasks):
                     yield result, True
 
-        for result, fresh in graded():
+        for result, fresh in arriving():
             sid = result.student
             by_student[sid] = result
-            output_errors.extend(_write_outputs(course, a, sid, folders[sid], result, keys[sid],
+            # the page without the gradebook's review: the writer rewrites it if people changed grades
+            output_errors.extend(_write_outputs(course, a, sid, folders[sid], result, keys[sid], None,
                                                 fresh=fresh, refused=sid in refused, formgrader=False))
             copy = needs_formgrader_copy(course, a, sid, fresh=fresh, refused=sid in refused)
             gradebook.record(result, copy_from=folders[sid] if copy else None)
@@ -223,10 +247,14 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         book = gradebook.finish()
     output_errors.extend(book.output_errors)
     results = tuple(by_student[sid] for sid, _ in todo if sid in by_student)
+    graded = {sid for sid, _ in todo}
     return BatchResult(assignment=a.name, results=results, gradebook_errors=book.gradebook.messages,
                        autograded_dir=course.layout.autograded_dir, feedback_dir=course.layout.feedback_dir,
                        seconds=round(time.perf_counter() - started, 2), skipped=tuple(skipped),
-                       output_errors=tuple(output_errors))
+                       output_errors=tuple(output_errors),
+                       ungraded=tuple(str(u) for u in ungraded_files(course, a, results, student)),
+                       not_submitted=() if student else tuple(s for s in course.roster() if s not in graded),
+                       gradebook_changes=book.gradebook.created)
 
 
 def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
@@ -236,6 +264,80 @@ def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
         student=sid, assignment=a.name, state="graded", seed=s_seed, on_roster=on_roster, notes=(reason,),
         problems=tuple(p.name for p in a.problems), isolation=layers,
         problem_points=tuple((p.name, p.points) for p in a.problems))
+
+
+@dataclass(frozen=True)
+class FeedbackReport:
+    assignment: str
+    written: tuple[str, ...]          # students whose page was (re)written
+    not_graded: tuple[str, ...]       # students with a submission but no results.json yet
+    no_secret: tuple[str, ...]        # pages that `nbgrader release_feedback` cannot release (no secret)
+    errors: tuple[str, ...]           # "<student>: <why>"
+
+
+def graded_result(course: Course, a: Assignment, sid: str) -> SubmissionResult | None:
+    """The result stored in autograded/<student>/<assignment>/results.json, or None when there is
+    none (or it is not one written by this grader)."""
+    stored = _stored_result(course, a, sid)
+    return stored[0] if stored is not None else None
+
+
+def _stored_result(course: Course, a: Assignment, sid: str) -> tuple[SubmissionResult, str] | None:
+    """(result, grading key) from the student's results.json, when it is one of ours for them."""
+    import json
+
+    from .reporting.results_json import result_from_json
+
+    try:
+        result, key = result_from_json(json.loads(read_regular(course.layout.results_json(sid, a.name),
+                                                                RESULTS_READ_MAX_BYTES)))
+    except (RefusedFile, ValueError, RecursionError):
+        return None
+    return (result, key) if result.student == sid and result.assignment == a.name else None
+
+
+def student_page(course: Course, a: Assignment, sid: str) -> str:
+    """The student's feedback page as `course feedback` writes it: results.json and the gradebook's
+    overrides and comments. CourseError when the submission has not been graded."""
+    from .reporting.feedback import render_feedback
+    from .reporting.gradebook import review_of
+
+    result = graded_result(course, a, sid)
+    if result is None:
+        where = course.layout.relative(course.layout.results_json(sid, a.name))
+        raise CourseError(f"{where}: missing or unreadable; run `course autograde {a.name} --student {sid}` first")
+    return render_feedback(result, a, review_of(course, a, sid))
+
+
+def feedback(course_dir: str | Path, assignment: str, *, student: str | None = None,
+             log: Log = _quiet) -> FeedbackReport:
+    """(Re)write the feedback pages of graded submissions from results.json and the gradebook, so a
+    TA's overrides and comments from formgrader reach the student's page; each page's folder also
+    gets the submission's timestamp.txt and submission_secret.txt for `nbgrader release_feedback`."""
+    from .reporting.gradebook import open_gradebook, read_review
+
+    course = load_course(course_dir)
+    a = course.assignment(assignment)
+    todo = submissions(course, a.name, student)
+    written, not_graded, no_secret, errors = [], [], [], []
+    with open_gradebook(course) as gb:
+        for sid, _ in todo:
+            result = graded_result(course, a, sid)
+            if result is None:
+                not_graded.append(sid)
+                continue
+            try:
+                review = read_review(gb, a, sid)
+                page = _feedback_folder(course, a, sid, result, review)
+            except Exception as exc:  # noqa: BLE001 - one student's page never stops the others
+                errors.append(f"{sid}: {type(exc).__name__}: {exc}".splitlines()[0][:500])
+                continue
+            written.append(sid)
+            if not (page.parent / "submission_secret.txt").is_file():
+                no_secret.append(sid)
+            log(f"feedback {sid:<20} {course.layout.relative(page)}"
+                + ("  (with the gradebook's review)" if review is not None and review.changed else ""))
+    return FeedbackReport(a.name, tuple(written), tuple(not_graded), tuple(no_secret), tuple(errors))
 
 
 @dataclass(frozen=True)
@@ -282,29 +384,21 @@ def doctor(*, log: Log = _quiet) -> DoctorReport:
     return report
 
 
-def _previous_result(path: Path, key: str, sid: str, assignment: str) -> SubmissionResult | None:
+def _previous_result(course: Course, a: Assignment, sid: str, key: str) -> SubmissionResult | None:
     """The result stored in results.json when it was graded under `key` (and did not crash)."""
-    import json
-
-    from .reporting.results_json import result_from_json
-
-    try:
-        doc = json.loads(read_regular(path, RESULTS_READ_MAX_BYTES))
-        result, stored_key = result_from_json(doc)
-    except (RefusedFile, ValueError, RecursionError):
+    stored = _stored_result(course, a, sid)
+    if stored is None or stored[1] != key or stored[0].state != "graded":
         return None
-    if stored_key != key or result.state != "graded" or result.student != sid or result.assignment != assignment:
-        return None
-    return result
+    return stored[0]
 
 
-def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult, key: str, *,
-                   fresh: bool, refused: bool, formgrader: bool = True) -> list[str]:
+def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult, key: str,
+                   review: Review | None, *, fresh: bool, refused: bool, formgrader: bool = True) -> list[str]:
     """Write what the batch produces for one student; each step's failure is reported, none stops
     the batch. results.json comes last: its grading key marks the student as done. Without
     `formgrader`, the copy for the formgrader is left to `write_formgrader_copy` (which a batch's
     gradebook writer process calls, since it needs nbformat, slow to import)."""
-    from .reporting.feedback import feedback_filename, write_feedback
+    from .reporting.feedback import feedback_filename
     from .reporting.results_json import write_results_json
 
     layout = course.layout
@@ -320,14 +414,14 @@ def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result
                       lambda: write_formgrader_copy(course, a, sid, folder, result)))
     feedback = layout.feedback(sid, a.name)
     if fresh or not (feedback / feedback_filename(result)).is_file():
-        steps.append(("writing the feedback page", lambda: write_feedback(result, a, _inside(course, feedback))))
+        steps.append(("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review)))
     if fresh:
         steps.append(("writing results.json", results))
     return _run_steps(sid, steps)
 
 
 def _run_steps(sid: str, steps: list[tuple[str, Callable[[], object]]]) -> list[str]:
-    errors = []
+    errors: list[str] = []
     for what, step in steps:
         try:
             step()
@@ -368,11 +462,48 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
         annotate_autograded(result, a, target, layout.release(a.name))
 
 
-def formgrader_copy_errors(course: Course, a: Assignment, sid: str, folder: Path,
-                           result: SubmissionResult) -> list[str]:
-    """`write_formgrader_copy`, its failure reported as one line (as `_write_outputs` reports)."""
-    return _run_steps(sid, [("copying the notebooks into autograded/",
-                             lambda: write_formgrader_copy(course, a, sid, folder, result))])
+def gradebook_side_outputs(course: Course, a: Assignment, sid: str, folder: Path | None, result: SubmissionResult,
+                           review: Review | None) -> list[str]:
+    """What a batch's gradebook writer process writes for one student once their grades are in:
+    the formgrader copy (when `folder`, the submission, is given), the bookkeeping files of the
+    feedback folder (from that copy), and the feedback page again when people changed grades or
+    commented in the gradebook. Each step's failure is one line, as `_write_outputs` reports."""
+    steps: list[tuple[str, Callable[[], object]]] = []
+    if folder is not None:
+        steps.append(("copying the notebooks into autograded/",
+                      lambda: write_formgrader_copy(course, a, sid, folder, result)))
+    feedback = _inside(course, course.layout.feedback(sid, a.name)) if folder is not None else None
+    if feedback is not None:
+        steps.append(("copying timestamp.txt and submission_secret.txt into feedback/",
+                      lambda: _copy_bookkeeping(course, a, sid, feedback)))
+    if review is not None and review.changed:
+        steps.append(("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review)))
+    return _run_steps(sid, steps)
+def _feedback_folder(course: Course, a: Assignment, sid: str, result: SubmissionResult,
+                     review: Review | None) -> Path:
+    """feedback/<student>/<assignment>/: the page, and the submission's timestamp.txt and
+    submission_secret.txt (from its autograded copy) where `nbgrader release_feedback` looks for
+    them; nothing instructor-only. Returns the page's path."""
+    from .reporting.feedback import write_feedback
+
+    folder = _inside(course, course.layout.feedback(sid, a.name))
+    page = write_feedback(result, a, folder, review)
+    _copy_bookkeeping(course, a, sid, folder)
+    return page
+
+
+def _copy_bookkeeping(course: Course, a: Assignment, sid: str, folder: Path) -> None:
+    """timestamp.txt and submission_secret.txt from the student's autograded copy into `folder`
+    (where there are any yet)."""
+    from .reporting.results_json import atomic_write_bytes
+
+    autograded = course.layout.autograded(sid, a.name)
+    for name in BOOKKEEPING:
+        try:
+            data = read_regular(autograded / name, 4096)
+        except RefusedFile:
+            continue
+        atomic_write_bytes(folder / name, data)
 
 
 def _output_dir(root: Path, *parts: str) -> Path:
@@ -404,11 +535,12 @@ def _mkdir(path: Path) -> None:
 
 
 def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -> None:
-    """Copy the submitted notebooks and timestamp (as nbgrader's autograde does), so formgrader can
-    show them for manual review. Only regular files within the notebook size limit are copied; no
-    link is followed and each copy is written atomically. The originals are only read."""
+    """Copy the submitted notebooks, timestamp and submission secret (as nbgrader's autograde does),
+    so formgrader can show them for manual review and `nbgrader generate_feedback` finds them. Only
+    regular files within the notebook size limit are copied; no link is followed and each copy is
+    written atomically. The originals are only read."""
     for name, mode in submission_entries(submitted):
-        if not stat.S_ISREG(mode) or not (name.endswith(".ipynb") or name == "timestamp.txt"):
+        if not stat.S_ISREG(mode) or not (name.endswith(".ipynb") or name in BOOKKEEPING):
             continue
         try:
             fd = open_regular(submitted / name)

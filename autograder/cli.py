@@ -21,8 +21,9 @@ Release, check and grade the notebook assignments of the course in the current f
 that never run inside the student's own process."""
 
 EPILOG = """\
-typical order: course release ASSIGNMENT; course validate ASSIGNMENT; collect submissions into
-submitted/<student>/ASSIGNMENT/ (nbgrader collect); course autograde ASSIGNMENT.
+typical order: course release ASSIGNMENT; course validate ASSIGNMENT; nbgrader release_assignment;
+nbgrader collect (into submitted/<student>/ASSIGNMENT/); course autograde ASSIGNMENT; review in
+formgrader; course feedback ASSIGNMENT; nbgrader release_feedback; nbgrader export.
 exit codes: 0 done, whatever students scored; 1 the grader itself failed for some submission;
 2 a problem with course.yml, the course folder or the command line (one line on stderr)."""
 
@@ -71,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="grade on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786); "
                         "the course folder must be at the same path on its workers")
+    f = sub.add_parser("feedback", parents=[common],
+                       help="(re)write feedback pages from results.json and the gradebook (TA overrides and comments)")
+    f.add_argument("assignment")
+    f.add_argument("--student", metavar="ID", help="only this student's page")
     sub.add_parser("doctor", help="check which sandbox layers this machine supports (exit 1 if autograde would refuse)")
     d = sub.add_parser("demo", parents=[common],
                        help="release, validate and grade the bundled example submissions in .demo/")
@@ -101,6 +106,13 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
               f"{', '.join(batch.skipped)}")
     print(f"\nresults.json: {layout.relative(layout.results_json('<student>', a.name))}")
     print(f"feedback:     {layout.relative(layout.feedback('<student>', a.name))}/")
+    if batch.gradebook_changes:
+        print(f"gradebook: from course.yml: {api.summarise_changes(batch.gradebook_changes)}")
+    for line in batch.ungraded:
+        print(f"not graded: {line}")
+    if batch.not_submitted:
+        print(f"no submission from {len(batch.not_submitted)} roster student(s) (0 in the gradebook): "
+              f"{', '.join(batch.not_submitted)}")
     for err in batch.gradebook_errors:
         print(f"gradebook: {err}", file=sys.stderr)
     for err in batch.output_errors:
@@ -108,6 +120,23 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
     if not batch.results:
         print(f"no submissions found under {layout.relative(layout.submission('<student>', a.name))}/")
     return 1 if batch.grader_failed else 0
+
+
+def _feedback(course_dir: str, assignment: str, student: str | None) -> int:
+    report = api.feedback(course_dir, assignment, student=student, log=_log)
+    course = load_course(course_dir)
+    layout = course.layout
+    print(f"\n{len(report.written)} feedback page(s) written under "
+          f"{layout.relative(layout.feedback('<student>', report.assignment))}/")
+    if report.not_graded:
+        print(f"not graded yet (run `course autograde {report.assignment}`): {', '.join(report.not_graded)}")
+    if report.no_secret:
+        print(f"no submission_secret.txt (not submitted through nbgrader's exchange), so `nbgrader "
+              f"release_feedback` cannot release these; leave them out with "
+              f"--CourseDirectory.student_id_exclude={','.join(report.no_secret)}")
+    for err in report.errors:
+        print(f"feedback: {err}", file=sys.stderr)
+    return 1 if report.errors else 0
 
 
 def _release(course_dir: str, assignment: str | None) -> int:
@@ -171,6 +200,8 @@ def _run(args: argparse.Namespace) -> int:
             raise CourseError("--workers and --scheduler: give one (a cluster's workers are set up on the cluster)")
         return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force, args.insecure,
                           args.workers, args.scheduler)
+    if args.command == "feedback":
+        return _feedback(args.course_dir, args.assignment, args.student)
     if args.command == "doctor":
         return 0 if api.doctor(log=_log).ok else 1
     if args.command == "demo":

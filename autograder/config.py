@@ -76,6 +76,23 @@ class LatePolicy:
                                           help="later than this many days scores 0; unset: no cut-off")
 
 
+@dataclass(frozen=True)
+class Extension:
+    """More time for one student: their due date is the assignment's plus this (as nbgrader's
+    `grant_extension` gives it)."""
+    days: float = setting(0.0, check=NON_NEGATIVE, help="extra days")
+    hours: float = setting(0.0, check=NON_NEGATIVE, help="extra hours (added to the days)")
+
+    @property
+    def delta(self) -> dt.timedelta:
+        return dt.timedelta(days=self.days, hours=self.hours)
+
+    def describe(self) -> str:
+        """"2 days", "1 day and 6 hours", "12 hours"."""
+        parts = [f"{n:g} {unit}{'' if n == 1 else 's'}" for n, unit in ((self.days, "day"), (self.hours, "hour")) if n]
+        return " and ".join(parts) or "no extra time"
+
+
 def _problem_notebook(value: str, path: str, scope: Scope) -> None:
     notebooks = scope["notebooks"]
     if value not in notebooks:
@@ -141,6 +158,16 @@ class Assignment:
                              help="limits for this assignment; unset keys inherit the defaults")
     due: dt.datetime | None = setting(None, help="the deadline (no timezone: UTC); unset: nothing is late")
     late_policy: LatePolicy = setting(LatePolicy(), help="what lateness costs")
+    extensions: dict[str, Extension] = setting(
+        factory=dict, help="per-student extensions by student id, e.g. `{ada: {days: 2}}`: the late policy counts "
+                           "from the assignment's due date plus the extension")
+
+    def due_for(self, student: str) -> dt.datetime | None:
+        """The student's due date: `due` plus their extension (None when the assignment has none)."""
+        if self.due is None:
+            return None
+        extension = self.extensions.get(student)
+        return self.due + extension.delta if extension is not None else self.due
 
     @property
     def max_score(self) -> float:
@@ -180,6 +207,15 @@ def _in_course(path: Path | None, scope: Scope) -> Path | None:
     return None if path is None else Path(scope["root"]) / path
 
 
+@dataclass(frozen=True)
+class RosterStudent:
+    """One row of the roster file."""
+    id: str
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Course:
     """The course: the top level of course.yml."""
@@ -197,6 +233,10 @@ class Course:
     secret_file: Path = setting(Path(".course_secret"), resolve=_in_course,
                                 help="seeds each student's hidden inputs; created on the first autograde, "
                                      "never committed")
+    exchange: Path | None = setting(None, resolve=_in_course,
+                                    help="nbgrader's exchange folder (`Exchange.root`), shared by instructors and "
+                                         "students; a relative path starts at the course folder; unset: nbgrader's "
+                                         "default")
     defaults: Defaults = setting(Defaults(), help="what assignments and problems inherit unless they set their own")
 
     @property
@@ -212,6 +252,10 @@ class Course:
 
     def roster(self) -> tuple[str, ...]:
         """Student ids from the roster file (CSV with an `id` column, or one id per line)."""
+        return tuple(s.id for s in self.students())
+
+    def students(self) -> tuple[RosterStudent, ...]:
+        """The roster: each student's id, and name and email where the CSV has those columns."""
         if self.roster_file is None:
             return ()
         if not self.roster_file.exists():
@@ -222,8 +266,13 @@ class Course:
             rows = list(csv.DictReader(lines))
             if rows and "id" not in rows[0]:
                 raise ConfigError(f"{self.roster_file.name}: expected an 'id' column in the header")
-            return tuple(r["id"].strip() for r in rows if (r.get("id") or "").strip())
-        return tuple(ln.strip() for ln in lines)
+
+            def cell(row: dict[str, str | None], key: str) -> str:
+                return (row.get(key) or "").strip()
+
+            return tuple(RosterStudent(cell(r, "id"), cell(r, "first_name"), cell(r, "last_name"), cell(r, "email"))
+                         for r in rows if cell(r, "id"))
+        return tuple(RosterStudent(ln.strip()) for ln in lines)
 
 
 # --------------------------------------------------------------------------- reading and describing

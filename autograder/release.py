@@ -1,5 +1,13 @@
 """`course release`: nbgrader's generate_assignment from source/ into release/, then a leak check.
 
+course.yml is the one source of points: the release is built from a scratch copy of source/ whose
+grade cells and intro points table are written from course.yml (see `consistency`). Everything is
+built in a scratch folder inside the course (its own release/ and a scratch gradebook), and swapped
+in only when it succeeded: a failed release leaves the previous release, the source notebooks and the
+gradebook as they were. Then the gradebook gets the release's cells, the roster, due date and max
+scores (also after students have submitted; see `reporting.gradebook.apply_release`), and the source
+notebooks get the points written into them.
+
 The leak check fails the release if any line that only exists inside a solution or hidden-test
 region of the source survives in release/, if any nbgrader marker survives, if a released
 notebook stores outputs, or if a released notebook imports the instructor-only `assignments`.
@@ -7,15 +15,19 @@ notebook stores outputs, or if a released notebook imports the instructor-only `
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .config import Assignment, Course
+from .consistency import notebook_problems_found, write_points
 from .errors import ReleaseError
+from .layout import CourseLayout
 from .text import truncate
 from .toolpath import tool, tool_env
 
@@ -29,13 +41,17 @@ class ReleaseReport:
     assignment: str
     notebooks: tuple[Path, ...]      # released notebooks
     checked_lines: int               # instructor-only lines looked for in release/
+    points_written: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (source notebook, changes) from course.yml
+    gradebook: tuple[str, ...] = ()  # gradebook entries created, changed or removed
 
 
-def nbgrader(course: Course, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run an nbgrader command for this course (its root and gradebook URL set explicitly)."""
+def nbgrader(course: Course, *args: str, root: Path | None = None,
+             db_url: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run an nbgrader command for this course: in the course folder (so its nbgrader_config.py
+    applies), with the root and gradebook URL set explicitly (by default the course's own)."""
     cmd = [tool("nbgrader"), *args,
-           f"--CourseDirectory.root={course.root}",
-           f"--CourseDirectory.db_url={course.gradebook_url}"]
+           f"--CourseDirectory.root={root or course.root}",
+           f"--CourseDirectory.db_url={db_url or course.gradebook_url}"]
     return subprocess.run(cmd, cwd=course.root, env=tool_env(), capture_output=True, text=True)
 
 
@@ -82,18 +98,19 @@ def instructor_only_lines(source_nb: Path) -> set[str]:
     return hidden - public
 
 
-def leak_check(course: Course, assignment: Assignment) -> int:
-    """Raise ReleaseError naming the notebook and cell of the first leak; return lines checked."""
-    release = course.layout.release(assignment.name)
+def leak_check(layout: CourseLayout, assignment: Assignment) -> int:
+    """Raise ReleaseError naming the notebook and cell of the first leak in `layout`'s release/ (a
+    course folder, or a scratch build of one); return lines checked."""
+    release = layout.release(assignment.name)
     checked = 0
     for name in assignment.notebooks:
-        source_nb = course.layout.source(assignment.name) / name
+        source_nb = layout.source(assignment.name) / name
         released = release / name
         if not released.is_file():
-            raise ReleaseError(f"{released.relative_to(course.root)}: missing after release")
+            raise ReleaseError(f"{layout.relative(released)}: missing after release")
         secret = instructor_only_lines(source_nb)
         checked += len(secret)
-        rel = released.relative_to(course.root)
+        rel = layout.relative(released)
         for i, cell in enumerate(_cells(released)):
             text = _src(cell)
             for marker in MARKERS:
@@ -108,29 +125,105 @@ def leak_check(course: Course, assignment: Assignment) -> int:
                 raise ReleaseError(f"{rel}: cell {i} stores outputs; release notebooks must be clean")
     for extra in release.rglob("*"):
         if extra.is_file() and extra.suffix == ".py" and ASSIGNMENTS_IMPORT.search(extra.read_text(errors="replace")):
-            raise ReleaseError(f"{extra.relative_to(course.root)}: imports the instructor-only `assignments` package")
+            raise ReleaseError(f"{layout.relative(extra)}: imports the instructor-only `assignments` package")
     return checked
 
 
-def release(course: Course, assignment: Assignment) -> ReleaseReport:
-    """Generate release/<assignment>/ from source/<assignment>/ with nbgrader, then check for leaks."""
-    for name in assignment.notebooks:
-        source_nb = course.layout.source(assignment.name) / name
-        if not source_nb.is_file():
-            raise ReleaseError(f"{course.layout.relative(source_nb)}: not found")
-    target = course.layout.release(assignment.name)
-    proc = nbgrader(course, "generate_assignment", assignment.name, "--force")
-    if proc.returncode != 0:
-        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-        errors = [ln for ln in lines if "[ERROR]" in ln or "Error" in ln] or lines
-        why = errors[-1].strip() if errors else "no output"
-        raise ReleaseError(f"nbgrader generate_assignment {assignment.name} failed: {why}")
+def _read_notebook(path: Path) -> dict[str, Any]:
     try:
-        checked = leak_check(course, assignment)
-    except ReleaseError:
-        # A leaking release must not be left where students could be given it.
-        shutil.rmtree(target, ignore_errors=True)
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReleaseError(f"{path}: not a readable notebook ({exc})") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise ReleaseError(f"{path}: not a readable notebook (no list of cells)")
+    return nb
+
+
+def _write_notebook(nb: dict[str, Any], path: Path) -> None:
+    """Write `nb` as nbformat writes notebooks (so an unchanged notebook keeps its bytes), atomically."""
+    import nbformat
+
+    from .reporting.results_json import atomic_write_text
+
+    atomic_write_text(path, nbformat.writes(nbformat.from_dict(nb)) + "\n")
+
+
+def _swap_in(new: Path, target: Path) -> Path | None:
+    """Put folder `new` at `target`; the previous `target` is kept beside it (returned) until the
+    caller drops or restores it."""
+    previous = None
+    if target.exists():
+        previous = target.with_name(f".{target.name}.previous-{os.getpid()}")
+        if previous.exists():
+            shutil.rmtree(previous)
+        os.rename(target, previous)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(new, target)
+    except BaseException:
+        if previous is not None:
+            os.rename(previous, target)
         raise
+    return previous
+
+
+def _restore(target: Path, previous: Path | None) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    if previous is not None:
+        os.rename(previous, target)
+
+
+def release(course: Course, assignment: Assignment) -> ReleaseReport:
+    """Generate release/<assignment>/ from source/<assignment>/ with nbgrader, points from course.yml,
+    then check for leaks; record it in the gradebook. Nothing is changed unless every step succeeds."""
+    from .reporting import gradebook
+
+    layout = course.layout
+    sources = {}
+    for name in assignment.notebooks:
+        source_nb = layout.source(assignment.name) / name
+        if not source_nb.is_file():
+            raise ReleaseError(f"{layout.relative(source_nb)}: not found")
+        nb = _read_notebook(source_nb)
+        problems = notebook_problems_found(nb, assignment, name, layout.relative(source_nb))
+        if problems:
+            raise ReleaseError("; ".join(problems))
+        sources[name] = nb
+
+    with tempfile.TemporaryDirectory(prefix=".course-release-", dir=course.root) as tmp:
+        build = CourseLayout(Path(tmp))
+        shutil.copytree(layout.source(assignment.name), build.source(assignment.name),
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        points: dict[str, list[str]] = {}
+        for name, nb in sources.items():
+            points[name] = write_points(nb, assignment, name)
+            _write_notebook(nb, build.source(assignment.name) / name)
+        build_db = f"sqlite:///{build.root / 'gradebook.db'}"
+        proc = nbgrader(course, "generate_assignment", assignment.name, "--force", root=build.root, db_url=build_db)
+        if proc.returncode != 0:
+            lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+            errors = [ln for ln in lines if "[ERROR]" in ln or "Error" in ln] or lines
+            why = errors[-1].strip() if errors else "no output"
+            raise ReleaseError(f"nbgrader generate_assignment {assignment.name} failed: {why} "
+                               f"(nothing was changed)")
+        checked = leak_check(build, assignment)
+        cells = gradebook.read_release_cells(build_db, assignment)
+        gradebook.check_release(course, assignment, cells)
+
+        target = layout.release(assignment.name)
+        previous = _swap_in(build.release(assignment.name), target)
+        try:
+            recorded = gradebook.apply_release(course, assignment, cells)
+        except BaseException:
+            _restore(target, previous)
+            raise
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
+    for name, nb in sources.items():
+        if points[name]:
+            _write_notebook(nb, layout.source(assignment.name) / name)
     return ReleaseReport(assignment=assignment.name,
                          notebooks=tuple(target / n for n in assignment.notebooks),
-                         checked_lines=checked)
+                         checked_lines=checked,
+                         points_written=tuple((name, tuple(lines)) for name, lines in points.items() if lines),
+                         gradebook=recorded)

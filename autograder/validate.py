@@ -1,19 +1,26 @@
 """`course validate`: the source notebook runs clean in a real Jupyter kernel, the release fails only
 with NotImplementedError inside stubs, and (through the real autograder) the source scores full
-marks and the release scores zero."""
+marks and the release scores zero. Before running anything it checks that course.yml, the
+notebooks, the graders and the gradebook agree (see `consistency`): points of every grade cell and
+of the intro's points table (source and release), a grader file for every problem and a problem for
+every grader file, the function each problem grades defined in its notebook, the gradebook's max
+scores, and nbgrader's config routing `nbgrader autograde`/`generate_feedback` through this engine."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 from .config import Assignment, Course
+from .consistency import graders_problems, points_problems
 from .errors import CourseError
 from .text import truncate
 from .toolpath import tools_on_path
@@ -89,8 +96,39 @@ def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], l
     return result.score, result.max_score, result.crash_reason
 
 
-def validate(course: Course, assignment: Assignment) -> ValidationReport:
+def _notebook(path: Path) -> dict[str, Any] | None:
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return nb if isinstance(nb, dict) and isinstance(nb.get("cells"), list) else None
+
+
+def consistency_problems(course: Course, assignment: Assignment) -> list[str]:
+    """Where course.yml, the notebooks, the graders, the gradebook and nbgrader's config disagree."""
+    from .nbgrader_hooks import config_problems
+    from .reporting.gradebook import max_score_problems
+
+    layout = course.layout
     problems: list[str] = []
+    sources: dict[str, dict[str, Any]] = {}
+    for name in assignment.notebooks:
+        for kind, path in (("source", layout.source(assignment.name) / name),
+                           ("release", layout.release(assignment.name) / name)):
+            nb = _notebook(path)
+            if nb is None:
+                continue
+            if kind == "source":
+                sources[name] = nb
+            problems += points_problems(nb, assignment, name, layout.relative(path))
+    problems += graders_problems(course, assignment, sources)
+    problems += max_score_problems(course, assignment)
+    problems += config_problems(course)
+    return problems
+
+
+def validate(course: Course, assignment: Assignment) -> ValidationReport:
+    problems: list[str] = consistency_problems(course, assignment)
     timeout = max(assignment.limits.cell_seconds, 60)
     source_nbs = [course.layout.source(assignment.name) / n for n in assignment.notebooks]
     release_nbs = [course.layout.release(assignment.name) / n for n in assignment.notebooks]

@@ -83,6 +83,25 @@ def test_config_good_file_gives_typed_objects(tmp_path):
     assert course.gradebook_url == f"sqlite:///{tmp_path.resolve() / 'gradebook.db'}"
 
 
+def test_config_extensions_exchange_and_roster_details(tmp_path):
+    """Do extensions give a student their own due date, the exchange a course-relative folder, and the
+    roster each student's name and email?"""
+    import datetime as dt
+
+    data = mutate("assignments.0.extensions", {"ada": {"days": 2, "hours": 6}})
+    data["exchange"] = "../exchange"
+    course = load_course(make_course(tmp_path, data))
+    (tmp_path / "roster.csv").write_text("id,first_name,last_name,email\nada,Ada,Lovelace,ada@example.edu\nbob,,,\n")
+    a = course.assignment("hw")
+    assert a.due_for("ada") == a.due + dt.timedelta(days=2, hours=6)
+    assert a.due_for("bob") == a.due
+    assert a.extensions["ada"].describe() == "2 days and 6 hours"
+    assert course.exchange == tmp_path.resolve() / "../exchange"
+    ada, bob = course.students()
+    assert (ada.first_name, ada.last_name, ada.email) == ("Ada", "Lovelace", "ada@example.edu")
+    assert (bob.id, bob.email) == ("bob", "")
+
+
 def test_config_the_shipped_course_file_loads():
     """Does the repository's own course.yml load, with one problem per solution cell of the source, in order?"""
     course = load_course(ROOT)
@@ -131,6 +150,10 @@ def test_config_the_shipped_course_file_loads():
      "defaults.limits.cell_seconds: expected a positive number, got True"),
     (mutate("assignments.0.package", "nope"), "assignments[0].package: folder assignments/nope does not exist"),
     ("name: [unclosed", "not valid YAML"),
+    (mutate("assignments.0.extensions", {"ada": {"days": -1}}),
+     "assignments[0].extensions.ada.days: expected a number >= 0, got -1"),
+    (mutate("assignments.0.extensions", {"ada": {"weeks": 1}}), "assignments[0].extensions.ada.weeks: unknown key"),
+    (mutate("assignments.0.extensions", ["ada"]), "assignments[0].extensions: expected a mapping, got a list"),
 ])
 def test_config_bad_file_names_the_key_path(tmp_path, data, expected):
     """Does each broken course.yml give one line naming the key path and what was expected?"""

@@ -92,7 +92,7 @@ def test_leak_check_names_the_notebook_and_cell(released, injected, message):
     path.write_text(json.dumps(nb))
     try:
         with pytest.raises(ReleaseError, match=message) as info:
-            leak_check(course, a)
+            leak_check(course.layout, a)
         assert f"{CourseLayout(released).relative(path)}: cell 3" in str(info.value)
     finally:
         path.write_text(original)
@@ -106,3 +106,42 @@ def test_release_of_a_missing_source_is_one_line(course_copy):
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert f"{CourseLayout(course_copy).relative(source_notebook(course_copy))} does not exist" in proc.stderr
+
+
+def test_a_failed_release_changes_nothing(course_copy):
+    """When nbgrader's generate_assignment fails (a corrupt source), are the previous release/, the source
+    and the gradebook left as they were, and no scratch folder left behind?"""
+    layout = CourseLayout(course_copy)
+    before = released_notebook(course_copy).read_bytes()
+    path = source_notebook(course_copy)
+    nb = json.loads(path.read_text())
+    duplicate = json.loads(json.dumps(nb["cells"][2]))      # the locked setup cell, grade id and all
+    duplicate["source"], duplicate["id"] = "y = 2\n", "duplicate-setup"
+    nb["cells"].insert(3, duplicate)
+    path.write_text(json.dumps(nb))
+    source_before = path.read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
+                           "--course-dir", str(course_copy)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "nbgrader generate_assignment transformer-block failed" in proc.stderr
+    assert "(nothing was changed)" in proc.stderr
+    assert released_notebook(course_copy).read_bytes() == before
+    assert path.read_bytes() == source_before
+    assert not (course_copy / "gradebook.db").exists()
+    assert not [p for p in course_copy.iterdir() if p.name.startswith(".course-release-")]
+    assert sorted(p.name for p in layout.release(ASSIGNMENT).parent.iterdir()) == [ASSIGNMENT]
+
+
+def test_release_refuses_a_grade_cell_that_is_no_problem(course_copy):
+    """Is a grade cell whose grade id no problem in course.yml has refused before anything is built,
+    naming the cell and its points?"""
+    path = source_notebook(course_copy)
+    nb = json.loads(path.read_text())
+    cell = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "test_silu")
+    cell["metadata"]["nbgrader"]["grade_id"] = "test_silu_bonus"
+    path.write_text(json.dumps(nb))
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
+                           "--course-dir", str(course_copy)], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "has no grade cell 'test_silu' for problem silu" in proc.stderr
+    assert "grade cell 'test_silu_bonus' (5 points) is not a problem of this notebook" in proc.stderr

@@ -44,3 +44,23 @@ def test_validate_reports_a_source_cell_that_raises(course_copy):
     proc = run_validate(course_copy)
     assert proc.returncode == 1
     assert f"PROBLEM: source transformer-block.ipynb: cell {setup} raised NameError" in proc.stdout
+
+
+def test_validate_names_a_points_mismatch_with_both_numbers(course_copy):
+    """With silu at 8 points in course.yml and 5 in the notebooks, does validate fail naming the problem,
+    the grade cell, the intro table and both numbers?"""
+    import yaml
+
+    path = CourseLayout(course_copy).config
+    data = yaml.safe_load(path.read_text())
+    data["assignments"][0]["problems"]["silu"]["points"] = 8
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    proc = run_validate(course_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout
+    for where in ("source", "release"):
+        assert (f"PROBLEM: {where}/transformer-block/transformer-block.ipynb: silu: grade cell test_silu gives 5 "
+                f"points, course.yml gives 8 (run `course release`)") in out
+        assert (f"PROBLEM: {where}/transformer-block/transformer-block.ipynb: silu: the points table in the intro "
+                f"gives 5, course.yml gives 8") in out
+    assert f"validate {ASSIGNMENT}: 6 problem(s)" in out

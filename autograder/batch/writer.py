@@ -2,9 +2,10 @@
 
 The batch's driver starts it first (its nbgrader import then overlaps with the sandbox's start
 and with grading) and feeds it each result as it comes; it commits each submission in its own
-transaction through reporting.gradebook's functions, in the order received, and (when asked)
+transaction through reporting.gradebook's functions, in the order received; then (when asked)
 copies the submission's notebooks into autograded/ for the formgrader, annotated with our report
-(api.write_formgrader_copy: it needs nbformat, which is slow to import too):
+(it needs nbformat, which is slow to import too), and rewrites the student's feedback page when
+the gradebook holds a person's overrides or comments for them (api.gradebook_side_outputs):
 
     writer -> {"op": "open", "created": [...]}              or {"op": "failed", "message"}
     driver -> {"op": "record", "result": <result_to_dict>, "copy_from": null | "<submission folder>"}
@@ -160,7 +161,7 @@ class GradebookProcess:
 
 def serve(fd: int, course_dir: str, assignment_name: str) -> int:
     """The writer process: open the gradebook, commit each result received, until told it is done."""
-    from ..api import formgrader_copy_errors
+    from ..api import gradebook_side_outputs
     from ..config import load_course
     from ..reporting.gradebook import GradebookWriter
 
@@ -192,9 +193,10 @@ def serve(fd: int, course_dir: str, assignment_name: str) -> int:
                            "error": f"unreadable result ({exc})"})
                 continue
             error = writer.record(result)
-            copied = (formgrader_copy_errors(course, assignment, result.student, Path(msg["copy_from"]), result)
-                      if msg.get("copy_from") else [])
-            conn.send({"op": "recorded", "student": result.student, "error": error, "output_errors": copied})
+            review = writer.review(result.student) if error is None else None
+            folder = Path(msg["copy_from"]) if msg.get("copy_from") else None
+            written = gradebook_side_outputs(course, assignment, result.student, folder, result, review)
+            conn.send({"op": "recorded", "student": result.student, "error": error, "output_errors": written})
     finally:
         writer.__exit__(None, None, None)
     return 0

@@ -203,14 +203,18 @@ def score(run: GraderRun, assignment: Assignment) -> Scored:
 class LatePenalty:
     points: float          # taken off the raw score
     note: str = ""         # for the student ("" when on time)
+    due: str = ""          # ISO time of this student's due date (extension included), "" when none
+    extension: str = ""    # the student's extension in words ("2 days"), "" when none
 
 
 def apply_late_policy(raw_score: float, assignment: Assignment, submitted_at: dt.datetime | None,
                       student: str) -> LatePenalty:
-    """What the late policy takes off a raw score for a submission made at `submitted_at`."""
-    late = lateness(assignment, submitted_at)
+    """What the late policy takes off a raw score for `student`'s submission made at `submitted_at`
+    (against their own due date: course.yml's `due` plus their extension)."""
+    late = lateness(assignment, submitted_at, student)
     points = round(raw_score * late.fraction, 6)
-    return LatePenalty(points=points, note=late.note(points) if late.late_days else "")
+    return LatePenalty(points=points, note=late.note(points) if late.late_days else "",
+                       due=late.due.isoformat() if late.due else "", extension=late.extension)
 
 
 # --------------------------------------------------------------------------- result
@@ -239,7 +243,7 @@ def build_result(assignment: Assignment, submission: Submission, scored: Scored,
         files=submission.files, isolation=isolation,
         problem_points=tuple((p.name, p.points) for p in assignment.problems),
         submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else "",
-        execution_time=round(seconds, 3))
+        due=late.due, extension=late.extension, execution_time=round(seconds, 3))
     if scored.broken:
         return SubmissionResult(state="crashed", crash_reason=" | ".join(scored.broken), **common)
     return SubmissionResult(state="graded", tests=scored.tests, grader_errors=scored.grader_errors,

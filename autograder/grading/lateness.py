@@ -19,14 +19,17 @@ class Lateness:
     submitted_at: dt.datetime | None
     late_days: int          # started days after the due date (plus grace); 0 when on time
     fraction: float         # share of the score taken off, 0..1
+    due: dt.datetime | None = None   # the student's due date, extension included
+    extension: str = ""     # the student's extension in words ("2 days"), "" when none
 
     def note(self, penalty_points: float) -> str:
         if self.late_days == 0:
             return ""
+        whose = f"your due date (with your extension of {self.extension})" if self.extension else "the due date"
         if self.fraction >= 1:
-            return (f"Submitted {self.late_days} day(s) after the due date, past the last accepted day: "
+            return (f"Submitted {self.late_days} day(s) after {whose}, past the last accepted day: "
                     f"the score is 0.")
-        return (f"Submitted {self.late_days} day(s) after the due date: late penalty of "
+        return (f"Submitted {self.late_days} day(s) after {whose}: late penalty of "
                 f"{self.fraction:.0%} ({penalty_points:g} points).")
 
 
@@ -55,15 +58,20 @@ def submission_time(folder: Path) -> tuple[dt.datetime | None, str]:
         return None, f"{TIMESTAMP_FILE} could not be read as a time; the submission was treated as on time."
 
 
-def lateness(assignment: Assignment, submitted_at: dt.datetime | None) -> Lateness:
-    if submitted_at is None or assignment.due is None:
-        return Lateness(submitted_at, 0, 0.0)
+def lateness(assignment: Assignment, submitted_at: dt.datetime | None, student: str = "") -> Lateness:
+    """How late `student`'s submission is against their own due date (course.yml's `due` plus their
+    entry in `extensions`), and what the late policy takes off for it."""
+    due = assignment.due_for(student)
+    extension = assignment.extensions.get(student)
+    words = extension.describe() if extension is not None and extension.delta else ""
+    if submitted_at is None or due is None:
+        return Lateness(submitted_at, 0, 0.0, due, words)
     policy = assignment.late_policy
-    deadline = assignment.due + dt.timedelta(minutes=policy.grace_minutes)
+    deadline = due + dt.timedelta(minutes=policy.grace_minutes)
     late = (submitted_at - deadline).total_seconds()
     if late <= 0:
-        return Lateness(submitted_at, 0, 0.0)
+        return Lateness(submitted_at, 0, 0.0, due, words)
     days = math.ceil(late / 86400)
     if policy.max_late_days is not None and days > policy.max_late_days:
-        return Lateness(submitted_at, days, 1.0)
-    return Lateness(submitted_at, days, min(1.0, policy.penalty_per_day * days))
+        return Lateness(submitted_at, days, 1.0, due, words)
+    return Lateness(submitted_at, days, min(1.0, policy.penalty_per_day * days), due, words)

@@ -85,6 +85,8 @@ class SubmissionResult:
     problem_points: tuple[tuple[str, float], ...] = ()  # (problem, points) from course.yml
     submitted_at: str = ""            # ISO time from the submission's timestamp.txt, if any
     late_penalty: float = 0.0         # points taken off by the late policy
+    due: str = ""                     # ISO time of this student's due date (extension included), if any
+    extension: str = ""               # the student's extension in words ("2 days"), "" when none
     isolation: tuple[str, ...] = ()   # sandbox layers that applied (instructor view): "bubblewrap", "seccomp", ...
 
     @cached_property

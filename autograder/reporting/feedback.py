@@ -7,6 +7,11 @@ notes from running the notebook. It never shows a test's instructor `detail`, th
 seed or anything else kept for instructors in results.json's `extra_data`. Every value is
 escaped by Jinja2's autoescape, so text that came from student code cannot become markup.
 
+When the gradebook holds a person's changes (a TA's override or extra credit in formgrader, a
+comment on a cell), the page shows them: the total and each problem's score are the gradebook's,
+the autograder's own score beside an overridden one, and the comments under "From your
+instructor" (see `reporting.gradebook.Review`). A student's extension shows as their due date.
+
 The page is made for reading on a phone as well as a desk: what lost points comes first (a
 problem's failed checks, then checks that could not be graded, then advice worth no points);
 passed checks are folded in `<details>` (no script needed); the cases of a parametrised check
@@ -15,6 +20,7 @@ and notebook cells that raised the same error, are grouped (see `digest`).
 """
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -29,6 +35,7 @@ from autograder.grading.results import SubmissionResult
 from .bounds import FEEDBACK_MAX_BYTES, bound_result, shrunk
 from .digest import Check, FailureGroup, ProblemDigest, case_state, digest_problems, group_notes, is_advice
 from .results_json import atomic_write_text, format_points, misconception_name, reported_score, student_error
+from .review import Review
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -92,6 +99,7 @@ class ProblemView:
     name: str
     score: str
     max_score: str
+    auto_score: str       # the autograder's score when a person changed it, else ""
     full_marks: bool
     needs_reading: bool   # lost points, not graded, advice or no checks: gets its own section
     has_checks: bool
@@ -118,6 +126,14 @@ class NoteView:
 
 
 @dataclass(frozen=True)
+class InstructorNote:
+    """A change or comment from the gradebook, for the "From your instructor" box."""
+    problem: str          # "" for the notebook as a whole
+    kind: str             # "score" or "comment"
+    text: str
+
+
+@dataclass(frozen=True)
 class FeedbackView:
     """Everything the template may show, and nothing else."""
     student: str
@@ -134,6 +150,9 @@ class FeedbackView:
     notes: tuple[NoteView, ...]
     problems: tuple[ProblemView, ...]
     common_failure: str   # the one message of every check when all of them failed alike, else ""
+    instructor: tuple[InstructorNote, ...] = ()
+    due: str = ""         # the student's due date when they have an extension, for reading
+    extension: str = ""   # "2 days"
 
     @property
     def to_read(self) -> tuple[ProblemView, ...]:
@@ -178,6 +197,7 @@ def _failure_view(group: FailureGroup) -> FailureView:
 def _problem_view(p: ProblemDigest) -> ProblemView:
     return ProblemView(
         number=p.number, name=p.name, score=format_points(p.score), max_score=format_points(p.max_score),
+        auto_score="",
         full_marks=p.full_marks, needs_reading=p.needs_reading, has_checks=bool(p.checks),
         failed=p.count("failed"), not_graded=p.count("not_graded"), graded=p.graded_cases,
         misconceptions=tuple(Misconception(d, misconception_name(d), hint) for d, hint in p.diagnoses),
@@ -187,8 +207,41 @@ def _problem_view(p: ProblemDigest) -> ProblemView:
         passed=tuple(_check_view(c) for c in p.of_kind("passed")))
 
 
-def feedback_view(result: SubmissionResult, assignment: Assignment | None = None) -> FeedbackView:
-    """The student-safe view of `result` (no detail, no seed, no roster flag)."""
+def _reviewed(problems: tuple[ProblemView, ...], review: Review) -> tuple[ProblemView, ...]:
+    out = []
+    for p in problems:
+        r = review.problem(p.name)
+        if r is not None and r.overridden:
+            p = replace(p, score=format_points(r.score), auto_score=format_points(r.auto_score or 0.0))
+        out.append(p)
+    return tuple(out)
+
+
+def _instructor_notes(review: Review) -> tuple[InstructorNote, ...]:
+    notes = []
+    for r in review.problems:
+        if r.overridden:
+            extra = f" (including {format_points(r.extra_credit)} extra credit)" if r.extra_credit else ""
+            notes.append(InstructorNote(r.problem, "score",
+                                        f"Your instructor set the score to {format_points(r.score)} of "
+                                        f"{format_points(r.max_score)} points{extra}; the autograder gave "
+                                        f"{format_points(r.auto_score or 0.0)}."))
+    notes += [InstructorNote(problem, "comment", text) for problem, text in review.comments]
+    return tuple(notes)
+
+
+def _readable_time(iso: str) -> str:
+    try:
+        when = dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def feedback_view(result: SubmissionResult, assignment: Assignment | None = None,
+                  review: Review | None = None) -> FeedbackView:
+    """The student-safe view of `result` (no detail, no seed, no roster flag), with the gradebook's
+    overrides and comments when `review` is given."""
     if assignment is not None:
         points = dict(result.problem_points)
         missing = tuple((p.name, p.points) for p in assignment.problems if p.name not in points)
@@ -200,14 +253,21 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
     every_one_failed = len(graded) > 1 and all(case_state(t) == "failed" for t in graded)
     common = messages.pop() if every_one_failed and len(messages) == 1 else ""
     late = result.state != "crashed" and result.late_penalty > 0
+    score, raw = reported_score(result), result.raw_score
+    instructor: tuple[InstructorNote, ...] = ()
+    if review is not None and review.changed:
+        problems = _reviewed(problems, review)
+        instructor = _instructor_notes(review)
+        raw = review.raw_score
+        score = round(max(0.0, raw - result.late_penalty), 6)
     return FeedbackView(
         student=result.student,
         assignment=result.assignment,
         crashed=result.state == "crashed",
         error=student_error(result) if result.state == "crashed" else "",
-        score=format_points(reported_score(result)),
+        score=format_points(score),
         max_score=format_points(result.max_score or sum(float(p.max_score) for p in problems)),
-        raw_score=format_points(result.raw_score) if late else "",
+        raw_score=format_points(raw) if late else "",
         late_penalty=format_points(result.late_penalty) if late else "",
         passed=sum(t.passed for t in graded),
         total=len(graded),
@@ -216,6 +276,9 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
                     for g in group_notes(result.notes)),
         problems=problems,
         common_failure=common,
+        instructor=instructor,
+        due=_readable_time(result.due) if result.extension and result.due else "",
+        extension=result.extension,
     )
 
 
@@ -267,13 +330,14 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_feedback(result: SubmissionResult, assignment: Assignment | None = None) -> str:
+def render_feedback(result: SubmissionResult, assignment: Assignment | None = None,
+                    review: Review | None = None) -> str:
     """The feedback page for `result` as one HTML document (inline CSS, no external assets), at most
     FEEDBACK_MAX_BYTES (messages are cut shorter if needed)."""
     template = _environment().get_template("feedback.html")
-    page = template.render(view=feedback_view(bound_result(result), assignment))
+    page = template.render(view=feedback_view(bound_result(result), assignment, review))
     if len(page.encode("utf-8")) > FEEDBACK_MAX_BYTES:
-        page = template.render(view=feedback_view(shrunk(bound_result(result)), assignment))
+        page = template.render(view=feedback_view(shrunk(bound_result(result)), assignment, review))
     return page
 
 
@@ -283,9 +347,10 @@ def feedback_filename(result: SubmissionResult) -> str:
     return f"{stem or 'feedback'}.html"
 
 
-def write_feedback(result: SubmissionResult, assignment: Assignment | None, folder: str | Path) -> Path:
+def write_feedback(result: SubmissionResult, assignment: Assignment | None, folder: str | Path,
+                   review: Review | None = None) -> Path:
     """Write the page to `<folder>/<notebook-stem>.html` atomically; returns its path.
 
     `folder` is the submission's own folder, e.g. feedback/<student>/<assignment>.
     """
-    return atomic_write_text(Path(folder) / feedback_filename(result), render_feedback(result, assignment))
+    return atomic_write_text(Path(folder) / feedback_filename(result), render_feedback(result, assignment, review))

@@ -1,42 +1,57 @@
 """Grades into nbgrader's gradebook, through nbgrader's own API, so `nbgrader export` and the
-formgrader see our scores.
+formgrader see our scores; and what people entered there (overrides, comments) read back.
 
 Layout in the gradebook: the assignment (course.yml name) has one notebook per notebook file
 (named by its stem, as nbgrader names them) and one grade cell per problem (`Problem.grade_id`,
-max_score = the problem's points). `course release` normally creates all of these by running
-`nbgrader generate_assignment`; whatever is missing is created here from course.yml, and what
-exists is left as it is.
+max_score = the problem's points). course.yml is the one source of these numbers:
+
+- `sync_course` (run by `course release`, and by every `course autograde` before it records) puts
+  the roster's students (names, emails), the due date and the course id on the assignment, and each
+  grade cell's max_score = the problem's points, creating what is missing;
+- `apply_release` (run by `course release`) copies the cells nbgrader's generate_assignment found in a
+  scratch build (grade, solution, task and source cells) into the gradebook, also after students have
+  submitted (adding a cell gives every submission its empty grade or comment); removing a cell that
+  submissions have grades or comments for is refused (`check_release`), naming the cell.
 
 Each submission is written in one transaction: nbgrader's `add_*`/`update_or_create_*` methods
 commit after every call, so within a submission only its finders and its model classes are used
 and the session is committed once; any failure rolls back that submission alone and is reported.
 A grade that a person entered by hand (`manual_score`) is kept and flagged for review, as
 `nbgrader autograde` does. A crashed submission's grades get no automatic score and are flagged
-for manual grading.
+for manual grading. A student's extension (course.yml) is the submission's `extension`, so
+nbgrader's own lateness (formgrader, `total_seconds_late`) counts from the student's due date.
+
+Every entry point is a plain function of (course, assignment, ...) that opens the gradebook itself
+(or a `GradebookWriter` held open for a batch), so it can run in any process.
 """
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from autograder.config import Assignment, Course
-from autograder.errors import CourseError
+from autograder.errors import CourseError, ReleaseError
 from autograder.grading.results import SubmissionResult
 from autograder.toolpath import tools_on_path
 
+from .review import ProblemReview, Review
+
 if TYPE_CHECKING:
     from nbgrader.api import Gradebook
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class GradebookReport:
     recorded: tuple[str, ...] = ()                 # student ids whose grades landed
     failed: tuple[tuple[str, str], ...] = ()       # (student id, why) for those rolled back
-    created: tuple[str, ...] = ()                  # gradebook entries created from course.yml
+    created: tuple[str, ...] = ()                  # gradebook entries created or updated from course.yml
 
     @property
     def ok(self) -> bool:
@@ -51,6 +66,11 @@ class GradebookReport:
 def notebook_name(notebook_file: str) -> str:
     """nbgrader's name for a notebook: the file name without .ipynb."""
     return Path(notebook_file).stem
+
+
+def naive_utc(when: dt.datetime) -> dt.datetime:
+    """nbgrader keeps naive UTC times."""
+    return when.astimezone(dt.UTC).replace(tzinfo=None) if when.tzinfo else when
 
 
 @contextlib.contextmanager
@@ -69,53 +89,286 @@ def open_gradebook(course: Course) -> Iterator[Gradebook]:
         gb.close()
 
 
-def ensure_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> tuple[str, ...]:
-    """Create the assignment, its notebooks and one grade cell per problem where missing.
-    Returns a description of each entry created."""
-    from nbgrader.api import MissingEntry
-
-    created = []
+def _commit(gb: Gradebook, work: Callable[[], T]) -> T:
+    """Run `work()` and commit once; roll everything back on failure."""
     try:
-        gb.find_assignment(assignment.name)
+        out = work()
+        gb.db.commit()
+        return out
+    except BaseException:
+        gb.db.rollback()
+        raise
+
+
+# --------------------------------------------------------------------------- course.yml -> gradebook
+
+def sync_roster(gb: Gradebook, course: Course) -> list[str]:
+    """Create or update every roster student (id, first and last name, email). Students who are
+    not on the roster are left as they are. Not committed here; returns one line per change."""
+    from nbgrader.api import MissingEntry, Student
+
+    changes = []
+    for s in course.students():
+        try:
+            student = gb.find_student(s.id)
+        except MissingEntry:
+            gb.db.add(Student(id=s.id, first_name=s.first_name or None, last_name=s.last_name or None,
+                              email=s.email or None))
+            changes.append(f"student {s.id}")
+            continue
+        wanted = {"first_name": s.first_name, "last_name": s.last_name, "email": s.email}
+        for key, value in wanted.items():
+            if value and getattr(student, key) != value:
+                setattr(student, key, value)
+                changes.append(f"student {s.id}: {key}")
+    gb.db.flush()
+    return changes
+
+
+def _sync_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> list[str]:
+    """The assignment with its due date, notebooks and one grade cell per problem (max_score = points):
+    created where missing, corrected where they differ from course.yml; every submission completed
+    with rows for every cell. Not committed here."""
+    from nbgrader.api import Assignment as GbAssignment
+    from nbgrader.api import GradeCell, MissingEntry
+    from nbgrader.api import Notebook as GbNotebook
+
+    changes = []
+    due = naive_utc(assignment.due) if assignment.due is not None else None
+    try:
+        row = gb.find_assignment(assignment.name)
     except MissingEntry:
-        kwargs: dict[str, Any] = {"course_id": course.course_id}
-        if assignment.due is not None:
-            kwargs["duedate"] = assignment.due
-        gb.add_assignment(assignment.name, **kwargs)
-        created.append(f"assignment {assignment.name}")
+        row = GbAssignment(assignment.name, duedate=due, course_id=course.course_id)
+        gb.db.add(row)
+        gb.db.flush()
+        changes.append(f"assignment {assignment.name}" + (f" (due {due:%Y-%m-%d %H:%M} UTC)" if due else ""))
+    else:
+        if due is not None and row.duedate != due:     # course.yml without a due date leaves nbgrader's alone
+            changes.append(f"assignment {assignment.name}: due date {row.duedate or 'none'} -> {due}")
+            row.duedate = due
     stems = dict.fromkeys([notebook_name(n) for n in assignment.notebooks]
                           + [notebook_name(p.notebook) for p in assignment.problems])
+    notebooks = {nb.name: nb for nb in row.notebooks}
     for stem in stems:
-        try:
-            gb.find_notebook(stem, assignment.name)
-        except MissingEntry:
-            gb.add_notebook(stem, assignment.name)
-            created.append(f"notebook {assignment.name}/{stem}")
+        if stem not in notebooks:
+            notebooks[stem] = GbNotebook(name=stem, assignment=row)
+            gb.db.add(notebooks[stem])
+            changes.append(f"notebook {assignment.name}/{stem}")
+    gb.db.flush()
     for p in assignment.problems:
         stem = notebook_name(p.notebook)
+        cell = next((c for c in notebooks[stem].grade_cells if c.name == p.grade_id), None)
+        if cell is None:
+            gb.db.add(GradeCell(name=p.grade_id, notebook=notebooks[stem], max_score=p.points, cell_type="code"))
+            changes.append(f"grade cell {assignment.name}/{stem}/{p.grade_id}")
+        elif cell.max_score != p.points:
+            changes.append(f"grade cell {assignment.name}/{stem}/{p.grade_id}: max score "
+                           f"{cell.max_score:g} -> {p.points:g}")
+            cell.max_score = p.points
+    gb.db.flush()
+    for submission in list(row.submissions):
+        _complete(gb, submission)
+    return changes
+
+
+def ensure_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> tuple[str, ...]:
+    """Create the assignment, its notebooks and one grade cell per problem where missing, and bring
+    the due date and max scores in line with course.yml (one transaction). Returns one line per
+    entry created or changed."""
+    return tuple(_commit(gb, lambda: _sync_assignment(gb, course, assignment)))
+
+
+def sync_course(course: Course, assignment: Assignment) -> tuple[str, ...]:
+    """Roster, due date, notebooks and max scores from course.yml into the gradebook (one transaction)."""
+    with open_gradebook(course) as gb:
+        return tuple(_commit(gb, lambda: sync_roster(gb, course) + _sync_assignment(gb, course, assignment)))
+
+
+def max_score_problems(course: Course, assignment: Assignment) -> list[str]:
+    """Grade cells of the gradebook whose max score is not the problem's points in course.yml (a
+    gradebook that does not exist yet, or has no such assignment, has none)."""
+    from nbgrader.api import MissingEntry
+
+    url = course.gradebook_url
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        return []
+    out = []
+    with open_gradebook(course) as gb:
+        for p in assignment.problems:
+            try:
+                cell = gb.find_grade_cell(p.grade_id, notebook_name(p.notebook), assignment.name)
+            except MissingEntry:
+                continue
+            if cell.max_score != p.points:
+                out.append(f"gradebook: {p.name}: grade cell {p.grade_id} has max score {cell.max_score:g}, "
+                           f"course.yml gives {p.points:g} (run `course release` or `course autograde`)")
+    return out
+
+
+# --------------------------------------------------------------------------- release -> gradebook
+
+CELL_KINDS = ("grade", "solution", "task", "source")
+
+
+@dataclass(frozen=True)
+class NotebookCells:
+    """What generate_assignment recorded for one notebook: kind -> cell name -> its attributes."""
+    name: str
+    kernelspec: str | None
+    cells: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+
+def read_release_cells(build_gradebook_url: str, assignment: Assignment) -> tuple[NotebookCells, ...]:
+    """The cells of `assignment` as nbgrader's generate_assignment wrote them into a scratch gradebook."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with tools_on_path(), Gradebook(build_gradebook_url) as gb:
         try:
-            gb.find_grade_cell(p.grade_id, stem, assignment.name)
+            row = gb.find_assignment(assignment.name)
         except MissingEntry:
-            gb.add_grade_cell(p.grade_id, stem, assignment.name, max_score=p.points, cell_type="code")
-            created.append(f"grade cell {assignment.name}/{stem}/{p.grade_id}")
-    return tuple(created)
+            raise ReleaseError(f"nbgrader generate_assignment recorded no assignment {assignment.name!r}") from None
+        out = []
+        for nb in row.notebooks:
+            cells: dict[str, dict[str, dict[str, Any]]] = {
+                "grade": {c.name: {"max_score": c.max_score, "cell_type": c.cell_type} for c in nb.grade_cells},
+                "solution": {c.name: {} for c in nb.solution_cells},
+                "task": {c.name: {"max_score": c.max_score, "cell_type": c.cell_type} for c in nb.task_cells},
+                "source": {c.name: {"cell_type": c.cell_type, "locked": c.locked, "source": c.source,
+                                    "checksum": c.checksum} for c in nb.source_cells},
+            }
+            out.append(NotebookCells(nb.name, nb.kernelspec, cells))
+        return tuple(out)
 
 
-def _submission(gb: Gradebook, assignment: str, student_id: str):
-    """The student's submission, created (with the student) if missing, holding a notebook,
-    grade and comment row for every cell of the assignment. Nothing is committed here."""
-    from nbgrader.api import Comment, Grade, MissingEntry, Student, SubmittedAssignment, SubmittedNotebook
+def _cells_of(nb: Any, kind: str) -> list[Any]:
+    return list({"grade": nb.grade_cells, "solution": nb.solution_cells, "task": nb.task_cells,
+                 "source": nb.source_cells}[kind])
+
+
+def _removals(gb: Gradebook, assignment: Assignment, release: tuple[NotebookCells, ...]) -> list[tuple[Any, str]]:
+    """(cell or notebook row, its description) for what the gradebook has and the release does not."""
+    from nbgrader.api import MissingEntry
 
     try:
-        student = gb.find_student(student_id)
+        row = gb.find_assignment(assignment.name)
     except MissingEntry:
-        student = Student(id=student_id)
-        gb.db.add(student)
-    try:
-        submission = gb.find_submission(assignment, student_id)
-    except MissingEntry:
-        submission = SubmittedAssignment(assignment=gb.find_assignment(assignment), student=student)
-        gb.db.add(submission)
+        return []
+    wanted = {n.name: n for n in release}
+    out: list[tuple[Any, str]] = []
+    for nb in row.notebooks:
+        if nb.name not in wanted:
+            out.append((nb, f"notebook {nb.name}"))
+            continue
+        for kind in CELL_KINDS:
+            for cell in _cells_of(nb, kind):
+                if cell.name not in wanted[nb.name].cells[kind]:
+                    out.append((cell, f"{kind} cell {nb.name}/{cell.name}"))
+    return out
+
+
+def _holds_data(row: Any) -> bool:
+    """Does a grade or comment row hold a score or text (not just the empty row every submission gets)?"""
+    keys = ("auto_score", "manual_score", "extra_credit", "auto_comment", "manual_comment")
+    return any(getattr(row, key, None) not in (None, "") for key in keys)
+
+
+def _rows_of(cell: Any) -> list[Any]:
+    """The grade and comment rows submissions have for a cell (a source cell has none)."""
+    return [*(getattr(cell, "grades", None) or ()), *(getattr(cell, "comments", None) or ())]
+
+
+def _has_submission_data(row: Any) -> bool:
+    """Do submissions hold grades or comments for this cell (or for any cell of this notebook)?"""
+    if hasattr(row, "submissions"):             # a notebook
+        return any(_holds_data(x) for snb in row.submissions for x in [*snb.grades, *snb.comments])
+    return any(_holds_data(x) for x in _rows_of(row))
+
+
+def _delete_cell(gb: Gradebook, cell: Any) -> None:
+    """Delete a cell with the empty grade and comment rows submissions have for it."""
+    for x in _rows_of(cell):
+        gb.db.delete(x)
+    gb.db.delete(cell)
+
+
+def check_release(course: Course, assignment: Assignment, release: tuple[NotebookCells, ...]) -> None:
+    """Raise ReleaseError (naming them) when the release drops cells that submissions have grades or
+    comments for: recording the release would lose what was graded."""
+    with open_gradebook(course) as gb:
+        blocked = [what for row, what in _removals(gb, assignment, release) if _has_submission_data(row)]
+    if blocked:
+        raise ReleaseError(
+            f"gradebook {course.gradebook_url}: {assignment.name}: the new release no longer has "
+            f"{', '.join(blocked)}, which submissions have grades or comments for; put it back in the source "
+            f"notebook, or remove those submissions' grades first (nothing was changed)")
+
+
+def apply_release(course: Course, assignment: Assignment, release: tuple[NotebookCells, ...]) -> tuple[str, ...]:
+    """Record the release's cells in the gradebook, with the roster, due date and max scores from
+    course.yml, in one transaction; returns one line per entry created, changed or removed."""
+    from nbgrader.api import GradeCell, SolutionCell, SourceCell, TaskCell
+    from nbgrader.api import Notebook as GbNotebook
+
+    models = {"grade": GradeCell, "solution": SolutionCell, "task": TaskCell, "source": SourceCell}
+
+    def work() -> list[str]:
+        changes = sync_roster(gb, course) + _sync_assignment(gb, course, assignment)
+        for row, what in _removals(gb, assignment, release):
+            if _has_submission_data(row):
+                raise ReleaseError(f"{what}: submissions have grades or comments for it")
+            if isinstance(row, GbNotebook):
+                for kind in CELL_KINDS:
+                    for cell in _cells_of(row, kind):
+                        _delete_cell(gb, cell)
+                for snb in row.submissions:
+                    gb.db.delete(snb)
+            else:
+                _delete_cell(gb, row)
+            if isinstance(row, GbNotebook):
+                gb.db.delete(row)
+            changes.append(f"removed {what}")
+        gb.db.flush()
+        gb.db.expire_all()
+        a = gb.find_assignment(assignment.name)
+        notebooks = {nb.name: nb for nb in a.notebooks}
+        for spec in release:
+            nb = notebooks.get(spec.name)
+            if nb is None:
+                nb = GbNotebook(name=spec.name, assignment=a, kernelspec=spec.kernelspec)
+                gb.db.add(nb)
+                changes.append(f"notebook {assignment.name}/{spec.name}")
+            elif spec.kernelspec and nb.kernelspec != spec.kernelspec:
+                nb.kernelspec = spec.kernelspec
+            for kind in CELL_KINDS:
+                have = {c.name: c for c in _cells_of(nb, kind)}
+                for name, attrs in spec.cells[kind].items():
+                    cell = have.get(name)
+                    if cell is None:
+                        gb.db.add(models[kind](name=name, notebook=nb, **attrs))
+                        changes.append(f"{kind} cell {assignment.name}/{spec.name}/{name}")
+                        continue
+                    for key, value in attrs.items():
+                        if getattr(cell, key) != value:
+                            if kind == "grade" and key == "max_score":
+                                changes.append(f"grade cell {assignment.name}/{spec.name}/{name}: max score "
+                                               f"{cell.max_score:g} -> {value:g}")
+                            setattr(cell, key, value)
+        gb.db.flush()
+        gb.db.expire_all()
+        # course.yml has the last word on max scores; every submission gets rows for new cells
+        changes += [c for c in _sync_assignment(gb, course, assignment) if c not in changes]
+        return changes
+
+    with open_gradebook(course) as gb:
+        return tuple(_commit(gb, work))
+
+
+# --------------------------------------------------------------------------- submissions
+
+def _complete(gb: Gradebook, submission: Any) -> None:
+    """Give `submission` a notebook, grade and comment row for every cell of its assignment."""
+    from nbgrader.api import Comment, Grade, SubmittedNotebook
+
     with gb.db.no_autoflush:   # the rows below are linked before they are complete
         have = {snb.notebook_id: snb for snb in submission.notebooks}
         for notebook in submission.assignment.notebooks:
@@ -132,6 +385,24 @@ def _submission(gb: Gradebook, assignment: str, student_id: str):
                 if cell.id not in commented:
                     gb.db.add(Comment(cell_id=cell.id, notebook=snb))
     gb.db.flush()
+
+
+def _submission(gb: Gradebook, assignment: str, student_id: str) -> Any:
+    """The student's submission, created (with the student) if missing, holding a notebook,
+    grade and comment row for every cell of the assignment. Nothing is committed here."""
+    from nbgrader.api import MissingEntry, Student, SubmittedAssignment
+
+    try:
+        student = gb.find_student(student_id)
+    except MissingEntry:
+        student = Student(id=student_id)
+        gb.db.add(student)
+    try:
+        submission = gb.find_submission(assignment, student_id)
+    except MissingEntry:
+        submission = SubmittedAssignment(assignment=gb.find_assignment(assignment), student=student)
+        gb.db.add(submission)
+    _complete(gb, submission)
     return submission
 
 
@@ -147,9 +418,9 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
     try:
         submission = _submission(gb, assignment.name, result.student)
         if result.submitted_at:
-            # nbgrader keeps naive UTC times
-            submission.timestamp = (dt.datetime.fromisoformat(result.submitted_at)
-                                    .astimezone(dt.UTC).replace(tzinfo=None))
+            submission.timestamp = naive_utc(dt.datetime.fromisoformat(result.submitted_at))
+        extension = assignment.extensions.get(result.student)
+        submission.extension = extension.delta if extension is not None and extension.delta else None
         for i, snb in enumerate(sorted(submission.notebooks, key=lambda n: n.name)):
             snb.late_submission_penalty = (result.late_penalty or None) if i == 0 else None
         for p in assignment.problems:
@@ -162,6 +433,53 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
         raise
 
 
+# --------------------------------------------------------------------------- gradebook -> feedback
+
+def _comment_problem(assignment: Assignment, cell_name: str, source: str) -> str:
+    """The problem a commented cell belongs to: the function it defines, else a problem named at the
+    start of its grade id (`layer_norm_solution`), else "" (the notebook as a whole)."""
+    names = [p.name for p in assignment.problems]
+    for name in names:
+        if re.search(rf"^\s*def\s+{re.escape(name)}\s*\(", source, re.M):
+            return name
+    return next((n for n in sorted(names, key=len, reverse=True) if cell_name.startswith(n)), "")
+
+
+def read_review(gb: Gradebook, assignment: Assignment, student: str) -> Review | None:
+    """The gradebook's view of `student`'s submission (None when it has none)."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        submission = gb.find_submission(assignment.name, student)
+    except MissingEntry:
+        return None
+    problems = []
+    for p in assignment.problems:
+        try:
+            grade = gb.find_grade(p.grade_id, notebook_name(p.notebook), assignment.name, student)
+        except MissingEntry:
+            continue
+        problems.append(ProblemReview(p.name, p.points, grade.auto_score, grade.manual_score,
+                                      float(grade.extra_credit or 0.0)))
+    comments = []
+    for snb in sorted(submission.notebooks, key=lambda n: n.name):
+        sources = {c.name: c.source or "" for c in snb.notebook.source_cells}
+        for comment in snb.comments:
+            text = (comment.manual_comment or "").strip()
+            if text:
+                name = comment.cell.name
+                comments.append((_comment_problem(assignment, name, sources.get(name, "")), text))
+    return Review(student, assignment.name, tuple(problems), tuple(comments))
+
+
+def review_of(course: Course, assignment: Assignment, student: str) -> Review | None:
+    """`read_review` on the course's gradebook."""
+    with open_gradebook(course) as gb:
+        return read_review(gb, assignment, student)
+
+
+# --------------------------------------------------------------------------- batches
+
 class GradebookWriter:
     """The course's gradebook held open for a batch, so each submission is committed as soon as
     it is graded (a batch stopped half-way keeps every grade written so far):
@@ -169,8 +487,10 @@ class GradebookWriter:
         with GradebookWriter(course, assignment) as gb:
             for result in ...:
                 error = gb.record(result)    # None, or "<why>" (that submission rolled back)
+                review = gb.review(student)  # overrides and comments, for the feedback page
 
-    Opening raises CourseError when the gradebook itself is unusable."""
+    Opening syncs the roster, due date and max scores from course.yml (`created` lists what
+    changed), and raises CourseError when the gradebook itself is unusable."""
 
     def __init__(self, course: Course, assignment: Assignment):
         self.course = course
@@ -185,8 +505,9 @@ class GradebookWriter:
         with contextlib.ExitStack() as stack:
             gb = stack.enter_context(open_gradebook(self.course))
             try:
-                self.created = ensure_assignment(gb, self.course, self.assignment)
-            except (InvalidEntry, MissingEntry) as exc:
+                self.created = tuple(_commit(gb, lambda: sync_roster(gb, self.course)
+                                             + _sync_assignment(gb, self.course, self.assignment)))
+            except (InvalidEntry, MissingEntry, ValueError) as exc:
                 raise CourseError(f"gradebook {self.course.gradebook_url}: cannot set up assignment "
                                   f"{self.assignment.name!r} ({exc})") from None
             self._stack = stack.pop_all()
@@ -206,6 +527,16 @@ class GradebookWriter:
         except Exception as exc:  # noqa: BLE001 - that submission is rolled back and reported; the others land
             return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         return None
+
+    def review(self, student: str) -> Review | None:
+        """The gradebook's overrides and comments for `student` (None when it has none or is unreadable)."""
+        if self._gb is None:
+            raise RuntimeError("GradebookWriter used outside its with-block")
+        try:
+            return read_review(self._gb, self.assignment, student)
+        except Exception:  # noqa: BLE001 - the page is still written, without the review
+            self._gb.db.rollback()
+            return None
 
 
 def record_grades(course: Course, assignment: Assignment, results: Iterable[SubmissionResult]) -> GradebookReport:

@@ -103,15 +103,15 @@ def student_error(result: SubmissionResult, limit: int = 300) -> str:
     return truncate(first, limit)
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` via a temporary file in the same folder and os.replace:
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write `data` to `path` via a temporary file in the same folder and os.replace:
     a reader sees the old file or the new one, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -122,6 +122,11 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
             pass
         raise
     return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """`atomic_write_bytes` of `text` as UTF-8 with \\n line ends."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 # --------------------------------------------------------------------------- results.json
@@ -171,6 +176,8 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "raw_score": result.raw_score,
         "late_penalty": result.late_penalty,
         "submitted_at": result.submitted_at or None,
+        "due": result.due or None,
+        "extension": result.extension or None,
         "files": list(result.files),
         "isolation": list(result.isolation),
         "problems": [{"problem": p.problem, "score": p.score, "max_score": p.max_score}
@@ -273,6 +280,7 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
             on_roster=extra.get("on_roster") is not False, files=tuple(_text(f) for f in extra.get("files", [])),
             problem_points=tuple(problems), submitted_at=_text(extra.get("submitted_at")),
             late_penalty=_number(extra.get("late_penalty", 0.0)),
+            due=_text(extra.get("due")), extension=_text(extra.get("extension")),
             isolation=tuple(_text(x) for x in extra.get("isolation", [])))
         return result, _text(extra.get("grading_key"))
     except (KeyError, TypeError, AttributeError) as exc:

@@ -55,3 +55,20 @@ def test_nbgrader_timestamps_are_read_and_bad_ones_noted(tmp_path):
     (tmp_path / "timestamp.txt").write_text("yesterday-ish")
     when, note = submission_time(tmp_path)
     assert when is None and "could not be read as a time" in note
+
+
+def test_an_extension_moves_the_students_due_date():
+    """With a 2-day extension, is a submission 1 day after the due date on time for that student only,
+    and one 3 days after it late by 1 day against their own due date, said so in the note?"""
+    import dataclasses
+
+    from autograder.config import Extension
+
+    a = dataclasses.replace(assignment(penalty_per_day=0.1), extensions={"ada": Extension(days=2)})
+    assert lateness(a, at(days=1), "ada").fraction == 0
+    assert lateness(a, at(days=1), "ada").due == DUE + dt.timedelta(days=2)
+    assert lateness(a, at(days=1), "bob").late_days == 1
+    late = lateness(a, at(days=3), "ada")
+    assert (late.late_days, late.fraction, late.extension) == (1, pytest.approx(0.1), "2 days")
+    assert late.note(5.0) == ("Submitted 1 day(s) after your due date (with your extension of 2 days): "
+                              "late penalty of 10% (5 points).")

@@ -14,7 +14,7 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from autograder.reporting.gradebook import record_grades
 
-from .conftest import NOTEBOOK, POINTS, check, make_course, submission
+from .conftest import NOTEBOOK, POINTS, check, make_assignment, make_course, submission
 
 BIN = Path(sys.executable).parent
 STEM = Path(NOTEBOOK).stem
@@ -178,3 +178,111 @@ def test_nbgrader_export_lists_our_scores(tmp_path, course, assignment, ada, bob
     assert {s: float(r["score"]) for s, r in rows.items()} == {"ada": 30.0, "bob": 12.5, "cy": 0.0}
     assert {r["assignment"] for r in rows.values()} == {"transformer-block"}
     assert {float(r["max_score"]) for r in rows.values()} == {30.0}
+
+
+# --------------------------------------------------------------------------- course.yml -> gradebook
+
+def with_roster(course, tmp_path, text: str):
+    roster = tmp_path / "roster.csv"
+    roster.write_text(text, encoding="utf-8")
+    return dataclasses.replace(course, roster_file=roster)
+
+
+def test_the_roster_reaches_the_gradebook_with_names_and_emails(tmp_path, course, assignment, ada):
+    """Is every roster student created with first and last name and email, and updated when the roster changes?"""
+    course = with_roster(course, tmp_path, "id,first_name,last_name,email\n"
+                                           "ada,Ada,Lovelace,ada@example.edu\nnora,Nora,Noether,nora@example.edu\n")
+    report = record_grades(course, assignment, [ada])
+    assert "student nora" in report.created
+    with Gradebook(course.gradebook_url) as gb:
+        nora = gb.find_student("nora")
+        assert (nora.first_name, nora.last_name, nora.email) == ("Nora", "Noether", "nora@example.edu")
+        with pytest.raises(MissingEntry):
+            gb.find_submission(assignment.name, "nora")
+    course = with_roster(course, tmp_path, "id,first_name,last_name,email\nnora,Nora,Noether,emmy@example.edu\n")
+    assert record_grades(course, assignment, []).created == ("student nora: email",)
+    with Gradebook(course.gradebook_url) as gb:
+        assert gb.find_student("nora").email == "emmy@example.edu"
+        assert gb.find_student("ada").email == "ada@example.edu", "a student who left the roster is kept"
+
+
+def test_changed_points_update_the_gradebook_max_scores(course, assignment, ada):
+    """After course.yml gives silu 8 points instead of 5, does the next batch correct the grade cell?"""
+    release_into(course, assignment)
+    record_grades(course, assignment, [ada])
+    changed = make_assignment(points=(("layer_norm", 15.0), ("split_heads", 10.0), ("silu", 8.0)))
+    report = record_grades(course, changed, [])
+    assert report.created == (f"grade cell transformer-block/{STEM}/test_silu: max score 5 -> 8",)
+    with Gradebook(course.gradebook_url) as gb:
+        assert gb.find_assignment(assignment.name).max_score == 33.0
+        assert gb.find_submission(assignment.name, "ada").max_score == 33.0
+
+
+def test_the_due_date_and_an_extension_reach_the_gradebook(course, ada):
+    """Does the assignment get course.yml's due date, and a student's extension become nbgrader's extension?"""
+    import datetime as dt
+
+    from autograder.config import Extension
+
+    due = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
+    assignment = dataclasses.replace(make_assignment(), due=due, extensions={"ada": Extension(days=2, hours=6)})
+    record_grades(course, assignment, [dataclasses.replace(ada, submitted_at="2026-12-16T12:00:00+00:00")])
+    with Gradebook(course.gradebook_url) as gb:
+        sub = gb.find_submission(assignment.name, "ada")
+        assert gb.find_assignment(assignment.name).duedate == dt.datetime(2026, 12, 14, 23, 59)
+        assert sub.extension == dt.timedelta(days=2, hours=6)
+        assert sub.duedate == dt.datetime(2026, 12, 17, 5, 59)
+        assert sub.total_seconds_late == 0, "nbgrader's own lateness counts from the extended due date"
+
+
+def test_a_ta_override_and_comment_are_read_back(course, assignment, ada):
+    """Are a manual score entered in the gradebook and a comment on a solution cell read back per problem?"""
+    from nbgrader.api import SolutionCell, SourceCell
+
+    from autograder.reporting.gradebook import review_of
+
+    release_into(course, assignment)
+    with Gradebook(course.gradebook_url) as gb:
+        nb = gb.find_notebook(STEM, assignment.name)
+        gb.db.add(SolutionCell(name="cell-7f3a", notebook=nb))
+        gb.db.add(SourceCell(name="cell-7f3a", notebook=nb, cell_type="code", locked=False,
+                             source="def split_heads(x, n_heads):\n    raise NotImplementedError()\n"))
+        gb.db.commit()
+    record_grades(course, assignment, [ada])
+    assert review_of(course, assignment, "ada").changed is False
+    with Gradebook(course.gradebook_url) as gb:
+        gb.find_grade("test_layer_norm", STEM, assignment.name, "ada").manual_score = 12.0
+        gb.find_comment("cell-7f3a", STEM, assignment.name, "ada").manual_comment = "  Nice reshape.  "
+        gb.db.commit()
+    review = review_of(course, assignment, "ada")
+    assert review.changed and review.raw_score == 27.0
+    assert review.problem("layer_norm").overridden and review.problem("layer_norm").auto_score == 15.0
+    assert review.comments == (("split_heads", "Nice reshape."),)
+    assert review_of(course, assignment, "nobody") is None
+
+
+def test_a_release_adds_cells_after_submissions_and_refuses_to_drop_graded_ones(course, assignment, ada):
+    """With a submission recorded, does recording a release add its new cells (and their empty grade rows),
+    while a release that drops a graded cell is refused, naming the cell, with nothing changed?"""
+    from autograder.errors import ReleaseError
+    from autograder.reporting.gradebook import NotebookCells, apply_release, check_release
+
+    release_into(course, assignment)
+    record_grades(course, assignment, [ada])
+    grade = {p.grade_id: {"max_score": p.points, "cell_type": "code"} for p in assignment.problems}
+    spec = NotebookCells(STEM, None, {"grade": grade, "solution": {"layer_norm_solution": {}}, "task": {},
+                                      "source": {"setup": {"cell_type": "code", "locked": True, "source": "x = 1",
+                                                           "checksum": "abc"}}})
+    check_release(course, assignment, (spec,))
+    changes = apply_release(course, assignment, (spec,))
+    assert f"solution cell transformer-block/{STEM}/layer_norm_solution" in changes
+    with Gradebook(course.gradebook_url) as gb:
+        assert gb.find_comment("layer_norm_solution", STEM, assignment.name, "ada").manual_comment is None
+        assert gb.find_source_cell("setup", STEM, assignment.name).source == "x = 1"
+    dropped = dataclasses.replace(spec, cells={**spec.cells, "grade": {k: v for k, v in grade.items()
+                                                                       if k != "test_silu"}})
+    with pytest.raises(ReleaseError, match=f"no longer has grade cell {STEM}/test_silu, which submissions have"):
+        check_release(course, assignment, (dropped,))
+    with pytest.raises(ReleaseError, match="test_silu: submissions have grades"):
+        apply_release(course, assignment, (dropped,))
+    assert auto_scores(course, assignment, "ada")["silu"] == 5.0

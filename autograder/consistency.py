@@ -1,0 +1,246 @@
+"""course.yml is the one source of points; the notebooks, the graders and the gradebook must agree with it.
+
+What is written from course.yml (by `course release`):
+
+- each problem's grade cell (`Problem.grade_id`) gets `points` = the problem's points;
+- the intro's points table (a Markdown table headed `| function | points |`) is rewritten with one
+  row per problem of that notebook and the total.
+
+What is checked (by `course validate`, and by `course release` before it builds anything):
+
+- every problem has its grade cell, and every grade cell is a problem (nbgrader adds up the points
+  of every grade cell: one without a problem would count in nbgrader's totals and never be scored);
+- grade-cell points and the table agree with course.yml (named: problem, both numbers);
+- every grader file `graders/test_<name>.py` is for a problem in course.yml, and every problem's
+  function is defined by its notebook.
+
+Notebooks are handled as plain JSON dicts (nbformat 4), so this module can run anywhere.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Assignment, Course, Problem
+from .layout import CourseLayout
+
+TABLE_HEADER = re.compile(r"^\s*\|\s*function\s*\|\s*points\s*\|\s*$", re.IGNORECASE)
+TABLE_ROW = re.compile(r"^\s*\|\s*`?(?P<name>[^`|]+?)`?\s*\|\s*\**(?P<points>[^|*]+?)\**\s*\|\s*$")
+TOTAL_NAMES = ("total", "**total**")
+
+
+def points_text(points: float) -> str:
+    """15 -> "15", 7.5 -> "7.5"."""
+    return f"{points:g}"
+
+
+def _source(cell: dict[str, Any]) -> str:
+    s = cell.get("source", "")
+    return "".join(s) if isinstance(s, list) else str(s)
+
+
+def _nbgrader(cell: dict[str, Any]) -> dict[str, Any]:
+    meta = cell.get("metadata")
+    nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return nbg if isinstance(nbg, dict) else {}
+
+
+def grade_cells(nb: dict[str, Any]) -> dict[str, tuple[int, float | None]]:
+    """grade id -> (cell index, points) for every grade cell (nbgrader metadata `grade: true`)."""
+    out: dict[str, tuple[int, float | None]] = {}
+    for i, cell in enumerate(nb.get("cells", [])):
+        nbg = _nbgrader(cell)
+        if nbg.get("grade") and isinstance(nbg.get("grade_id"), str):
+            points = nbg.get("points")
+            value = float(points) if isinstance(points, (int, float)) and not isinstance(points, bool) else None
+            out[nbg["grade_id"]] = (i, value)
+    return out
+
+
+def notebook_problems(assignment: Assignment, notebook: str) -> tuple[Problem, ...]:
+    return tuple(p for p in assignment.problems if p.notebook == notebook)
+
+
+# --------------------------------------------------------------------------- the intro's table
+
+@dataclass(frozen=True)
+class PointsTable:
+    cell: int                       # index of the markdown cell
+    start: int                      # line of the header within the cell
+    end: int                        # line after the table's last row
+    rows: tuple[tuple[str, str], ...]   # (name, points text) as written, total row included
+
+
+def find_table(nb: dict[str, Any]) -> PointsTable | None:
+    """The first Markdown table headed `| function | points |`, or None."""
+    for i, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "markdown":
+            continue
+        lines = _source(cell).split("\n")
+        for start, line in enumerate(lines):
+            if not TABLE_HEADER.match(line):
+                continue
+            end = start + 1
+            while end < len(lines) and lines[end].strip().startswith("|"):
+                end += 1
+            rows = []
+            for row in lines[start + 2:end]:      # after the header and its |---| line
+                m = TABLE_ROW.match(row)
+                if m:
+                    rows.append((m.group("name").strip().strip("*").strip(), m.group("points").strip()))
+            return PointsTable(i, start, end, tuple(rows))
+    return None
+
+
+def table_lines(problems: tuple[Problem, ...]) -> list[str]:
+    """The points table for `problems`, as the intro shows it."""
+    lines = ["| function | points |", "|---|---:|"]
+    lines += [f"| `{p.name}` | {points_text(p.points)} |" for p in problems]
+    lines.append(f"| **total** | **{points_text(sum(p.points for p in problems))}** |")
+    return lines
+
+
+# --------------------------------------------------------------------------- writing
+
+def write_points(nb: dict[str, Any], assignment: Assignment, notebook: str) -> list[str]:
+    """Set `nb`'s grade-cell points and its points table from course.yml (in place); returns one line
+    per change, e.g. "grade cell test_silu: 5 -> 8 points". Grade cells that are not problems and
+    problems without a grade cell are left alone (see `notebook_problems_found`)."""
+    changes = []
+    cells = nb.get("cells", [])
+    found = grade_cells(nb)
+    for p in notebook_problems(assignment, notebook):
+        if p.grade_id not in found:
+            continue
+        index, old = found[p.grade_id]
+        if old != p.points:
+            _nbgrader(cells[index])["points"] = int(p.points) if float(p.points).is_integer() else p.points
+            changes.append(f"grade cell {p.grade_id}: {points_text(old) if old is not None else 'no'} -> "
+                           f"{points_text(p.points)} points")
+    table = find_table(nb)
+    if table is not None:
+        cell = cells[table.cell]
+        lines = _source(cell).split("\n")
+        new = table_lines(notebook_problems(assignment, notebook))
+        if lines[table.start:table.end] != new:
+            lines[table.start:table.end] = new
+            cell["source"] = "\n".join(lines)
+            changes.append("points table in the intro rewritten from course.yml")
+    return changes
+
+
+# --------------------------------------------------------------------------- checking
+
+def notebook_problems_found(nb: dict[str, Any], assignment: Assignment, notebook: str, where: str) -> list[str]:
+    """What `course release` cannot fix from course.yml: a problem without its grade cell, a grade
+    cell that is no problem. One line each, starting with `where` (the notebook's path)."""
+    found = grade_cells(nb)
+    mine = notebook_problems(assignment, notebook)
+    out = [f"{where}: has no grade cell {p.grade_id!r} for problem {p.name} (course.yml)"
+           for p in mine if p.grade_id not in found]
+    known = {p.grade_id for p in mine}
+    for grade_id, (_, points) in found.items():
+        if grade_id not in known:
+            out.append(f"{where}: grade cell {grade_id!r} ({points_text(points) if points is not None else 'no'} "
+                       f"points) is not a problem of this notebook in course.yml, so nbgrader would count its "
+                       f"points and the autograder never score them")
+    return out
+
+
+def points_problems(nb: dict[str, Any], assignment: Assignment, notebook: str, where: str) -> list[str]:
+    """Every disagreement between `nb`'s points (grade cells, intro table) and course.yml, naming the
+    problem and both numbers."""
+    out = notebook_problems_found(nb, assignment, notebook, where)
+    found = grade_cells(nb)
+    mine = notebook_problems(assignment, notebook)
+    for p in mine:
+        if p.grade_id in found:
+            points = found[p.grade_id][1]
+            if points != p.points:
+                out.append(f"{where}: {p.name}: grade cell {p.grade_id} gives "
+                           f"{points_text(points) if points is not None else 'no'} points, course.yml gives "
+                           f"{points_text(p.points)} (run `course release`)")
+    table = find_table(nb)
+    if table is not None:
+        rows = dict(table.rows)
+        for p in mine:
+            shown = rows.pop(p.name, None)
+            if shown is None:
+                out.append(f"{where}: {p.name}: missing from the points table in the intro (course.yml gives "
+                           f"{points_text(p.points)})")
+            elif _number(shown) != p.points:
+                out.append(f"{where}: {p.name}: the points table in the intro gives {shown}, course.yml gives "
+                           f"{points_text(p.points)} (run `course release`)")
+        total = next((rows.pop(n) for n in list(rows) if n.lower() in TOTAL_NAMES), None)
+        want = sum(p.points for p in mine)
+        if total is not None and _number(total) != want:
+            out.append(f"{where}: the points table's total is {total}, course.yml's problems add up to "
+                       f"{points_text(want)} (run `course release`)")
+        for name in rows:
+            out.append(f"{where}: the points table in the intro lists {name}, which is not a problem of this "
+                       f"notebook in course.yml")
+    return out
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- graders and functions
+
+def defined_functions(nb: dict[str, Any]) -> set[str]:
+    """Names of the functions the notebook's code cells define at top level."""
+    names: set[str] = set()
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        source = _source(cell)
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:         # IPython magics and the like: fall back to the text
+            names.update(re.findall(r"^(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(", source, re.M))
+            continue
+        names.update(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return names
+
+
+@dataclass(frozen=True)
+class GraderFile:
+    path: Path
+    problem: str            # from the file name: test_<problem>.py
+
+
+def grader_files(layout: CourseLayout, assignment: Assignment) -> tuple[GraderFile, ...]:
+    folder = layout.graders(assignment.package)
+    if not folder.is_dir():
+        return ()
+    return tuple(GraderFile(p, p.stem[len("test_"):]) for p in sorted(folder.glob("test_*.py")))
+
+
+def graders_problems(course: Course, assignment: Assignment, notebooks: dict[str, dict[str, Any]]) -> list[str]:
+    """A grader file with no problem in course.yml, a problem without a grader file, and a problem
+    whose function its notebook does not define (`notebooks`: file name -> notebook JSON)."""
+    layout = course.layout
+    out = []
+    graders = grader_files(layout, assignment)
+    problems = {p.name: p for p in assignment.problems}
+    for g in graders:
+        if g.problem not in problems:
+            out.append(f"{layout.relative(g.path)}: grades {g.problem}, which is not a problem of "
+                       f"{assignment.name} in course.yml")
+    have = {g.problem for g in graders}
+    for p in assignment.problems:
+        if p.name not in have:
+            out.append(f"{p.name}: no grader file {layout.relative(layout.graders(assignment.package))}/"
+                       f"test_{p.name}.py")
+        nb = notebooks.get(p.notebook)
+        if nb is not None and p.name not in defined_functions(nb):
+            out.append(f"{p.name}: the grader calls {p.name}(), which "
+                       f"{layout.relative(layout.source(assignment.name) / p.notebook)} does not define")
+    return out

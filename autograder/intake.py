@@ -1,0 +1,110 @@
+"""What lies in submitted/ that a batch did not grade, and why: every such file is named, none is
+skipped without a word. Nothing here follows a link or opens a file (entries are lstat-ed).
+
+nbgrader's layout is `submitted/<student>/<assignment>/<notebook>.ipynb` (plus its `timestamp.txt`
+and `submission_secret.txt`); anything else is reported for the assignment being graded:
+
+- a file directly in `submitted/`, or in a student's folder (a notebook one level too high);
+- a student's folder for an assignment course.yml does not know;
+- inside a graded submission, files that are neither one of the assignment's notebooks (or the one
+  graded in place of a renamed notebook) nor nbgrader's bookkeeping files.
+
+Folders of the course's other assignments are left for their own `course autograde`. Names nbgrader
+ignores itself (`.ipynb_checkpoints`, `__pycache__`, `*.pyc`) are ignored here too.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Assignment, Course
+from .grading.lateness import TIMESTAMP_FILE
+from .grading.results import SubmissionResult
+from .notebooks import submission_entries
+
+SECRET_FILE = "submission_secret.txt"     # written by nbgrader submit; release_feedback needs it
+BOOKKEEPING = (TIMESTAMP_FILE, SECRET_FILE)
+IGNORED = (".ipynb_checkpoints", "__pycache__", "*.pyc")   # nbgrader's CourseDirectory.ignore
+
+
+@dataclass(frozen=True)
+class Ungraded:
+    path: str               # relative to the course folder
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+def _ignored(name: str) -> bool:
+    return any(fnmatch.fnmatch(name, pattern) for pattern in IGNORED)
+
+
+def _entries(folder: Path) -> list[tuple[str, int]]:
+    try:
+        return [(n, m) for n, m in submission_entries(folder) if not _ignored(n)]
+    except OSError:
+        return []
+
+
+def ungraded_files(course: Course, assignment: Assignment, results: Iterable[SubmissionResult],
+                   student: str | None = None) -> tuple[Ungraded, ...]:
+    """Every entry under submitted/ (or only `student`'s folder) that grading `assignment` did not
+    read, with the reason; `results` are the batch's results (their `files` are what was graded)."""
+    layout = course.layout
+    known = {a.name for a in course.assignments}
+    graded = {f for r in results for f in r.files}
+    out: list[Ungraded] = []
+    base = layout.submitted_dir
+    if not base.is_dir():
+        return ()
+    top = _entries(base)
+    for name, mode in top:
+        if student is not None and name != student:
+            continue
+        path = base / name
+        if stat.S_ISLNK(mode):
+            continue                        # refused with a reason in that student's results
+        if not stat.S_ISDIR(mode):
+            out.append(Ungraded(layout.relative(path), f"a file directly in {layout.relative(base)}; expected "
+                                f"{layout.relative(layout.submission('<student>', assignment.name))}/<notebook>"))
+            continue
+        for inner, inner_mode in _entries(path):
+            item = path / inner
+            if stat.S_ISDIR(inner_mode):
+                if inner not in known:
+                    out.append(Ungraded(layout.relative(item), f"no assignment {inner!r} in course.yml "
+                                        f"(it has: {', '.join(sorted(known))})"))
+                elif inner == assignment.name:
+                    out.extend(_inside(course, assignment, name, graded))
+            elif not stat.S_ISLNK(inner_mode):
+                where = layout.relative(layout.submission(name, assignment.name))
+                what = "a notebook" if inner.endswith(".ipynb") else "a file"
+                out.append(Ungraded(layout.relative(item), f"{what} directly in the student's folder; expected "
+                                    f"{where}/{inner if inner.endswith('.ipynb') else '...'}"))
+    return tuple(out)
+
+
+def _inside(course: Course, assignment: Assignment, student: str, graded: set[str]) -> list[Ungraded]:
+    layout = course.layout
+    folder = layout.submission(student, assignment.name)
+    expected = set(assignment.notebooks) | set(BOOKKEEPING)
+    out = []
+    for name, mode in _entries(folder):
+        path = folder / name
+        rel = layout.relative(path)
+        if name in expected or rel in graded or os.fspath(path) in graded:
+            continue
+        if stat.S_ISDIR(mode):
+            reason = "a folder inside the submission; only the assignment's notebooks are graded"
+        elif name.endswith(".ipynb"):
+            reason = (f"not one of the assignment's notebooks ({', '.join(assignment.notebooks)}), "
+                      f"so it was not graded")
+        else:
+            reason = "not a notebook of the assignment, so it was not graded"
+        out.append(Ungraded(rel, reason))
+    return out

@@ -1,0 +1,187 @@
+"""nbgrader's own commands, and formgrader's buttons, routed through this course's engine.
+
+A course folder's `nbgrader_config.py` is two lines: `configure(get_config(), <its folder>)`. That
+sets, from course.yml:
+
+- `CourseDirectory.root`, `.db_url`, `.course_id` and `Exchange.root` (course.yml's `exchange`), so
+  `nbgrader release_assignment`, `collect`, `release_feedback`, `export` and formgrader need no flags;
+- `CourseDirectory.ignore` also skips `results.json`: nbgrader's generate_feedback copies every other
+  file of autograded/<student>/<assignment>/ into feedback/, and results.json is instructor-only
+  (hidden tests' names, the replay seed);
+- `Autograde.autograde_preprocessors = [CourseAutograde]`: `nbgrader autograde` and formgrader's
+  Autograde button (`NbGraderAPI.autograde`) grade with this engine (`course autograde --student`),
+  never by running the notebook's visible asserts; when the engine refuses (no sandbox, a course.yml
+  problem) the button fails with that one-line reason;
+- `GenerateFeedback.exporter_class = CourseFeedbackExporter`: `nbgrader generate_feedback` (and its
+  formgrader button) writes our page, from results.json and the gradebook (the same page as `course
+  feedback`), instead of an HTML copy of the notebook;
+- `ExportApp.plugin_class = CourseCsvExport`: `nbgrader export` syncs the roster first (names, emails,
+  a zero row for a student who did not submit) and adds each student's extension and own due date.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from nbconvert.exporters import Exporter
+from nbformat import NotebookNode
+from nbgrader.plugins.export import CsvExportPlugin
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode, default
+
+from .config import Course, load_course
+from .errors import CourseError
+from .layout import NBGRADER_CONFIG, RESULTS_JSON
+
+HOOKS = __name__
+_grading = threading.Lock()      # one batch at a time in a formgrader process
+
+
+def configure(c: Any, course_dir: str | Path) -> Course:
+    """Fill nbgrader's config `c` for the course in `course_dir` (see the module docstring)."""
+    from nbgrader.coursedir import CourseDirectory
+
+    course = load_course(course_dir)
+    root = str(course.root)
+    c.CourseDirectory.root = root
+    c.CourseDirectory.db_url = course.gradebook_url
+    c.CourseDirectory.course_id = course.course_id
+    if course.exchange is not None:
+        c.Exchange.root = str(course.exchange.resolve())
+    ignore = list(CourseDirectory().ignore)
+    c.CourseDirectory.ignore = [*ignore, *([RESULTS_JSON] if RESULTS_JSON not in ignore else [])]
+    c.Autograde.autograde_preprocessors = [CourseAutograde]
+    c.CourseAutograde.course_dir = root
+    c.GenerateFeedback.exporter_class = CourseFeedbackExporter
+    c.GenerateFeedback.preprocessors = []
+    c.CourseFeedbackExporter.course_dir = root
+    c.ExportApp.plugin_class = CourseCsvExport
+    c.CourseCsvExport.course_dir = root
+    return course
+
+
+def _ids(resources: dict[str, Any]) -> tuple[str, str, str]:
+    info = resources.get("nbgrader") or {}
+    return str(info.get("student", "")), str(info.get("assignment", "")), str(info.get("notebook", ""))
+
+
+class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
+    """Stands in for nbgrader's autograde preprocessors: grades the student's whole submission with
+    `course autograde --student` (sandbox, hidden graders, results.json, feedback page, gradebook),
+    then hands nbgrader the autograded copy with our report in its grade cells to write back."""
+
+    course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        import nbformat
+
+        from . import api
+        from .toolpath import tools_on_path
+
+        student, assignment, notebook = _ids(resources)
+        if not (self.course_dir and student and assignment):
+            raise CourseError("nbgrader autograde: CourseAutograde needs the course folder, student and assignment "
+                              "(is nbgrader_config.py calling autograder.nbgrader_hooks.configure?)")
+        # nbgrader calls this once per notebook; the first call grades the submission and writes
+        # results.json, so the assignment's other notebooks find it unchanged and are not graded again.
+        with _grading, tools_on_path():
+            batch = api.autograde(self.course_dir, assignment, student=student, log=self.log.info)
+        for line in (*batch.gradebook_errors, *batch.output_errors, *batch.ungraded):
+            self.log.warning(line)
+        for result in batch.results:
+            if result.state == "crashed":
+                self.log.error("%s: the grader failed for this submission (see its results.json)", student)
+            else:
+                self.log.info("%s: %s/%s points (course autograde)", student, result.score, result.max_score)
+        course = load_course(self.course_dir)
+        ours = course.layout.autograded(student, assignment) / f"{notebook}.ipynb"
+        if ours.is_file():
+            nb = nbformat.read(ours, as_version=4)
+        return nb, resources
+
+
+class CourseFeedbackExporter(Exporter):
+    """`nbgrader generate_feedback`'s exporter: the course's feedback page for the notebook's
+    student (results.json and the gradebook), whatever the notebook holds."""
+
+    course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
+    output_mimetype = "text/html"
+
+    @default("file_extension")
+    def _file_extension_default(self) -> str:
+        return ".html"
+
+    def from_notebook_node(  # type: ignore[override]  # a page, as nbconvert's HTML exporters return
+            self, nb: NotebookNode, resources: dict[str, Any] | None = None, **kw: Any) -> tuple[str, dict[str, Any]]:
+        from . import api
+
+        _, resources = super().from_notebook_node(nb, resources, **kw)
+        student, assignment, _ = _ids(resources)
+        course = load_course(self.course_dir)
+        page = api.student_page(course, course.assignment(assignment), student)
+        resources["output_extension"] = ".html"
+        return page, resources
+
+
+class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
+    """nbgrader's CSV export after syncing the roster into the gradebook, plus two columns:
+    `extension` ("2 days") and `extended_duedate` (the student's own due date), empty without one."""
+
+    course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
+
+    def export(self, gradebook: Any) -> None:
+        from .reporting.gradebook import naive_utc, sync_roster
+
+        course = load_course(self.course_dir)
+        try:
+            sync_roster(gradebook, course)
+            gradebook.db.commit()
+        except BaseException:
+            gradebook.db.rollback()
+            raise
+        super().export(gradebook)
+        dest = self.to or "grades.csv"
+        with open(dest, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            fields = [*(reader.fieldnames or ()), "extension", "extended_duedate"]
+        names = {a.name: a for a in course.assignments}
+        for row in rows:
+            a = names.get(row.get("assignment", ""))
+            ext = a.extensions.get(row.get("student_id", "")) if a is not None else None
+            due = a.due_for(row.get("student_id", "")) if a is not None and ext is not None else None
+            row["extension"] = ext.describe() if ext is not None else ""
+            row["extended_duedate"] = str(naive_utc(due)) if due is not None else ""
+        tmp = f"{dest}.tmp"
+        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, dest)
+
+
+def config_problems(course: Course) -> list[str]:
+    """Where the course's nbgrader_config.py would let nbgrader bypass this engine (empty when it
+    calls `configure`)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    path = course.root / NBGRADER_CONFIG
+    rel = course.layout.relative(path)
+    if not path.is_file():
+        return [f"{rel}: missing, so nbgrader's commands use their own defaults (run them with flags) and "
+                f"`nbgrader autograde` would grade the notebook's visible asserts"]
+    try:
+        cfg = PyFileConfigLoader(NBGRADER_CONFIG, path=str(course.root)).load_config()
+    except Exception as exc:  # noqa: BLE001 - whatever the config file raises is reported in one line
+        return [f"{rel}: cannot be loaded ({type(exc).__name__}: {exc})".splitlines()[0]]
+    out = []
+    if CourseAutograde not in list(cfg.Autograde.get("autograde_preprocessors", [])):
+        out.append(f"{rel}: `nbgrader autograde` (and formgrader's Autograde button) would run nbgrader's own "
+                   f"grading; call autograder.nbgrader_hooks.configure")
+    if cfg.GenerateFeedback.get("exporter_class") is not CourseFeedbackExporter:
+        out.append(f"{rel}: `nbgrader generate_feedback` would overwrite the feedback pages and copy "
+                   f"{RESULTS_JSON} next to them; call autograder.nbgrader_hooks.configure")
+    return out

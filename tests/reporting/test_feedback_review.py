@@ -1,0 +1,65 @@
+"""The page shows what people changed in the gradebook (overrides, extra credit, comments) and a
+student's extension; without a review it is the autograder's page."""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from autograder.reporting.feedback import feedback_view, render_feedback
+from autograder.reporting.review import ProblemReview, Review
+
+from .test_feedback import parse
+
+
+def text_of(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def review_for(result, **changes) -> Review:
+    problems = []
+    for p in result.problem_scores():
+        manual, extra = changes.get(p.problem, (None, 0.0))
+        problems.append(ProblemReview(p.problem, p.max_score, p.score, manual, extra))
+    return Review(result.student, result.assignment, tuple(problems), changes.get("comments", ()))
+
+
+def test_an_override_and_a_comment_reach_the_page(bob, assignment):
+    """With a TA's 9 on split_heads (autograder 0) and a comment on it, do the total, the overview and
+    the "From your instructor" box show them, escaped like every other text?"""
+    review = review_for(bob, split_heads=(9.0, 0.0), comments=(("split_heads", "Shape right, <b>axes</b> swapped."),
+                                                               ("", "See me in office hours.")))
+    html = render_feedback(bob, assignment, review)
+    text = text_of(html)
+    assert "21.5 / 30 points" in text, "12.5 from the autograder, 9 more from the TA"
+    assert "From your instructor" in text
+    assert "Your instructor set the score to 9 of 10 points; the autograder gave 0." in text
+    assert "Shape right, &lt;b&gt;axes&lt;/b&gt; swapped." in html
+    assert "See me in office hours." in text
+    assert "autograder: 0" in text
+    assert not parse(html).errors
+
+
+def test_no_review_and_an_unchanged_review_give_the_autograders_page(bob, assignment):
+    """Is the page the same without a review as with a review that changed nothing?"""
+    plain = render_feedback(bob, assignment)
+    assert render_feedback(bob, assignment, review_for(bob)) == plain
+    assert "From your instructor" not in plain
+
+
+def test_extra_credit_and_the_late_penalty_combine(ada, assignment):
+    """Does extra credit add to the problem, and the late penalty still come off the total?"""
+    late = dataclasses.replace(ada, late_penalty=3.0)
+    view = feedback_view(late, assignment, review_for(late, silu=(None, 2.0)))
+    assert (view.score, view.raw_score, view.late_penalty) == ("29", "32", "3")
+    silu = next(p for p in view.problems if p.name == "silu")
+    assert (silu.score, silu.auto_score) == ("7", "5")
+    assert "including 2 extra credit" in view.instructor[0].text
+
+
+def test_an_extension_shows_the_students_own_due_date(ada, assignment):
+    """Does a student with an extension see their due date and the extension?"""
+    extended = dataclasses.replace(ada, due="2026-12-16T23:59:00+00:00", extension="2 days")
+    assert "Your due date: 2026-12-16 23:59 UTC (with your extension of 2 days)." in text_of(
+        render_feedback(extended, assignment))
+    assert "Your due date" not in render_feedback(dataclasses.replace(ada, due="2026-12-14T23:59:00+00:00"),
+                                                  assignment)

@@ -1,0 +1,128 @@
+"""course.yml is the one source of points: grade cells and the intro's table are written from it, and
+every disagreement (points, graders, functions) is named with both numbers."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+
+import pytest
+
+from autograder.config import load_course
+from autograder.consistency import (
+    defined_functions,
+    find_table,
+    grade_cells,
+    graders_problems,
+    notebook_problems_found,
+    points_problems,
+    write_points,
+)
+from conftest import PROJECT
+
+ASSIGNMENT = "transformer-block"
+NB = "transformer-block.ipynb"
+WHERE = "source/transformer-block/transformer-block.ipynb"
+
+
+@pytest.fixture(scope="module")
+def source() -> dict:
+    return json.loads((PROJECT.source(ASSIGNMENT) / NB).read_text())
+
+
+@pytest.fixture
+def nb(source) -> dict:
+    return copy.deepcopy(source)
+
+
+@pytest.fixture(scope="module")
+def assignment():
+    return load_course(PROJECT.root).assignment(ASSIGNMENT)
+
+
+def with_points(assignment, **points):
+    problems = tuple(dataclasses.replace(p, points=points.get(p.name, p.points)) for p in assignment.problems)
+    return dataclasses.replace(assignment, problems=problems)
+
+
+def test_the_committed_notebooks_agree_with_course_yml(source, assignment):
+    """Do the source and release notebooks carry exactly course.yml's points, in grade cells and table?"""
+    assert points_problems(source, assignment, NB, WHERE) == []
+    release = json.loads((PROJECT.release(ASSIGNMENT) / NB).read_text())
+    assert points_problems(release, assignment, NB, "release") == []
+    assert find_table(source) is not None, "the intro has a points table to keep in step"
+
+
+def test_a_changed_points_value_is_named_with_both_numbers(nb, assignment):
+    """With silu at 8 in course.yml and 5 in the notebook, are the grade cell, the table row and the
+    total each reported, naming the problem and both numbers?"""
+    problems = points_problems(nb, with_points(assignment, silu=8), NB, WHERE)
+    assert f"{WHERE}: silu: grade cell test_silu gives 5 points, course.yml gives 8 (run `course release`)" \
+        in problems
+    assert f"{WHERE}: silu: the points table in the intro gives 5, course.yml gives 8 (run `course release`)" \
+        in problems
+    assert any("total is 100, course.yml's problems add up to 103" in p for p in problems)
+    assert len(problems) == 3
+
+
+def test_writing_points_makes_the_notebook_agree(nb, assignment):
+    """Does write_points set the grade cell and rewrite the table, and change nothing a second time?"""
+    changed = with_points(assignment, silu=8, layer_norm=12.5)
+    lines = write_points(nb, changed, NB)
+    assert "grade cell test_silu: 5 -> 8 points" in lines
+    assert "grade cell test_layer_norm: 12 -> 12.5 points" in lines
+    assert points_problems(nb, changed, NB, WHERE) == []
+    assert grade_cells(nb)["test_silu"][1] == 8
+    table = find_table(nb)
+    assert table is not None
+    assert ("silu", "8") in table.rows and ("total", "103.5") in table.rows
+    assert write_points(nb, changed, NB) == []
+
+
+def test_writing_points_keeps_an_agreeing_notebook_byte_for_byte(nb, source, assignment):
+    """Is a notebook that already agrees left exactly as it was?"""
+    assert write_points(nb, assignment, NB) == []
+    assert nb == source
+
+
+def test_a_problem_without_grade_cell_and_a_stray_grade_cell_are_named(nb, assignment):
+    """Are a problem whose grade cell is missing and a grade cell that is no problem both reported?"""
+    cell = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "test_silu")
+    cell["metadata"]["nbgrader"]["grade_id"] = "test_silu_extra"
+    found = notebook_problems_found(nb, assignment, NB, WHERE)
+    assert f"{WHERE}: has no grade cell 'test_silu' for problem silu (course.yml)" in found
+    assert any(p.startswith(f"{WHERE}: grade cell 'test_silu_extra' (5 points) is not a problem") for p in found)
+
+
+def test_the_table_lists_every_problem_and_only_problems(nb, assignment):
+    """Is a problem missing from the table, or a table row for no problem, reported by name?"""
+    table = find_table(nb)
+    cell = nb["cells"][table.cell]
+    text = "".join(cell["source"]).replace("| `silu` | 5 |", "| `gelu` | 5 |")
+    cell["source"] = text
+    problems = points_problems(nb, assignment, NB, WHERE)
+    assert any("silu: missing from the points table" in p for p in problems)
+    assert any("lists gelu, which is not a problem" in p for p in problems)
+
+
+def test_graders_and_functions_agree_for_this_course(source, assignment):
+    """Does every grader file have its problem and every problem's function exist in the notebook?"""
+    course = load_course(PROJECT.root)
+    assert graders_problems(course, assignment, {NB: source}) == []
+    assert {p.name for p in assignment.problems} <= defined_functions(source)
+
+
+def test_a_grader_with_no_problem_and_a_function_the_notebook_lacks_are_named(course_copy, nb):
+    """Is a grader file with no problem in course.yml reported, and a problem whose function the
+    notebook does not define?"""
+    course = load_course(course_copy)
+    a = course.assignment(ASSIGNMENT)
+    (course.layout.graders(a.package) / "test_gelu.py").write_text("def test_gelu():\n    pass\n")
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            cell["source"] = "".join(cell["source"]).replace("def silu(", "def my_silu(")
+    problems = graders_problems(course, a, {NB: nb})
+    assert ("assignments/transformer_block/graders/test_gelu.py: grades gelu, which is not a problem of "
+            "transformer-block in course.yml") in problems
+    assert f"silu: the grader calls silu(), which {WHERE} does not define" in problems
+    assert len(problems) == 2

@@ -1,0 +1,70 @@
+"""nbgrader_config.py routes nbgrader through the course: folders, course id and exchange from course.yml,
+results.json kept out of feedback/, autograde/generate_feedback/export through this engine."""
+from __future__ import annotations
+
+from traitlets.config.loader import PyFileConfigLoader
+
+from autograder.config import load_course
+from autograder.layout import NBGRADER_CONFIG
+from autograder.nbgrader_hooks import CourseAutograde, CourseCsvExport, CourseFeedbackExporter, config_problems
+
+
+def loaded(course_dir):
+    return PyFileConfigLoader(NBGRADER_CONFIG, path=str(course_dir)).load_config()
+
+
+def test_the_course_config_sets_nbgrader_from_course_yml(course_copy):
+    """Does the shipped nbgrader_config.py give nbgrader the course's root, gradebook, course id and
+    exchange (resolved), ignore results.json, and route autograde, feedback and export through us?"""
+    config = load_course(course_copy).layout.config
+    config.write_text(config.read_text() + "exchange: ../exchange\n")
+    course = load_course(course_copy)
+    cfg = loaded(course_copy)
+    assert cfg.CourseDirectory.root == str(course.root)
+    assert cfg.CourseDirectory.db_url == course.gradebook_url
+    assert cfg.CourseDirectory.course_id == "dl-attention"
+    assert cfg.Exchange.root == str(course_copy.resolve().parent / "exchange")
+    assert "results.json" in cfg.CourseDirectory.ignore and ".ipynb_checkpoints" in cfg.CourseDirectory.ignore
+    assert cfg.Autograde.autograde_preprocessors == [CourseAutograde]
+    assert cfg.GenerateFeedback.exporter_class is CourseFeedbackExporter
+    assert cfg.ExportApp.plugin_class is CourseCsvExport
+    assert config_problems(course) == []
+
+
+def test_a_config_that_bypasses_the_engine_is_reported(course_copy):
+    """Is an nbgrader_config.py that only sets the folders, or none at all, reported by validate's check?"""
+    course = load_course(course_copy)
+    path = course_copy / NBGRADER_CONFIG
+    path.write_text(f"c = get_config()\nc.CourseDirectory.root = {str(course_copy)!r}\n")
+    problems = config_problems(course)
+    assert len(problems) == 2
+    assert problems[0].startswith("nbgrader_config.py: `nbgrader autograde` (and formgrader's Autograde button) "
+                                  "would run nbgrader's own grading")
+    assert "`nbgrader generate_feedback` would overwrite the feedback pages" in problems[1]
+    path.unlink()
+    assert config_problems(course)[0].startswith("nbgrader_config.py: missing")
+
+
+def test_export_of_an_empty_gradebook_keeps_nbgraders_columns(course_copy):
+    """Does `nbgrader export` through the course's plugin write nbgrader's header plus the extension
+    columns when there is nothing to list yet, and put the roster in the gradebook?"""
+    import csv
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from nbgrader.api import Gradebook
+
+    (course_copy / "roster.csv").write_text("id,first_name,last_name,email\nada,Ada,Lovelace,ada@example.edu\n")
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    done = subprocess.run([str(bin_dir / "nbgrader"), "export", "--to", "grades.csv"], cwd=course_copy, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with open(course_copy / "grades.csv", newline="", encoding="utf-8") as fh:
+        header = next(csv.reader(fh))
+    assert header[:4] == ["assignment", "duedate", "timestamp", "student_id"]
+    assert header[-2:] == ["extension", "extended_duedate"]
+    with Gradebook(load_course(course_copy).gradebook_url) as gb:
+        assert gb.find_student("ada").email == "ada@example.edu"
