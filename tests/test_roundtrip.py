@@ -41,6 +41,7 @@ ROSTER = ("id,first_name,last_name,email\n"
 # nbgrader's exchange keeps released pages in <exchange>/<course id>/feedback/, and fetch_feedback puts
 # them in <assignment>/feedback/<timestamp>/ in the student's home: exchange folders, not course steps.
 EXCHANGE_FEEDBACK = "feedback"
+OVERRIDE = 10.0                            # the TA's layer_norm score for kat (below its points)
 COMMENT = "Right idea; LayerNorm divides by d, not d - 1. Partial credit restored."
 
 
@@ -139,7 +140,7 @@ def trip(tmp_path_factory) -> Trip:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:      # as formgrader saves them
         grade = gb.find_grade("test_layer_norm", STEM, A, "kat")
         auto_before = grade.auto_score
-        grade.manual_score = 12.0
+        grade.manual_score = OVERRIDE
         gb.find_comment("layer_norm_solution", STEM, A, "kat").manual_comment = COMMENT
         gb.db.commit()
     log["feedback"] = course_cmd(course, instructor, "feedback", A)
@@ -172,18 +173,21 @@ def test_release_puts_the_roster_and_due_date_in_the_gradebook(trip):
     due date and the grade cells?"""
     out = trip.log["release"].stdout
     assert "gradebook: student ada; student kat; student nora; assignment transformer-block (due " in out
-    assert "8 grade cells added" in out
+    problems = yaml.safe_load((trip.course / "course.yml").read_text())["assignments"][0]["problems"]
+    assert f"{len(problems)} grade cells added" in out
     due = yaml.safe_load((trip.course / "course.yml").read_text())["assignments"][0]["due"]
     due = dt.datetime.fromisoformat(due) if isinstance(due, str) else due
     assert f"assignment transformer-block (due {due.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC)" in out
 
 
 def test_students_receive_our_page_with_the_override_and_the_comment(trip):
-    """Does `nbgrader fetch_feedback` give kat our page, with the TA's 12 points and comment, and ada hers?"""
+    """Does `nbgrader fetch_feedback` give kat our page, with the TA's override and comment, and ada hers?"""
     kat = text_of(fetched_page(trip, "kat"))
     assert "From your instructor" in kat and COMMENT in kat
-    assert f"Your instructor set the score to 12 of 15 points; the autograder gave {trip.auto_before:g}." in kat
-    total = trip.results["kat"]["score"] + 12.0 - trip.auto_before
+    points = {p["problem"]: p["max_score"] for p in trip.results["kat"]["extra_data"]["problems"]}["layer_norm"]
+    assert f"Your instructor set the score to {OVERRIDE:g} of {points:g} points; the autograder gave " \
+        f"{trip.auto_before:g}." in kat
+    total = trip.results["kat"]["score"] + OVERRIDE - trip.auto_before
     assert f"{total:g} / 100 points" in kat
     assert "Your due date:" in kat and "(with your extension of 3 days)" in kat
     ada = text_of(fetched_page(trip, "ada"))
@@ -217,7 +221,7 @@ def test_export_has_names_emails_a_zero_row_and_totals_from_results_json(trip):
     assert float(rows["ada"]["score"]) == pytest.approx(ada["score"])
     kat = trip.results["kat"]
     assert float(rows["kat"]["late_submission_penalty"]) == kat["extra_data"]["late_penalty"] == 0.0
-    assert float(rows["kat"]["score"]) == pytest.approx(kat["score"] + 12.0 - trip.auto_before)
+    assert float(rows["kat"]["score"]) == pytest.approx(kat["score"] + OVERRIDE - trip.auto_before)
     assert {r["max_score"] for r in rows.values()} == {"100.0"}
 
 
@@ -265,7 +269,7 @@ def test_formgraders_autograde_button_runs_our_engine(trip):
     with Gradebook(f"sqlite:///{trip.course / 'gradebook.db'}") as gb:
         scores = {p["problem"]: p["score"] for p in again["extra_data"]["problems"]}
         assert gb.find_grade("test_layer_norm", STEM, A, "ada").auto_score == scores["layer_norm"]
-        assert gb.find_grade("test_layer_norm", STEM, A, "kat").manual_score == 12.0
+        assert gb.find_grade("test_layer_norm", STEM, A, "kat").manual_score == OVERRIDE
     nb = json.loads((trip.layout.autograded("ada", A) / NB).read_text())
     grade_outputs = [o for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")
                      for o in c.get("outputs", [])]
@@ -322,7 +326,7 @@ def test_changing_points_after_submissions(trip):
     assert "| `silu` | 8 |" in "".join(released["cells"][0]["source"])
     with Gradebook(f"sqlite:///{trip.course / 'gradebook.db'}") as gb:
         assert gb.find_assignment(A).max_score == 103.0
-        assert gb.find_grade("test_layer_norm", STEM, A, "kat").manual_score == 12.0
+        assert gb.find_grade("test_layer_norm", STEM, A, "kat").manual_score == OVERRIDE
     course_cmd(trip.course, instructor, "autograde", A, "--force")
     assert results_json(trip.course, "ada")["max_score"] == 103.0
     with Gradebook(f"sqlite:///{trip.course / 'gradebook.db'}") as gb:
