@@ -163,19 +163,19 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
 
     Submissions are graded by warm workers (autograder.batch): `workers` processes on this machine
     (default: the cores available; one runs in this process), or the workers of the Dask cluster
-    whose scheduler is at `scheduler`. This process alone writes results: each student's
-    results.json and feedback page as soon as their result arrives; one gradebook writer process
-    (so grading never waits for nbgrader) commits their grades and copies their notebooks into
-    autograded/ for the formgrader, and has finished when this returns. A batch stopped at any
-    point and run again finishes with every grade present once: a submission whose content, seed
-    and graders are unchanged since its results.json was written is not graded again unless
-    `force` (see grading.fingerprint); it is listed in `BatchResult.skipped`, and its grades are
-    written again. `progress(done, total)` is
+    whose scheduler is at `scheduler`. Each student's feedback page is written as soon as their
+    result arrives; one gradebook writer process (so grading never waits for nbgrader) then
+    commits their grades in one transaction and copies their notebooks into autograded/ for the
+    formgrader; once it has, this process writes their results.json, last: its grading key marks
+    the student as done. So a batch stopped at any point and run again finishes with every grade
+    present once: a submission whose content, seed and graders are unchanged since its
+    results.json was written is not graded again unless `force` (see grading.fingerprint); it is
+    listed in `BatchResult.skipped`, and its grades are written again. `progress(done, total)` is
     called as results are written. The results are in student order, whatever the workers.
     """
     from .batch.pool import make_pool
     from .batch.worker import Task
-    from .batch.writer import GradebookProcess
+    from .batch.writer import GradebookProcess, Recorded
     from .grading.fingerprint import graders_version, grading_key, submission_hash
     from .grading.seeds import course_secret, student_seed
 
@@ -228,13 +228,24 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 for _, result in pool.run(tasks):
                     yield result, True
 
+        fresh_keys: dict[str, str] = {}
+
+        def settle(acks: list[Recorded]) -> None:
+            """Once the writer has a student's grades in (or has given up on them), results.json."""
+            for ack in acks:
+                if ack.student in fresh_keys:
+                    output_errors.extend(_write_results_json(course, a, ack.student, by_student[ack.student],
+                                                             fresh_keys.pop(ack.student)))
+
         for result, fresh in arriving():
             sid = result.student
             by_student[sid] = result
-            # the page without the gradebook's review: the writer rewrites it if people changed grades
-            output_errors.extend(_write_outputs(course, a, sid, folders[sid], result, keys[sid], None,
-                                                fresh=fresh, refused=sid in refused, formgrader=False))
+            # the page at once, without the gradebook's review: the writer rewrites it if people
+            # changed grades or commented there
+            output_errors.extend(_write_page(course, a, sid, result, None, fresh=fresh))
             copy = needs_formgrader_copy(course, a, sid, fresh=fresh, refused=sid in refused)
+            if fresh:
+                fresh_keys[sid] = keys[sid]
             gradebook.record(result, copy_from=folders[sid] if copy else None)
             log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
                 f"{result.score:6.2f}/{result.max_score:g}"
@@ -243,7 +254,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 + (f"  {result.execution_time:.2f} s" if fresh else "  (not graded again)"))
             if progress is not None:
                 progress(len(by_student), len(todo))
+            settle(gradebook.recorded())
         pool.close()                             # the workers go before the wait for the gradebook
+        settle(gradebook.recorded(wait=True))
         book = gradebook.finish()
     output_errors.extend(book.output_errors)
     results = tuple(by_student[sid] for sid, _ in todo if sid in by_student)
@@ -392,32 +405,28 @@ def _previous_result(course: Course, a: Assignment, sid: str, key: str) -> Submi
     return stored[0]
 
 
-def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult, key: str,
-                   review: Review | None, *, fresh: bool, refused: bool, formgrader: bool = True) -> list[str]:
-    """Write what the batch produces for one student; each step's failure is reported, none stops
-    the batch. results.json comes last: its grading key marks the student as done. Without
-    `formgrader`, the copy for the formgrader is left to `write_formgrader_copy` (which a batch's
-    gradebook writer process calls, since it needs nbformat, slow to import)."""
+def _write_page(course: Course, a: Assignment, sid: str, result: SubmissionResult, review: Review | None, *,
+                fresh: bool) -> list[str]:
+    """The student's feedback page (when graded afresh, or missing); its failure is one line."""
     from .reporting.feedback import feedback_filename
+
+    feedback = course.layout.feedback(sid, a.name)
+    if not fresh and (feedback / feedback_filename(result)).is_file():
+        return []
+    return _run_steps(sid, [("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review))])
+
+
+def _write_results_json(course: Course, a: Assignment, sid: str, result: SubmissionResult, key: str) -> list[str]:
+    """autograded/<student>/<assignment>/results.json, written last for a student: its grading key
+    marks them as done (see grading.fingerprint). Its failure is one line."""
     from .reporting.results_json import write_results_json
 
-    layout = course.layout
-
     def results() -> None:
-        _inside(course, layout.autograded(sid, a.name))
-        write_results_json(result, layout.results_json(sid, a.name),
+        _inside(course, course.layout.autograded(sid, a.name))
+        write_results_json(result, course.layout.results_json(sid, a.name),
                            grading_key=key if result.state == "graded" else None)
 
-    steps: list[tuple[str, Callable[[], object]]] = []
-    if formgrader and fresh and not refused:
-        steps.append(("copying the notebooks into autograded/",
-                      lambda: write_formgrader_copy(course, a, sid, folder, result)))
-    feedback = layout.feedback(sid, a.name)
-    if fresh or not (feedback / feedback_filename(result)).is_file():
-        steps.append(("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review)))
-    if fresh:
-        steps.append(("writing results.json", results))
-    return _run_steps(sid, steps)
+    return _run_steps(sid, [("writing results.json", results)])
 
 
 def _run_steps(sid: str, steps: list[tuple[str, Callable[[], object]]]) -> list[str]:
@@ -467,7 +476,7 @@ def gradebook_side_outputs(course: Course, a: Assignment, sid: str, folder: Path
     """What a batch's gradebook writer process writes for one student once their grades are in:
     the formgrader copy (when `folder`, the submission, is given), the bookkeeping files of the
     feedback folder (from that copy), and the feedback page again when people changed grades or
-    commented in the gradebook. Each step's failure is one line, as `_write_outputs` reports."""
+    commented in the gradebook. Each step's failure is one line, as the batch's other outputs report."""
     steps: list[tuple[str, Callable[[], object]]] = []
     if folder is not None:
         steps.append(("copying the notebooks into autograded/",

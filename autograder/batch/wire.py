@@ -36,6 +36,10 @@ class Connection:
     def send(self, message: dict[str, Any]) -> None:
         self.sock.sendall(encode(message))
 
+    def has_pending(self) -> bool:
+        """Whether a complete message is already buffered (without taking it)."""
+        return b"\n" in self._buffer
+
     def pending(self) -> dict[str, Any] | None:
         """A complete message already buffered, if any."""
         end = self._buffer.find(b"\n")

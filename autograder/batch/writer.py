@@ -14,16 +14,20 @@ the gradebook holds a person's overrides or comments for them (api.gradebook_sid
 
     with GradebookProcess(course_dir, assignment) as gb:
         gb.record(result, copy_from=folder)   # returns at once
+        for ack in gb.recorded():             # acknowledgements so far (wait=True: all of them)
+            ...                               # Recorded(student, error, output_errors)
         report = gb.finish()                  # waits for every commit: WriterReport
 """
 from __future__ import annotations
 
 import argparse
 import os
+import select
 import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,15 +40,24 @@ OPEN_SECONDS = 600.0       # generous: nbgrader's import and a new gradebook's m
 
 
 @dataclass(frozen=True)
+class Recorded:
+    """The writer is done with one student: their grades committed (or why not) and its other files."""
+    student: str
+    error: str | None = None                 # why the grades were not committed (rolled back), or None
+    output_errors: tuple[str, ...] = ()      # "<student>: <why>" for its files that could not be written
+
+
+@dataclass(frozen=True)
 class WriterReport:
     gradebook: GradebookReport
-    output_errors: tuple[str, ...] = ()      # "<student>: <why>" for formgrader copies that failed
+    output_errors: tuple[str, ...] = ()      # "<student>: <why>" for the writer's files that failed
 
 
 class GradebookProcess:
-    """A writer process for the course's gradebook (see the module's docstring). A submission
-    that could not be written is listed in `finish()`'s report as failed, the others land; when
-    the gradebook itself cannot be opened, every submission is listed with that reason."""
+    """A writer process for the course's gradebook (see the module's docstring). Each result sent
+    with `record` is acknowledged once, in order, by `recorded()`: committed, or why not (a
+    submission rolled back; the gradebook unusable; the writer gone), so nothing is ever lost
+    silently."""
 
     def __init__(self, course_dir: str | Path, assignment: str):
         self.course_dir = str(Path(course_dir).resolve())
@@ -52,7 +65,11 @@ class GradebookProcess:
         self._conn: Connection | None = None
         self._popen: subprocess.Popen[bytes] | None = None
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - held for the process, closed in close()
-        self._sent: list[str] = []
+        self._waiting: deque[str] = deque()     # students sent, not yet acknowledged
+        self._acks: list[Recorded] = []         # acknowledged, not yet handed out by recorded()
+        self._all: list[Recorded] = []
+        self._created: tuple[str, ...] = ()
+        self._gone = ""                         # why the writer cannot write anything more
 
     def __enter__(self) -> GradebookProcess:
         self.start()
@@ -70,6 +87,7 @@ class GradebookProcess:
                                            stderr=self._log, pass_fds=(fd,), cwd=self.course_dir)
         finally:
             os.close(fd)
+        conn.sock.settimeout(OPEN_SECONDS)
         self._conn = conn
 
     def record(self, result: SubmissionResult, *, copy_from: Path | None = None) -> None:
@@ -77,58 +95,81 @@ class GradebookProcess:
         `copy_from` (the submission folder), the formgrader copy is written too."""
         if self._conn is None:
             raise RuntimeError("GradebookProcess used before start()")
-        self._sent.append(result.student)
+        if self._gone:
+            self._ack(Recorded(result.student, self._gone))
+            return
+        self._waiting.append(result.student)
         try:
             self._conn.send({"op": "record", "result": result_to_dict(result),
                              "copy_from": str(copy_from) if copy_from is not None else None})
         except OSError:
-            pass                      # the writer stopped: finish() says why
+            self._stopped()
+
+    def recorded(self, *, wait: bool = False) -> list[Recorded]:
+        """The acknowledgements that arrived since the last call; with `wait`, first wait until
+        every result sent so far is acknowledged."""
+        while self._waiting and self._conn is not None:
+            if not wait and not self._conn.has_pending() and not select.select([self._conn.sock], [], [], 0)[0]:
+                break
+            self._read_one()
+        acks, self._acks = self._acks, []
+        return acks
+
+    def _read_one(self) -> None:
+        assert self._conn is not None
+        try:
+            msg = self._conn.recv()
+        except (WireClosed, OSError, ValueError):
+            self._stopped()
+            return
+        op = msg.get("op")
+        if op == "open":
+            self._created = tuple(str(c) for c in msg.get("created", ()))
+        elif op == "failed":                    # the gradebook itself is unusable: no grade lands
+            self._gone = str(msg.get("message", "the gradebook could not be opened"))
+            while self._waiting:
+                self._ack(Recorded(self._waiting.popleft(), self._gone))
+        elif op == "recorded" and self._waiting:
+            student = self._waiting.popleft()
+            error = msg.get("error")
+            self._ack(Recorded(student, None if error is None else str(error),
+                               tuple(str(e) for e in msg.get("output_errors", ()))))
+
+    def _ack(self, ack: Recorded) -> None:
+        self._acks.append(ack)
+        self._all.append(ack)
+
+    def _stopped(self) -> None:
+        if not self._gone:
+            self._gone = f"the gradebook writer stopped ({self._stderr_tail()})"
+        while self._waiting:
+            self._ack(Recorded(self._waiting.popleft(), self._gone))
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def finish(self) -> WriterReport:
-        """Wait until every queued result is committed (or refused) and the writer has exited."""
-        if self._conn is None:
-            raise RuntimeError("GradebookProcess used before start()")
-        conn = self._conn
-        created: tuple[str, ...] = ()
-        recorded: list[str] = []
-        failed: list[tuple[str, str]] = []
-        output_errors: list[str] = []
-        opened = False
-        conn.sock.settimeout(OPEN_SECONDS)
-        try:
-            conn.send({"op": "done"})
-        except OSError:
-            pass
-        try:
-            while True:
-                if len(recorded) + len(failed) >= len(self._sent) and opened:
-                    break
-                msg = conn.recv()
-                op = msg.get("op")
-                if op == "failed":           # the gradebook itself is unusable: no grade landed
-                    why = str(msg.get("message", "the gradebook could not be opened"))
-                    failed = [(s, why) for s in self._sent] or [("(gradebook)", why)]
-                    recorded = []
-                    break
-                if op == "open":
-                    opened = True
-                    created = tuple(str(c) for c in msg.get("created", ()))
-                elif op == "recorded":
-                    output_errors.extend(str(e) for e in msg.get("output_errors", ()))
-                    if msg.get("error") is None:
-                        recorded.append(str(msg["student"]))
-                    else:
-                        failed.append((str(msg["student"]), str(msg["error"])))
-        except (WireClosed, OSError, ValueError):
-            done = set(recorded) | {s for s, _ in failed}
-            why = f"the gradebook writer stopped ({self._stderr_tail()})"
-            failed.extend((s, why) for s in self._sent if s not in done)
-            if not self._sent:
-                failed.append(("(gradebook)", why))
-        finally:
-            self.close()
-        return WriterReport(GradebookReport(recorded=tuple(recorded), failed=tuple(failed), created=created),
-                            tuple(output_errors))
+        """Wait for every acknowledgement and for the writer to exit; the whole batch's report
+        (including acknowledgements not yet handed out by `recorded`)."""
+        self.recorded(wait=True)
+        if self._conn is not None:
+            try:
+                self._conn.send({"op": "done"})
+                while self._conn is not None:       # whatever is left ("open" when nothing was sent)
+                    msg = self._conn.recv()
+                    if msg.get("op") == "open":
+                        self._created = tuple(str(c) for c in msg.get("created", ()))
+                    elif msg.get("op") == "failed":
+                        self._gone = str(msg.get("message", "the gradebook could not be opened"))
+            except (WireClosed, OSError, ValueError):
+                pass
+        if self._gone and not self._all:
+            self._all.append(Recorded("(gradebook)", self._gone))
+        self.close()
+        report = GradebookReport(recorded=tuple(a.student for a in self._all if a.error is None),
+                                 failed=tuple((a.student, a.error) for a in self._all if a.error is not None),
+                                 created=self._created)
+        return WriterReport(report, tuple(e for a in self._all for e in a.output_errors))
 
     def _stderr_tail(self) -> str:
         if self._popen is not None:
@@ -156,7 +197,12 @@ class GradebookProcess:
                 self._popen.kill()
                 self._popen.wait()
             self._popen = None
-        self._log.close()
+        if not self._log.closed:
+            self._log.close()
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    return " ".join(text.split())[:limit]
 
 
 def serve(fd: int, course_dir: str, assignment_name: str) -> int:
@@ -172,10 +218,10 @@ def serve(fd: int, course_dir: str, assignment_name: str) -> int:
         writer = GradebookWriter(course, assignment)
         writer.__enter__()
     except CourseError as exc:
-        conn.send({"op": "failed", "message": str(exc)})
+        conn.send({"op": "failed", "message": _one_line(str(exc))})
         return 2
     except Exception as exc:  # noqa: BLE001 - sent to the driver as one line
-        conn.send({"op": "failed", "message": f"gradebook: {type(exc).__name__}: {exc}".splitlines()[0]})
+        conn.send({"op": "failed", "message": _one_line(f"gradebook: {type(exc).__name__}: {exc}")})
         return 2
     try:
         conn.send({"op": "open", "created": list(writer.created)})

@@ -15,6 +15,7 @@ from autograder.config import Assignment, Course, LatePolicy, Limits, Problem, T
 from autograder.grading import engine
 from autograder.grading.results import CheckOutcome, TestResult
 from autograder.grading.session import GraderRun, GraderSession, InstructorCode
+from autograder.layout import CourseLayout
 from autograder.sandbox.outcomes import CellOutcome, ExecutionReport, NotebookFailed
 
 TOL = {"float64": Tolerance(1e-7, 1e-9), "float32": Tolerance(1e-4, 1e-5)}
@@ -42,12 +43,12 @@ def notebook(*cells: tuple[str, dict]) -> str:
 
 def test_load_reads_notebooks_files_notes_and_the_submission_time(tmp_path):
     """Does `load` give the code cells (test cells marked), the files relative to the course, and the timestamp?"""
-    folder = tmp_path / "submitted" / "ada" / "hw"
+    a = assignment(double=2)
+    folder = CourseLayout(tmp_path).submission("ada", "hw")
     folder.mkdir(parents=True)
     test_meta = {"nbgrader": {"grade": True, "solution": False, "grade_id": "test_double", "points": 2}}
     (folder / NB).write_text(notebook(("def double(x):\n    return 2 * x", {}), ("assert double(1) == 2", test_meta)))
     (folder / "timestamp.txt").write_text("2026-12-02 13:00:00 UTC")
-    a = assignment(double=2)
     sub = engine.load(course(tmp_path, a), a, "ada", folder)
     (name, nb), = sub.notebooks
     assert name == NB and [c.test_of for c in nb.cells] == ["", "test_double"]
