@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -258,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     # about a second; they only serve the "iri" string formats, which neither nbformat nor nbgrader
     # checks (they validate without a format checker). This process goes without them.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+    # Ctrl-C at the terminal reaches this process too: it finishes committing what it was sent
+    # and exits when the batch closes the connection, so no grade that was graded is lost.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from ..toolpath import tools_on_path
 
     with tools_on_path():
