@@ -10,8 +10,7 @@ import shutil
 import stat
 import tempfile
 import time
-import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,13 +23,12 @@ from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
 from .notebooks import RefusedFile, more_code_cells_than, open_regular, read_regular, submission_entries
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
-    from .grading.engine import InstructorCode
     from .release import ReleaseReport
     from .reporting.review import Review
-    from .sandbox.host import SandboxHost
     from .validate import ValidationReport
 
 Log = Callable[[str], None]
+Progress = Callable[[int, int], None]
 RESULTS_READ_MAX_BYTES = 16 * 2**20   # a results.json larger than this is not ours: grade again
 
 
@@ -111,7 +109,7 @@ class BatchResult:
     def grader_failed(self) -> bool:
         """True when the grader itself failed somewhere (not when students did)."""
         return (bool(self.gradebook_errors) or bool(self.output_errors)
-                or any(r.state == "crashed" or r.error for r in self.results))
+                or any(r.grader_failed for r in self.results))
 
 
 def submissions(course: Course, assignment: str, student: str | None = None) -> list[tuple[str, Path]]:
@@ -156,22 +154,30 @@ def _refusal(course: Course, folder: Path) -> str | None:
 
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
               seed: int | None = None, force: bool = False, insecure: bool = False,
-              log: Log = _quiet) -> BatchResult:
+              workers: int | None = None, scheduler: str | None = None,
+              log: Log = _quiet, progress: Progress | None = None) -> BatchResult:
     """Grade submissions; write results.json, feedback pages and the gradebook.
 
     Refuses (SandboxUnavailable, one line) when the sandbox cannot be fully set up on this
     machine, unless `insecure`; the layers that applied are recorded in every results.json.
 
-    Each student's grades are committed to the gradebook as soon as they are graded, then the
-    feedback page and, last, results.json (each written atomically), so a batch stopped at any
-    point and run again finishes with every grade present once. A submission whose content, seed
-    and graders are unchanged since its results.json was written is not graded again unless
-    `force` (see grading.fingerprint); it is listed in `BatchResult.skipped`.
+    Submissions are graded by warm workers (autograder.batch): `workers` processes on this machine
+    (default: the cores available; one runs in this process), or the workers of the Dask cluster
+    whose scheduler is at `scheduler`. Each student's feedback page is written as soon as their
+    result arrives; one gradebook writer process (so grading never waits for nbgrader) then
+    commits their grades in one transaction and copies their notebooks into autograded/ for the
+    formgrader; once it has, this process writes their results.json, last: its grading key marks
+    the student as done. So a batch stopped at any point and run again finishes with every grade
+    present once: a submission whose content, seed and graders are unchanged since its
+    results.json was written is not graded again unless `force` (see grading.fingerprint); it is
+    listed in `BatchResult.skipped`, and its grades are written again. `progress(done, total)` is
+    called as results are written. The results are in student order, whatever the workers.
     """
+    from .batch.pool import make_pool
+    from .batch.worker import Task
+    from .batch.writer import GradebookProcess, Recorded
     from .grading.fingerprint import graders_version, grading_key, submission_hash
     from .grading.seeds import course_secret, student_seed
-    from .reporting.gradebook import GradebookWriter
-    from .sandbox.host import SandboxHost
 
     started = time.perf_counter()
     course = load_course(course_dir)
@@ -179,67 +185,89 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     todo = submissions(course, a.name, student)
     roster = set(course.roster())
     secret = course_secret(course.secret_file)
-    code = None
     version = graders_version(course, a)
-    results: list[SubmissionResult] = []
+    by_student: dict[str, SubmissionResult] = {}
     skipped: list[str] = []
-    gradebook_errors: list[str] = []
     output_errors: list[str] = []
-    host = SandboxHost(insecure=insecure, memory_mb=a.limits.memory_mb, processes=a.limits.processes)
-    info = host.start() if todo else None       # fails closed here, before any submission is touched
-    if info is not None and info.missing:
-        log(f"WARNING: grading without a complete sandbox (--insecure); missing: {'; '.join(info.missing)}")
-    layers = info.layers if info is not None else ()
     with contextlib.ExitStack() as stack:
-        stack.callback(host.close)
-        gradebook = stack.enter_context(GradebookWriter(course, a))
+        gradebook = stack.enter_context(GradebookProcess(course.root, a.name))   # starts now, in parallel
+        pool = make_pool(course.root, a.name, workers=workers, scheduler=scheduler, submissions=len(todo),
+                         insecure=insecure)
+        stack.callback(pool.close)
+        info = pool.start() if todo else None   # fails closed here, before any submission is touched
+        if info is not None and info.missing:
+            log(f"WARNING: grading without a complete sandbox (--insecure); missing: {'; '.join(info.missing)}")
+        layers = info.layers if info is not None else ()
+        keys: dict[str, str] = {}
+        refused: set[str] = set()
+        folders = dict(todo)
+        tasks: list[Task] = []
+        ready: list[tuple[SubmissionResult, bool]] = []       # (result, fresh) known without grading
         for sid, folder in todo:
             s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
             on_roster = sid in roster
             refusal = _refusal(course, folder)
             try:
-                key = "" if refusal else grading_key(version, submission_hash(folder), seed=s_seed,
-                                                      on_roster=on_roster, isolation=layers)
+                keys[sid] = "" if refusal else grading_key(version, submission_hash(folder), seed=s_seed,
+                                                           on_roster=on_roster, isolation=layers)
             except Exception:  # noqa: BLE001 - an unreadable folder is graded (and explained) below
-                key = ""
-            previous = None if force or not key else _previous_result(course, a, sid, key)
+                keys[sid] = ""
+            previous = None if force or not keys[sid] else _previous_result(course, a, sid, keys[sid])
             if previous is not None:
-                result = previous
                 skipped.append(sid)
+                ready.append((previous, False))
             elif refusal:
-                result = _refused(a, sid, s_seed, on_roster, refusal, layers)
+                refused.add(sid)
+                ready.append((_refused(a, sid, s_seed, on_roster, refusal, layers), True))
             else:
-                if code is None:
-                    from .grading.engine import load_instructor_code
-                    code = load_instructor_code(course, a)
-                result = _grade_one(course, a, sid, folder, s_seed, on_roster, code, host, layers)
-            results.append(result)
-            why = gradebook.record(result)
-            if why is not None:
-                gradebook_errors.append(f"{sid}: {why}")
-            output_errors.extend(_write_outputs(course, a, sid, folder, result, key, gradebook.review(sid),
-                                                fresh=previous is None, refused=bool(refusal)))
-            log(f"{'unchanged' if previous is not None else 'graded':<9} {sid:<20} "
+                tasks.append(Task(student=sid, folder=str(folder), seed=s_seed, on_roster=on_roster))
+
+        def arriving() -> Iterator[tuple[SubmissionResult, bool]]:
+            yield from ready
+            if tasks:
+                for _, result in pool.run(tasks):
+                    yield result, True
+
+        fresh_keys: dict[str, str] = {}
+
+        def settle(acks: list[Recorded]) -> None:
+            """Once the writer has a student's grades in (or has given up on them), results.json."""
+            for ack in acks:
+                if ack.student in fresh_keys:
+                    output_errors.extend(_write_results_json(course, a, ack.student, by_student[ack.student],
+                                                             fresh_keys.pop(ack.student)))
+
+        for result, fresh in arriving():
+            sid = result.student
+            by_student[sid] = result
+            # the page at once, without the gradebook's review: the writer rewrites it if people
+            # changed grades or commented there
+            output_errors.extend(_write_page(course, a, sid, result, None, fresh=fresh))
+            copy = needs_formgrader_copy(course, a, sid, fresh=fresh, refused=sid in refused)
+            if fresh:
+                fresh_keys[sid] = keys[sid]
+            gradebook.record(result, copy_from=folders[sid] if copy else None)
+            log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
                 f"{result.score:6.2f}/{result.max_score:g}"
-                + ("" if on_roster else "  (not on the roster)")
+                + ("" if result.on_roster else "  (not on the roster)")
                 + ("  GRADER ERROR" if result.state == "crashed" else "")
-                + (f"  {result.execution_time:.2f} s" if previous is None else "  (not graded again)"))
+                + (f"  {result.execution_time:.2f} s" if fresh else "  (not graded again)"))
+            if progress is not None:
+                progress(len(by_student), len(todo))
+            settle(gradebook.recorded())
+        pool.close()                             # the workers go before the wait for the gradebook
+        settle(gradebook.recorded(wait=True))
+        book = gradebook.finish()
+    output_errors.extend(book.output_errors)
+    results = tuple(by_student[sid] for sid, _ in todo if sid in by_student)
     graded = {sid for sid, _ in todo}
-    return BatchResult(assignment=a.name, results=tuple(results), gradebook_errors=tuple(gradebook_errors),
+    return BatchResult(assignment=a.name, results=results, gradebook_errors=book.gradebook.messages,
                        autograded_dir=course.layout.autograded_dir, feedback_dir=course.layout.feedback_dir,
                        seconds=round(time.perf_counter() - started, 2), skipped=tuple(skipped),
                        output_errors=tuple(output_errors),
                        ungraded=tuple(str(u) for u in ungraded_files(course, a, results, student)),
                        not_submitted=() if student else tuple(s for s in course.roster() if s not in graded),
-                       gradebook_changes=gradebook.created)
-
-
-def _crashed(a: Assignment, sid: str, s_seed: int, on_roster: bool, error: str,
-             layers: tuple[str, ...]) -> SubmissionResult:
-    return SubmissionResult(
-        student=sid, assignment=a.name, state="crashed", seed=s_seed, on_roster=on_roster,
-        problems=tuple(p.name for p in a.problems), isolation=layers,
-        problem_points=tuple((p.name, p.points) for p in a.problems), error=error)
+                       gradebook_changes=book.gradebook.created)
 
 
 def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
@@ -249,17 +277,6 @@ def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
         student=sid, assignment=a.name, state="graded", seed=s_seed, on_roster=on_roster, notes=(reason,),
         problems=tuple(p.name for p in a.problems), isolation=layers,
         problem_points=tuple((p.name, p.points) for p in a.problems))
-
-
-def _grade_one(course: Course, a: Assignment, sid: str, folder: Path, s_seed: int, on_roster: bool,
-               code: InstructorCode, host: SandboxHost, layers: tuple[str, ...]) -> SubmissionResult:
-    from .grading.engine import grade_submission
-
-    try:
-        return grade_submission(course, a, sid, folder, seed=s_seed, code=code, on_roster=on_roster, host=host)
-    except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
-        return _crashed(a, sid, s_seed, on_roster,
-                        f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}", layers)
 
 
 @dataclass(frozen=True)
@@ -388,40 +405,31 @@ def _previous_result(course: Course, a: Assignment, sid: str, key: str) -> Submi
     return stored[0]
 
 
-def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult, key: str,
-                   review: Review | None, *, fresh: bool, refused: bool) -> list[str]:
-    """Write what the batch produces for one student; each step's failure is reported, none stops
-    the batch. results.json comes last: its grading key marks the student as done."""
-    from .reporting.annotate import annotate_autograded
+def _write_page(course: Course, a: Assignment, sid: str, result: SubmissionResult, review: Review | None, *,
+                fresh: bool) -> list[str]:
+    """The student's feedback page (when graded afresh, or missing); its failure is one line."""
     from .reporting.feedback import feedback_filename
+
+    feedback = course.layout.feedback(sid, a.name)
+    if not fresh and (feedback / feedback_filename(result)).is_file():
+        return []
+    return _run_steps(sid, [("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review))])
+
+
+def _write_results_json(course: Course, a: Assignment, sid: str, result: SubmissionResult, key: str) -> list[str]:
+    """autograded/<student>/<assignment>/results.json, written last for a student: its grading key
+    marks them as done (see grading.fingerprint). Its failure is one line."""
     from .reporting.results_json import write_results_json
 
-    layout = course.layout
-
-    def inside(path: Path) -> Path:        # the folder, created without going through any link
-        return _output_dir(course.root, *path.relative_to(course.root).parts)
-
-    def copy() -> None:
-        target = inside(layout.autograded(sid, a.name))
-        _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024))
-        copies = [target / name for name, mode in submission_entries(target)
-                  if stat.S_ISREG(mode) and name.endswith(".ipynb")]
-        if not any(more_code_cells_than(c) for c in copies):   # nbformat would need hundreds of MB
-            annotate_autograded(result, a, target, layout.release(a.name))
-
     def results() -> None:
-        inside(layout.autograded(sid, a.name))
-        write_results_json(result, layout.results_json(sid, a.name),
+        _inside(course, course.layout.autograded(sid, a.name))
+        write_results_json(result, course.layout.results_json(sid, a.name),
                            grading_key=key if result.state == "graded" else None)
 
-    steps: list[tuple[str, Callable[[], object]]] = []
-    if fresh and not refused:
-        steps.append(("copying the notebooks into autograded/", copy))
-    feedback = layout.feedback(sid, a.name)
-    if fresh or not (feedback / feedback_filename(result)).is_file():
-        steps.append(("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review)))
-    if fresh:
-        steps.append(("writing results.json", results))
+    return _run_steps(sid, [("writing results.json", results)])
+
+
+def _run_steps(sid: str, steps: list[tuple[str, Callable[[], object]]]) -> list[str]:
     errors: list[str] = []
     for what, step in steps:
         try:
@@ -431,16 +439,73 @@ def _write_outputs(course: Course, a: Assignment, sid: str, folder: Path, result
     return errors
 
 
+def _inside(course: Course, path: Path) -> Path:
+    """A folder of the course, created without going through any link."""
+    return _output_dir(course.root, *path.relative_to(course.root).parts)
+
+
+def needs_formgrader_copy(course: Course, a: Assignment, sid: str, *, fresh: bool, refused: bool) -> bool:
+    """Whether autograded/<student>/<assignment>/ should get the submission's notebooks: when it was
+    graded afresh, or when a stopped batch left it without them."""
+    if refused:
+        return False
+    if fresh:
+        return True
+    target = course.layout.autograded(sid, a.name)
+    try:
+        return not any(name.endswith(".ipynb") for name, _ in submission_entries(target))
+    except OSError:
+        return True
+
+
+def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult) -> None:
+    """Copy the submission's notebooks into autograded/ for the formgrader, annotated with our report."""
+    from .reporting.annotate import annotate_autograded
+
+    layout = course.layout
+    target = _inside(course, layout.autograded(sid, a.name))
+    _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024))
+    copies = [target / name for name, mode in submission_entries(target)
+              if stat.S_ISREG(mode) and name.endswith(".ipynb")]
+    if not any(more_code_cells_than(c) for c in copies):   # nbformat would need hundreds of MB
+        annotate_autograded(result, a, target, layout.release(a.name))
+
+
+def gradebook_side_outputs(course: Course, a: Assignment, sid: str, folder: Path | None, result: SubmissionResult,
+                           review: Review | None) -> list[str]:
+    """What a batch's gradebook writer process writes for one student once their grades are in:
+    the formgrader copy (when `folder`, the submission, is given), the bookkeeping files of the
+    feedback folder (from that copy), and the feedback page again when people changed grades or
+    commented in the gradebook. Each step's failure is one line, as the batch's other outputs report."""
+    steps: list[tuple[str, Callable[[], object]]] = []
+    if folder is not None:
+        steps.append(("copying the notebooks into autograded/",
+                      lambda: write_formgrader_copy(course, a, sid, folder, result)))
+    feedback = _inside(course, course.layout.feedback(sid, a.name)) if folder is not None else None
+    if feedback is not None:
+        steps.append(("copying timestamp.txt and submission_secret.txt into feedback/",
+                      lambda: _copy_bookkeeping(course, a, sid, feedback)))
+    if review is not None and review.changed:
+        steps.append(("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review)))
+    return _run_steps(sid, steps)
 def _feedback_folder(course: Course, a: Assignment, sid: str, result: SubmissionResult,
                      review: Review | None) -> Path:
     """feedback/<student>/<assignment>/: the page, and the submission's timestamp.txt and
     submission_secret.txt (from its autograded copy) where `nbgrader release_feedback` looks for
     them; nothing instructor-only. Returns the page's path."""
     from .reporting.feedback import write_feedback
+
+    folder = _inside(course, course.layout.feedback(sid, a.name))
+    page = write_feedback(result, a, folder, review)
+    _copy_bookkeeping(course, a, sid, folder)
+    return page
+
+
+def _copy_bookkeeping(course: Course, a: Assignment, sid: str, folder: Path) -> None:
+    """timestamp.txt and submission_secret.txt from the student's autograded copy into `folder`
+    (where there are any yet)."""
     from .reporting.results_json import atomic_write_bytes
 
-    folder = _output_dir(course.root, *course.layout.feedback(sid, a.name).relative_to(course.root).parts)
-    page = write_feedback(result, a, folder, review)
     autograded = course.layout.autograded(sid, a.name)
     for name in BOOKKEEPING:
         try:
@@ -448,7 +513,6 @@ def _feedback_folder(course: Course, a: Assignment, sid: str, result: Submission
         except RefusedFile:
             continue
         atomic_write_bytes(folder / name, data)
-    return page
 
 
 def _output_dir(root: Path, *parts: str) -> Path:
@@ -460,14 +524,23 @@ def _output_dir(root: Path, *parts: str) -> Path:
         try:
             mode = os.lstat(path).st_mode
         except FileNotFoundError:
-            path.mkdir()
+            _mkdir(path)
             continue
         if stat.S_ISLNK(mode):
             path.unlink()
-            path.mkdir()
+            _mkdir(path)
         elif not stat.S_ISDIR(mode):
             raise NotADirectoryError(f"{path.relative_to(root)} is not a folder")
     return path
+
+
+def _mkdir(path: Path) -> None:
+    """mkdir, where another process of the batch (the gradebook writer) may have just made it."""
+    try:
+        path.mkdir()
+    except FileExistsError:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            raise
 
 
 def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -> None:

@@ -32,6 +32,16 @@ def _log(line: str) -> None:
     print(line, flush=True)
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
+    return n
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--course-dir", default=".", metavar="DIR",
@@ -57,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--insecure", action="store_true",
                    help="grade even if the sandbox cannot be fully set up here (not for untrusted submissions; "
                         "see `course doctor`)")
+    g.add_argument("--workers", type=_positive, metavar="N",
+                   help="grade with N warm worker processes on this machine (default: the cores available)")
+    g.add_argument("--scheduler", metavar="ADDRESS",
+                   help="grade on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786); "
+                        "the course folder must be at the same path on its workers")
     f = sub.add_parser("feedback", parents=[common],
                        help="(re)write feedback pages from results.json and the gradebook (TA overrides and comments)")
     f.add_argument("assignment")
@@ -70,11 +85,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _autograde(course_dir: str | Path, assignment: str, student: str | None, seed: int | None,
-               force: bool = False, insecure: bool = False) -> int:
+               force: bool = False, insecure: bool = False, workers: int | None = None,
+               scheduler: str | None = None) -> int:
+    from .progress import Progress
     from .reporting.summary import format_summary
 
-    batch = api.autograde(course_dir, assignment, student=student, seed=seed, force=force, insecure=insecure,
-                          log=_log)
+    progress = Progress()
+    try:
+        batch = api.autograde(course_dir, assignment, student=student, seed=seed, force=force, insecure=insecure,
+                              workers=workers, scheduler=scheduler, log=progress.line, progress=progress.update)
+    finally:
+        progress.close()
     course = load_course(course_dir)
     a = course.assignment(assignment)
     layout = course.layout
@@ -175,7 +196,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "validate":
         return _validate(args.course_dir, args.assignment)
     if args.command == "autograde":
-        return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force, args.insecure)
+        if args.workers is not None and args.scheduler:
+            raise CourseError("--workers and --scheduler: give one (a cluster's workers are set up on the cluster)")
+        return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force, args.insecure,
+                          args.workers, args.scheduler)
     if args.command == "feedback":
         return _feedback(args.course_dir, args.assignment, args.student)
     if args.command == "doctor":

@@ -168,6 +168,7 @@ class CodeCell:
     index: int                  # position among all cells of the notebook (0-based, markdown included)
     source: str
     label: str = ""             # how a student finds it: "the 3rd code cell (`def layer_norm`)"
+    test_of: str = ""           # an nbgrader autograder-test cell (grade, not solution): its grade_id
 
 
 def ordinal(n: int) -> str:
@@ -207,6 +208,16 @@ def _source(value: Any) -> str | None:
     if isinstance(value, list) and all(isinstance(s, str) for s in value):
         return "".join(value)
     return None
+
+
+def _test_of(cell: dict[str, Any]) -> str:
+    """The grade_id of an nbgrader autograder-test cell (graded, not a solution), else ""."""
+    meta = cell.get("metadata")
+    nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
+    if not isinstance(nbgrader, dict) or nbgrader.get("grade") is not True or nbgrader.get("solution"):
+        return ""
+    grade_id = nbgrader.get("grade_id")
+    return grade_id if isinstance(grade_id, str) else ""
 
 
 def _unreadable(path: Path | None, reason: str) -> LoadedNotebook:
@@ -269,7 +280,7 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
         if src is None:
             skipped += 1
             continue
-        cells.append(CodeCell(index=i, source=src, label=cell_label(number, src)))
+        cells.append(CodeCell(index=i, source=src, label=cell_label(number, src), test_of=_test_of(cell)))
     if skipped:
         notes.append(f"{name}: {skipped} code cell(s) had malformed source and were skipped.")
     if not cells:

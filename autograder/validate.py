@@ -93,7 +93,7 @@ def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], l
         for nb in notebooks:
             shutil.copy2(nb, folder / nb.name)
         result = grade_submission(course, assignment, label, folder, seed=12345, code=code)
-    return result.score, result.max_score, result.error if result.state == "crashed" else ""
+    return result.score, result.max_score, result.crash_reason
 
 
 def _notebook(path: Path) -> dict[str, Any] | None:

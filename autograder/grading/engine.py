@@ -1,44 +1,81 @@
-"""Grading one submission: load its notebooks, run each in the sandbox (a SubmissionRun of the
-host), run the assignment's graders (pytest, in this trusted process) against proxies to them,
-and return a SubmissionResult.
+"""Grading one submission, as a pipeline of named steps with a typed value between each two:
 
-Nothing here imports or evaluates student code; the graders only see proxies. Nothing here takes
-the child's word for anything either: the only data from the child used in a verdict are the
-values its functions return (the child's own reports on argument mutation and warnings are
-shown as advice, worth no points; cell outcomes and crash reasons only shape the notes).
+    load -> run notebooks -> run graders -> score -> apply late policy -> result
+    Submission  Execution     GraderRun      Scored    LatePenalty       SubmissionResult
+
+- `load` reads submitted/<student>/<assignment>/ (only read, never modified): the notebooks, the
+  notes about what could not be used, the submission time.
+- `run_notebooks` runs each notebook in the sandbox (a SubmissionRun of the warm host) and hands
+  out proxies to its functions; the notebook's own autograder-test cells are not run when the
+  hidden graders replace them (see docs/grading.md).
+- `run_graders` runs the assignment's graders (a GraderSession: pytest, collected once, in this
+  trusted process) against those proxies.
+- `score` shares each problem's points out among its checks and settles diagnoses.
+- `apply_late_policy` computes the penalty from course.yml's late policy.
+- `build_result` puts the SubmissionResult together.
+
+`grade_submission` chains them. Nothing here imports or evaluates student code; the graders only
+see proxies. Nothing here takes the child's word for anything either: the only data from the child
+used in a verdict are the values its functions return (the child's own reports on argument
+mutation and warnings are shown as advice, worth no points; cell outcomes and crash reasons only
+shape the notes).
 """
 from __future__ import annotations
 
 import contextlib
-import importlib
-import io
-import os
-import sys
+import datetime as dt
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
-import pytest
-
-from ..config import Assignment, Course
-from ..notebooks import LoadedNotebook, find_submission_notebooks, load_notebook
+from ..config import Assignment, Course, Limits
+from ..notebooks import CodeCell, LoadedNotebook, find_submission_notebooks, load_notebook
 from ..sandbox.host import SandboxHost
 from ..sandbox.outcomes import NotebookFailed
-from .diagnosis import Catalogue, prune_subsumed
+from .diagnosis import prune_subsumed
 from .lateness import lateness, submission_time
-from .plugin import GradingPlugin
 from .proxy import StudentProxy
-from .results import SubmissionResult
+from .results import SubmissionResult, TestResult
+from .session import GraderRun, GraderSession, InstructorCode, load_instructor_code
 
+__all__ = ["Submission", "Execution", "Scored", "LatePenalty", "NoNotebook", "InstructorCode",
+           "load", "run_notebooks", "run_graders", "score", "apply_late_policy", "build_result",
+           "crashed_result", "grade_submission", "load_instructor_code"]
+
+
+# --------------------------------------------------------------------------- load
 
 @dataclass(frozen=True)
-class InstructorCode:
-    """The assignment's trusted code: reference module, mistakes catalogue, graders folder."""
-    reference: ModuleType | None
-    catalogue: Catalogue | None
-    graders: Path
+class Submission:
+    """What was read from one submission folder."""
+    student: str
+    folder: Path
+    notebooks: tuple[tuple[str, LoadedNotebook], ...]   # (the assignment's notebook name, what was read)
+    files: tuple[str, ...]                              # the notebooks graded, relative to the course folder
+    notes: tuple[str, ...]                              # what could not be used, for the student
+    submitted_at: dt.datetime | None
+    time_note: str = ""                                 # why the timestamp could not be used, if so
 
+
+def load(course: Course, assignment: Assignment, student: str, folder: Path) -> Submission:
+    """Read the submission's notebooks and timestamp (never modifying anything)."""
+    matched, found_notes = find_submission_notebooks(folder, assignment.notebooks)
+    notes = list(found_notes)
+    notebooks = []
+    for name, path in matched.items():
+        nb = load_notebook(path, max_mb=assignment.limits.notebook_mb) if path else LoadedNotebook(None, (), (), False)
+        notebooks.append((name, nb))
+        notes.extend(nb.notes)
+    submitted_at, stamp_note = submission_time(folder)
+    files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
+                  for p in matched.values() if p is not None)
+    return Submission(student=student, folder=folder, notebooks=tuple(notebooks), files=files,
+                      notes=tuple(notes), submitted_at=submitted_at, time_note=stamp_note)
+
+
+# --------------------------------------------------------------------------- run notebooks
 
 class NoNotebook:
     """Stands in for a notebook that could not be read: every call fails with the reason,
@@ -51,11 +88,11 @@ class NoNotebook:
     def __init__(self, reason: str):
         self.reason = reason
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
 
-        def unavailable(*args, **kwargs):
+        def unavailable(*args: Any, **kwargs: Any) -> Any:
             raise NotebookFailed(self.reason)
         unavailable.__name__ = name
         return unavailable
@@ -67,29 +104,122 @@ class NoNotebook:
         pass
 
 
-def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCode:
-    """Import assignments/<package>/{reference,mistakes}.py with the course folder on sys.path."""
-    root = str(course.root)
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    base = f"assignments.{assignment.package}"
+@dataclass(frozen=True)
+class Execution:
+    """The submission's notebooks, run: a proxy (or a stand-in) per notebook, and the notes about
+    their cells. Holds the sandbox processes until `run_notebooks`' block ends."""
+    proxies: tuple[tuple[str, StudentProxy | NoNotebook], ...]
+    notes: tuple[str, ...]
+    skipped_cells: int = 0       # autograder-test cells not run (the hidden graders replace them)
 
-    def optional(name: str) -> ModuleType | None:
-        try:
-            return importlib.import_module(f"{base}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name in (f"{base}.{name}",):
-                return None
-            raise
+    @property
+    def by_notebook(self) -> Mapping[str, StudentProxy | NoNotebook]:
+        return dict(self.proxies)
 
-    mistakes = optional("mistakes")
-    graders = course.layout.graders(assignment.package)
-    return InstructorCode(reference=optional("reference"),
-                          catalogue=getattr(mistakes, "catalogue", None) if mistakes else None,
-                          graders=graders)
+    def restarts(self) -> int:
+        """Fresh problem processes started so far after a call hung or crashed."""
+        return sum(p.restarts for _, p in self.proxies)
+
+    def isolation(self) -> tuple[str, ...]:
+        return tuple(sorted({layer for _, p in self.proxies for layer in p.isolation}))
 
 
-def _capped(notes: list[str], limit: int) -> tuple[str, ...]:
+def cells_to_run(nb: LoadedNotebook, replaced: frozenset[str]) -> tuple[CodeCell, ...]:
+    """The notebook's code cells less its autograder-test cells whose grade_id a hidden grader replaces."""
+    return tuple(c for c in nb.cells if not (c.test_of and c.test_of in replaced))
+
+
+@contextlib.contextmanager
+def run_notebooks(submission: Submission, host: SandboxHost, limits: Limits, *, deadline: float,
+                  replaced: frozenset[str] = frozenset()) -> Iterator[Execution]:
+    """Run each readable notebook in its own sandboxed submission run (until `deadline`, a
+    time.monotonic()); the processes end when the block does. `replaced`: grade ids of the
+    autograder-test cells that are not run."""
+    proxies: list[tuple[str, StudentProxy | NoNotebook]] = []
+    notes: list[str] = []
+    skipped = 0
+    try:
+        for name, nb in submission.notebooks:
+            if not nb.readable:
+                reason = nb.notes[0] if nb.notes else f"{name} was not submitted"
+                proxies.append((name, NoNotebook(reason.rstrip("."))))
+                continue
+            cells = cells_to_run(nb, replaced)
+            skipped += len(nb.cells) - len(cells)
+            proxy = StudentProxy(host.submission(cells, limits, deadline=deadline))
+            proxies.append((name, proxy))
+            notes.extend(f"{name}: {n}" for n in proxy.execution.notes)
+        yield Execution(proxies=tuple(proxies), notes=tuple(notes), skipped_cells=skipped)
+    finally:
+        for _, p in proxies:
+            p.close()
+
+
+# --------------------------------------------------------------------------- run graders
+
+def run_graders(execution: Execution, session: GraderSession, seed: int) -> GraderRun:
+    """Every collected grader check against the submission's proxies."""
+    return session.run(execution.by_notebook, seed)
+
+
+# --------------------------------------------------------------------------- score
+
+@dataclass(frozen=True)
+class Scored:
+    """The checks with their points; why grading broke, if it did."""
+    tests: tuple[TestResult, ...]
+    grader_errors: tuple[str, ...] = ()    # checks whose grader code failed (the student is not blamed)
+    broken: tuple[str, ...] = ()           # the graders could not run: the submission is crashed
+
+    @property
+    def raw_score(self) -> float:
+        return round(sum(t.score for t in self.tests), 6)
+
+
+def score(run: GraderRun, assignment: Assignment) -> Scored:
+    """Each problem's points shared out among its checks in proportion to their weights (all or
+    nothing per check); diagnoses that another explains better are dropped."""
+    totals: dict[str, float] = {}
+    for c in run.checks:
+        totals[c.problem] = totals.get(c.problem, 0.0) + c.weight
+    points = {p.name: p.points for p in assignment.problems}
+    tests = []
+    for c in run.checks:
+        max_score = points.get(c.problem, 0.0) * c.weight / totals[c.problem] if totals[c.problem] else 0.0
+        tests.append(TestResult(
+            name=c.name, problem=c.problem, score=max_score if c.status == "passed" else 0.0,
+            max_score=max_score, status=c.status, output=c.output, description=c.description,
+            diagnoses=c.diagnoses, hints=c.hints, detail=c.detail, duration=c.duration))
+    order = {p.name: i for i, p in enumerate(assignment.problems)}
+    tests.sort(key=lambda t: order.get(t.problem, len(order)))
+    errors = tuple(f"{c.name}: {c.detail.splitlines()[-1] if c.detail else 'error'}"
+                   for c in run.checks if c.internal_error)
+    return Scored(tests=prune_subsumed(tests), grader_errors=errors, broken=run.broken)
+
+
+# --------------------------------------------------------------------------- late policy
+
+@dataclass(frozen=True)
+class LatePenalty:
+    points: float          # taken off the raw score
+    note: str = ""         # for the student ("" when on time)
+    due: str = ""          # ISO time of this student's due date (extension included), "" when none
+    extension: str = ""    # the student's extension in words ("2 days"), "" when none
+
+
+def apply_late_policy(raw_score: float, assignment: Assignment, submitted_at: dt.datetime | None,
+                      student: str) -> LatePenalty:
+    """What the late policy takes off a raw score for `student`'s submission made at `submitted_at`
+    (against their own due date: course.yml's `due` plus their extension)."""
+    late = lateness(assignment, submitted_at, student)
+    points = round(raw_score * late.fraction, 6)
+    return LatePenalty(points=points, note=late.note(points) if late.late_days else "",
+                       due=late.due.isoformat() if late.due else "", extension=late.extension)
+
+
+# --------------------------------------------------------------------------- result
+
+def capped(notes: list[str] | tuple[str, ...], limit: int) -> tuple[str, ...]:
     """At most `limit` notes; the last one says how many more there were."""
     if len(notes) <= limit:
         return tuple(notes)
@@ -97,96 +227,71 @@ def _capped(notes: list[str], limit: int) -> tuple[str, ...]:
     return tuple(notes[:keep]) + (f"... and {len(notes) - keep} more notes like these (not shown).",)
 
 
-def _pytest_args(graders: Path) -> list[str]:
-    return [
-        str(graders),
-        "-c", os.devnull,                    # ignore any project ini: graders are configured here
-        "--rootdir", str(graders),
-        "--import-mode=importlib",
-        "-p", "no:cacheprovider",
-        "-p", "no:randomly",
-        "-p", "no:cov",
-        "-q", "--no-header", "-rN",
-        "-W", "ignore::pytest.PytestAssertRewriteWarning",
-    ]
+def restart_note(restarts: int) -> str:
+    return (f"Your functions were restarted {restarts} time(s) after one hung or crashed (from the state "
+            f"your notebook left, without running it again); only the checks that called it lost points.")
+
+
+def build_result(assignment: Assignment, submission: Submission, scored: Scored, late: LatePenalty, *,
+                 seed: int, on_roster: bool, notes: tuple[str, ...], isolation: tuple[str, ...],
+                 seconds: float) -> SubmissionResult:
+    """The SubmissionResult: crashed when the graders could not run, graded otherwise."""
+    all_notes = list(notes) + ([late.note] if late.note else [])
+    common: dict[str, Any] = dict(  # noqa: C408 - keyword form reads as the result's fields
+        student=submission.student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),
+        notes=capped(all_notes, assignment.limits.max_notes), seed=seed, on_roster=on_roster,
+        files=submission.files, isolation=isolation,
+        problem_points=tuple((p.name, p.points) for p in assignment.problems),
+        submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else "",
+        due=late.due, extension=late.extension, execution_time=round(seconds, 3))
+    if scored.broken:
+        return SubmissionResult(state="crashed", crash_reason=" | ".join(scored.broken), **common)
+    return SubmissionResult(state="graded", tests=scored.tests, grader_errors=scored.grader_errors,
+                            late_penalty=late.points, **common)
+
+
+def crashed_result(assignment: Assignment, student: str, seed: int, on_roster: bool, reason: str,
+                   isolation: tuple[str, ...] = ()) -> SubmissionResult:
+    """A submission whose grading failed outside the graders (the engine or a worker broke)."""
+    return SubmissionResult(
+        student=student, assignment=assignment.name, state="crashed", seed=seed, on_roster=on_roster,
+        problems=tuple(p.name for p in assignment.problems), isolation=isolation,
+        problem_points=tuple((p.name, p.points) for p in assignment.problems), crash_reason=reason)
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+def replaced_test_cells(assignment: Assignment) -> frozenset[str]:
+    """Grade ids of the notebook test cells the hidden graders replace: one per problem."""
+    return frozenset(p.grade_id for p in assignment.problems)
 
 
 def grade_submission(course: Course, assignment: Assignment, student: str, folder: Path, *,
-                     seed: int, code: InstructorCode, on_roster: bool = True,
-                     host: SandboxHost | None = None) -> SubmissionResult:
+                     seed: int, code: InstructorCode | None = None, on_roster: bool = True,
+                     host: SandboxHost | None = None, session: GraderSession | None = None) -> SubmissionResult:
     """Grade submitted/<student>/<assignment>/ (only read, never modified). `host` is the warm
-    sandbox to use (one per worker); without it a host is started and closed for this call."""
-    if host is None:
-        with SandboxHost() as own:
-            return grade_submission(course, assignment, student, folder, seed=seed, code=code,
-                                    on_roster=on_roster, host=own)
-    started = time.perf_counter()
-    budget_end = time.monotonic() + assignment.limits.submission_seconds
-    limits = assignment.limits
-    matched, notes = find_submission_notebooks(folder, assignment.notebooks)
-    notes = list(notes)
-    loaded: dict[str, LoadedNotebook] = {}
-    for name, path in matched.items():
-        nb = load_notebook(path, max_mb=limits.notebook_mb) if path else LoadedNotebook(None, (), (), False)
-        loaded[name] = nb
-        notes.extend(nb.notes)
-
-    proxies: dict[str, StudentProxy | NoNotebook] = {}
-    try:
-        for name, nb in loaded.items():
-            if not nb.readable:
-                reason = nb.notes[0] if nb.notes else f"{name} was not submitted"
-                proxies[name] = NoNotebook(reason.rstrip("."))
-                continue
-            proxies[name] = StudentProxy(host.submission(nb.cells, limits, deadline=budget_end))
-            notes.extend(f"{name}: {n}" for n in proxies[name].execution.notes)
-
-        plugin = GradingPlugin(assignment, proxies, seed=seed, reference=code.reference,
-                               catalogue=code.catalogue)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            exit_code = pytest.main(_pytest_args(code.graders), plugins=[plugin])
-        restarts = sum(getattr(p, "restarts", 0) for p in proxies.values())
+    sandbox and `session` the grader session to use (one each per worker); without them they are
+    started and closed for this call."""
+    with contextlib.ExitStack() as stack:
+        if host is None:
+            host = stack.enter_context(SandboxHost(memory_mb=assignment.limits.memory_mb,
+                                                   processes=assignment.limits.processes))
+        if session is None:
+            session = stack.enter_context(GraderSession(assignment, code or load_instructor_code(course, assignment)))
+        started = time.perf_counter()
+        deadline = time.monotonic() + assignment.limits.submission_seconds
+        submission = load(course, assignment, student, folder)
+        with run_notebooks(submission, host, assignment.limits, deadline=deadline,
+                           replaced=replaced_test_cells(assignment)) as execution:
+            run = run_graders(execution, session, seed)
+            restarts = execution.restarts()
+            layers = execution.isolation() or (host.info.layers if host.info is not None else ())
+        scored = score(run, assignment)
+        late = apply_late_policy(scored.raw_score, assignment, submission.submitted_at, student)
+        notes = list(submission.notes) + list(execution.notes)
         if restarts:
-            notes.append(f"Your functions were restarted {restarts} time(s) after one hung or crashed (from the "
-                         f"state your notebook left, without running it again); only the checks that called "
-                         f"it lost points.")
-        layers = tuple(sorted({layer for p in proxies.values() for layer in p.isolation}))
-        if not layers and host.info is not None:
-            layers = host.info.layers
-    finally:
-        for p in proxies.values():
-            p.close()
-
-    submitted_at, stamp_note = submission_time(folder)
-    late = lateness(assignment, submitted_at, student)
-    if stamp_note:
-        notes.append(stamp_note)
-    files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
-                  for p in matched.values() if p is not None)
-    common = dict(student=student, assignment=assignment.name, problems=tuple(p.name for p in assignment.problems),  # noqa: C408
-                  notes=_capped(notes, limits.max_notes), seed=seed, on_roster=on_roster, files=files,
-                  isolation=layers,
-                  problem_points=tuple((p.name, p.points) for p in assignment.problems))
-    tests = prune_subsumed(plugin.results())
-    raw = sum(t.score for t in tests)
-    penalty = round(raw * late.fraction, 6)
-    if late.late_days:
-        notes.append(late.note(penalty))
-    common.update(tests=tests, notes=_capped(notes, limits.max_notes), late_penalty=penalty,
-                  submitted_at=submitted_at.isoformat() if submitted_at else "",
-                  due=late.due.isoformat() if late.due else "", extension=late.extension)
-    problems = []
-    if plugin.collection_errors:
-        problems.append("graders could not be collected: " + "; ".join(plugin.collection_errors))
-    if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        problems.append(f"pytest ended with {pytest.ExitCode(exit_code).name}: {out.getvalue().strip()[-1500:]}")
-    missing = plugin.problems_without_tests()
-    if missing:
-        problems.append("no graders for problem(s) " + ", ".join(missing))
-    if problems:
-        return SubmissionResult(state="crashed", error=" | ".join(problems),
-                                execution_time=round(time.perf_counter() - started, 3), **common)
-    return SubmissionResult(state="graded",
-                            error="; ".join(plugin.internal_errors),
-                            execution_time=round(time.perf_counter() - started, 3), **common)
+            notes.append(restart_note(restarts))
+        if submission.time_note:
+            notes.append(submission.time_note)
+        return build_result(assignment, submission, scored, late, seed=seed, on_roster=on_roster,
+                            notes=tuple(notes), isolation=layers, seconds=time.perf_counter() - started)

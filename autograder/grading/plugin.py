@@ -1,15 +1,18 @@
-"""The pytest plugin that runs an assignment's graders against one submission.
+"""The pytest plugin that runs an assignment's graders against submissions.
 
 Graders are pytest modules `assignments/<pkg>/graders/test_<problem>.py`, run in the trusted
 process. They see fixtures (`student`, `rng`, `seed`, `problem`, `tol`, `expect`, `ref`) and the
-`points` marker; results are read in `pytest_runtest_logreport` and turned into TestResults.
+`points` marker. One plugin serves one grader session (`autograder.grading.session`): the graders
+are collected once, and `begin(proxies, seed)` points the fixtures at the next submission. Each
+check's outcome is classified here (`classify`), whether the check ran through pytest's own
+runtest protocol or through the session's lean loop, so both give the same outcomes.
 """
 from __future__ import annotations
 
 import traceback
 import zlib
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,22 +20,27 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ..config import Assignment
+from ..config import Assignment, Tolerance
 from ..sandbox.outcomes import StudentCodeError
 from .checks import Expect, NotGraded
 from .diagnosis import Catalogue
-from .results import TestResult, TestStatus
+from .results import CheckOutcome, TestStatus
 
 INTERNAL_ERROR = ("The grader could not finish this check (an error on our side, not yours); "
                   "your instructor can see the details.")
+FIXTURES = frozenset({"problem", "student", "seed", "rng", "tol", "ref", "expect"})
+
+
+@dataclass(frozen=True)
+class CheckInfo:
+    """What collection tells about a check: its problem, weight and one-line question."""
+    problem: str
+    weight: float
+    description: str
 
 
 @dataclass
 class _Outcome:
-    nodeid: str
-    problem: str
-    weight: float
-    description: str
     passed: bool = False
     not_graded: bool = False
     output: str = ""
@@ -41,6 +49,17 @@ class _Outcome:
     hints: tuple[str, ...] = ()
     duration: float = 0.0
     internal_error: bool = False
+    ran: bool = False
+
+
+@dataclass
+class _Submission:
+    """The state one submission's checks share: its proxies, seed, and what diagnosis found once."""
+    proxies: Mapping[str, Any]
+    seed: int
+    outcomes: dict[str, _Outcome] = field(default_factory=dict)
+    localised: dict[str, Any] = field(default_factory=dict)         # what probes found, per problem
+    confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)   # outputs on fixed inputs
 
 
 def problem_of(path: Path) -> str:
@@ -49,21 +68,72 @@ def problem_of(path: Path) -> str:
     return stem[len("test_"):] if stem.startswith("test_") else stem
 
 
-class GradingPlugin:
-    """One instance per graded submission."""
+def classify(exc: BaseException | None, expect: Expect | None) -> _Outcome:
+    """A check's outcome from the exception it ended with (None: it passed)."""
+    outcome = _Outcome(ran=True)
+    if expect is not None:
+        outcome.diagnoses = tuple(m.id for m in expect.found)
+        outcome.hints = tuple(m.hint for m in expect.found)
+    if exc is None:
+        outcome.passed = True
+    elif isinstance(exc, NotGraded):
+        outcome.not_graded = True
+        outcome.output = outcome.detail = exc.feedback
+    elif isinstance(exc, StudentCodeError):
+        outcome.output = outcome.detail = exc.feedback
+    elif isinstance(exc, AssertionError):
+        outcome.output = str(exc).split("\nassert ")[0].strip() or "A check failed."
+        outcome.detail = outcome.output
+    else:
+        outcome.internal_error = True
+        outcome.output = INTERNAL_ERROR
+        outcome.detail = "".join(traceback.format_exception(exc)).strip()[-4000:]
+    return outcome
 
-    def __init__(self, assignment: Assignment, proxies: Mapping[str, Any], *, seed: int,
-                 reference: ModuleType | None, catalogue: Catalogue | None):
+
+class GradingPlugin:
+    """One instance per grader session; `begin` before each submission, `outcomes` after."""
+
+    def __init__(self, assignment: Assignment, *, reference: ModuleType | None, catalogue: Catalogue | None):
         self.assignment = assignment
-        self.proxies = proxies              # notebook file name -> StudentProxy
-        self._seed = seed
         self.reference = reference
         self.catalogue = catalogue
-        self.outcomes: dict[str, _Outcome] = {}
+        self.checks: dict[str, CheckInfo] = {}     # node id -> what collection found, in run order
         self.collection_errors: list[str] = []
         self._problems = {p.name: p for p in assignment.problems}
-        self._localised: dict[str, Any] = {}    # what probes found, per problem, shared by the tests
-        self._confirmations: dict[tuple[str, int], Any] = {}   # the student's outputs on fixed inputs
+        self._current: _Submission | None = None
+
+    # ------------------------------------------------------------------ per submission
+    def begin(self, proxies: Mapping[str, Any], seed: int) -> None:
+        """Point the fixtures at a submission (notebook file name -> its proxy)."""
+        self._current = _Submission(proxies=proxies, seed=seed)
+
+    @property
+    def current(self) -> _Submission:
+        if self._current is None:
+            raise RuntimeError("no submission: call begin(proxies, seed) first")
+        return self._current
+
+    def record(self, nodeid: str, outcome: _Outcome) -> None:
+        self.current.outcomes[nodeid] = outcome
+
+    def outcomes(self) -> tuple[CheckOutcome, ...]:
+        """Every collected check's outcome for the current submission, in collection order (a
+        check that did not run is an internal error: it must not pass unseen)."""
+        out = []
+        for nodeid, info in self.checks.items():
+            o = self.current.outcomes.get(nodeid)
+            if o is None or not o.ran:
+                o = _Outcome(internal_error=True, output=INTERNAL_ERROR, detail="the check did not run")
+            out.append(CheckOutcome(
+                name=nodeid, problem=info.problem, weight=info.weight, status=_status(o), output=o.output,
+                description=info.description, diagnoses=o.diagnoses, hints=o.hints, detail=o.detail,
+                duration=round(o.duration, 4), internal_error=o.internal_error))
+        return tuple(out)
+
+    def problems_without_tests(self) -> tuple[str, ...]:
+        covered = {info.problem for info in self.checks.values()}
+        return tuple(p for p in self._problems if p not in covered)
 
     # ------------------------------------------------------------------ collection
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -80,19 +150,40 @@ class GradingPlugin:
                 continue
             func = getattr(item, "originalname", None) or item.name
             groups.setdefault((str(item.path), func), []).append(item)
-        for (_, _), members in groups.items():
+        for members in groups.values():
             marker = members[0].get_closest_marker("points")
             weight = float(marker.args[0]) if marker and marker.args else 1.0
             for item in members:
                 doc = (getattr(getattr(item, "function", None), "__doc__", None) or "").strip()
-                self.outcomes[item.nodeid] = _Outcome(
-                    nodeid=item.nodeid, problem=problem_of(item.path),
-                    weight=weight / len(members), description=doc.splitlines()[0] if doc else "")
+                self.checks[item.nodeid] = CheckInfo(problem=problem_of(item.path), weight=weight / len(members),
+                                                     description=doc.splitlines()[0] if doc else "")
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             last = report.longreprtext.strip().splitlines()[-1]
             self.collection_errors.append(f"{report.nodeid or 'graders'}: {last}")
+
+    # ------------------------------------------------------------------ fixture values
+    # Plain methods, used by the pytest fixtures below and by the session's lean loop alike.
+    def student_for(self, problem: str) -> Any:
+        """The notebook's proxy, switched to this problem's own process (forked from the state
+        the notebook left, so nothing another problem's checks did is seen here)."""
+        return self.current.proxies[self._problems[problem].notebook].for_problem(problem)
+
+    def rng_for(self, nodeid: str) -> np.random.Generator:
+        return np.random.default_rng([self.current.seed, zlib.crc32(nodeid.encode())])
+
+    def expect_for(self, problem: str, student: Any) -> Expect:
+        current = self.current
+        return Expect(problem=problem, tolerance_for=self._problems[problem].tolerance,
+                      catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None),
+                      student=student, reference=self.reference, localised=current.localised,
+                      confirmations=current.confirmations)
+
+    def reference_module(self) -> ModuleType:
+        if self.reference is None:
+            raise RuntimeError("this assignment has no reference module")
+        return self.reference
 
     # ------------------------------------------------------------------ fixtures
     @pytest.fixture
@@ -101,72 +192,49 @@ class GradingPlugin:
 
     @pytest.fixture
     def student(self, problem: str) -> Any:
-        """The notebook's proxy, switched to this problem's own process (forked from the state
-        the notebook left, so nothing another problem's checks did is seen here)."""
-        return self.proxies[self._problems[problem].notebook].for_problem(problem)
+        return self.student_for(problem)
 
     @pytest.fixture
     def seed(self) -> int:
-        return self._seed
+        return self.current.seed
 
     @pytest.fixture
     def rng(self, request: pytest.FixtureRequest) -> np.random.Generator:
-        return np.random.default_rng([self._seed, zlib.crc32(request.node.nodeid.encode())])
+        return self.rng_for(request.node.nodeid)
 
     @pytest.fixture
-    def tol(self, problem: str):
+    def tol(self, problem: str) -> Callable[[Any], Tolerance]:
         return self._problems[problem].tolerance
 
     @pytest.fixture
     def ref(self) -> ModuleType:
-        if self.reference is None:
-            raise RuntimeError("this assignment has no reference module")
-        return self.reference
+        return self.reference_module()
 
     @pytest.fixture
     def expect(self, request: pytest.FixtureRequest, problem: str, student: Any) -> Expect:
-        ex = Expect(problem=problem, tolerance_for=self._problems[problem].tolerance,
-                    catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None),
-                    student=student, reference=self.reference, localised=self._localised,
-                    confirmations=self._confirmations)
+        ex = self.expect_for(problem, student)
         request.node.stash[_EXPECT_KEY] = ex
         return ex
 
-    # ------------------------------------------------------------------ results
+    # ------------------------------------------------------------------ pytest's own protocol
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        outcome = self.outcomes.get(item.nodeid)
-        if outcome is None:
+        if item.nodeid not in self.checks or self._current is None:
             return report
         if call.when == "call" or (call.when == "setup" and report.failed):
-            outcome.duration += call.duration
-            ex = item.stash.get(_EXPECT_KEY, None)
-            if ex is not None:
-                outcome.diagnoses = tuple(m.id for m in ex.found)
-                outcome.hints = tuple(m.hint for m in ex.found)
-            if report.passed:
-                outcome.passed = True
-            elif call.excinfo is not None:
-                exc = call.excinfo.value
-                if isinstance(exc, NotGraded):
-                    outcome.not_graded = True
-                    outcome.output = exc.feedback
-                    outcome.detail = exc.feedback
-                elif isinstance(exc, StudentCodeError):
-                    outcome.output = exc.feedback
-                    outcome.detail = exc.feedback
-                elif isinstance(exc, AssertionError):
-                    outcome.output = str(exc).split("\nassert ")[0].strip() or "A check failed."
-                    outcome.detail = outcome.output
-                else:
-                    outcome.internal_error = True
-                    outcome.output = INTERNAL_ERROR
-                    outcome.detail = "".join(traceback.format_exception(exc)).strip()[-4000:]
+            exc = None if report.passed else (call.excinfo.value if call.excinfo is not None else None)
+            if report.passed or exc is not None:
+                outcome = classify(exc, item.stash.get(_EXPECT_KEY, None))
+                outcome.duration = call.duration
+                self.record(item.nodeid, outcome)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        outcome = self.outcomes.get(report.nodeid)
+        if self._current is None:
+            return
+        outcome = self._current.outcomes.get(report.nodeid)
         if outcome is None:
             return
         if report.when == "teardown" and report.failed and outcome.passed:
@@ -174,33 +242,6 @@ class GradingPlugin:
             outcome.internal_error = True
             outcome.output = INTERNAL_ERROR
             outcome.detail = report.longreprtext[-4000:]
-
-    # ------------------------------------------------------------------ summary
-    def results(self) -> tuple[TestResult, ...]:
-        """TestResults with points shared out per problem in proportion to weights."""
-        totals: dict[str, float] = {}
-        for o in self.outcomes.values():
-            totals[o.problem] = totals.get(o.problem, 0.0) + o.weight
-        out = []
-        for o in self.outcomes.values():
-            points = self._problems[o.problem].points
-            max_score = points * o.weight / totals[o.problem] if totals[o.problem] else 0.0
-            out.append(TestResult(
-                name=o.nodeid, problem=o.problem, score=max_score if o.passed else 0.0,
-                max_score=max_score, status=_status(o),
-                output=o.output, description=o.description, diagnoses=o.diagnoses,
-                hints=o.hints, detail=o.detail, duration=round(o.duration, 4)))
-        order = {p.name: i for i, p in enumerate(self.assignment.problems)}
-        return tuple(sorted(out, key=lambda t: order.get(t.problem, len(order))))
-
-    @property
-    def internal_errors(self) -> tuple[str, ...]:
-        return tuple(f"{o.nodeid}: {o.detail.splitlines()[-1] if o.detail else 'error'}"
-                     for o in self.outcomes.values() if o.internal_error)
-
-    def problems_without_tests(self) -> tuple[str, ...]:
-        covered = {o.problem for o in self.outcomes.values()}
-        return tuple(p for p in self._problems if p not in covered)
 
 
 def _status(outcome: _Outcome) -> TestStatus:

@@ -1,11 +1,16 @@
 """Results of grading one submission: small frozen dataclasses, totals derived.
 
-Every output (results.json, feedback HTML, gradebook, terminal summary) is rendered from these.
+Every output (results.json, feedback HTML, gradebook, terminal summary) is rendered from these:
+problem scores, the raw score and the score after the late penalty are computed here, once.
+`result_to_dict`/`result_from_dict` carry a result between the trusted processes of a batch (a
+worker, a Dask worker and the process that writes the outputs) as plain JSON data, losslessly.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
+from typing import Any, Literal
 
 # not_graded: the check could not be graded because a building block it needs (another problem's
 # function) fails on its inputs; it earns no points and its output names that building block.
@@ -13,6 +18,22 @@ TestStatus = Literal["passed", "failed", "not_graded"]
 # graded: the graders ran (whatever the student scored).
 # crashed: the grader itself failed for this submission; scores are not to be trusted.
 SubmissionState = Literal["graded", "crashed"]
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """What running one grader check against a submission gave, before points are shared out."""
+    name: str                 # pytest node id relative to the graders folder
+    problem: str
+    weight: float             # the check's share of its problem's `points` weights
+    status: TestStatus
+    output: str = ""          # student-safe message
+    description: str = ""     # the check's docstring, first line
+    diagnoses: tuple[str, ...] = ()
+    hints: tuple[str, ...] = ()
+    detail: str = ""          # instructor-only detail
+    duration: float = 0.0
+    internal_error: bool = False   # the grader's own code failed in this check (not the student's)
 
 
 @dataclass(frozen=True)
@@ -57,7 +78,8 @@ class SubmissionResult:
     notes: tuple[str, ...] = ()       # execution notes for the student: cell errors, skipped magics, unreadable file
     seed: int | None = None           # the hidden-input seed, for replaying a failure (instructor only)
     execution_time: float = 0.0
-    error: str = ""                   # why the grader crashed (state == "crashed")
+    crash_reason: str = ""            # why grading could not be completed (state == "crashed" only)
+    grader_errors: tuple[str, ...] = ()   # "<check>: <error>" for checks whose grader code failed (state graded)
     on_roster: bool = True
     files: tuple[str, ...] = ()       # the notebooks graded, relative to the course folder
     problem_points: tuple[tuple[str, float], ...] = ()  # (problem, points) from course.yml
@@ -66,6 +88,20 @@ class SubmissionResult:
     due: str = ""                     # ISO time of this student's due date (extension included), if any
     extension: str = ""               # the student's extension in words ("2 days"), "" when none
     isolation: tuple[str, ...] = ()   # sandbox layers that applied (instructor view): "bubblewrap", "seccomp", ...
+
+    @cached_property
+    def _by_problem(self) -> dict[str, float]:
+        totals = {problem: 0.0 for problem, _ in self.problem_points}
+        for t in self.tests:
+            totals[t.problem] = totals.get(t.problem, 0.0) + t.score
+        return {problem: round(total, 6) for problem, total in totals.items()}
+
+    def problem_score(self, problem: str) -> float:
+        """Points earned in one problem (its tests' scores), before any late penalty."""
+        return self._by_problem.get(problem, 0.0)
+
+    def has_tests(self, problem: str) -> bool:
+        return any(t.problem == problem for t in self.tests)
 
     @property
     def raw_score(self) -> float:
@@ -82,11 +118,17 @@ class SubmissionResult:
         return round(sum(p for _, p in self.problem_points), 6)
 
     def problem_scores(self) -> tuple[ProblemScore, ...]:
-        out = []
-        for problem, points in self.problem_points:
-            got = sum(t.score for t in self.tests if t.problem == problem)
-            out.append(ProblemScore(problem, round(got, 6), points))
-        return tuple(out)
+        return tuple(ProblemScore(problem, self.problem_score(problem), points)
+                     for problem, points in self.problem_points)
+
+    @property
+    def crashed(self) -> bool:
+        return self.state == "crashed"
+
+    @property
+    def grader_failed(self) -> bool:
+        """The grader (not the student) failed somewhere in this submission."""
+        return self.crashed or bool(self.grader_errors)
 
     @property
     def diagnoses(self) -> tuple[str, ...]:
@@ -95,3 +137,40 @@ class SubmissionResult:
             for d in t.diagnoses:
                 seen.setdefault(d, None)
         return tuple(seen)
+
+
+# --------------------------------------------------------------------------- plain data
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _tuples(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+def result_to_dict(result: SubmissionResult) -> dict[str, Any]:
+    """`result` as JSON-ready data (lists for tuples), every field kept exactly."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(result):
+        if not f.init:
+            continue
+        value = getattr(result, f.name)
+        if f.name == "tests":
+            value = [{g.name: _plain(getattr(t, g.name)) for g in dataclasses.fields(t)} for t in value]
+        out[f.name] = _plain(value)
+    return out
+
+
+def result_from_dict(data: dict[str, Any]) -> SubmissionResult:
+    """The SubmissionResult `result_to_dict` gave (TypeError/ValueError on anything else)."""
+    if not isinstance(data, dict):
+        raise TypeError("a result must be a mapping")
+    known = {f.name for f in dataclasses.fields(SubmissionResult) if f.init}
+    values = {k: _tuples(v) for k, v in data.items() if k in known and k != "tests"}
+    tests = tuple(TestResult(**{k: _tuples(v) for k, v in t.items()}) for t in data.get("tests", ()))
+    return SubmissionResult(tests=tests, **values)

@@ -59,7 +59,8 @@ def bound_result(result: SubmissionResult) -> SubmissionResult:
     """`result` with every text field within the caps above (idempotent)."""
     return dataclasses.replace(
         result, tests=tuple(_bound_test(t) for t in result.tests),
-        notes=clip_notes(result.notes), error=clip(result.error, ERROR_CHARS),
+        notes=clip_notes(result.notes), crash_reason=clip(result.crash_reason, ERROR_CHARS),
+        grader_errors=tuple(clip(e, NOTE_CHARS) for e in result.grader_errors[:MAX_NOTES]),
         files=tuple(clip(f, NAME_CHARS) for f in result.files[:20]))
 
 
@@ -69,4 +70,5 @@ def shrunk(result: SubmissionResult) -> SubmissionResult:
                                       hints=tuple(clip(h, 200) for h in t.hints))
                   for t in result.tests)
     return dataclasses.replace(result, tests=tests, notes=clip_notes(result.notes, 5, 300),
-                               error=clip(result.error, 500))
+                               crash_reason=clip(result.crash_reason, 500),
+                               grader_errors=tuple(clip(e, 200) for e in result.grader_errors[:5]))

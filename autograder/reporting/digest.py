@@ -228,7 +228,7 @@ def digest_problems(result: SubmissionResult) -> tuple[ProblemDigest, ...]:
     out = []
     for index, name in enumerate(ordered_problems(result), start=1):
         mine = [(n, t) for n, t in numbered if t.problem == name]
-        score = round(sum(t.score for _, t in mine), 6)
+        score = result.problem_score(name)
         max_score = points.get(name, round(sum(t.max_score for _, t in mine), 6))
         out.append(ProblemDigest(name=name, number=index, score=score, max_score=max_score,
                                  checks=group_checks(mine)))

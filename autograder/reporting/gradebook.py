@@ -407,7 +407,7 @@ def _submission(gb: Gradebook, assignment: str, student_id: str) -> Any:
 
 
 def _problem_score(result: SubmissionResult, problem: str) -> float:
-    return round(float(sum(t.score for t in result.tests if t.problem == problem)), 6)
+    return result.problem_score(problem)
 
 
 def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionResult) -> None:

@@ -96,9 +96,9 @@ def reported_score(result: SubmissionResult) -> float:
 
 
 def student_error(result: SubmissionResult, limit: int = 300) -> str:
-    """What a student is told about a crash: the first line of `error` (the full text, which may
-    hold a traceback of instructor code, stays in extra_data)."""
-    lines = [ln.strip() for ln in result.error.splitlines() if ln.strip()]
+    """What a student is told about a crash: the first line of `crash_reason` (the full text, which
+    may hold a traceback of instructor code, stays in extra_data)."""
+    lines = [ln.strip() for ln in result.crash_reason.splitlines() if ln.strip()]
     first = lines[0] if lines else "the grader stopped unexpectedly"
     return truncate(first, limit)
 
@@ -169,7 +169,8 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "student": result.student,
         "assignment": result.assignment,
         "state": result.state,
-        "error": result.error,
+        "crash_reason": result.crash_reason,
+        "grader_errors": list(result.grader_errors),
         "seed": result.seed,
         "on_roster": result.on_roster,
         "raw_score": result.raw_score,
@@ -274,7 +275,8 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
             student=_text(extra["student"]), assignment=_text(extra["assignment"]), state=state,
             tests=tests, problems=tuple(p for p, _ in problems), notes=tuple(_text(n) for n in extra["notes"]),
             seed=extra.get("seed") if isinstance(extra.get("seed"), int) else None,
-            execution_time=_number(doc.get("execution_time", 0.0)), error=_text(extra.get("error")),
+            execution_time=_number(doc.get("execution_time", 0.0)), crash_reason=_text(extra.get("crash_reason")),
+            grader_errors=tuple(_text(e) for e in extra.get("grader_errors", [])),
             on_roster=extra.get("on_roster") is not False, files=tuple(_text(f) for f in extra.get("files", [])),
             problem_points=tuple(problems), submitted_at=_text(extra.get("submitted_at")),
             late_penalty=_number(extra.get("late_penalty", 0.0)),

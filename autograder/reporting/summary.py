@@ -43,8 +43,7 @@ def _flags(result: SubmissionResult) -> str:
 def _problem_score(result: SubmissionResult, problem: str) -> str:
     if result.state == "crashed":
         return "-"
-    tests = [t for t in result.tests if t.problem == problem]
-    return format_points(sum(t.score for t in tests)) if tests else "-"
+    return format_points(result.problem_score(problem)) if result.has_tests(problem) else "-"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import builtins as _builtins_module
 
-__builtins__ = dict(vars(_builtins_module))
+__builtins__ = dict(vars(_builtins_module))  # type: ignore[assignment]
 
 import inspect
 import io
@@ -35,11 +35,17 @@ import os
 import sys
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from autograder.sandbox import protocol
 from autograder.text import truncate as _truncate
+
+if TYPE_CHECKING:       # annotations only: nothing more is imported into the sandboxed process
+    from collections.abc import Callable
+    from types import CodeType, TracebackType
+    from typing import Any
 
 OUTPUT_CHARS = 8 * 1024           # default characters of output kept per cell or call (head and tail)
 MESSAGE_LIMIT = 2000              # characters of an exception message
@@ -71,9 +77,9 @@ class _BuiltinsGuard:
 
     def __init__(self) -> None:
         self.pristine = dict(_LIVE_BUILTINS)
-        self.student: dict | None = None
+        self.student: dict[str, Any] | None = None
 
-    def _swap_to(self, state: dict) -> None:
+    def _swap_to(self, state: dict[str, Any]) -> None:
         for key in [k for k in _LIVE_BUILTINS if k not in state]:
             del _LIVE_BUILTINS[key]
         _LIVE_BUILTINS.update(state)
@@ -127,7 +133,7 @@ class _Capture(io.TextIOBase):
         return False
 
     @property
-    def encoding(self) -> str:
+    def encoding(self) -> str:  # type: ignore[override]  # read-only here, as on sys.stdout
         return "utf-8"
 
     def write(self, s: str) -> int:
@@ -167,11 +173,11 @@ class _NoIPython:
     def __init__(self, runner: Runner):
         self._runner = runner
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Callable[..., None]:
         if name.startswith("__"):
             raise AttributeError(name)
 
-        def method(*args, **kwargs):
+        def method(*args: Any, **kwargs: Any) -> None:
             self._runner.note(f"`get_ipython().{name}(...)` did nothing (the grader does not run IPython)")
             return None
         return method
@@ -182,7 +188,7 @@ def _exit(code: object = None) -> None:
     raise SystemExit(code)
 
 
-def _display(*objs, **kwargs) -> None:
+def _display(*objs: Any, **kwargs: Any) -> None:
     """Stands in for IPython's display(): prints each object's repr."""
     for obj in objs:
         print(repr(obj))
@@ -224,7 +230,7 @@ class Runner:
         self._notes: list[str] | None = None
         self._label = ""
         ipython = _NoIPython(self)
-        self.ns: dict = {
+        self.ns: dict[str, Any] = {
             "__name__": "__main__",
             "__doc__": None,
             "__builtins__": _builtins_module,
@@ -250,7 +256,7 @@ class Runner:
         place = f"{self.labels.get(filename, filename[1:-1])}, line {lineno}"
         return f"{place}: `{text}`" if text else place
 
-    def _cell_frames(self, tb) -> list[str]:
+    def _cell_frames(self, tb: TracebackType | None) -> list[str]:
         out = []
         while tb is not None:
             filename = tb.tb_frame.f_code.co_filename
@@ -266,7 +272,8 @@ class Runner:
         linecache.cache[filename] = (len(source), None, [ln + "\n" for ln in lines], filename)
 
     # ---- running cells
-    def _prepare(self, filename: str, label: str, source: str):
+    def _prepare(self, filename: str, label: str,
+                 source: str) -> tuple[CodeType | None, list[str], dict[str, Any] | None]:
         """(code or None, notes, error dict or None). None code and no error: skip the cell."""
         notes: list[str] = []
         first = next((ln.strip() for ln in source.split("\n") if ln.strip()), "")
@@ -298,13 +305,13 @@ class Runner:
         self._register(filename, label, source)
         return code, notes, None
 
-    def _syntax_error(self, exc: SyntaxError, filename: str, label: str, source: str) -> dict:
+    def _syntax_error(self, exc: SyntaxError, filename: str, label: str, source: str) -> dict[str, Any]:
         self._register(filename, label, source)
         where = self._line(filename, exc.lineno) if isinstance(exc.lineno, int) else ""
         return {"error_type": _type_name(exc), "message": _safe_str(exc.msg),
                 "where": where[len(label) + 2:] if where.startswith(label + ", ") else where}
 
-    def run_cell(self, index: int, label: str, source: str) -> dict:
+    def run_cell(self, index: int, label: str, source: str) -> dict[str, Any]:
         started = _perf()
         filename = f"<cell {index}>"
         self._label = label
@@ -376,7 +383,7 @@ class Runner:
         self.chan.send({"op": "ready"})
         return True
 
-    def serve_forks(self, fork, reap) -> None:
+    def serve_forks(self, fork: Callable[[int], object], reap: Callable[[int], object]) -> None:
         """After the notebook ran: on each {"op": "fork"} take the descriptor that follows and
         call fork(fd), which starts a problem process serving it; on {"op": "reap", "pid"} answer
         {"op": "reaped", "code": reap(pid)} (how that problem process ended, None if unknown).
@@ -415,7 +422,7 @@ class Runner:
             else:
                 chan.send({"op": "error", "kind": "protocol", "message": f"unknown op {op[:40]!r}"})
 
-    def _framed(self, reply: dict) -> bytes:
+    def _framed(self, reply: dict[str, Any]) -> bytes:
         """The reply, framed; a value outside the plain set (or over the size cap) becomes a
         bad_return error."""
         try:
@@ -426,7 +433,7 @@ class Runner:
             return protocol.frame({"op": "error", "kind": "bad_return", "description": what,
                                    "stdout": _dict_get(reply, "stdout", "")})
 
-    def call(self, msg: dict) -> dict:
+    def call(self, msg: dict[str, Any]) -> dict[str, Any]:
         name = _dict_get(msg, "name")
         args = _dict_get(msg, "args") or []
         kwargs = _dict_get(msg, "kwargs") or {}
@@ -463,7 +470,7 @@ class Runner:
         return {"op": "result", "value": value, "warnings": self._warnings(caught),
                 "mutated": _mutated(snapshots), "seconds": seconds, "stdout": capture.getvalue()}
 
-    def _warnings(self, caught: list) -> list[str]:
+    def _warnings(self, caught: list[Any]) -> list[str]:
         out: list[str] = []
         for w in caught:
             category = getattr(w.category, "__name__", "Warning")
@@ -480,12 +487,12 @@ class Runner:
 
 # --------------------------------------------------------------------------- arguments
 
-def _named_arguments(func, args: list, kwargs: dict) -> list[tuple[str, object]]:
+def _named_arguments(func: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
     """(name, value) per argument, named after the student's parameters where possible."""
     try:
         sig = _signature(func)
         bound = sig.bind_partial(*args, **kwargs)
-        out = []
+        out: list[tuple[str, Any]] = []
         for name, value in bound.arguments.items():
             kind = sig.parameters[name].kind
             if kind == _VAR_POSITIONAL:
@@ -499,10 +506,10 @@ def _named_arguments(func, args: list, kwargs: dict) -> list[tuple[str, object]]
         return [(f"argument {i + 1}", v) for i, v in enumerate(args)] + list(kwargs.items())
 
 
-def _snapshot(named: list[tuple[str, object]]) -> list[tuple]:
-    out: list[tuple] = []
+def _snapshot(named: list[tuple[str, Any]]) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
 
-    def visit(path: str, value: object, depth: int) -> None:
+    def visit(path: str, value: Any, depth: int) -> None:
         t = type(value)
         if t is _ndarray:
             out.append((path, value, value.shape, value.dtype.str, value.tobytes()))
@@ -521,7 +528,7 @@ def _snapshot(named: list[tuple[str, object]]) -> list[tuple]:
     return out
 
 
-def _mutated(snapshots: list[tuple]) -> list[str]:
+def _mutated(snapshots: list[tuple[Any, ...]]) -> list[str]:
     out = []
     for path, value, shape, dtype, data in snapshots:
         if dtype is None:   # list or dict: same length and the same objects in it

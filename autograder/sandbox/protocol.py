@@ -32,7 +32,7 @@ import builtins as _builtins_module
 
 # Functions defined below look builtins up in this private copy, so student code that
 # rebinds `builtins.len` or `builtins.isinstance` cannot change how messages are framed.
-__builtins__ = dict(vars(_builtins_module))
+__builtins__ = dict(vars(_builtins_module))  # type: ignore[assignment]
 
 import _socket
 import json
@@ -362,7 +362,7 @@ class Channel:
     def fileno(self) -> int:
         return _sock_fileno(self.sock)
 
-    def send(self, message: dict, *, deadline: float | None = None, caps: Caps = UNCAPPED) -> None:
+    def send(self, message: dict[str, Any], *, deadline: float | None = None, caps: Caps = UNCAPPED) -> None:
         """Write one message; raises TimeoutError past `deadline` (time.monotonic())."""
         data = frame(message, caps=caps)
         self._timeout(deadline)
@@ -373,7 +373,7 @@ class Channel:
         self._timeout(deadline)
         _sock_sendall(self.sock, data)
 
-    def recv(self, *, trusted: bool, deadline: float | None = None, caps: Caps | None = None) -> dict:
+    def recv(self, *, trusted: bool, deadline: float | None = None, caps: Caps | None = None) -> dict[str, Any]:
         """Read one message. Raises EOFError when the other end closed, TimeoutError past
         `deadline`, ProtocolError for malformed data (the stream is then out of step)."""
         caps = caps or (TRUSTED_CAPS if trusted else UNCAPPED)

@@ -1,14 +1,19 @@
-"""The grading plugin: points shared by weight, failures turned into student-safe messages,
-internal errors kept apart, seeded rng per test."""
+"""The grading plugin and its session: points shared by weight, failures turned into student-safe
+messages, internal errors kept apart, seeded rng per test; graders collected once and re-run; the
+lean loop and pytest's own protocol giving the same outcomes."""
 from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
 
 import pytest
 
 from autograder.config import Assignment, Limits, Problem, Tolerance
-from autograder.grading.plugin import INTERNAL_ERROR, GradingPlugin
+from autograder.grading.engine import score
+from autograder.grading.plugin import INTERNAL_ERROR
+from autograder.grading.session import GraderSession, InstructorCode
 from autograder.sandbox.outcomes import FunctionMissing
-
-pytest_plugins = ["pytester"]
 
 TOL = {"float64": Tolerance(1e-7, 1e-9), "float32": Tolerance(1e-4, 1e-5)}
 
@@ -23,39 +28,51 @@ class FakeProxy:
     """Stands for the notebook: `double` works, everything else is missing."""
     last_call = None
 
+    def __init__(self, factor: int = 2):
+        self.factor = factor
+
     def for_problem(self, problem):
         return self
 
     def __getattr__(self, name):
         if name == "double":
-            return lambda x: 2 * x
+            return lambda x: self.factor * x
         def missing(*a, **k):
             raise FunctionMissing(name)
         return missing
 
 
-def run(pytester, files: dict[str, str], **points):
+def session(tmp_path: Path, files: dict[str, str], *, lean: bool = True, **points) -> GraderSession:
+    graders = tmp_path / "graders"
+    graders.mkdir(exist_ok=True)
     for name, body in files.items():
-        pytester.makepyfile(**{name: body})
-    plugin = GradingPlugin(assignment(**points), {"hw.ipynb": FakeProxy()}, seed=7, reference=None, catalogue=None)
-    pytester.runpytest_inprocess("-p", "no:cacheprovider", plugins=[plugin])
-    return {t.name.split("::")[-1]: t for t in plugin.results()}, plugin
+        (graders / f"{name}.py").write_text(textwrap.dedent(body))
+    return GraderSession(assignment(**points), InstructorCode(None, None, graders), lean=lean)
 
 
-def test_points_are_shared_in_proportion_to_weights(pytester):
+def run(tmp_path: Path, files: dict[str, str], *, lean: bool = True, proxy=None, **points):
+    with session(tmp_path, files, lean=lean, **points) as s:
+        graded = s.run({"hw.ipynb": proxy or FakeProxy()}, seed=7)
+    return {t.name.split("::")[-1]: t for t in score(graded, assignment(**points)).tests}, graded
+
+
+DOUBLE = {"test_double": """
+    import pytest
+
+    @pytest.mark.points(3)
+    def test_double_big(student):
+        assert student.double(2) == 4
+
+    @pytest.mark.points(1)
+    @pytest.mark.parametrize("x", [1, 2])
+    def test_double_small(student, x):
+        assert student.double(x) == 3 * x
+"""}
+
+
+def test_points_are_shared_in_proportion_to_weights(tmp_path):
     """Does a problem's points split by `points` weights, a parametrised test sharing its weight?"""
-    results, _ = run(pytester, {"test_double": """
-import pytest
-
-@pytest.mark.points(3)
-def test_double_big(student):
-    assert student.double(2) == 4
-
-@pytest.mark.points(1)
-@pytest.mark.parametrize("x", [1, 2])
-def test_double_small(student, x):
-    assert student.double(x) == 3 * x
-"""}, double=8)
+    results, _ = run(tmp_path, DOUBLE, double=8)
     assert results["test_double_big"].max_score == pytest.approx(6)
     assert results["test_double_big"].score == pytest.approx(6)
     assert results["test_double_small[1]"].max_score == pytest.approx(1)
@@ -63,81 +80,152 @@ def test_double_small(student, x):
     assert sum(t.max_score for t in results.values()) == pytest.approx(8)
 
 
-def test_student_errors_become_their_feedback(pytester):
+def test_student_errors_become_their_feedback(tmp_path):
     """Does a call to a missing function fail the test with the sandbox's student-safe sentence?"""
-    results, plugin = run(pytester, {"test_halve": """
-def test_halve_works(student):
-    '''Does halve halve?'''
-    assert student.halve(4) == 2
-"""}, halve=5)
+    results, graded = run(tmp_path, {"test_halve": """
+        def test_halve_works(student):
+            '''Does halve halve?'''
+            assert student.halve(4) == 2
+    """}, halve=5)
     t = results["test_halve_works"]
     assert t.status == "failed" and t.score == 0
     assert "`halve` is not defined in your notebook" in t.output
     assert t.description == "Does halve halve?"
-    assert not plugin.internal_errors
+    assert not any(c.internal_error for c in graded.checks)
 
 
-def test_grader_bugs_are_internal_errors_not_student_messages(pytester):
+def test_grader_bugs_are_internal_errors_not_student_messages(tmp_path):
     """Is an exception in the grader itself reported as an internal error, its traceback kept for the instructor?"""
-    results, plugin = run(pytester, {"test_double": """
-def test_double_buggy(student):
-    {}["no such key"]
-"""}, double=1)
+    results, graded = run(tmp_path, {"test_double": """
+        def test_double_buggy(student):
+            {}["no such key"]
+    """}, double=1)
     t = results["test_double_buggy"]
     assert t.output == INTERNAL_ERROR
     assert "KeyError" in t.detail
-    assert plugin.internal_errors
+    assert [c.name for c in graded.checks if c.internal_error] == ["test_double.py::test_double_buggy"]
 
 
-def test_rng_is_seeded_per_test_and_repeatable(pytester):
+def test_rng_is_seeded_per_test_and_repeatable(tmp_path):
     """Does each test get its own rng, the same on every run with the same seed?"""
     files = {"test_double": """
-def test_double_a(rng):
-    assert False, rng.integers(1 << 30)
+        def test_double_a(rng):
+            assert False, rng.integers(1 << 30)
 
-def test_double_b(rng):
-    assert False, rng.integers(1 << 30)
-"""}
-    first, _ = run(pytester, files, double=2)
-    second, _ = run(pytester, files, double=2)
+        def test_double_b(rng):
+            assert False, rng.integers(1 << 30)
+    """}
+    first, _ = run(tmp_path, files, double=2)
+    second, _ = run(tmp_path, files, double=2)
     assert first["test_double_a"].output == second["test_double_a"].output
     assert first["test_double_a"].output != first["test_double_b"].output
 
 
-def test_a_module_for_an_unknown_problem_is_a_collection_error(pytester):
-    """Is a grader module whose name matches no problem reported, not silently ignored?"""
-    _, plugin = run(pytester, {"test_other": "def test_other_x():\n    pass\n"}, double=1)
-    assert any("no problem named 'other'" in e for e in plugin.collection_errors)
-    assert plugin.problems_without_tests() == ("double",)
+def test_a_module_for_an_unknown_problem_breaks_the_session(tmp_path):
+    """Is a grader module whose name matches no problem reported (and its problem's lack of graders), not ignored?"""
+    s = session(tmp_path, {"test_other": "def test_other_x():\n    pass\n"}, double=1)
+    assert any("no problem named 'other'" in e for e in s.broken)
+    assert any("no graders for problem(s) double" in e for e in s.broken)
+    graded = s.run({"hw.ipynb": FakeProxy()}, seed=1)
+    assert graded.broken == s.broken and graded.checks == ()
+    s.close()
 
 
-def test_a_check_that_cannot_be_graded_gets_its_own_status_and_no_points(pytester):
+def test_a_check_that_cannot_be_graded_gets_its_own_status_and_no_points(tmp_path):
     """Does NotGraded from a check give status "not_graded", score 0 and its reason as the message?"""
-    results, plugin = run(pytester, {"test_double": """
-from autograder.grading.checks import NotGraded
+    results, graded = run(tmp_path, {"test_double": """
+        from autograder.grading.checks import NotGraded
 
-def test_double_needs_halve(student):
-    raise NotGraded("halve", "`halve` is not defined in your notebook")
-"""}, double=4)
+        def test_double_needs_halve(student):
+            raise NotGraded("halve", "`halve` is not defined in your notebook")
+    """}, double=4)
     t = results["test_double_needs_halve"]
     assert (t.status, t.score, t.max_score) == ("not_graded", 0.0, 4.0)
     assert t.output.startswith("Not graded: this check needs your `halve`")
-    assert not t.passed and not plugin.internal_errors
+    assert not t.passed and not any(c.internal_error for c in graded.checks)
 
 
-def test_advice_carries_no_points(pytester):
+def test_advice_carries_no_points(tmp_path):
     """Does a check marked points(0) count for nothing, whether it passes or fails?"""
-    results, _ = run(pytester, {"test_double": """
-import pytest
+    results, _ = run(tmp_path, {"test_double": """
+        import pytest
 
-@pytest.mark.points(1)
-def test_double_works(student):
-    assert student.double(2) == 4
+        @pytest.mark.points(1)
+        def test_double_works(student):
+            assert student.double(2) == 4
 
-@pytest.mark.points(0)
-def test_double_advice(student):
-    assert False, "advice"
-"""}, double=5)
+        @pytest.mark.points(0)
+        def test_double_advice(student):
+            assert False, "advice"
+    """}, double=5)
     assert results["test_double_works"].max_score == 5
     advice = results["test_double_advice"]
     assert (advice.status, advice.max_score, advice.score) == ("failed", 0.0, 0.0)
+
+
+def test_graders_are_collected_once_and_rerun_per_submission(tmp_path):
+    """Does one session grade submission after submission, each against its own proxy, without collecting again?"""
+    with session(tmp_path, DOUBLE, double=8) as s:
+        modules = {id(item.module) for item in s.items}
+        right = score(s.run({"hw.ipynb": FakeProxy(2)}, seed=1), assignment(double=8))
+        wrong = score(s.run({"hw.ipynb": FakeProxy(5)}, seed=1), assignment(double=8))
+        again = score(s.run({"hw.ipynb": FakeProxy(2)}, seed=1), assignment(double=8))
+        assert {id(item.module) for item in s.items} == modules and s.runs == 3
+    assert right.raw_score == again.raw_score == 6 and wrong.raw_score == 0
+
+
+def _ids(text: str) -> str:
+    """Text without object addresses (two runs build their own proxies)."""
+    return re.sub(r"0x[0-9a-f]+", "0x?", text)
+
+
+MIXED = {"test_double": """
+    import pytest
+    from autograder.grading.checks import NotGraded
+
+    @pytest.fixture
+    def four():
+        return 4
+
+    @pytest.mark.points(2)
+    @pytest.mark.parametrize("x", [1, 2, 3])
+    def test_double_values(student, x):
+        assert student.double(x) == 2 * x, f"double({x}) is off"
+
+    def test_double_with_other_fixture(student, four):
+        assert student.double(four) == 8
+
+    @pytest.mark.skip(reason="not today")
+    def test_double_skipped(student):
+        assert True
+
+    def test_double_missing_function(student):
+        student.triple(1)
+
+    def test_double_grader_bug(student, rng):
+        raise ZeroDivisionError(rng.integers(10))
+
+    def test_double_needs(student):
+        raise NotGraded("halve", "it raised")
+
+    def test_double_fails_loudly(student):
+        pytest.fail("not like this")
+"""}
+
+
+@pytest.mark.parametrize("factor", [2, 3])
+def test_the_lean_loop_gives_the_outcomes_pytests_protocol_gives(tmp_path, factor):
+    """Do the lean loop and pytest's runtest protocol agree on every check's outcome (status, message, diagnoses)?"""
+    def outcomes(lean: bool):
+        with session(tmp_path, MIXED, lean=lean, double=10) as s:
+            lean_checks = s.lean_checks
+            graded = s.run({"hw.ipynb": FakeProxy(factor)}, seed=3)
+        return lean_checks, [(c.name, c.status, _ids(c.output), c.diagnoses, c.weight, c.internal_error,
+                              _ids(c.detail if not c.internal_error else c.detail.splitlines()[-1]))
+                             for c in graded.checks]
+
+    lean_count, lean = outcomes(True)
+    pytest_count, by_pytest = outcomes(False)
+    assert lean == by_pytest
+    assert (lean_count, pytest_count) == (7, 0)        # the check with its own fixture and the skipped one use pytest
+    assert len(lean) == 9

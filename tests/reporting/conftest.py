@@ -77,7 +77,7 @@ def bob_result() -> R.SubmissionResult:
 
 def cy_result() -> R.SubmissionResult:
     return submission("cy", [], state="crashed", seed=7,
-                      error="the grader failed before any test ran (ImportError in the graders)")
+                      crash_reason="the grader failed before any test ran (ImportError in the graders)")
 
 
 @pytest.fixture

@@ -117,7 +117,7 @@ def test_crashed_submission_explains_itself_and_lists_no_checks(cy, assignment):
 def test_a_crash_traceback_is_not_on_the_page(assignment):
     """Is only the first line of a crash error shown, never the grader's traceback?"""
     error = 'KeyError: \'x\'\nTraceback (most recent call last):\n  File "/course/assignments/graders/test_x.py"'
-    html = render_feedback(submission("eve", state="crashed", error=error), assignment)
+    html = render_feedback(submission("eve", state="crashed", crash_reason=error), assignment)
     assert "KeyError: &#39;x&#39;" in html
     assert "Traceback" not in html and "graders/test_x.py" not in html
 

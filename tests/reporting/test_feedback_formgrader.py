@@ -151,7 +151,7 @@ def test_a_deleted_grade_cell_is_put_back_where_it_was(copy, assignment):
 def test_a_crashed_submission_asks_for_manual_grading_in_every_grade_cell(copy, assignment):
     """When the grader crashed, does every grade cell say it is not graded and why (first line only)?"""
     crashed = replace(erin_result(), state="crashed", tests=(),
-                      error="ImportError in the graders\nTraceback: /course/assignments/x.py")
+                      crash_reason="ImportError in the graders\nTraceback: /course/assignments/x.py")
     annotate_autograded(crashed, assignment, copy)
     for text in grade_outputs(copy / NB).values():
         assert "not graded; the grader failed for this submission (ImportError in the graders)" in text

@@ -115,7 +115,7 @@ def test_crashed_result_scores_zero_and_says_why(cy):
 
 def test_crashed_result_scores_zero_even_when_some_tests_ran():
     """Is a crash's partial score withheld from the student (but kept for the instructor)?"""
-    result = submission("eve", [check("silu", "test_silu_a", 5.0, 5.0)], state="crashed", error="boom")
+    result = submission("eve", [check("silu", "test_silu_a", 5.0, 5.0)], state="crashed", crash_reason="boom")
     doc = to_results_json(result)
     assert doc["score"] == 0 and doc["tests"] == []
     assert doc["extra_data"]["raw_score"] == 5.0 and len(doc["extra_data"]["tests"]) == 1
@@ -124,10 +124,10 @@ def test_crashed_result_scores_zero_even_when_some_tests_ran():
 def test_a_crash_traceback_stays_in_the_instructor_view():
     """Does the student see only the first line of the crash error, the instructor all of it?"""
     error = 'KeyError: \'x\'\nTraceback (most recent call last):\n  File "/course/assignments/graders/test_x.py"'
-    doc = to_results_json(submission("eve", state="crashed", error=error))
+    doc = to_results_json(submission("eve", state="crashed", crash_reason=error))
     assert "KeyError: 'x'" in doc["output"]
     assert "Traceback" not in doc["output"] and "graders/test_x.py" not in doc["output"]
-    assert doc["extra_data"]["error"] == error
+    assert doc["extra_data"]["crash_reason"] == error
 
 
 def test_unknown_visibility_is_refused(ada):

@@ -120,6 +120,6 @@ def test_a_batch_of_malformed_notebooks_ends_with_a_result_for_each(tmp_path_fac
     for sid in students:
         doc = load_results(course, sid)
         assert doc is not None, sid
-        assert doc["extra_data"]["state"] == "graded", doc["extra_data"]["error"][:500]
+        assert doc["extra_data"]["state"] == "graded", doc["extra_data"]["crash_reason"][:500]
         if doc["score"] == 0:
             assert doc["extra_data"]["notes"], f"{sid} scored 0 with no reason"

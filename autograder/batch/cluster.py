@@ -1,0 +1,244 @@
+"""The same warm workers on a Dask distributed cluster (`course autograde --scheduler ADDRESS`).
+
+Each Dask worker process hosts one warm worker (autograder.batch.worker.Worker: its own sandbox
+host and grader session), set up by a worker plugin when the batch starts and closed when it
+ends. Each submission is one Dask task that grades on that worker and returns the result as
+plain data; the client (the `course` process) writes results.json, the pages and, alone, the
+gradebook. The course folder must be at the same path on the workers (a shared file system, as
+on a SLURM cluster; see docs/cluster.md), and this package installed in their environment.
+
+The warm worker lives on a thread of its own inside the Dask worker: the sandbox's processes
+are tied to the thread that started them (they die with it), and a sandbox host serves one
+caller at a time, while Dask runs tasks on a pool of threads.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..config import Assignment, load_course
+from ..errors import CourseError
+from ..grading.engine import crashed_result
+from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
+from .pool import PoolInfo, WorkerStats
+from .worker import Task, Worker, peak_rss_mb, rss_mb
+
+T = TypeVar("T")
+
+
+class ClusterUnavailable(CourseError):
+    """The cluster could not be reached, or its workers could not set up the sandbox (one line)."""
+
+
+class _WarmThread:
+    """One Worker on one long-lived thread; `call(fn)` runs fn(worker) there and waits."""
+
+    def __init__(self, course_dir: str, assignment: str, insecure: bool):
+        self._jobs: queue.SimpleQueue[tuple[Callable[[Worker], Any], concurrent.futures.Future[Any]] | None] = (
+            queue.SimpleQueue())
+        self._args = (course_dir, assignment, insecure)
+        self.error = ""
+        self.worker: Worker | None = None
+        started: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._main, args=(started,), name="course-autograder-worker",
+                                        daemon=True)
+        self._thread.start()
+        started.result()
+
+    def _start_worker(self) -> None:
+        course_dir, assignment, insecure = self._args
+        try:
+            self.worker = Worker(course_dir, assignment, insecure=insecure)
+            self.error = ""
+        except Exception as exc:  # noqa: BLE001 - reported to the client, which refuses the batch in one line
+            self.worker = None
+            self.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+    def _main(self, started: concurrent.futures.Future[None]) -> None:
+        self._start_worker()
+        started.set_result(None)
+        while (job := self._jobs.get()) is not None:
+            fn, future = job
+            try:
+                future.set_result(fn(self.worker))  # type: ignore[arg-type]
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                future.set_exception(exc)
+            if self.worker is not None and self.worker.recycle:   # memory grew: a fresh host and session
+                self.worker.close()
+                self._start_worker()
+        if self.worker is not None:
+            self.worker.close()
+
+    def call(self, fn: Callable[[Worker], T]) -> T:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._jobs.put((fn, future))
+        return future.result()
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join(timeout=120)
+
+
+def _plugin_class() -> type:
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class WarmWorkerPlugin(WorkerPlugin):
+        """Starts a warm worker in each Dask worker when registered; closes it when removed."""
+
+        def __init__(self, name: str, course_dir: str, assignment: str, insecure: bool):
+            self.name = name
+            self.args = (course_dir, assignment, insecure)
+            self.warm: _WarmThread | None = None
+
+        def setup(self, worker: Any) -> None:
+            self.warm = _WarmThread(*self.args)
+
+        def teardown(self, worker: Any) -> None:
+            if self.warm is not None:
+                self.warm.close()
+                self.warm = None
+
+    return WarmWorkerPlugin
+
+
+def _warm(plugin_name: str, dask_worker: Any = None) -> _WarmThread:
+    if dask_worker is None:
+        from distributed import get_worker
+        dask_worker = get_worker()
+    plugin = dask_worker.plugins.get(plugin_name)
+    warm: _WarmThread | None = getattr(plugin, "warm", None)
+    if warm is None:
+        raise RuntimeError("this Dask worker has no grading worker (it joined after the batch started?)")
+    return warm
+
+
+def worker_info(plugin_name: str, dask_worker: Any = None) -> dict[str, Any]:
+    """Runs on each Dask worker (`Client.run` passes `dask_worker`): what its warm worker reports
+    (or why it could not start)."""
+    warm = _warm(plugin_name, dask_worker)
+    if warm.worker is None:
+        return {"pid": os.getpid(), "error": warm.error}
+    return {"pid": os.getpid(), "error": "", "layers": list(warm.worker.info.layers),
+            "missing": list(warm.worker.info.missing), "rss_mb": round(rss_mb(), 1)}
+
+
+def grade_task(plugin_name: str, task: dict[str, Any]) -> dict[str, Any]:
+    """Runs on a Dask worker: grade one submission with that worker's warm worker."""
+    warm = _warm(plugin_name)
+    parsed = Task.from_dict(task)
+
+    def grade(worker: Worker | None) -> dict[str, Any]:
+        if worker is None:
+            raise RuntimeError(f"the grading worker could not start: {warm.error}")
+        result = worker.grade(parsed)
+        return {"result": result_to_dict(result), "pid": os.getpid(), "rss_mb": round(rss_mb(), 1),
+                "peak_mb": round(peak_rss_mb(), 1)}
+
+    return warm.call(grade)
+
+
+class DaskPool:
+    """Warm workers on the Dask cluster whose scheduler is at `address` (the interface of
+    autograder.batch.pool's pools)."""
+
+    def __init__(self, address: str, course_dir: str | Path, assignment: str, *, insecure: bool = False):
+        self.address = address
+        self.course_dir = str(Path(course_dir).resolve())
+        self.assignment_name = assignment
+        self.insecure = insecure
+        self.assignment: Assignment = load_course(self.course_dir).assignment(assignment)
+        self.plugin_name = f"course-autograder-{uuid.uuid4().hex[:12]}"
+        self.size = 0
+        self._client: Any = None
+        self._layers: tuple[str, ...] = ()
+        self._stats: dict[int, WorkerStats] = {}
+        self._pending: list[Any] = []
+
+    def __enter__(self) -> DaskPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> PoolInfo:
+        """Connect, start a warm worker in every Dask worker, and check each set up the sandbox."""
+        try:
+            from distributed import Client
+        except ImportError:
+            raise ClusterUnavailable("--scheduler needs Dask's distributed package: "
+                                     "pip install 'course-autograder[cluster]'") from None
+        try:
+            # how long to try: Dask's own setting, distributed.comm.timeouts.connect (30 s by default)
+            self._client = Client(self.address, set_as_default=False)  # type: ignore[no-untyped-call]
+        except (OSError, TimeoutError) as exc:
+            raise ClusterUnavailable(f"Dask scheduler {self.address}: cannot connect ({exc})") from None
+        plugin = _plugin_class()(self.plugin_name, self.course_dir, self.assignment_name, self.insecure)
+        self._client.register_plugin(plugin, name=self.plugin_name)
+        infos: dict[str, dict[str, Any]] = self._client.run(worker_info, self.plugin_name)
+        if not infos:
+            raise ClusterUnavailable(f"Dask scheduler {self.address}: the cluster has no workers")
+        failed = {addr: info["error"] for addr, info in infos.items() if info.get("error")}
+        if failed:
+            addr, why = sorted(failed.items())[0]
+            raise ClusterUnavailable(f"Dask worker {addr}: {why}"
+                                     + (f" (and {len(failed) - 1} more workers)" if len(failed) > 1 else ""))
+        layers = [tuple(info["layers"]) for info in infos.values()]
+        missing = sorted({m for info in infos.values() for m in info["missing"]})
+        # a result's isolation must not depend on which worker graded it
+        self._layers = tuple(layer for layer in layers[0] if all(layer in other for other in layers))
+        for info in infos.values():
+            self._stats[int(info["pid"])] = WorkerStats(pid=int(info["pid"]), rss_mb=float(info["rss_mb"]))
+        self.size = len(infos)
+        return PoolInfo(self._layers, tuple(missing), self.size)
+
+    @property
+    def stats(self) -> list[WorkerStats]:
+        return list(self._stats.values())
+
+    def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
+        """Submit every task; yield (task, result) as results come back."""
+        from distributed import as_completed
+
+        if self._client is None:
+            raise RuntimeError("DaskPool.run before start()")
+        batch = uuid.uuid4().hex[:8]
+        futures = {}
+        for task in tasks:
+            future = self._client.submit(grade_task, self.plugin_name, task.to_dict(), pure=False, retries=1,
+                                         key=f"grade-{task.student}-{batch}")
+            futures[future.key] = (future, task)
+        self._pending = [f for f, _ in futures.values()]
+        for future in as_completed(self._pending, loop=self._client.loop):  # type: ignore[no-untyped-call]
+            task = futures[future.key][1]
+            try:
+                answer = future.result()
+                result = result_from_dict(answer["result"])
+                stats = self._stats.setdefault(int(answer["pid"]), WorkerStats(pid=int(answer["pid"])))
+                stats.graded += 1
+                stats.rss_mb = float(answer["rss_mb"])
+                stats.peak_mb = max(stats.peak_mb, float(answer["peak_mb"]))
+            except Exception as exc:  # noqa: BLE001 - a lost worker costs that submission alone
+                why = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+                result = crashed_result(self.assignment, task.student, task.seed, task.on_roster,
+                                        f"grading stopped: its Dask worker failed ({why})", self._layers)
+            future.release()
+            yield task, result
+
+    def close(self) -> None:
+        if self._client is None:
+            return
+        try:
+            if self._pending:
+                self._client.cancel(self._pending)
+            self._pending = []
+            self._client.unregister_worker_plugin(self.plugin_name)
+        except Exception:  # noqa: BLE001 - the cluster may be gone already; nothing more to close there
+            pass
+        self._client.close()
+        self._client = None

@@ -1,0 +1,355 @@
+"""Where a batch's submissions are graded: warm workers (autograder.batch.worker), each with its
+own sandbox host and grader session, fed one submission at a time as they become free.
+
+- `InProcessPool`: one warm worker in this process (a single worker, or a single submission:
+  no process to start, so a one-student run writes its results soonest);
+- `LocalPool`: N worker processes on this machine;
+- `autograder.batch.cluster.DaskPool`: one warm worker in each worker of a Dask cluster.
+
+All three have the same interface (`make_pool` picks one):
+
+    with LocalPool(course_dir, assignment, workers=2) as pool:
+        info = pool.start()                   # every worker ready, or SandboxUnavailable
+        for task, result in pool.run(tasks):  # results as they come, in any order
+            ...
+
+A worker that dies or stops answering (the grader's own process, not a student's: those are
+bounded by the sandbox) costs only the submission it was grading, which becomes a crashed result,
+and is replaced. A worker whose memory grew asks to be replaced and is, between two submissions.
+"""
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ..config import Assignment, load_course
+from ..grading.engine import crashed_result
+from ..grading.results import SubmissionResult, result_from_dict
+from ..sandbox.host import SandboxUnavailable
+from .wire import Connection, WireClosed, socket_pair
+from .worker import Task, Worker, peak_rss_mb, rss_mb
+
+START_SECONDS = 300.0          # a worker's start-up (imports, sandbox, graders), generous for a loaded machine
+SLACK_SECONDS = 300.0          # beyond the submission's own budget before a silent worker is replaced
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    layers: tuple[str, ...]
+    missing: tuple[str, ...]
+    workers: int
+
+
+@dataclass
+class WorkerStats:
+    """What the driver knows about one worker process (for the benchmark and recycling)."""
+    pid: int
+    graded: int = 0
+    rss_mb: float = 0.0
+    peak_mb: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Proc:
+    popen: subprocess.Popen[bytes]
+    conn: Connection
+    log: Path
+    stats: WorkerStats
+    task: Task | None = None
+    since: float = 0.0
+    ready: bool = False
+
+
+class WorkerFailed(SandboxUnavailable):
+    """A worker could not start (its own message, one line)."""
+
+
+class GradingPool(Protocol):
+    """What a batch needs of a pool (InProcessPool, LocalPool, cluster.DaskPool)."""
+
+    def start(self) -> PoolInfo: ...
+
+    def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, SubmissionResult]]: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def stats(self) -> list[WorkerStats]: ...
+
+
+class InProcessPool:
+    """One warm worker in this process."""
+
+    def __init__(self, course_dir: str | Path, assignment: str, *, insecure: bool = False):
+        self.course_dir = str(Path(course_dir).resolve())
+        self.assignment_name = assignment
+        self.insecure = insecure
+        self.size = 1
+        self._worker: Worker | None = None
+        self._stats = WorkerStats(pid=os.getpid())
+
+    def __enter__(self) -> InProcessPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> PoolInfo:
+        self._worker = Worker(self.course_dir, self.assignment_name, insecure=self.insecure)
+        return PoolInfo(self._worker.info.layers, self._worker.info.missing, 1)
+
+    @property
+    def stats(self) -> list[WorkerStats]:
+        return [self._stats]
+
+    def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
+        if self._worker is None:
+            raise RuntimeError("InProcessPool.run before start()")
+        for task in tasks:
+            result = self._worker.grade(task)
+            self._stats.graded += 1
+            self._stats.rss_mb = rss_mb()
+            self._stats.peak_mb = peak_rss_mb()
+            yield task, result
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = None, scheduler: str | None = None,
+              submissions: int | None = None, insecure: bool = False) -> GradingPool:
+    """The pool for a batch: a Dask cluster's workers when `scheduler` is given; else `workers`
+    local worker processes (default: the cores available), no more than there are `submissions`,
+    and a single one runs in this process."""
+    if scheduler:
+        from .cluster import DaskPool
+        return DaskPool(scheduler, course_dir, assignment, insecure=insecure)
+    n = workers if workers is not None else available_cores()
+    if n < 1:
+        raise ValueError("workers must be at least 1")
+    if submissions is not None:
+        n = min(n, max(submissions, 1))
+    if n == 1:
+        return InProcessPool(course_dir, assignment, insecure=insecure)
+    return LocalPool(course_dir, assignment, workers=n, insecure=insecure)
+
+
+class LocalPool:
+    def __init__(self, course_dir: str | Path, assignment: str, *, workers: int, insecure: bool = False):
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.course_dir = str(Path(course_dir).resolve())
+        self.assignment_name = assignment
+        self.size = workers
+        self.insecure = insecure
+        self.assignment: Assignment = load_course(self.course_dir).assignment(assignment)
+        self.retired: list[WorkerStats] = []
+        self.replaced = 0
+        self._procs: list[_Proc] = []
+        self._sel = selectors.DefaultSelector()
+        self._logs = Path(tempfile.mkdtemp(prefix="autograder-workers-"))
+        self._layers: tuple[str, ...] = ()
+        self._missing: tuple[str, ...] = ()
+        self._ids = 0
+
+    # ---- lifecycle
+    def __enter__(self) -> LocalPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> PoolInfo:
+        """Start the workers and wait until each is ready (SandboxUnavailable when one cannot)."""
+        for _ in range(self.size):
+            self._spawn()
+        deadline = time.monotonic() + START_SECONDS
+        while any(not p.ready for p in self._procs):
+            self._wait_ready(deadline)
+        return PoolInfo(self._layers, self._missing, len(self._procs))
+
+    def _spawn(self) -> _Proc:
+        conn, fd = socket_pair()
+        log = self._logs / f"worker-{len(self._procs) + len(self.retired) + 1}.log"
+        argv = [sys.executable, "-m", "autograder.batch.worker", "--course-dir", self.course_dir,
+                "--assignment", self.assignment_name, "--fd", str(fd)] + (["--insecure"] if self.insecure else [])
+        try:
+            with open(log, "wb") as err:
+                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                         pass_fds=(fd,), start_new_session=True, cwd=self.course_dir)
+        finally:
+            os.close(fd)
+        proc = _Proc(popen=popen, conn=conn, log=log, stats=WorkerStats(pid=popen.pid))
+        self._procs.append(proc)
+        self._sel.register(conn.sock, selectors.EVENT_READ, proc)
+        return proc
+
+    def _wait_ready(self, deadline: float) -> None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise WorkerFailed("a grading worker did not start in time")
+        for key, _ in self._sel.select(timeout=min(left, 1.0)):
+            proc: _Proc = key.data
+            try:
+                proc.conn.fill()
+            except (WireClosed, OSError):
+                raise WorkerFailed(f"a grading worker stopped while starting: {self._tail(proc)}") from None
+            while (msg := proc.conn.pending()) is not None:
+                if msg.get("op") == "failed":
+                    raise WorkerFailed(str(msg.get("message", "a grading worker could not start")))
+                if msg.get("op") == "ready":
+                    proc.ready = True
+                    proc.stats.rss_mb = float(msg.get("rss_mb", 0.0))
+                    self._layers = tuple(msg.get("layers", ()))
+                    self._missing = tuple(msg.get("missing", ()))
+
+    def _tail(self, proc: _Proc) -> str:
+        try:
+            text = proc.log.read_bytes()[-2000:].decode("utf-8", "replace").strip()
+        except OSError:
+            text = ""
+        return text.splitlines()[-1] if text else f"exit status {proc.popen.poll()}"
+
+    def close(self) -> None:
+        for proc in list(self._procs):
+            self._stop(proc, kill=False)
+        self._procs.clear()
+        self._sel.close()
+        for f in self._logs.glob("*"):
+            f.unlink(missing_ok=True)
+        try:
+            self._logs.rmdir()
+        except OSError:
+            pass
+
+    def _stop(self, proc: _Proc, *, kill: bool) -> None:
+        try:
+            self._sel.unregister(proc.conn.sock)
+        except (KeyError, ValueError):
+            pass
+        if not kill:
+            try:
+                proc.conn.send({"op": "quit"})
+            except OSError:
+                pass
+        proc.conn.close()
+        try:
+            proc.popen.wait(timeout=0 if kill else 30)
+        except subprocess.TimeoutExpired:
+            kill = True
+        if kill and proc.popen.poll() is None:
+            try:
+                os.killpg(proc.popen.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.popen.wait()
+        self.retired.append(proc.stats)
+
+    # ---- work
+    @property
+    def stats(self) -> list[WorkerStats]:
+        """Every worker this pool ran, live and retired."""
+        return [p.stats for p in self._procs] + self.retired
+
+    def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
+        """Grade `tasks`, yielding (task, result) as results arrive."""
+        todo = deque(tasks)
+        limit = self.assignment.limits.submission_seconds + SLACK_SECONDS
+        while todo or any(p.task is not None for p in self._procs):
+            if not self._procs:                   # every replacement failed to start
+                while todo:
+                    task = todo.popleft()
+                    yield task, crashed_result(self.assignment, task.student, task.seed, task.on_roster,
+                                               "grading stopped: no grading worker could be started", self._layers)
+                return
+            for proc in self._procs:
+                if proc.task is None and proc.ready and todo:
+                    self._send(proc, todo.popleft())
+            for key, _ in self._sel.select(timeout=1.0):
+                yield from self._read(key.data)
+            now = time.monotonic()
+            for proc in list(self._procs):
+                if proc.task is not None and now - proc.since > limit:
+                    yield proc.task, self._lost(proc, f"its worker gave no answer within {limit:g} s")
+                elif proc.task is not None and proc.popen.poll() is not None:
+                    yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})")
+
+    def _send(self, proc: _Proc, task: Task) -> None:
+        self._ids += 1
+        proc.task, proc.since = task, time.monotonic()
+        try:
+            proc.conn.send({"op": "grade", "id": self._ids, "task": task.to_dict()})
+        except OSError:
+            pass                                  # noticed when its answer does not come
+
+    def _read(self, proc: _Proc) -> Iterator[tuple[Task, SubmissionResult]]:
+        if proc not in self._procs:
+            return
+        try:
+            proc.conn.fill()
+        except (WireClosed, OSError):
+            if proc.task is not None:
+                yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})")
+            else:
+                self._retire(proc, kill=True, replace=proc.ready)
+            return
+        while (msg := proc.conn.pending()) is not None:
+            op = msg.get("op")
+            if op == "ready":
+                proc.ready = True
+                proc.stats.rss_mb = float(msg.get("rss_mb", 0.0))
+            elif op == "failed":                  # a replacement could not start: the pool shrinks
+                self._retire(proc, kill=True, replace=False)
+                return
+            elif op == "result" and proc.task is not None:
+                task, proc.task = proc.task, None
+                proc.stats.graded += 1
+                proc.stats.rss_mb = float(msg.get("rss_mb", 0.0))
+                proc.stats.peak_mb = max(proc.stats.peak_mb, float(msg.get("peak_mb", 0.0)))
+                try:
+                    result = result_from_dict(msg["result"])
+                except (KeyError, TypeError, ValueError) as exc:
+                    result = crashed_result(self.assignment, task.student, task.seed, task.on_roster,
+                                            f"its worker's answer could not be read ({exc})", self._layers)
+                if msg.get("recycle"):
+                    self._retire(proc, kill=False, replace=True)
+                yield task, result
+                if proc not in self._procs:
+                    return
+
+    def _lost(self, proc: _Proc, why: str) -> SubmissionResult:
+        task = proc.task
+        assert task is not None
+        proc.task = None
+        self._retire(proc, kill=True, replace=True)
+        return crashed_result(self.assignment, task.student, task.seed, task.on_roster,
+                              f"grading stopped: {why}", self._layers)
+
+    def _retire(self, proc: _Proc, *, kill: bool, replace: bool) -> None:
+        """Stop a worker; with `replace`, start a fresh one in its place (ready when it says so)."""
+        self._stop(proc, kill=kill)
+        self._procs.remove(proc)
+        if replace:
+            self.replaced += 1
+            self._spawn()

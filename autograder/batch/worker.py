@@ -1,0 +1,193 @@
+"""A warm worker: started once, it keeps one sandbox host (bubblewrap and a zygote that has imported
+numpy) and one grader session (pytest, graders collected once), and grades submission after
+submission with them. Each submission still gets its own namespaces, scratch and limits, and each
+problem its own fork of the notebook's state (see autograder.sandbox).
+
+A worker runs in its own process: `python -m autograder.batch.worker --course-dir DIR --assignment A
+--fd N [--insecure]` talks JSON lines (autograder.batch.wire) on descriptor N:
+
+    worker -> {"op": "ready", "pid", "layers", "missing", "rss_mb"}   or {"op": "failed", "message"}
+    driver -> {"op": "grade", "id", "task": {student, folder, seed, on_roster}}
+    worker -> {"op": "result", "id", "result": <result_to_dict>, "rss_mb", "recycle"}
+    driver -> {"op": "quit"}                                           (or closes the connection)
+
+The same `Worker` object serves inside a Dask worker process (autograder.batch.cluster).
+Recycling: a worker whose resident memory has grown by more than GROWTH_MB since it warmed up
+asks to be replaced (`recycle` in its reply); the driver then starts a fresh one.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import os
+import resource
+import sys
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import Assignment, Course, load_course
+from ..grading.results import SubmissionResult, result_to_dict
+
+if TYPE_CHECKING:
+    from ..grading.session import GraderSession
+
+WARMUP = 10                # submissions graded before the memory baseline is taken
+CHECK_EVERY = 25           # then memory is compared with it every this many submissions
+GROWTH_MB = 48.0           # growth above the baseline that makes a worker ask to be replaced
+
+
+@dataclass(frozen=True)
+class Task:
+    """One submission to grade."""
+    student: str
+    folder: str            # submitted/<student>/<assignment>/, absolute
+    seed: int
+    on_roster: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Task:
+        return cls(student=str(data["student"]), folder=str(data["folder"]), seed=int(data["seed"]),
+                   on_roster=bool(data.get("on_roster", True)))
+
+
+def rss_mb() -> float:
+    """This process's resident memory now, in MB."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _start_session(course: Course, assignment: Assignment) -> GraderSession:
+    from ..grading.session import GraderSession, load_instructor_code
+
+    return GraderSession(assignment, load_instructor_code(course, assignment))
+
+
+class Worker:
+    """One sandbox host and one grader session for an assignment, kept warm across submissions.
+    Starting it fails with SandboxUnavailable (a CourseError) when the sandbox cannot be set up."""
+
+    def __init__(self, course: Course | str | Path, assignment: str, *, insecure: bool = False):
+        from ..sandbox.host import SandboxHost
+
+        self.course = course if isinstance(course, Course) else load_course(course)
+        self.assignment: Assignment = self.course.assignment(assignment)
+        limits = self.assignment.limits
+        self.host = SandboxHost(insecure=insecure, memory_mb=limits.memory_mb, processes=limits.processes)
+        # pytest's import and the graders' collection overlap with the sandbox's start-up, which is
+        # mostly waiting for bubblewrap and the zygote. The host starts on this thread: its
+        # processes are tied to the thread that started them, and grading happens here.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="collect") as pool:
+            collecting = pool.submit(_start_session, self.course, self.assignment)
+            try:
+                self.info = self.host.start()
+            except BaseException:
+                self.host.close()
+                with contextlib.suppress(Exception):
+                    collecting.result().close()
+                raise
+            try:
+                self.session = collecting.result()
+            except BaseException:
+                self.host.close()
+                raise
+        self.graded = 0
+        self.baseline_mb: float | None = None
+        self.recycle = False
+
+    @property
+    def layers(self) -> tuple[str, ...]:
+        return self.info.layers
+
+    def grade(self, task: Task) -> SubmissionResult:
+        """Grade one submission; never raises for the submission's sake (a failure of the engine
+        is a crashed result with the traceback for the instructor)."""
+        from ..grading.engine import crashed_result, grade_submission
+
+        try:
+            return grade_submission(self.course, self.assignment, task.student, Path(task.folder), seed=task.seed,
+                                    on_roster=task.on_roster, host=self.host, session=self.session)
+        except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
+            return crashed_result(self.assignment, task.student, task.seed, task.on_roster,
+                                  f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}", self.layers)
+        finally:
+            self.graded += 1
+            self._watch_memory()
+
+    def _watch_memory(self) -> None:
+        if self.graded == WARMUP:
+            self.baseline_mb = rss_mb()
+        elif self.baseline_mb is not None and self.graded % CHECK_EVERY == 0:
+            self.recycle = rss_mb() > self.baseline_mb + GROWTH_MB
+
+    def close(self) -> None:
+        try:
+            self.session.close()
+        finally:
+            self.host.close()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool) -> int:
+    """The worker process: start, say so, grade what is asked until told to quit."""
+    from ..errors import CourseError
+    from ..sandbox.outcomes import SandboxError
+    from .wire import Connection, WireClosed
+
+    conn = Connection.from_fd(fd)
+    try:
+        worker = Worker(course_dir, assignment, insecure=insecure)
+    except (CourseError, SandboxError) as exc:
+        conn.send({"op": "failed", "message": str(exc)})
+        return 2
+    except Exception as exc:  # noqa: BLE001 - reported to the driver, which explains it in one line
+        conn.send({"op": "failed", "message": f"{type(exc).__name__}: {exc}",
+                   "detail": traceback.format_exc()[-2000:]})
+        return 2
+    with worker:
+        conn.send({"op": "ready", "pid": os.getpid(), "layers": list(worker.info.layers),
+                   "missing": list(worker.info.missing), "rss_mb": round(rss_mb(), 1)})
+        while True:
+            try:
+                msg = conn.recv()
+            except (WireClosed, OSError):
+                break
+            if msg.get("op") != "grade":
+                break
+            result = worker.grade(Task.from_dict(msg["task"]))
+            conn.send({"op": "result", "id": msg.get("id"), "result": result_to_dict(result),
+                       "rss_mb": round(rss_mb(), 1), "peak_mb": round(peak_rss_mb(), 1),
+                       "recycle": worker.recycle})
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.batch.worker")
+    parser.add_argument("--course-dir", required=True)
+    parser.add_argument("--assignment", required=True)
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--insecure", action="store_true")
+    args = parser.parse_args(argv)
+    return serve(args.fd, args.course_dir, args.assignment, insecure=args.insecure)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""The one process that writes the gradebook during a batch, so grading never imports nbgrader.
+
+The batch's driver starts it first (its nbgrader import then overlaps with the sandbox's start
+and with grading) and feeds it each result as it comes; it commits each submission in its own
+transaction through reporting.gradebook's functions, in the order received; then (when asked)
+copies the submission's notebooks into autograded/ for the formgrader, annotated with our report
+(it needs nbformat, which is slow to import too), and rewrites the student's feedback page when
+the gradebook holds a person's overrides or comments for them (api.gradebook_side_outputs):
+
+    writer -> {"op": "open", "created": [...]}              or {"op": "failed", "message"}
+    driver -> {"op": "record", "result": <result_to_dict>, "copy_from": null | "<submission folder>"}
+    writer -> {"op": "recorded", "student", "error": null | "<why>", "output_errors": [...]}
+    driver -> {"op": "done"}                                 (then the writer exits)
+
+    with GradebookProcess(course_dir, assignment) as gb:
+        gb.record(result, copy_from=folder)   # returns at once
+        for ack in gb.recorded():             # acknowledgements so far (wait=True: all of them)
+            ...                               # Recorded(student, error, output_errors)
+        report = gb.finish()                  # waits for every commit: WriterReport
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CourseError
+from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
+from ..reporting.gradebook import GradebookReport
+from .wire import Connection, WireClosed, socket_pair
+
+OPEN_SECONDS = 600.0       # generous: nbgrader's import and a new gradebook's migrations on a loaded machine
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The writer is done with one student: their grades committed (or why not) and its other files."""
+    student: str
+    error: str | None = None                 # why the grades were not committed (rolled back), or None
+    output_errors: tuple[str, ...] = ()      # "<student>: <why>" for its files that could not be written
+
+
+@dataclass(frozen=True)
+class WriterReport:
+    gradebook: GradebookReport
+    output_errors: tuple[str, ...] = ()      # "<student>: <why>" for the writer's files that failed
+
+
+class GradebookProcess:
+    """A writer process for the course's gradebook (see the module's docstring). Each result sent
+    with `record` is acknowledged once, in order, by `recorded()`: committed, or why not (a
+    submission rolled back; the gradebook unusable; the writer gone), so nothing is ever lost
+    silently."""
+
+    def __init__(self, course_dir: str | Path, assignment: str):
+        self.course_dir = str(Path(course_dir).resolve())
+        self.assignment = assignment
+        self._conn: Connection | None = None
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - held for the process, closed in close()
+        self._waiting: deque[str] = deque()     # students sent, not yet acknowledged
+        self._acks: list[Recorded] = []         # acknowledged, not yet handed out by recorded()
+        self._all: list[Recorded] = []
+        self._created: tuple[str, ...] = ()
+        self._gone = ""                         # why the writer cannot write anything more
+
+    def __enter__(self) -> GradebookProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        conn, fd = socket_pair()
+        argv = [sys.executable, "-m", "autograder.batch.writer", "--course-dir", self.course_dir,
+                "--assignment", self.assignment, "--fd", str(fd)]
+        try:
+            self._popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                           stderr=self._log, pass_fds=(fd,), cwd=self.course_dir)
+        finally:
+            os.close(fd)
+        conn.sock.settimeout(OPEN_SECONDS)
+        self._conn = conn
+
+    def record(self, result: SubmissionResult, *, copy_from: Path | None = None) -> None:
+        """Queue one result for the gradebook (returns without waiting for the commit); with
+        `copy_from` (the submission folder), the formgrader copy is written too."""
+        if self._conn is None:
+            raise RuntimeError("GradebookProcess used before start()")
+        if self._gone:
+            self._ack(Recorded(result.student, self._gone))
+            return
+        self._waiting.append(result.student)
+        try:
+            self._conn.send({"op": "record", "result": result_to_dict(result),
+                             "copy_from": str(copy_from) if copy_from is not None else None})
+        except OSError:
+            self._stopped()
+
+    def recorded(self, *, wait: bool = False) -> list[Recorded]:
+        """The acknowledgements that arrived since the last call; with `wait`, first wait until
+        every result sent so far is acknowledged."""
+        while self._waiting and self._conn is not None:
+            if not wait and not self._conn.has_pending() and not select.select([self._conn.sock], [], [], 0)[0]:
+                break
+            self._read_one()
+        acks, self._acks = self._acks, []
+        return acks
+
+    def _read_one(self) -> None:
+        assert self._conn is not None
+        try:
+            msg = self._conn.recv()
+        except (WireClosed, OSError, ValueError):
+            self._stopped()
+            return
+        op = msg.get("op")
+        if op == "open":
+            self._created = tuple(str(c) for c in msg.get("created", ()))
+        elif op == "failed":                    # the gradebook itself is unusable: no grade lands
+            self._gone = str(msg.get("message", "the gradebook could not be opened"))
+            while self._waiting:
+                self._ack(Recorded(self._waiting.popleft(), self._gone))
+        elif op == "recorded" and self._waiting:
+            student = self._waiting.popleft()
+            error = msg.get("error")
+            self._ack(Recorded(student, None if error is None else str(error),
+                               tuple(str(e) for e in msg.get("output_errors", ()))))
+
+    def _ack(self, ack: Recorded) -> None:
+        self._acks.append(ack)
+        self._all.append(ack)
+
+    def _stopped(self) -> None:
+        if not self._gone:
+            self._gone = f"the gradebook writer stopped ({self._stderr_tail()})"
+        while self._waiting:
+            self._ack(Recorded(self._waiting.popleft(), self._gone))
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def finish(self) -> WriterReport:
+        """Wait for every acknowledgement and for the writer to exit; the whole batch's report
+        (including acknowledgements not yet handed out by `recorded`)."""
+        self.recorded(wait=True)
+        if self._conn is not None:
+            try:
+                self._conn.send({"op": "done"})
+                while self._conn is not None:       # whatever is left ("open" when nothing was sent)
+                    msg = self._conn.recv()
+                    if msg.get("op") == "open":
+                        self._created = tuple(str(c) for c in msg.get("created", ()))
+                    elif msg.get("op") == "failed":
+                        self._gone = str(msg.get("message", "the gradebook could not be opened"))
+            except (WireClosed, OSError, ValueError):
+                pass
+        if self._gone and not self._all:
+            self._all.append(Recorded("(gradebook)", self._gone))
+        self.close()
+        report = GradebookReport(recorded=tuple(a.student for a in self._all if a.error is None),
+                                 failed=tuple((a.student, a.error) for a in self._all if a.error is not None),
+                                 created=self._created)
+        return WriterReport(report, tuple(e for a in self._all for e in a.output_errors))
+
+    def _stderr_tail(self) -> str:
+        if self._popen is not None:
+            try:
+                self._popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        self._log.seek(0)
+        lines = self._log.read()[-4000:].decode("utf-8", "replace").strip().splitlines()
+        status = self._popen.poll() if self._popen is not None else None
+        return lines[-1][:300] if lines else f"exit status {status}"
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._popen is not None:
+            deadline = time.monotonic() + OPEN_SECONDS
+            while self._popen.poll() is None and time.monotonic() < deadline:
+                try:
+                    self._popen.wait(timeout=1)
+                except subprocess.TimeoutExpired:
+                    continue
+            if self._popen.poll() is None:
+                self._popen.kill()
+                self._popen.wait()
+            self._popen = None
+        if not self._log.closed:
+            self._log.close()
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    return " ".join(text.split())[:limit]
+
+
+def serve(fd: int, course_dir: str, assignment_name: str) -> int:
+    """The writer process: open the gradebook, commit each result received, until told it is done."""
+    from ..api import gradebook_side_outputs
+    from ..config import load_course
+    from ..reporting.gradebook import GradebookWriter
+
+    conn = Connection.from_fd(fd)
+    try:
+        course = load_course(course_dir)
+        assignment = course.assignment(assignment_name)
+        writer = GradebookWriter(course, assignment)
+        writer.__enter__()
+    except CourseError as exc:
+        conn.send({"op": "failed", "message": _one_line(str(exc))})
+        return 2
+    except Exception as exc:  # noqa: BLE001 - sent to the driver as one line
+        conn.send({"op": "failed", "message": _one_line(f"gradebook: {type(exc).__name__}: {exc}")})
+        return 2
+    try:
+        conn.send({"op": "open", "created": list(writer.created)})
+        while True:
+            try:
+                msg = conn.recv()
+            except WireClosed:
+                break
+            if msg.get("op") != "record":
+                break
+            try:
+                result = result_from_dict(msg["result"])
+            except (KeyError, TypeError, ValueError) as exc:
+                conn.send({"op": "recorded", "student": str(msg.get("result", {}).get("student", "?")),
+                           "error": f"unreadable result ({exc})"})
+                continue
+            error = writer.record(result)
+            review = writer.review(result.student) if error is None else None
+            folder = Path(msg["copy_from"]) if msg.get("copy_from") else None
+            written = gradebook_side_outputs(course, assignment, result.student, folder, result, review)
+            conn.send({"op": "recorded", "student": result.student, "error": error, "output_errors": written})
+    finally:
+        writer.__exit__(None, None, None)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.batch.writer")
+    parser.add_argument("--course-dir", required=True)
+    parser.add_argument("--assignment", required=True)
+    parser.add_argument("--fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    # jsonschema (under nbformat, under nbgrader) compiles rfc3987-syntax's grammars when imported,
+    # about a second; they only serve the "iri" string formats, which neither nbformat nor nbgrader
+    # checks (they validate without a format checker). This process goes without them.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+    # Ctrl-C at the terminal reaches this process too: it finishes committing what it was sent
+    # and exits when the batch closes the connection, so no grade that was graded is lost.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from ..toolpath import tools_on_path
+
+    with tools_on_path():
+        return serve(args.fd, args.course_dir, args.assignment)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""One pytest session per worker: the graders are collected once and re-run for each submission.
+
+    session = GraderSession(assignment, load_instructor_code(course, assignment))
+    run = session.run(proxies, seed)          # GraderRun: one CheckOutcome per collected check
+    ...                                       # the next submission, same collected items
+    session.close()
+
+The session is started the way `pytest.main` starts one (plugin autoload off, no cache, native
+tracebacks, the project's own ini ignored), but it stays open: collection (importing the grader
+modules, parametrising) happens once per worker, not once per submission.
+
+Each check then runs through one of two loops that give the same outcomes (tested):
+- the lean loop (the default, for every check that asks only for the plugin's fixtures and its own
+  parameters, and carries no marker but `points`/`parametrize`): the fixture values are built by
+  the plugin's plain methods and the test function is called directly; its exception is
+  classified by `plugin.classify`. pytest's per-item machinery (setup/teardown state, reports,
+  hook calls, and for a failed check the formatting of its traceback) is not paid.
+- pytest's own runtest protocol, for any other check (one using another fixture, a skip/xfail
+  marker, ...), so graders may use whatever pytest offers.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import io
+import os
+import sys
+import time
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from _pytest.config import _prepareconfig
+from _pytest.runner import runtestprotocol
+
+from ..config import Assignment, Course
+from .diagnosis import Catalogue
+from .plugin import FIXTURES, GradingPlugin, classify, problem_of
+from .results import CheckOutcome
+
+
+@dataclass(frozen=True)
+class InstructorCode:
+    """The assignment's trusted code: reference module, mistakes catalogue, graders folder."""
+    reference: ModuleType | None
+    catalogue: Catalogue | None
+    graders: Path
+
+
+def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCode:
+    """Import assignments/<package>/{reference,mistakes}.py with the course folder on sys.path."""
+    root = str(course.root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    base = f"assignments.{assignment.package}"
+
+    def optional(name: str) -> ModuleType | None:
+        try:
+            return importlib.import_module(f"{base}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name in (f"{base}.{name}",):
+                return None
+            raise
+
+    mistakes = optional("mistakes")
+    return InstructorCode(reference=optional("reference"),
+                          catalogue=getattr(mistakes, "catalogue", None) if mistakes else None,
+                          graders=course.layout.graders(assignment.package))
+
+
+@dataclass(frozen=True)
+class GraderRun:
+    """The graders' verdict on one submission, before points are shared out."""
+    checks: tuple[CheckOutcome, ...]
+    broken: tuple[str, ...]        # why the graders themselves could not run (the submission is then crashed)
+
+
+def pytest_args(graders: Path) -> list[str]:
+    return [
+        str(graders),
+        "-c", os.devnull,                    # ignore any project ini: graders are configured here
+        "--rootdir", str(graders),
+        "--import-mode=importlib",
+        "--disable-plugin-autoload",         # only pytest's own plugins and ours
+        "-p", "no:cacheprovider",
+        "-p", "no:randomly",
+        "-p", "no:cov",
+        "-p", "no:stepwise",
+        "-p", "no:junitxml",
+        "-p", "no:pastebin",
+        "-p", "no:doctest",
+        "--tb=native",                       # a failing check's traceback without pytest's source analysis
+        "-q", "--no-header", "-rN",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning",
+    ]
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[io.StringIO]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        yield out
+
+
+class GraderSession:
+    """The assignment's graders, collected once, run against one submission after another.
+    Not thread-safe: one session per worker process."""
+
+    def __init__(self, assignment: Assignment, code: InstructorCode, *, lean: bool = True):
+        self.assignment = assignment
+        self.code = code
+        self.lean = lean
+        self.plugin = GradingPlugin(assignment, reference=code.reference, catalogue=code.catalogue)
+        self.runs = 0
+        self._closed = False
+        self._modules = _forget_stale_modules(code.graders)
+        with _quiet() as out:
+            self.config = _prepareconfig(pytest_args(code.graders), [self.plugin])
+            self.session = pytest.Session.from_config(self.config)
+            self.session.exitstatus = pytest.ExitCode.OK
+            self.config._do_configure()
+            self.config.hook.pytest_sessionstart(session=self.session)
+            try:
+                self.config.hook.pytest_collection(session=self.session)
+            except pytest.UsageError as exc:
+                self.plugin.collection_errors.append(f"pytest: {exc}")
+        self._modules |= {name for name, m in list(sys.modules.items()) if _under(m, code.graders)}
+        self.items: list[pytest.Item] = [i for i in self.session.items if i.nodeid in self.plugin.checks]
+        self._argnames = {i.nodeid: _argnames(i) for i in self.items}
+        self._lean = {i.nodeid: lean and _lean_eligible(i, self._argnames[i.nodeid]) for i in self.items}
+        broken = list(self.plugin.collection_errors)
+        if not self.items and not broken:
+            broken.append(f"no grader checks collected from {code.graders} ({out.getvalue().strip()[-500:]})")
+        missing = self.plugin.problems_without_tests()
+        if missing:
+            broken.append("no graders for problem(s) " + ", ".join(missing))
+        self.broken = tuple(("graders could not be collected: " + "; ".join(broken),) if broken else ())
+
+    def __enter__(self) -> GraderSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def lean_checks(self) -> int:
+        return sum(self._lean.values())
+
+    def run(self, proxies: Mapping[str, Any], seed: int) -> GraderRun:
+        """Run every collected check against the submission behind `proxies` (notebook file name
+        -> StudentProxy or a stand-in), with hidden inputs from `seed`."""
+        if self._closed:
+            raise RuntimeError("this grader session was closed")
+        self.runs += 1
+        self.plugin.begin(proxies, seed)
+        if self.broken:
+            return GraderRun(checks=(), broken=self.broken)
+        with _quiet(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for item in self.items:
+                if self._lean[item.nodeid]:
+                    self._run_lean(item)
+                else:
+                    runtestprotocol(item, nextitem=None, log=True)
+        return GraderRun(checks=self.plugin.outcomes(), broken=())
+
+    def _run_lean(self, item: pytest.Item) -> None:
+        plugin = self.plugin
+        nodeid = item.nodeid
+        problem = problem_of(item.path)
+        values: dict[str, Any] = dict(getattr(getattr(item, "callspec", None), "params", {}))
+        expect = None
+        started = time.perf_counter()
+        try:
+            needs = self._argnames[nodeid]
+            if "problem" in needs:
+                values["problem"] = problem
+            if "seed" in needs:
+                values["seed"] = plugin.current.seed
+            if "tol" in needs:
+                values["tol"] = plugin.assignment.problem(problem).tolerance
+            if "ref" in needs:
+                values["ref"] = plugin.reference_module()
+            if "rng" in needs:
+                values["rng"] = plugin.rng_for(nodeid)
+            if "student" in needs or "expect" in needs:
+                student = plugin.student_for(problem)
+                values["student"] = student
+                if "expect" in needs:
+                    expect = values["expect"] = plugin.expect_for(problem, student)
+            item.obj(**{name: values[name] for name in needs})       # type: ignore[attr-defined]
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - pytest.fail/skip are BaseExceptions; classified as pytest would
+            outcome = classify(exc, expect)
+        else:
+            outcome = classify(None, expect)
+        outcome.duration = time.perf_counter() - started
+        plugin.record(nodeid, outcome)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with _quiet():
+            try:
+                self.config.hook.pytest_sessionfinish(session=self.session, exitstatus=self.session.exitstatus)
+            finally:
+                self.config._ensure_unconfigure()
+                for name in self._modules:          # another course's graders may use the same names
+                    sys.modules.pop(name, None)
+
+
+def _under(module: object, folder: Path) -> bool:
+    file = getattr(module, "__file__", None)
+    return isinstance(file, str) and Path(file).is_relative_to(folder)
+
+
+def _forget_stale_modules(graders: Path) -> set[str]:
+    """pytest's importlib mode reuses a module of the same name already imported: drop any
+    `test_<problem>` module that came from another graders folder (another course in this process)."""
+    for path in graders.glob("*.py"):
+        module = sys.modules.get(path.stem)
+        if module is not None and getattr(module, "__file__", None) != str(path):
+            del sys.modules[path.stem]
+    return set()
+
+
+def _argnames(item: pytest.Item) -> tuple[str, ...]:
+    """The test function's own parameters (fixtures and parametrised arguments)."""
+    func = getattr(item, "obj", None)
+    if func is None:
+        return ()
+    try:
+        return tuple(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
+def _lean_eligible(item: pytest.Item, argnames: tuple[str, ...]) -> bool:
+    """A plain test function asking only for the plugin's fixtures and its own parameters."""
+    if type(item) is not pytest.Function or inspect.iscoroutinefunction(item.obj):
+        return False
+    params = set(getattr(getattr(item, "callspec", None), "params", {}))
+    # `request` is in every closure: the plugin's own fixtures ask for it
+    if not set(item.fixturenames) <= FIXTURES | params | {"request"} or not set(argnames) <= FIXTURES | params:
+        return False
+    return all(m.name in ("points", "parametrize") for m in item.iter_markers())

@@ -1,0 +1,71 @@
+"""How `course autograde` shows a batch's progress: a bar with rate and ETA (tqdm) on a terminal,
+plain lines on standard output when it is piped or written to a file.
+
+    progress = Progress(out=sys.stdout, err=sys.stderr)
+    api.autograde(..., log=progress.line, progress=progress.update)
+    progress.close()
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+PLAIN_EVERY_SECONDS = 5.0      # piped: a progress line at most this often, and at each tenth of the batch
+
+
+def _eta(seconds: float) -> str:
+    whole = max(round(seconds), 0)
+    return f"{whole // 60}:{whole % 60:02d}" if whole >= 60 else f"{whole} s"
+
+
+class Progress:
+    """Per-student lines (`line`) and the batch's progress (`update(done, total)`)."""
+
+    def __init__(self, *, out: TextIO | None = None, err: TextIO | None = None, bar: bool | None = None):
+        self.out = out if out is not None else sys.stdout
+        self.err = err if err is not None else sys.stderr
+        self.bar = self.err.isatty() if bar is None else bar
+        self._tqdm: Any = None
+        self._started = time.monotonic()
+        self._last_line = 0.0
+        self._last_tenth = 0
+
+    def line(self, text: str) -> None:
+        if self._tqdm is not None:
+            self._tqdm.write(text, file=self.out)
+        else:
+            print(text, file=self.out, flush=True)
+
+    def update(self, done: int, total: int) -> None:
+        """`done` of `total` submissions have their results written."""
+        if self.bar:
+            self._update_bar(done, total)
+        else:
+            self._update_plain(done, total)
+
+    def _update_bar(self, done: int, total: int) -> None:
+        if self._tqdm is None:
+            from tqdm import tqdm
+            self._tqdm = tqdm(total=total, unit="submission", file=self.err, dynamic_ncols=True,
+                              smoothing=0.1, desc="grading")
+        self._tqdm.total = total
+        self._tqdm.update(done - self._tqdm.n)
+
+    def _update_plain(self, done: int, total: int) -> None:
+        if total < 2:
+            return
+        now = time.monotonic()
+        tenth = done * 10 // max(total, 1)
+        if done < total and tenth == self._last_tenth and now - self._last_line < PLAIN_EVERY_SECONDS:
+            return
+        self._last_tenth, self._last_line = tenth, now
+        elapsed = now - self._started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = f", about {_eta((total - done) / rate)} left" if rate > 0 and done < total else ""
+        print(f"progress: {done}/{total} submissions ({rate:.1f}/s{eta})", file=self.out, flush=True)
+
+    def close(self) -> None:
+        if self._tqdm is not None:
+            self._tqdm.close()
+            self._tqdm = None

@@ -1,0 +1,118 @@
+"""A class graded by warm workers: the same results whatever the number of workers, one process
+writing the gradebook (which the real `nbgrader export` reads), and a grading process that never
+imports nbgrader."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.api import prepare_demo
+from autograder.config import load_course
+from autograder.layout import CourseLayout
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+TIMINGS = ("execution_time", "duration", "timestamp")
+
+
+def without_timings(value):
+    """A results.json document less what depends on the clock (run times, when it was written)."""
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items() if k not in TIMINGS}
+    if isinstance(value, list):
+        return [without_timings(v) for v in value]
+    return value
+
+
+def results_of(folder: Path) -> dict[str, dict]:
+    return {p.parts[-3]: without_timings(json.loads(p.read_text()))
+            for p in CourseLayout(folder).autograded_dir.glob("*/transformer-block/results.json")}
+
+
+def auto_scores(folder: Path) -> dict[tuple[str, str], float | None]:
+    """(student, grade cell) -> auto_score, as nbgrader's gradebook holds them."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{folder / 'gradebook.db'}") as gb:
+        return {(s.id, grade.name): grade.auto_score
+                for s in gb.students for sub in s.submissions for nb in sub.notebooks for grade in nb.grades}
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory, graded_demo) -> Path:
+    """The demo class graded by one worker (in the `course` process), with the same course secret
+    (hence the same hidden inputs) as `graded_demo`."""
+    folder = prepare_demo(ROOT, tmp_path_factory.mktemp("serial") / "course")
+    secret = load_course(graded_demo.folder).secret_file
+    shutil.copy2(secret, load_course(folder).secret_file)
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                           "--course-dir", str(folder), "--workers", "1"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return folder
+
+
+def test_two_workers_give_the_same_results_as_one(graded_demo, serial):
+    """Are results.json and the gradebook the same, graded by two worker processes or by one?"""
+    assert graded_demo.proc.returncode == 0, graded_demo.proc.stderr
+    parallel = results_of(graded_demo.folder)
+    assert len(parallel) == 13
+    assert parallel == results_of(serial)
+    assert auto_scores(graded_demo.folder) == auto_scores(serial)
+
+
+def test_the_batch_reports_progress_in_plain_lines_when_piped(graded_demo):
+    """Piped, does `course autograde` print progress lines (count, rate, time left) and no bar?"""
+    lines = [line for line in graded_demo.proc.stdout.splitlines() if line.startswith("progress: ")]
+    assert lines and lines[-1].startswith("progress: 13/13 submissions (")
+    assert any("left)" in line for line in lines[:-1])
+    assert "\r" not in graded_demo.proc.stdout + graded_demo.proc.stderr
+
+
+def test_nbgrader_export_reads_the_gradebook_the_batch_wrote(graded_demo, tmp_path):
+    """Does the real `nbgrader export` list every student's total from the batch's gradebook?"""
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\n"
+        f"c.CourseDirectory.root = {str(graded_demo.folder)!r}\n"
+        f"c.CourseDirectory.db_url = 'sqlite:///{graded_demo.folder / 'gradebook.db'}'\n", encoding="utf-8")
+    env = dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]))
+    done = subprocess.run([str(BIN / "nbgrader"), "export", "--to", str(tmp_path / "grades.csv")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "grades.csv", newline="", encoding="utf-8") as fh:
+        rows = {r["student_id"]: r for r in csv.DictReader(fh) if r["assignment"] == "transformer-block"}
+    assert set(rows) >= set(graded_demo.results)
+    for sid, doc in graded_demo.results.items():
+        extra = doc["extra_data"]
+        assert float(rows[sid]["score"]) == pytest.approx(doc["score"], abs=1e-3), sid
+        assert float(rows[sid]["late_submission_penalty"] or 0) == pytest.approx(extra["late_penalty"], abs=1e-3), sid
+
+
+def test_grading_a_student_does_not_import_nbgrader(tmp_path):
+    """Does the process that grades (one worker, in-process) write results without importing nbgrader
+    or nbformat, leaving the gradebook to its writer process?"""
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    script = (
+        "import sys\n"
+        "from autograder import api\n"
+        f"batch = api.autograde({str(folder)!r}, 'transformer-block', student='ada', workers=1)\n"
+        "assert batch.results[0].score == 100.0, batch.results\n"
+        "assert not batch.gradebook_errors and not batch.output_errors, (batch.gradebook_errors, batch.output_errors)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbgrader', 'nbformat', 'nbclient')))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")])))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    layout = CourseLayout(folder)
+    assert layout.results_json("ada", "transformer-block").is_file()
+    assert (layout.autograded("ada", "transformer-block") / "transformer-block.ipynb").is_file()
+    grades = auto_scores(folder)
+    assert grades and all(score is not None for (sid, _), score in grades.items() if sid == "ada")
+    assert sum(score or 0 for score in grades.values()) == 100.0

@@ -1,0 +1,63 @@
+"""Local warm workers: a worker that dies costs only the submission it was grading, and is replaced."""
+from __future__ import annotations
+
+import pytest
+
+from autograder.api import prepare_demo
+from autograder.batch.pool import LocalPool, make_pool
+from autograder.batch.worker import Task
+from autograder.layout import CourseLayout
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return prepare_demo(ROOT, tmp_path_factory.mktemp("pool") / "course")
+
+
+def test_a_worker_that_dies_costs_only_its_submission(demo):
+    """When a worker process stops mid-task, is that submission a crashed result with the reason,
+    the worker replaced, and every other submission graded?"""
+    layout = CourseLayout(demo)
+    students = ["ada", "grace", "donald", "ken"]
+    tasks = [Task(s, str(layout.submission(s, "transformer-block")), seed=7) for s in students]
+    breaking = Task("alan", str(layout.submission("alan", "transformer-block")), seed="x")  # type: ignore[arg-type]
+    with LocalPool(demo, "transformer-block", workers=2) as pool:
+        pool.start()
+        results = {task.student: result for task, result in pool.run([tasks[0], breaking] + tasks[1:])}
+        assert pool.replaced == 1
+        assert len(pool.stats) == 3
+    assert results["alan"].state == "crashed"
+    assert "grading stopped: its worker stopped" in results["alan"].crash_reason
+    assert {s: results[s].state for s in students} == dict.fromkeys(students, "graded")
+    assert results["ada"].score == 100.0
+
+
+def test_the_pool_follows_the_number_of_workers_and_submissions(demo):
+    """Is one worker (or one submission) graded in this process, and more with worker processes?"""
+    assert type(make_pool(demo, "transformer-block", workers=1)).__name__ == "InProcessPool"
+    assert type(make_pool(demo, "transformer-block", workers=4, submissions=1)).__name__ == "InProcessPool"
+    pool = make_pool(demo, "transformer-block", workers=3, submissions=10)
+    assert isinstance(pool, LocalPool) and pool.size == 3
+    pool.close()
+
+
+def test_a_worker_whose_memory_grows_asks_to_be_recycled(demo, monkeypatch):
+    """Does a warm worker ask to be replaced once its memory has grown past the allowance over its
+    warmed-up baseline, and not before?"""
+    from autograder.batch import worker as module
+
+    readings = iter([100.0, 100.0 + module.GROWTH_MB, 100.0 + module.GROWTH_MB + 1])
+    monkeypatch.setattr(module, "WARMUP", 1)
+    monkeypatch.setattr(module, "CHECK_EVERY", 1)
+    monkeypatch.setattr(module, "rss_mb", lambda: next(readings))
+    task = Task("ada", str(CourseLayout(demo).submission("ada", "transformer-block")), seed=7)
+    with module.Worker(demo, "transformer-block") as warm:
+        seen = []
+        for _ in range(3):
+            assert warm.grade(task).score == 100.0
+            seen.append(warm.recycle)
+    assert seen == [False, False, True]
+    assert warm.baseline_mb == 100.0

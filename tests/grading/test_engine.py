@@ -1,0 +1,224 @@
+"""Each step of grading one submission on its own (load, run notebooks, run graders, score, apply
+the late policy, build the result), with small stand-ins where a step meets the sandbox: every
+test here runs in milliseconds. The whole pipeline with the real sandbox is exercised by the batch
+tests (tests/test_autograde_corpus.py, tests/test_demo.py)."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autograder.config import Assignment, Course, LatePolicy, Limits, Problem, Tolerance
+from autograder.grading import engine
+from autograder.grading.results import CheckOutcome, TestResult
+from autograder.grading.session import GraderRun, GraderSession, InstructorCode
+from autograder.layout import CourseLayout
+from autograder.sandbox.outcomes import CellOutcome, ExecutionReport, NotebookFailed
+
+TOL = {"float64": Tolerance(1e-7, 1e-9), "float32": Tolerance(1e-4, 1e-5)}
+NB = "hw.ipynb"
+DUE = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def assignment(**points: float) -> Assignment:
+    return Assignment(name="hw", package="hw", notebooks=(NB,), due=DUE,
+                      late_policy=LatePolicy(grace_minutes=0, penalty_per_day=0.25, max_late_days=2),
+                      problems=tuple(Problem(n, p, f"test_{n}", NB, TOL) for n, p in points.items()),
+                      limits=Limits(max_notes=4))
+
+
+def course(root: Path, a: Assignment) -> Course:
+    return Course(root=root, name="t", course_id="t", assignments=(a,), roster_file=None,
+                  gradebook_url="sqlite://", secret_file=root / ".secret")
+
+
+def notebook(*cells: tuple[str, dict]) -> str:
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "source": src, "metadata": meta, "outputs": [], "execution_count": None}
+        for src, meta in cells]})
+
+
+def test_load_reads_notebooks_files_notes_and_the_submission_time(tmp_path):
+    """Does `load` give the code cells (test cells marked), the files relative to the course, and the timestamp?"""
+    a = assignment(double=2)
+    folder = CourseLayout(tmp_path).submission("ada", "hw")
+    folder.mkdir(parents=True)
+    test_meta = {"nbgrader": {"grade": True, "solution": False, "grade_id": "test_double", "points": 2}}
+    (folder / NB).write_text(notebook(("def double(x):\n    return 2 * x", {}), ("assert double(1) == 2", test_meta)))
+    (folder / "timestamp.txt").write_text("2026-12-02 13:00:00 UTC")
+    sub = engine.load(course(tmp_path, a), a, "ada", folder)
+    (name, nb), = sub.notebooks
+    assert name == NB and [c.test_of for c in nb.cells] == ["", "test_double"]
+    assert sub.files == ("submitted/ada/hw/hw.ipynb",)
+    assert sub.submitted_at == dt.datetime(2026, 12, 2, 13, 0, tzinfo=dt.UTC) and sub.time_note == ""
+    assert sub.notes == ()
+
+
+def test_load_turns_a_broken_file_into_a_note(tmp_path):
+    """Is an unreadable notebook an unreadable entry with a note, and an unreadable timestamp a note of its own?"""
+    folder = tmp_path / "hw"
+    folder.mkdir()
+    (folder / NB).write_text("{not json")
+    (folder / "timestamp.txt").write_text("yesterday")
+    a = assignment(double=2)
+    sub = engine.load(course(tmp_path, a), a, "bob", folder)
+    assert not sub.notebooks[0][1].readable and "not valid notebook JSON" in sub.notes[0]
+    assert sub.submitted_at is None and "timestamp.txt could not be read" in sub.time_note
+
+
+class FakeRun:
+    """A submission run that ran its cells (none failed) and answers no calls."""
+    restarts = 1
+    isolation = ("bubblewrap", "seccomp")
+
+    def __init__(self, cells):
+        self.cells = tuple(cells)
+        self.report = ExecutionReport(
+            cells=tuple(CellOutcome(c.index, "ok", label=c.label) for c in self.cells), seconds=0.0, state="ok",
+            isolation=self.isolation, messages=("a note from the run",))
+        self.closed = False
+
+    def close(self):
+        self.closed = True
+
+
+class FakeHost:
+    def __init__(self):
+        self.runs: list[FakeRun] = []
+
+    def submission(self, cells, limits, *, deadline=None):
+        self.runs.append(FakeRun(cells))
+        return self.runs[-1]
+
+
+def test_run_notebooks_skips_replaced_test_cells_and_closes_the_processes(tmp_path):
+    """Does `run_notebooks` run all but the replaced test cells, prefix the run's notes, and close the run after?"""
+    folder = tmp_path / "hw"
+    folder.mkdir()
+    meta = {"nbgrader": {"grade": True, "solution": False, "grade_id": "test_double"}}
+    other = {"nbgrader": {"grade": True, "solution": False, "grade_id": "test_bonus"}}
+    (folder / NB).write_text(notebook(("x = 1", {}), ("assert x", meta), ("assert x", other)))
+    a = assignment(double=2)
+    sub = engine.load(course(tmp_path, a), a, "ada", folder)
+    host = FakeHost()
+    with engine.run_notebooks(sub, host, a.limits, deadline=0.0, replaced=frozenset({"test_double"})) as run:
+        assert [c.index for c in host.runs[0].cells] == [0, 2] and run.skipped_cells == 1
+        assert run.notes == (f"{NB}: a note from the run",)
+        assert run.restarts() == 1 and run.isolation() == ("bubblewrap", "seccomp")
+        assert not host.runs[0].closed
+    assert host.runs[0].closed
+
+
+def test_run_notebooks_stands_in_for_an_unreadable_notebook(tmp_path):
+    """Does an unreadable notebook start no process, its functions failing with the reason?"""
+    folder = tmp_path / "hw"
+    folder.mkdir()
+    (folder / NB).write_text("")
+    a = assignment(double=2)
+    sub = engine.load(course(tmp_path, a), a, "ada", folder)
+    host = FakeHost()
+    with engine.run_notebooks(sub, host, a.limits, deadline=0.0) as run:
+        proxy = run.by_notebook[NB]
+        with pytest.raises(NotebookFailed, match="empty file"):
+            proxy.for_problem("double").double(2)
+    assert host.runs == []
+
+
+def test_run_graders_runs_the_sessions_checks_against_the_proxies(tmp_path):
+    """Does `run_graders` hand the execution's proxies to the session and return its checks?"""
+    graders = tmp_path / "graders"
+    graders.mkdir()
+    (graders / "test_double.py").write_text(textwrap.dedent("""
+        def test_double_doubles(student):
+            '''Does double double?'''
+            assert student.double(3) == 6
+    """))
+
+    class Proxy:
+        restarts, isolation = 0, ()
+
+        def for_problem(self, problem):
+            return self
+
+        def double(self, x):
+            return 2 * x
+
+    a = assignment(double=2)
+    with GraderSession(a, InstructorCode(None, None, graders)) as session:
+        run = engine.run_graders(engine.Execution(proxies=((NB, Proxy()),), notes=()), session, seed=5)
+    assert [(c.name, c.status, c.description) for c in run.checks] == \
+        [("test_double.py::test_double_doubles", "passed", "Does double double?")]
+
+
+def outcome(problem: str, name: str, weight: float, status: str = "passed", **kw) -> CheckOutcome:
+    return CheckOutcome(name=f"test_{problem}.py::{name}", problem=problem, weight=weight, status=status, **kw)
+
+
+def test_score_shares_points_by_weight_in_course_order_and_names_grader_errors():
+    """Does `score` share each problem's points by weight, order tests as course.yml does, and list grader errors?"""
+    a = assignment(first=10, second=4)
+    run = GraderRun(checks=(
+        outcome("second", "b", 1.0, "failed", output="off"),
+        outcome("first", "a1", 3.0),
+        outcome("first", "a2", 1.0, "failed", internal_error=True, detail="Traceback ...\nKeyError: 'x'"),
+        outcome("second", "c", 1.0),
+    ), broken=())
+    scored = engine.score(run, a)
+    assert [(t.name.split("::")[1], t.score, t.max_score) for t in scored.tests] == \
+        [("a1", 7.5, 7.5), ("a2", 0.0, 2.5), ("b", 0.0, 2.0), ("c", 2.0, 2.0)]
+    assert scored.raw_score == 9.5
+    assert scored.grader_errors == ("test_first.py::a2: KeyError: 'x'",)
+
+
+def test_score_keeps_the_diagnosis_seen_in_more_checks():
+    """When two diagnoses match in one check and one of them also elsewhere, is only the wider one kept?"""
+    a = assignment(first=4)
+    run = GraderRun(checks=(outcome("first", "a", 1.0, "failed", diagnoses=("first.x", "first.y"), hints=("X", "Y")),
+                            outcome("first", "b", 1.0, "failed", diagnoses=("first.x",), hints=("X",))), broken=())
+    assert [t.diagnoses for t in engine.score(run, a).tests] == [("first.x",), ("first.x",)]
+
+
+def test_apply_late_policy_takes_a_share_per_started_day_and_everything_past_the_last_day():
+    """Is a submission 1.5 days late charged 2 days' share, one 3 days late charged everything, one on time nothing?"""
+    a = assignment(first=10)
+    on_time = engine.apply_late_policy(80.0, a, DUE - dt.timedelta(hours=1), "ada")
+    late = engine.apply_late_policy(80.0, a, DUE + dt.timedelta(hours=36), "ada")
+    too_late = engine.apply_late_policy(80.0, a, DUE + dt.timedelta(days=3), "ada")
+    assert (on_time.points, on_time.note) == (0.0, "")
+    assert late.points == 40.0 and "2 day(s) after the due date" in late.note
+    assert too_late.points == 80.0 and "the score is 0" in too_late.note
+    assert engine.apply_late_policy(80.0, a, None, "ada").points == 0.0
+
+
+def submission(tmp_path: Path) -> engine.Submission:
+    return engine.Submission(student="ada", folder=tmp_path, notebooks=(), files=("submitted/ada/hw/hw.ipynb",),
+                             notes=(), submitted_at=DUE)
+
+
+def test_build_result_graded_with_penalty_notes_capped():
+    """Does a graded result carry tests, grader errors, the penalty and at most max_notes notes?"""
+    a = assignment(first=10)
+    test = TestResult("test_first.py::a", "first", 10.0, 10.0, "passed")
+    scored = engine.Scored(tests=(test,), grader_errors=("x: boom",))
+    result = engine.build_result(a, submission(Path()), scored, engine.LatePenalty(2.5, "late!"), seed=3,
+                                 on_roster=False, notes=("n1", "n2"), isolation=("seccomp",), seconds=0.1234)
+    assert (result.state, result.raw_score, result.late_penalty, result.score) == ("graded", 10.0, 2.5, 7.5)
+    assert result.grader_errors == ("x: boom",) and result.crash_reason == "" and result.grader_failed
+    assert result.notes == ("n1", "n2", "late!") and result.submitted_at == DUE.isoformat()
+    assert (result.seed, result.on_roster, result.isolation, result.execution_time) == (3, False, ("seccomp",), 0.123)
+    many = engine.build_result(a, submission(Path()), scored, engine.LatePenalty(0.0), seed=3, on_roster=True,
+                               notes=tuple(f"n{i}" for i in range(9)), isolation=(), seconds=0)
+    assert len(many.notes) == 4 and many.notes[-1].startswith("... and 6 more notes")
+
+
+def test_build_result_crashed_when_the_graders_could_not_run():
+    """Is a broken grader run a crashed result with the reason, no tests and no penalty?"""
+    a = assignment(first=10)
+    scored = engine.Scored(tests=(), broken=("graders could not be collected: test_x.py: SyntaxError",))
+    result = engine.build_result(a, submission(Path()), scored, engine.LatePenalty(0.0), seed=1, on_roster=True,
+                                 notes=(), isolation=(), seconds=0)
+    assert result.state == "crashed" and result.crash_reason.startswith("graders could not be collected")
+    assert result.tests == () and result.grader_errors == () and result.score == 0 and result.grader_failed
