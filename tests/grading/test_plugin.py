@@ -229,3 +229,5 @@ def test_the_lean_loop_gives_the_outcomes_pytests_protocol_gives(tmp_path, facto
     assert lean == by_pytest
     assert (lean_count, pytest_count) == (7, 0)        # the check with its own fixture and the skipped one use pytest
     assert len(lean) == 9
+    skipped = next(c for c in lean if c[0].endswith("::test_double_skipped"))
+    assert (skipped[1], skipped[5]) == ("failed", True), "a skipped check must not pass unseen: it is a grader error"
