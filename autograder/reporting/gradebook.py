@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from autograder.config import Assignment, Course
+from autograder.config import Assignment, Course, Problem
 from autograder.errors import CourseError, ReleaseError
 from autograder.grading.results import SubmissionResult
 from autograder.toolpath import tools_on_path
@@ -406,6 +406,31 @@ def _submission(gb: Gradebook, assignment: str, student_id: str) -> Any:
     return submission
 
 
+def _grades_of(gb: Gradebook, assignment: str, student: str) -> dict[tuple[str, str], Any]:
+    """(notebook name, grade cell name) -> the student's Grade row, for every grade cell of their
+    submission, in one query (the joins of nbgrader's `find_grade`, without its filter on the names)."""
+    from nbgrader.api import Assignment as GbAssignment
+    from nbgrader.api import Grade, GradeCell, Notebook, Student, SubmittedAssignment, SubmittedNotebook
+
+    rows = (gb.db.query(Grade, GradeCell.name, Notebook.name)
+            .join(GradeCell, GradeCell.id == Grade.cell_id)
+            .join(SubmittedNotebook, SubmittedNotebook.id == Grade.notebook_id)
+            .join(Notebook, Notebook.id == SubmittedNotebook.notebook_id)
+            .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)
+            .join(GbAssignment, GbAssignment.id == SubmittedAssignment.assignment_id)
+            .join(Student, Student.id == SubmittedAssignment.student_id)
+            .filter(GbAssignment.name == assignment, Student.id == student))
+    return {(notebook, cell): grade for grade, cell, notebook in rows}
+
+
+def _grade(gb: Gradebook, grades: dict[tuple[str, str], Any], problem: Problem, assignment: str, student: str) -> Any:
+    """What `gb.find_grade` gives for the problem's grade cell: from `grades` (see `_grades_of`), else
+    (a task cell of that name, or none: MissingEntry) from `find_grade` itself."""
+    stem = notebook_name(problem.notebook)
+    found = grades.get((stem, problem.grade_id))
+    return found if found is not None else gb.find_grade(problem.grade_id, stem, assignment, student)
+
+
 def _problem_score(result: SubmissionResult, problem: str) -> float:
     return result.problem_score(problem)
 
@@ -423,8 +448,9 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
         submission.extension = extension.delta if extension is not None and extension.delta else None
         for i, snb in enumerate(sorted(submission.notebooks, key=lambda n: n.name)):
             snb.late_submission_penalty = (result.late_penalty or None) if i == 0 else None
+        grades = _grades_of(gb, assignment.name, result.student)
         for p in assignment.problems:
-            grade = gb.find_grade(p.grade_id, notebook_name(p.notebook), assignment.name, result.student)
+            grade = _grade(gb, grades, p, assignment.name, result.student)
             grade.auto_score = None if crashed else _problem_score(result, p.name)
             grade.needs_manual_grade = crashed or grade.manual_score is not None
         gb.db.commit()
@@ -454,9 +480,10 @@ def read_review(gb: Gradebook, assignment: Assignment, student: str) -> Review |
     except MissingEntry:
         return None
     problems = []
+    grades = _grades_of(gb, assignment.name, student)
     for p in assignment.problems:
         try:
-            grade = gb.find_grade(p.grade_id, notebook_name(p.notebook), assignment.name, student)
+            grade = _grade(gb, grades, p, assignment.name, student)
         except MissingEntry:
             continue
         problems.append(ProblemReview(p.name, p.points, grade.auto_score, grade.manual_score,
