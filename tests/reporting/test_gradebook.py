@@ -286,3 +286,32 @@ def test_a_release_adds_cells_after_submissions_and_refuses_to_drop_graded_ones(
     with pytest.raises(ReleaseError, match="test_silu: submissions have grades"):
         apply_release(course, assignment, (dropped,))
     assert auto_scores(course, assignment, "ada")["silu"] == 5.0
+
+
+def test_each_grade_row_is_the_one_nbgraders_find_grade_returns(course, assignment, ada, bob):
+    """Does the one-query lookup of a submission's grade rows give, for every grade cell, the row
+    nbgrader's find_grade gives, fall back to find_grade for a task cell, and raise MissingEntry
+    for a cell that is not there?"""
+    from nbgrader.api import TaskCell
+
+    from autograder.reporting.gradebook import _grade, _grades_of
+
+    release_into(course, assignment)
+    with Gradebook(course.gradebook_url) as gb:
+        gb.db.add(TaskCell(name="task_essay", notebook=gb.find_notebook(STEM, assignment.name), max_score=2.0,
+                           cell_type="markdown"))
+        gb.db.commit()
+    record_grades(course, assignment, [ada, bob])
+    task = dataclasses.replace(assignment.problems[0], grade_id="task_essay")
+    gone = dataclasses.replace(assignment.problems[0], grade_id="test_not_released")
+    with Gradebook(course.gradebook_url) as gb:
+        for student in ("ada", "bob"):
+            grades = _grades_of(gb, assignment.name, student)
+            assert len(grades) == len(assignment.problems)
+            for p in (*assignment.problems, task):
+                found = _grade(gb, grades, p, assignment.name, student)
+                assert found is gb.find_grade(p.grade_id, STEM, assignment.name, student)
+                assert found.cell.name == p.grade_id and found.student.id == student
+            with pytest.raises(MissingEntry):
+                _grade(gb, grades, gone, assignment.name, student)
+        assert _grades_of(gb, assignment.name, "nobody") == {}
