@@ -105,13 +105,13 @@ def _commit(gb: Gradebook, work: Callable[[], T]) -> T:
 def sync_roster(gb: Gradebook, course: Course) -> list[str]:
     """Create or update every roster student (id, first and last name, email). Students who are
     not on the roster are left as they are. Not committed here; returns one line per change."""
-    from nbgrader.api import MissingEntry, Student
+    from nbgrader.api import Student
 
     changes = []
+    known = {row.id: row for row in gb.db.query(Student)}     # what find_student gives, in one query
     for s in course.students():
-        try:
-            student = gb.find_student(s.id)
-        except MissingEntry:
+        student = known.get(s.id)
+        if student is None:
             gb.db.add(Student(id=s.id, first_name=s.first_name or None, last_name=s.last_name or None,
                               email=s.email or None))
             changes.append(f"student {s.id}")
@@ -166,9 +166,39 @@ def _sync_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> l
                            f"{cell.max_score:g} -> {p.points:g}")
             cell.max_score = p.points
     gb.db.flush()
-    for submission in list(row.submissions):
+    for submission in _incomplete(gb, row):
         _complete(gb, submission)
     return changes
+
+
+def _incomplete(gb: Gradebook, row: Any) -> list[Any]:
+    """The submissions of the gradebook assignment `row` that lack a notebook, grade or comment row
+    for one of its cells: those `_complete` would add to. A few queries for the whole assignment,
+    instead of loading every submission's rows."""
+    from nbgrader.api import Comment, Grade, SubmittedAssignment, SubmittedNotebook
+
+    graded = {nb.id: {c.id for c in [*nb.grade_cells, *nb.task_cells]} for nb in row.notebooks}
+    commented = {nb.id: {c.id for c in [*nb.solution_cells, *nb.task_cells]} for nb in row.notebooks}
+    ours = SubmittedAssignment.assignment_id == row.id
+    submitted: dict[Any, set[Any]] = {sid: set() for (sid,) in gb.db.query(SubmittedAssignment.id).filter(ours)}
+    where: dict[Any, tuple[Any, Any]] = {}          # submitted notebook -> (its submission, its notebook)
+    for snb, sid, nid in (gb.db.query(SubmittedNotebook.id, SubmittedNotebook.assignment_id,
+                                      SubmittedNotebook.notebook_id)
+                          .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)
+                          .filter(ours)):
+        where[snb] = (sid, nid)
+        submitted[sid].add(nid)
+    missing = {sid for sid, have in submitted.items() if set(graded) - have}
+    for model, wanted in ((Grade, graded), (Comment, commented)):
+        have_cells: dict[Any, set[Any]] = {snb: set() for snb in where}
+        for snb, cell in (gb.db.query(model.notebook_id, model.cell_id)
+                          .join(SubmittedNotebook, SubmittedNotebook.id == model.notebook_id)
+                          .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)
+                          .filter(ours)):
+            have_cells[snb].add(cell)
+        missing |= {where[snb][0] for snb, cells in have_cells.items()
+                    if wanted.get(where[snb][1], set()) - cells}
+    return [submission for submission in row.submissions if submission.id in missing]
 
 
 def ensure_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> tuple[str, ...]:
