@@ -220,7 +220,7 @@ FORMAT_CHECK_MODULES = ("rfc3987_syntax", "rfc3986_validator", "rfc3339_validato
 # What nbgrader.utils takes from setuptools (for unzipping collected archives, which this process never
 # does): importing setuptools means importing pkg_resources, about half a second.
 ARCHIVE_FUNCTIONS = ("unpack_archive", "unpack_tarfile", "unpack_zipfile")
-LAZY_MODULES = ("requests",)    # nbgrader.auth's JupyterHub plugin, which a gradebook never calls
+DEFERRED_MODULES = ("requests",)    # nbgrader.auth's JupyterHub plugin, which a gradebook never calls
 
 
 def _deferred_archive_util() -> types.ModuleType:
@@ -239,15 +239,14 @@ def _deferred_archive_util() -> types.ModuleType:
     return stub
 
 
-def _lazy(name: str) -> None:
-    """Put `name` in sys.modules as a module that runs its code when first used (importlib's LazyLoader)."""
-    spec = importlib.util.find_spec(name)
-    if name in sys.modules or spec is None or spec.loader is None:
-        return
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+class _Deferred(types.ModuleType):
+    """A stand-in module that imports the real one on its first attribute use (importlib's LazyLoader
+    would not do: on Python 3.11 the import statement itself reads the module's __spec__ and loads it)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attr)
 
 
 def import_nbgrader_api() -> str:
@@ -272,8 +271,9 @@ def import_nbgrader_api() -> str:
         package.__version__ = importlib.import_module("nbgrader._version").__version__  # type: ignore[attr-defined]
         if "setuptools" not in sys.modules and "setuptools.archive_util" not in sys.modules:
             stub = sys.modules["setuptools.archive_util"] = _deferred_archive_util()
-        for name in LAZY_MODULES:
-            _lazy(name)
+        for name in DEFERRED_MODULES:
+            if name not in sys.modules and importlib.util.find_spec(name) is not None:
+                sys.modules[name] = _Deferred(name)
         api = importlib.import_module("nbgrader.api")
         missing = [n for n in NBGRADER_API_NAMES if not hasattr(api, n)]
         if missing:
@@ -281,7 +281,7 @@ def import_nbgrader_api() -> str:
         return "light"
     except Exception as exc:  # noqa: BLE001 - any surprise: forget the partial import, do the plain one
         for name in set(sys.modules) - before:
-            if name.split(".")[0] in ("nbgrader", "setuptools", *LAZY_MODULES):
+            if name.split(".")[0] in ("nbgrader", "setuptools", *DEFERRED_MODULES):
                 del sys.modules[name]
         why = f"{type(exc).__name__}: {exc}"
         importlib.import_module("nbgrader.api")

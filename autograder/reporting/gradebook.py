@@ -520,10 +520,12 @@ def read_review(gb: Gradebook, assignment: Assignment, student: str) -> Review |
                                       float(grade.extra_credit or 0.0)))
     comments = []
     for snb in sorted(submission.notebooks, key=lambda n: n.name):
-        sources = {c.name: c.source or "" for c in snb.notebook.source_cells}
+        sources: dict[str, str] | None = None           # loaded for the first comment with text
         for comment in snb.comments:
             text = (comment.manual_comment or "").strip()
             if text:
+                if sources is None:
+                    sources = {c.name: c.source or "" for c in snb.notebook.source_cells}
                 name = comment.cell.name
                 comments.append((_comment_problem(assignment, name, sources.get(name, "")), text))
     return Review(student, assignment.name, tuple(problems), tuple(comments))
