@@ -212,7 +212,7 @@ def test_the_copy_is_byte_for_byte_what_nbformats_checked_outputs_give(tmp_path,
 
 def test_a_changed_release_is_read_again(tmp_path, copy, assignment):
     """When the released notebook changes during a run, is a deleted grade cell put back from the new version?"""
-    release = tmp_path / "release"
+    release = tmp_path / "published"
     release.mkdir()
     released = nbformat.read(RELEASED / NB, as_version=4)
     nbformat.write(released, release / NB)
