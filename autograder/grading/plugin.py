@@ -102,6 +102,7 @@ class GradingPlugin:
         self.collection_errors: list[str] = []
         self._problems = {p.name: p for p in assignment.problems}
         self._current: _Submission | None = None
+        self._salts: dict[str, int] = {}
 
     # ------------------------------------------------------------------ per submission
     def begin(self, proxies: Mapping[str, Any], seed: int) -> None:
@@ -171,7 +172,11 @@ class GradingPlugin:
         return self.current.proxies[self._problems[problem].notebook].for_problem(problem)
 
     def rng_for(self, nodeid: str) -> np.random.Generator:
-        return np.random.default_rng([self.current.seed, zlib.crc32(nodeid.encode())])
+        """The check's own generator: seeded by the submission's seed and the check's node id."""
+        salt = self._salts.get(nodeid)
+        if salt is None:
+            salt = self._salts[nodeid] = zlib.crc32(nodeid.encode())
+        return np.random.Generator(np.random.PCG64([self.current.seed, salt]))
 
     def expect_for(self, problem: str, student: Any) -> Expect:
         current = self.current
