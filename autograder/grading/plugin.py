@@ -103,6 +103,7 @@ class GradingPlugin:
         self._problems = {p.name: p for p in assignment.problems}
         self._current: _Submission | None = None
         self._salts: dict[str, int] = {}
+        self._tolerances: dict[str, Callable[[Any], Tolerance]] = {}
 
     # ------------------------------------------------------------------ per submission
     def begin(self, proxies: Mapping[str, Any], seed: int) -> None:
@@ -180,10 +181,17 @@ class GradingPlugin:
 
     def expect_for(self, problem: str, student: Any) -> Expect:
         current = self.current
-        return Expect(problem=problem, tolerance_for=self._problems[problem].tolerance,
+        return Expect(problem=problem, tolerance_for=self._tolerance_for(problem),
                       catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None),
                       student=student, reference=self.reference, localised=current.localised,
                       confirmations=current.confirmations)
+
+    def _tolerance_for(self, problem: str) -> Callable[[Any], Tolerance]:
+        """The problem's tolerance by dtype, each dtype looked up in course.yml's settings once."""
+        memo = self._tolerances.get(problem)
+        if memo is None:
+            memo = self._tolerances[problem] = _memoised(self._problems[problem].tolerance)
+        return memo
 
     def reference_module(self) -> ModuleType:
         if self.reference is None:
@@ -247,6 +255,20 @@ class GradingPlugin:
             outcome.internal_error = True
             outcome.output = INTERNAL_ERROR
             outcome.detail = report.longreprtext[-4000:]
+
+
+def _memoised(lookup: Callable[[Any], Tolerance]) -> Callable[[Any], Tolerance]:
+    known: dict[Any, Tolerance] = {}
+
+    def tolerance(dtype: Any) -> Tolerance:
+        try:
+            return known[dtype]
+        except KeyError:
+            found = known[dtype] = lookup(dtype)
+            return found
+        except TypeError:                     # not hashable: look it up every time
+            return lookup(dtype)
+    return tolerance
 
 
 def _status(outcome: _Outcome) -> TestStatus:
