@@ -79,6 +79,7 @@ class Catalogue:
         self._confirmations: dict[str, Callable[[], Calls]] = {}
         self._confirmation_calls: dict[str, Calls] = {}
         self._confirmation_outputs: dict[tuple[str, int], np.ndarray | None] = {}
+        self._memo: dict[tuple[Any, ...], Any] | None = None     # `shared` helpers' results during a match
 
     def add(self, id: str, *, hint: str, variant: Callable[..., Any] | None = None, stage: bool = False) -> Mistake:
         if id in self._mistakes:
@@ -104,6 +105,23 @@ class Catalogue:
             self._probes[problem] = fn
             return fn
         return register
+
+    def shared(self, helper: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator for a helper several variants call on the same inputs (the first half of a
+        block, say): while one check's variants run (`match`), a call with the very same argument
+        objects gives the result of the first such call instead of computing it again. Helpers
+        must not modify their arguments or results; outside `match` they simply run."""
+        def reusing(*args: Any, **kwargs: Any) -> Any:
+            memo = self._memo
+            if memo is None:
+                return helper(*args, **kwargs)
+            key = (helper, *map(_identity, args), *((k, _identity(v)) for k, v in sorted(kwargs.items())))
+            if key not in memo:
+                memo[key] = (helper(*args, **kwargs), args, kwargs)   # the arguments kept alive: ids stay theirs
+            return memo[key][0]
+        reusing.__name__ = getattr(helper, "__name__", "helper")
+        reusing.__doc__ = helper.__doc__
+        return reusing
 
     def confirm_with(self, problem: str, calls: Callable[[], Calls]) -> None:
         """Fixed inputs for `problem` ((args, kwargs) calls, built once by `calls()`): a variant that
@@ -169,8 +187,12 @@ class Catalogue:
         must also match the student on every confirmation call."""
         if not isinstance(actual, np.ndarray) and not isinstance(actual, (int, float, np.number)):
             return ()
-        found = [m for m in self.for_problem(problem)
-                 if _variant_agrees(_variant_output(m, args, kwargs), np.asarray(actual), rtol=rtol, atol=atol)]
+        self._memo = {}
+        try:
+            found = [m for m in self.for_problem(problem)
+                     if _variant_agrees(_variant_output(m, args, kwargs), np.asarray(actual), rtol=rtol, atol=atol)]
+        finally:
+            self._memo = None
         if student is not None and found:
             calls = self.confirmation_calls(problem)
             confirmed = []
@@ -192,6 +214,13 @@ class Catalogue:
         if key not in self._confirmation_outputs:
             self._confirmation_outputs[key] = _variant_output(m, args, kwargs)
         return self._confirmation_outputs[key]
+
+
+def _identity(value: Any) -> Any:
+    """A key for an argument: the value itself for small immutable ones, else the object's id."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return (type(value), value)
+    return ("id", id(value))
 
 
 def _variant_output(m: Mistake, args: Args, kwargs: Kwargs) -> np.ndarray | None:
