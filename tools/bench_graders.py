@@ -25,10 +25,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autograder.batch.worker import Task, Worker  # noqa: E402
-from autograder.grading import engine  # noqa: E402
-from autograder.grading.proxy import StudentProxy  # noqa: E402
-from autograder.sandbox.outcomes import StudentCodeError  # noqa: E402
+from autograder.batch.worker import Task, Worker
+from autograder.grading import engine
+from autograder.grading.proxy import StudentProxy
+from autograder.sandbox.outcomes import StudentCodeError
 
 
 class _Function:

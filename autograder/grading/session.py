@@ -157,7 +157,7 @@ class GraderSession:
         problem = problem_of(item.path)
         return _LeanPlan(problem=problem, needs=self._argnames[item.nodeid],
                          params=dict(getattr(getattr(item, "callspec", None), "params", {})),
-                         tolerance=self.plugin.assignment.problem(problem).tolerance,   # collected checks' problems exist
+                         tolerance=self.plugin.assignment.problem(problem).tolerance,   # a collected check has one
                          function=item.obj)                               # type: ignore[attr-defined]
 
     def __enter__(self) -> GraderSession:
