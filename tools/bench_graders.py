@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autograder.batch.worker import Task, Worker
 from autograder.grading import engine
 from autograder.grading.proxy import StudentProxy
+from autograder.layout import CourseLayout
 from autograder.sandbox.outcomes import StudentCodeError
 
 
@@ -145,10 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     current = [""]
     engine.run_graders = recording
     try:
-        folders = sorted(p for p in (args.course / "submitted").iterdir() if p.is_dir())
-        for folder in folders:
-            current[0] = folder.name
-            worker.grade(Task(folder.name, str(folder / worker.assignment.name), zlib.crc32(folder.name.encode())))
+        layout = CourseLayout(args.course)
+        students = sorted(p.name for p in layout.submitted_dir.iterdir() if p.is_dir())
+        for student in students:
+            current[0] = student
+            folder = layout.submission(student, worker.assignment.name)
+            worker.grade(Task(student, str(folder), zlib.crc32(student.encode())))
     finally:
         engine.run_graders = real_run_graders
     session = worker.session

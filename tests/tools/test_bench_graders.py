@@ -13,6 +13,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import bench_graders as bench  # noqa: E402
 
+from autograder.layout import EXAMPLES, CourseLayout  # noqa: E402
 from autograder.sandbox.outcomes import FunctionMissing  # noqa: E402
 
 
@@ -34,7 +35,8 @@ def test_a_replay_gives_the_recorded_answers_in_order_and_refuses_any_other():
 
 def test_the_benchmark_runs_on_a_small_class(course_copy, capsys):
     """On two example submissions, does the benchmark record, replay with the same outcomes, and report?"""
+    examples, course = CourseLayout(ROOT / EXAMPLES), CourseLayout(course_copy)
     for student in ("ada", "alan"):
-        shutil.copytree(ROOT / "examples" / "submitted" / student, course_copy / "submitted" / student)
+        shutil.copytree(examples.submitted_dir / student, course.submitted_dir / student)
     assert bench.main([str(course_copy), "--repeat", "1"]) == 0
     assert "2 submissions, 1 replay rounds: graders' CPU" in capsys.readouterr().out
