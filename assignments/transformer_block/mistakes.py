@@ -370,16 +370,20 @@ catalogue.add("multi_head_attention.softmax_overflow", hint="""
 
 
 # =========================================================================== pre_ln_block
-# Reference: h = x + MHA(LN1(x)); out = h + FFN(LN2(h)).
+# Reference: h = x + MHA(LN1(x)); out = h + FFN(LN2(h)). Most variants share LN1(x) and the attention
+# on it: the helpers are `shared`, so a check's variants compute them once.
 
+@catalogue.shared
 def _ln(x, p, which):
     return ref.layer_norm(x, p[f"ln{which}_gamma"], p[f"ln{which}_beta"])
 
 
+@catalogue.shared
 def _mha(x, p, n_heads, mask):
     return ref.multi_head_attention(x, p["W_Q"], p["W_K"], p["W_V"], p["W_O"], n_heads, mask)
 
 
+@catalogue.shared
 def _ffn(x, p, activation=ref.gelu):
     return activation(x @ p["W1"] + p["b1"]) @ p["W2"] + p["b2"]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -26,6 +27,7 @@ import numpy as np
 from ..config import Tolerance
 from ..sandbox.outcomes import FunctionMissing, NotCallable, NotebookFailed, StudentCodeError, StudentRaised
 from .diagnosis import Args, Catalogue, Kwargs, Mistake, ProbeContext
+from .numeric import as_float, close_entries
 
 
 class NotGraded(Exception):
@@ -56,12 +58,23 @@ class StudentCall:
 
 
 def building_blocks(reference: Callable[..., Any]) -> tuple[str, ...]:
-    """The building blocks of a composite reference function: its keyword-only parameters."""
+    """The building blocks of a composite reference function: its keyword-only parameters
+    (read from its signature once per function)."""
+    try:
+        return _BLOCKS[reference]
+    except (KeyError, TypeError):
+        pass
     try:
         params = inspect.signature(reference).parameters.values()
     except (TypeError, ValueError):
         return ()
-    return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    blocks = tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    with contextlib.suppress(TypeError):          # an unhashable callable is simply not remembered
+        _BLOCKS[reference] = blocks
+    return blocks
+
+
+_BLOCKS: weakref.WeakKeyDictionary[Callable[..., Any], tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
 # The composite itself could not run at all: nothing a building block did explains that.
@@ -316,7 +329,7 @@ class Expect:
             actual = np.asarray(actual)
         self.shape(actual, expected.shape, what)
         tol = tol or self.tolerance_for(expected.dtype)
-        a, e = _as_float(actual), _as_float(expected)
+        a, e = as_float(actual), as_float(expected)
         ok = _close_mask(actual, expected, tol)
         if ok.all():
             return
@@ -403,15 +416,9 @@ def _name(fn: Callable[..., Any]) -> str:
     return str(getattr(fn, "__name__", fn))
 
 
-def _as_float(a: np.ndarray) -> np.ndarray:
-    return a.astype(np.result_type(a.dtype, np.float64), copy=False) if a.dtype.kind in "biuf" else a
-
-
 def _close_mask(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, *, equal_nan: bool = False) -> np.ndarray:
     """Entry by entry: is the student's value within tolerance of the expected one?"""
-    with np.errstate(all="ignore"):
-        close: np.ndarray = np.isclose(_as_float(actual), _as_float(expected), rtol=tol.rtol, atol=tol.atol,
-                                       equal_nan=equal_nan)
+    close: np.ndarray = close_entries(actual, expected, rtol=tol.rtol, atol=tol.atol, equal_nan=equal_nan)
     return close
 
 

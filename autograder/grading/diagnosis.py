@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .numeric import close_entries
 from .results import TestResult
 
 GENERAL = "general"
@@ -77,6 +78,8 @@ class Catalogue:
         self._probes: dict[str, Probe] = {}
         self._confirmations: dict[str, Callable[[], Calls]] = {}
         self._confirmation_calls: dict[str, Calls] = {}
+        self._confirmation_outputs: dict[tuple[str, int], np.ndarray | None] = {}
+        self._memo: dict[tuple[Any, ...], Any] | None = None     # `shared` helpers' results during a match
 
     def add(self, id: str, *, hint: str, variant: Callable[..., Any] | None = None, stage: bool = False) -> Mistake:
         if id in self._mistakes:
@@ -102,6 +105,23 @@ class Catalogue:
             self._probes[problem] = fn
             return fn
         return register
+
+    def shared(self, helper: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator for a helper several variants call on the same inputs (the first half of a
+        block, say): while one check's variants run (`match`), a call with the very same argument
+        objects gives the result of the first such call instead of computing it again. Helpers
+        must not modify their arguments or results; outside `match` they simply run."""
+        def reusing(*args: Any, **kwargs: Any) -> Any:
+            memo = self._memo
+            if memo is None:
+                return helper(*args, **kwargs)
+            key = (helper, *map(_identity, args), *((k, _identity(v)) for k, v in sorted(kwargs.items())))
+            if key not in memo:
+                memo[key] = (helper(*args, **kwargs), args, kwargs)   # the arguments kept alive: ids stay theirs
+            return memo[key][0]
+        reusing.__name__ = getattr(helper, "__name__", "helper")
+        reusing.__doc__ = helper.__doc__
+        return reusing
 
     def confirm_with(self, problem: str, calls: Callable[[], Calls]) -> None:
         """Fixed inputs for `problem` ((args, kwargs) calls, built once by `calls()`): a variant that
@@ -167,14 +187,19 @@ class Catalogue:
         must also match the student on every confirmation call."""
         if not isinstance(actual, np.ndarray) and not isinstance(actual, (int, float, np.number)):
             return ()
-        found = [m for m in self.for_problem(problem)
-                 if _variant_agrees(m, args, kwargs, np.asarray(actual), rtol=rtol, atol=atol)]
+        self._memo = {}
+        try:
+            found = [m for m in self.for_problem(problem)
+                     if _variant_agrees(_variant_output(m, args, kwargs), np.asarray(actual), rtol=rtol, atol=atol)]
+        finally:
+            self._memo = None
         if student is not None and found:
             calls = self.confirmation_calls(problem)
             confirmed = []
             for m in found:
                 try:
-                    if all(_variant_agrees(m, a, k, np.asarray(student(i)), rtol=rtol, atol=atol)
+                    if all(_variant_agrees(self._confirmation_output(m, i, a, k), np.asarray(student(i)),
+                                           rtol=rtol, atol=atol)
                            for i, (a, k) in enumerate(calls)):
                         confirmed.append(m)
                 except Exception:  # noqa: BLE001 - the student's function failed on a confirmation input
@@ -182,15 +207,34 @@ class Catalogue:
             found = confirmed
         return tuple(found)
 
+    def _confirmation_output(self, m: Mistake, i: int, args: Args, kwargs: Kwargs) -> np.ndarray | None:
+        """The variant's output on its problem's i-th confirmation call: the inputs are fixed, so
+        it is computed once and kept for every later submission."""
+        key = (m.id, i)
+        if key not in self._confirmation_outputs:
+            self._confirmation_outputs[key] = _variant_output(m, args, kwargs)
+        return self._confirmation_outputs[key]
 
-def _variant_agrees(m: Mistake, args: Args, kwargs: Kwargs, actual: np.ndarray, *, rtol: float, atol: float) -> bool:
+
+def _identity(value: Any) -> Any:
+    """A key for an argument: the value itself for small immutable ones, else the object's id."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return (type(value), value)
+    return ("id", id(value))
+
+
+def _variant_output(m: Mistake, args: Args, kwargs: Kwargs) -> np.ndarray | None:
+    """What the variant returns on these inputs (None when it cannot run on them)."""
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            wrong = np.asarray(m.variant(*args, **kwargs))    # type: ignore[misc]
+            return np.asarray(m.variant(*args, **kwargs))    # type: ignore[misc]
     except Exception:  # noqa: BLE001 - a variant that cannot run on these inputs does not match
-        return False
-    return wrong.shape == actual.shape and _agrees(actual, wrong, rtol=rtol, atol=atol)
+        return None
+
+
+def _variant_agrees(wrong: np.ndarray | None, actual: np.ndarray, *, rtol: float, atol: float) -> bool:
+    return wrong is not None and wrong.shape == actual.shape and _agrees(actual, wrong, rtol=rtol, atol=atol)
 
 
 def _agrees(actual: np.ndarray, wrong: np.ndarray, *, rtol: float, atol: float) -> bool:
@@ -204,11 +248,10 @@ def _agrees(actual: np.ndarray, wrong: np.ndarray, *, rtol: float, atol: float) 
         return False
     finite = np.isfinite(a)
     if finite.all():
-        return bool(np.isfinite(w).all() and np.allclose(a, w, rtol=rtol, atol=atol))
+        return bool(np.isfinite(w).all() and close_entries(a, w, rtol=rtol, atol=atol).all())
     if finite.sum() * 2 < finite.size:
         return False
-    with np.errstate(all="ignore"):
-        return bool(np.allclose(a[finite], w[finite], rtol=rtol, atol=atol))
+    return bool(close_entries(a[finite], w[finite], rtol=rtol, atol=atol).all())
 
 
 def prune_subsumed(tests: Sequence[TestResult]) -> tuple[TestResult, ...]:

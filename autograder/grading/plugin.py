@@ -102,6 +102,8 @@ class GradingPlugin:
         self.collection_errors: list[str] = []
         self._problems = {p.name: p for p in assignment.problems}
         self._current: _Submission | None = None
+        self._salts: dict[str, int] = {}
+        self._tolerances: dict[str, Callable[[Any], Tolerance]] = {}
 
     # ------------------------------------------------------------------ per submission
     def begin(self, proxies: Mapping[str, Any], seed: int) -> None:
@@ -171,14 +173,25 @@ class GradingPlugin:
         return self.current.proxies[self._problems[problem].notebook].for_problem(problem)
 
     def rng_for(self, nodeid: str) -> np.random.Generator:
-        return np.random.default_rng([self.current.seed, zlib.crc32(nodeid.encode())])
+        """The check's own generator: seeded by the submission's seed and the check's node id."""
+        salt = self._salts.get(nodeid)
+        if salt is None:
+            salt = self._salts[nodeid] = zlib.crc32(nodeid.encode())
+        return np.random.Generator(np.random.PCG64([self.current.seed, salt]))
 
     def expect_for(self, problem: str, student: Any) -> Expect:
         current = self.current
-        return Expect(problem=problem, tolerance_for=self._problems[problem].tolerance,
+        return Expect(problem=problem, tolerance_for=self._tolerance_for(problem),
                       catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None),
                       student=student, reference=self.reference, localised=current.localised,
                       confirmations=current.confirmations)
+
+    def _tolerance_for(self, problem: str) -> Callable[[Any], Tolerance]:
+        """The problem's tolerance by dtype, each dtype looked up in course.yml's settings once."""
+        memo = self._tolerances.get(problem)
+        if memo is None:
+            memo = self._tolerances[problem] = _memoised(self._problems[problem].tolerance)
+        return memo
 
     def reference_module(self) -> ModuleType:
         if self.reference is None:
@@ -242,6 +255,20 @@ class GradingPlugin:
             outcome.internal_error = True
             outcome.output = INTERNAL_ERROR
             outcome.detail = report.longreprtext[-4000:]
+
+
+def _memoised(lookup: Callable[[Any], Tolerance]) -> Callable[[Any], Tolerance]:
+    known: dict[Any, Tolerance] = {}
+
+    def tolerance(dtype: Any) -> Tolerance:
+        try:
+            return known[dtype]
+        except KeyError:
+            found = known[dtype] = lookup(dtype)
+            return found
+        except TypeError:                     # not hashable: look it up every time
+            return lookup(dtype)
+    return tolerance
 
 
 def _status(outcome: _Outcome) -> TestStatus:

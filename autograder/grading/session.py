@@ -74,6 +74,16 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
 
 
 @dataclass(frozen=True)
+class _LeanPlan:
+    """A lean check's problem, parameters, fixture names and function, fixed at collection."""
+    problem: str
+    needs: tuple[str, ...]
+    params: Mapping[str, Any]
+    tolerance: Any
+    function: Any
+
+
+@dataclass(frozen=True)
 class GraderRun:
     """The graders' verdict on one submission, before points are shared out."""
     checks: tuple[CheckOutcome, ...]
@@ -133,6 +143,7 @@ class GraderSession:
         self.items: list[pytest.Item] = [i for i in self.session.items if i.nodeid in self.plugin.checks]
         self._argnames = {i.nodeid: _argnames(i) for i in self.items}
         self._lean = {i.nodeid: lean and _lean_eligible(i, self._argnames[i.nodeid]) for i in self.items}
+        self._plans = {i.nodeid: self._plan(i) for i in self.items if self._lean[i.nodeid]}
         broken = list(self.plugin.collection_errors)
         if not self.items and not broken:
             broken.append(f"no grader checks collected from {code.graders} ({out.getvalue().strip()[-500:]})")
@@ -140,6 +151,14 @@ class GraderSession:
         if missing:
             broken.append("no graders for problem(s) " + ", ".join(missing))
         self.broken = tuple(("graders could not be collected: " + "; ".join(broken),) if broken else ())
+
+    def _plan(self, item: pytest.Item) -> _LeanPlan:
+        """What the lean loop needs of a check, worked out once for every submission."""
+        problem = problem_of(item.path)
+        return _LeanPlan(problem=problem, needs=self._argnames[item.nodeid],
+                         params=dict(getattr(getattr(item, "callspec", None), "params", {})),
+                         tolerance=self.plugin.assignment.problem(problem).tolerance,   # a collected check has one
+                         function=item.obj)                               # type: ignore[attr-defined]
 
     def __enter__(self) -> GraderSession:
         return self
@@ -172,18 +191,19 @@ class GraderSession:
     def _run_lean(self, item: pytest.Item) -> None:
         plugin = self.plugin
         nodeid = item.nodeid
-        problem = problem_of(item.path)
-        values: dict[str, Any] = dict(getattr(getattr(item, "callspec", None), "params", {}))
+        plan = self._plans[nodeid]
+        problem = plan.problem
+        needs = plan.needs
+        values: dict[str, Any] = dict(plan.params)
         expect = None
         started = time.perf_counter()
         try:
-            needs = self._argnames[nodeid]
             if "problem" in needs:
                 values["problem"] = problem
             if "seed" in needs:
                 values["seed"] = plugin.current.seed
             if "tol" in needs:
-                values["tol"] = plugin.assignment.problem(problem).tolerance
+                values["tol"] = plan.tolerance
             if "ref" in needs:
                 values["ref"] = plugin.reference_module()
             if "rng" in needs:
@@ -193,7 +213,7 @@ class GraderSession:
                 values["student"] = student
                 if "expect" in needs:
                     expect = values["expect"] = plugin.expect_for(problem, student)
-            item.obj(**{name: values[name] for name in needs})       # type: ignore[attr-defined]
+            plan.function(**{name: values[name] for name in needs})
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - pytest.fail/skip are BaseExceptions; classified as pytest would

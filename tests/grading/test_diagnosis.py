@@ -66,3 +66,48 @@ def test_prune_keeps_diagnoses_that_are_indistinguishable():
     """Are two variants that matched in exactly the same checks both kept?"""
     tests = (result("t1", "f", "f.a", "f.b"), result("t2", "f", "f.a", "f.b"))
     assert prune_subsumed(tests) == tests
+
+
+def test_a_variant_is_confirmed_once_per_confirmation_input():
+    """Is each variant run on the fixed confirmation inputs once per catalogue, however many
+    failed checks (and submissions) ask, while the answer still depends on the student?"""
+    runs: list[float] = []
+
+    def double(x):
+        runs.append(float(np.sum(x)))
+        return 2 * x
+
+    cat = Catalogue()
+    cat.add("f.double", hint="Doubled.", variant=double)
+    cat.confirm_with("f", lambda: [((np.array([1.0, 2.0]),), {})])
+    x = np.array([3.0, 4.0])
+    for _ in range(3):
+        found = cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9, student=lambda i: np.array([2.0, 4.0]))
+        assert [m.id for m in found] == ["f.double"]
+    assert runs.count(3.0) == 1 and runs.count(7.0) == 3, runs
+    assert cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9, student=lambda i: np.array([9.0, 9.0])) == ()
+
+
+def test_a_shared_helper_runs_once_per_match_on_the_same_inputs():
+    """Does a `shared` helper called by several variants on the very same arrays run once within
+    one match, again in the next match, and normally outside any match?"""
+    cat = Catalogue()
+    calls: list[int] = []
+
+    @cat.shared
+    def centred(x, axis=-1):
+        calls.append(id(x))
+        return x - x.mean(axis=axis, keepdims=True)
+
+    cat.add("f.centred", hint="a", variant=lambda x: centred(x))
+    cat.add("f.centred_twice", hint="b", variant=lambda x: 2 * centred(x))
+    cat.add("f.other_axis", hint="c", variant=lambda x: centred(x, axis=0))
+    x = np.arange(6.0).reshape(2, 3)
+    found = cat.match("f", (x,), {}, 2 * (x - x.mean(axis=-1, keepdims=True)), rtol=1e-7, atol=1e-9)
+    assert [m.id for m in found] == ["f.centred_twice"]
+    assert len(calls) == 2, "once for axis=-1, once for axis=0"
+    cat.match("f", (x,), {}, x, rtol=1e-7, atol=1e-9)
+    assert len(calls) == 4
+    np.testing.assert_array_equal(centred(x), x - x.mean(axis=-1, keepdims=True))
+    centred(x)
+    assert len(calls) == 6
