@@ -81,6 +81,10 @@ class EncodeError(TypeError):
         self.path = path
         super().__init__(f"{path}: {what}" if path else what)
 
+    def within(self, step: str) -> EncodeError:
+        """The same error, one container further out (`step` is e.g. "[2]" or "['key']")."""
+        return EncodeError(self.what, step + self.path)
+
 
 @dataclass(frozen=True)
 class Caps:
@@ -136,69 +140,87 @@ def describe(value: Any) -> str:
 
 
 class _Encoder:
+    """Builds the JSON tree and the buffer list. Paths (for the error message) are put together
+    only when a value is refused: each container adds its own step as the error passes up."""
+
     def __init__(self, caps: Caps):
         self.caps = caps
         self.buffers: list[bytes] = []
         self.nbytes = 0
         self.items = 0
 
-    def value(self, obj: Any, path: str, depth: int) -> Any:
+    def value(self, obj: Any, depth: int) -> Any:
         self.items += 1
         if self.items > self.caps.max_items:
-            raise EncodeError(f"more than {self.caps.max_items} values", path)
+            raise EncodeError(f"more than {self.caps.max_items} values")
         t = type(obj)
         if obj is None or t is bool or t is str or t is float:
             return obj
         if t is int:
             if obj.bit_length() > 4096:
-                raise EncodeError("an integer with more than 4096 bits", path)
+                raise EncodeError("an integer with more than 4096 bits")
             return obj
+        if t is _ndarray:
+            return self.array(obj)
+        if t is list or t is tuple or t is dict:
+            if depth >= self.caps.max_depth:
+                raise EncodeError(f"nested deeper than {self.caps.max_depth} levels")
+            if t is dict:
+                return {"d": self.pairs(obj, depth + 1)}
+            out = self.items_of(obj, depth + 1)
+            return out if t is list else {"t": out}
         if t is complex:
             return {"c": [obj.real, obj.imag]}
-        if t is _ndarray:
-            return self.array(obj, path)
         if isinstance(obj, _generic) and t.__module__ == "numpy":
             dt = obj.dtype
             if dt.kind not in _NUMERIC_KINDS:
-                raise EncodeError(describe(obj), path)
-            return {"s": [dt.str, self.buffer(obj.tobytes(), path)]}
-        if t is list or t is tuple or t is dict:
-            if depth >= self.caps.max_depth:
-                raise EncodeError(f"nested deeper than {self.caps.max_depth} levels", path)
-            if t is list:
-                return [self.value(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(obj)]
-            if t is tuple:
-                return {"t": [self.value(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(obj)]}
-            pairs = []
-            for k, v in obj.items():
-                if type(k) is not str:
-                    raise EncodeError(f"a dict key of type {type(k).__name__}; use str keys", path)
-                pairs.append([k, self.value(v, f"{path}[{k!r}]", depth + 1)])
-            return {"d": pairs}
-        raise EncodeError(describe(obj), path)
+                raise EncodeError(describe(obj))
+            return {"s": [dt.str, self.buffer(obj.tobytes())]}
+        raise EncodeError(describe(obj))
 
-    def array(self, arr: np.ndarray, path: str) -> Any:
+    def items_of(self, seq: list[Any] | tuple[Any, ...], depth: int) -> list[Any]:
+        out = []
+        value = self.value
+        for x in seq:
+            try:
+                out.append(value(x, depth))
+            except EncodeError as exc:
+                raise exc.within(f"[{len(out)}]") from None
+        return out
+
+    def pairs(self, obj: dict[Any, Any], depth: int) -> list[Any]:
+        out = []
+        for k, v in obj.items():
+            if type(k) is not str:
+                raise EncodeError(f"a dict key of type {type(k).__name__}; use str keys")
+            try:
+                out.append([k, self.value(v, depth)])
+            except EncodeError as exc:
+                raise exc.within(f"[{k!r}]") from None
+        return out
+
+    def array(self, arr: np.ndarray) -> Any:
         dt = arr.dtype
         if dt.kind not in _NUMERIC_KINDS or dt.fields is not None or dt.subdtype is not None:
-            raise EncodeError(describe(arr), path)
+            raise EncodeError(describe(arr))
         if arr.ndim > 32:
-            raise EncodeError(f"an array with {arr.ndim} dimensions", path)
+            raise EncodeError(f"an array with {arr.ndim} dimensions")
         if arr.nbytes + self.nbytes > self.caps.max_bytes:
-            raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data", path)
+            raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data")
         data = arr.tobytes(order="C")
-        return {"a": [dt.str, [int(n) for n in arr.shape], self.buffer(data, path)]}
+        return {"a": [dt.str, [int(n) for n in arr.shape], self.buffer(data)]}
 
-    def buffer(self, data: bytes, path: str) -> int:
+    def buffer(self, data: bytes) -> int:
         self.nbytes += len(data)
         if self.nbytes > self.caps.max_bytes:
-            raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data", path)
+            raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data")
         self.buffers.append(data)
         return len(self.buffers) - 1
 
 
 def _encode_parts(obj: Any, caps: Caps) -> list[bytes]:
     enc = _Encoder(caps)
-    tree = enc.value(obj, "", 0)
+    tree = enc.value(obj, 0)
     header = _dumps([tree, [len(b) for b in enc.buffers]], allow_nan=True,
                     separators=(",", ":")).encode("ascii")
     if len(header) > caps.max_header:
@@ -224,7 +246,20 @@ def frame(obj: Any, *, caps: Caps = UNCAPPED) -> bytes:
 
 # --------------------------------------------------------------------------- decoding
 
+_DTYPES: dict[str, np.dtype] = {}     # dtype codes already checked (at most a few hundred can pass)
+
+
 def _check_dtype(code: Any) -> np.dtype:
+    if type(code) is str:
+        known = _DTYPES.get(code)
+        if known is not None:
+            return known
+    dt = _new_dtype(code)
+    _DTYPES[code] = dt
+    return dt
+
+
+def _new_dtype(code: Any) -> np.dtype:
     if type(code) is not str or not _fullmatch(code):
         raise ProtocolError(f"array dtype {str(code)[:40]!r} is not a bool/int/uint/float/complex dtype")
     try:
