@@ -38,6 +38,7 @@ import _socket
 import json
 import os
 import re
+import select
 import struct
 import time
 from dataclasses import dataclass
@@ -384,10 +385,13 @@ class Channel:
 
     It calls the C methods of `_socket.socket` captured when this module was imported, so later
     changes to the `socket` module or class (by student code in the child) cannot affect it.
+    The socket is non-blocking: reads and writes are tried at once and only when the other end
+    is not ready does the channel wait (poll) for it, until the deadline.
     """
 
     def __init__(self, sock: _socket.socket):
         self.sock = sock
+        _sock_settimeout(sock, 0.0)
 
     @classmethod
     def from_fd(cls, fd: int) -> Channel:
@@ -399,14 +403,11 @@ class Channel:
 
     def send(self, message: dict[str, Any], *, deadline: float | None = None, caps: Caps = UNCAPPED) -> None:
         """Write one message; raises TimeoutError past `deadline` (time.monotonic())."""
-        data = frame(message, caps=caps)
-        self._timeout(deadline)
-        _sock_sendall(self.sock, data)
+        self._write(frame(message, caps=caps), deadline)
 
     def send_frame(self, data: bytes, *, deadline: float | None = None) -> None:
         """Write bytes made by `frame()`."""
-        self._timeout(deadline)
-        _sock_sendall(self.sock, data)
+        self._write(data, deadline)
 
     def recv(self, *, trusted: bool, deadline: float | None = None, caps: Caps | None = None) -> dict[str, Any]:
         """Read one message. Raises EOFError when the other end closed, TimeoutError past
@@ -422,22 +423,47 @@ class Channel:
             raise ProtocolError("message is not a dict with an 'op'")
         return message
 
-    def _timeout(self, deadline: float | None) -> None:
+    @staticmethod
+    def _check(deadline: float | None) -> None:
+        if deadline is not None and deadline - _monotonic() <= 0:
+            raise TimeoutError("deadline passed")
+
+    def _wait(self, events: int, deadline: float | None) -> None:
+        """Until the socket is ready for `events` (TimeoutError past the deadline)."""
         if deadline is None:
-            _sock_settimeout(self.sock, None)
+            wait = -1
         else:
             left = deadline - _monotonic()
             if left <= 0:
                 raise TimeoutError("deadline passed")
-            _sock_settimeout(self.sock, left)
+            wait = int(left * 1000) + 1
+        poller = _poll()
+        poller.register(_sock_fileno(self.sock), events)
+        if not poller.poll(wait):
+            self._check(deadline)
+
+    def _write(self, data: bytes, deadline: float | None) -> None:
+        view = memoryview(data)
+        total = len(view)
+        sent = 0
+        while sent < total:
+            self._check(deadline)
+            try:
+                sent += _sock_send(self.sock, view[sent:])
+            except BlockingIOError:
+                self._wait(_POLLOUT, deadline)
 
     def _read(self, n: int, deadline: float | None) -> bytearray:
         buf = bytearray(n)
         view = memoryview(buf)
         got = 0
         while got < n:
-            self._timeout(deadline)
-            k = _sock_recv_into(self.sock, view[got:], n - got)
+            self._check(deadline)
+            try:
+                k = _sock_recv_into(self.sock, view[got:], n - got)
+            except BlockingIOError:
+                self._wait(_POLLIN, deadline)
+                continue
             if k == 0:
                 raise EOFError("the other end closed the connection")
             got += k
@@ -445,14 +471,24 @@ class Channel:
 
     def send_fds(self, fds: list[int], *, deadline: float | None = None) -> None:
         """Pass open file descriptors to the other end (one marker byte carrying SCM_RIGHTS)."""
-        self._timeout(deadline)
-        _sock_sendmsg(self.sock, [_FD_MARKER], [(_SOL_SOCKET, _SCM_RIGHTS, _pack_fds(fds))])
+        while True:
+            self._check(deadline)
+            try:
+                _sock_sendmsg(self.sock, [_FD_MARKER], [(_SOL_SOCKET, _SCM_RIGHTS, _pack_fds(fds))])
+                return
+            except BlockingIOError:
+                self._wait(_POLLOUT, deadline)
 
     def recv_fds(self, count: int, *, deadline: float | None = None) -> list[int]:
         """Receive exactly `count` descriptors sent with send_fds (ProtocolError otherwise;
         any descriptors received are closed before raising)."""
-        self._timeout(deadline)
-        data, ancillary, _, _ = _sock_recvmsg(self.sock, 1, _CMSG_SPACE(count * 4))
+        while True:
+            self._check(deadline)
+            try:
+                data, ancillary, _, _ = _sock_recvmsg(self.sock, 1, _CMSG_SPACE(count * 4))
+                break
+            except BlockingIOError:
+                self._wait(_POLLIN, deadline)
         fds: list[int] = []
         for level, kind, payload in ancillary:
             if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
@@ -472,6 +508,7 @@ class Channel:
 _Socket = _socket.socket
 _sock_fileno = _socket.socket.fileno
 _sock_sendall = _socket.socket.sendall
+_sock_send = _socket.socket.send
 _sock_recv_into = _socket.socket.recv_into
 _sock_settimeout = _socket.socket.settimeout
 _sock_sendmsg = _socket.socket.sendmsg
@@ -485,6 +522,9 @@ _struct_unpack = struct.unpack
 
 
 _FD_MARKER = b"F"
+_poll = select.poll
+_POLLIN = select.POLLIN
+_POLLOUT = select.POLLOUT
 _os_close = os.close
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import resource
+import select
 import signal
 import sys
 import time
@@ -97,6 +98,35 @@ def _reaped() -> Iterator[tuple[int, int]]:
         if pid == 0:
             return
         yield pid, _returncode(status)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when process `pid` ends (None where the kernel has none)."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+
+
+def _wait_ended(handles: list[int], seconds: float) -> None:
+    """Wait until every process behind these pidfds has ended (at most `seconds`); close them."""
+    try:
+        poller = select.poll()
+        for handle in handles:
+            poller.register(handle, select.POLLIN)
+        left = len(handles)
+        end = time.monotonic() + seconds
+        while left > 0:
+            wait = end - time.monotonic()
+            if wait <= 0:
+                break
+            ready = poller.poll(int(wait * 1000) + 1)
+            for handle, _ in ready:
+                poller.unregister(handle)
+                left -= 1
+    finally:
+        for handle in handles:
+            os.close(handle)
 
 
 def _returncode(status: int) -> int:
@@ -359,14 +389,23 @@ class Supervisor:
             live = [pid for pid, st in _descendants(me).items() if pid not in keep and st not in ("Z", "X")]
             if not live:
                 return killed, True
+            handles = []
             for pid in live:
+                handle = _pidfd(pid)
                 try:
                     os.kill(pid, signal.SIGKILL)
                     killed += 1
                 except ProcessLookupError:
                     pass
+                if handle is not None:
+                    handles.append(handle)
             self._reap()
-            time.sleep(0.0001 if round_ < 20 else 0.005)   # a killed process turns zombie within microseconds
+            if len(handles) == len(live):   # wait until each has ended, then look again for any it started
+                _wait_ended(handles, 0.05 if round_ < 20 else 0.5)
+            else:
+                for handle in handles:
+                    os.close(handle)
+                time.sleep(0.0001 if round_ < 20 else 0.005)   # a killed process turns zombie within microseconds
         return killed, False
 
     # ---- requests
