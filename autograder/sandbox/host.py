@@ -250,6 +250,7 @@ class SandboxHost:
         self._dir: Path | None = None
         self._host_layers: tuple[str, ...] = ()
         self._problems: list[str] = []
+        self._kills = 0                 # "kill" requests whose answers are not read yet
         self._closed = False
 
     # ---- lifecycle
@@ -290,6 +291,7 @@ class SandboxHost:
     def _stop(self) -> None:
         _close_quietly(self._ctl)
         self._ctl = None
+        self._kills = 0
         if self._process is not None:
             self._process.kill()
             self._process = None
@@ -399,6 +401,7 @@ class SandboxHost:
             self._problems += run.problems
         finally:
             run.close()
+            self._kills_answered()
         if visible and "allow-list-fs" in layers:
             layers = tuple(x for x in layers if x != "allow-list-fs")
             self._problems.append(f"allow-list-fs: {visible[0]} is visible inside the sandbox")
@@ -420,6 +423,7 @@ class SandboxHost:
     def submission(self, cells: Iterable[Any], limits: Limits, *, deadline: float | None = None) -> SubmissionRun:
         """Start a submission's namespaces and run its notebook (returns when the notebook ran).
         `deadline` (time.monotonic()) defaults to now + limits.submission_seconds."""
+        self._kills_answered()
         if self.info is None or not self.alive or self.submissions >= self.recycle_after:
             if self.info is not None and self.alive:
                 self._spawn()                   # recycle: a fresh zygote, same layers
@@ -468,13 +472,24 @@ class SandboxHost:
         return run
 
     def _kill_submission(self, sid: int) -> None:
+        """Have the zygote kill a submission's processes; its answer is read before the next
+        request (see `_kills_answered`), so the grader need not wait for it."""
         if self._ctl is None:
             return
         try:
             self._ctl.send({"op": "kill", "id": sid}, deadline=time.monotonic() + CONTROL_SECONDS)
-            self._ctl.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
-        except (OSError, EOFError, TimeoutError, protocol.ProtocolError):
+            self._kills += 1
+        except (OSError, TimeoutError):
             self._stop()                        # the zygote is wedged: start over at the next submission
+
+    def _kills_answered(self) -> None:
+        """Read the answers to earlier "kill" requests (a zygote that does not answer is replaced)."""
+        while self._kills > 0 and self._ctl is not None:
+            try:
+                self._ctl.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
+                self._kills -= 1
+            except (OSError, EOFError, TimeoutError, protocol.ProtocolError):
+                self._stop()                    # the zygote is wedged: start over
 
 
 def _cell_messages(cells: Sequence[_Cell]) -> list[dict[str, Any]]:
@@ -545,7 +560,7 @@ class SubmissionRun:
             return
         self._closed = True
         if self._problem is not None:
-            self._problem.close()
+            self._problem.close(clean=False)        # the whole submission goes next
         _close_quietly(self._nb)
         _close_quietly(self._sup)
         _close_quietly(self._first_nb)
@@ -891,13 +906,14 @@ class ProblemHandle:
         self._greeted = False           # the current process's hello was read
         self._closed = False
 
-    def close(self) -> None:
+    def close(self, *, clean: bool = True) -> None:
         """End this problem's process; its leftovers are killed (and its folder emptied) at once,
-        the next fork waiting for that to be done."""
+        the next fork waiting for that to be done (`clean=False`: the submission ends next, and
+        every process of it with it)."""
         self._closed = True
         had_process = self._chan is not None
         self._drop()
-        if had_process:
+        if had_process and clean:
             self.run._clean_soon()
 
     def _drop(self) -> None:
