@@ -250,6 +250,7 @@ class SandboxHost:
         self._dir: Path | None = None
         self._host_layers: tuple[str, ...] = ()
         self._problems: list[str] = []
+        self._kills = 0                 # "kill" requests whose answers are not read yet
         self._closed = False
 
     # ---- lifecycle
@@ -290,6 +291,7 @@ class SandboxHost:
     def _stop(self) -> None:
         _close_quietly(self._ctl)
         self._ctl = None
+        self._kills = 0
         if self._process is not None:
             self._process.kill()
             self._process = None
@@ -399,6 +401,7 @@ class SandboxHost:
             self._problems += run.problems
         finally:
             run.close()
+            self._kills_answered()
         if visible and "allow-list-fs" in layers:
             layers = tuple(x for x in layers if x != "allow-list-fs")
             self._problems.append(f"allow-list-fs: {visible[0]} is visible inside the sandbox")
@@ -420,6 +423,7 @@ class SandboxHost:
     def submission(self, cells: Iterable[Any], limits: Limits, *, deadline: float | None = None) -> SubmissionRun:
         """Start a submission's namespaces and run its notebook (returns when the notebook ran).
         `deadline` (time.monotonic()) defaults to now + limits.submission_seconds."""
+        self._kills_answered()
         if self.info is None or not self.alive or self.submissions >= self.recycle_after:
             if self.info is not None and self.alive:
                 self._spawn()                   # recycle: a fresh zygote, same layers
@@ -437,24 +441,29 @@ class SandboxHost:
         self.submissions += 1
         sid = next(self._ids)
         parent, child = socket.socketpair()
+        nb_parent, nb_child = socket.socketpair()       # the first template's: its supervisor starts it at once
         try:
             end = time.monotonic() + CONTROL_SECONDS
-            self._ctl.send({"op": "submission", "id": sid, "limits": _limits_message(limits)}, deadline=end)
-            self._ctl.send_fds([child.fileno()], deadline=end)
+            self._ctl.send({"op": "submission", "id": sid, "limits": _limits_message(limits), "template": True},
+                           deadline=end)
+            self._ctl.send_fds([child.fileno(), nb_child.fileno()], deadline=end)
             reply = self._ctl.recv(trusted=True, deadline=end, caps=CELL_CAPS)
         except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
             parent.close()
+            nb_parent.close()
             tail = self._process.log_tail() if self._process else ""
             self._stop()
             raise SandboxError(f"the sandbox host stopped ({type(exc).__name__}: {exc}) {tail[-500:]}") from None
         finally:
             child.close()
+            nb_child.close()
         if reply.get("op") != "started":
             parent.close()
+            nb_parent.close()
             raise SandboxError(f"the submission's processes could not be started: {_text(reply, 'message', 300)}")
         run = SubmissionRun(self, sid, protocol.Channel(parent), tuple(_cell(c) for c in cells), limits,
                             deadline if deadline is not None else time.monotonic() + limits.submission_seconds,
-                            require_layers=require_layers)
+                            require_layers=require_layers, first_template=protocol.Channel(nb_parent))
         try:
             run._start()
         except BaseException:
@@ -463,13 +472,24 @@ class SandboxHost:
         return run
 
     def _kill_submission(self, sid: int) -> None:
+        """Have the zygote kill a submission's processes; its answer is read before the next
+        request (see `_kills_answered`), so the grader need not wait for it."""
         if self._ctl is None:
             return
         try:
             self._ctl.send({"op": "kill", "id": sid}, deadline=time.monotonic() + CONTROL_SECONDS)
-            self._ctl.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
-        except (OSError, EOFError, TimeoutError, protocol.ProtocolError):
+            self._kills += 1
+        except (OSError, TimeoutError):
             self._stop()                        # the zygote is wedged: start over at the next submission
+
+    def _kills_answered(self) -> None:
+        """Read the answers to earlier "kill" requests (a zygote that does not answer is replaced)."""
+        while self._kills > 0 and self._ctl is not None:
+            try:
+                self._ctl.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
+                self._kills -= 1
+            except (OSError, EOFError, TimeoutError, protocol.ProtocolError):
+                self._stop()                    # the zygote is wedged: start over
 
 
 def _cell_messages(cells: Sequence[_Cell]) -> list[dict[str, Any]]:
@@ -487,7 +507,8 @@ class SubmissionRun:
     """One submission's namespaces: its notebook's run, then problems forked from the template."""
 
     def __init__(self, host: SandboxHost, sid: int, sup: protocol.Channel, cells: tuple[_Cell, ...],
-                 limits: Limits, deadline: float, *, require_layers: bool = True):
+                 limits: Limits, deadline: float, *, require_layers: bool = True,
+                 first_template: protocol.Channel | None = None):
         self.host = host
         self.require_layers = require_layers and not host.insecure
         self.sid = sid
@@ -499,6 +520,7 @@ class SubmissionRun:
         self.failures: dict[str, list[StudentCodeError]] = {}   # timeouts and crashes, by function
         self._sup: protocol.Channel | None = sup
         self._nb: protocol.Channel | None = None
+        self._first_nb = first_template   # the first template's socket (its supervisor started it unasked)
         self._template_pid: int | None = None
         self._stopped: dict[int, CellOutcome] = {}
         self._failed: tuple[str, str] | None = None
@@ -538,10 +560,11 @@ class SubmissionRun:
             return
         self._closed = True
         if self._problem is not None:
-            self._problem.close()
+            self._problem.close(clean=False)        # the whole submission goes next
         _close_quietly(self._nb)
         _close_quietly(self._sup)
-        self._nb = self._sup = None
+        _close_quietly(self._first_nb)
+        self._nb = self._sup = self._first_nb = None
         self.host._kill_submission(self.sid)
 
     # ---- control requests to the supervisor (never runs student code)
@@ -612,15 +635,18 @@ class SubmissionRun:
         if self._nb is not None:
             self._nb.close()
             self._nb = None
-        parent, child = socket.socketpair()
-        try:
-            self._control({"op": "template"}, [child.fileno()])
-        except BaseException:
-            parent.close()
-            raise
-        finally:
-            child.close()
-        self._nb = protocol.Channel(parent)
+        if self._first_nb is not None:
+            self._nb, self._first_nb = self._first_nb, None
+        else:
+            parent, child = socket.socketpair()
+            try:
+                self._control({"op": "template"}, [child.fileno()])
+            except BaseException:
+                parent.close()
+                raise
+            finally:
+                child.close()
+            self._nb = protocol.Channel(parent)
         try:
             hello = self._nb.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
         except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
@@ -785,8 +811,9 @@ class SubmissionRun:
         self._problem = ProblemHandle(self, name)
         return self._problem
 
-    def _fork(self, function: str) -> tuple[protocol.Channel, int | None]:
-        """A fresh problem process: leftovers killed, scratch emptied, then a fork of the template."""
+    def _fork(self, function: str) -> protocol.Channel:
+        """A fresh problem process: leftovers killed, scratch emptied, then a fork of the template.
+        Its hello is not waited for here: the first calls can be sent at once (see `_hello`)."""
         if self._failed is not None:
             raise NotebookFailed(*self._failed)
         if self._closed or self._nb is None:
@@ -808,7 +835,11 @@ class SubmissionRun:
             raise NotebookFailed(*self._failed) from None
         finally:
             child.close()
-        chan = protocol.Channel(parent)
+        return protocol.Channel(parent)
+
+    def _hello(self, chan: protocol.Channel, function: str) -> int | None:
+        """The first message of a problem process forked by `_fork`: its pid. Raises (and closes
+        `chan`) when the process did not start."""
         try:
             hello = chan.recv(trusted=True, deadline=min(time.monotonic() + CONTROL_SECONDS, self.deadline),
                               caps=CELL_CAPS)
@@ -823,8 +854,7 @@ class SubmissionRun:
                 self._failed = (TEMPLATE_LOST, "")
                 raise NotebookFailed(*self._failed) from None
             raise ChildCrashed("a fresh process for these checks did not start", function) from None
-        pid = hello.get("pid") if hello.get("op") == "hello" and type(hello.get("pid")) is int else None
-        return chan, pid
+        return hello.get("pid") if hello.get("op") == "hello" and type(hello.get("pid")) is int else None
 
     def _exit_reason(self, pid: int | None) -> str:
         """After a problem process closed its socket: how it ended (asked of the template, its
@@ -873,15 +903,17 @@ class ProblemHandle:
         self.forks = 0
         self._chan: protocol.Channel | None = None
         self._pid: int | None = None
+        self._greeted = False           # the current process's hello was read
         self._closed = False
 
-    def close(self) -> None:
+    def close(self, *, clean: bool = True) -> None:
         """End this problem's process; its leftovers are killed (and its folder emptied) at once,
-        the next fork waiting for that to be done."""
+        the next fork waiting for that to be done (`clean=False`: the submission ends next, and
+        every process of it with it)."""
         self._closed = True
         had_process = self._chan is not None
         self._drop()
-        if had_process:
+        if had_process and clean:
             self.run._clean_soon()
 
     def _drop(self) -> None:
@@ -901,9 +933,22 @@ class ProblemHandle:
                     raise ChildCrashed(f"it was restarted {run.restarts} times already, so no more calls are made",
                                        function)
                 run.restarts += 1
-            self._chan, self._pid = run._fork(function)
+            self._chan, self._pid, self._greeted = run._fork(function), None, False
             self.forks += 1
         return self._chan
+
+    def _greet(self, function: str) -> StudentCodeError | None:
+        """Read the hello of a process just forked (after the first calls went out); the reason
+        when it did not start (the process is then forgotten, as if never forked)."""
+        assert self._chan is not None
+        try:
+            self._pid = self.run._hello(self._chan, function)
+        except StudentCodeError as refused:
+            self._chan = None
+            self.forks -= 1
+            return refused
+        self._greeted = True
+        return None
 
     def call(self, name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> CallResult:
         """Call the notebook's `name(*args, **kwargs)`; raises a StudentCodeError when it gave no value."""
@@ -931,8 +976,15 @@ class ProblemHandle:
         try:
             chan.send_frame(data, deadline=time.monotonic() + CONTROL_SECONDS)
         except (OSError, TimeoutError):
+            not_started = None if self._greeted else self._greet(first)
+            if not_started is not None:
+                return [not_started for _ in calls]
             lost = self._lost(first)
             return [self._broken(c[0], lost) for c in calls]
+        if not self._greeted:
+            not_started = self._greet(first)
+            if not_started is not None:
+                return [not_started for _ in calls]
         for name, _, _ in calls:
             limit = run.limits.call_seconds
             deadline = min(time.monotonic() + limit, run.deadline)

@@ -38,6 +38,7 @@ import _socket
 import json
 import os
 import re
+import select
 import struct
 import time
 from dataclasses import dataclass
@@ -80,6 +81,10 @@ class EncodeError(TypeError):
         self.what = what
         self.path = path
         super().__init__(f"{path}: {what}" if path else what)
+
+    def within(self, step: str) -> EncodeError:
+        """The same error, one container further out (`step` is e.g. "[2]" or "['key']")."""
+        return EncodeError(self.what, step + self.path)
 
 
 @dataclass(frozen=True)
@@ -136,69 +141,87 @@ def describe(value: Any) -> str:
 
 
 class _Encoder:
+    """Builds the JSON tree and the buffer list. Paths (for the error message) are put together
+    only when a value is refused: each container adds its own step as the error passes up."""
+
     def __init__(self, caps: Caps):
         self.caps = caps
         self.buffers: list[bytes] = []
         self.nbytes = 0
         self.items = 0
 
-    def value(self, obj: Any, path: str, depth: int) -> Any:
+    def value(self, obj: Any, depth: int) -> Any:
         self.items += 1
         if self.items > self.caps.max_items:
-            raise EncodeError(f"more than {self.caps.max_items} values", path)
+            raise EncodeError(f"more than {self.caps.max_items} values")
         t = type(obj)
         if obj is None or t is bool or t is str or t is float:
             return obj
         if t is int:
             if obj.bit_length() > 4096:
-                raise EncodeError("an integer with more than 4096 bits", path)
+                raise EncodeError("an integer with more than 4096 bits")
             return obj
+        if t is _ndarray:
+            return self.array(obj)
+        if t is list or t is tuple or t is dict:
+            if depth >= self.caps.max_depth:
+                raise EncodeError(f"nested deeper than {self.caps.max_depth} levels")
+            if t is dict:
+                return {"d": self.pairs(obj, depth + 1)}
+            out = self.items_of(obj, depth + 1)
+            return out if t is list else {"t": out}
         if t is complex:
             return {"c": [obj.real, obj.imag]}
-        if t is _ndarray:
-            return self.array(obj, path)
         if isinstance(obj, _generic) and t.__module__ == "numpy":
             dt = obj.dtype
             if dt.kind not in _NUMERIC_KINDS:
-                raise EncodeError(describe(obj), path)
-            return {"s": [dt.str, self.buffer(obj.tobytes(), path)]}
-        if t is list or t is tuple or t is dict:
-            if depth >= self.caps.max_depth:
-                raise EncodeError(f"nested deeper than {self.caps.max_depth} levels", path)
-            if t is list:
-                return [self.value(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(obj)]
-            if t is tuple:
-                return {"t": [self.value(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(obj)]}
-            pairs = []
-            for k, v in obj.items():
-                if type(k) is not str:
-                    raise EncodeError(f"a dict key of type {type(k).__name__}; use str keys", path)
-                pairs.append([k, self.value(v, f"{path}[{k!r}]", depth + 1)])
-            return {"d": pairs}
-        raise EncodeError(describe(obj), path)
+                raise EncodeError(describe(obj))
+            return {"s": [dt.str, self.buffer(obj.tobytes())]}
+        raise EncodeError(describe(obj))
 
-    def array(self, arr: np.ndarray, path: str) -> Any:
+    def items_of(self, seq: list[Any] | tuple[Any, ...], depth: int) -> list[Any]:
+        out = []
+        value = self.value
+        for x in seq:
+            try:
+                out.append(value(x, depth))
+            except EncodeError as exc:
+                raise exc.within(f"[{len(out)}]") from None
+        return out
+
+    def pairs(self, obj: dict[Any, Any], depth: int) -> list[Any]:
+        out = []
+        for k, v in obj.items():
+            if type(k) is not str:
+                raise EncodeError(f"a dict key of type {type(k).__name__}; use str keys")
+            try:
+                out.append([k, self.value(v, depth)])
+            except EncodeError as exc:
+                raise exc.within(f"[{k!r}]") from None
+        return out
+
+    def array(self, arr: np.ndarray) -> Any:
         dt = arr.dtype
         if dt.kind not in _NUMERIC_KINDS or dt.fields is not None or dt.subdtype is not None:
-            raise EncodeError(describe(arr), path)
+            raise EncodeError(describe(arr))
         if arr.ndim > 32:
-            raise EncodeError(f"an array with {arr.ndim} dimensions", path)
+            raise EncodeError(f"an array with {arr.ndim} dimensions")
         if arr.nbytes + self.nbytes > self.caps.max_bytes:
-            raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data", path)
+            raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data")
         data = arr.tobytes(order="C")
-        return {"a": [dt.str, [int(n) for n in arr.shape], self.buffer(data, path)]}
+        return {"a": [dt.str, [int(n) for n in arr.shape], self.buffer(data)]}
 
-    def buffer(self, data: bytes, path: str) -> int:
+    def buffer(self, data: bytes) -> int:
         self.nbytes += len(data)
         if self.nbytes > self.caps.max_bytes:
-            raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data", path)
+            raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data")
         self.buffers.append(data)
         return len(self.buffers) - 1
 
 
 def _encode_parts(obj: Any, caps: Caps) -> list[bytes]:
     enc = _Encoder(caps)
-    tree = enc.value(obj, "", 0)
+    tree = enc.value(obj, 0)
     header = _dumps([tree, [len(b) for b in enc.buffers]], allow_nan=True,
                     separators=(",", ":")).encode("ascii")
     if len(header) > caps.max_header:
@@ -224,7 +247,20 @@ def frame(obj: Any, *, caps: Caps = UNCAPPED) -> bytes:
 
 # --------------------------------------------------------------------------- decoding
 
+_DTYPES: dict[str, np.dtype] = {}     # dtype codes already checked (at most a few hundred can pass)
+
+
 def _check_dtype(code: Any) -> np.dtype:
+    if type(code) is str:
+        known = _DTYPES.get(code)
+        if known is not None:
+            return known
+    dt = _new_dtype(code)
+    _DTYPES[code] = dt
+    return dt
+
+
+def _new_dtype(code: Any) -> np.dtype:
     if type(code) is not str or not _fullmatch(code):
         raise ProtocolError(f"array dtype {str(code)[:40]!r} is not a bool/int/uint/float/complex dtype")
     try:
@@ -349,10 +385,13 @@ class Channel:
 
     It calls the C methods of `_socket.socket` captured when this module was imported, so later
     changes to the `socket` module or class (by student code in the child) cannot affect it.
+    The socket is non-blocking: reads and writes are tried at once and only when the other end
+    is not ready does the channel wait (poll) for it, until the deadline.
     """
 
     def __init__(self, sock: _socket.socket):
         self.sock = sock
+        _sock_settimeout(sock, 0.0)
 
     @classmethod
     def from_fd(cls, fd: int) -> Channel:
@@ -364,14 +403,11 @@ class Channel:
 
     def send(self, message: dict[str, Any], *, deadline: float | None = None, caps: Caps = UNCAPPED) -> None:
         """Write one message; raises TimeoutError past `deadline` (time.monotonic())."""
-        data = frame(message, caps=caps)
-        self._timeout(deadline)
-        _sock_sendall(self.sock, data)
+        self._write(frame(message, caps=caps), deadline)
 
     def send_frame(self, data: bytes, *, deadline: float | None = None) -> None:
         """Write bytes made by `frame()`."""
-        self._timeout(deadline)
-        _sock_sendall(self.sock, data)
+        self._write(data, deadline)
 
     def recv(self, *, trusted: bool, deadline: float | None = None, caps: Caps | None = None) -> dict[str, Any]:
         """Read one message. Raises EOFError when the other end closed, TimeoutError past
@@ -387,22 +423,47 @@ class Channel:
             raise ProtocolError("message is not a dict with an 'op'")
         return message
 
-    def _timeout(self, deadline: float | None) -> None:
+    @staticmethod
+    def _check(deadline: float | None) -> None:
+        if deadline is not None and deadline - _monotonic() <= 0:
+            raise TimeoutError("deadline passed")
+
+    def _wait(self, events: int, deadline: float | None) -> None:
+        """Until the socket is ready for `events` (TimeoutError past the deadline)."""
         if deadline is None:
-            _sock_settimeout(self.sock, None)
+            wait = -1
         else:
             left = deadline - _monotonic()
             if left <= 0:
                 raise TimeoutError("deadline passed")
-            _sock_settimeout(self.sock, left)
+            wait = int(left * 1000) + 1
+        poller = _poll()
+        poller.register(_sock_fileno(self.sock), events)
+        if not poller.poll(wait):
+            self._check(deadline)
+
+    def _write(self, data: bytes, deadline: float | None) -> None:
+        view = memoryview(data)
+        total = len(view)
+        sent = 0
+        while sent < total:
+            self._check(deadline)
+            try:
+                sent += _sock_send(self.sock, view[sent:])
+            except BlockingIOError:
+                self._wait(_POLLOUT, deadline)
 
     def _read(self, n: int, deadline: float | None) -> bytearray:
         buf = bytearray(n)
         view = memoryview(buf)
         got = 0
         while got < n:
-            self._timeout(deadline)
-            k = _sock_recv_into(self.sock, view[got:], n - got)
+            self._check(deadline)
+            try:
+                k = _sock_recv_into(self.sock, view[got:], n - got)
+            except BlockingIOError:
+                self._wait(_POLLIN, deadline)
+                continue
             if k == 0:
                 raise EOFError("the other end closed the connection")
             got += k
@@ -410,14 +471,24 @@ class Channel:
 
     def send_fds(self, fds: list[int], *, deadline: float | None = None) -> None:
         """Pass open file descriptors to the other end (one marker byte carrying SCM_RIGHTS)."""
-        self._timeout(deadline)
-        _sock_sendmsg(self.sock, [_FD_MARKER], [(_SOL_SOCKET, _SCM_RIGHTS, _pack_fds(fds))])
+        while True:
+            self._check(deadline)
+            try:
+                _sock_sendmsg(self.sock, [_FD_MARKER], [(_SOL_SOCKET, _SCM_RIGHTS, _pack_fds(fds))])
+                return
+            except BlockingIOError:
+                self._wait(_POLLOUT, deadline)
 
     def recv_fds(self, count: int, *, deadline: float | None = None) -> list[int]:
         """Receive exactly `count` descriptors sent with send_fds (ProtocolError otherwise;
         any descriptors received are closed before raising)."""
-        self._timeout(deadline)
-        data, ancillary, _, _ = _sock_recvmsg(self.sock, 1, _CMSG_SPACE(count * 4))
+        while True:
+            self._check(deadline)
+            try:
+                data, ancillary, _, _ = _sock_recvmsg(self.sock, 1, _CMSG_SPACE(count * 4))
+                break
+            except BlockingIOError:
+                self._wait(_POLLIN, deadline)
         fds: list[int] = []
         for level, kind, payload in ancillary:
             if level == _SOL_SOCKET and kind == _SCM_RIGHTS:
@@ -437,6 +508,7 @@ class Channel:
 _Socket = _socket.socket
 _sock_fileno = _socket.socket.fileno
 _sock_sendall = _socket.socket.sendall
+_sock_send = _socket.socket.send
 _sock_recv_into = _socket.socket.recv_into
 _sock_settimeout = _socket.socket.settimeout
 _sock_sendmsg = _socket.socket.sendmsg
@@ -450,6 +522,9 @@ _struct_unpack = struct.unpack
 
 
 _FD_MARKER = b"F"
+_poll = select.poll
+_POLLIN = select.POLLIN
+_POLLOUT = select.POLLOUT
 _os_close = os.close
 
 

@@ -8,13 +8,15 @@ Imports only the standard library, numpy and `autograder.sandbox.{linux, protoco
 never sees graders, reference answers or other students' files. Process tree, per host:
 
     zygote        numpy and the child module imported; never runs student code; answers the
-                  trusted side on its control socket ("submission" + a descriptor, "kill")
+                  trusted side on its control socket ("submission" + the supervisor's socket and
+                  the first template's, "kill")
       submission  a fork of the zygote that creates the submission's user, PID, mount, IPC and
                   UTS namespaces, then waits for ...
         supervisor  PID 1 of those namespaces: mounts a fresh /proc and the private scratch,
-                    starts templates and, between problems, kills every other process of the
-                    submission (it keeps its capabilities in the submission's user namespace and
-                    never runs student code); exits, taking the namespace with it, at end of stream
+                    starts the first template unasked (later ones on request) and, between
+                    problems, kills every other process of the submission (it keeps its
+                    capabilities in the submission's user namespace and never runs student
+                    code); exits, taking the namespace with it, at end of stream
           template  drops every capability, sets no_new_privs, non-dumpable, rlimits and the
                     seccomp filter, runs the notebook, then forks ...
             problem   one per problem (and per restart), answering calls on its own socket
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import os
 import resource
+import select
 import signal
 import sys
 import time
@@ -97,6 +100,35 @@ def _reaped() -> Iterator[tuple[int, int]]:
         if pid == 0:
             return
         yield pid, _returncode(status)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when process `pid` ends (None where the kernel has none)."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+
+
+def _wait_ended(handles: list[int], seconds: float) -> None:
+    """Wait until every process behind these pidfds has ended (at most `seconds`); close them."""
+    try:
+        poller = select.poll()
+        for handle in handles:
+            poller.register(handle, select.POLLIN)
+        left = len(handles)
+        end = time.monotonic() + seconds
+        while left > 0:
+            wait = end - time.monotonic()
+            if wait <= 0:
+                break
+            ready = poller.poll(int(wait * 1000) + 1)
+            for handle, _ in ready:
+                poller.unregister(handle)
+                left -= 1
+    finally:
+        for handle in handles:
+            os.close(handle)
 
 
 def _returncode(status: int) -> int:
@@ -192,8 +224,8 @@ class Zygote:
                 break
             op = msg["op"]
             if op == "submission":
-                fds = self.chan.recv_fds(1)
-                self._start(msg, fds[0])
+                fds = self.chan.recv_fds(2 if msg.get("template") is True else 1)
+                self._start(msg, fds[0], fds[1] if len(fds) > 1 else None)
             elif op == "kill":
                 pid = self.children.get(int(msg.get("id", -1)))
                 if pid is not None:
@@ -211,12 +243,12 @@ class Zygote:
                 pass
         return 0
 
-    def _start(self, msg: dict[str, Any], sup_fd: int) -> None:
+    def _start(self, msg: dict[str, Any], sup_fd: int, nb_fd: int | None) -> None:
         zygote = os.getpid()
         try:
             pid = os.fork()
         except OSError as exc:                  # e.g. the process limit: this submission fails, not the host
-            os.close(sup_fd)
+            _close_all(sup_fd, nb_fd)
             self.chan.send({"op": "error", "id": msg.get("id"), "message": f"fork: {exc.strerror}"})
             return
         if pid == 0:
@@ -224,10 +256,10 @@ class Zygote:
             try:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 self.chan.close()
-                code = _submission(sup_fd, msg, self.student_filter, self.namespaces, zygote)
+                code = _submission(sup_fd, nb_fd, msg, self.student_filter, self.namespaces, zygote)
             finally:
                 os._exit(code)
-        os.close(sup_fd)
+        _close_all(sup_fd, nb_fd)
         if pid in self.ended:                        # it ended already: never signal that pid later
             self.ended.discard(pid)
         else:
@@ -237,8 +269,16 @@ class Zygote:
 
 # --------------------------------------------------------------------------- one submission
 
-def _submission(sup_fd: int, msg: dict[str, Any], student_filter: bytes, namespaces: bool, zygote: int) -> int:
-    """The submission process: new namespaces, then the supervisor as their PID 1."""
+def _close_all(*fds: int | None) -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
+
+
+def _submission(sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_filter: bytes, namespaces: bool,
+                zygote: int) -> int:
+    """The submission process: new namespaces, then the supervisor as their PID 1 (which starts
+    the first template at once on `nb_fd` when the trusted side sent one)."""
     linux.set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != zygote:
         return 1
@@ -261,15 +301,16 @@ def _submission(sup_fd: int, msg: dict[str, Any], student_filter: bytes, namespa
         finally:
             linux.set_dumpable(False)
     if not isolated:
-        return Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=False).serve()
+        return Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=False, first_template=nb_fd).serve()
     pid = os.fork()
     if pid == 0:
         code = 70
         try:
-            code = Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=True).serve()
+            code = Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=True,
+                              first_template=nb_fd).serve()
         finally:
             os._exit(code)
-    os.close(sup_fd)
+    _close_all(sup_fd, nb_fd)
     while True:
         try:
             _, status = os.waitpid(pid, 0)
@@ -282,7 +323,7 @@ class Supervisor:
     """PID 1 of a submission: scratch, templates, and killing whatever a problem left behind."""
 
     def __init__(self, sup_fd: int, msg: dict[str, Any], student_filter: bytes, layers: list[str],
-                 problems: list[str], *, isolated: bool):
+                 problems: list[str], *, isolated: bool, first_template: int | None = None):
         from autograder.sandbox import protocol
 
         self.protocol = protocol
@@ -293,6 +334,7 @@ class Supervisor:
         self.problems = problems
         self.isolated = isolated
         self.template: int | None = None
+        self.first_template = first_template       # socket for a template to start without being asked
         self.exits: dict[int, int] = {}             # pid -> returncode of children reaped here
         self.frozen = False
         self.dirs_made: list[str] = []
@@ -359,19 +401,31 @@ class Supervisor:
             live = [pid for pid, st in _descendants(me).items() if pid not in keep and st not in ("Z", "X")]
             if not live:
                 return killed, True
+            handles = []
             for pid in live:
+                handle = _pidfd(pid)
                 try:
                     os.kill(pid, signal.SIGKILL)
                     killed += 1
                 except ProcessLookupError:
                     pass
+                if handle is not None:
+                    handles.append(handle)
             self._reap()
-            time.sleep(0.0001 if round_ < 20 else 0.005)   # a killed process turns zombie within microseconds
+            if len(handles) == len(live):   # wait until each has ended, then look again for any it started
+                _wait_ended(handles, 0.05 if round_ < 20 else 0.5)
+            else:
+                for handle in handles:
+                    os.close(handle)
+                time.sleep(0.0001 if round_ < 20 else 0.005)   # a killed process turns zombie within microseconds
         return killed, False
 
     # ---- requests
     def serve(self) -> int:
         chan = self.chan
+        if self.first_template is not None:
+            self._start_template(self.first_template)
+            self.first_template = None
         chan.send({"op": "up", "layers": self.layers, "problems": self.problems})
         while True:
             try:

@@ -319,3 +319,67 @@ np.frombuffer = np.ascontiguousarray = None
     assert np.array_equal(sb.call("double", (x,)).value, x * 2)
     with pytest.raises(FunctionMissing):
         sb.call("np")
+
+
+def _signature_names(func, args, kwargs):
+    """What inspect.signature's binding names the arguments (the general path)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(func)
+        bound = sig.bind_partial(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    out = []
+    for name, value in bound.arguments.items():
+        kind = sig.parameters[name].kind
+        if kind == inspect.Parameter.VAR_POSITIONAL:
+            out.extend((f"{name}[{i}]", v) for i, v in enumerate(value))
+        elif kind == inspect.Parameter.VAR_KEYWORD:
+            out.extend(value.items())
+        else:
+            out.append((name, value))
+    return out
+
+
+def _wrapped(f):
+    import functools
+
+    @functools.wraps(f)
+    def inner(*args, **kwargs):
+        return f(*args, **kwargs)
+    return inner
+
+
+def _plain(x, gamma, beta, eps=1e-5):
+    return x
+
+
+def _posonly(a, b, /, c, *, d=1):
+    return a
+
+
+def _star(a, *rest, key=None, **more):
+    return a
+
+
+@pytest.mark.parametrize("func", [_plain, _posonly, _star, _wrapped(_plain), lambda: 0, len])
+@pytest.mark.parametrize("args, kwargs", [
+    ((), {}), ((1,), {}), ((1, 2), {}), ((1, 2, 3), {}), ((1, 2, 3, 4, 5), {}),
+    ((1,), {"beta": 3, "gamma": 2}), ((1,), {"c": 3}), ((1, 2), {"c": 3, "d": 4}),
+    ((), {"a": 1}), ((1,), {"x": 2}), ((1,), {"key": 2, "zzz": 3}), ((1,), {"eps": 0.1, "x": 0}),
+])
+def test_arguments_are_named_as_the_signature_names_them(func, args, kwargs):
+    """Does the quick reading of a plain function's parameters name arguments exactly as
+    binding them to its signature does (and leave every other case to the general path)?"""
+    from autograder.sandbox.child import _named_arguments, _plain_names
+
+    expected = _signature_names(func, args, kwargs)
+    quick = _plain_names(func, list(args), dict(kwargs))
+    if quick is not None:
+        assert quick == expected
+    named = _named_arguments(func, list(args), dict(kwargs))
+    if expected is not None:
+        assert named == expected
+    else:
+        assert named == [(f"argument {i + 1}", v) for i, v in enumerate(args)] + list(kwargs.items())

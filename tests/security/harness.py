@@ -372,13 +372,15 @@ def statuses(doc: dict) -> list[tuple[str, str, float]]:
 
 
 def gradebook_rows(course: Path) -> dict[str, list[tuple[str, float | None]]]:
-    """{student: [(grade cell, auto_score), ...]} straight from the gradebook database."""
+    """{student: [(grade cell, auto_score), ...]} straight from the gradebook database (what is
+    committed: a transaction cut short by SIGKILL leaves a journal, which this connection rolls
+    back as the next `course autograde` would; a read-only connection cannot, and fails)."""
     import sqlite3
 
     db = course / "gradebook.db"
     if not db.is_file():
         return {}
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con = sqlite3.connect(f"file:{db}?mode=rw", uri=True)
     try:
         rows = con.execute(
             "SELECT student.id, base_cell.name, grade.auto_score FROM grade "
