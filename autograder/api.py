@@ -200,7 +200,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         secret = course_secret(course.secret_file)
         version = graders_version(course, a)
         pool = make_pool(course.root, a.name, workers=workers, scheduler=scheduler, submissions=len(todo),
-                         insecure=insecure)
+                         insecure=insecure, course=course)
         stack.callback(pool.close)
         info = pool.start() if todo else None   # fails closed here, before any submission is touched
         if info is not None and info.missing:
