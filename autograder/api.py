@@ -165,17 +165,18 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
 
     Submissions are graded by warm workers (autograder.batch): `workers` processes on this machine
     (default: the cores available; one runs in this process), or the workers of the Dask cluster
-    whose scheduler is at `scheduler`. Each student's feedback page is written as soon as their
-    result arrives; one gradebook writer process (so grading never waits for nbgrader) then
-    commits their grades in one transaction and copies their notebooks into autograded/ for the
-    formgrader. Their results.json is written as soon as the result arrives too, but without its
-    grading key; once the writer has acknowledged the commit, it is rewritten (atomically) with
-    the key, which marks the student as done. So a batch stopped at any point and run again
-    finishes with every grade present once: a submission whose content, seed and graders are
-    unchanged since its results.json was written with its key is not graded again unless `force`
-    (see grading.fingerprint); it is listed in `BatchResult.skipped`, and its grades are written
-    again. `progress(done, total)` is called as results arrive. `BatchResult.results` holds one
-    compact row per student (the full results stay on disk), in student order, whatever the workers.
+    whose scheduler is at `scheduler`. Each student's feedback page and results.json are written
+    as soon as their result arrives, results.json without its grading key; one gradebook writer
+    process (so grading never waits for nbgrader; started with the batch, or for a single
+    submission once its results are written) then commits their grades in one transaction and
+    copies their notebooks into autograded/ for the formgrader; once it has acknowledged that,
+    results.json is rewritten (atomically) with the key, which marks the student as done. So a
+    batch stopped at any point and run again finishes with every grade present once: a submission
+    whose content, seed and graders are unchanged since its results.json was written with its key
+    is not graded again unless `force` (see grading.fingerprint); it is listed in
+    `BatchResult.skipped`, and its grades are written again. `progress(done, total)` is called as
+    results arrive. `BatchResult.results` holds one compact row per student (the full results stay
+    on disk), in student order, whatever the workers.
     """
     started = time.perf_counter()
     page_template = _prepare_page_soon()    # compiled on a thread while the sandbox starts and grades
@@ -188,8 +189,14 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     skipped: list[str] = []
     output_errors: list[str] = []
     with contextlib.ExitStack() as stack:
-        # the writer first: its imports (nbgrader) take longest, and it needs nothing from the rest
-        gradebook = stack.enter_context(GradebookProcess(course.root, a.name))
+        gradebook = GradebookProcess(course.root, a.name)
+        stack.callback(gradebook.close)
+        # A batch starts the writer first: its imports (nbgrader) take longest and overlap with the
+        # workers' start. A single submission starts it once its results and page are written, so
+        # that import does not compete with its grading for the CPU.
+        writer_waits = len(todo) == 1
+        if not writer_waits:
+            gradebook.start()
         from .batch.pool import make_pool
         from .batch.worker import Task
         from .grading.fingerprint import graders_version, grading_key, submission_hash
@@ -272,6 +279,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             page_template.join()
             output_errors.extend(_write_page(course, a, sid, result, None, fresh=fresh))
             copy = needs_formgrader_copy(course, a, sid, fresh=fresh, refused=sid in refused)
+            if writer_waits:
+                writer_waits = False
+                gradebook.start()
             gradebook.record(result, copy_from=folders[sid] if copy else None)
             log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
                 f"{result.score:6.2f}/{result.max_score:g}"
@@ -282,6 +292,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 progress(len(rows), len(todo))
             settle(gradebook.recorded())
         pool.close()                             # the workers go before the wait for the gradebook
+        if writer_waits:                         # nothing arrived: the writer still creates the entries
+            gradebook.start()
         settle(gradebook.recorded(wait=True))
         book = gradebook.finish()
     output_errors.extend(book.output_errors)
