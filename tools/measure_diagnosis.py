@@ -11,13 +11,12 @@ them is among the diagnoses written down as right for it.
 """
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import generated_doc
 from heldout_mistakes import HELD_OUT
 from public_checks import grade
 from submissions import ROOT, Case, build, form_cell
@@ -133,18 +132,7 @@ def report(measured: list[Measured]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only report whether docs/diagnosis.md is up to date")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        text = report(measure(Path(tmp)))
-    if args.check:
-        up_to_date = DOC.is_file() and DOC.read_text() == text
-        print("docs/diagnosis.md is " + ("up to date" if up_to_date else "out of date"))
-        return 0 if up_to_date else 1
-    DOC.write_text(text)
-    print(f"wrote {DOC.relative_to(ROOT)}")
-    return 0
+    return generated_doc.main(DOC, lambda tmp: report(measure(tmp)), __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

@@ -12,18 +12,17 @@ mistake, which public checks catch it, what they say, and how many hidden points
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
 import subprocess
 import sys
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import generated_doc
 from submissions import ASSIGNMENT, MISTAKE_FORMS, NOTEBOOK, ROOT, UNCAUGHT_ON_PURPOSE, Case, build, mistake_cell
 
 from assignments.transformer_block.mistakes import catalogue
@@ -176,18 +175,7 @@ def table(rows_: list[Row], seed: int = SEED) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only report whether docs/public-checks.md is up to date")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        text = table(rows(Path(tmp)))
-    if args.check:
-        up_to_date = DOC.is_file() and DOC.read_text() == text
-        print("docs/public-checks.md is " + ("up to date" if up_to_date else "out of date"))
-        return 0 if up_to_date else 1
-    DOC.write_text(text)
-    print(f"wrote {DOC.relative_to(ROOT)}")
-    return 0
+    return generated_doc.main(DOC, lambda tmp: table(rows(tmp)), __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":
