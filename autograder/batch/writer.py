@@ -21,6 +21,8 @@ the gradebook holds a person's overrides or comments for them (api.gradebook_sid
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import os
 import select
 import signal
@@ -28,15 +30,22 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import CourseError
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from ..reporting.gradebook import GradebookReport
 from .wire import Connection, WireClosed, socket_pair
 
+# What this package uses of nbgrader.api (reporting.gradebook); checked after the light import.
+NBGRADER_API_NAMES = ("Gradebook", "MissingEntry", "InvalidEntry", "Student", "Assignment", "Notebook",
+                      "GradeCell", "TaskCell", "SolutionCell", "SourceCell", "SubmittedAssignment",
+                      "SubmittedNotebook", "Grade", "Comment")
 OPEN_SECONDS = 600.0       # generous: nbgrader's import and a new gradebook's migrations on a loaded machine
 
 
@@ -202,6 +211,86 @@ class GradebookProcess:
             self._log.close()
 
 
+# jsonschema (imported by nbformat, which nbgrader imports) imports these optional libraries for its
+# string "format" checks (rfc3987-syntax alone builds its grammars: most of a second). They serve only
+# a validator given a format checker; nbformat validates with fastjsonschema and without one, and
+# nothing else in this process validates JSON. Without them jsonschema simply knows fewer formats.
+FORMAT_CHECK_MODULES = ("rfc3987_syntax", "rfc3986_validator", "rfc3339_validator", "webcolors",
+                        "uri_template", "isoduration", "fqdn", "jsonpointer")
+# What nbgrader.utils takes from setuptools (for unzipping collected archives, which this process never
+# does): importing setuptools means importing pkg_resources, about half a second.
+ARCHIVE_FUNCTIONS = ("unpack_archive", "unpack_tarfile", "unpack_zipfile")
+DEFERRED_MODULES = ("requests",)    # nbgrader.auth's JupyterHub plugin, which a gradebook never calls
+
+
+def _deferred_archive_util() -> types.ModuleType:
+    """A stand-in for setuptools.archive_util whose functions import the real module when called."""
+    stub = types.ModuleType("setuptools.archive_util")
+
+    def forward(name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            real = importlib.import_module("setuptools.archive_util")
+            return getattr(real, name)(*args, **kwargs)
+        call.__name__ = name
+        return call
+
+    for name in ARCHIVE_FUNCTIONS:
+        setattr(stub, name, forward(name))
+    return stub
+
+
+class _Deferred(types.ModuleType):
+    """A stand-in module that imports the real one on its first attribute use (importlib's LazyLoader
+    would not do: on Python 3.11 the import statement itself reads the module's __spec__ and loads it)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+def import_nbgrader_api() -> str:
+    """Import nbgrader.api for this process quickly: without nbgrader/__init__ (which imports the
+    Jupyter server extensions: the formgrader, the exchange, nbconvert), without jsonschema's format
+    libraries, with setuptools' archive functions and requests imported only when used. nbgrader.api's
+    own code, models and SQL are nbgrader's, unchanged. Should any of this not fit the installed
+    nbgrader, the plain import is done instead. Returns "light", or what happened instead (one line)."""
+    for name in FORMAT_CHECK_MODULES:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+    if "nbgrader" in sys.modules:
+        importlib.import_module("nbgrader.api")
+        return "nbgrader already imported; plain import of nbgrader.api"
+    before = set(sys.modules)
+    stub = None
+    try:
+        spec = importlib.util.find_spec("nbgrader")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("nbgrader is not a package here")
+        package = importlib.util.module_from_spec(spec)   # its __init__ is not run
+        sys.modules["nbgrader"] = package
+        package.__version__ = importlib.import_module("nbgrader._version").__version__  # type: ignore[attr-defined]
+        if "setuptools" not in sys.modules and "setuptools.archive_util" not in sys.modules:
+            stub = sys.modules["setuptools.archive_util"] = _deferred_archive_util()
+        for name in DEFERRED_MODULES:
+            if name not in sys.modules and importlib.util.find_spec(name) is not None:
+                sys.modules[name] = _Deferred(name)
+        api = importlib.import_module("nbgrader.api")
+        missing = [n for n in NBGRADER_API_NAMES if not hasattr(api, n)]
+        if missing:
+            raise ImportError(f"nbgrader.api has no {', '.join(missing)}")
+        return "light"
+    except Exception as exc:  # noqa: BLE001 - any surprise: forget the partial import, do the plain one
+        for name in set(sys.modules) - before:
+            if name.split(".")[0] in ("nbgrader", "setuptools", *DEFERRED_MODULES):
+                del sys.modules[name]
+        why = f"{type(exc).__name__}: {exc}"
+        importlib.import_module("nbgrader.api")
+        return f"plain import of nbgrader.api ({why})"[:300]
+    finally:
+        if stub is not None and sys.modules.get("setuptools.archive_util") is stub:
+            del sys.modules["setuptools.archive_util"]    # a later import finds the real module
+
+
 def _one_line(text: str, limit: int = 500) -> str:
     return " ".join(text.split())[:limit]
 
@@ -255,10 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assignment", required=True)
     parser.add_argument("--fd", type=int, required=True)
     args = parser.parse_args(argv)
-    # jsonschema (under nbformat, under nbgrader) compiles rfc3987-syntax's grammars when imported,
-    # about a second; they only serve the "iri" string formats, which neither nbformat nor nbgrader
-    # checks (they validate without a format checker). This process goes without them.
-    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+    how = import_nbgrader_api()
+    if how != "light":
+        print(f"gradebook writer: {how}", file=sys.stderr)
     # Ctrl-C at the terminal reaches this process too: it finishes committing what it was sent
     # and exits when the batch closes the connection, so no grade that was graded is lost.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -24,7 +24,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import nbformat
 
@@ -117,7 +117,9 @@ def problem_report(problem: ProblemDigest) -> str:
 
 
 def _new_output(output_type: str, **fields: Any) -> nbformat.NotebookNode:
-    return cast(nbformat.NotebookNode, nbformat.v4.new_output(output_type, **fields))
+    """What nbformat.v4.new_output(output_type, **fields) returns for the complete `fields` given here,
+    without its schema check of each output: nbformat.writes checks the whole notebook anyway."""
+    return nbformat.NotebookNode(output_type=output_type, **fields)
 
 
 def _output(result: SubmissionResult, problem: ProblemDigest | None, name: str) -> nbformat.NotebookNode:
@@ -159,6 +161,26 @@ def _read_notebook(path: Path) -> tuple[Any, str]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError,
             nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         return None, f"{path.name}: not annotated, not a readable notebook ({type(exc).__name__})"
+
+
+_RELEASED: dict[Path, tuple[tuple[int, int, int], Any]] = {}   # path -> (its stat key, the notebook read)
+
+
+def _released_notebook(path: Path) -> Any:
+    """The released notebook at `path` (None when missing or unreadable), read once per version of
+    the file: a batch restores deleted grade cells from the same release for many students.
+    Callers copy what they take from it and never change it."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _RELEASED.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    released = _read_notebook(path)[0] if path.is_file() else None
+    _RELEASED[path] = (key, released)
+    return released
 
 
 def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem, ...], released: Any = None
@@ -211,10 +233,11 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
         if nb is None:
             reports.append(AnnotationReport(None, skipped=why))
             continue
-        released = None
-        if release_dir is not None and (Path(release_dir) / name).is_file():
-            released, _ = _read_notebook(Path(release_dir) / name)
         problems = tuple(p for p in assignment.problems if p.notebook == name)
+        present = {_grade_id(c) for c in nb.cells if c.get("cell_type") == "code"}
+        released = None
+        if release_dir is not None and any(p.grade_id not in present for p in problems):
+            released = _released_notebook(Path(release_dir) / name)
         annotated, restored = annotate_notebook(nb, result, problems, released)
         try:
             text = nbformat.writes(nb)

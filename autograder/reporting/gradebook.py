@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from autograder.config import Assignment, Course
+from autograder.config import Assignment, Course, Problem
 from autograder.errors import CourseError, ReleaseError
 from autograder.grading.results import SubmissionResult
 from autograder.toolpath import tools_on_path
@@ -105,13 +105,13 @@ def _commit(gb: Gradebook, work: Callable[[], T]) -> T:
 def sync_roster(gb: Gradebook, course: Course) -> list[str]:
     """Create or update every roster student (id, first and last name, email). Students who are
     not on the roster are left as they are. Not committed here; returns one line per change."""
-    from nbgrader.api import MissingEntry, Student
+    from nbgrader.api import Student
 
     changes = []
+    known = {row.id: row for row in gb.db.query(Student)}     # what find_student gives, in one query
     for s in course.students():
-        try:
-            student = gb.find_student(s.id)
-        except MissingEntry:
+        student = known.get(s.id)
+        if student is None:
             gb.db.add(Student(id=s.id, first_name=s.first_name or None, last_name=s.last_name or None,
                               email=s.email or None))
             changes.append(f"student {s.id}")
@@ -166,9 +166,39 @@ def _sync_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> l
                            f"{cell.max_score:g} -> {p.points:g}")
             cell.max_score = p.points
     gb.db.flush()
-    for submission in list(row.submissions):
+    for submission in _incomplete(gb, row):
         _complete(gb, submission)
     return changes
+
+
+def _incomplete(gb: Gradebook, row: Any) -> list[Any]:
+    """The submissions of the gradebook assignment `row` that lack a notebook, grade or comment row
+    for one of its cells: those `_complete` would add to. A few queries for the whole assignment,
+    instead of loading every submission's rows."""
+    from nbgrader.api import Comment, Grade, SubmittedAssignment, SubmittedNotebook
+
+    graded = {nb.id: {c.id for c in [*nb.grade_cells, *nb.task_cells]} for nb in row.notebooks}
+    commented = {nb.id: {c.id for c in [*nb.solution_cells, *nb.task_cells]} for nb in row.notebooks}
+    ours = SubmittedAssignment.assignment_id == row.id
+    submitted: dict[Any, set[Any]] = {sid: set() for (sid,) in gb.db.query(SubmittedAssignment.id).filter(ours)}
+    where: dict[Any, tuple[Any, Any]] = {}          # submitted notebook -> (its submission, its notebook)
+    for snb, sid, nid in (gb.db.query(SubmittedNotebook.id, SubmittedNotebook.assignment_id,
+                                      SubmittedNotebook.notebook_id)
+                          .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)
+                          .filter(ours)):
+        where[snb] = (sid, nid)
+        submitted[sid].add(nid)
+    missing = {sid for sid, have in submitted.items() if set(graded) - have}
+    for model, wanted in ((Grade, graded), (Comment, commented)):
+        have_cells: dict[Any, set[Any]] = {snb: set() for snb in where}
+        for snb, cell in (gb.db.query(model.notebook_id, model.cell_id)
+                          .join(SubmittedNotebook, SubmittedNotebook.id == model.notebook_id)
+                          .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)
+                          .filter(ours)):
+            have_cells[snb].add(cell)
+        missing |= {where[snb][0] for snb, cells in have_cells.items()
+                    if wanted.get(where[snb][1], set()) - cells}
+    return [submission for submission in row.submissions if submission.id in missing]
 
 
 def ensure_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> tuple[str, ...]:
@@ -406,6 +436,31 @@ def _submission(gb: Gradebook, assignment: str, student_id: str) -> Any:
     return submission
 
 
+def _grades_of(gb: Gradebook, assignment: str, student: str) -> dict[tuple[str, str], Any]:
+    """(notebook name, grade cell name) -> the student's Grade row, for every grade cell of their
+    submission, in one query (the joins of nbgrader's `find_grade`, without its filter on the names)."""
+    from nbgrader.api import Assignment as GbAssignment
+    from nbgrader.api import Grade, GradeCell, Notebook, Student, SubmittedAssignment, SubmittedNotebook
+
+    rows = (gb.db.query(Grade, GradeCell.name, Notebook.name)
+            .join(GradeCell, GradeCell.id == Grade.cell_id)
+            .join(SubmittedNotebook, SubmittedNotebook.id == Grade.notebook_id)
+            .join(Notebook, Notebook.id == SubmittedNotebook.notebook_id)
+            .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)
+            .join(GbAssignment, GbAssignment.id == SubmittedAssignment.assignment_id)
+            .join(Student, Student.id == SubmittedAssignment.student_id)
+            .filter(GbAssignment.name == assignment, Student.id == student))
+    return {(notebook, cell): grade for grade, cell, notebook in rows}
+
+
+def _grade(gb: Gradebook, grades: dict[tuple[str, str], Any], problem: Problem, assignment: str, student: str) -> Any:
+    """What `gb.find_grade` gives for the problem's grade cell: from `grades` (see `_grades_of`), else
+    (a task cell of that name, or none: MissingEntry) from `find_grade` itself."""
+    stem = notebook_name(problem.notebook)
+    found = grades.get((stem, problem.grade_id))
+    return found if found is not None else gb.find_grade(problem.grade_id, stem, assignment, student)
+
+
 def _problem_score(result: SubmissionResult, problem: str) -> float:
     return result.problem_score(problem)
 
@@ -423,8 +478,9 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
         submission.extension = extension.delta if extension is not None and extension.delta else None
         for i, snb in enumerate(sorted(submission.notebooks, key=lambda n: n.name)):
             snb.late_submission_penalty = (result.late_penalty or None) if i == 0 else None
+        grades = _grades_of(gb, assignment.name, result.student)
         for p in assignment.problems:
-            grade = gb.find_grade(p.grade_id, notebook_name(p.notebook), assignment.name, result.student)
+            grade = _grade(gb, grades, p, assignment.name, result.student)
             grade.auto_score = None if crashed else _problem_score(result, p.name)
             grade.needs_manual_grade = crashed or grade.manual_score is not None
         gb.db.commit()
@@ -454,19 +510,22 @@ def read_review(gb: Gradebook, assignment: Assignment, student: str) -> Review |
     except MissingEntry:
         return None
     problems = []
+    grades = _grades_of(gb, assignment.name, student)
     for p in assignment.problems:
         try:
-            grade = gb.find_grade(p.grade_id, notebook_name(p.notebook), assignment.name, student)
+            grade = _grade(gb, grades, p, assignment.name, student)
         except MissingEntry:
             continue
         problems.append(ProblemReview(p.name, p.points, grade.auto_score, grade.manual_score,
                                       float(grade.extra_credit or 0.0)))
     comments = []
     for snb in sorted(submission.notebooks, key=lambda n: n.name):
-        sources = {c.name: c.source or "" for c in snb.notebook.source_cells}
+        sources: dict[str, str] | None = None           # loaded for the first comment with text
         for comment in snb.comments:
             text = (comment.manual_comment or "").strip()
             if text:
+                if sources is None:
+                    sources = {c.name: c.source or "" for c in snb.notebook.source_cells}
                 name = comment.cell.name
                 comments.append((_comment_problem(assignment, name, sources.get(name, "")), text))
     return Review(student, assignment.name, tuple(problems), tuple(comments))

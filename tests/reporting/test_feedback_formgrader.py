@@ -186,3 +186,47 @@ def test_demo_class_grade_cells_carry_reasons_and_submissions_are_untouched(grad
     html = squash(formgrader_html(course.autograded("katherine", "transformer-block") / NB))
     assert head in html
     assert "Recognised misconception: Unbiased variance" in html
+
+
+@pytest.mark.parametrize("case", ["graded", "crashed", "deleted_cell"])
+def test_the_copy_is_byte_for_byte_what_nbformats_checked_outputs_give(tmp_path, copy, assignment, monkeypatch, case):
+    """Are our outputs, built without nbformat's per-output schema check, written exactly as the
+    outputs nbformat.v4.new_output builds (and checks) would be?"""
+    from autograder.reporting import annotate
+
+    result = dora_result()
+    if case == "crashed":
+        result = replace(erin_result(), state="crashed", tests=(), crash_reason="ImportError in the graders")
+    if case == "deleted_cell":
+        nb = nbformat.read(copy / NB, as_version=4)
+        nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_silu"]
+        nbformat.write(nb, copy / NB)
+    checked = tmp_path / "checked"
+    checked.mkdir()
+    (checked / NB).write_bytes((copy / NB).read_bytes())
+    annotate_autograded(result, assignment, copy, RELEASED)
+    monkeypatch.setattr(annotate, "_new_output", nbformat.v4.new_output)
+    annotate_autograded(result, assignment, checked, RELEASED)
+    assert (copy / NB).read_bytes() == (checked / NB).read_bytes()
+
+
+def test_a_changed_release_is_read_again(tmp_path, copy, assignment):
+    """When the released notebook changes during a run, is a deleted grade cell put back from the new version?"""
+    release = tmp_path / "published"
+    release.mkdir()
+    released = nbformat.read(RELEASED / NB, as_version=4)
+    nbformat.write(released, release / NB)
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_silu"]
+    for i, source in enumerate(("# first release\n", "# second release, a longer line\n")):
+        folder = tmp_path / f"copy{i}"
+        folder.mkdir()
+        nbformat.write(nb, folder / NB)
+        for cell in released.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_silu":
+                cell.source = source
+        nbformat.write(released, release / NB)
+        (report,) = annotate_autograded(dora_result(), assignment, folder, release)
+        assert report.restored == ("test_silu",)
+        cells = nbformat.read(folder / NB, as_version=4).cells
+        assert [c.source for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_silu"] == [source]

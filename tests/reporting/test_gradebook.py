@@ -286,3 +286,77 @@ def test_a_release_adds_cells_after_submissions_and_refuses_to_drop_graded_ones(
     with pytest.raises(ReleaseError, match="test_silu: submissions have grades"):
         apply_release(course, assignment, (dropped,))
     assert auto_scores(course, assignment, "ada")["silu"] == 5.0
+
+
+def test_each_grade_row_is_the_one_nbgraders_find_grade_returns(course, assignment, ada, bob):
+    """Does the one-query lookup of a submission's grade rows give, for every grade cell, the row
+    nbgrader's find_grade gives, fall back to find_grade for a task cell, and raise MissingEntry
+    for a cell that is not there?"""
+    from nbgrader.api import TaskCell
+
+    from autograder.reporting.gradebook import _grade, _grades_of
+
+    release_into(course, assignment)
+    with Gradebook(course.gradebook_url) as gb:
+        gb.db.add(TaskCell(name="task_essay", notebook=gb.find_notebook(STEM, assignment.name), max_score=2.0,
+                           cell_type="markdown"))
+        gb.db.commit()
+    record_grades(course, assignment, [ada, bob])
+    task = dataclasses.replace(assignment.problems[0], grade_id="task_essay")
+    gone = dataclasses.replace(assignment.problems[0], grade_id="test_not_released")
+    with Gradebook(course.gradebook_url) as gb:
+        for student in ("ada", "bob"):
+            grades = _grades_of(gb, assignment.name, student)
+            assert len(grades) == len(assignment.problems)
+            for p in (*assignment.problems, task):
+                found = _grade(gb, grades, p, assignment.name, student)
+                assert found is gb.find_grade(p.grade_id, STEM, assignment.name, student)
+                assert found.cell.name == p.grade_id and found.student.id == student
+            with pytest.raises(MissingEntry):
+                _grade(gb, grades, gone, assignment.name, student)
+        assert _grades_of(gb, assignment.name, "nobody") == {}
+
+
+def test_opening_for_a_batch_completes_exactly_the_submissions_missing_rows(course, assignment, ada, bob, cy):
+    """When a submission lacks a grade row, a comment row or a whole notebook row (nbgrader added a cell,
+    or another tool wrote it), does opening the gradebook for a batch give it those rows back, and only it?"""
+    from nbgrader.api import Notebook, SolutionCell, SubmittedNotebook
+
+    from autograder.reporting.gradebook import GradebookWriter, _incomplete
+
+    release_into(course, assignment)
+    with Gradebook(course.gradebook_url) as gb:
+        gb.db.add(SolutionCell(name="layer_norm_solution", notebook=gb.find_notebook(STEM, assignment.name)))
+        gb.db.commit()
+    record_grades(course, assignment, [ada, bob, cy])
+
+    def rows() -> dict[str, tuple[int, int, int]]:
+        with Gradebook(course.gradebook_url) as gb:
+            out = {}
+            for sub in gb.find_assignment(assignment.name).submissions:
+                out[sub.student.id] = (len(sub.notebooks), sum(len(n.grades) for n in sub.notebooks),
+                                       sum(len(n.comments) for n in sub.notebooks))
+            return out
+
+    full = rows()
+    assert full == dict.fromkeys(("ada", "bob", "cy"), (1, 3, 1))
+    with Gradebook(course.gradebook_url) as gb:
+        gb.db.delete(gb.find_grade("test_silu", STEM, assignment.name, "ada"))
+        gb.db.delete(gb.find_comment("layer_norm_solution", STEM, assignment.name, "bob"))
+        gb.db.add(Notebook(name="extra", assignment=gb.find_assignment(assignment.name)))
+        gb.db.commit()
+        incomplete = sorted(s.student.id for s in _incomplete(gb, gb.find_assignment(assignment.name)))
+        assert incomplete == ["ada", "bob", "cy"]          # the new notebook is missing from every submission
+        extra = gb.find_notebook("extra", assignment.name)
+        for sub in gb.find_assignment(assignment.name).submissions:
+            if sub.student.id == "cy":
+                gb.db.add(SubmittedNotebook(notebook=extra, assignment=sub))
+        gb.db.commit()
+        incomplete = sorted(s.student.id for s in _incomplete(gb, gb.find_assignment(assignment.name)))
+        assert incomplete == ["ada", "bob"]
+    assert rows() == {"ada": (1, 2, 1), "bob": (1, 3, 0), "cy": (2, 3, 1)}
+    with GradebookWriter(course, assignment):
+        pass
+    assert rows() == dict.fromkeys(("ada", "bob", "cy"), (2, 3, 1))
+    with Gradebook(course.gradebook_url) as gb:
+        assert _incomplete(gb, gb.find_assignment(assignment.name)) == []
