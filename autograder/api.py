@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from .notebooks import RefusedFile, more_code_cells_than, open_regular, read_reg
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
     from .release import ReleaseReport
     from .reporting.review import Review
+    from .reporting.summary import StudentRow
     from .validate import ValidationReport
 
 Log = Callable[[str], None]
@@ -94,7 +96,7 @@ def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> V
 @dataclass(frozen=True)
 class BatchResult:
     assignment: str
-    results: tuple[SubmissionResult, ...]
+    results: tuple[StudentRow, ...]      # one compact row per student; the full result is in results.json
     gradebook_errors: tuple[str, ...]
     autograded_dir: Path
     feedback_dir: Path
@@ -163,36 +165,49 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
 
     Submissions are graded by warm workers (autograder.batch): `workers` processes on this machine
     (default: the cores available; one runs in this process), or the workers of the Dask cluster
-    whose scheduler is at `scheduler`. Each student's feedback page is written as soon as their
-    result arrives; one gradebook writer process (so grading never waits for nbgrader) then
-    commits their grades in one transaction and copies their notebooks into autograded/ for the
-    formgrader; once it has, this process writes their results.json, last: its grading key marks
-    the student as done. So a batch stopped at any point and run again finishes with every grade
-    present once: a submission whose content, seed and graders are unchanged since its
-    results.json was written is not graded again unless `force` (see grading.fingerprint); it is
-    listed in `BatchResult.skipped`, and its grades are written again. `progress(done, total)` is
-    called as results are written. The results are in student order, whatever the workers.
+    whose scheduler is at `scheduler`. Each student's feedback page and results.json are written
+    as soon as their result arrives, results.json without its grading key; one gradebook writer
+    process (so grading never waits for nbgrader; started with the batch, or for a single
+    submission once its results are written) then commits their grades in one transaction and
+    copies their notebooks into autograded/ for the formgrader; once it has acknowledged that,
+    results.json is rewritten (atomically) with the key, which marks the student as done. So a
+    batch stopped at any point and run again finishes with every grade present once: a submission
+    whose content, seed and graders are unchanged since its results.json was written with its key
+    is not graded again unless `force` (see grading.fingerprint); it is listed in
+    `BatchResult.skipped`, and its grades are written again. `progress(done, total)` is called as
+    results arrive. `BatchResult.results` holds one compact row per student (the full results stay
+    on disk), in student order, whatever the workers.
     """
-    from .batch.pool import make_pool
-    from .batch.worker import Task
-    from .batch.writer import GradebookProcess, Recorded
-    from .grading.fingerprint import graders_version, grading_key, submission_hash
-    from .grading.seeds import course_secret, student_seed
-
     started = time.perf_counter()
+    page_template = _prepare_page_soon()    # compiled on a thread while the sandbox starts and grades
+    from .batch.writer import GradebookProcess, Recorded
+
     course = load_course(course_dir)
     a = course.assignment(assignment)
     todo = submissions(course, a.name, student)
-    roster = set(course.roster())
-    secret = course_secret(course.secret_file)
-    version = graders_version(course, a)
-    by_student: dict[str, SubmissionResult] = {}
+    rows: dict[str, StudentRow] = {}
     skipped: list[str] = []
     output_errors: list[str] = []
     with contextlib.ExitStack() as stack:
-        gradebook = stack.enter_context(GradebookProcess(course.root, a.name))   # starts now, in parallel
+        gradebook = GradebookProcess(course.root, a.name)
+        stack.callback(gradebook.close)
+        # A batch starts the writer first: its imports (nbgrader) take longest and overlap with the
+        # workers' start. A single submission starts it once its results and page are written, so
+        # that import does not compete with its grading for the CPU.
+        writer_waits = len(todo) == 1
+        if not writer_waits:
+            gradebook.start()
+        from .batch.pool import make_pool
+        from .batch.worker import Task
+        from .grading.fingerprint import graders_version, grading_key, submission_hash
+        from .grading.seeds import course_secret, student_seed
+        from .reporting.summary import StudentRow
+
+        roster = set(course.roster())
+        secret = course_secret(course.secret_file)
+        version = graders_version(course, a)
         pool = make_pool(course.root, a.name, workers=workers, scheduler=scheduler, submissions=len(todo),
-                         insecure=insecure)
+                         insecure=insecure, course=course)
         stack.callback(pool.close)
         info = pool.start() if todo else None   # fails closed here, before any submission is touched
         if info is not None and info.missing:
@@ -202,7 +217,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         refused: set[str] = set()
         folders = dict(todo)
         tasks: list[Task] = []
-        ready: list[tuple[SubmissionResult, bool]] = []       # (result, fresh) known without grading
+        # known without grading, in student order: a refusal, or None for a result read back from
+        # results.json when it comes up (so a batch of unchanged submissions holds one at a time)
+        ready: list[tuple[str, SubmissionResult | None]] = []
+        unchanged: dict[str, Task] = {}
         for sid, folder in todo:
             s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
             on_roster = sid in roster
@@ -212,40 +230,58 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                                                            on_roster=on_roster, isolation=layers)
             except Exception:  # noqa: BLE001 - an unreadable folder is graded (and explained) below
                 keys[sid] = ""
-            previous = None if force or not keys[sid] else _previous_result(course, a, sid, keys[sid])
-            if previous is not None:
+            task = Task(student=sid, folder=str(folder), seed=s_seed, on_roster=on_roster)
+            if not force and keys[sid] and _previous_result(course, a, sid, keys[sid]) is not None:
                 skipped.append(sid)
-                ready.append((previous, False))
+                ready.append((sid, None))
+                unchanged[sid] = task
             elif refusal:
                 refused.add(sid)
-                ready.append((_refused(a, sid, s_seed, on_roster, refusal, layers), True))
+                ready.append((sid, _refused(a, sid, s_seed, on_roster, refusal, layers)))
             else:
-                tasks.append(Task(student=sid, folder=str(folder), seed=s_seed, on_roster=on_roster))
+                tasks.append(task)
 
         def arriving() -> Iterator[tuple[SubmissionResult, bool]]:
-            yield from ready
+            for sid, known in ready:
+                if known is None:
+                    known = _previous_result(course, a, sid, keys[sid])
+                    if known is None:                 # changed since it was looked at: graded after all
+                        skipped.remove(sid)
+                        tasks.append(unchanged[sid])
+                        continue
+                yield known, sid in refused
             if tasks:
                 for _, result in pool.run(tasks):
                     yield result, True
 
-        fresh_keys: dict[str, str] = {}
+        # results.json written without the grading key, waiting for the writer's acknowledgement
+        pending: dict[str, tuple[SubmissionResult, str]] = {}
 
         def settle(acks: list[Recorded]) -> None:
-            """Once the writer has a student's grades in (or has given up on them), results.json."""
+            """Once the writer has a student's grades in (or has given up on them), the key."""
             for ack in acks:
-                if ack.student in fresh_keys:
-                    output_errors.extend(_write_results_json(course, a, ack.student, by_student[ack.student],
-                                                             fresh_keys.pop(ack.student)))
+                waiting = pending.pop(ack.student, None)
+                if waiting is not None:
+                    output_errors.extend(_write_results_json(course, a, ack.student, *waiting))
 
         for result, fresh in arriving():
             sid = result.student
-            by_student[sid] = result
+            rows[sid] = StudentRow.of(result)
+            if fresh:
+                # at once, so the student's results are readable now; without the key until the
+                # commit, so a batch stopped before it grades this submission again
+                written = _write_results_json(course, a, sid, result, None)
+                output_errors.extend(written)
+                if not written and result.state == "graded" and keys[sid]:
+                    pending[sid] = (result, keys[sid])
             # the page at once, without the gradebook's review: the writer rewrites it if people
             # changed grades or commented there
+            page_template.join()
             output_errors.extend(_write_page(course, a, sid, result, None, fresh=fresh))
             copy = needs_formgrader_copy(course, a, sid, fresh=fresh, refused=sid in refused)
-            if fresh:
-                fresh_keys[sid] = keys[sid]
+            if writer_waits:
+                writer_waits = False
+                gradebook.start()
             gradebook.record(result, copy_from=folders[sid] if copy else None)
             log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
                 f"{result.score:6.2f}/{result.max_score:g}"
@@ -253,13 +289,15 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 + ("  GRADER ERROR" if result.state == "crashed" else "")
                 + (f"  {result.execution_time:.2f} s" if fresh else "  (not graded again)"))
             if progress is not None:
-                progress(len(by_student), len(todo))
+                progress(len(rows), len(todo))
             settle(gradebook.recorded())
         pool.close()                             # the workers go before the wait for the gradebook
+        if writer_waits:                         # nothing arrived: the writer still creates the entries
+            gradebook.start()
         settle(gradebook.recorded(wait=True))
         book = gradebook.finish()
     output_errors.extend(book.output_errors)
-    results = tuple(by_student[sid] for sid, _ in todo if sid in by_student)
+    results = tuple(rows[sid] for sid, _ in todo if sid in rows)
     graded = {sid for sid, _ in todo}
     return BatchResult(assignment=a.name, results=results, gradebook_errors=book.gradebook.messages,
                        autograded_dir=course.layout.autograded_dir, feedback_dir=course.layout.feedback_dir,
@@ -268,6 +306,19 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                        ungraded=tuple(str(u) for u in ungraded_files(course, a, results, student)),
                        not_submitted=() if student else tuple(s for s in course.roster() if s not in graded),
                        gradebook_changes=book.gradebook.created)
+
+
+def _prepare_page_soon() -> threading.Thread:
+    """A thread that imports the feedback page's module and compiles its template, so the first
+    page is written without that wait (the main thread meanwhile mostly waits for the sandbox)."""
+    def prepare() -> None:
+        with contextlib.suppress(Exception):   # the page's own writing reports any failure
+            from .reporting.feedback import prepare_page
+            prepare_page()
+
+    thread = threading.Thread(target=prepare, name="page-template", daemon=True)
+    thread.start()
+    return thread
 
 
 def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
@@ -416,9 +467,11 @@ def _write_page(course: Course, a: Assignment, sid: str, result: SubmissionResul
     return _run_steps(sid, [("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review))])
 
 
-def _write_results_json(course: Course, a: Assignment, sid: str, result: SubmissionResult, key: str) -> list[str]:
-    """autograded/<student>/<assignment>/results.json, written last for a student: its grading key
-    marks them as done (see grading.fingerprint). Its failure is one line."""
+def _write_results_json(course: Course, a: Assignment, sid: str, result: SubmissionResult,
+                        key: str | None) -> list[str]:
+    """autograded/<student>/<assignment>/results.json, atomically. Its grading key (when given, and
+    the submission did not crash) marks the student as done (see grading.fingerprint): it is
+    written only once the gradebook holds their grades. Its failure is one line."""
     from .reporting.results_json import write_results_json
 
     def results() -> None:

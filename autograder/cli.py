@@ -88,7 +88,6 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
                force: bool = False, insecure: bool = False, workers: int | None = None,
                scheduler: str | None = None) -> int:
     from .progress import Progress
-    from .reporting.summary import format_summary
 
     progress = Progress()
     try:
@@ -96,6 +95,9 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
                               workers=workers, scheduler=scheduler, log=progress.line, progress=progress.update)
     finally:
         progress.close()
+    # imported after the batch: its imports (numpy) need not delay the gradebook writer's start
+    from .reporting.summary import format_summary
+
     course = load_course(course_dir)
     a = course.assignment(assignment)
     layout = course.layout

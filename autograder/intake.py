@@ -20,10 +20,10 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .config import Assignment, Course
 from .grading.lateness import TIMESTAMP_FILE
-from .grading.results import SubmissionResult
 from .notebooks import submission_entries
 
 SECRET_FILE = "submission_secret.txt"     # written by nbgrader submit; release_feedback needs it
@@ -51,7 +51,13 @@ def _entries(folder: Path) -> list[tuple[str, int]]:
         return []
 
 
-def ungraded_files(course: Course, assignment: Assignment, results: Iterable[SubmissionResult],
+class Graded(Protocol):
+    """A graded submission as far as this module cares (a SubmissionResult, or a batch's row)."""
+    @property
+    def files(self) -> tuple[str, ...]: ...
+
+
+def ungraded_files(course: Course, assignment: Assignment, results: Iterable[Graded],
                    student: str | None = None) -> tuple[Ungraded, ...]:
     """Every entry under submitted/ (or only `student`'s folder) that grading `assignment` did not
     read, with the reason; `results` are the batch's results (their `files` are what was graded)."""

@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..config import Assignment, load_course
-from ..grading.engine import crashed_result
+from ..config import Assignment, Course, load_course
 from ..grading.results import SubmissionResult, result_from_dict
 from ..sandbox.host import SandboxUnavailable
 from .wire import Connection, WireClosed, socket_pair
@@ -88,11 +87,21 @@ class GradingPool(Protocol):
     def stats(self) -> list[WorkerStats]: ...
 
 
-class InProcessPool:
-    """One warm worker in this process."""
+def _crashed(assignment: Assignment, student: str, seed: int, on_roster: bool, reason: str,
+             layers: tuple[str, ...]) -> SubmissionResult:
+    """grading.engine's crashed result (imported when needed: the engine brings pytest)."""
+    from ..grading.engine import crashed_result as crashed
 
-    def __init__(self, course_dir: str | Path, assignment: str, *, insecure: bool = False):
+    return crashed(assignment, student, seed, on_roster, reason, layers)
+
+
+class InProcessPool:
+    """One warm worker in this process (`course`, when given, is the course already loaded)."""
+
+    def __init__(self, course_dir: str | Path, assignment: str, *, insecure: bool = False,
+                 course: Course | None = None):
         self.course_dir = str(Path(course_dir).resolve())
+        self.course = course
         self.assignment_name = assignment
         self.insecure = insecure
         self.size = 1
@@ -106,7 +115,7 @@ class InProcessPool:
         self.close()
 
     def start(self) -> PoolInfo:
-        self._worker = Worker(self.course_dir, self.assignment_name, insecure=self.insecure)
+        self._worker = Worker(self.course or self.course_dir, self.assignment_name, insecure=self.insecure)
         return PoolInfo(self._worker.info.layers, self._worker.info.missing, 1)
 
     @property
@@ -138,10 +147,10 @@ def available_cores() -> int:
 
 
 def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = None, scheduler: str | None = None,
-              submissions: int | None = None, insecure: bool = False) -> GradingPool:
+              submissions: int | None = None, insecure: bool = False, course: Course | None = None) -> GradingPool:
     """The pool for a batch: a Dask cluster's workers when `scheduler` is given; else `workers`
     local worker processes (default: the cores available), no more than there are `submissions`,
-    and a single one runs in this process."""
+    and a single one runs in this process (with `course`, the course already loaded, when given)."""
     if scheduler:
         from .cluster import DaskPool
         return DaskPool(scheduler, course_dir, assignment, insecure=insecure)
@@ -151,7 +160,7 @@ def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = 
     if submissions is not None:
         n = min(n, max(submissions, 1))
     if n == 1:
-        return InProcessPool(course_dir, assignment, insecure=insecure)
+        return InProcessPool(course_dir, assignment, insecure=insecure, course=course)
     return LocalPool(course_dir, assignment, workers=n, insecure=insecure)
 
 
@@ -280,8 +289,8 @@ class LocalPool:
             if not self._procs:                   # every replacement failed to start
                 while todo:
                     task = todo.popleft()
-                    yield task, crashed_result(self.assignment, task.student, task.seed, task.on_roster,
-                                               "grading stopped: no grading worker could be started", self._layers)
+                    yield task, _crashed(self.assignment, task.student, task.seed, task.on_roster,
+                                         "grading stopped: no grading worker could be started", self._layers)
                 return
             for proc in self._procs:
                 if proc.task is None and proc.ready and todo:
@@ -330,8 +339,8 @@ class LocalPool:
                 try:
                     result = result_from_dict(msg["result"])
                 except (KeyError, TypeError, ValueError) as exc:
-                    result = crashed_result(self.assignment, task.student, task.seed, task.on_roster,
-                                            f"its worker's answer could not be read ({exc})", self._layers)
+                    result = _crashed(self.assignment, task.student, task.seed, task.on_roster,
+                                      f"its worker's answer could not be read ({exc})", self._layers)
                 if msg.get("recycle"):
                     self._retire(proc, kill=False, replace=True)
                 yield task, result
@@ -343,8 +352,8 @@ class LocalPool:
         assert task is not None
         proc.task = None
         self._retire(proc, kill=True, replace=True)
-        return crashed_result(self.assignment, task.student, task.seed, task.on_roster,
-                              f"grading stopped: {why}", self._layers)
+        return _crashed(self.assignment, task.student, task.seed, task.on_roster,
+                        f"grading stopped: {why}", self._layers)
 
     def _retire(self, proc: _Proc, *, kill: bool, replace: bool) -> None:
         """Stop a worker; with `replace`, start a fresh one in its place (ready when it says so)."""

@@ -330,6 +330,11 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def prepare_page() -> None:
+    """Load and compile the page's template now (it is kept), so the first page renders at once."""
+    _environment().get_template("feedback.html")
+
+
 def render_feedback(result: SubmissionResult, assignment: Assignment | None = None,
                     review: Review | None = None) -> str:
     """The feedback page for `result` as one HTML document (inline CSS, no external assets), at most

@@ -15,35 +15,70 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from autograder.config import Assignment
-from autograder.grading.results import SubmissionResult
+from autograder.grading.results import SubmissionResult, SubmissionState
 from autograder.sandbox.isolation import OPTIONAL, REQUIRED
 
-from .results_json import format_points, reported_score
+from .results_json import format_points, ordered_problems, reported_score
 
 WIDE = 120
 GAP = "  "
 
 
-def _flags(result: SubmissionResult) -> str:
+@dataclass(frozen=True)
+class StudentRow:
+    """What a batch keeps of one student's result once it is written: enough for this summary and
+    the batch's callers (a few hundred bytes; the full result, tests and messages, is in results.json)."""
+    student: str
+    state: SubmissionState
+    score: float                    # the score given (test points less the late penalty)
+    max_score: float
+    reported_score: float           # what the student is told: the score, or 0 when grading crashed
+    problems: tuple[tuple[str, float | None], ...]   # (problem, points earned or None without tests)
+    on_roster: bool = True
+    late_penalty: float = 0.0
+    notes: int = 0
+    diagnoses: tuple[str, ...] = ()
+    isolation: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    grader_failed: bool = False
+
+    @classmethod
+    def of(cls, result: SubmissionResult) -> StudentRow:
+        return cls(
+            student=result.student, state=result.state, score=result.score, max_score=result.max_score,
+            reported_score=reported_score(result),
+            problems=tuple((p, result.problem_score(p) if result.has_tests(p) else None)
+                           for p in ordered_problems(result)),
+            on_roster=result.on_roster, late_penalty=result.late_penalty, notes=len(result.notes),
+            diagnoses=result.diagnoses, isolation=result.isolation, files=result.files,
+            grader_failed=result.grader_failed)
+
+    @property
+    def crashed(self) -> bool:
+        return self.state == "crashed"
+
+
+def _flags(row: StudentRow) -> str:
     flags = []
-    if not result.on_roster:
+    if not row.on_roster:
         flags.append("not on roster")
-    if result.state == "crashed":
+    if row.crashed:
         flags.append("crashed")
-    if result.late_penalty:
-        flags.append(f"late -{format_points(result.late_penalty)}")
-    if result.notes:
-        n = len(result.notes)
-        flags.append(f"{n} note{'s' if n != 1 else ''}")
+    if row.late_penalty:
+        flags.append(f"late -{format_points(row.late_penalty)}")
+    if row.notes:
+        flags.append(f"{row.notes} note{'s' if row.notes != 1 else ''}")
     return ", ".join(flags)
 
 
-def _problem_score(result: SubmissionResult, problem: str) -> str:
-    if result.state == "crashed":
+def _problem_score(row: StudentRow, problem: str) -> str:
+    if row.crashed:
         return "-"
-    return format_points(result.problem_score(problem)) if result.has_tests(problem) else "-"
+    earned = dict(row.problems).get(problem)
+    return "-" if earned is None else format_points(earned)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
@@ -56,21 +91,22 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
     return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
-def format_summary(results: Iterable[SubmissionResult], assignment: Assignment, *,
+def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment: Assignment, *,
                    feedback_pages: str | None = None) -> str:
     """A plain-text table of `results` (sorted by student) and a closing line with the class
     mean and median and where the feedback pages are."""
-    results = sorted(results, key=lambda r: r.student)
+    table = sorted((r if isinstance(r, StudentRow) else StudentRow.of(r) for r in results),
+                   key=lambda r: r.student)
     problems = [p.name for p in assignment.problems]
-    for r in results:
-        for t in r.tests:
-            if t.problem not in problems:
-                problems.append(t.problem)
+    for r in table:
+        for problem, earned in r.problems:
+            if earned is not None and problem not in problems:
+                problems.append(problem)
     max_score = assignment.max_score
 
     rows = []
-    for r in results:
-        total = f"{format_points(reported_score(r))}/{format_points(r.max_score or max_score)}"
+    for r in table:
+        total = f"{format_points(r.reported_score)}/{format_points(r.max_score or max_score)}"
         rows.append([r.student, *(_problem_score(r, p) for p in problems), total, r.state, _flags(r),
                      ", ".join(r.diagnoses)])
 
@@ -87,8 +123,8 @@ def format_summary(results: Iterable[SubmissionResult], assignment: Assignment, 
         legend = "Problems: " + ", ".join(
             f"{s} {p}" + (f" ({format_points(points[p])})" if p in points else "") for s, p in zip(short, problems))
 
-    graded = [reported_score(r) for r in results if r.state != "crashed"]
-    n = len(results)
+    graded = [r.reported_score for r in table if not r.crashed]
+    n = len(table)
     tail = f"{n} student{'s' if n != 1 else ''}, {len(graded)} graded"
     if graded:
         tail += (f": mean {format_points(statistics.fmean(graded))}, "
@@ -98,11 +134,11 @@ def format_summary(results: Iterable[SubmissionResult], assignment: Assignment, 
     tail += "."
     if feedback_pages is not None:
         tail += f" Feedback pages: {feedback_pages}"
-    sandbox = isolation_line(results)
+    sandbox = isolation_line(table)
     return "\n".join([*lines, *([legend] if legend else []), "", tail, *([sandbox] if sandbox else [])]) + "\n"
 
 
-def isolation_line(results: Sequence[SubmissionResult]) -> str:
+def isolation_line(results: Sequence[SubmissionResult | StudentRow]) -> str:
     """Which sandbox layers applied to every graded submission ("" when none were recorded)."""
     recorded = [set(r.isolation) for r in results if r.isolation]
     if not recorded:

@@ -103,7 +103,9 @@ def test_grading_a_student_does_not_import_nbgrader(tmp_path):
         "import sys\n"
         "from autograder import api\n"
         f"batch = api.autograde({str(folder)!r}, 'transformer-block', student='ada', workers=1)\n"
+        "from autograder.reporting.summary import StudentRow\n"
         "assert batch.results[0].score == 100.0, batch.results\n"
+        "assert isinstance(batch.results[0], StudentRow), type(batch.results[0])\n"
         "assert not batch.gradebook_errors and not batch.output_errors, (batch.gradebook_errors, batch.output_errors)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbgrader', 'nbformat', 'nbclient')))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
@@ -111,7 +113,8 @@ def test_grading_a_student_does_not_import_nbgrader(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     layout = CourseLayout(folder)
-    assert layout.results_json("ada", "transformer-block").is_file()
+    written = json.loads(layout.results_json("ada", "transformer-block").read_text())
+    assert written["score"] == 100.0 and written["extra_data"]["grading_key"]   # rewritten after the commit
     assert (layout.autograded("ada", "transformer-block") / "transformer-block.ipynb").is_file()
     grades = auto_scores(folder)
     assert grades and all(score is not None for (sid, _), score in grades.items() if sid == "ada")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autograder.layout import CourseLayout
-from autograder.reporting.summary import format_summary
+from autograder.reporting.summary import StudentRow, format_summary
 
 from .conftest import check, make_assignment, submission
 
@@ -81,3 +81,20 @@ def test_no_results_is_a_header_and_a_count(assignment):
     text = format_summary([], assignment)
     assert text.splitlines()[0].startswith("student")
     assert text.rstrip().endswith("0 students, 0 graded.")
+
+
+def test_compact_rows_give_the_same_table_as_full_results(ada, bob, cy, assignment):
+    """Is the table from a batch's compact rows (StudentRow) the same as the one from full results?"""
+    full = format_summary([bob, cy, ada], assignment, feedback_pages="out/")
+    compact = format_summary([StudentRow.of(r) for r in (bob, cy, ada)], assignment, feedback_pages="out/")
+    assert compact == full
+
+
+def test_a_row_keeps_the_figures_callers_read(bob, cy):
+    """Does a row keep the score, state, flags and files of its result, and 0 as cy's crashed score?"""
+    row = StudentRow.of(bob)
+    assert (row.student, row.state, row.score, row.max_score) == ("bob", "graded", bob.score, bob.max_score)
+    assert (row.on_roster, row.notes, row.diagnoses, row.files) == (False, 2, bob.diagnoses, bob.files)
+    assert dict(row.problems)["layer_norm"] == bob.problem_score("layer_norm")
+    crashed = StudentRow.of(cy)
+    assert crashed.crashed and crashed.grader_failed and crashed.reported_score == 0.0

@@ -48,8 +48,14 @@ def _run(course: Path, *extra: str) -> subprocess.CompletedProcess:
     return proc
 
 
+def _committed(course: Path, sid: str) -> bool:
+    """results.json carries its grading key: the writer has committed the student's grades."""
+    doc = load_results(course, sid)
+    return doc is not None and bool(doc["extra_data"].get("grading_key"))
+
+
 def _done(course: Path) -> set[str]:
-    return {sid for sid in STUDENTS if (CourseLayout(course).results_json(sid, ASSIGNMENT)).is_file()}
+    return {sid for sid in STUDENTS if _committed(course, sid)}
 
 
 def _log_states(stdout: str) -> dict[str, str]:
@@ -103,6 +109,58 @@ def test_sigkill_mid_batch_then_rerun_grades_the_rest_with_every_grade_once(tmp_
     assert {s for s, st in states.items() if st == "graded"} == set(STUDENTS) - before
     assert f"--force to regrade): {', '.join(sorted(before))}" in rerun.stdout
     _exactly_once(course)
+
+
+def _writer_pid(parent: int) -> int | None:
+    """The gradebook writer process started by `parent` (found through /proc), or None yet."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and b"autograder.batch.writer" in argv:
+            return int(entry.name)
+    return None
+
+
+def test_results_written_before_the_commit_are_graded_again_after_a_kill(tmp_path):
+    """With the gradebook writer held before it commits, are results.json and the page written at
+    once without the grading key, and is that student graded again (grades once) after a SIGKILL?"""
+    course = _course(tmp_path)
+    layout = CourseLayout(course)
+    results = layout.results_json("ada", ASSIGNMENT)
+    proc = subprocess.Popen(_command(course, "--student", "ada"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=_env(), start_new_session=True)
+    try:
+        end = time.monotonic() + 600
+        writer = None
+        while writer is None and proc.poll() is None and time.monotonic() < end:
+            writer = _writer_pid(proc.pid)
+            time.sleep(0.005)
+        assert writer is not None, "the gradebook writer was not seen"
+        os.kill(writer, signal.SIGSTOP)     # it can read nothing and commit nothing from now on
+        while not results.is_file() and proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.02)
+        early = load_results(course, "ada")
+        pages = list(layout.feedback("ada", ASSIGNMENT).glob("*.html"))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert early is not None, "results.json was not written before the gradebook's commit"
+    assert "grading_key" not in early["extra_data"]
+    assert pages, "the feedback page was not written before the gradebook's commit"
+    assert "ada" not in gradebook_rows(course)
+
+    rerun = _run(course, "--student", "ada")
+    assert _log_states(rerun.stdout) == {"ada": "graded"}
+    assert _committed(course, "ada")
+    assert load_results(course, "ada")["score"] == early["score"]
+    assert gradebook_rows(course)["ada"] == expected_rows(load_results(course, "ada"))
+    assert _log_states(_run(course, "--student", "ada").stdout) == {"ada": "unchanged"}
 
 
 def test_unchanged_batch_is_not_graded_again_unless_forced(tmp_path):
