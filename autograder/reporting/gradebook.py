@@ -633,8 +633,10 @@ def _problem_score(result: SubmissionResult, problem: str) -> float:
     return result.problem_score(problem)
 
 
-def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionResult) -> None:
-    """Write one submission's problem scores as the grade cells' auto_score, in one transaction."""
+def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionResult) -> Review:
+    """Write one submission's problem scores as the grade cells' auto_score, in one transaction.
+    Returns the gradebook's review of the submission as committed (what `read_review` would read
+    next), taken from the rows already loaded."""
     if result.assignment != assignment.name:
         raise ValueError(f"result is for assignment {result.assignment!r}, not {assignment.name!r}")
     crashed = result.state == "crashed"
@@ -647,14 +649,18 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
         for i, snb in enumerate(sorted(submission.notebooks, key=lambda n: n.name)):
             snb.late_submission_penalty = (result.late_penalty or None) if i == 0 else None
         grades = _grades_of(gb, assignment.name, result.student)
+        problems = []
         for p in assignment.problems:
             grade = _grade(gb, grades, p, assignment.name, result.student)
             grade.auto_score = None if crashed else _problem_score(result, p.name)
             grade.needs_manual_grade = crashed or grade.manual_score is not None
+            problems.append(_problem_review(p, grade))
+        review = Review(result.student, assignment.name, tuple(problems), _comments(assignment, submission))
         gb.db.commit()
     except BaseException:
         gb.db.rollback()
         raise
+    return review
 
 
 # --------------------------------------------------------------------------- gradebook -> feedback
@@ -684,8 +690,17 @@ def read_review(gb: Gradebook, assignment: Assignment, student: str) -> Review |
             grade = _grade(gb, grades, p, assignment.name, student)
         except MissingEntry:
             continue
-        problems.append(ProblemReview(p.name, p.points, grade.auto_score, grade.manual_score,
-                                      float(grade.extra_credit or 0.0)))
+        problems.append(_problem_review(p, grade))
+    return Review(student, assignment.name, tuple(problems), _comments(assignment, submission))
+
+
+def _problem_review(problem: Problem, grade: Any) -> ProblemReview:
+    return ProblemReview(problem.name, problem.points, grade.auto_score, grade.manual_score,
+                         float(grade.extra_credit or 0.0))
+
+
+def _comments(assignment: Assignment, submission: Any) -> tuple[tuple[str, str], ...]:
+    """(problem, text) for every comment a person wrote on the submission, by notebook."""
     comments = []
     for snb in sorted(submission.notebooks, key=lambda n: n.name):
         sources: dict[str, str] | None = None           # loaded for the first comment with text
@@ -696,7 +711,7 @@ def read_review(gb: Gradebook, assignment: Assignment, student: str) -> Review |
                     sources = {c.name: c.source or "" for c in snb.notebook.source_cells}
                 name = comment.cell.name
                 comments.append((_comment_problem(assignment, name, sources.get(name, "")), text))
-    return Review(student, assignment.name, tuple(problems), tuple(comments))
+    return tuple(comments)
 
 
 def review_of(course: Course, assignment: Assignment, student: str) -> Review | None:
@@ -725,6 +740,7 @@ class GradebookWriter:
         self.created: tuple[str, ...] = ()
         self._stack = contextlib.ExitStack()
         self._gb: Gradebook | None = None
+        self._reviews: dict[str, Review] = {}       # from `record`, until `review` hands it out
 
     def __enter__(self) -> GradebookWriter:
         from nbgrader.api import InvalidEntry, MissingEntry
@@ -749,8 +765,9 @@ class GradebookWriter:
         """Commit one submission's grades; returns None, or why it was rolled back (one line)."""
         if self._gb is None:
             raise RuntimeError("GradebookWriter used outside its with-block")
+        self._reviews.pop(result.student, None)
         try:
-            record_submission(self._gb, self.assignment, result)
+            self._reviews[result.student] = record_submission(self._gb, self.assignment, result)
         except Exception as exc:  # noqa: BLE001 - that submission is rolled back and reported; the others land
             return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         clear_pending(self.course, self.assignment.name, result.student)
@@ -760,6 +777,9 @@ class GradebookWriter:
         """The gradebook's overrides and comments for `student` (None when it has none or is unreadable)."""
         if self._gb is None:
             raise RuntimeError("GradebookWriter used outside its with-block")
+        recorded = self._reviews.pop(student, None)     # as just committed by `record`
+        if recorded is not None:
+            return recorded
         try:
             return read_review(self._gb, self.assignment, student)
         except Exception:  # noqa: BLE001 - the page is still written, without the review
