@@ -259,7 +259,7 @@ def _quietest_cpu(allowed: set[int]) -> int | None:
 
 
 @contextlib.contextmanager
-def _sandbox_cpu(pin: bool) -> Iterator[None]:
+def _sandbox_cpu(pin: bool) -> Iterator[int | None]:
     """Processes started inside this block (the sandbox and everything it forks) may run on one
     CPU only, when this thread may use several: the one where the fewest processes are held
     already (so that each worker's sandbox gets its own), ties going to this thread's CPU.
@@ -268,9 +268,10 @@ def _sandbox_cpu(pin: bool) -> Iterator[None]:
     other in turn. Woken on another CPU, each reply costs an inter-processor wake-up (~60 us on
     a quiet virtual machine, several times that under load); on the same CPU it is a context
     switch (~4 us). With the sandbox held on one CPU, the scheduler moves the trusted process
-    next to it while they talk, and anywhere else when it computes alone. Only this thread's
-    own affinity is changed, and it is put back at once."""
+    next to it while they talk (`_on_cpu`), and anywhere else when it computes alone. Only this
+    thread's own affinity is changed, and it is put back at once. Yields the CPU (None: not held)."""
     allowed: set[int] | None = None
+    cpu: int | None = None
     if pin:
         with contextlib.suppress(OSError, AttributeError):
             allowed = os.sched_getaffinity(0)
@@ -280,10 +281,33 @@ def _sandbox_cpu(pin: bool) -> Iterator[None]:
             else:
                 allowed = None
     try:
-        yield
+        yield cpu
     finally:
         if allowed is not None:
             os.sched_setaffinity(0, allowed)
+
+
+@contextlib.contextmanager
+def _on_cpu(cpu: int | None) -> Iterator[None]:
+    """This thread runs on `cpu` (the sandbox's) inside the block, when it may: the scheduler
+    does not always bring a waking process next to the one that woke it on a busy machine, and a
+    round trip between CPUs costs far more than the three system calls this takes."""
+    allowed: set[int] | None = None
+    if cpu is not None:
+        try:
+            allowed = os.sched_getaffinity(0)
+            if cpu in allowed and len(allowed) > 1:
+                os.sched_setaffinity(0, (cpu,))
+            else:
+                allowed = None
+        except OSError:
+            allowed = None
+    try:
+        yield
+    finally:
+        if allowed is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, allowed)
 
 
 class SandboxHost:
@@ -300,6 +324,7 @@ class SandboxHost:
                  memory_mb: int = 2048, processes: int = 64, pin: bool = True):
         self.insecure = insecure
         self._pin = pin
+        self.cpu: int | None = None     # the CPU the sandbox is held on (see _sandbox_cpu)
         self.recycle_after = recycle_after
         self.info: HostInfo | None = None
         self.submissions = 0            # started on the current zygote
@@ -407,7 +432,7 @@ class SandboxHost:
             self._problems.append(f"cgroup: {made} (processes are then limited by RLIMIT_NPROC, memory by "
                                   f"the address-space limit)")
         try:
-            with _sandbox_cpu(self._pin):
+            with _sandbox_cpu(self._pin) as self.cpu:
                 self._process = HostProcess(argv, env=env, pass_fds=(child.fileno(),),
                                             log_path=self._dir / "host-stderr.log", cgroup_procs=procs)
         except OSError as exc:
@@ -1026,6 +1051,11 @@ class ProblemHandle:
         crashes, the calls after it in the batch are not made (they fail with the same reason)."""
         if not calls:
             return []
+        with _on_cpu(self.run.host.cpu):
+            return self._call_many(calls)
+
+    def _call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]]) \
+            -> list[CallResult | StudentCodeError]:
         first = calls[0][0]
         try:
             chan = self._ensure(first)
