@@ -20,6 +20,7 @@ the notebook is run again without it (within limits.total_seconds).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import math
 import os
@@ -71,6 +72,7 @@ REPLY_HEADER = 4 * 2**20       # the non-array part of a reply (numbers in lists
 CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, max_items=100_000)
 ENV_PASS_THROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 CGROUP_PREFIX = "autograder-"
+CPU_LOCK_NAME = "autograder-sandbox-cpu.lock"   # in the temp folder: one sandbox starts (and picks a CPU) at a time
 
 
 class SandboxUnavailable(CourseError):
@@ -272,10 +274,13 @@ def _sandbox_cpu(pin: bool) -> Iterator[int | None]:
     thread's own affinity is changed, and it is put back at once. Yields the CPU (None: not held)."""
     allowed: set[int] | None = None
     cpu: int | None = None
+    lock: int | None = None
     if pin:
         with contextlib.suppress(OSError, AttributeError):
             allowed = os.sched_getaffinity(0)
-            cpu = _quietest_cpu(allowed) if len(allowed) > 1 else None
+            if len(allowed) > 1:
+                lock = _lock_cpu_choice()
+                cpu = _quietest_cpu(allowed)
             if cpu is not None:
                 os.sched_setaffinity(0, {cpu})
             else:
@@ -285,6 +290,28 @@ def _sandbox_cpu(pin: bool) -> Iterator[int | None]:
     finally:
         if allowed is not None:
             os.sched_setaffinity(0, allowed)
+        if lock is not None:
+            os.close(lock)          # releases the lock: the new sandbox is now counted
+
+
+def _lock_cpu_choice() -> int | None:
+    """An exclusive lock on a file shared by every grader on this machine, held while a CPU is
+    chosen and the sandbox started on it, so that two workers starting together see each other's
+    choice. None (no lock) when the file cannot be opened. The descriptor is not inherited."""
+    path = os.path.join(tempfile.gettempdir(), CPU_LOCK_NAME)
+    try:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 @contextlib.contextmanager
