@@ -80,6 +80,7 @@ class Catalogue:
         self._confirmation_calls: dict[str, Calls] = {}
         self._confirmation_outputs: dict[tuple[str, int], np.ndarray | None] = {}
         self._memo: dict[tuple[Any, ...], Any] | None = None     # `shared` helpers' results during a match
+        self._variants: dict[str, tuple[Mistake, ...]] = {}          # for_problem's answers until the next add
 
     def add(self, id: str, *, hint: str, variant: Callable[..., Any] | None = None, stage: bool = False) -> Mistake:
         if id in self._mistakes:
@@ -88,6 +89,7 @@ class Catalogue:
             raise ValueError(f"mistake id {id!r} must read <problem>.<name>")
         m = Mistake(id=id, hint=" ".join(hint.split()), variant=variant, stage=stage)
         self._mistakes[id] = m
+        self._variants.clear()
         return m
 
     def mistake(self, id: str, *, hint: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -178,7 +180,11 @@ class Catalogue:
         return len(self._mistakes)
 
     def for_problem(self, problem: str) -> tuple[Mistake, ...]:
-        return tuple(m for m in self._mistakes.values() if m.problem == problem and m.variant is not None)
+        variants = self._variants.get(problem)
+        if variants is None:
+            variants = self._variants[problem] = tuple(m for m in self._mistakes.values()
+                                                       if m.problem == problem and m.variant is not None)
+        return variants
 
     def match(self, problem: str, args: Args, kwargs: Kwargs, actual: Any, *,
               rtol: float, atol: float, student: Callable[[int], Any] | None = None) -> tuple[Mistake, ...]:

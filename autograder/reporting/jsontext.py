@@ -24,15 +24,16 @@ class _Unusual(Exception):
     """A value this encoder leaves to json.dumps."""
 
 
-def dumps_indented(doc: Any, indent: int = 2) -> str:
-    """`json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False)`, character for character."""
+def dumps_indented(doc: Any, indent: int = 2, *, sort_keys: bool = False) -> str:
+    """`json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False, sort_keys=sort_keys)`,
+    character for character."""
     try:
-        return _value(doc, "\n", " " * indent)
+        return _value(doc, "\n", " " * indent, sort_keys)
     except (_Unusual, RecursionError):
-        return json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False)
+        return json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False, sort_keys=sort_keys)
 
 
-def _value(value: Any, newline: str, step: str) -> str:
+def _value(value: Any, newline: str, step: str, sort_keys: bool) -> str:
     """`value` encoded; `newline` is the line break plus the indent of the line it starts on."""
     kind = type(value)
     if kind is str:
@@ -42,16 +43,17 @@ def _value(value: Any, newline: str, step: str) -> str:
             return "{}"
         inner = newline + step
         parts = []
-        for key, item in value.items():
+        for key, item in (sorted(value.items()) if sort_keys else value.items()):
             if type(key) is not str:
                 raise _Unusual
-            parts.append(_string(key) + ": " + _value(item, inner, step))
+            parts.append(_string(key) + ": " + _value(item, inner, step, sort_keys))
         return "{" + inner + ("," + inner).join(parts) + newline + "}"
     if kind is list or kind is tuple:
         if not value:
             return "[]"
         inner = newline + step
-        return "[" + inner + ("," + inner).join([_value(item, inner, step) for item in value]) + newline + "]"
+        items = [_value(item, inner, step, sort_keys) for item in value]
+        return "[" + inner + ("," + inner).join(items) + newline + "]"
     if kind is float:
         if value != value or value == _INF or value == -_INF:
             raise _Unusual
