@@ -50,13 +50,15 @@ def clip_notes(notes: tuple[str, ...], count: int = MAX_NOTES, chars: int = NOTE
 
 def _bound_test(t: TestResult) -> TestResult:
     diagnoses = tuple(clip(d, NAME_CHARS) for d in t.diagnoses[:MAX_DIAGNOSES])
-    bounded = {"name": clip(t.name, NAME_CHARS), "problem": clip(t.problem, NAME_CHARS),
-               "output": clip(t.output, OUTPUT_CHARS), "description": clip(t.description, DESCRIPTION_CHARS),
-               "diagnoses": diagnoses, "hints": tuple(clip(h, HINT_CHARS) for h in t.hints[:len(diagnoses)]),
-               "detail": clip(t.detail, DETAIL_CHARS)}
-    if all(value == getattr(t, field) for field, value in bounded.items()):
+    name, problem = clip(t.name, NAME_CHARS), clip(t.problem, NAME_CHARS)
+    output, description = clip(t.output, OUTPUT_CHARS), clip(t.description, DESCRIPTION_CHARS)
+    hints = tuple(clip(h, HINT_CHARS) for h in t.hints[:len(diagnoses)])
+    detail = clip(t.detail, DETAIL_CHARS)
+    if (name, problem, output, description, diagnoses, hints, detail) == \
+            (t.name, t.problem, t.output, t.description, t.diagnoses, t.hints, t.detail):
         return t                                # already within every cap (the usual test)
-    return dataclasses.replace(t, **bounded)
+    return dataclasses.replace(t, name=name, problem=problem, output=output, description=description,
+                               diagnoses=diagnoses, hints=hints, detail=detail)
 
 
 def bound_result(result: SubmissionResult) -> SubmissionResult:
