@@ -202,6 +202,7 @@ class Expect:
             if isinstance(value, StudentCodeError):
                 raise value
             return value
+        output.known = lambda i: (name, i) in self.confirmations     # type: ignore[attr-defined]
         return output
 
     def localise(self, name: str) -> tuple[Mistake, ...]:

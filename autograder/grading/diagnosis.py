@@ -80,6 +80,7 @@ class Catalogue:
         self._confirmation_calls: dict[str, Calls] = {}
         self._confirmation_outputs: dict[tuple[str, int], np.ndarray | None] = {}
         self._memo: dict[tuple[Any, ...], Any] | None = None     # `shared` helpers' results during a match
+        self._variants: dict[str, tuple[Mistake, ...]] = {}          # for_problem's answers until the next add
 
     def add(self, id: str, *, hint: str, variant: Callable[..., Any] | None = None, stage: bool = False) -> Mistake:
         if id in self._mistakes:
@@ -88,6 +89,7 @@ class Catalogue:
             raise ValueError(f"mistake id {id!r} must read <problem>.<name>")
         m = Mistake(id=id, hint=" ".join(hint.split()), variant=variant, stage=stage)
         self._mistakes[id] = m
+        self._variants.clear()
         return m
 
     def mistake(self, id: str, *, hint: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -178,34 +180,48 @@ class Catalogue:
         return len(self._mistakes)
 
     def for_problem(self, problem: str) -> tuple[Mistake, ...]:
-        return tuple(m for m in self._mistakes.values() if m.problem == problem and m.variant is not None)
+        variants = self._variants.get(problem)
+        if variants is None:
+            variants = self._variants[problem] = tuple(m for m in self._mistakes.values()
+                                                       if m.problem == problem and m.variant is not None)
+        return variants
 
     def match(self, problem: str, args: Args, kwargs: Kwargs, actual: Any, *,
               rtol: float, atol: float, student: Callable[[int], Any] | None = None) -> tuple[Mistake, ...]:
         """Every variant for `problem` whose output on (args, kwargs) matches `actual`. With `student`
         (the student's output on the problem's i-th confirmation call, raising if it fails), a variant
-        must also match the student on every confirmation call."""
+        must also match the student on every confirmation call. `student.known(i)`, when `student`
+        has it, tells whether the i-th output is at hand without calling the student's function."""
         if not isinstance(actual, np.ndarray) and not isinstance(actual, (int, float, np.number)):
             return ()
+        variants = self.for_problem(problem)
+        known = getattr(student, "known", None)
+        if student is not None and known is not None and variants:
+            calls = self.confirmation_calls(problem)
+            if all(known(i) for i in range(len(calls))):
+                # The student's outputs on the confirmation calls are at hand already (an earlier
+                # check of this submission asked for them): a variant they rule out could not be
+                # named below, so it is not run on this check's inputs at all.
+                variants = tuple(m for m in variants if self._confirmed(m, calls, student, rtol=rtol, atol=atol))
         self._memo = {}
         try:
-            found = [m for m in self.for_problem(problem)
+            found = [m for m in variants
                      if _variant_agrees(_variant_output(m, args, kwargs), np.asarray(actual), rtol=rtol, atol=atol)]
         finally:
             self._memo = None
         if student is not None and found:
             calls = self.confirmation_calls(problem)
-            confirmed = []
-            for m in found:
-                try:
-                    if all(_variant_agrees(self._confirmation_output(m, i, a, k), np.asarray(student(i)),
-                                           rtol=rtol, atol=atol)
-                           for i, (a, k) in enumerate(calls)):
-                        confirmed.append(m)
-                except Exception:  # noqa: BLE001 - the student's function failed on a confirmation input
-                    continue
-            found = confirmed
+            found = [m for m in found if self._confirmed(m, calls, student, rtol=rtol, atol=atol)]
         return tuple(found)
+
+    def _confirmed(self, m: Mistake, calls: Calls, student: Callable[[int], Any], *, rtol: float, atol: float) -> bool:
+        """The variant reproduces the student's function on every confirmation call."""
+        try:
+            return all(_variant_agrees(self._confirmation_output(m, i, a, k), np.asarray(student(i)),
+                                       rtol=rtol, atol=atol)
+                       for i, (a, k) in enumerate(calls))
+        except Exception:  # noqa: BLE001 - the student's function failed on a confirmation input
+            return False
 
     def _confirmation_output(self, m: Mistake, i: int, args: Args, kwargs: Kwargs) -> np.ndarray | None:
         """The variant's output on its problem's i-th confirmation call: the inputs are fixed, so

@@ -141,6 +141,9 @@ class SubmissionResult:
 
 # --------------------------------------------------------------------------- plain data
 
+_TEST_FIELDS = tuple(f.name for f in dataclasses.fields(TestResult))
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
@@ -161,9 +164,15 @@ def result_to_dict(result: SubmissionResult) -> dict[str, Any]:
             continue
         value = getattr(result, f.name)
         if f.name == "tests":
-            value = [{g.name: _plain(getattr(t, g.name)) for g in dataclasses.fields(t)} for t in value]
+            value = [_test_to_dict(t) for t in value]
         out[f.name] = _plain(value)
     return out
+
+
+def _test_to_dict(test: TestResult) -> dict[str, Any]:
+    if type(test) is not TestResult:
+        return {g.name: _plain(getattr(test, g.name)) for g in dataclasses.fields(test)}
+    return {name: _plain(getattr(test, name)) for name in _TEST_FIELDS}
 
 
 def result_from_dict(data: dict[str, Any]) -> SubmissionResult:

@@ -27,11 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from nbformat.v4 import nbjson, rwbase
+from traitlets.log import get_logger
 
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
 
 from .digest import Check, FailureGroup, ProblemDigest, digest_problems
+from .jsontext import dumps_indented
 from .results_json import atomic_write_text, format_points, misconception_name, student_error
 
 OUTPUT_NAME = "course autograde"      # `ename` of our error outputs: what produced them
@@ -212,6 +215,25 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
     return tuple(annotated), tuple(restored)
 
 
+def _notebook_text(nb: Any) -> str:
+    """`nbformat.writes(nb)` for a version-4 notebook that is written once and then dropped: validated
+    (and an invalid one logged) the same way, its text split into lines and transient metadata
+    removed as nbformat's writer does, but in place rather than on a deep copy, and the JSON (sorted
+    keys, indent 1) written by jsontext. A notebook of another version, or holding values plain
+    JSON does not (bytes), is left to nbformat's own writer."""
+    if nb.get("nbformat") != 4:
+        return str(nbformat.writes(nb))
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as exc:
+        get_logger().error("Notebook JSON is invalid: %s", exc)
+    nb = rwbase.strip_transient(rwbase.split_lines(nb))
+    try:
+        return dumps_indented(nb, 1, sort_keys=True)
+    except (TypeError, ValueError):              # bytes, NaN: nbformat's writer takes them
+        return str(nbjson.writes(nb))            # the same text: splitting and stripping again change nothing
+
+
 def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder: str | Path,
                         release_dir: str | Path | None = None) -> tuple[AnnotationReport, ...]:
     """Annotate the grade cells of every notebook of `assignment` in `folder` (autograded/<student>/<assignment>/).
@@ -240,7 +262,7 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
             released = _released_notebook(Path(release_dir) / name)
         annotated, restored = annotate_notebook(nb, result, problems, released)
         try:
-            text = nbformat.writes(nb)
+            text = _notebook_text(nb)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             reports.append(AnnotationReport(None, skipped=f"{path.name}: not annotated ({type(exc).__name__})"))
             continue

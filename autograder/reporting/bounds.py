@@ -34,6 +34,8 @@ def clip(text: str, limit: int) -> str:
     (which JSON can carry but UTF-8 cannot) become '?'."""
     if len(text) > limit:
         text = text[: max(0, limit - len(ELLIPSIS))] + ELLIPSIS
+    if text.isascii():                          # nothing to replace: the common case, kept cheap
+        return text
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
@@ -48,11 +50,15 @@ def clip_notes(notes: tuple[str, ...], count: int = MAX_NOTES, chars: int = NOTE
 
 def _bound_test(t: TestResult) -> TestResult:
     diagnoses = tuple(clip(d, NAME_CHARS) for d in t.diagnoses[:MAX_DIAGNOSES])
-    return dataclasses.replace(
-        t, name=clip(t.name, NAME_CHARS), problem=clip(t.problem, NAME_CHARS),
-        output=clip(t.output, OUTPUT_CHARS), description=clip(t.description, DESCRIPTION_CHARS),
-        diagnoses=diagnoses, hints=tuple(clip(h, HINT_CHARS) for h in t.hints[:len(diagnoses)]),
-        detail=clip(t.detail, DETAIL_CHARS))
+    name, problem = clip(t.name, NAME_CHARS), clip(t.problem, NAME_CHARS)
+    output, description = clip(t.output, OUTPUT_CHARS), clip(t.description, DESCRIPTION_CHARS)
+    hints = tuple(clip(h, HINT_CHARS) for h in t.hints[:len(diagnoses)])
+    detail = clip(t.detail, DETAIL_CHARS)
+    if (name, problem, output, description, diagnoses, hints, detail) == \
+            (t.name, t.problem, t.output, t.description, t.diagnoses, t.hints, t.detail):
+        return t                                # already within every cap (the usual test)
+    return dataclasses.replace(t, name=name, problem=problem, output=output, description=description,
+                               diagnoses=diagnoses, hints=hints, detail=detail)
 
 
 def bound_result(result: SubmissionResult) -> SubmissionResult:

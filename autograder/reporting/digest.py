@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from autograder.grading.results import SubmissionResult, TestResult
@@ -66,7 +67,7 @@ class Case:
     label: str            # parameters, "" for an unparametrised test
     test: TestResult
 
-    @property
+    @cached_property          # asked for again and again while a page is rendered: worked out once
     def state(self) -> CheckKind:
         return case_state(self.test)
 
@@ -78,7 +79,7 @@ class Check:
     description: str
     cases: tuple[Case, ...]
 
-    @property
+    @cached_property
     def kind(self) -> CheckKind:
         states = {c.state for c in self.cases}
         for kind in ("failed", "not_graded", "advice"):
@@ -101,7 +102,7 @@ class Check:
     def max_score(self) -> float:
         return round(sum(c.test.max_score for c in self.cases), 6)
 
-    @property
+    @cached_property
     def messages(self) -> tuple[str, ...]:
         """The distinct messages of the cases that did not pass, in order."""
         seen: dict[str, None] = {}
@@ -139,7 +140,14 @@ class ProblemDigest:
     checks: tuple[Check, ...]
 
     def of_kind(self, kind: CheckKind) -> tuple[Check, ...]:
-        return tuple(c for c in self.checks if c.kind == kind)
+        return self._by_kind.get(kind, ())
+
+    @cached_property
+    def _by_kind(self) -> dict[CheckKind, tuple[Check, ...]]:
+        kinds: dict[CheckKind, list[Check]] = {}
+        for c in self.checks:
+            kinds.setdefault(c.kind, []).append(c)
+        return {kind: tuple(checks) for kind, checks in kinds.items()}
 
     @property
     def failures(self) -> tuple[FailureGroup, ...]:
@@ -160,7 +168,15 @@ class ProblemDigest:
 
     def count(self, state: CheckKind) -> int:
         """How many cases (results.json's tests) are in `state`."""
-        return sum(c.state == state for check in self.checks for c in check.cases)
+        return self._counts.get(state, 0)
+
+    @cached_property
+    def _counts(self) -> dict[CheckKind, int]:
+        counts: dict[CheckKind, int] = {}
+        for check in self.checks:
+            for c in check.cases:
+                counts[c.state] = counts.get(c.state, 0) + 1
+        return counts
 
     @property
     def graded_cases(self) -> int:

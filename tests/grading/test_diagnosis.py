@@ -111,3 +111,36 @@ def test_a_shared_helper_runs_once_per_match_on_the_same_inputs():
     np.testing.assert_array_equal(centred(x), x - x.mean(axis=-1, keepdims=True))
     centred(x)
     assert len(calls) == 6
+
+
+def test_variants_the_students_confirmation_outputs_rule_out_are_not_run_when_those_are_at_hand():
+    """Once the student's confirmation outputs are known, is a variant they rule out skipped on a
+    check's inputs, with the same matches as when they are not known yet?"""
+    runs: list[str] = []
+
+    def variant(name, fn):
+        def run(x):
+            runs.append(name)
+            return fn(x)
+        return run
+
+    cat = Catalogue()
+    cat.add("f.double", hint="Doubled.", variant=variant("double", lambda x: 2 * x))
+    cat.add("f.plus", hint="Shifted.", variant=variant("plus", lambda x: x + 3.0))   # equals 2x at x = 3
+    cat.confirm_with("f", lambda: [((np.array([1.0, 2.0]),), {})])
+    student_outputs = {0: np.array([2.0, 4.0])}                  # the student doubles
+
+    def student(i):
+        return student_outputs[i]
+
+    x = np.array([3.0, 3.0])
+    unknown = cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9, student=student)
+    student.known = lambda i: i in student_outputs
+    runs.clear()
+    known = cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9, student=student)
+    assert [m.id for m in unknown] == [m.id for m in known] == ["f.double"]
+    assert runs == ["double"]                                     # "plus" was ruled out before running
+    student.known = lambda i: False
+    runs.clear()
+    assert cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9, student=student) == known
+    assert runs == ["double", "plus"]

@@ -1,0 +1,69 @@
+"""Indented JSON text, the same characters as `json.dumps(doc, indent=n, ensure_ascii=False,
+allow_nan=False)`, in a fraction of its time.
+
+On Python 3.11, `json.dumps` with an indent runs the encoder written in Python (a generator per
+nested value); results.json holds a few thousand values, so that costs more than everything else
+in writing it. Here strings go through the C string encoder the json module itself uses, and the
+nesting is joined directly. Anything this does not spell out (keys that are not strings, values
+that are not str/int/float/bool/None/list/tuple/dict, NaN or infinity) is handed to `json.dumps`,
+which then gives its own text or its own error.
+"""
+from __future__ import annotations
+
+import json
+import json.encoder
+from typing import Any
+
+_string = json.encoder.encode_basestring     # the C function when available, as json.dumps uses
+_float_repr = float.__repr__
+_int_repr = int.__repr__
+_INF = float("inf")
+
+
+class _Unusual(Exception):
+    """A value this encoder leaves to json.dumps."""
+
+
+def dumps_indented(doc: Any, indent: int = 2, *, sort_keys: bool = False) -> str:
+    """`json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False, sort_keys=sort_keys)`,
+    character for character."""
+    try:
+        return _value(doc, "\n", " " * indent, sort_keys)
+    except (_Unusual, RecursionError):
+        return json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False, sort_keys=sort_keys)
+
+
+def _value(value: Any, newline: str, step: str, sort_keys: bool) -> str:
+    """`value` encoded; `newline` is the line break plus the indent of the line it starts on."""
+    kind = type(value)
+    if kind is str:
+        return _string(value)
+    if kind is dict:
+        if not value:
+            return "{}"
+        inner = newline + step
+        parts = []
+        for key, item in (sorted(value.items()) if sort_keys else value.items()):
+            if type(key) is not str:
+                raise _Unusual
+            parts.append(_string(key) + ": " + _value(item, inner, step, sort_keys))
+        return "{" + inner + ("," + inner).join(parts) + newline + "}"
+    if kind is list or kind is tuple:
+        if not value:
+            return "[]"
+        inner = newline + step
+        items = [_value(item, inner, step, sort_keys) for item in value]
+        return "[" + inner + ("," + inner).join(items) + newline + "]"
+    if kind is float:
+        if value != value or value == _INF or value == -_INF:
+            raise _Unusual
+        return _float_repr(value)
+    if kind is int:
+        return _int_repr(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    raise _Unusual                            # subclasses and every other type: json.dumps decides
