@@ -442,3 +442,13 @@ def test_a_notebook_of_many_cells_is_sent_in_chunks_and_runs_in_order(submit):
     statuses = [c.status for c in run.report.cells]
     assert statuses.count("ok") == 2500 and statuses[2100] == "timeout"
     assert run.problem("p").call("last").value == 2499
+
+
+def test_numpys_global_random_state_is_fresh_in_every_submission(submit):
+    """With numpy.random imported once in the zygote, does each submission still start from its
+    own random state (as a first import would give it), and generators seeded alike agree?"""
+    source = ("import numpy as np\n"
+              "def draw():\n    return [float(np.random.rand()), float(np.random.default_rng(3).random())]")
+    first = submit([source]).problem("p").call("draw").value
+    second = submit([source]).problem("p").call("draw").value
+    assert first[0] != second[0] and first[1] == second[1]
