@@ -2,6 +2,7 @@
 template, the per-submission budget, caps on what comes back, batched calls, clean-up."""
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -452,3 +453,38 @@ def test_numpys_global_random_state_is_fresh_in_every_submission(submit):
     first = submit([source]).problem("p").call("draw").value
     second = submit([source]).problem("p").call("draw").value
     assert first[0] != second[0] and first[1] == second[1]
+
+
+def test_a_batch_gets_each_next_submissions_processes_started_ahead():
+    """From a host's second submission on, are the next submission's processes started while it is
+    graded, used by the next one, and replaced when its limits differ or they died meanwhile?"""
+    source = ["def f():\n    return 41 + 1"]
+    with SandboxHost() as h:
+        h.start()
+        for _ in range(2):
+            with h.submission(cells(*source), FAST) as run:
+                assert run.problem("p").call("f").value == 42
+        spare = h._spare
+        assert spare is not None                      # started for the third submission
+        with h.submission(cells(*source), FAST) as run:
+            assert run.sid == spare.sid and run.problem("p").call("f").value == 42
+        other = Limits(cell_seconds=2.0, total_seconds=20.0, call_seconds=2.0, memory_mb=768,
+                       submission_seconds=60.0)
+        spare = h._spare
+        with h.submission(cells(*source), other) as run:      # other limits: started afresh
+            assert run.sid != spare.sid and run.problem("p").call("f").value == 42
+        spare = h._spare
+        assert spare is not None
+        spare.sup.shutdown(socket.SHUT_RDWR)                # its supervisor ends: the next one starts afresh
+        with h.submission(cells(*source), other) as run:
+            assert run.sid != spare.sid and run.problem("p").call("f").value == 42
+            assert run.report.state == "ok"
+
+
+def test_a_single_submission_starts_nothing_ahead():
+    """Does a host that graded one submission leave nothing running for a next one?"""
+    with SandboxHost() as h:
+        h.start()
+        with h.submission(cells("x = 1"), FAST):
+            pass
+        assert h._spare is None
