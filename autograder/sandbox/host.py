@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import select
 import signal
 import socket
 import sys
@@ -463,6 +464,7 @@ class SandboxHost:
         assert self._ctl is not None
         if self._cgroup is not None:
             self._cgroup.set_memory((limits.memory_mb + 512) * 2**20)
+        ahead = spare is not None
         if spare is None:
             spare = self._request(limits)
         try:
@@ -477,7 +479,8 @@ class SandboxHost:
             raise SandboxError(f"the submission's processes could not be started: {_text(reply, 'message', 300)}")
         run = SubmissionRun(self, spare.sid, protocol.Channel(spare.sup), tuple(_cell(c) for c in cells), limits,
                             deadline if deadline is not None else time.monotonic() + limits.submission_seconds,
-                            require_layers=require_layers, first_template=protocol.Channel(spare.nb))
+                            require_layers=require_layers, first_template=protocol.Channel(spare.nb),
+                            started_ahead=ahead)
         try:
             run._start()
         except BaseException:
@@ -560,6 +563,13 @@ def _cell_messages(cells: Sequence[_Cell]) -> list[dict[str, Any]]:
     return [{"index": c.index, "label": c.label, "source": c.source} for c in cells]
 
 
+def _hung_up(fd: int) -> bool:
+    """Whether the other end of socket `fd` has closed (its process ended), without reading from it."""
+    poller = select.poll()
+    poller.register(fd, select.POLLHUP | select.POLLRDHUP)
+    return any(ev & (select.POLLHUP | select.POLLRDHUP | select.POLLERR) for _, ev in poller.poll(0))
+
+
 @dataclass(frozen=True, slots=True)
 class _Spare:
     """A submission's processes asked for: the supervisor's socket and the first template's."""
@@ -585,8 +595,9 @@ class SubmissionRun:
 
     def __init__(self, host: SandboxHost, sid: int, sup: protocol.Channel, cells: tuple[_Cell, ...],
                  limits: Limits, deadline: float, *, require_layers: bool = True,
-                 first_template: protocol.Channel | None = None):
+                 first_template: protocol.Channel | None = None, started_ahead: bool = False):
         self.host = host
+        self._started_ahead = started_ahead   # its processes were started during an earlier submission
         self.require_layers = require_layers and not host.insecure
         self.sid = sid
         self.cells = cells
@@ -732,6 +743,10 @@ class SubmissionRun:
             raise SandboxError(f"the notebook's process could not be isolated: {_text(hello, 'error', 300)}")
         if hello.get("op") != "hello":
             raise SandboxError("the notebook's process sent an unexpected first message")
+        if self._started_ahead and self._nb is not None and self._sup is not None:
+            self._started_ahead = False
+            if _hung_up(self._nb.fileno()) or _hung_up(self._sup.fileno()):
+                raise SandboxError("the processes started ahead for this submission ended before it")
         self._template_pid = hello.get("pid") if type(hello.get("pid")) is int else None
         self._template_layers = set(_texts(hello, "layers", 20, 60))
         missing = [layer for layer in isolation.REQUIRED if layer not in self.isolation]

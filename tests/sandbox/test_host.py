@@ -2,7 +2,7 @@
 template, the per-submission budget, caps on what comes back, batched calls, clean-up."""
 from __future__ import annotations
 
-import socket
+import select
 import time
 from pathlib import Path
 
@@ -475,7 +475,10 @@ def test_a_batch_gets_each_next_submissions_processes_started_ahead():
             assert run.sid != spare.sid and run.problem("p").call("f").value == 42
         spare = h._spare
         assert spare is not None
-        spare.sup.shutdown(socket.SHUT_RDWR)                # its supervisor ends: the next one starts afresh
+        h._kill_submission(spare.sid)                       # its processes end: the next one starts afresh
+        poller = select.poll()
+        poller.register(spare.nb, select.POLLHUP | select.POLLRDHUP)
+        assert poller.poll(30_000), "the killed template's socket was not closed"
         with h.submission(cells(*source), other) as run:
             assert run.sid != spare.sid and run.problem("p").call("f").value == 42
             assert run.report.state == "ok"
