@@ -126,7 +126,7 @@ def test_run_notebooks_leaves_out_unchanged_released_cells_nothing_graded_reads(
     released = engine.released_cells(c, a)
     assert set(released) == {NB} and "double" in released[NB].grader_names
     for source, runs in ((check, [0]), (check + "\n", [0, 1])):
-        folder = tmp_path / "submitted" / "ada" / "hw"
+        folder = layout.submission("ada", "hw")
         folder.mkdir(parents=True, exist_ok=True)
         (folder / NB).write_text(notebook(answer, (source, {})))
         host = FakeHost()
