@@ -23,11 +23,13 @@ import itertools
 import math
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,6 +251,7 @@ class SandboxHost:
         self._ctl: protocol.Channel | None = None
         self._cgroup: isolation.Cgroup | None = None
         self._dir: Path | None = None
+        self._dir_finalizer: Any = None   # removes the folder at exit if close() is never called
         self._host_layers: tuple[str, ...] = ()
         self._problems: list[str] = []
         self._kills = 0                 # "kill" requests whose answers are not read yet
@@ -287,9 +290,9 @@ class SandboxHost:
         self._closed = True
         self._stop()
         if self._dir is not None:
-            for f in self._dir.iterdir():
-                f.unlink(missing_ok=True)
-            self._dir.rmdir()
+            if self._dir_finalizer is not None:
+                self._dir_finalizer.detach()
+            shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
     def _stop(self) -> None:
@@ -312,7 +315,10 @@ class SandboxHost:
         self._problems = []
         layers: list[str] = []
         if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="autograder-host-"))
+            isolation.remove_stale_host_dirs()        # those of hosts whose process was killed
+            self._dir = Path(tempfile.mkdtemp(prefix=isolation.host_dir_prefix()))
+            # a host never closed: its folder goes when this process exits normally
+            self._dir_finalizer = weakref.finalize(self, shutil.rmtree, str(self._dir), True)
         as_root = os.geteuid() == 0
         parent, child = socket.socketpair()
         zygote_args = [isolation.sandbox_python(), "-S", "-s", "-P", "-m", "autograder.sandbox.zygote",

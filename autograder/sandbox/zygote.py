@@ -26,6 +26,7 @@ namespace and drops to that unprivileged uid, group list and capabilities includ
 """
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import select
@@ -49,6 +50,7 @@ SWEEP_ROUNDS = 500
 # template forks problem processes with these.
 _fork, _waitpid, _exit, _close, _chdir = os.fork, os.waitpid, os._exit, os.close, os.chdir
 _open, _dup2, _closerange, _environ = os.open, os.dup2, os.closerange, os.environ
+_gc_freeze = gc.freeze
 
 
 def _drop_privileges(uid: int) -> None:
@@ -62,22 +64,29 @@ def _drop_privileges(uid: int) -> None:
         raise OSError("the uid did not change")
 
 
-def _descendants(root: int) -> dict[int, str]:
-    """pid -> state of every process below `root` (read from /proc)."""
+def _descendants(root: int) -> dict[int, tuple[str, int]]:
+    """pid -> (state, parent pid) of every process below `root` (read from /proc)."""
     parent: dict[int, int] = {}
     state: dict[int, str] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/stat") as f:
-                text = f.read()
+            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
         except OSError:
             continue
-        fields = text[text.rindex(")") + 2:].split()
+        try:
+            text = os.read(fd, 4096)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        fields = text[text.rindex(b")") + 2:].split(None, 2)
+        if len(fields) < 2:
+            continue
         pid = int(name)
         parent[pid] = int(fields[1])
-        state[pid] = fields[0]
+        state[pid] = fields[0].decode("ascii", "replace")
     out = {}
     for pid in parent:
         p, hops = pid, 0
@@ -85,7 +94,7 @@ def _descendants(root: int) -> dict[int, str]:
             p = parent[p]
             hops += 1
             if p == root:
-                out[pid] = state[pid]
+                out[pid] = (state[pid], parent[pid])
                 break
     return out
 
@@ -346,6 +355,7 @@ class Supervisor:
         self.first_template = first_template       # socket for a template to start without being asked
         self.exits: dict[int, int] = {}             # pid -> returncode of children reaped here
         self.frozen = False
+        self.lingering = False                      # a process signalled by the last sweep may not have ended yet
         self.dirs_made: list[str] = []
         scratch_mb = int(self.limits.get("scratch_mb", 64))
         self.tmpfs_options = f"size={scratch_mb}m,mode=0700,nr_inodes=4096"
@@ -401,33 +411,45 @@ class Supervisor:
             if pid == self.template:
                 self.template = None
 
-    def _sweep(self, keep: set[int]) -> tuple[int, bool]:
+    def _sweep(self, keep: set[int], *, linger: int = 0) -> tuple[int, bool]:
         """SIGKILL every process below this one except `keep`, until none is left.
+        With `linger`, up to that many children of the template (problem processes) signalled
+        here may still be on their way out when this returns (a process with SIGKILL pending
+        runs no more code, and one that was about to start a child is caught by the next look);
+        any other process is waited for. Sets `self.lingering` to whether one may still be on
+        its way out.
         Returns (processes signalled, whether the submission is clean)."""
         me = os.getpid()
-        killed = 0
+        killed: set[int] = set()
         for round_ in range(SWEEP_ROUNDS):
-            live = [pid for pid, st in _descendants(me).items() if pid not in keep and st not in ("Z", "X")]
-            if not live:
-                return killed, True
+            found = _descendants(me)
+            live = [pid for pid, (st, _) in found.items() if pid not in keep and st not in ("Z", "X")]
+            new = [pid for pid in live if pid not in killed]
+            may_linger = len(live) <= linger and all(found[pid][1] == self.template for pid in live)
+            if not live or (not new and may_linger):
+                self.lingering = bool(live)
+                return len(killed), True
             handles = []
             for pid in live:
-                handle = _pidfd(pid)
+                handle = None if may_linger else _pidfd(pid)
                 try:
                     os.kill(pid, signal.SIGKILL)
-                    killed += 1
+                    killed.add(pid)
                 except ProcessLookupError:
                     pass
                 if handle is not None:
                     handles.append(handle)
             self._reap()
+            if may_linger:                          # look once more, without waiting
+                continue
             if len(handles) == len(live):   # wait until each has ended, then look again for any it started
                 _wait_ended(handles, 0.05 if round_ < 20 else 0.5)
             else:
                 for handle in handles:
                     os.close(handle)
                 time.sleep(0.0001 if round_ < 20 else 0.005)   # a killed process turns zombie within microseconds
-        return killed, False
+        self.lingering = True
+        return len(killed), False
 
     # ---- requests
     def serve(self) -> int:
@@ -450,7 +472,7 @@ class Supervisor:
             elif op == "clean":
                 self._reap()
                 exits = dict(self.exits)
-                killed, clean = self._sweep({self.template} if self.template else set())
+                killed, clean = self._sweep({self.template} if self.template else set(), linger=1)
                 frozen = self._freeze() if not self.frozen else True
                 fresh = self._reset_problem_dir()
                 chan.send({"op": "clean", "killed": killed, "clean": clean and fresh, "frozen": frozen,
@@ -488,8 +510,12 @@ class Supervisor:
             return False
 
     def _reset_problem_dir(self) -> bool:
-        """A fresh, empty writable folder for the next problem."""
+        """A fresh, empty writable folder for the next problem (left as it is when it is still
+        as fresh, empty, ours, mode 0700, and no process that could still write to it is on its
+        way out)."""
         if self.isolated:
+            if not self.lingering and self._problem_dir_untouched():
+                return True
             try:
                 linux.umount(self.problem_dir)
                 linux.mount("tmpfs", self.problem_dir, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
@@ -505,6 +531,14 @@ class Supervisor:
         except OSError:
             return False
         return True
+
+    def _problem_dir_untouched(self) -> bool:
+        try:
+            st = os.stat(self.problem_dir)
+            return (st.st_mode & 0o7777 == 0o700 and st.st_uid == os.getuid() and st.st_gid == os.getgid()
+                    and not os.listdir(self.problem_dir))
+        except OSError:
+            return False
 
     def _start_template(self, nb_fd: int) -> None:
         pid = os.fork()
@@ -615,6 +649,10 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
                 _exit(code)
         _close(fd)
 
+    # Every object the notebook left is moved out of the collector's reach: a collection in a
+    # problem process then walks only what that process made, instead of writing to (and so
+    # copying) every page of the inherited heap.
+    _gc_freeze()
     runner.serve_forks(fork, reap)
     return 0
 
@@ -634,6 +672,7 @@ def main(argv: list[str]) -> int:
 
     from autograder.sandbox import child, protocol  # noqa: F401
 
+    gc.freeze()                                   # the same for every fork of this process
     chan = protocol.Channel.from_fd(fd)
     config = chan.recv(trusted=False)
     if config.get("op") != "config":

@@ -2,7 +2,9 @@
 template, the per-submission budget, caps on what comes back, batched calls, clean-up."""
 from __future__ import annotations
 
+import os
 import select
+import sys
 import time
 from pathlib import Path
 
@@ -491,3 +493,30 @@ def test_a_single_submission_starts_nothing_ahead():
         with h.submission(cells("x = 1"), FAST):
             pass
         assert h._spare is None
+
+
+def test_the_folder_of_a_killed_grader_is_swept_by_the_next_host(tmp_path):
+    """When a grader holding a started host is killed (no close), or exits without closing it,
+    is no host folder left once the next host starts?"""
+    import subprocess
+
+    script = ("import os, sys, time\n"
+              "from autograder.sandbox.host import SandboxHost\n"
+              "h = SandboxHost()\n"
+              "h.start()\n"
+              "print(h._dir, flush=True)\n"
+              "if sys.argv[1] == 'wait':\n"
+              "    time.sleep(600)\n")
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    killed = subprocess.Popen([sys.executable, "-c", script, "wait"], stdout=subprocess.PIPE, env=env, text=True)
+    left = Path(killed.stdout.readline().strip())
+    assert left.parent == tmp_path and left.is_dir()
+    killed.kill()
+    killed.wait()
+    assert left.is_dir()                                  # nobody removed it: the process was killed
+    ended = subprocess.run([sys.executable, "-c", script, "exit"], capture_output=True, env=env, text=True,
+                           timeout=300)
+    assert ended.returncode == 0, ended.stderr[-2000:]
+    assert not Path(ended.stdout.strip()).exists()        # never closed: removed when its process exited
+    assert not left.exists()                              # the killed one's: swept when that host started
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("autograder-host-")] == []

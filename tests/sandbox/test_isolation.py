@@ -431,3 +431,47 @@ def test_ordinary_student_code_is_not_caught_by_the_filter(submit):
     run = submit([ORDINARY])
     assert run.report.cell(1).status == "ok", run.report.cell(1).message
     assert run.problem("p").call("work").value == (True, True, True, 36)
+
+
+# --------------------------------------------------------------------------- host folders left behind
+
+def _host_dir(base: Path, name: str) -> Path:
+    d = base / name
+    d.mkdir()
+    (d / "host-stderr.log").write_text("zygote said something")
+    return d
+
+
+def test_host_folders_of_ended_processes_are_swept_and_live_ones_kept(tmp_path):
+    """Are the folders of hosts whose process ended (or whose pid now names another process)
+    removed, while those of running processes, of other names and links are left alone?"""
+    import subprocess
+    import sys
+
+    ended = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    started = isolation.process_start(ended.pid)
+    assert started is not None
+    ended.kill()
+    ended.wait()
+    me, mine = os.getpid(), isolation.process_start(os.getpid())
+    gone = _host_dir(tmp_path, f"autograder-host-{ended.pid}-{started}-abc")
+    reused = _host_dir(tmp_path, f"autograder-host-{me}-{int(mine) + 1}-abc")
+    live = _host_dir(tmp_path, f"autograder-host-{me}-{mine}-abc")
+    recent_legacy = _host_dir(tmp_path, "autograder-host-k2j3h4l5")
+    old_legacy = _host_dir(tmp_path, "autograder-host-q9w8e7r6")
+    os.utime(old_legacy, (0, 0))
+    other = _host_dir(tmp_path, "something-else")
+    target = _host_dir(tmp_path, "target")
+    link = tmp_path / f"autograder-host-{ended.pid}-{started}-link"
+    link.symlink_to(target)
+
+    assert isolation.remove_stale_host_dirs(str(tmp_path)) == 3
+    assert not gone.exists() and not reused.exists() and not old_legacy.exists()
+    assert live.exists() and recent_legacy.exists() and other.exists()
+    assert link.is_symlink() and (target / "host-stderr.log").exists()
+
+
+def test_a_host_names_its_folder_after_its_process():
+    """Does a host's folder name carry its process's pid and start time (what the sweep reads)?"""
+    prefix = isolation.host_dir_prefix()
+    assert prefix == f"autograder-host-{os.getpid()}-{isolation.process_start(os.getpid())}-"
