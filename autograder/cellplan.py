@@ -14,7 +14,10 @@ unclear runs. A cell is left out when all of these hold:
   only by `def`s) whose body is *plain* (below); or a value that no cell that runs and no
   function of the notebook reads (so that changing it, e.g. drawing from a random generator,
   cannot matter);
-- no name it binds is read by a cell that runs, by a function of the notebook, or by the graders.
+- no name it binds is read by a cell that runs, by a function of the notebook, or by the graders;
+- every global it reads, itself or through the notebook's functions it calls, is bound by an
+  earlier cell (a cell that would raise NameError, e.g. in a notebook whose cells were reordered,
+  runs, so that the student sees the note).
 
 A function is plain when its body declares nothing global or nonlocal, imports nothing, defines
 no class, stores into no attribute or item of an object it did not create locally, and reads no
@@ -28,6 +31,7 @@ not parse otherwise; a cell that still does not parse raises SyntaxError there a
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 import symtable
 from collections.abc import Callable, Collection, Sequence
@@ -66,6 +70,7 @@ PURE_BUILTINS = _words("""
     max min print range repr reversed round set slice sorted str sum tuple type zip True False None
     ArithmeticError AssertionError AttributeError Exception IndexError KeyError NotImplementedError
     OverflowError RuntimeError TypeError ValueError ZeroDivisionError""")
+BUILTIN_NAMES = frozenset(dir(builtins))
 # Ways to reach a namespace without naming what is read.
 INDIRECT_NAMES = frozenset({"globals", "locals", "vars", "eval", "exec", "compile", "__import__", "getattr",
                             "setattr", "delattr", "__builtins__", "__main__", "get_ipython", "__dict__",
@@ -359,9 +364,36 @@ def cells_to_skip(sources: Sequence[str], released: Released) -> frozenset[int]:
             function_reads |= fn.reads
     if "*" in released.grader_names:
         return frozenset()
+    first_bound: dict[str, int] = {}
+    for i, f in enumerate(facts):
+        for name in f.binds:
+            first_bound.setdefault(name, i)
+
+    def runs_in_order(i: int) -> bool:
+        """Whether every global cell i reads (itself or through the notebook's functions it calls)
+        exists when it runs: a cell that would raise NameError runs, so that its note stays."""
+        f = facts[i]
+        seen: set[str] = set()
+        todo = list(f.top_reads)
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            at = first_bound.get(name)
+            if at is None:
+                if name not in BUILTIN_NAMES:
+                    return False
+            elif at > i or (at == i and name not in f.binds):
+                return False
+            for fn in functions.get(name, ()):
+                todo.extend(fn.reads)
+        return True
+
     candidates = {i for i, (s, f) in enumerate(zip(sources, facts, strict=True))
                   if s in released.sources and f.simple and all(name in plain for name, _ in f.defs)
-                  and all(pure_use(u) for u in f.uses) and not any(module_of(b) for b in f.bare)}
+                  and all(pure_use(u) for u in f.uses) and not any(module_of(b) for b in f.bare)
+                  and runs_in_order(i)}
     while True:
         running_reads = set(function_reads) | set(released.grader_names)
         for i, f in enumerate(facts):

@@ -138,3 +138,14 @@ def test_grader_names_are_what_the_student_proxy_is_asked_for(tmp_path: Path):
     (tmp_path / "reference.py").write_text("def block(x, *, f=None):\n    return x\n")
     names = cellplan.grader_names(tmp_path, ("h",))
     assert {"f", "g", "h"} <= names and "x" not in names and "normal" not in names
+
+
+@pytest.mark.parametrize("order", [
+    (SETUP, CHECK, ANSWER, DEMO),                                    # the check before the function
+    (SETUP, "def double(x):\n    return helper(x)\n", CHECK, "def helper(x):\n    return 2 * x\n"),
+    (SETUP, "def twice(x):\n    return 2 * x\n", CHECK),           # the function was renamed
+])
+def test_a_check_that_would_raise_name_error_runs(order):
+    """Does a check run (and raise NameError there, noted) when a name it needs is bound only later,
+    by the function it calls or not at all?"""
+    assert order.index(CHECK) not in skipped(*order)
