@@ -106,6 +106,7 @@ class BatchResult:
     ungraded: tuple[str, ...] = ()        # "<path>: <why>" for every file under submitted/ not graded
     not_submitted: tuple[str, ...] = ()   # roster students with no submission (a zero in the gradebook)
     gradebook_changes: tuple[str, ...] = ()   # entries created or corrected from course.yml first
+    committing: tuple[str, ...] = ()      # students whose grades a detached writer is still committing
 
     @property
     def grader_failed(self) -> bool:
@@ -156,7 +157,7 @@ def _refusal(course: Course, folder: Path) -> str | None:
 
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
               seed: int | None = None, force: bool = False, insecure: bool = False,
-              workers: int | None = None, scheduler: str | None = None,
+              workers: int | None = None, scheduler: str | None = None, background_commit: bool = False,
               log: Log = _quiet, progress: Progress | None = None) -> BatchResult:
     """Grade submissions; write results.json, feedback pages and the gradebook.
 
@@ -177,10 +178,18 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     `BatchResult.skipped`, and its grades are written again. `progress(done, total)` is called as
     results arrive. `BatchResult.results` holds one compact row per student (the full results stay
     on disk), in student order, whatever the workers.
+
+    With `background_commit`, a single submission's grades are committed by a detached writer
+    (batch.writer.commit_in_background) once its results.json and page are written, and this
+    returns without waiting for it (`BatchResult.committing` names the student): the writer holds
+    the course's gradebook lock, which every command opening the gradebook waits for, and it adds
+    the grading key to results.json only after the commit. Every gradebook writer of a batch holds
+    that lock too (taken here, passed to it).
     """
     started = time.perf_counter()
     page_template = _prepare_page_soon()    # compiled on a thread while the sandbox starts and grades
-    from .batch.writer import GradebookProcess, Recorded
+    from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
+    from .reporting.gradebook import GradebookReport, acquire_gradebook_lock
 
     course = load_course(course_dir)
     a = course.assignment(assignment)
@@ -195,8 +204,16 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         # workers' start. A single submission starts it once its results and page are written, so
         # that import does not compete with its grading for the CPU.
         writer_waits = len(todo) == 1
+        detach = background_commit and writer_waits
+        committing: list[str] = []
+
+        def start_writer() -> None:
+            lock = acquire_gradebook_lock(course, notice=log)
+            stack.callback(os.close, lock)
+            gradebook.start(lock)
+
         if not writer_waits:
-            gradebook.start()
+            start_writer()
         from .batch.pool import make_pool
         from .batch.worker import Task
         from .grading.fingerprint import graders_version, grading_key, submission_hash
@@ -262,7 +279,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             for ack in acks:
                 waiting = pending.pop(ack.student, None)
                 if waiting is not None:
-                    output_errors.extend(_write_results_json(course, a, ack.student, *waiting))
+                    output_errors.extend(write_student_results(course, a, ack.student, *waiting))
 
         for result, fresh in arriving():
             sid = result.student
@@ -270,7 +287,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             if fresh:
                 # at once, so the student's results are readable now; without the key until the
                 # commit, so a batch stopped before it grades this submission again
-                written = _write_results_json(course, a, sid, result, None)
+                written = write_student_results(course, a, sid, result, None)
                 output_errors.extend(written)
                 if not written and result.state == "graded" and keys[sid]:
                     pending[sid] = (result, keys[sid])
@@ -279,10 +296,26 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             page_template.join()
             output_errors.extend(_write_page(course, a, sid, result, None, fresh=fresh))
             copy = needs_formgrader_copy(course, a, sid, fresh=fresh, refused=sid in refused)
-            if writer_waits:
+            if detach:
                 writer_waits = False
-                gradebook.start()
-            gradebook.record(result, copy_from=folders[sid] if copy else None)
+                waiting = pending.get(sid)            # the key, added by the writer after its commit
+                lock = acquire_gradebook_lock(course, notice=log)
+                try:
+                    commit_in_background(course, a.name, result, copy_from=folders[sid] if copy else None,
+                                         key=waiting[1] if waiting is not None else None, lock_fd=lock)
+                    committing.append(sid)
+                    pending.pop(sid, None)
+                except OSError as exc:                # committed here instead, as a batch does
+                    log(f"gradebook: no background commit ({exc}); committing now")
+                    gradebook.start(lock)
+                    gradebook.record(result, copy_from=folders[sid] if copy else None)
+                finally:
+                    os.close(lock)
+            else:
+                if writer_waits:
+                    writer_waits = False
+                    start_writer()
+                gradebook.record(result, copy_from=folders[sid] if copy else None)
             log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
                 f"{result.score:6.2f}/{result.max_score:g}"
                 + ("" if result.on_roster else "  (not on the roster)")
@@ -292,10 +325,13 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 progress(len(rows), len(todo))
             settle(gradebook.recorded())
         pool.close()                             # the workers go before the wait for the gradebook
-        if writer_waits:                         # nothing arrived: the writer still creates the entries
-            gradebook.start()
-        settle(gradebook.recorded(wait=True))
-        book = gradebook.finish()
+        if committing:
+            book = WriterReport(GradebookReport())
+        else:
+            if writer_waits:                     # nothing arrived: the writer still creates the entries
+                start_writer()
+            settle(gradebook.recorded(wait=True))
+            book = gradebook.finish()
     output_errors.extend(book.output_errors)
     results = tuple(rows[sid] for sid, _ in todo if sid in rows)
     graded = {sid for sid, _ in todo}
@@ -305,7 +341,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                        output_errors=tuple(output_errors),
                        ungraded=tuple(str(u) for u in ungraded_files(course, a, results, student)),
                        not_submitted=() if student else tuple(s for s in course.roster() if s not in graded),
-                       gradebook_changes=book.gradebook.created)
+                       gradebook_changes=book.gradebook.created, committing=tuple(committing))
 
 
 def _prepare_page_soon() -> threading.Thread:
@@ -467,7 +503,7 @@ def _write_page(course: Course, a: Assignment, sid: str, result: SubmissionResul
     return _run_steps(sid, [("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review))])
 
 
-def _write_results_json(course: Course, a: Assignment, sid: str, result: SubmissionResult,
+def write_student_results(course: Course, a: Assignment, sid: str, result: SubmissionResult,
                         key: str | None) -> list[str]:
     """autograded/<student>/<assignment>/results.json, atomically. Its grading key (when given, and
     the submission did not crash) marks the student as done (see grading.fingerprint): it is

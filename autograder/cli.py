@@ -6,9 +6,12 @@ Exit codes: 0 done (whatever students scored); 1 the grader itself failed somewh
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from . import __version__, api
 from .config import load_course
@@ -69,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
                         "see `course doctor`)")
     g.add_argument("--workers", type=_positive, metavar="N",
                    help="grade with N warm worker processes on this machine (default: the cores available)")
+    g.add_argument("--wait", action="store_true",
+                   help="with --student, return only once the grades are in the gradebook (by default the "
+                        "command returns once results.json and the page are written, and the commit finishes "
+                        "in the background; every course command waits for it)")
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="grade on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786); "
                         "the course folder must be at the same path on its workers")
@@ -86,13 +93,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def _autograde(course_dir: str | Path, assignment: str, student: str | None, seed: int | None,
                force: bool = False, insecure: bool = False, workers: int | None = None,
-               scheduler: str | None = None) -> int:
+               scheduler: str | None = None, wait: bool = True) -> int:
     from .progress import Progress
 
     progress = Progress()
     try:
         batch = api.autograde(course_dir, assignment, student=student, seed=seed, force=force, insecure=insecure,
-                              workers=workers, scheduler=scheduler, log=progress.line, progress=progress.update)
+                              workers=workers, scheduler=scheduler, background_commit=not wait,
+                              log=progress.line, progress=progress.update)
     finally:
         progress.close()
     # imported after the batch: its imports (numpy) need not delay the gradebook writer's start
@@ -108,6 +116,9 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
               f"{', '.join(batch.skipped)}")
     print(f"\nresults.json: {layout.relative(layout.results_json('<student>', a.name))}")
     print(f"feedback:     {layout.relative(layout.feedback('<student>', a.name))}/")
+    if batch.committing:
+        print(f"gradebook: {', '.join(batch.committing)}'s grades are being committed in the background "
+              f"(course commands wait for it; --wait to wait here)")
     if batch.gradebook_changes:
         print(f"gradebook: from course.yml: {api.summarise_changes(batch.gradebook_changes)}")
     for line in batch.ungraded:
@@ -192,7 +203,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def _unfinished_commits(course_dir: str) -> None:
+    """When grades are being committed in the background, wait for that; then say so if one such
+    commit failed or was interrupted."""
+    from .reporting.gradebook import PENDING_DIR, gradebook_lock, unfinished_commits
+
+    if not (Path(course_dir) / PENDING_DIR).is_dir():
+        return
+    try:
+        course = load_course(course_dir)
+    except CourseError:
+        return                               # the command itself reports it
+    with gradebook_lock(course, notice=lambda line: print(line, file=sys.stderr, flush=True)):
+        lines = unfinished_commits(course)
+    for line in lines:
+        print(line, file=sys.stderr)
+
+
 def _run(args: argparse.Namespace) -> int:
+    if getattr(args, "course_dir", None) is not None:
+        _unfinished_commits(args.course_dir)
     if args.command == "release":
         return _release(args.course_dir, args.assignment)
     if args.command == "validate":
@@ -201,7 +231,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.workers is not None and args.scheduler:
             raise CourseError("--workers and --scheduler: give one (a cluster's workers are set up on the cluster)")
         return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force, args.insecure,
-                          args.workers, args.scheduler)
+                          args.workers, args.scheduler, wait=args.wait or args.student is None)
     if args.command == "feedback":
         return _feedback(args.course_dir, args.assignment, args.student)
     if args.command == "doctor":
@@ -211,5 +241,18 @@ def _run(args: argparse.Namespace) -> int:
     raise AssertionError(f"unknown command {args.command!r}")
 
 
+def run() -> NoReturn:
+    """The `course` command's entry point: `main`, then a quick exit. Everything the command opened
+    is closed by then (sandbox, workers, files); the interpreter's own teardown of the modules it
+    imported (numpy, pytest, Jinja, ...) would add a noticeable part of a one-student run's time,
+    so the output is flushed, the exit handlers run, and the process ends without that teardown."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):    # a reader gone, or the stream closed
+            stream.flush()
+    atexit._run_exitfuncs()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

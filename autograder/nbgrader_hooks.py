@@ -133,16 +133,18 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
     course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
 
     def export(self, gradebook: Any) -> None:
-        from .reporting.gradebook import naive_utc, sync_roster
+        from .reporting.gradebook import gradebook_lock, naive_utc, sync_roster
 
         course = load_course(self.course_dir)
-        try:
-            sync_roster(gradebook, course)
-            gradebook.db.commit()
-        except BaseException:
-            gradebook.db.rollback()
-            raise
-        super().export(gradebook)
+        gradebook.db.commit()             # no read transaction held while waiting for a writer
+        with gradebook_lock(course):      # grades still being committed in the background land first
+            try:
+                sync_roster(gradebook, course)
+                gradebook.db.commit()
+            except BaseException:
+                gradebook.db.rollback()
+                raise
+            super().export(gradebook)
         dest = self.to or "grades.csv"
         with open(dest, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)

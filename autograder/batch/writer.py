@@ -12,6 +12,16 @@ the gradebook holds a person's overrides or comments for them (api.gradebook_sid
     writer -> {"op": "recorded", "student", "error": null | "<why>", "output_errors": [...]}
     driver -> {"op": "done"}                                 (then the writer exits)
 
+The driver takes the course's gradebook lock (reporting.gradebook.acquire_gradebook_lock) and
+passes it to the writer, which holds it until it exits.
+
+A one-student `course autograde` does not wait for the writer: once the student's results.json and
+page are written it takes the lock, records the job under `.gradebook-pending/` and starts a
+detached writer (`commit_in_background`), which holds the lock, commits, writes the other files,
+then writes results.json again with its grading key and removes the record. So the next course
+command waits for that commit, and one that failed or was interrupted is reported by the next
+command and graded again by the next `course autograde` (results.json still has no key).
+
     with GradebookProcess(course_dir, assignment) as gb:
         gb.record(result, copy_from=folder)   # returns at once
         for ack in gb.recorded():             # acknowledgements so far (wait=True: all of them)
@@ -21,8 +31,10 @@ the gradebook holds a person's overrides or comments for them (api.gradebook_sid
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
+import json
 import os
 import select
 import signal
@@ -37,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import Course
 from ..errors import CourseError
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from ..reporting.gradebook import GradebookReport
@@ -47,6 +60,8 @@ NBGRADER_API_NAMES = ("Gradebook", "MissingEntry", "InvalidEntry", "Student", "A
                       "GradeCell", "TaskCell", "SolutionCell", "SourceCell", "SubmittedAssignment",
                       "SubmittedNotebook", "Grade", "Comment")
 OPEN_SECONDS = 600.0       # generous: nbgrader's import and a new gradebook's migrations on a loaded machine
+BUSY_SECONDS = 600.0       # a background commit tries again this long while another program writes the database
+BUSY_RETRY_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -88,13 +103,17 @@ class GradebookProcess:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start(self) -> None:
+    def start(self, lock_fd: int | None = None) -> None:
+        """Start the writer; `lock_fd`, the gradebook lock this process took, is passed to it."""
         conn, fd = socket_pair()
         argv = [sys.executable, "-m", "autograder.batch.writer", "--course-dir", self.course_dir,
                 "--assignment", self.assignment, "--fd", str(fd)]
+        if lock_fd is not None:
+            argv += ["--lock-fd", str(lock_fd)]
         try:
             self._popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                           stderr=self._log, pass_fds=(fd,), cwd=self.course_dir)
+                                           stderr=self._log, cwd=self.course_dir,
+                                           pass_fds=(fd,) if lock_fd is None else (fd, lock_fd))
         finally:
             os.close(fd)
         conn.sock.settimeout(OPEN_SECONDS)
@@ -295,6 +314,75 @@ def _one_line(text: str, limit: int = 500) -> str:
     return " ".join(text.split())[:limit]
 
 
+def _busy(error: str) -> bool:
+    """Whether a gradebook error is SQLite's "someone else is writing" (worth trying again)."""
+    return "database is locked" in error or "database table is locked" in error
+
+
+def commit_in_background(course: Course, assignment: str, result: SubmissionResult, *,
+                         copy_from: Path | None, key: str | None, lock_fd: int) -> int:
+    """Start a detached writer for one student's grades and return its process id without waiting:
+    `lock_fd` is the gradebook lock this process holds (the writer keeps holding it: close yours).
+    `key` is results.json's grading key, written once the grades are committed."""
+    from ..reporting.gradebook import mark_lock_holder, write_pending
+
+    job = {"result": result_to_dict(result), "copy_from": str(copy_from) if copy_from is not None else None,
+           "key": key}
+    record = write_pending(course, assignment, result.student, job)
+    argv = [sys.executable, "-m", "autograder.batch.writer", "--course-dir", str(course.root),
+            "--assignment", assignment, "--job", str(record), "--lock-fd", str(lock_fd)]
+    with open(record.with_suffix(".log"), "wb") as log:
+        popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                                 pass_fds=(lock_fd,), cwd=course.root, start_new_session=True)
+    mark_lock_holder(lock_fd, popen.pid)
+    return popen.pid
+
+
+def commit_job(course_dir: str, assignment_name: str, record: Path) -> int:
+    """The detached writer: commit the job's grades, write its other files, then results.json with
+    its key, and remove the record; on failure, say why next to it (for the next command)."""
+    from ..api import gradebook_side_outputs, write_student_results
+    from ..config import load_course
+    from ..reporting.gradebook import GradebookWriter, clear_pending
+
+    failed = record.with_suffix(".failed")
+    try:
+        job = json.loads(record.read_text(encoding="utf-8"))
+        result = result_from_dict(job["result"])
+        course = load_course(course_dir)
+        assignment = course.assignment(assignment_name)
+        deadline = time.monotonic() + BUSY_SECONDS
+        while True:
+            try:
+                with GradebookWriter(course, assignment) as writer:
+                    error = writer.record(result)
+                    review = writer.review(result.student) if error is None else None
+            except Exception as exc:
+                if not _busy(str(exc)) or time.monotonic() > deadline:
+                    raise
+                error = str(exc)
+            if error is None or not _busy(error) or time.monotonic() > deadline:
+                break
+            time.sleep(BUSY_RETRY_SECONDS)    # someone else (formgrader, nbgrader) is writing it
+        if error is not None:
+            failed.write_text(f"the commit was rolled back: {error}\n", encoding="utf-8")
+            return 1
+        folder = Path(job["copy_from"]) if job.get("copy_from") else None
+        problems = gradebook_side_outputs(course, assignment, result.student, folder, result, review)
+        if job.get("key") and not problems:
+            problems = write_student_results(course, assignment, result.student, result, str(job["key"]))
+        if problems:                           # the grades are in; the files are not: graded again
+            record.write_text(json.dumps(job), encoding="utf-8")
+            failed.write_text(f"{_one_line(problems[0])}\n", encoding="utf-8")
+            return 1
+        clear_pending(course, assignment.name, result.student)
+        return 0
+    except Exception as exc:
+        with contextlib.suppress(OSError):
+            failed.write_text(_one_line(f"{type(exc).__name__}: {exc}") + "\n", encoding="utf-8")
+        raise
+
+
 def serve(fd: int, course_dir: str, assignment_name: str) -> int:
     """The writer process: open the gradebook, commit each result received, until told it is done."""
     from ..api import gradebook_side_outputs
@@ -342,8 +430,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.batch.writer")
     parser.add_argument("--course-dir", required=True)
     parser.add_argument("--assignment", required=True)
-    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--fd", type=int, help="the connection to the batch's driver")
+    parser.add_argument("--job", type=Path, help="a background commit's record (instead of --fd)")
+    parser.add_argument("--lock-fd", type=int, help="the gradebook lock, taken by the process that started this one")
     args = parser.parse_args(argv)
+    if (args.fd is None) == (args.job is None):
+        parser.error("give one of --fd and --job")
+    if args.lock_fd is not None:
+        from ..config import load_course
+        from ..reporting.gradebook import hold_inherited_lock
+
+        hold_inherited_lock(load_course(args.course_dir), args.lock_fd)
     how = import_nbgrader_api()
     if how != "light":
         print(f"gradebook writer: {how}", file=sys.stderr)
@@ -353,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     from ..toolpath import tools_on_path
 
     with tools_on_path():
+        if args.job is not None:
+            return commit_job(args.course_dir, args.assignment, args.job)
         return serve(args.fd, args.course_dir, args.assignment)
 
 

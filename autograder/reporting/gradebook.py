@@ -23,12 +23,24 @@ nbgrader's own lateness (formgrader, `total_seconds_late`) counts from the stude
 
 Every entry point is a plain function of (course, assignment, ...) that opens the gradebook itself
 (or a `GradebookWriter` held open for a batch), so it can run in any process.
+
+Every course command that opens the gradebook first takes the course's gradebook lock (an flock on
+`.gradebook.lock` in the course folder; `gradebook_lock`), so it waits for a commit still running
+in the background (a one-student `course autograde` returns before its commit, see
+autograder.batch.writer) and says so when the wait is long. A background commit that failed or was
+interrupted leaves a record under `.gradebook-pending/`, which every later command reports
+(`unfinished_commits`) until that student's grades are committed.
 """
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
+import json
+import os
 import re
+import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +57,155 @@ if TYPE_CHECKING:
     from nbgrader.api import Gradebook
 
 T = TypeVar("T")
+
+LOCK_FILE = ".gradebook.lock"         # in the course folder: held by whatever writes the gradebook
+PENDING_DIR = ".gradebook-pending"    # <assignment>/<student>.json: a background commit not finished
+LOCK_NOTICE_SECONDS = 2.0             # a wait for the lock longer than this is announced
+_held: dict[str, int] = {}            # lock file -> the descriptor through which this process holds it
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def lock_file(course: Course) -> Path:
+    return course.root / LOCK_FILE
+
+
+def _holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+    except OSError:
+        text = ""
+    return f"process {text}" if text.isdigit() else "another process"
+
+
+def acquire_gradebook_lock(course: Course, *, notice: Callable[[str], None] = _stderr) -> int:
+    """Take the course's gradebook lock, waiting for whoever holds it (announced through `notice`
+    when the wait is long); returns the descriptor holding it (closing it, in every process it was
+    passed to, releases it). The holder's process id is written into the file."""
+    path = lock_file(course)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise CourseError(f"{path}: cannot open the gradebook lock ({exc.strerror})") from None
+    try:
+        deadline = time.monotonic() + LOCK_NOTICE_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    notice(f"waiting for the gradebook: {_holder(fd)} is still writing it "
+                           f"(a background commit, or another course command); lock {path.name}")
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    break
+                time.sleep(0.02)
+        mark_lock_holder(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def mark_lock_holder(fd: int, pid: int | None = None) -> None:
+    """Write the holding process's id into the lock file (for the message of whoever waits)."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{pid or os.getpid()}\n".encode(), 0)
+
+
+def hold_inherited_lock(course: Course, fd: int) -> None:
+    """This process holds the gradebook lock through `fd`, passed by the process that took it."""
+    _held[str(lock_file(course))] = fd
+    mark_lock_holder(fd)
+
+
+@contextlib.contextmanager
+def gradebook_lock(course: Course, *, notice: Callable[[str], None] = _stderr) -> Iterator[None]:
+    """Hold the course's gradebook lock for the block (at once when this process already holds it)."""
+    key = str(lock_file(course))
+    if key in _held:
+        yield
+        return
+    fd = acquire_gradebook_lock(course, notice=notice)
+    _held[key] = fd
+    try:
+        yield
+    finally:
+        del _held[key]
+        os.close(fd)
+
+
+def pending_file(course: Course, assignment: str, student: str) -> Path:
+    """The record of `student`'s background commit: written before it starts, removed when done."""
+    return course.root / PENDING_DIR / assignment / f"{student}.json"
+
+
+def clear_pending(course: Course, assignment: str, student: str) -> None:
+    """The student's grades are in the gradebook: forget a background commit that did not finish."""
+    record = pending_file(course, assignment, student)
+    for path in (record, record.with_suffix(".failed"), record.with_suffix(".log")):
+        with contextlib.suppress(OSError):
+            path.unlink()
+    for folder in (record.parent, record.parent.parent):    # gone when empty: commands look for it
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _lock_free(course: Course) -> bool:
+    key = str(lock_file(course))
+    if key in _held:
+        return True
+    try:
+        fd = os.open(key, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def unfinished_commits(course: Course) -> list[str]:
+    """One line per background commit that failed, or was interrupted (its record is there and no
+    one holds the lock): those students' grades are not in the gradebook, and their results.json
+    has no grading key, so the next `course autograde` grades them again."""
+    base = course.root / PENDING_DIR
+    if not base.is_dir():
+        return []
+    lines = []
+    free: bool | None = None
+    for record in sorted(base.glob("*/*.json")):
+        assignment, student = record.parent.name, record.stem
+        failed = record.with_suffix(".failed")
+        try:
+            why = failed.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0][:300]
+        except (OSError, IndexError):
+            if free is None:
+                free = _lock_free(course)
+            if not free:
+                continue                      # still running
+            why = "it was interrupted"
+        lines.append(f"gradebook: the background commit of {student}'s grades for {assignment} did not finish "
+                     f"({why}); they are not in the gradebook: run `course autograde {assignment} --student "
+                     f"{student}` (details: {course.layout.relative(record.with_suffix('.log'))})")
+    return lines
+
+
+def write_pending(course: Course, assignment: str, student: str, job: dict[str, Any]) -> Path:
+    """Record a background commit before it starts (the job it is given)."""
+    record = pending_file(course, assignment, student)
+    clear_pending(course, assignment, student)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    tmp = record.with_name(f".{record.name}.tmp")
+    tmp.write_text(json.dumps(job), encoding="utf-8")
+    os.replace(tmp, record)
+    return record
 
 
 @dataclass(frozen=True)
@@ -75,12 +236,19 @@ def naive_utc(when: dt.datetime) -> dt.datetime:
 
 @contextlib.contextmanager
 def open_gradebook(course: Course) -> Iterator[Gradebook]:
-    """nbgrader's Gradebook for the course's database (created if new); closed afterwards."""
+    """nbgrader's Gradebook for the course's database (created if new), under the course's
+    gradebook lock; closed afterwards."""
     from nbgrader.api import Gradebook
 
+    with gradebook_lock(course), _opened(course, Gradebook) as gb:
+        yield gb
+
+
+@contextlib.contextmanager
+def _opened(course: Course, factory: Callable[[str, str], Gradebook]) -> Iterator[Gradebook]:
     try:
         with tools_on_path():      # nbgrader runs `alembic` to create a new gradebook
-            gb = Gradebook(course.gradebook_url, course.course_id)
+            gb = factory(course.gradebook_url, course.course_id)
     except Exception as exc:  # noqa: BLE001 - nbgrader raises SQLAlchemy and subprocess errors here
         raise CourseError(f"gradebook {course.gradebook_url}: cannot open ({type(exc).__name__}: {exc})") from None
     try:
@@ -465,8 +633,10 @@ def _problem_score(result: SubmissionResult, problem: str) -> float:
     return result.problem_score(problem)
 
 
-def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionResult) -> None:
-    """Write one submission's problem scores as the grade cells' auto_score, in one transaction."""
+def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionResult) -> Review:
+    """Write one submission's problem scores as the grade cells' auto_score, in one transaction.
+    Returns the gradebook's review of the submission as committed (what `read_review` would read
+    next), taken from the rows already loaded."""
     if result.assignment != assignment.name:
         raise ValueError(f"result is for assignment {result.assignment!r}, not {assignment.name!r}")
     crashed = result.state == "crashed"
@@ -479,14 +649,18 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
         for i, snb in enumerate(sorted(submission.notebooks, key=lambda n: n.name)):
             snb.late_submission_penalty = (result.late_penalty or None) if i == 0 else None
         grades = _grades_of(gb, assignment.name, result.student)
+        problems = []
         for p in assignment.problems:
             grade = _grade(gb, grades, p, assignment.name, result.student)
             grade.auto_score = None if crashed else _problem_score(result, p.name)
             grade.needs_manual_grade = crashed or grade.manual_score is not None
+            problems.append(_problem_review(p, grade))
+        review = Review(result.student, assignment.name, tuple(problems), _comments(assignment, submission))
         gb.db.commit()
     except BaseException:
         gb.db.rollback()
         raise
+    return review
 
 
 # --------------------------------------------------------------------------- gradebook -> feedback
@@ -516,8 +690,17 @@ def read_review(gb: Gradebook, assignment: Assignment, student: str) -> Review |
             grade = _grade(gb, grades, p, assignment.name, student)
         except MissingEntry:
             continue
-        problems.append(ProblemReview(p.name, p.points, grade.auto_score, grade.manual_score,
-                                      float(grade.extra_credit or 0.0)))
+        problems.append(_problem_review(p, grade))
+    return Review(student, assignment.name, tuple(problems), _comments(assignment, submission))
+
+
+def _problem_review(problem: Problem, grade: Any) -> ProblemReview:
+    return ProblemReview(problem.name, problem.points, grade.auto_score, grade.manual_score,
+                         float(grade.extra_credit or 0.0))
+
+
+def _comments(assignment: Assignment, submission: Any) -> tuple[tuple[str, str], ...]:
+    """(problem, text) for every comment a person wrote on the submission, by notebook."""
     comments = []
     for snb in sorted(submission.notebooks, key=lambda n: n.name):
         sources: dict[str, str] | None = None           # loaded for the first comment with text
@@ -528,7 +711,7 @@ def read_review(gb: Gradebook, assignment: Assignment, student: str) -> Review |
                     sources = {c.name: c.source or "" for c in snb.notebook.source_cells}
                 name = comment.cell.name
                 comments.append((_comment_problem(assignment, name, sources.get(name, "")), text))
-    return Review(student, assignment.name, tuple(problems), tuple(comments))
+    return tuple(comments)
 
 
 def review_of(course: Course, assignment: Assignment, student: str) -> Review | None:
@@ -557,6 +740,7 @@ class GradebookWriter:
         self.created: tuple[str, ...] = ()
         self._stack = contextlib.ExitStack()
         self._gb: Gradebook | None = None
+        self._reviews: dict[str, Review] = {}       # from `record`, until `review` hands it out
 
     def __enter__(self) -> GradebookWriter:
         from nbgrader.api import InvalidEntry, MissingEntry
@@ -581,16 +765,21 @@ class GradebookWriter:
         """Commit one submission's grades; returns None, or why it was rolled back (one line)."""
         if self._gb is None:
             raise RuntimeError("GradebookWriter used outside its with-block")
+        self._reviews.pop(result.student, None)
         try:
-            record_submission(self._gb, self.assignment, result)
+            self._reviews[result.student] = record_submission(self._gb, self.assignment, result)
         except Exception as exc:  # noqa: BLE001 - that submission is rolled back and reported; the others land
             return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        clear_pending(self.course, self.assignment.name, result.student)
         return None
 
     def review(self, student: str) -> Review | None:
         """The gradebook's overrides and comments for `student` (None when it has none or is unreadable)."""
         if self._gb is None:
             raise RuntimeError("GradebookWriter used outside its with-block")
+        recorded = self._reviews.pop(student, None)     # as just committed by `record`
+        if recorded is not None:
+            return recorded
         try:
             return read_review(self._gb, self.assignment, student)
         except Exception:  # noqa: BLE001 - the page is still written, without the review

@@ -50,7 +50,8 @@ ATTACKER_SECONDS = LIMITS["submission_seconds"] + 30
 BATCH_TIMEOUT = 300
 STOPPED_GRACE = 15            # seconds the grader may stay stopped or traced before the run is failed
 SURVIVOR_GRACE = 3.0          # seconds after the batch before scanning for attack processes
-OUTPUTS = ("autograded", "feedback", "gradebook.db", "gradebook.db-journal", ".course_secret")
+OUTPUTS = ("autograded", "feedback", "gradebook.db", "gradebook.db-journal", ".course_secret", ".gradebook.lock",
+           ".gradebook-pending")
 
 
 # ----------------------------------------------------------------------------- the scratch course

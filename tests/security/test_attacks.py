@@ -66,7 +66,7 @@ pytestmark = pytest.mark.slow
 ENGINE = ROOT / "autograder"
 # The repository itself (the engine and the instructor code the scratch courses are copied from).
 REPO_SKIP = (".git", ".venv", ".venv-ci", ".demo", ".hypothesis", "build", "autograded", "feedback", "gradebook.db",
-             ".course_secret")
+             ".course_secret", ".gradebook.lock", ".gradebook-pending")
 INSTRUCTOR_MARKS = ("reference.py", "mistakes.py", "graders/test_layer_norm.py", "graders/_inputs.py")
 
 

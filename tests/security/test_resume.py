@@ -132,7 +132,7 @@ def test_results_written_before_the_commit_are_graded_again_after_a_kill(tmp_pat
     course = _course(tmp_path)
     layout = CourseLayout(course)
     results = layout.results_json("ada", ASSIGNMENT)
-    proc = subprocess.Popen(_command(course, "--student", "ada"), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(_command(course, "--student", "ada", "--wait"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=_env(), start_new_session=True)
     try:
         end = time.monotonic() + 600
@@ -155,12 +155,12 @@ def test_results_written_before_the_commit_are_graded_again_after_a_kill(tmp_pat
     assert pages, "the feedback page was not written before the gradebook's commit"
     assert "ada" not in gradebook_rows(course)
 
-    rerun = _run(course, "--student", "ada")
+    rerun = _run(course, "--student", "ada", "--wait")
     assert _log_states(rerun.stdout) == {"ada": "graded"}
     assert _committed(course, "ada")
     assert load_results(course, "ada")["score"] == early["score"]
     assert gradebook_rows(course)["ada"] == expected_rows(load_results(course, "ada"))
-    assert _log_states(_run(course, "--student", "ada").stdout) == {"ada": "unchanged"}
+    assert _log_states(_run(course, "--student", "ada", "--wait").stdout) == {"ada": "unchanged"}
 
 
 def test_unchanged_batch_is_not_graded_again_unless_forced(tmp_path):

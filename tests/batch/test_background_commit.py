@@ -1,0 +1,186 @@
+"""A one-student `course autograde` returns once the student's results.json and page are written;
+their grades are committed by a detached writer holding the course's gradebook lock, which the next
+course command and the real `nbgrader export` wait for. A failed or interrupted commit is reported
+by the next command, and the student is graded again."""
+from __future__ import annotations
+
+import csv
+import fcntl
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder.layout import EXAMPLES, CourseLayout
+from autograder.reporting.gradebook import LOCK_FILE, PENDING_DIR
+from tests.conftest import ROOT, copy_course
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+A = "transformer-block"
+STUDENTS = ("ada", "alan")
+WAIT_SECONDS = 600      # generous: a loaded machine
+
+
+def _course(tmp_path: Path) -> Path:
+    course = copy_course(tmp_path / "course")
+    for sid in STUDENTS:
+        shutil.copytree(CourseLayout(ROOT / EXAMPLES).submitted_dir / sid, CourseLayout(course).submitted_dir / sid)
+    (course / "roster.csv").write_text("id\n" + "\n".join(STUDENTS) + "\n")
+    return course
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]))
+
+
+def _course_cmd(course: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autograder.cli", *args, "--course-dir", str(course)],
+                          capture_output=True, text=True, env=_env(), timeout=WAIT_SECONDS)
+
+
+def _results(course: Path, sid: str) -> dict:
+    return json.loads(CourseLayout(course).results_json(sid, A).read_text())
+
+
+def _auto_scores(course: Path, sid: str) -> list[float]:
+    con = sqlite3.connect(course / "gradebook.db")
+    try:
+        return [r[0] for r in con.execute(
+            "SELECT grade.auto_score FROM grade "
+            "JOIN submitted_notebook ON grade.notebook_id = submitted_notebook.id "
+            "JOIN submitted_assignment ON submitted_notebook.assignment_id = submitted_assignment.id "
+            "WHERE submitted_assignment.student_id = ?", (sid,))]
+    finally:
+        con.close()
+
+
+def _lock_held(course: Path) -> bool:
+    fd = os.open(course / LOCK_FILE, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _wait_for_the_writer(course: Path) -> None:
+    end = time.monotonic() + WAIT_SECONDS
+    while _lock_held(course) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not _lock_held(course), "the background writer did not finish"
+
+
+class _DatabaseHeld:
+    """An exclusive SQLite lock on the gradebook (as another program writing it would hold):
+    nothing can be committed while it is held."""
+
+    def __init__(self, course: Path):
+        self.con = sqlite3.connect(course / "gradebook.db", isolation_level=None)
+        self.con.execute("BEGIN EXCLUSIVE")
+
+    def release(self) -> None:
+        if self.con is not None:
+            self.con.execute("ROLLBACK")
+            self.con.close()
+            self.con = None
+
+
+@pytest.fixture
+def graded(tmp_path) -> Path:
+    """A course whose class was graded once (so its gradebook exists)."""
+    course = _course(tmp_path)
+    done = _course_cmd(course, "autograde", A)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return course
+
+
+def test_the_one_student_command_returns_before_the_commit_and_the_next_command_waits(graded):
+    """With the gradebook held by another program, does `course autograde --student` still return
+    with results.json and the page written, and does the next command see the grades committed?"""
+    held = _DatabaseHeld(graded)
+    try:
+        done = _course_cmd(graded, "autograde", A, "--student", "ada", "--force")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "committed in the background" in done.stdout
+        doc = _results(graded, "ada")
+        assert doc["score"] == 100.0
+        assert "grading_key" not in doc["extra_data"], "the key comes only after the commit"
+        assert list(CourseLayout(graded).feedback("ada", A).glob("*.html")), "the page is written at once"
+        assert (graded / PENDING_DIR / A / "ada.json").is_file()
+        assert _lock_held(graded), "the background writer holds the gradebook lock"
+    finally:
+        held.release()
+    after = _course_cmd(graded, "feedback", A, "--student", "ada")
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert not _lock_held(graded)
+    assert _results(graded, "ada")["extra_data"]["grading_key"]
+    assert sorted(_auto_scores(graded, "ada")) and sum(_auto_scores(graded, "ada")) == pytest.approx(100.0)
+    assert not (graded / PENDING_DIR).exists()
+    assert "did not finish" not in after.stderr
+    again = _course_cmd(graded, "autograde", A, "--student", "ada")
+    assert "unchanged" in again.stdout, again.stdout     # committed, so not graded again
+
+
+def test_nbgrader_export_sees_the_grade_committed_in_the_background(graded):
+    """Run straight after a one-student command, does the real `nbgrader export` (through the
+    course's nbgrader_config.py) list the student's new grade?"""
+    submission = CourseLayout(graded).submission("alan", A)
+    shutil.rmtree(submission)
+    shutil.copytree(CourseLayout(graded).submission("ada", A), submission)    # a new, full-marks notebook
+    done = _course_cmd(graded, "autograde", A, "--student", "alan")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "committed in the background" in done.stdout
+    export = subprocess.run([str(BIN / "nbgrader"), "export", "--to", "grades.csv"], cwd=graded, env=_env(),
+                            capture_output=True, text=True, timeout=WAIT_SECONDS)
+    assert export.returncode == 0, export.stderr
+    with open(graded / "grades.csv", newline="", encoding="utf-8") as fh:
+        rows = {r["student_id"]: r for r in csv.DictReader(fh) if r["assignment"] == A}
+    assert float(rows["alan"]["score"]) == pytest.approx(_results(graded, "alan")["score"]) == pytest.approx(100.0)
+
+
+def test_a_failed_background_commit_is_reported_and_graded_again(graded):
+    """When the background commit cannot open the gradebook, does the next command say so, and does
+    the next `course autograde` grade that student again and clear the report?"""
+    db = graded / "gradebook.db"
+    saved = db.read_bytes()
+    db.write_bytes(b"not a database" * 100)
+    done = _course_cmd(graded, "autograde", A, "--student", "ada", "--force")
+    assert done.returncode == 0, done.stdout + done.stderr
+    _wait_for_the_writer(graded)
+    db.write_bytes(saved)
+    nxt = _course_cmd(graded, "feedback", A, "--student", "ada")
+    assert "the background commit of ada's grades for transformer-block did not finish" in nxt.stderr, nxt.stderr
+    assert "not a database" in nxt.stderr
+    assert "grading_key" not in _results(graded, "ada")["extra_data"]
+    regrade = _course_cmd(graded, "autograde", A)
+    assert regrade.returncode == 0, regrade.stdout + regrade.stderr
+    assert any(line.split()[:2] == ["graded", "ada"] for line in regrade.stdout.splitlines()), regrade.stdout
+    assert _results(graded, "ada")["extra_data"]["grading_key"]
+    assert "did not finish" not in _course_cmd(graded, "feedback", A).stderr
+
+
+def test_an_interrupted_background_commit_is_reported(graded):
+    """When the background writer is killed before its commit, does the next command say so?"""
+    held = _DatabaseHeld(graded)
+    try:
+        done = _course_cmd(graded, "autograde", A, "--student", "ada", "--force")
+        assert done.returncode == 0, done.stdout + done.stderr
+        pid = int((graded / LOCK_FILE).read_text().strip())
+        assert b"autograder.batch.writer" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        os.kill(pid, signal.SIGKILL)
+        _wait_for_the_writer(graded)
+    finally:
+        held.release()
+    nxt = _course_cmd(graded, "feedback", A, "--student", "ada")
+    assert "did not finish (it was interrupted)" in nxt.stderr, nxt.stderr
+    assert "grading_key" not in _results(graded, "ada")["extra_data"]
