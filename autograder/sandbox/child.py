@@ -72,6 +72,7 @@ _MISSING = object()
 _LIVE_BUILTINS = vars(_builtins_module)
 _map = map
 _is_not = operator.is_not
+_itemgetter = operator.itemgetter
 _FunctionType = types.FunctionType
 _CodeType = types.CodeType
 
@@ -85,10 +86,11 @@ class _BuiltinsGuard:
         self.pristine = dict(_LIVE_BUILTINS)
         self.student: dict[str, Any] | None = None
         # The same comparison as `live.get(k, _MISSING) is not v` for every pristine item, run
-        # by map() in C: keys, values and the default, lined up once.
+        # in C: one itemgetter fetches the live values of all pristine names (KeyError when one
+        # was deleted), map() compares them by identity.
         self._keys = tuple(self.pristine)
         self._values = tuple(self.pristine.values())
-        self._defaults = (_MISSING,) * len(self._keys)
+        self._fetch = _itemgetter(*self._keys)
 
     def _swap_to(self, state: dict[str, Any]) -> None:
         for key in [k for k in _LIVE_BUILTINS if k not in state]:
@@ -103,8 +105,12 @@ class _BuiltinsGuard:
     def our_code(self) -> None:
         """After student code: remember their builtins if changed, and restore ours."""
         live = _LIVE_BUILTINS
-        changed = len(live) != len(self._keys) or any(
-            _map(_is_not, _map(live.get, self._keys, self._defaults), self._values))
+        changed = len(live) != len(self._keys)
+        if not changed:
+            try:
+                changed = any(_map(_is_not, self._fetch(live), self._values))
+            except KeyError:
+                changed = True
         self.student = dict(live) if changed else None
         if changed:
             self._swap_to(self.pristine)

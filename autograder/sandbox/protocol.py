@@ -53,7 +53,7 @@ __all__ = [
     "encode", "decode", "frame", "Channel", "describe",
 ]
 
-_dumps = json.dumps
+_json_encode = json.JSONEncoder(allow_nan=True, separators=(",", ":")).encode
 _loads = json.loads
 _JSONDecodeError = json.JSONDecodeError
 _monotonic = time.monotonic
@@ -222,8 +222,7 @@ class _Encoder:
 def _encode_parts(obj: Any, caps: Caps) -> list[bytes]:
     enc = _Encoder(caps)
     tree = enc.value(obj, 0)
-    header = _dumps([tree, [len(b) for b in enc.buffers]], allow_nan=True,
-                    separators=(",", ":")).encode("ascii")
+    header = _json_encode([tree, [len(b) for b in enc.buffers]]).encode("ascii")
     if len(header) > caps.max_header:
         raise EncodeError(f"more than {caps.max_header // 2**20} MB of non-array data")
     parts = [_HLEN.pack(len(header)), header, b"\0" * _pad(4 + len(header))]

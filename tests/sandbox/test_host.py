@@ -495,6 +495,21 @@ def test_a_single_submission_starts_nothing_ahead():
         assert h._spare is None
 
 
+def test_the_sandbox_runs_on_one_cpu_and_calls_leave_the_callers_affinity_as_it_was(host, submit):
+    """Is the sandbox held on the one CPU the host chose, and is the calling thread's own CPU
+    set unchanged after a call (it is held on the sandbox's CPU only during the round trip)?"""
+    before = os.sched_getaffinity(0)
+    run = submit(["import os\ndef cpus():\n    return sorted(os.sched_getaffinity(0))"])
+    inside = run.problem("p").call("cpus").value
+    assert os.sched_getaffinity(0) == before
+    if len(before) > 1:
+        assert host.cpu in before
+        assert inside == [host.cpu]
+    else:
+        assert host.cpu is None
+        assert inside == sorted(before)
+
+
 def test_the_folder_of_a_killed_grader_is_swept_by_the_next_host(tmp_path):
     """When a grader holding a started host is killed (no close), or exits without closing it,
     is no host folder left once the next host starts?"""
