@@ -7,7 +7,8 @@
   notes about what could not be used, the submission time.
 - `run_notebooks` runs each notebook in the sandbox (a SubmissionRun of the warm host) and hands
   out proxies to its functions; the notebook's own autograder-test cells are not run when the
-  hidden graders replace them (see docs/grading.md).
+  hidden graders replace them, nor unchanged released cells that nothing graded can depend on
+  (see docs/grading.md).
 - `run_graders` runs the assignment's graders (a GraderSession: pytest, collected once, in this
   trusted process) against those proxies.
 - `score` shares each problem's points out among its checks and settles diagnoses.
@@ -30,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import cellplan
 from ..config import Assignment, Course, Limits
+from ..layout import CourseLayout
 from ..notebooks import CodeCell, LoadedNotebook, find_submission_notebooks, load_notebook
 from ..sandbox.host import SandboxHost
 from ..sandbox.outcomes import NotebookFailed
@@ -124,17 +127,26 @@ class Execution:
         return tuple(sorted({layer for _, p in self.proxies for layer in p.isolation}))
 
 
-def cells_to_run(nb: LoadedNotebook, replaced: frozenset[str]) -> tuple[CodeCell, ...]:
-    """The notebook's code cells less its autograder-test cells whose grade_id a hidden grader replaces."""
-    return tuple(c for c in nb.cells if not (c.test_of and c.test_of in replaced))
+def cells_to_run(nb: LoadedNotebook, replaced: frozenset[str],
+                 released: cellplan.Released | None = None) -> tuple[CodeCell, ...]:
+    """The notebook's code cells less its autograder-test cells whose grade_id a hidden grader
+    replaces and, given what was released, less the unchanged released cells nothing graded can
+    depend on (see `autograder.cellplan`)."""
+    cells = tuple(c for c in nb.cells if not (c.test_of and c.test_of in replaced))
+    if released is None:
+        return cells
+    skip = cellplan.cells_to_skip([c.source for c in cells], released)
+    return tuple(c for i, c in enumerate(cells) if i not in skip)
 
 
 @contextlib.contextmanager
 def run_notebooks(submission: Submission, host: SandboxHost, limits: Limits, *, deadline: float,
-                  replaced: frozenset[str] = frozenset()) -> Iterator[Execution]:
+                  replaced: frozenset[str] = frozenset(),
+                  released: Mapping[str, cellplan.Released] | None = None) -> Iterator[Execution]:
     """Run each readable notebook in its own sandboxed submission run (until `deadline`, a
     time.monotonic()); the processes end when the block does. `replaced`: grade ids of the
-    autograder-test cells that are not run."""
+    autograder-test cells that are not run; `released`: per notebook name, what its release
+    holds (its unchanged cells that nothing graded reads are not run)."""
     proxies: list[tuple[str, StudentProxy | NoNotebook]] = []
     notes: list[str] = []
     skipped = 0
@@ -144,7 +156,7 @@ def run_notebooks(submission: Submission, host: SandboxHost, limits: Limits, *, 
                 reason = nb.notes[0] if nb.notes else f"{name} was not submitted"
                 proxies.append((name, NoNotebook(reason.rstrip("."))))
                 continue
-            cells = cells_to_run(nb, replaced)
+            cells = cells_to_run(nb, replaced, (released or {}).get(name))
             skipped += len(nb.cells) - len(cells)
             proxy = StudentProxy(host.submission(cells, limits, deadline=deadline))
             proxies.append((name, proxy))
@@ -266,6 +278,19 @@ def replaced_test_cells(assignment: Assignment) -> frozenset[str]:
     return frozenset(p.grade_id for p in assignment.problems)
 
 
+def released_cells(course: Course, assignment: Assignment) -> dict[str, cellplan.Released]:
+    """Per notebook of the assignment, its released cells and the names grading may read
+    (`cellplan.Released`); a notebook whose release cannot be read is left out (all its cells run)."""
+    layout = CourseLayout(course.root)
+    names = cellplan.grader_names(layout.package(assignment.package), tuple(p.name for p in assignment.problems))
+    out = {}
+    for name in assignment.notebooks:
+        sources = cellplan.released_sources(layout.release(assignment.name) / name)
+        if sources is not None:
+            out[name] = cellplan.Released(sources=sources, grader_names=names)
+    return out
+
+
 def grade_submission(course: Course, assignment: Assignment, student: str, folder: Path, *,
                      seed: int, code: InstructorCode | None = None, on_roster: bool = True,
                      host: SandboxHost | None = None, session: GraderSession | None = None) -> SubmissionResult:
@@ -282,7 +307,8 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
         deadline = time.monotonic() + assignment.limits.submission_seconds
         submission = load(course, assignment, student, folder)
         with run_notebooks(submission, host, assignment.limits, deadline=deadline,
-                           replaced=replaced_test_cells(assignment)) as execution:
+                           replaced=replaced_test_cells(assignment),
+                           released=released_cells(course, assignment)) as execution:
             run = run_graders(execution, session, seed)
             restarts = execution.restarts()
             layers = execution.isolation() or (host.info.layers if host.info is not None else ())

@@ -24,6 +24,7 @@ import fcntl
 import itertools
 import math
 import os
+import select
 import shutil
 import signal
 import socket
@@ -368,6 +369,9 @@ class SandboxHost:
         self._host_layers: tuple[str, ...] = ()
         self._problems: list[str] = []
         self._kills = 0                 # "kill" requests whose answers are not read yet
+        self._spare: _Spare | None = None   # a submission's processes started ahead, for the next one
+        self._early: list[dict[str, Any]] = []  # zygote answers read before they were wanted
+        self._graded = 0                # submissions asked for with submission()
         self._closed = False
 
     # ---- lifecycle
@@ -409,6 +413,10 @@ class SandboxHost:
         _close_quietly(self._ctl)
         self._ctl = None
         self._kills = 0
+        self._early = []
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
         if self._process is not None:
             self._process.kill()
             self._process = None
@@ -544,32 +552,98 @@ class SandboxHost:
     def submission(self, cells: Iterable[Any], limits: Limits, *, deadline: float | None = None) -> SubmissionRun:
         """Start a submission's namespaces and run its notebook (returns when the notebook ran).
         `deadline` (time.monotonic()) defaults to now + limits.submission_seconds."""
+        spare, self._spare = self._spare, None
+        if spare is not None and (spare.limits != _limits_message(limits) or not self.alive):
+            spare.close()                       # started for other limits: end it
+            self._kill_submission(spare.sid)
+            spare = None
         self._kills_answered()
-        if self.info is None or not self.alive or self.submissions >= self.recycle_after:
+        if spare is not None and self._ctl is None:   # the zygote was replaced meanwhile
+            spare.close()
+            spare = None
+        self._graded += 1
+        if spare is None and (self.info is None or not self.alive or self.submissions >= self.recycle_after):
             if self.info is not None and self.alive:
                 self._spawn()                   # recycle: a fresh zygote, same layers
             else:
                 self.start()
         if deadline is None:
             deadline = time.monotonic() + limits.submission_seconds
+        if spare is not None:
+            cells = tuple(cells)
+            try:
+                return self._submission(cells, limits, deadline, spare=spare)
+            except SandboxError:
+                # Started while the previous submission ran (which may have used up the process
+                # limit, say): this submission gets processes started now instead.
+                if self._ctl is None:
+                    self.start()
         return self._submission(cells, limits, deadline)
 
     def _submission(self, cells: Iterable[Any], limits: Limits, deadline: float | None, *,
-                    require_layers: bool = True) -> SubmissionRun:
+                    require_layers: bool = True, spare: _Spare | None = None) -> SubmissionRun:
         assert self._ctl is not None
         if self._cgroup is not None:
             self._cgroup.set_memory((limits.memory_mb + 512) * 2**20)
+        ahead = spare is not None
+        if spare is None:
+            spare = self._request(limits)
+        try:
+            reply = self._answer_for(spare.sid)
+        except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
+            spare.close()
+            tail = self._process.log_tail() if self._process else ""
+            self._stop()
+            raise SandboxError(f"the sandbox host stopped ({type(exc).__name__}: {exc}) {tail[-500:]}") from None
+        if reply.get("op") != "started" or reply.get("id") != spare.sid:
+            spare.close()
+            raise SandboxError(f"the submission's processes could not be started: {_text(reply, 'message', 300)}")
+        run = SubmissionRun(self, spare.sid, protocol.Channel(spare.sup), tuple(_cell(c) for c in cells), limits,
+                            deadline if deadline is not None else time.monotonic() + limits.submission_seconds,
+                            require_layers=require_layers, first_template=protocol.Channel(spare.nb),
+                            started_ahead=ahead)
+        try:
+            run._start()
+        except BaseException:
+            run.close()
+            raise
+        if self._graded >= 2 and self.submissions < self.recycle_after and require_layers:
+            # A host that graded more than one submission is grading a batch: the zygote starts the
+            # next submission's processes (namespaces, supervisor, template) while this one is graded.
+            try:
+                self._spare = self._request(limits)
+            except SandboxError:
+                self._spare = None
+        return run
+
+    def _answer_for(self, sid: int) -> dict[str, Any]:
+        """The zygote's answer to the "submission" request `sid`; answers to earlier requests
+        (a discarded spare's, kills) that come first are set aside."""
+        assert self._ctl is not None
+        while True:
+            if self._early:
+                reply = self._early.pop(0)
+            else:
+                reply = self._ctl.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
+            if reply.get("op") == "killed":
+                self._kills -= 1
+            elif reply.get("id") == sid:
+                return reply
+
+    def _request(self, limits: Limits) -> _Spare:
+        """Ask the zygote for a submission's processes (its first template started at once); its
+        "started" answer is read by `_submission`, after the answers to any earlier requests."""
+        assert self._ctl is not None
         self.submissions += 1
         sid = next(self._ids)
         parent, child = socket.socketpair()
         nb_parent, nb_child = socket.socketpair()       # the first template's: its supervisor starts it at once
+        message = _limits_message(limits)
         try:
             end = time.monotonic() + CONTROL_SECONDS
-            self._ctl.send({"op": "submission", "id": sid, "limits": _limits_message(limits), "template": True},
-                           deadline=end)
+            self._ctl.send({"op": "submission", "id": sid, "limits": message, "template": True}, deadline=end)
             self._ctl.send_fds([child.fileno(), nb_child.fileno()], deadline=end)
-            reply = self._ctl.recv(trusted=True, deadline=end, caps=CELL_CAPS)
-        except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
+        except (OSError, TimeoutError) as exc:
             parent.close()
             nb_parent.close()
             tail = self._process.log_tail() if self._process else ""
@@ -578,19 +652,7 @@ class SandboxHost:
         finally:
             child.close()
             nb_child.close()
-        if reply.get("op") != "started":
-            parent.close()
-            nb_parent.close()
-            raise SandboxError(f"the submission's processes could not be started: {_text(reply, 'message', 300)}")
-        run = SubmissionRun(self, sid, protocol.Channel(parent), tuple(_cell(c) for c in cells), limits,
-                            deadline if deadline is not None else time.monotonic() + limits.submission_seconds,
-                            require_layers=require_layers, first_template=protocol.Channel(nb_parent))
-        try:
-            run._start()
-        except BaseException:
-            run.close()
-            raise
-        return run
+        return _Spare(sid, parent, nb_parent, message)
 
     def _kill_submission(self, sid: int) -> None:
         """Have the zygote kill a submission's processes; its answer is read before the next
@@ -604,17 +666,42 @@ class SandboxHost:
             self._stop()                        # the zygote is wedged: start over at the next submission
 
     def _kills_answered(self) -> None:
-        """Read the answers to earlier "kill" requests (a zygote that does not answer is replaced)."""
+        """Read the answers to earlier "kill" requests (a zygote that does not answer is replaced).
+        A spare submission's "started" answer, sent before them, is kept for `_submission`."""
         while self._kills > 0 and self._ctl is not None:
             try:
-                self._ctl.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
-                self._kills -= 1
+                reply = self._ctl.recv(trusted=True, deadline=time.monotonic() + CONTROL_SECONDS, caps=CELL_CAPS)
             except (OSError, EOFError, TimeoutError, protocol.ProtocolError):
                 self._stop()                    # the zygote is wedged: start over
+                continue
+            if reply.get("op") == "killed":
+                self._kills -= 1
+            else:
+                self._early.append(reply)
 
 
 def _cell_messages(cells: Sequence[_Cell]) -> list[dict[str, Any]]:
     return [{"index": c.index, "label": c.label, "source": c.source} for c in cells]
+
+
+def _hung_up(fd: int) -> bool:
+    """Whether the other end of socket `fd` has closed (its process ended), without reading from it."""
+    poller = select.poll()
+    poller.register(fd, select.POLLHUP | select.POLLRDHUP)
+    return any(ev & (select.POLLHUP | select.POLLRDHUP | select.POLLERR) for _, ev in poller.poll(0))
+
+
+@dataclass(frozen=True, slots=True)
+class _Spare:
+    """A submission's processes asked for: the supervisor's socket and the first template's."""
+    sid: int
+    sup: socket.socket
+    nb: socket.socket
+    limits: dict[str, Any]
+
+    def close(self) -> None:
+        self.sup.close()
+        self.nb.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -629,8 +716,9 @@ class SubmissionRun:
 
     def __init__(self, host: SandboxHost, sid: int, sup: protocol.Channel, cells: tuple[_Cell, ...],
                  limits: Limits, deadline: float, *, require_layers: bool = True,
-                 first_template: protocol.Channel | None = None):
+                 first_template: protocol.Channel | None = None, started_ahead: bool = False):
         self.host = host
+        self._started_ahead = started_ahead   # its processes were started during an earlier submission
         self.require_layers = require_layers and not host.insecure
         self.sid = sid
         self.cells = cells
@@ -776,6 +864,10 @@ class SubmissionRun:
             raise SandboxError(f"the notebook's process could not be isolated: {_text(hello, 'error', 300)}")
         if hello.get("op") != "hello":
             raise SandboxError("the notebook's process sent an unexpected first message")
+        if self._started_ahead and self._nb is not None and self._sup is not None:
+            self._started_ahead = False
+            if _hung_up(self._nb.fileno()) or _hung_up(self._sup.fileno()):
+                raise SandboxError("the processes started ahead for this submission ended before it")
         self._template_pid = hello.get("pid") if type(hello.get("pid")) is int else None
         self._template_layers = set(_texts(hello, "layers", 20, 60))
         missing = [layer for layer in isolation.REQUIRED if layer not in self.isolation]

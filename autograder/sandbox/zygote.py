@@ -284,6 +284,14 @@ def _close_all(*fds: int | None) -> None:
             os.close(fd)
 
 
+def _reseed() -> None:
+    """numpy's global random state, seeded afresh for this submission (as a first import of
+    numpy.random would): a fork of the zygote would otherwise start from the zygote's."""
+    import numpy
+
+    numpy.random.seed()
+
+
 def _submission(sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_filter: bytes, namespaces: bool,
                 zygote: int) -> int:
     """The submission process: new namespaces, then the supervisor as their PID 1 (which starts
@@ -291,6 +299,7 @@ def _submission(sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_fil
     linux.set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != zygote:
         return 1
+    _reseed()
     problems: list[str] = []
     layers: list[str] = []
     isolated = False
@@ -657,7 +666,9 @@ def main(argv: list[str]) -> int:
     if "--uid" in argv:
         _drop_privileges(int(argv[argv.index("--uid") + 1]))
     os.environ["OPENBLAS_NUM_THREADS"] = "1"      # before numpy: children fork from this process
-    import numpy  # noqa: F401  (imported once here, shared by every fork)
+    # imported once here, shared by every fork; numpy.random explicitly, as numpy imports it lazily
+    # (~10 ms in every notebook that seeds a generator)
+    import numpy.random  # noqa: F401
 
     from autograder.sandbox import child, protocol  # noqa: F401
 

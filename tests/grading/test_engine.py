@@ -112,6 +112,30 @@ def test_run_notebooks_skips_replaced_test_cells_and_closes_the_processes(tmp_pa
     assert host.runs[0].closed
 
 
+def test_run_notebooks_leaves_out_unchanged_released_cells_nothing_graded_reads(tmp_path):
+    """Given the release, does `run_notebooks` leave out an unchanged public check whose names nothing
+    reads, and run it once the student changed it?"""
+    layout = CourseLayout(tmp_path)
+    check = "y = double(3)\nassert y == 6, 'double(3) should be 6'"
+    answer = ("def double(x):\n    return 2 * x", {"nbgrader": {"grade": False, "solution": True, "grade_id": "d"}})
+    layout.release("hw").mkdir(parents=True)
+    (layout.release("hw") / NB).write_text(notebook(("def double(x):\n    raise NotImplementedError()", answer[1]),
+                                                    (check, {})))
+    a = assignment(double=2)
+    c = course(tmp_path, a)
+    released = engine.released_cells(c, a)
+    assert set(released) == {NB} and "double" in released[NB].grader_names
+    for source, runs in ((check, [0]), (check + "\n", [0, 1])):
+        folder = layout.submission("ada", "hw")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / NB).write_text(notebook(answer, (source, {})))
+        host = FakeHost()
+        with engine.run_notebooks(engine.load(c, a, "ada", folder), host, a.limits, deadline=0.0,
+                                  released=released) as run:
+            assert [cell.index for cell in host.runs[0].cells] == runs
+            assert run.skipped_cells == 2 - len(runs)
+
+
 def test_run_notebooks_stands_in_for_an_unreadable_notebook(tmp_path):
     """Does an unreadable notebook start no process, its functions failing with the reason?"""
     folder = tmp_path / "hw"

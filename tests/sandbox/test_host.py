@@ -3,6 +3,7 @@ template, the per-submission budget, caps on what comes back, batched calls, cle
 from __future__ import annotations
 
 import os
+import select
 import sys
 import time
 from pathlib import Path
@@ -444,6 +445,54 @@ def test_a_notebook_of_many_cells_is_sent_in_chunks_and_runs_in_order(submit):
     statuses = [c.status for c in run.report.cells]
     assert statuses.count("ok") == 2500 and statuses[2100] == "timeout"
     assert run.problem("p").call("last").value == 2499
+
+
+def test_numpys_global_random_state_is_fresh_in_every_submission(submit):
+    """With numpy.random imported once in the zygote, does each submission still start from its
+    own random state (as a first import would give it), and generators seeded alike agree?"""
+    source = ("import numpy as np\n"
+              "def draw():\n    return [float(np.random.rand()), float(np.random.default_rng(3).random())]")
+    first = submit([source]).problem("p").call("draw").value
+    second = submit([source]).problem("p").call("draw").value
+    assert first[0] != second[0] and first[1] == second[1]
+
+
+def test_a_batch_gets_each_next_submissions_processes_started_ahead():
+    """From a host's second submission on, are the next submission's processes started while it is
+    graded, used by the next one, and replaced when its limits differ or they died meanwhile?"""
+    source = ["def f():\n    return 41 + 1"]
+    with SandboxHost() as h:
+        h.start()
+        for _ in range(2):
+            with h.submission(cells(*source), FAST) as run:
+                assert run.problem("p").call("f").value == 42
+        spare = h._spare
+        assert spare is not None                      # started for the third submission
+        with h.submission(cells(*source), FAST) as run:
+            assert run.sid == spare.sid and run.problem("p").call("f").value == 42
+        other = Limits(cell_seconds=2.0, total_seconds=20.0, call_seconds=2.0, memory_mb=768,
+                       submission_seconds=60.0)
+        spare = h._spare
+        with h.submission(cells(*source), other) as run:      # other limits: started afresh
+            assert run.sid != spare.sid and run.problem("p").call("f").value == 42
+        spare = h._spare
+        assert spare is not None
+        h._kill_submission(spare.sid)                       # its processes end: the next one starts afresh
+        poller = select.poll()
+        poller.register(spare.nb, select.POLLHUP | select.POLLRDHUP)
+        assert poller.poll(30_000), "the killed template's socket was not closed"
+        with h.submission(cells(*source), other) as run:
+            assert run.sid != spare.sid and run.problem("p").call("f").value == 42
+            assert run.report.state == "ok"
+
+
+def test_a_single_submission_starts_nothing_ahead():
+    """Does a host that graded one submission leave nothing running for a next one?"""
+    with SandboxHost() as h:
+        h.start()
+        with h.submission(cells("x = 1"), FAST):
+            pass
+        assert h._spare is None
 
 
 def test_the_sandbox_runs_on_one_cpu_and_calls_leave_the_callers_affinity_as_it_was(host, submit):

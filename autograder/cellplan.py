@@ -1,0 +1,488 @@
+"""Which of a submission's code cells grading needs to run, decided from the source alone.
+
+A cell is left out only when nothing grading sees can depend on it. That is decided here, on the
+trusted side, from each cell's syntax tree (never running it), and conservatively: anything
+unclear runs. A cell is left out when all of these hold:
+
+- its source is exactly that of a code cell of the released notebook that is not a solution cell
+  (the instructor's demonstration and public-check cells, unchanged);
+- at its top level it imports nothing, defines no class, declares nothing `global`, stores into
+  no attribute or item, and has no decorator;
+- every global it reads is one of: a module (`numpy`, `math`, `warnings`, bound only by `import`
+  statements) of which it uses only listed pure attributes (and `warnings.simplefilter` only
+  inside `with warnings.catch_warnings()`); a listed builtin; a function of the notebook (bound
+  only by `def`s) whose body is *plain* (below); or a value that no cell that runs and no
+  function of the notebook reads (so that changing it, e.g. drawing from a random generator,
+  cannot matter);
+- no name it binds is read by a cell that runs, by a function of the notebook, or by the graders;
+- every global it reads, itself or through the notebook's functions it calls, is bound by an
+  earlier cell (a cell that would raise NameError, e.g. in a notebook whose cells were reordered,
+  runs, so that the student sees the note).
+
+A function is plain when its body declares nothing global or nonlocal, imports nothing, defines
+no class, stores into no attribute or item of an object it did not create locally, and reads no
+global but pure module attributes, listed builtins and plain functions.
+
+If any cell or function reaches names indirectly (`globals()`, `eval`, `setattr`, `__dict__`,
+`from m import *`, ...), nothing is left out. A cell is read as the sandbox runs it: a cell magic
+other than `%%time`/`%%capture` skips it; magic and shell lines become `pass` when the cell does
+not parse otherwise; a cell that still does not parse raises SyntaxError there and runs nothing.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import symtable
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+MODULES = ("numpy", "math", "warnings")
+
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Attributes of each module that read or compute without changing any state.
+PURE_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "numpy": _words("""
+        abs absolute all allclose any arange arccos arcsin arctan arctan2 argmax argmin argsort around
+        array array_equal asarray atleast_1d atleast_2d broadcast_to ceil clip concatenate copy cos cosh
+        cumsum diag diff divide dot dtype e einsum empty empty_like equal exp expand_dims expm1 eye finfo
+        flip float16 float32 float64 floating floor full full_like greater iinfo inf int32 int64 integer
+        isclose isfinite isinf isnan less linspace log log1p logical_and logical_not logical_or matmul max
+        maximum mean min minimum moveaxis multiply nan ndarray ndim newaxis number ones ones_like outer pi
+        power prod ravel reshape round shape sign sin sinh size sqrt square squeeze stack std subtract sum
+        swapaxes take tanh tile transpose tril triu var where zeros zeros_like __version__
+        linalg.norm linalg.inv linalg.det random.default_rng"""),
+    "math": _words("""
+        pi e tau inf nan sqrt exp log log2 log10 sin cos tan tanh atan atan2 floor ceil fabs isclose
+        isfinite isinf isnan prod fsum comb factorial pow erf"""),
+    "warnings": frozenset({"catch_warnings"}),
+}
+WARNING_FILTERS = frozenset({"simplefilter", "filterwarnings", "resetwarnings"})
+PURE_BUILTINS = _words("""
+    abs all any bool dict divmod enumerate float format frozenset int isinstance issubclass len list map
+    max min print range repr reversed round set slice sorted str sum tuple type zip True False None
+    ArithmeticError AssertionError AttributeError Exception IndexError KeyError NotImplementedError
+    OverflowError RuntimeError TypeError ValueError ZeroDivisionError""")
+BUILTIN_NAMES = frozenset(dir(builtins))
+# Ways to reach a namespace without naming what is read.
+INDIRECT_NAMES = frozenset({"globals", "locals", "vars", "eval", "exec", "compile", "__import__", "getattr",
+                            "setattr", "delattr", "__builtins__", "__main__", "get_ipython", "__dict__",
+                            "breakpoint"})
+INDIRECT_ATTRIBUTES = frozenset({"__dict__", "__globals__", "__builtins__", "f_globals", "f_locals", "f_back",
+                                 "modules", "__code__", "__closure__", "__defaults__", "__kwdefaults__"})
+
+Use = tuple[str, str, bool]      # (base name, attribute path, inside `with warnings.catch_warnings()`)
+
+
+@dataclass(frozen=True)
+class Function:
+    """A top-level `def`."""
+    reads: frozenset[str]          # globals its body reads (as a name, a call or an attribute base)
+    bare: frozenset[str]           # names its body reads as values (not as an attribute's base)
+    uses: frozenset[Use]           # attributes of globals it uses
+    local_only: bool               # no global/nonlocal/import/class, no stores into non-local objects
+
+
+@dataclass(frozen=True)
+class CellFacts:
+    """What one cell's source does to the notebook's namespace."""
+    binds: frozenset[str] = frozenset()          # names bound at the top level
+    reads: frozenset[str] = frozenset()          # globals read at the top level or by its functions
+    top_reads: frozenset[str] = frozenset()      # globals read at the top level
+    uses: frozenset[Use] = frozenset()           # attributes of globals used at the top level
+    bare: frozenset[str] = frozenset()           # names read as values at the top level
+    imports: tuple[tuple[str, str], ...] = ()    # (name, module) bound by `import module [as name]`
+    defs: tuple[tuple[str, Function], ...] = ()  # top-level functions
+    other_binds: frozenset[str] = frozenset()    # names bound at the top level other than by def/import
+    simple: bool = True                          # no import/class/global/decorator/store into objects
+    indirect: bool = False                       # reaches names indirectly
+
+
+def _chain(node: ast.AST) -> tuple[str, str] | None:
+    """`np.linalg.norm` -> ("np", "linalg.norm"); None when the base is not a name."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name) and parts:
+        return node.id, ".".join(reversed(parts))
+    return None
+
+
+def _indirect(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in INDIRECT_NAMES:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in INDIRECT_ATTRIBUTES:
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module in ("builtins", "__main__", "sys", "inspect", "gc")
+                                                 or any(a.name == "*" for a in node.names)):
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in ("builtins", "__main__", "sys", "inspect",
+                                                                       "gc", "ctypes") for a in node.names):
+            return True
+    return False
+
+
+def _bound(tree: ast.AST) -> set[str]:
+    """Every name bound anywhere in `tree` (any scope inside it)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler)) and node.name:
+            names.add(str(node.name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+    return names
+
+
+def _attribute_uses(tree: ast.AST, skip: Collection[str] = ()) -> set[Use]:
+    """The outermost attribute chains on a name (`np.linalg.norm`, not also `np.linalg`)."""
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                isinstance(i.context_expr, ast.Call) and (c := _chain(i.context_expr.func)) is not None
+                and c[1] == "catch_warnings" for i in node.items):
+            guarded |= {id(n) for b in node.body for n in ast.walk(b)}
+    out: set[Use] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and id(node) not in inner:
+            chain = _chain(node)
+            if chain is not None and chain[0] not in skip:
+                out.add((chain[0], chain[1], id(node) in guarded))
+    return out
+
+
+def _bare_names(tree: ast.AST) -> set[str]:
+    """Names read as values, not as the base of an attribute (`m = np` but not `np.sum`)."""
+    bases = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and id(n) not in bases}
+
+
+def _stores_into(tree: ast.AST, local: Collection[str]) -> bool:
+    """Whether `tree` stores into (or deletes) an attribute or item of anything but a local name."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            base = node.value
+            while isinstance(base, (ast.Attribute, ast.Subscript)):
+                base = base.value
+            if not (isinstance(base, ast.Name) and base.id in local):
+                return True
+    return False
+
+
+def _global_reads(table: symtable.SymbolTable) -> set[str]:
+    """Globals referenced in `table`'s scope or any scope nested in it."""
+    out = {sym.get_name() for sym in table.get_symbols() if sym.is_global() and sym.is_referenced()}
+    for child in table.get_children():
+        out |= _global_reads(child)
+    return out
+
+
+def _function(fn: ast.FunctionDef | ast.AsyncFunctionDef, table: symtable.SymbolTable) -> Function:
+    body = ast.Module(body=fn.body, type_ignores=[])
+    local = {sym.get_name() for sym in table.get_symbols() if sym.is_local()}
+    reads = _global_reads(table)
+    local_only = not any(isinstance(n, (ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom, ast.ClassDef))
+                         for n in ast.walk(body)) and not _stores_into(body, local)
+    return Function(reads=frozenset(reads), bare=frozenset(_bare_names(body) - local),
+                    uses=frozenset(_attribute_uses(body, skip=local)), local_only=local_only)
+
+
+def _sandbox_source(source: str) -> str | None:
+    """The source as the sandbox compiles it; None when the sandbox runs none of it."""
+    lines = source.split("\n")
+    first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if first is not None and lines[first].strip().startswith("%%"):
+        if lines[first].split()[0] not in ("%%time", "%%capture"):
+            return None
+        lines[first] = ""
+    return "\n".join(lines)
+
+
+def _without_magic_lines(source: str) -> str:
+    out = []
+    for line in source.split("\n"):
+        body = line.lstrip()
+        bare = body.rstrip()
+        if body.startswith(("%", "!")) or (bare.endswith("?") and bare.rstrip("?").replace(".", "").isidentifier()):
+            out.append(line[: len(line) - len(body)] + "pass")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _parse(source: str) -> ast.Module | None:
+    text = _sandbox_source(source)
+    if text is None:
+        return None
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        try:
+            return ast.parse(_without_magic_lines(text))
+        except (SyntaxError, ValueError):
+            return None
+
+
+@lru_cache(maxsize=4096)
+def cell_facts(source: str) -> CellFacts:
+    """The facts of one cell (cached by source: released cells and common answers repeat)."""
+    try:
+        text = _sandbox_source(source)
+        if text is None:
+            return CellFacts()                  # the sandbox runs none of it
+        for attempt in (text, _without_magic_lines(text)):
+            try:
+                tree = ast.parse(attempt)
+                table = symtable.symtable(attempt, "<cell>", "exec")
+            except (SyntaxError, ValueError):
+                continue
+            return _facts(tree, table)
+        return CellFacts()                      # a SyntaxError in the sandbox: runs nothing
+    except (RecursionError, MemoryError):       # nested too deeply to read: unclear
+        return CellFacts(simple=False, indirect=True)
+
+
+def _facts(tree: ast.Module, table: symtable.SymbolTable) -> CellFacts:
+    children: dict[str, list[symtable.SymbolTable]] = {}
+    for child in table.get_children():
+        children.setdefault(child.get_name(), []).append(child)
+    imports: list[tuple[str, str]] = []
+    defs: list[tuple[str, Function]] = []
+    simple = True
+    rest: list[ast.stmt] = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs.append((stmt.name, _function(stmt, children[stmt.name].pop(0))))
+            if stmt.decorator_list:
+                simple = False
+            rest.extend(ast.Expr(value=h) for h in (*stmt.args.defaults, *[d for d in stmt.args.kw_defaults if d]))
+        elif isinstance(stmt, ast.Import):
+            simple = False
+            for a in stmt.names:
+                imports.append((a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0]))
+        else:
+            if isinstance(stmt, (ast.ImportFrom, ast.ClassDef)):
+                simple = False
+            rest.append(stmt)
+    body = ast.Module(body=rest, type_ignores=[])
+    if any(isinstance(n, (ast.Global, ast.Nonlocal, ast.ClassDef, ast.Import, ast.ImportFrom,
+                          ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(body)):
+        simple = False                  # nested in another statement: read as unclear
+    binds = {sym.get_name() for sym in table.get_symbols() if sym.is_assigned() or sym.is_imported()}
+    if _stores_into(body, binds):       # into an object of its own names only (those are judged as values)
+        simple = False
+    top_reads = {sym.get_name() for sym in table.get_symbols() if sym.is_referenced()}
+    for tables in children.values():    # lambdas, comprehensions, classes (and nested defs) at the top level
+        for child in tables:
+            top_reads |= _global_reads(child)
+    reads = set(top_reads)
+    for _, fn in defs:
+        reads |= fn.reads
+    other = binds & _bound(body)
+    return CellFacts(binds=frozenset(binds), reads=frozenset(reads), top_reads=frozenset(top_reads),
+                     uses=frozenset(_attribute_uses(body)), bare=frozenset(_bare_names(body)),
+                     imports=tuple(imports), defs=tuple(defs),
+                     other_binds=frozenset(other), simple=simple, indirect=_indirect(tree))
+
+
+@dataclass(frozen=True)
+class Released:
+    """What the released notebook tells about a submission's cells: the sources of its code cells
+    that are not solution cells, and the names grading may read."""
+    sources: frozenset[str]
+    grader_names: frozenset[str] = field(default_factory=frozenset)
+
+
+def cells_to_skip(sources: Sequence[str], released: Released) -> frozenset[int]:
+    """Positions (in `sources`, the cells that would run, in order) of the cells that can be left out."""
+    facts = [cell_facts(s) for s in sources]
+    if any(f.indirect for f in facts):
+        return frozenset()
+    bindings: dict[str, list[str]] = {}           # name -> how each cell binds it: "def", "import:<m>", "value"
+    functions: dict[str, list[Function]] = {}
+    for f in facts:
+        for name, module in f.imports:
+            bindings.setdefault(name, []).append(f"import:{module}")
+        for name, fn in f.defs:
+            bindings.setdefault(name, []).append("def")
+            functions.setdefault(name, []).append(fn)
+        for name in f.other_binds:
+            bindings.setdefault(name, []).append("value")
+
+    def module_of(name: str) -> str | None:
+        kinds = set(bindings.get(name, ()))
+        if len(kinds) == 1:
+            (kind,) = kinds
+            if kind.startswith("import:") and kind[7:] in MODULES:
+                return kind[7:]
+        return None
+
+    def pure_use(use: Use) -> bool:
+        base, path, guarded = use
+        module = module_of(base)
+        if module is None:
+            return True                    # not a module: judged as a value read by the caller
+        if module == "warnings" and path in WARNING_FILTERS:
+            return guarded
+        return path in PURE_ATTRIBUTES[module]
+
+    # plain functions: a fixpoint from "every function is plain"
+    plain = {name for name, kinds in bindings.items() if set(kinds) == {"def"}}
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(plain):
+            ok = all(fn.local_only and all(pure_use(u) for u in fn.uses)
+                     and not any(module_of(b) for b in fn.bare)
+                     and all(_harmless_read(r, module_of, plain, bindings) for r in fn.reads)
+                     for fn in functions[name])
+            if not ok:
+                plain.discard(name)
+                changed = True
+
+    function_reads: set[str] = set()
+    for f in facts:
+        for _, fn in f.defs:
+            function_reads |= fn.reads
+    if "*" in released.grader_names:
+        return frozenset()
+    first_bound: dict[str, int] = {}
+    for i, f in enumerate(facts):
+        for name in f.binds:
+            first_bound.setdefault(name, i)
+
+    def runs_in_order(i: int) -> bool:
+        """Whether every global cell i reads (itself or through the notebook's functions it calls)
+        exists when it runs: a cell that would raise NameError runs, so that its note stays."""
+        f = facts[i]
+        seen: set[str] = set()
+        todo = list(f.top_reads)
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            at = first_bound.get(name)
+            if at is None:
+                if name not in BUILTIN_NAMES:
+                    return False
+            elif at > i or (at == i and name not in f.binds):
+                return False
+            for fn in functions.get(name, ()):
+                todo.extend(fn.reads)
+        return True
+
+    candidates = {i for i, (s, f) in enumerate(zip(sources, facts, strict=True))
+                  if s in released.sources and f.simple and all(name in plain for name, _ in f.defs)
+                  and all(pure_use(u) for u in f.uses) and not any(module_of(b) for b in f.bare)
+                  and runs_in_order(i)}
+    while True:
+        running_reads = set(function_reads) | set(released.grader_names)
+        for i, f in enumerate(facts):
+            if i not in candidates:
+                running_reads |= f.reads
+        dropped = set()
+        for i in candidates:
+            f = facts[i]
+            values = {r for r in f.reads if not _harmless_read(r, module_of, plain, bindings)}
+            if (f.binds | values) & running_reads:
+                dropped.add(i)
+        if not dropped:
+            return frozenset(candidates)
+        candidates -= dropped
+
+
+def _harmless_read(name: str, module_of: Callable[[str], str | None], plain: set[str],
+                   bindings: dict[str, list[str]]) -> bool:
+    """A global read that can neither change nor be changed through the reading code: a module
+    (its attributes are checked apart), a plain function, or a listed builtin the notebook never rebinds."""
+    if module_of(name) is not None or name in plain:
+        return True
+    return name not in bindings and name in PURE_BUILTINS
+
+
+def _mtime_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def released_sources(path: Path) -> frozenset[str] | None:
+    """The sources of the released notebook's code cells that are not solution cells; None when
+    it cannot be read (then nothing is left out)."""
+    return _released_sources(path, _mtime_key(path))
+
+
+@lru_cache(maxsize=16)
+def _released_sources(path: Path, key: tuple[int, int] | None) -> frozenset[str] | None:
+    if key is None:
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        out = set()
+        for cell in data["cells"]:
+            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+                continue
+            meta = cell.get("metadata") or {}
+            if (meta.get("nbgrader") or {}).get("solution"):
+                continue
+            source = cell.get("source", "")
+            out.add(source if isinstance(source, str) else "".join(source))
+        return frozenset(out)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def grader_names(package: Path, functions: tuple[str, ...]) -> frozenset[str]:
+    """Names grading may look up in a notebook. The graders reach it only through the `student`
+    proxy, so: the assignment's functions, every attribute taken of a name containing `student`
+    (and every name given to getattr on one) in its trusted code, and the keyword-only parameters
+    of its functions (a composite's building blocks, called by name)."""
+    files = tuple(sorted(package.rglob("*.py"))) if package.is_dir() else ()
+    return _grader_names(files, tuple(_mtime_key(f) for f in files), functions)
+
+
+def _is_student(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and "student" in node.id.lower()
+
+
+@lru_cache(maxsize=16)
+def _grader_names(files: tuple[Path, ...], keys: tuple[object, ...], functions: tuple[str, ...]) -> frozenset[str]:
+    names = set(functions)
+    for f in files:
+        try:
+            tree = ast.parse(f.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _is_student(node.value):
+                names.add(node.attr)
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                  and node.args and _is_student(node.args[0])):
+                names.update(n.value for n in node.args[1:2]
+                             if isinstance(n, ast.Constant) and isinstance(n.value, str))
+                if not (len(node.args) > 1 and isinstance(node.args[1], ast.Constant)):
+                    names.add("*")          # a name computed at run time: any name
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.update(a.arg for a in node.args.kwonlyargs)
+    return frozenset(names)

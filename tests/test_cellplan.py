@@ -1,0 +1,151 @@
+"""Which cells grading leaves out: only unchanged released cells that nothing graded can read, and
+nothing when anything is unclear. Each case is a small notebook read from its sources alone."""
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autograder import cellplan
+
+SETUP = textwrap.dedent("""\
+    import numpy as np
+    import warnings
+    rng = np.random.default_rng(0)
+""")
+ANSWER = textwrap.dedent("""\
+    def double(x):
+        return 2 * np.asarray(x)
+""")
+CHECK = textwrap.dedent("""\
+    x = rng.normal(size=3)
+    out = double(x)
+    assert np.allclose(out, x + x), f"double should add x to itself; got {out}"
+    print("ok")
+""")
+DEMO = textwrap.dedent("""\
+    z = np.array([-1.0, 0.0, 1.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        w = np.exp(z)
+    print(w, len(caught))
+""")
+RELEASED = cellplan.Released(sources=frozenset({SETUP, CHECK, DEMO}), grader_names=frozenset({"double"}))
+
+
+def skipped(*sources: str, released: cellplan.Released = RELEASED) -> list[int]:
+    return sorted(cellplan.cells_to_skip(list(sources), released))
+
+
+def test_unchanged_public_check_and_demo_cells_are_left_out():
+    """Are the released check and demonstration cells left out, and the setup and the answer run?"""
+    assert skipped(SETUP, ANSWER, CHECK, DEMO) == [2, 3]
+
+
+def test_a_changed_released_cell_runs():
+    """Does a public-check cell the student edited (one character) run?"""
+    assert skipped(SETUP, ANSWER, CHECK.replace("size=3", "size=4"), DEMO) == [3]
+
+
+@pytest.mark.parametrize("later", [
+    "print(out)",                               # a later cell reads a name the check binds
+    "def f(y):\n    return y + x\n",            # a function reads it at call time
+])
+def test_a_cell_whose_names_are_read_later_runs(later):
+    """Does a check run when a cell that runs, or any function, reads a name it binds?"""
+    assert 2 not in skipped(SETUP, ANSWER, CHECK, DEMO, later)
+
+
+def test_a_name_the_graders_look_up_keeps_its_cell():
+    """Does a released cell binding a name the graders may look up run?"""
+    released = cellplan.Released(sources=RELEASED.sources, grader_names=frozenset({"double", "out"}))
+    assert skipped(SETUP, ANSWER, CHECK, DEMO, released=released) == [3]
+
+
+def test_a_changed_generator_that_a_function_reads_keeps_the_check():
+    """When the student's function draws from the notebook's `rng`, does the check that also
+    draws from it run (skipping it would change what the function sees)?"""
+    uses_rng = "def double(x):\n    return 2 * np.asarray(x) + 0 * rng.normal()\n"
+    assert skipped(SETUP, uses_rng, CHECK, DEMO) == [3]
+
+
+@pytest.mark.parametrize("answer", [
+    "counter = []\ndef double(x):\n    counter.append(1)\n    return 2 * x\n",   # changes a global list
+    "def double(x):\n    global n\n    n = 1\n    return 2 * x\n",               # declares a global
+    "def double(x):\n    np.random.seed(0)\n    return 2 * x\n",                 # numpy's global state
+    "def double(x):\n    return 2 * globals()['np'].asarray(x)\n",               # indirect access
+    "import math as np\ndef double(x):\n    return 2 * x\n",                     # np rebound
+])
+def test_a_check_calling_a_function_that_is_not_plain_runs(answer):
+    """Does a check run when the function it calls may change state (or reaches names indirectly)?"""
+    assert 2 not in skipped(SETUP, answer, CHECK, DEMO)
+
+
+def test_indirect_access_anywhere_keeps_every_cell():
+    """Does `eval`/`globals()` in any cell that runs keep every cell?"""
+    assert skipped(SETUP, ANSWER, CHECK, DEMO, "print(eval('x'))") == []
+
+
+def test_a_warning_filter_outside_catch_warnings_keeps_the_cell():
+    """Is `warnings.simplefilter` outside `with warnings.catch_warnings()` (a global change) unclear?"""
+    demo = "warnings.simplefilter('ignore')\nprint(np.exp(1.0))\n"
+    released = cellplan.Released(sources=RELEASED.sources | {demo}, grader_names=frozenset({"double"}))
+    assert skipped(SETUP, ANSWER, demo, released=released) == []
+
+
+@pytest.mark.parametrize("source", [
+    "import numpy\nprint(numpy.zeros(2))\n",          # imports
+    "class A:\n    pass\n",                           # defines a class
+    "np.seterr(all='ignore')\n",                       # an impure module function
+    "m = np\nm.x = 1\n",                               # a module as a value
+    "rng.bit_generator.state = {}\n",                  # stores into an object it did not make
+])
+def test_released_cells_that_change_state_run(source):
+    """Does a released cell that imports, defines a class or changes shared state run?"""
+    released = cellplan.Released(sources=RELEASED.sources | {source}, grader_names=frozenset({"double"}))
+    assert 2 not in skipped(SETUP, ANSWER, source, released=released)
+
+
+def test_cells_the_sandbox_would_not_run_are_read_as_it_runs_them():
+    """A cell with a syntax error binds and reads nothing; a magic line is read as `pass`."""
+    broken = "def broken(:\n    pass\n"
+    magic = "%matplotlib inline\nprint(x)\n"
+    assert skipped(SETUP, ANSWER, CHECK, broken) == [2]
+    assert 2 not in skipped(SETUP, ANSWER, CHECK, magic)
+    assert cellplan.cell_facts("%%bash\necho $x\n").reads == frozenset()
+
+
+def test_released_sources_leave_out_solution_cells(tmp_path: Path):
+    """Are only the released notebook's non-solution code cells taken, and an unreadable one None?"""
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "source": ["x = 1\n", "y = 2"], "metadata": {}},
+        {"cell_type": "code", "source": "def f():\n    raise NotImplementedError()",
+         "metadata": {"nbgrader": {"solution": True, "grade": False, "grade_id": "f"}}},
+        {"cell_type": "markdown", "source": "text", "metadata": {}}]}
+    path = tmp_path / "hw.ipynb"
+    path.write_text(json.dumps(nb))
+    assert cellplan.released_sources(path) == frozenset({"x = 1\ny = 2"})
+    assert cellplan.released_sources(tmp_path / "missing.ipynb") is None
+
+
+def test_grader_names_are_what_the_student_proxy_is_asked_for(tmp_path: Path):
+    """Are the names the graders take from `student`, and the building blocks, all collected?"""
+    (tmp_path / "graders").mkdir()
+    (tmp_path / "graders" / "test_f.py").write_text(
+        "def test_f(student, rng):\n    x = rng.normal()\n    student.f(x)\n    getattr(student, 'g')\n")
+    (tmp_path / "reference.py").write_text("def block(x, *, f=None):\n    return x\n")
+    names = cellplan.grader_names(tmp_path, ("h",))
+    assert {"f", "g", "h"} <= names and "x" not in names and "normal" not in names
+
+
+@pytest.mark.parametrize("order", [
+    (SETUP, CHECK, ANSWER, DEMO),                                    # the check before the function
+    (SETUP, "def double(x):\n    return helper(x)\n", CHECK, "def helper(x):\n    return 2 * x\n"),
+    (SETUP, "def twice(x):\n    return 2 * x\n", CHECK),           # the function was renamed
+])
+def test_a_check_that_would_raise_name_error_runs(order):
+    """Does a check run (and raise NameError there, noted) when a name it needs is bound only later,
+    by the function it calls or not at all?"""
+    assert order.index(CHECK) not in skipped(*order)
