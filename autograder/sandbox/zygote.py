@@ -284,6 +284,13 @@ def _close_all(*fds: int | None) -> None:
             os.close(fd)
 
 
+def _hung_up(fd: int) -> bool:
+    """Whether every write end of the pipe whose read end is `fd` is closed."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(0))
+
+
 def _reseed() -> None:
     """numpy's global random state, seeded afresh for this submission (as a first import of
     numpy.random would): a fork of the zygote would otherwise start from the zygote's."""
@@ -320,14 +327,25 @@ def _submission(sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_fil
             linux.set_dumpable(False)
     if not isolated:
         return Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=False, first_template=nb_fd).serve()
+    # The supervisor must not outlive this process, even when this one is killed between the fork
+    # and the supervisor's own parent-death signal: it holds a pipe's write end for its lifetime,
+    # and the supervisor, once its signal is set, looks whether the write end is still open.
+    alive_r, alive_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         code = 70
         try:
-            code = Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=True,
-                              first_template=nb_fd).serve()
+            os.close(alive_w)
+            linux.set_parent_death_signal(signal.SIGKILL)
+            if _hung_up(alive_r):
+                code = 1                        # killed meanwhile: nothing to supervise
+            else:
+                os.close(alive_r)
+                code = Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=True,
+                                  first_template=nb_fd).serve()
         finally:
             os._exit(code)
+    os.close(alive_r)
     _close_all(sup_fd, nb_fd)
     while True:
         try:

@@ -486,6 +486,24 @@ def test_a_batch_gets_each_next_submissions_processes_started_ahead():
             assert run.report.state == "ok"
 
 
+def test_processes_killed_as_soon_as_they_were_asked_for_all_end():
+    """When a submission's processes are killed right after they were asked for (while the
+    zygote may still be starting them), does every one of them end, the first template included?"""
+    with SandboxHost() as h:
+        h.start()
+        for i in range(60):
+            spare = h._request(FAST)
+            time.sleep((i % 20) * 0.0002)                     # kill at a different moment of its start
+            h._kill_submission(spare.sid)
+            poller = select.poll()
+            poller.register(spare.nb, select.POLLHUP | select.POLLRDHUP)
+            assert poller.poll(20_000), "a template outlived its killed submission"
+            spare.close()
+            h._kills_answered()
+        with h.submission(cells("def f():\n    return 7"), FAST) as run:
+            assert run.problem("p").call("f").value == 7
+
+
 def test_a_single_submission_starts_nothing_ahead():
     """Does a host that graded one submission leave nothing running for a next one?"""
     with SandboxHost() as h:
