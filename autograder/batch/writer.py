@@ -1,8 +1,9 @@
 """The one process that writes the gradebook during a batch, so grading never imports nbgrader.
 
-The batch's driver starts it first (its nbgrader import then overlaps with the sandbox's start
-and with grading) and feeds it each result as it comes; it commits each submission in its own
-transaction through reporting.gradebook's functions, in the order received; then (when asked)
+The batch's driver starts it first (its imports then overlap with the sandbox's start and with
+grading) and feeds it each result as it comes; it commits each submission in its own transaction
+through reporting.gradebook's GradebookWriter (plain SQL when it can, reporting.gradebook_sql; nbgrader's
+API, imported only then, when it cannot), in the order received; then (when asked)
 copies the submission's notebooks into autograded/ for the formgrader, annotated with our report
 (it needs nbformat, which is slow to import too), and rewrites the student's feedback page when
 the gradebook holds a person's overrides or comments for them (api.gradebook_side_outputs):
@@ -242,6 +243,13 @@ ARCHIVE_FUNCTIONS = ("unpack_archive", "unpack_tarfile", "unpack_zipfile")
 DEFERRED_MODULES = ("requests",)    # nbgrader.auth's JupyterHub plugin, which a gradebook never calls
 
 
+def skip_format_checkers() -> None:
+    """Let jsonschema (nbformat's, for the formgrader copy; nbgrader's) import without its optional
+    format-check libraries in this process (see FORMAT_CHECK_MODULES)."""
+    for name in FORMAT_CHECK_MODULES:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+
+
 def _deferred_archive_util() -> types.ModuleType:
     """A stand-in for setuptools.archive_util whose functions import the real module when called."""
     stub = types.ModuleType("setuptools.archive_util")
@@ -274,8 +282,7 @@ def import_nbgrader_api() -> str:
     libraries, with setuptools' archive functions and requests imported only when used. nbgrader.api's
     own code, models and SQL are nbgrader's, unchanged. Should any of this not fit the installed
     nbgrader, the plain import is done instead. Returns "light", or what happened instead (one line)."""
-    for name in FORMAT_CHECK_MODULES:
-        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+    skip_format_checkers()
     if "nbgrader" in sys.modules:
         importlib.import_module("nbgrader.api")
         return "nbgrader already imported; plain import of nbgrader.api"
@@ -308,6 +315,14 @@ def import_nbgrader_api() -> str:
     finally:
         if stub is not None and sys.modules.get("setuptools.archive_util") is stub:
             del sys.modules["setuptools.archive_util"]    # a later import finds the real module
+
+
+def _import_nbgrader() -> None:
+    """What a GradebookWriter of this process runs before it first needs nbgrader's API (most batches
+    write through plain SQL and never do: reporting.gradebook_sql)."""
+    how = import_nbgrader_api()
+    if how != "light":
+        print(f"gradebook writer: {how}", file=sys.stderr)
 
 
 def _one_line(text: str, limit: int = 500) -> str:
@@ -354,7 +369,7 @@ def commit_job(course_dir: str, assignment_name: str, record: Path) -> int:
         deadline = time.monotonic() + BUSY_SECONDS
         while True:
             try:
-                with GradebookWriter(course, assignment) as writer:
+                with GradebookWriter(course, assignment, before_nbgrader=_import_nbgrader) as writer:
                     error = writer.record(result)
                     review = writer.review(result.student) if error is None else None
             except Exception as exc:
@@ -393,7 +408,7 @@ def serve(fd: int, course_dir: str, assignment_name: str) -> int:
     try:
         course = load_course(course_dir)
         assignment = course.assignment(assignment_name)
-        writer = GradebookWriter(course, assignment)
+        writer = GradebookWriter(course, assignment, before_nbgrader=_import_nbgrader)
         writer.__enter__()
     except CourseError as exc:
         conn.send({"op": "failed", "message": _one_line(str(exc))})
@@ -441,9 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         from ..reporting.gradebook import hold_inherited_lock
 
         hold_inherited_lock(load_course(args.course_dir), args.lock_fd)
-    how = import_nbgrader_api()
-    if how != "light":
-        print(f"gradebook writer: {how}", file=sys.stderr)
+    skip_format_checkers()
     # Ctrl-C at the terminal reaches this process too: it finishes committing what it was sent
     # and exits when the batch closes the connection, so no grade that was graded is lost.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -21,6 +21,10 @@ A grade that a person entered by hand (`manual_score`) is kept and flagged for r
 for manual grading. A student's extension (course.yml) is the submission's `extension`, so
 nbgrader's own lateness (formgrader, `total_seconds_late`) counts from the student's due date.
 
+A batch (`GradebookWriter`) writes its submissions the same way through plain SQL when it can
+(reporting.gradebook_sql: an SQLite gradebook of nbgrader's schema that course.yml needs no change
+in), without importing nbgrader.
+
 Every entry point is a plain function of (course, assignment, ...) that opens the gradebook itself
 (or a `GradebookWriter` held open for a batch), so it can run in any process.
 
@@ -44,7 +48,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from autograder.config import Assignment, Course, Problem
 from autograder.errors import CourseError, ReleaseError
@@ -55,6 +59,8 @@ from .review import ProblemReview, Review
 
 if TYPE_CHECKING:
     from nbgrader.api import Gradebook
+
+    from .gradebook_sql import SqlGradebook
 
 T = TypeVar("T")
 
@@ -665,7 +671,7 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
 
 # --------------------------------------------------------------------------- gradebook -> feedback
 
-def _comment_problem(assignment: Assignment, cell_name: str, source: str) -> str:
+def comment_problem(assignment: Assignment, cell_name: str, source: str) -> str:
     """The problem a commented cell belongs to: the function it defines, else a problem named at the
     start of its grade id (`layer_norm_solution`), else "" (the notebook as a whole)."""
     names = [p.name for p in assignment.problems]
@@ -710,7 +716,7 @@ def _comments(assignment: Assignment, submission: Any) -> tuple[tuple[str, str],
                 if sources is None:
                     sources = {c.name: c.source or "" for c in snb.notebook.source_cells}
                 name = comment.cell.name
-                comments.append((_comment_problem(assignment, name, sources.get(name, "")), text))
+                comments.append((comment_problem(assignment, name, sources.get(name, "")), text))
     return tuple(comments)
 
 
@@ -732,53 +738,95 @@ class GradebookWriter:
                 review = gb.review(student)  # overrides and comments, for the feedback page
 
     Opening syncs the roster, due date and max scores from course.yml (`created` lists what
-    changed), and raises CourseError when the gradebook itself is unusable."""
+    changed), and raises CourseError when the gradebook itself is unusable. Submissions are written
+    through plain SQL (reporting.gradebook_sql) when the gradebook is an SQLite file of nbgrader's
+    schema that course.yml needs no change in; otherwise (and for what course.yml changes) through
+    nbgrader's API, imported then, after `before_nbgrader()` (the writer process's quick import)."""
 
-    def __init__(self, course: Course, assignment: Assignment):
+    def __init__(self, course: Course, assignment: Assignment, *,
+                 before_nbgrader: Callable[[], object] | None = None):
         self.course = course
         self.assignment = assignment
         self.created: tuple[str, ...] = ()
+        self.plain_sql = False                      # whether submissions go through gradebook_sql
+        self._before_nbgrader = before_nbgrader
         self._stack = contextlib.ExitStack()
         self._gb: Gradebook | None = None
+        self._sql: SqlGradebook | None = None
         self._reviews: dict[str, Review] = {}       # from `record`, until `review` hands it out
 
     def __enter__(self) -> GradebookWriter:
-        from nbgrader.api import InvalidEntry, MissingEntry
+        from .gradebook_sql import SqlGradebook
 
         with contextlib.ExitStack() as stack:
-            gb = stack.enter_context(open_gradebook(self.course))
+            stack.enter_context(gradebook_lock(self.course))
+            sql = SqlGradebook.open(self.course, self.assignment)
+            if sql is None or not sql.in_sync():
+                if sql is not None:
+                    sql.close()
+                self._sync()                        # course.yml's changes, through nbgrader's API
+                sql = SqlGradebook.open(self.course, self.assignment)
+                if sql is not None and not sql.in_sync():
+                    sql.close()
+                    sql = None
+            if sql is not None:
+                stack.callback(sql.close)
+                self._sql = sql
+                self.plain_sql = True
+            else:                                   # another database, or another schema: nbgrader's API
+                self._gb = stack.enter_context(_opened(self.course, self._nbgrader_gradebook()))
+            self._stack = stack.pop_all()
+        return self
+
+    def _nbgrader_gradebook(self) -> Callable[[str, str], Gradebook]:
+        if self._before_nbgrader is not None:
+            self._before_nbgrader()
+            self._before_nbgrader = None
+        from nbgrader.api import Gradebook
+
+        return cast("Callable[[str, str], Gradebook]", Gradebook)
+
+    def _sync(self) -> None:
+        """Roster, due date, notebooks and max scores from course.yml, through nbgrader's API."""
+        factory = self._nbgrader_gradebook()
+        from nbgrader.api import InvalidEntry, MissingEntry
+
+        with _opened(self.course, factory) as gb:
             try:
                 self.created = tuple(_commit(gb, lambda: sync_roster(gb, self.course)
                                              + _sync_assignment(gb, self.course, self.assignment)))
             except (InvalidEntry, MissingEntry, ValueError) as exc:
                 raise CourseError(f"gradebook {self.course.gradebook_url}: cannot set up assignment "
                                   f"{self.assignment.name!r} ({exc})") from None
-            self._stack = stack.pop_all()
-        self._gb = gb
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self._gb = None
+        self._sql = None
         self._stack.close()
 
     def record(self, result: SubmissionResult) -> str | None:
         """Commit one submission's grades; returns None, or why it was rolled back (one line)."""
-        if self._gb is None:
+        if self._gb is None and self._sql is None:
             raise RuntimeError("GradebookWriter used outside its with-block")
         self._reviews.pop(result.student, None)
         try:
-            self._reviews[result.student] = record_submission(self._gb, self.assignment, result)
+            if self._sql is not None:
+                self._reviews[result.student] = self._sql.record(result)
+            else:
+                assert self._gb is not None
+                self._reviews[result.student] = record_submission(self._gb, self.assignment, result)
         except Exception as exc:  # noqa: BLE001 - that submission is rolled back and reported; the others land
             return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         clear_pending(self.course, self.assignment.name, result.student)
         return None
 
     def review(self, student: str) -> Review | None:
-        """The gradebook's overrides and comments for `student` (None when it has none or is unreadable)."""
-        if self._gb is None:
+        """The gradebook's overrides and comments for `student` as `record` committed them (None
+        when it has none, was not recorded, or is unreadable)."""
+        if self._gb is None and self._sql is None:
             raise RuntimeError("GradebookWriter used outside its with-block")
         recorded = self._reviews.pop(student, None)     # as just committed by `record`
-        if recorded is not None:
+        if recorded is not None or self._gb is None:
             return recorded
         try:
             return read_review(self._gb, self.assignment, student)

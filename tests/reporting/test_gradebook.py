@@ -55,6 +55,19 @@ def release_into(course, assignment):
             gb.add_grade_cell(p.grade_id, STEM, assignment.name, max_score=p.points, cell_type="code")
 
 
+def release_with_a_commented_cell(course, assignment):
+    """The release, with a solution cell (cell-7f3a, the student's split_heads) a person can comment on."""
+    from nbgrader.api import SolutionCell, SourceCell
+
+    release_into(course, assignment)
+    with Gradebook(course.gradebook_url) as gb:
+        nb = gb.find_notebook(STEM, assignment.name)
+        gb.db.add(SolutionCell(name="cell-7f3a", notebook=nb))
+        gb.db.add(SourceCell(name="cell-7f3a", notebook=nb, cell_type="code", locked=False,
+                             source="def split_heads(x, n_heads):\n    raise NotImplementedError()\n"))
+        gb.db.commit()
+
+
 def auto_scores(course, assignment, student):
     with Gradebook(course.gradebook_url, course.course_id) as gb:
         return {p.name: gb.find_grade(p.grade_id, STEM, assignment.name, student).auto_score
@@ -237,17 +250,9 @@ def test_the_due_date_and_an_extension_reach_the_gradebook(course, ada):
 
 def test_a_ta_override_and_comment_are_read_back(course, assignment, ada):
     """Are a manual score entered in the gradebook and a comment on a solution cell read back per problem?"""
-    from nbgrader.api import SolutionCell, SourceCell
-
     from autograder.reporting.gradebook import review_of
 
-    release_into(course, assignment)
-    with Gradebook(course.gradebook_url) as gb:
-        nb = gb.find_notebook(STEM, assignment.name)
-        gb.db.add(SolutionCell(name="cell-7f3a", notebook=nb))
-        gb.db.add(SourceCell(name="cell-7f3a", notebook=nb, cell_type="code", locked=False,
-                             source="def split_heads(x, n_heads):\n    raise NotImplementedError()\n"))
-        gb.db.commit()
+    release_with_a_commented_cell(course, assignment)
     record_grades(course, assignment, [ada])
     assert review_of(course, assignment, "ada").changed is False
     with Gradebook(course.gradebook_url) as gb:
@@ -360,3 +365,49 @@ def test_opening_for_a_batch_completes_exactly_the_submissions_missing_rows(cour
     assert rows() == dict.fromkeys(("ada", "bob", "cy"), (2, 3, 1))
     with Gradebook(course.gradebook_url) as gb:
         assert _incomplete(gb, gb.find_assignment(assignment.name)) == []
+
+
+def test_a_regrade_through_plain_sql_reviews_as_nbgrader_reads_it(course, assignment, ada, bob):
+    """When the gradebook is in step with course.yml, does a batch write through plain SQL, and is the
+    review it returns (override, extra credit, comment) the one nbgrader's API reads back afterwards?"""
+    from autograder.reporting.gradebook import GradebookWriter, review_of
+
+    release_with_a_commented_cell(course, assignment)
+    record_grades(course, assignment, [ada, bob])
+    with Gradebook(course.gradebook_url) as gb:
+        gb.find_grade("test_layer_norm", STEM, assignment.name, "ada").manual_score = 12.0
+        gb.find_grade("test_silu", STEM, assignment.name, "ada").extra_credit = 1.0
+        gb.find_comment("cell-7f3a", STEM, assignment.name, "ada").manual_comment = "  Nice reshape.\n"
+        gb.db.commit()
+    regraded = dataclasses.replace(ada, late_penalty=2.0, submitted_at="2026-12-15T01:00:00+01:00")
+    with GradebookWriter(course, assignment) as writer:
+        assert writer.plain_sql and writer.created == ()
+        assert writer.record(regraded) is None and writer.record(dataclasses.replace(bob, state="crashed")) is None
+        written = writer.review("ada")
+    assert written == review_of(course, assignment, "ada")
+    assert written.comments == (("split_heads", "Nice reshape."),) and written.raw_score == 28.0
+    with Gradebook(course.gradebook_url) as gb:
+        sub = gb.find_submission(assignment.name, "ada")
+        assert str(sub.timestamp) == "2026-12-15 00:00:00" and sub.notebooks[0].late_submission_penalty == 2.0
+        grade = gb.find_grade("test_layer_norm", STEM, assignment.name, "ada")
+        assert (grade.auto_score, grade.manual_score, grade.needs_manual_grade) == (15.0, 12.0, True)
+        assert gb.find_grade("test_silu", STEM, assignment.name, "bob").auto_score is None
+        assert gb.find_submission(assignment.name, "bob").needs_manual_grade
+
+
+def test_a_gradebook_out_of_step_with_course_yml_is_synced_through_nbgrader_first(course, assignment, ada):
+    """When course.yml changes something in the gradebook (a new cell's max score, a student missing
+    rows), is that done through nbgrader's API before the batch goes on through plain SQL?"""
+    from autograder.reporting.gradebook import GradebookWriter
+
+    release_into(course, assignment)
+    record_grades(course, assignment, [ada])
+    with Gradebook(course.gradebook_url) as gb:
+        gb.find_grade_cell("test_silu", STEM, assignment.name).max_score = 1.0
+        gb.db.delete(gb.find_grade("test_silu", STEM, assignment.name, "ada"))
+        gb.db.commit()
+    with GradebookWriter(course, assignment) as writer:
+        assert writer.plain_sql
+        assert writer.created == (f"grade cell {assignment.name}/{STEM}/test_silu: max score 1 -> 5",)
+        assert writer.record(ada) is None
+    assert auto_scores(course, assignment, "ada")["silu"] == 5.0

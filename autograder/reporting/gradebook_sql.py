@@ -1,0 +1,284 @@
+"""A batch's grades into nbgrader's SQLite gradebook through plain SQL, without nbgrader or SQLAlchemy.
+
+nbgrader's ORM costs the batch's writer process about half a second of imports and several
+milliseconds per submission; writing the same rows with `sqlite3` costs well under one. The rows are
+the ones `reporting.gradebook.record_submission` writes through nbgrader's models (same tables,
+columns, defaults and value formats, ids from uuid4 as nbgrader's `new_uuid`), so nbgrader's API,
+`nbgrader export` and the formgrader read them as their own.
+
+It is used only when it is sure to fit (`SqlGradebook.open` returns None otherwise, and
+reporting.gradebook falls back to nbgrader's API):
+- the gradebook is an SQLite file that exists, with the course's row;
+- every table it writes has exactly the columns written here (a future nbgrader schema does not fit);
+- and, checked by `in_sync`, course.yml needs no change in it (roster, due date, notebooks, grade
+  cells, max scores, every submission complete): otherwise nbgrader's API makes those changes first.
+
+Each submission is one transaction (`BEGIN IMMEDIATE` ... `COMMIT`): it lands whole or not at all, and
+once `record` returns it is on disk. The ids the batch needs (assignment, notebooks, cells) are read
+once when opening: the writer holds the course's gradebook lock for the whole batch.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.config import Assignment, Course
+from autograder.grading.results import SubmissionResult
+
+from .gradebook import comment_problem, naive_utc
+from .review import ProblemReview, Review
+
+# The columns of the tables written here, as nbgrader 0.9's schema has them (alembic head e43177bfe90b).
+COLUMNS = {
+    "student": ("id", "first_name", "last_name", "email", "lms_user_id"),
+    "course": ("id",),
+    "assignment": ("id", "name", "duedate", "course_id"),
+    "notebook": ("id", "name", "assignment_id", "kernelspec"),
+    "base_cell": ("id", "name", "notebook_id", "type"),
+    "grade_cells": ("id", "max_score", "cell_type"),
+    "source_cell": ("id", "name", "cell_type", "locked", "source", "checksum", "notebook_id"),
+    "submitted_assignment": ("id", "assignment_id", "student_id", "timestamp", "extension"),
+    "submitted_notebook": ("id", "assignment_id", "notebook_id", "flagged", "late_submission_penalty"),
+    "grade": ("id", "notebook_id", "cell_id", "auto_score", "manual_score", "extra_credit", "needs_manual_grade"),
+    "comment": ("id", "notebook_id", "cell_id", "auto_comment", "manual_comment"),
+}
+GRADED_TYPES = ("GradeCell", "TaskCell")      # cells a submitted notebook has a grade row for
+COMMENTED_TYPES = ("SolutionCell", "TaskCell")  # ... and a comment row for
+EPOCH = dt.datetime(1970, 1, 1)               # SQLAlchemy keeps an Interval as a DATETIME from the epoch
+BUSY_MS = 30_000
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def sql_datetime(when: dt.datetime) -> str:
+    """A naive datetime as SQLAlchemy's SQLite DateTime stores it."""
+    return when.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def sql_interval(delta: dt.timedelta) -> str:
+    """A timedelta as SQLAlchemy's Interval stores it in SQLite."""
+    return sql_datetime(EPOCH + delta)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a `sqlite:///<path>` URL (None for any other database, or in memory)."""
+    if not url.startswith("sqlite:///") or "?" in url:
+        return None
+    path = url[len("sqlite:///"):]
+    return Path(path) if path and path != ":memory:" else None
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """The assignment's rows this batch needs, read once."""
+    assignment_id: str
+    notebooks: tuple[tuple[str, str], ...]               # (name, id), by name
+    graded: dict[str, tuple[str, ...]]                   # notebook id -> cells with a grade row per submission
+    commented: dict[str, tuple[str, ...]]                # notebook id -> cells with a comment row
+    problem_cells: tuple[tuple[str, str], ...]           # per problem, in order: (notebook id, grade cell id)
+
+
+class SqlGradebook:
+    """An open SQLite gradebook for one assignment (see the module's docstring)."""
+
+    def __init__(self, conn: sqlite3.Connection, course: Course, assignment: Assignment):
+        self.conn = conn
+        self.course = course
+        self.assignment = assignment
+        self._cells: _Cells | None = None
+
+    @classmethod
+    def open(cls, course: Course, assignment: Assignment) -> SqlGradebook | None:
+        """The gradebook, when plain SQL fits it (see the module's docstring); else None."""
+        path = sqlite_path(course.gradebook_url)
+        if path is None or not path.is_file():
+            return None
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_MS / 1000)
+        except sqlite3.Error:
+            return None
+        try:
+            for table, columns in COLUMNS.items():
+                have = tuple(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
+                if sorted(have) != sorted(columns):
+                    conn.close()
+                    return None
+            if conn.execute("SELECT 1 FROM course WHERE id = ?", (course.course_id,)).fetchone() is None:
+                conn.close()
+                return None
+        except sqlite3.Error:
+            conn.close()
+            return None
+        return cls(conn, course, assignment)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ---- course.yml against the gradebook
+
+    def in_sync(self) -> bool:
+        """Whether course.yml needs no change in the gradebook: what `reporting.gradebook.sync_roster`
+        and `_sync_assignment` would change is all there already. Reads the batch's ids when it is."""
+        db = self.conn
+        a = self.assignment
+        known = {row[0]: row[1:] for row in db.execute("SELECT id, first_name, last_name, email FROM student")}
+        for s in self.course.students():
+            row = known.get(s.id)
+            if row is None:
+                return False
+            if any(value and have != value for value, have in zip((s.first_name, s.last_name, s.email), row)):
+                return False
+        found = db.execute("SELECT id, duedate FROM assignment WHERE name = ?", (a.name,)).fetchone()
+        if found is None:
+            return False
+        assignment_id, duedate = found
+        if a.due is not None:
+            try:
+                if duedate is None or dt.datetime.fromisoformat(duedate) != naive_utc(a.due):
+                    return False
+            except ValueError:
+                return False
+        notebooks = dict(db.execute("SELECT name, id FROM notebook WHERE assignment_id = ?", (assignment_id,)))
+        cells: dict[str, dict[str, list[tuple[str, str]]]] = {nid: {} for nid in notebooks.values()}
+        grade_cells: dict[tuple[str, str], tuple[str, float]] = {}
+        for cid, name, nid, kind, max_score in db.execute(
+                "SELECT c.id, c.name, c.notebook_id, c.type, g.max_score FROM base_cell c "
+                "JOIN notebook n ON n.id = c.notebook_id LEFT JOIN grade_cells g ON g.id = c.id "
+                "WHERE n.assignment_id = ? ORDER BY c.rowid", (assignment_id,)):
+            cells[nid].setdefault(kind, []).append((cid, name))
+            if kind == "GradeCell":
+                grade_cells[(nid, name)] = (cid, max_score)
+        problem_cells = []
+        for p in a.problems:
+            nid = notebooks.get(Path(p.notebook).stem)
+            if nid is None:
+                return False
+            cell = grade_cells.get((nid, p.grade_id))
+            if cell is None or cell[1] != p.points:
+                return False
+            problem_cells.append((nid, cell[0]))
+        stems = {Path(n).stem for n in a.notebooks}
+        if any(stem not in notebooks for stem in stems):
+            return False
+        if self._incomplete(assignment_id):
+            return False
+
+        def ids(nid: str, kinds: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(cid for kind in kinds for cid, _ in cells[nid].get(kind, ()))
+
+        self._cells = _Cells(assignment_id, tuple(sorted(notebooks.items())),
+                             {nid: ids(nid, GRADED_TYPES) for nid in notebooks.values()},
+                             {nid: ids(nid, COMMENTED_TYPES) for nid in notebooks.values()},
+                             tuple(problem_cells))
+        return True
+
+    def _incomplete(self, assignment_id: str) -> bool:
+        """Does a submission of the assignment lack a notebook, grade or comment row for one of its cells?"""
+        db = self.conn
+        if db.execute("SELECT 1 FROM submitted_assignment s JOIN notebook n ON n.assignment_id = s.assignment_id "
+                      "LEFT JOIN submitted_notebook sn ON sn.assignment_id = s.id AND sn.notebook_id = n.id "
+                      "WHERE s.assignment_id = ? AND sn.id IS NULL LIMIT 1", (assignment_id,)).fetchone():
+            return True
+        for table, kinds in (("grade", GRADED_TYPES), ("comment", COMMENTED_TYPES)):
+            if db.execute(f"SELECT 1 FROM submitted_assignment s "
+                          f"JOIN submitted_notebook sn ON sn.assignment_id = s.id "
+                          f"JOIN base_cell c ON c.notebook_id = sn.notebook_id AND c.type IN (?, ?) "
+                          f"LEFT JOIN {table} r ON r.notebook_id = sn.id AND r.cell_id = c.id "
+                          f"WHERE s.assignment_id = ? AND r.id IS NULL LIMIT 1", (*kinds, assignment_id)).fetchone():
+                return True
+        return False
+
+    # ---- submissions
+
+    def record(self, result: SubmissionResult) -> Review:
+        """Write one submission's problem scores as its grade cells' auto_score, in one transaction, as
+        `reporting.gradebook.record_submission` does; returns the gradebook's review of it as committed."""
+        cells = self._cells
+        if cells is None:
+            raise RuntimeError("SqlGradebook.record before in_sync()")
+        a = self.assignment
+        if result.assignment != a.name:
+            raise ValueError(f"result is for assignment {result.assignment!r}, not {a.name!r}")
+        crashed = result.state == "crashed"
+        db = self.conn
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("INSERT OR IGNORE INTO student (id) VALUES (?)", (result.student,))
+            found = db.execute("SELECT id FROM submitted_assignment WHERE assignment_id = ? AND student_id = ?",
+                               (cells.assignment_id, result.student)).fetchone()
+            extension = a.extensions.get(result.student)
+            delta = sql_interval(extension.delta) if extension is not None and extension.delta else None
+            if found is None:
+                sub = _new_id()
+                db.execute("INSERT INTO submitted_assignment (id, assignment_id, student_id, timestamp, extension) "
+                           "VALUES (?, ?, ?, NULL, ?)", (sub, cells.assignment_id, result.student, delta))
+            else:
+                sub = found[0]
+                db.execute("UPDATE submitted_assignment SET extension = ? WHERE id = ?", (delta, sub))
+            if result.submitted_at:
+                when = sql_datetime(naive_utc(dt.datetime.fromisoformat(result.submitted_at)))
+                db.execute("UPDATE submitted_assignment SET timestamp = ? WHERE id = ?", (when, sub))
+            snbs = dict(db.execute("SELECT notebook_id, id FROM submitted_notebook WHERE assignment_id = ?", (sub,)))
+            new_snbs = [(nid, _new_id()) for _, nid in cells.notebooks if nid not in snbs]
+            db.executemany("INSERT INTO submitted_notebook (id, assignment_id, notebook_id, flagged) "
+                           "VALUES (?, ?, ?, 0)", [(snb, sub, nid) for nid, snb in new_snbs])
+            snbs.update(new_snbs)
+            grades = {(nb, cell): (gid, manual, extra) for gid, nb, cell, manual, extra in db.execute(
+                "SELECT g.id, g.notebook_id, g.cell_id, g.manual_score, g.extra_credit FROM grade g "
+                "JOIN submitted_notebook sn ON sn.id = g.notebook_id WHERE sn.assignment_id = ?", (sub,))}
+            commented = set(db.execute(
+                "SELECT r.notebook_id, r.cell_id FROM comment r "
+                "JOIN submitted_notebook sn ON sn.id = r.notebook_id WHERE sn.assignment_id = ?", (sub,)))
+            new_grades = []
+            for nid, snb in snbs.items():
+                for cid in cells.graded.get(nid, ()):
+                    if (snb, cid) not in grades:
+                        grades[(snb, cid)] = (_new_id(), None, None)
+                        new_grades.append((grades[(snb, cid)][0], snb, cid))
+            db.executemany("INSERT INTO grade (id, notebook_id, cell_id, needs_manual_grade) VALUES (?, ?, ?, 1)",
+                           new_grades)
+            db.executemany("INSERT INTO comment (id, notebook_id, cell_id) VALUES (?, ?, ?)",
+                           [(_new_id(), snb, cid) for nid, snb in snbs.items()
+                            for cid in cells.commented.get(nid, ()) if (snb, cid) not in commented])
+            penalty = result.late_penalty or None
+            db.executemany("UPDATE submitted_notebook SET late_submission_penalty = ? WHERE id = ?",
+                           [(penalty if i == 0 else None, snbs[nid]) for i, (_, nid) in enumerate(cells.notebooks)
+                            if nid in snbs])
+            updates, problems = [], []
+            for p, (nid, cid) in zip(a.problems, cells.problem_cells, strict=True):
+                gid, manual, extra = grades[(snbs[nid], cid)]
+                auto = None if crashed else result.problem_score(p.name)
+                updates.append((auto, int(crashed or manual is not None), gid))
+                problems.append(ProblemReview(p.name, p.points, auto, manual, float(extra or 0.0)))
+            db.executemany("UPDATE grade SET auto_score = ?, needs_manual_grade = ? WHERE id = ?", updates)
+            review = Review(result.student, a.name, tuple(problems), self._comments(sub))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return review
+
+    def _comments(self, sub: str) -> tuple[tuple[str, str], ...]:
+        """(problem, text) for every comment a person wrote on the submission, by notebook (as
+        `reporting.gradebook._comments`)."""
+        rows = self.conn.execute(
+            "SELECT sn.notebook_id, c.name, r.manual_comment FROM comment r "
+            "JOIN submitted_notebook sn ON sn.id = r.notebook_id JOIN notebook n ON n.id = sn.notebook_id "
+            "JOIN base_cell c ON c.id = r.cell_id WHERE sn.assignment_id = ? AND r.manual_comment != '' "
+            "ORDER BY n.name, r.rowid", (sub,)).fetchall()
+        out = []
+        sources: dict[str, dict[str, str]] = {}
+        for nid, name, text in rows:
+            if not text.strip():
+                continue
+            if nid not in sources:
+                sources[nid] = {n: s or "" for n, s in self.conn.execute(
+                    "SELECT name, source FROM source_cell WHERE notebook_id = ?", (nid,))}
+            out.append((comment_problem(self.assignment, name, sources[nid].get(name, "")), text.strip()))
+        return tuple(out)
