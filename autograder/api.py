@@ -33,6 +33,8 @@ Log = Callable[[str], None]
 Progress = Callable[[int, int], None]
 RESULTS_READ_MAX_BYTES = 16 * 2**20   # a results.json larger than this is not ours: grade again
 
+BOOKKEEPING_BYTES = 4096      # timestamp.txt and submission_secret.txt are far smaller
+
 
 def _quiet(_: str) -> None:
     pass
@@ -598,10 +600,20 @@ def _copy_bookkeeping(course: Course, a: Assignment, sid: str, folder: Path) -> 
     autograded = course.layout.autograded(sid, a.name)
     for name in BOOKKEEPING:
         try:
-            data = read_regular(autograded / name, 4096)
+            data = read_regular(autograded / name, BOOKKEEPING_BYTES)
         except RefusedFile:
             continue
-        atomic_write_bytes(folder / name, data)
+        if not _holds(folder / name, data):
+            atomic_write_bytes(folder / name, data)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the regular file `path` already holds exactly `data` (a re-grade's bookkeeping files:
+    not written again)."""
+    try:
+        return read_regular(path, len(data)) == data
+    except RefusedFile:
+        return False
 
 
 def _output_dir(root: Path, *parts: str) -> Path:
@@ -645,8 +657,13 @@ def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -
         except RefusedFile:
             continue
         try:
-            if os.fstat(fd).st_size > max_bytes:
+            size = os.fstat(fd).st_size
+            if size > max_bytes:
                 continue
+            if name in BOOKKEEPING and size <= BOOKKEEPING_BYTES:
+                data = os.pread(fd, size + 1, 0)
+                if _holds(autograded / name, data):
+                    continue
             tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed into place or removed
                 dir=autograded, prefix=f".{name}.", suffix=".tmp", delete=False)
             try:

@@ -158,9 +158,11 @@ def _restore_position(nb: Any, released: Any, index: int) -> int:
 
 
 def _read_notebook(path: Path) -> tuple[Any, str]:
+    """`nbformat.read(path, as_version=4)` without its validation: the notebook is validated once,
+    as nbformat's writer would, when it is written back (`_notebook_text`)."""
     try:
         with open(path, encoding="utf-8") as fh:
-            return nbformat.read(fh, as_version=4), ""
+            return nbformat.convert(nbformat.reader.reads(fh.read()), 4), ""
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError,
             nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         return None, f"{path.name}: not annotated, not a readable notebook ({type(exc).__name__})"

@@ -6,7 +6,8 @@ nested value); results.json holds a few thousand values, so that costs more than
 in writing it. Here strings go through the C string encoder the json module itself uses, and the
 nesting is joined directly. Anything this does not spell out (keys that are not strings, values
 that are not str/int/float/bool/None/list/tuple/dict, NaN or infinity) is handed to `json.dumps`,
-which then gives its own text or its own error.
+which then gives its own text or its own error. A dict subclass that keeps dict's `items` (nbformat's
+NotebookNode) is a dict here, as it is to json.dumps.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def _value(value: Any, newline: str, step: str, sort_keys: bool) -> str:
     kind = type(value)
     if kind is str:
         return _string(value)
-    if kind is dict:
+    if kind is dict or (isinstance(value, dict) and kind.items is dict.items):   # a notebook's NotebookNode
         if not value:
             return "{}"
         inner = newline + step
@@ -66,4 +67,4 @@ def _value(value: Any, newline: str, step: str, sort_keys: bool) -> str:
         return "true"
     if value is False:
         return "false"
-    raise _Unusual                            # subclasses and every other type: json.dumps decides
+    raise _Unusual                            # other subclasses and types: json.dumps decides

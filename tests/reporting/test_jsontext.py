@@ -85,3 +85,15 @@ def test_annotated_notebooks_are_written_as_nbformat_writes_them():
         nb = _notebook(**extra)
         expected = nbformat.writes(copy.deepcopy(nb))
         assert _notebook_text(nb) == expected, extra
+
+
+def test_a_dict_subclass_is_written_as_json_dumps_writes_it():
+    """Is a dict subclass (nbformat's NotebookNode; one with its own items) written as json.dumps writes it?"""
+    class Reversed(dict):
+        def items(self):
+            return list(super().items())[::-1]
+
+    node = nbformat.from_dict({"b": [{"y": 1, "x": "é"}], "a": {"k": None}})
+    for doc in (node, {"n": node}, Reversed(b=1, a=2)):
+        for sort_keys in (False, True):
+            assert dumps_indented(doc, 1, sort_keys=sort_keys) == _dumps_or_error(doc, 1, sort_keys)
