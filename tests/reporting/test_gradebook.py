@@ -411,3 +411,38 @@ def test_a_gradebook_out_of_step_with_course_yml_is_synced_through_nbgrader_firs
         assert writer.created == (f"grade cell {assignment.name}/{STEM}/test_silu: max score 1 -> 5",)
         assert writer.record(ada) is None
     assert auto_scores(course, assignment, "ada")["silu"] == 5.0
+
+
+def test_a_writer_killed_inside_a_submission_leaves_no_half_of_it(course, assignment, ada, bob):
+    """When the writing process dies in the middle of a submission's transaction, is every submission
+    committed before it there, and of the one it was writing nothing (a new student) or only the
+    grades from before (a re-grade)?"""
+    from autograder.grading.results import SubmissionResult
+    from autograder.reporting.gradebook import GradebookWriter
+
+    release_into(course, assignment)
+    record_grades(course, assignment, [bob])
+    before = auto_scores(course, assignment, "bob")
+    for dying in (dataclasses.replace(bob, student="cal"), dataclasses.replace(ada, student="bob")):
+        pid = os.fork()
+        if pid == 0:                                  # the writer: commits ada, dies inside `dying`
+            try:
+                with GradebookWriter(course, assignment) as writer:
+                    ok = writer.plain_sql and writer.record(ada) is None
+                    score = SubmissionResult.problem_score
+
+                    def die_at_silu(result, name, ok=ok, score=score):
+                        if name == "silu":
+                            os._exit(3 if ok else 4)   # rows of `dying` written, not committed
+                        return score(result, name)
+
+                    SubmissionResult.problem_score = die_at_silu
+                    writer.record(dying)
+            finally:
+                os._exit(5)
+        assert os.waitpid(pid, 0)[1] >> 8 == 3
+        assert auto_scores(course, assignment, "ada") == {"layer_norm": 15.0, "split_heads": 10.0, "silu": 5.0}
+        assert auto_scores(course, assignment, "bob") == before
+        with Gradebook(course.gradebook_url) as gb:
+            assert sorted(s.id for s in gb.students) == ["ada", "bob"]
+            assert sorted(s.student.id for s in gb.find_assignment(assignment.name).submissions) == ["ada", "bob"]
