@@ -71,8 +71,9 @@ class Recorder:
         self.events.append(("call", name, value, self._proxy.last_call))
         return value
 
-    def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]]) -> list[Any]:
-        out = self._proxy.call_many(calls)
+    def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], *,
+                  stop_at_error: bool = False) -> list[Any]:
+        out = self._proxy.call_many(calls, stop_at_error=stop_at_error)
         self.events.append(("many", ",".join(c[0] for c in calls), out, None))
         return out
 
@@ -115,7 +116,8 @@ class Replay:
             raise answer
         return answer
 
-    def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]]) -> list[Any]:
+    def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], *,
+                  stop_at_error: bool = False) -> list[Any]:
         answer, _ = self._take("many", ",".join(c[0] for c in calls))
         return list(answer)
 

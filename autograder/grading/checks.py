@@ -28,6 +28,7 @@ from ..config import Tolerance
 from ..sandbox.outcomes import FunctionMissing, NotCallable, NotebookFailed, StudentCodeError, StudentRaised
 from .diagnosis import Args, Catalogue, Kwargs, Mistake, ProbeContext
 from .numeric import as_float, close_entries
+from .proxy import StudentFunction
 
 
 class NotGraded(Exception):
@@ -141,14 +142,36 @@ class Expect:
         try:
             value = fn(*args, **kwargs)
         except StudentCodeError as exc:
-            reference = getattr(self.reference, name, None)
-            if callable(reference) and building_blocks(reference) and not isinstance(exc, _OWN_FAILURES):
-                self._wired(reference, tuple(args), dict(kwargs))    # NotGraded when a block fails
-            if isinstance(exc, StudentRaised) and exc.type_name != "NotImplementedError":
-                self.localise(name)              # it runs on some inputs: which stage breaks on these?
+            self._call_failed(name, args, kwargs, exc)
             raise
         self.calls.append(StudentCall(name, tuple(args), dict(kwargs), value))
         return value
+
+    def call_each(self, fn: Callable[..., Any], *arguments: Args) -> list[Any]:
+        """`[self.call(fn, *args) for args in arguments]`, in one round trip to the sandbox: the
+        same values, errors and diagnoses, and no call made after the first that fails."""
+        if len(arguments) < 2 or not isinstance(fn, StudentFunction) or fn.proxy is not self.student:
+            return [self.call(fn, *args) for args in arguments]
+        name = _name(fn)
+        answers = fn.proxy.call_many([(name, tuple(args), {}) for args in arguments], stop_at_error=True)
+        values = []
+        for args, answer in zip(arguments, answers):
+            if isinstance(answer, StudentCodeError):
+                self._call_failed(name, args, {}, answer)
+                raise answer
+            self.calls.append(StudentCall(name, tuple(args), {}, answer))
+            values.append(answer)
+        return values
+
+    def _call_failed(self, name: str, args: Args, kwargs: Kwargs, exc: StudentCodeError) -> None:
+        """What a failed call of the student's `name` tells: NotGraded when it is a composite and
+        one of its building blocks fails on the wiring's inputs; for an exception it raised, the
+        stages of `name` that break (its probe)."""
+        reference = getattr(self.reference, name, None)
+        if callable(reference) and building_blocks(reference) and not isinstance(exc, _OWN_FAILURES):
+            self._wired(reference, tuple(args), dict(kwargs))    # NotGraded when a block fails
+        if isinstance(exc, StudentRaised) and exc.type_name != "NotImplementedError":
+            self.localise(name)              # it runs on some inputs: which stage breaks on these?
 
     # ---------------------------------------------------------------- the reference, and the wiring
     def matches_reference(self, fn: Callable[..., Any], args: Args = (), kwargs: Kwargs | None = None, *,

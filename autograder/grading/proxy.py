@@ -32,6 +32,10 @@ class StudentFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._proxy.call(self.__name__, args, kwargs)
 
+    @property
+    def proxy(self) -> StudentProxy:
+        return self._proxy
+
     def __repr__(self) -> str:
         return f"<student function {self.__name__}>"
 
@@ -107,9 +111,21 @@ class StudentProxy:
         self._last_call = result
         return result.value
 
-    def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]]) -> list[Any]:
-        """Several calls in one round trip: a value, or the StudentCodeError instead of it, per call."""
-        out = self._current().call_many(calls)
+    def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], *,
+                  stop_at_error: bool = False) -> list[Any]:
+        """Several calls in one round trip where they allow it, with the outcomes of calls made
+        one by one: a value, or the StudentCodeError instead of it, per call (`stop_at_error`: up
+        to the first error, the last item; none is made after it). `last_call` and `last_error`
+        are then those of the last call made."""
+        self._last_call = None
+        self._last_error = None
+        out = self._current().call_many(calls, stop_at_error=stop_at_error)
+        if out:
+            last = out[-1]
+            if isinstance(last, StudentCodeError):
+                self._last_error = last
+            else:
+                self._last_call = last
         return [r if isinstance(r, StudentCodeError) else r.value for r in out]
 
     def close(self) -> None:

@@ -15,7 +15,8 @@ and on a problem process's socket:
   out: {"op": "hello", "pid"}
   in:  {"op": "call", "name", "args", "kwargs"} -> out {"op": "result", ...} or
        {"op": "error", "kind": missing | not_callable | raised | bad_return, ...}
-  in:  {"op": "calls", "calls": [{"name", "args", "kwargs"}, ...]} -> one reply per call, in order
+  in:  {"op": "calls", "calls": [{"name", "args", "kwargs"}, ...], "stop"} -> one reply per call, in
+       order; with "stop" true, none after the first error (as calls made one by one until one fails)
 
 Student code shares this process, so nothing here trusts the notebook's namespace or the modules
 it can reach: the functions this file uses are bound privately at import, and builtins are looked
@@ -437,23 +438,27 @@ class Runner:
                 return
             op = msg["op"]
             if op == "call":
-                chan.send_frame(self._framed(self.call(msg)))
+                chan.send_frame(self._framed(self.call(msg))[0])
             elif op == "calls":
+                stop = _dict_get(msg, "stop") is True
                 for one in _dict_get(msg, "calls") or []:
-                    chan.send_frame(self._framed(self.call(one if type(one) is dict else {})))
+                    data, answered = self._framed(self.call(one if type(one) is dict else {}))
+                    chan.send_frame(data)
+                    if stop and not answered:
+                        break           # as calls made one by one until the first that fails
             else:
                 chan.send({"op": "error", "kind": "protocol", "message": f"unknown op {op[:40]!r}"})
 
-    def _framed(self, reply: dict[str, Any]) -> bytes:
-        """The reply, framed; a value outside the plain set (or over the size cap) becomes a
-        bad_return error."""
+    def _framed(self, reply: dict[str, Any]) -> tuple[bytes, bool]:
+        """The reply, framed, and whether it carries a value; a value outside the plain set (or
+        over the size cap) becomes a bad_return error."""
         try:
-            return protocol.frame(reply, caps=self.reply_caps)
+            return protocol.frame(reply, caps=self.reply_caps), reply["op"] == "result"
         except _EncodeError as exc:
             path = exc.path[len("['value']"):] if exc.path.startswith("['value']") else exc.path
             what = exc.what if not path else f"a value whose element {path} is {exc.what}"
             return protocol.frame({"op": "error", "kind": "bad_return", "description": what,
-                                   "stdout": _dict_get(reply, "stdout", "")})
+                                   "stdout": _dict_get(reply, "stdout", "")}), False
 
     def call(self, msg: dict[str, Any]) -> dict[str, Any]:
         name = _dict_get(msg, "name")

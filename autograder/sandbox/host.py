@@ -6,7 +6,7 @@ fresh process per problem.
     run.report                                    # ExecutionReport: per-cell outcomes, isolation layers
     p = run.problem("layer_norm")                 # a fresh fork of the post-notebook state
     p.call("layer_norm", (x, g, b), {})           # CallResult(value, warnings, mutated, seconds, stdout)
-    p.call_many([("f", (1,), {}), ("g", (), {})]) # one round trip; a CallResult or an error per call
+    p.call_many([("f", (1,), {}), ("g", (), {})]) # one round trip; as if called one by one
     run.close(); host.close()
 
 Nothing the child sends is trusted: replies are decoded with size caps, and every wait has a
@@ -1170,25 +1170,49 @@ class ProblemHandle:
             raise result
         return result
 
-    def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]]) \
-            -> list[CallResult | StudentCodeError]:
-        """Several calls in one round trip; each gets its own time limit. After a call hangs or
-        crashes, the calls after it in the batch are not made (they fail with the same reason)."""
+    def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], *,
+                  stop_at_error: bool = False) -> list[CallResult | StudentCodeError]:
+        """Several calls in as few round trips as they allow, with the outcomes they would have
+        made one by one: each gets its own time limit; after a call hangs or crashes, the next is
+        made in a fresh process (counted as a restart), and a function that failed that way too
+        often is not called. `stop_at_error`: as calls made one by one until the first that gives
+        no value (the sandbox makes none after it); the list then ends with that error."""
         if not calls:
             return []
         with _on_cpu(self.run.host.cpu):
-            return self._call_many(calls)
+            return self._call_many(calls, stop_at_error)
 
-    def _call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]]) \
+    def _call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], stop: bool) \
             -> list[CallResult | StudentCodeError]:
+        out: list[CallResult | StudentCodeError] = []
+        while len(out) < len(calls):
+            rest = calls[len(out):]
+            try:
+                chan = self._ensure(rest[0][0])
+            except StudentCodeError as refused:     # not made, as it would not be alone
+                out.append(refused)
+                if stop:
+                    break
+                continue
+            # one round trip for the calls up to the next one that would be refused
+            batch = [rest[0]] + list(itertools.takewhile(lambda c: not self._capped(c[0]), rest[1:]))
+            answers = self._round_trip(chan, batch, stop)
+            out.extend(answers)
+            if stop and isinstance(answers[-1], StudentCodeError):
+                break
+        return out
+
+    def _capped(self, function: str) -> bool:
+        return len(self.run.failures.get(function, ())) >= MAX_FAILURES_PER_FUNCTION
+
+    def _round_trip(self, chan: protocol.Channel, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]],
+                    stop: bool) -> list[CallResult | StudentCodeError]:
+        """The calls sent together to the current process; the answers stop early where that
+        process ended (a hang, a crash, data out of step), or at the first error with `stop`."""
         first = calls[0][0]
-        try:
-            chan = self._ensure(first)
-        except StudentCodeError as refused:
-            return [refused for _ in calls]
         requests = [{"name": n, "args": list(a), "kwargs": dict(k)} for n, a, k in calls]
         data = protocol.frame({"op": "call", **requests[0]} if len(requests) == 1 else
-                              {"op": "calls", "calls": requests})
+                              {"op": "calls", "calls": requests, "stop": stop})
         run = self.run
         out: list[CallResult | StudentCodeError] = []
         try:
@@ -1196,13 +1220,12 @@ class ProblemHandle:
         except (OSError, TimeoutError):
             not_started = None if self._greeted else self._greet(first)
             if not_started is not None:
-                return [not_started for _ in calls]
-            lost = self._lost(first)
-            return [self._broken(c[0], lost) for c in calls]
+                return [not_started]
+            return [self._broken(first, self._lost(first))]
         if not self._greeted:
             not_started = self._greet(first)
             if not_started is not None:
-                return [not_started for _ in calls]
+                return [not_started]
         for name, _, _ in calls:
             limit = run.limits.call_seconds
             deadline = min(time.monotonic() + limit, run.deadline)
@@ -1223,12 +1246,10 @@ class ProblemHandle:
                 run._kill_problem()
                 out.append(BadReturnValue(f"data that could not be read ({exc})", name))
                 break
-            out.append(self._reply(msg, name))
-        for name, _, _ in calls[len(out):]:
-            last = out[-1]
-            assert isinstance(last, StudentCodeError)
-            out.append(ChildCrashed(f"it was not called because an earlier call in the same check failed "
-                                    f"({last.feedback.rstrip('.')})", name))
+            reply = self._reply(msg, name)
+            out.append(reply)
+            if self._chan is None or (stop and isinstance(reply, StudentCodeError)):
+                break
         return out
 
     def _lost(self, name: str = "") -> ChildCrashed:

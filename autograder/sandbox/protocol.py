@@ -68,6 +68,7 @@ _ALIGN = 16
 _LEN = struct.Struct("!Q")
 _HLEN = struct.Struct("!I")
 _TAGS = ("t", "d", "c", "a", "s")
+_BAD_SHAPE = "array shape must be a list of at most 32 non-negative integers"
 
 
 class ProtocolError(Exception):
@@ -202,14 +203,17 @@ class _Encoder:
 
     def array(self, arr: np.ndarray) -> Any:
         dt = arr.dtype
-        if dt.kind not in _NUMERIC_KINDS or dt.fields is not None or dt.subdtype is not None:
-            raise EncodeError(describe(arr))
-        if arr.ndim > 32:
-            raise EncodeError(f"an array with {arr.ndim} dimensions")
+        code = _ENCODABLE.get(dt)
+        if code is None:
+            if dt.kind not in _NUMERIC_KINDS or dt.fields is not None or dt.subdtype is not None:
+                raise EncodeError(describe(arr))
+            code = _ENCODABLE[dt] = dt.str
+        shape = arr.shape
+        if len(shape) > 32:
+            raise EncodeError(f"an array with {len(shape)} dimensions")
         if arr.nbytes + self.nbytes > self.caps.max_bytes:
             raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data")
-        data = arr.tobytes(order="C")
-        return {"a": [dt.str, [int(n) for n in arr.shape], self.buffer(data)]}
+        return {"a": [code, list(shape), self.buffer(arr.tobytes(order="C"))]}
 
     def buffer(self, data: bytes) -> int:
         self.nbytes += len(data)
@@ -217,6 +221,9 @@ class _Encoder:
             raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data")
         self.buffers.append(data)
         return len(self.buffers) - 1
+
+
+_ENCODABLE: dict[np.dtype, str] = {}  # numeric dtypes already checked -> their code (dtype.str)
 
 
 def _encode_parts(obj: Any, caps: Caps) -> list[bytes]:
@@ -300,6 +307,8 @@ class _Decoder:
         (tag, body), = node.items()
         if tag not in _TAGS or type(body) is not list:
             raise ProtocolError(f"unknown value tag {str(tag)[:20]!r}")
+        if tag == "a":
+            return self.array(body)
         if tag == "t":
             return tuple(self.value(x, depth + 1) for x in body)
         if tag == "d":
@@ -321,15 +330,19 @@ class _Decoder:
             if len(buf) != dt.itemsize:
                 raise ProtocolError(f"numpy scalar of dtype {dt.str} with {len(buf)} bytes")
             return _frombuffer(buf, dtype=dt)[0]
-        # tag == "a"
+        raise AssertionError(tag)             # every tag of _TAGS is handled above
+
+    def array(self, body: list[Any]) -> np.ndarray:
         if len(body) != 3:
             raise ProtocolError("malformed array")
         dt = _check_dtype(body[0])
         shape = body[1]
-        if type(shape) is not list or len(shape) > 32 or any(type(n) is not int or n < 0 for n in shape):
-            raise ProtocolError("array shape must be a list of at most 32 non-negative integers")
+        if type(shape) is not list or len(shape) > 32:
+            raise ProtocolError(_BAD_SHAPE)
         count = 1
         for n in shape:
+            if type(n) is not int or n < 0:
+                raise ProtocolError(_BAD_SHAPE)
             count *= n
         buf = self.buffer(body[2])
         if count * dt.itemsize != len(buf):

@@ -168,3 +168,54 @@ def test_the_student_code_raising_is_a_student_error(proxy):
     """Does an exception in the student's function come back as StudentRaised, naming the function?"""
     with pytest.raises(StudentRaised, match="`pre_ln_block` raised"):
         proxy.for_problem("block").pre_ln_block(np.ones((1, 8)), {})
+
+
+COUNTER = """
+calls = 0
+
+def count(step):
+    global calls
+    calls += step
+    if calls == 2:
+        raise ValueError('two')
+    return calls
+"""
+
+
+def test_expect_call_each_is_expect_call_one_by_one(host):
+    """Does expect.call_each give what expect.call gives one call at a time: the values recorded,
+    the first failure raised, and no call made after it?"""
+    from autograder.config import Tolerance
+    from autograder.grading.checks import Expect
+
+    def attempt(each: bool):
+        cells = [{"index": 1, "label": cell_label(1, COUNTER), "source": COUNTER}]
+        with StudentProxy(host.submission(cells, LIMITS)) as p:
+            student = p.for_problem("count")
+            ex = Expect(problem="count", tolerance_for=lambda dtype: Tolerance(1e-7, 1e-9), catalogue=None,
+                        last_call=lambda: student.last_call, student=student)
+            first = (ex.call_each(student.count, (1,)) if each else [ex.call(student.count, 1)])
+            with pytest.raises(StudentRaised) as raised:
+                if each:
+                    ex.call_each(student.count, (1,), (1,))
+                else:
+                    for _ in range(2):
+                        ex.call(student.count, 1)
+            return first, [c.value for c in ex.calls], raised.value.feedback, student.last_error, student.count(10)
+
+    batched, alone = attempt(True), attempt(False)
+    assert batched[:3] == alone[:3] == ([1], [1], batched[2])
+    assert batched[3] is not None and alone[3] is not None
+    assert batched[4] == alone[4] == 12             # the call after the failure was not made
+
+
+def test_expect_call_each_returns_every_value(proxy):
+    """When every call returns, does call_each give the values in order and record each call?"""
+    from autograder.config import Tolerance
+    from autograder.grading.checks import Expect
+
+    student = proxy.for_problem("each")
+    ex = Expect(problem="each", tolerance_for=lambda dtype: Tolerance(1e-7, 1e-9), catalogue=None,
+                last_call=lambda: student.last_call, student=student)
+    assert ex.call_each(student.count, (), (), ()) == [1, 2, 3]
+    assert [c.function for c in ex.calls] == ["count"] * 3 and student.last_call.value == 3

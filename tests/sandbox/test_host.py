@@ -22,6 +22,7 @@ from autograder.sandbox.outcomes import (
     FunctionMissing,
     NotebookFailed,
     SandboxError,
+    StudentCodeError,
     StudentRaised,
     TimeBudgetExceeded,
 )
@@ -272,15 +273,73 @@ def test_call_many_answers_in_order_in_one_round_trip(submit):
     assert isinstance(out[2], FunctionMissing)
 
 
-def test_call_many_stops_at_a_hang_and_says_why_for_the_rest(submit):
-    """When one call of a batch hangs, is it a CallTimeout and are the later calls reported as not
-    made, with a fresh process afterwards?"""
-    run = submit([CRASHERS])
+BATCHED = """
+calls = 0
+
+def bump():
+    global calls
+    calls += 1
+    return calls
+
+def boom():
+    raise ValueError('no')
+
+def spin():
+    while True:
+        pass
+"""
+
+
+def _outcomes(answers):
+    return [(type(a).__name__, a.value if hasattr(a, "value") else a.feedback) for a in answers]
+
+
+def test_call_many_after_a_hang_makes_the_later_calls_as_one_by_one_would(submit):
+    """When one call of a batch hangs, are the calls after it made in a fresh process (one restart),
+    exactly as the same calls made one by one?"""
+    calls = [("bump", (), {}), ("spin", (), {}), ("bump", (), {}), ("bump", (), {})]
+    batched = submit([BATCHED])
+    p = batched.problem("p")
+    together = p.call_many(calls)
+    alone = submit([BATCHED])
+    q = alone.problem("p")
+    one_by_one = []
+    for name, args, kwargs in calls:
+        try:
+            one_by_one.append(q.call(name, args, kwargs))
+        except StudentCodeError as exc:
+            one_by_one.append(exc)
+    assert _outcomes(together) == _outcomes(one_by_one)
+    assert [v for _, v in _outcomes(together)][2:] == [1, 2]     # the fresh process counts from 0
+    assert isinstance(together[1], CallTimeout) and batched.restarts == alone.restarts == 1
+
+
+def test_call_many_does_not_call_a_function_that_failed_too_often(submit):
+    """Is a function that hung twice refused inside a batch (not made, no restart), the calls around
+    it made as one by one would?"""
+    run = submit([BATCHED])
     p = run.problem("p")
-    out = p.call_many([("ok", (1,), {}), ("spin", (), {}), ("ok", (2,), {})])
-    assert out[0].value == 2 and isinstance(out[1], CallTimeout)
-    assert isinstance(out[2], ChildCrashed) and "earlier call in the same check" in out[2].feedback
-    assert p.call("ok", (5,)).value == 6
+    for _ in range(2):
+        assert isinstance(p.call_many([("spin", (), {})])[0], CallTimeout)
+    out = p.call_many([("bump", (), {}), ("spin", (), {}), ("bump", (), {})])
+    assert out[0].value == 1 and out[2].value == 2
+    assert isinstance(out[1], CallTimeout) and "not called again" in out[1].feedback
+    assert run.restarts == 2
+
+
+def test_call_many_stop_at_error_makes_no_call_after_the_first_failure(submit):
+    """With stop_at_error, does the batch end with the first error and the sandbox make no call
+    after it (the next call sees the state as calls made one by one would have left it)?"""
+    run = submit([BATCHED])
+    p = run.problem("p")
+    out = p.call_many([("bump", (), {}), ("boom", (), {}), ("bump", (), {})], stop_at_error=True)
+    assert len(out) == 2 and out[0].value == 1 and isinstance(out[1], StudentRaised)
+    assert p.call("bump").value == 2
+    out = p.call_many([("bump", (), {}), ("boom", (), {}), ("bump", (), {})])
+    assert [o.value for o in (out[0], out[2])] == [3, 4]
+    out = p.call_many([("bump", (), {}), ("spin", (), {}), ("bump", (), {})], stop_at_error=True)
+    assert len(out) == 2 and isinstance(out[1], CallTimeout) and run.restarts == 0   # no process for the rest
+    assert p.call("bump").value == 1 and run.restarts == 1
 
 
 # --------------------------------------------------------------------------- fresh state per problem

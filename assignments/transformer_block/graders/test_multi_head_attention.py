@@ -68,8 +68,7 @@ def test_multi_head_attention_is_equivariant_to_token_order(student, expect, rng
     """Without a mask, does reordering the tokens just reorder the outputs the same way?"""
     x, *weights = _args(rng, CASE_LIST[0])
     perm = permutation_not_identity(rng, x.shape[0])
-    out = expect.call(student.multi_head_attention, x, *weights)
-    out_perm = expect.call(student.multi_head_attention, x[perm], *weights)
+    out, out_perm = expect.call_each(student.multi_head_attention, (x, *weights), (x[perm], *weights))
     what = "multi_head_attention on reordered tokens"
     with expect.excused_if_wired_right():
         expect.shape(out, x.shape, f"multi_head_attention on x of shape {x.shape}")
@@ -85,8 +84,7 @@ def test_multi_head_attention_causal_mask_hides_later_tokens(student, expect, rn
     k = int(rng.integers(0, case.n - 1))                  # tokens 0..k stay, the rest change
     changed = x.copy()
     changed[..., k + 1:, :] = tokens(rng, changed[..., k + 1:, :].shape)
-    out = expect.call(student.multi_head_attention, x, *weights, mask)
-    out_changed = expect.call(student.multi_head_attention, changed, *weights, mask)
+    out, out_changed = expect.call_each(student.multi_head_attention, (x, *weights, mask), (changed, *weights, mask))
     what = "multi_head_attention with a causal mask"
     with expect.excused_if_wired_right():
         expect.shape(out, x.shape, what)

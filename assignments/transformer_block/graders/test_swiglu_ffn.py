@@ -47,8 +47,7 @@ def test_swiglu_ffn_keeps_float32(student, expect, rng):
 def test_swiglu_ffn_gates_only_the_W_gate_branch(student, expect, rng):
     """Is silu applied to x @ W_gate only, so that doubling W_up exactly doubles the output?"""
     x, W_gate, W_up, W_down = _args(rng, CASE_LIST[0], 21)
-    out = expect.call(student.swiglu_ffn, x, W_gate, W_up, W_down)
-    out_doubled = expect.call(student.swiglu_ffn, x, W_gate, 2.0 * W_up, W_down)
+    out, out_doubled = expect.call_each(student.swiglu_ffn, (x, W_gate, W_up, W_down), (x, W_gate, 2.0 * W_up, W_down))
     what = "swiglu_ffn with W_up doubled"
     with expect.excused_if_wired_right():
         expect.shape(out, x.shape, "swiglu_ffn on x of shape (5, 8)")
