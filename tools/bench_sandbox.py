@@ -3,6 +3,7 @@
     .venv/bin/python tools/bench_sandbox.py            # everything (about a minute)
     .venv/bin/python tools/bench_sandbox.py startup    # zygote start, fork per submission/problem, round trip
     .venv/bin/python tools/bench_sandbox.py flood      # the grader's peak RSS on flood cases
+    .venv/bin/python tools/bench_sandbox.py problems [N] [ROUNDS]   # CPU per problem process, by side
 
 Each flood case runs in its own process, so its peak RSS (ru_maxrss) is its own; the figure
 reported is the peak minus the process's RSS just before the case started. Not a test: figures
@@ -11,6 +12,7 @@ depend on the machine and its load (record them in docs/ with the date and the m
 from __future__ import annotations
 
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -99,6 +101,69 @@ FLOODS = {
 }
 
 
+def _proc_stat(pid: int) -> dict[str, int]:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    f = text[text.rindex(")") + 2:].split()         # f[0] is field 3 (state)
+    return {"minflt": int(f[7]), "cminflt": int(f[8]), "cpu": int(f[11]) + int(f[12]), "ccpu": int(f[13]) + int(f[14])}
+
+
+def _descendants(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            out += [int(child), *_descendants(int(child))]
+    return out
+
+
+def _ns_pids(pid: int) -> list[str]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[1:]
+
+
+def problems(n: int = 300, rounds: int = 3) -> None:
+    """CPU per problem process, all in, on a correct submission's template: the template (the
+    fork), the problem processes (user + system of the children it reaped), the supervisor (its
+    sweeps) and this trusted process (its requests). Read from /proc (clock ticks: use a few
+    hundred problems per round)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import nbformat
+    from submissions import Case, build
+
+    nb = nbformat.reads(build(Case("correct")).decode(), as_version=4)
+    sources = [c.source for c in nb.cells if c.cell_type == "code"]
+    tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
+    x = np.random.default_rng(0).standard_normal((4, 8))
+    args = (x, np.ones(8), np.zeros(8))
+    rows: dict[str, list[float]] = {k: [] for k in ("template", "problem", "supervisor", "trusted", "all", "faults",
+                                                 "template faults")}
+    with SandboxHost() as host:
+        host.start()
+        for _ in range(rounds):
+            with host.submission(cells(*sources), LIMITS) as run:
+                run.problem("first").call("layer_norm", args)
+                below = {pid: _ns_pids(pid) for pid in _descendants(os.getpid())}
+                template = next(p for p, ns in below.items() if len(ns) >= 3 and ns[-1] == str(run._template_pid))
+                supervisor = next(p for p, ns in below.items() if len(ns) >= 3 and ns[-1] == "1")
+                t0, s0, r0 = _proc_stat(template), _proc_stat(supervisor), resource.getrusage(resource.RUSAGE_SELF)
+                for k in range(n):
+                    run.problem(f"p{k}").call("layer_norm", args)
+                run.problem("last").call("layer_norm", args)     # the template reaps the n-th here
+                t1, s1, r1 = _proc_stat(template), _proc_stat(supervisor), resource.getrusage(resource.RUSAGE_SELF)
+            got = {"template": (t1["cpu"] - t0["cpu"]) * tick_ms / n,
+                   "problem": (t1["ccpu"] - t0["ccpu"]) * tick_ms / n,
+                   "supervisor": (s1["cpu"] - s0["cpu"]) * tick_ms / n,
+                   "trusted": (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1000 / n,
+                   "faults": (t1["cminflt"] - t0["cminflt"]) / n,
+                   "template faults": (t1["minflt"] - t0["minflt"]) / n}
+            got["all"] = got["template"] + got["problem"] + got["supervisor"] + got["trusted"]
+            for key, value in got.items():
+                rows[key].append(value)
+    for key, values in rows.items():
+        unit = "minor faults" if "faults" in key else "ms CPU"
+        print(f"per problem process, {key:15s} median {statistics.median(values):7.2f} {unit}   "
+              f"(rounds: {' '.join(f'{v:.2f}' for v in values)})")
+
+
 def rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -151,3 +216,5 @@ if __name__ == "__main__":
             startup()
         if what in ("all", "flood"):
             flood()
+        if what == "problems":
+            problems(*(int(a) for a in sys.argv[2:4]))

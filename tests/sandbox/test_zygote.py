@@ -58,3 +58,33 @@ def test_runs_of_one_host_are_separate_namespaces(host):
     finally:
         a.close()
         b.close()
+
+
+FORK_STATE = """
+import random, threading
+def draw():
+    return random.random()
+def in_a_thread():
+    out = []
+    t = threading.Thread(target=lambda: out.append(threading.get_ident()))
+    t.start()
+    t.join()
+    return [len(out), threading.active_count(), threading.current_thread() is threading.main_thread()]
+"""
+
+
+def test_each_problem_process_reseeds_the_random_module(submit):
+    """Does every problem process draw its own `random` numbers, as after os.fork (the template
+    forks without Python's at-fork handlers and reseeds `random` itself)?"""
+    run = submit([FORK_STATE])
+    draws = [run.problem(f"p{i}").call("draw").value for i in range(3)]
+    assert len(set(draws)) == 3
+
+
+def test_threads_work_in_a_problem_process_forked_either_way(submit):
+    """Can a problem process start and join a thread, both when the template has one thread (a
+    plain fork(2)) and when the notebook left a thread running in it (os.fork)?"""
+    one = submit([FORK_STATE]).problem("p").call("in_a_thread").value
+    busy = submit([FORK_STATE, "import time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()"])
+    two = busy.problem("p").call("in_a_thread").value
+    assert one == two == [1, 1, True]
