@@ -104,6 +104,7 @@ def pytest_args(graders: Path) -> list[str]:
         "-p", "no:junitxml",
         "-p", "no:pastebin",
         "-p", "no:doctest",
+        "-p", "no:debugging",                # --pdb/--trace: never used here, and its set-up imports pdb
         "--tb=native",                       # a failing check's traceback without pytest's source analysis
         "-q", "--no-header", "-rN",
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
@@ -238,7 +239,8 @@ class GraderSession:
 
 def _under(module: object, folder: Path) -> bool:
     file = getattr(module, "__file__", None)
-    return isinstance(file, str) and Path(file).is_relative_to(folder)
+    # every part of a path is in its text: the folder's name is a quick test before the path's own
+    return isinstance(file, str) and folder.name in file and Path(file).is_relative_to(folder)
 
 
 def _forget_stale_modules(graders: Path) -> set[str]:
