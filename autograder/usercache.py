@@ -12,7 +12,9 @@ import contextlib
 import json
 import os
 import stat
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +84,21 @@ def write_entry(kind: str, key: str, value: Any) -> None:
     except (OSError, TypeError, ValueError):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def bytecode() -> Iterator[None]:
+    """Within the block, where this process may not write bytecode beside the sources
+    (PYTHONDONTWRITEBYTECODE, as many containers set it), modules imported are compiled once into
+    this cache (`sys.pycache_prefix`) and read from there afterwards: the instructor's code and the
+    graders' rewritten asserts are otherwise compiled again by every command. Nothing changes
+    where bytecode may be written, or a prefix is already set, or there is no cache folder."""
+    folder = cache_dir() if sys.dont_write_bytecode and sys.pycache_prefix is None else None
+    if folder is None:
+        yield
+        return
+    sys.pycache_prefix, sys.dont_write_bytecode = str(folder / "bytecode"), False
+    try:
+        yield
+    finally:
+        sys.pycache_prefix, sys.dont_write_bytecode = None, True

@@ -58,3 +58,27 @@ def test_a_damaged_or_oversized_entry_reads_as_absent(temp: Path):
     assert usercache.read_entry("names", "k") is None
     (folder / "names-k.json").write_text("[" + " " * usercache.ENTRY_MAX_BYTES + "]")
     assert usercache.read_entry("names", "k") is None
+
+
+def test_bytecode_is_kept_in_the_cache_only_where_it_may_not_be_written_beside(temp: Path, monkeypatch):
+    """Where bytecode may not be written beside the sources, is a module imported in the block compiled
+    into the cache (and the interpreter's settings put back), and is nothing changed elsewhere?"""
+    import importlib
+    import sys
+
+    (temp / "src").mkdir()
+    (temp / "src" / "cached_mod_for_test.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(temp / "src"))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    with usercache.bytecode():
+        assert sys.pycache_prefix is not None and not sys.dont_write_bytecode
+        importlib.import_module("cached_mod_for_test")
+    assert sys.pycache_prefix is None and sys.dont_write_bytecode
+    sys.modules.pop("cached_mod_for_test", None)
+    folder = usercache.cache_dir()
+    assert folder is not None and list((folder / "bytecode").rglob("cached_mod_for_test.*.pyc"))
+    assert not (temp / "src" / "__pycache__").exists()
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    with usercache.bytecode():
+        assert sys.pycache_prefix is None

@@ -38,6 +38,7 @@ import pytest
 from _pytest.config import _prepareconfig
 from _pytest.runner import runtestprotocol
 
+from .. import usercache
 from ..config import Assignment, Course
 from .diagnosis import Catalogue
 from .plugin import FIXTURES, GradingPlugin, classify, problem_of
@@ -67,8 +68,10 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
                 return None
             raise
 
-    mistakes = optional("mistakes")
-    return InstructorCode(reference=optional("reference"),
+    with usercache.bytecode():
+        mistakes = optional("mistakes")
+        reference = optional("reference")
+    return InstructorCode(reference=reference,
                           catalogue=getattr(mistakes, "catalogue", None) if mistakes else None,
                           graders=course.layout.graders(assignment.package))
 
@@ -130,7 +133,7 @@ class GraderSession:
         self.runs = 0
         self._closed = False
         self._modules = _forget_stale_modules(code.graders)
-        with _quiet() as out:
+        with _quiet() as out, usercache.bytecode():
             self.config = _prepareconfig(pytest_args(code.graders), [self.plugin])
             self.session = pytest.Session.from_config(self.config)
             self.session.exitstatus = pytest.ExitCode.OK
