@@ -19,11 +19,17 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 .PHONY: demo test test-unprivileged lint venv release validate clean
 
 venv: $(STAMP)
+	$(PY) -m compileall -q autograder
 
+# The editable install leaves the package without bytecode, and where PYTHONDONTWRITEBYTECODE is
+# set no command writes it: each would compile every module it imports, tens of milliseconds of a
+# one-student run. So the package is compiled here (again by `make venv` after changes; a module
+# whose bytecode is stale is compiled in memory, as before).
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	$(PY) -m compileall -q autograder
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -32,12 +32,15 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
 import json
 import symtable
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from . import usercache
 
 MODULES = ("numpy", "math", "warnings")
 
@@ -309,11 +312,14 @@ class Released:
     that are not solution cells, and the names grading may read."""
     sources: frozenset[str]
     grader_names: frozenset[str] = field(default_factory=frozenset)
+    # `cell_facts` of released sources, when already known (`released_facts`); others are worked out
+    facts: Mapping[str, CellFacts] = field(default_factory=dict, compare=False, hash=False)
 
 
 def cells_to_skip(sources: Sequence[str], released: Released) -> frozenset[int]:
     """Positions (in `sources`, the cells that would run, in order) of the cells that can be left out."""
-    facts = [cell_facts(s) for s in sources]
+    known = released.facts
+    facts = [known.get(s) or cell_facts(s) for s in sources]
     if any(f.indirect for f in facts):
         return frozenset()
     bindings: dict[str, list[str]] = {}           # name -> how each cell binds it: "def", "import:<m>", "value"
@@ -453,6 +459,103 @@ def _released_sources(path: Path, key: tuple[int, int] | None) -> frozenset[str]
         return None
 
 
+@lru_cache(maxsize=1)
+def _code_digest() -> str | None:
+    """A hash of this module's source: what is cached from its analysis is keyed on it too, so a
+    change of the analysis never meets an answer of the old one."""
+    try:
+        return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+@lru_cache(maxsize=16)
+def released_facts(sources: frozenset[str]) -> Mapping[str, CellFacts]:
+    """`cell_facts` of each released source. They are the same for every submission, and working
+    them out takes tens of milliseconds, so a one-student run reads them from this user's cache
+    (autograder.usercache) when the release and this module are unchanged."""
+    code = _code_digest()
+    key = None
+    if code is not None:
+        digest = hashlib.sha256(f"cell-facts\0{code}".encode())
+        for source in sorted(sources):
+            data = source.encode("utf-8", "surrogatepass")
+            digest.update(f"\0{len(data)}\0".encode())
+            digest.update(data)
+        key = digest.hexdigest()
+    if key is not None:
+        stored = _decode_facts(usercache.read_entry("cell-facts", key), sources)
+        if stored is not None:
+            return stored
+    facts = {source: cell_facts(source) for source in sources}
+    if key is not None:
+        usercache.write_entry("cell-facts", key, [[source, _encode(f)] for source, f in facts.items()])
+    return facts
+
+
+def _encode(facts: CellFacts) -> dict[str, object]:
+    def fn(f: Function) -> dict[str, object]:
+        return {"reads": sorted(f.reads), "bare": sorted(f.bare), "uses": sorted(f.uses), "local_only": f.local_only}
+
+    return {"binds": sorted(facts.binds), "reads": sorted(facts.reads), "top_reads": sorted(facts.top_reads),
+            "uses": sorted(facts.uses), "bare": sorted(facts.bare), "imports": [list(i) for i in facts.imports],
+            "defs": [[name, fn(f)] for name, f in facts.defs], "other_binds": sorted(facts.other_binds),
+            "simple": facts.simple, "indirect": facts.indirect}
+
+
+def _decode_facts(data: object, sources: frozenset[str]) -> dict[str, CellFacts] | None:
+    """The facts stored by `released_facts`, or None unless they are exactly of `sources` and well formed."""
+    if not isinstance(data, list):
+        return None
+    try:
+        out = {source: _decode(value) for source, value in data}
+    except (TypeError, ValueError, KeyError):
+        return None
+    return out if out.keys() == sources else None
+
+
+def _strings(value: object) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError("not a list of strings")
+    return frozenset(value)
+
+
+def _uses(value: object) -> frozenset[Use]:
+    if not isinstance(value, list):
+        raise TypeError("not a list")
+    out = set()
+    for base, path, guarded in value:
+        if not (isinstance(base, str) and isinstance(path, str) and isinstance(guarded, bool)):
+            raise TypeError("not a use")
+        out.add((base, path, guarded))
+    return frozenset(out)
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError("not a flag")
+    return value
+
+
+def _decode(d: dict[str, object]) -> CellFacts:
+    imports, defs = d["imports"], d["defs"]
+    if not isinstance(imports, list) or not isinstance(defs, list):
+        raise TypeError("not a list")
+    pairs = tuple((name, module) for name, module in imports)
+    if not all(isinstance(x, str) for pair in pairs for x in pair):
+        raise TypeError("not an import")
+    functions = []
+    for name, f in defs:
+        if not isinstance(name, str) or not isinstance(f, dict):
+            raise TypeError("not a function")
+        functions.append((name, Function(reads=_strings(f["reads"]), bare=_strings(f["bare"]),
+                                         uses=_uses(f["uses"]), local_only=_flag(f["local_only"]))))
+    return CellFacts(binds=_strings(d["binds"]), reads=_strings(d["reads"]), top_reads=_strings(d["top_reads"]),
+                     uses=_uses(d["uses"]), bare=_strings(d["bare"]), imports=pairs, defs=tuple(functions),
+                     other_binds=_strings(d["other_binds"]), simple=_flag(d["simple"]),
+                     indirect=_flag(d["indirect"]))
+
+
 def grader_names(package: Path, functions: tuple[str, ...]) -> frozenset[str]:
     """Names grading may look up in a notebook. The graders reach it only through the `student`
     proxy, so: the assignment's functions, every attribute taken of a name containing `student`
@@ -462,12 +565,42 @@ def grader_names(package: Path, functions: tuple[str, ...]) -> frozenset[str]:
     return _grader_names(files, tuple(_mtime_key(f) for f in files), functions)
 
 
+def _names_key(files: tuple[Path, ...], functions: tuple[str, ...]) -> str | None:
+    """A hash of everything `_grader_names` reads: the functions, each file's name and content
+    (None when a file cannot be read: it is then computed as before)."""
+    code = _code_digest()
+    if code is None:
+        return None
+    digest = hashlib.sha256(f"grader-names\0{code}\0{json.dumps(functions)}".encode())
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except OSError:
+            return None
+        digest.update(f"\0{f}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
 def _is_student(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and "student" in node.id.lower()
 
 
 @lru_cache(maxsize=16)
 def _grader_names(files: tuple[Path, ...], keys: tuple[object, ...], functions: tuple[str, ...]) -> frozenset[str]:
+    """Parsing the instructor's code takes tens of milliseconds: a one-student run reads the answer
+    from this user's cache (autograder.usercache) when the files are unchanged."""
+    key = _names_key(files, functions)
+    stored = usercache.read_entry("grader-names", key) if key is not None else None
+    if isinstance(stored, list) and all(isinstance(n, str) for n in stored):
+        return frozenset(stored)
+    names = _parse_grader_names(files, functions)
+    if key is not None:
+        usercache.write_entry("grader-names", key, sorted(names))
+    return names
+
+
+def _parse_grader_names(files: tuple[Path, ...], functions: tuple[str, ...]) -> frozenset[str]:
     names = set(functions)
     for f in files:
         try:

@@ -149,3 +149,77 @@ def test_a_check_that_would_raise_name_error_runs(order):
     """Does a check run (and raise NameError there, noted) when a name it needs is bound only later,
     by the function it calls or not at all?"""
     assert order.index(CHECK) not in skipped(*order)
+
+
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty user cache (autograder.usercache) under tmp_path, and nothing remembered in memory."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    cellplan.released_facts.cache_clear()
+    cellplan._grader_names.cache_clear()
+    yield tmp_path / "tmp"
+    cellplan.released_facts.cache_clear()
+    cellplan._grader_names.cache_clear()
+
+
+def _course_cell_sources() -> frozenset[str]:
+    root = Path(__file__).resolve().parents[1]
+    out = set()
+    for path in [*root.glob("source/*/*.ipynb"), *root.glob("release/*/*.ipynb"), *root.glob("examples/**/*.ipynb")]:
+        try:
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        except (OSError, ValueError, KeyError):
+            continue
+        for cell in cells:
+            if isinstance(cell, dict) and cell.get("cell_type") == "code":
+                source = cell.get("source", "")
+                out.add(source if isinstance(source, str) else "".join(source))
+    return frozenset(out)
+
+
+def test_released_facts_read_back_are_those_worked_out(own_cache: Path):
+    """Are the facts of every code cell of the course's notebooks the same whether worked out or read
+    back from the user's cache?"""
+    sources = _course_cell_sources() | {SETUP, ANSWER, CHECK, DEMO, "%%bash\necho $x\n", "def broken(:\n"}
+    assert len(sources) > 20
+    direct = {s: cellplan.cell_facts(s) for s in sources}
+    assert cellplan.released_facts(sources) == direct
+    assert len(list(own_cache.glob("*/cell-facts-*.json"))) == 1
+    cellplan.released_facts.cache_clear()
+    assert cellplan.released_facts(sources) == direct
+
+
+def test_a_damaged_facts_entry_is_worked_out_again(own_cache: Path):
+    """Is a cache entry that is not well formed, or of other sources, ignored?"""
+    sources = frozenset({SETUP, ANSWER, CHECK})
+    direct = {s: cellplan.cell_facts(s) for s in sources}
+    cellplan.released_facts(sources)
+    (entry,) = own_cache.glob("*/cell-facts-*.json")
+    stored = json.loads(entry.read_text())
+    for damaged in ([], [[SETUP, {"binds": "x"}]], stored[:1], [[s, {**f, "simple": 1}] for s, f in stored]):
+        entry.write_text(json.dumps(damaged))
+        cellplan.released_facts.cache_clear()
+        assert cellplan.released_facts(sources) == direct
+
+
+def test_skipping_with_known_facts_is_the_same(own_cache: Path):
+    """Are the same cells left out when the released cells' facts come with the release?"""
+    released = cellplan.Released(sources=RELEASED.sources, grader_names=RELEASED.grader_names,
+                                 facts=cellplan.released_facts(RELEASED.sources))
+    for order in ((SETUP, ANSWER, CHECK, DEMO), (SETUP, CHECK, ANSWER, DEMO), (SETUP, ANSWER, CHECK, "y = out\n")):
+        assert skipped(*order, released=released) == skipped(*order)
+
+
+def test_grader_names_follow_the_files_through_the_cache(tmp_path: Path, own_cache: Path):
+    """Are the grader names read back from the cache the same, and worked out again once a file changes?"""
+    (tmp_path / "graders").mkdir()
+    test_f = tmp_path / "graders" / "test_f.py"
+    test_f.write_text("def test_f(student):\n    student.f(1)\n")
+    first = cellplan.grader_names(tmp_path, ("h",))
+    cellplan._grader_names.cache_clear()
+    assert cellplan.grader_names(tmp_path, ("h",)) == first == {"f", "h"}
+    test_f.write_text("def test_f(student):\n    student.g(1)\n")
+    assert cellplan.grader_names(tmp_path, ("h",)) == {"g", "h"}

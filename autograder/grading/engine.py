@@ -287,7 +287,8 @@ def released_cells(course: Course, assignment: Assignment) -> dict[str, cellplan
     for name in assignment.notebooks:
         sources = cellplan.released_sources(layout.release(assignment.name) / name)
         if sources is not None:
-            out[name] = cellplan.Released(sources=sources, grader_names=names)
+            out[name] = cellplan.Released(sources=sources, grader_names=names,
+                                          facts=cellplan.released_facts(sources))
     return out
 
 

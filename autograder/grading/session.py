@@ -38,6 +38,7 @@ import pytest
 from _pytest.config import _prepareconfig
 from _pytest.runner import runtestprotocol
 
+from .. import usercache
 from ..config import Assignment, Course
 from .diagnosis import Catalogue
 from .plugin import FIXTURES, GradingPlugin, classify, problem_of
@@ -67,8 +68,10 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
                 return None
             raise
 
-    mistakes = optional("mistakes")
-    return InstructorCode(reference=optional("reference"),
+    with usercache.bytecode():
+        mistakes = optional("mistakes")
+        reference = optional("reference")
+    return InstructorCode(reference=reference,
                           catalogue=getattr(mistakes, "catalogue", None) if mistakes else None,
                           graders=course.layout.graders(assignment.package))
 
@@ -104,6 +107,7 @@ def pytest_args(graders: Path) -> list[str]:
         "-p", "no:junitxml",
         "-p", "no:pastebin",
         "-p", "no:doctest",
+        "-p", "no:debugging",                # --pdb/--trace: never used here, and its set-up imports pdb
         "--tb=native",                       # a failing check's traceback without pytest's source analysis
         "-q", "--no-header", "-rN",
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
@@ -129,7 +133,7 @@ class GraderSession:
         self.runs = 0
         self._closed = False
         self._modules = _forget_stale_modules(code.graders)
-        with _quiet() as out:
+        with _quiet() as out, usercache.bytecode():
             self.config = _prepareconfig(pytest_args(code.graders), [self.plugin])
             self.session = pytest.Session.from_config(self.config)
             self.session.exitstatus = pytest.ExitCode.OK
@@ -238,7 +242,8 @@ class GraderSession:
 
 def _under(module: object, folder: Path) -> bool:
     file = getattr(module, "__file__", None)
-    return isinstance(file, str) and Path(file).is_relative_to(folder)
+    # every part of a path is in its text: the folder's name is a quick test before the path's own
+    return isinstance(file, str) and folder.name in file and Path(file).is_relative_to(folder)
 
 
 def _forget_stale_modules(graders: Path) -> set[str]:

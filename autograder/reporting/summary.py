@@ -13,7 +13,6 @@ problem columns are headed P1, P2, ... and a legend line names them.
 """
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -127,6 +126,8 @@ def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment:
     n = len(table)
     tail = f"{n} student{'s' if n != 1 else ''}, {len(graded)} graded"
     if graded:
+        import statistics  # here: a batch imports this module (StudentRow) before its first result
+
         tail += (f": mean {format_points(statistics.fmean(graded))}, "
                  f"median {format_points(statistics.median(graded))} of {format_points(max_score)}")
         if len(graded) < n:
