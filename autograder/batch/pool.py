@@ -13,6 +13,11 @@ All three have the same interface (`make_pool` picks one):
         for task, result in pool.run(tasks):  # results as they come, in any order
             ...
 
+Each worker's sandbox is held on one CPU (course.yml `sandbox_cpus`); a LocalPool gives its
+workers distinct CPUs in turn (worker i, and whatever replaces it, on the i-th CPU this process may
+use) rather than letting each choose by the load it sees: two workers starting together under load
+from other processes often chose the same CPU, and then shared one core between them.
+
 A worker that dies or stops answering (the grader's own process, not a student's: those are
 bounded by the sandbox) costs only the submission it was grading, which becomes a crashed result,
 and is replaced. A worker whose memory grew asks to be replaced and is, between two submissions.
@@ -65,6 +70,7 @@ class _Proc:
     conn: Connection
     log: Path
     stats: WorkerStats
+    slot: int                   # which of the pool's workers it is (a replacement takes the slot)
     task: Task | None = None
     since: float = 0.0
     ready: bool = False
@@ -146,6 +152,14 @@ def available_cores() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
+def _usable_cpus() -> tuple[int, ...]:
+    """The CPUs this process may run on, in order (empty when unknown)."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return ()
+
+
 def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = None, scheduler: str | None = None,
               submissions: int | None = None, insecure: bool = False, course: Course | None = None) -> GradingPool:
     """The pool for a batch: a Dask cluster's workers when `scheduler` is given; else `workers`
@@ -172,7 +186,9 @@ class LocalPool:
         self.assignment_name = assignment
         self.size = workers
         self.insecure = insecure
-        self.assignment: Assignment = load_course(self.course_dir).assignment(assignment)
+        course = load_course(self.course_dir)
+        self.assignment: Assignment = course.assignment(assignment)
+        self.cpus: tuple[int, ...] = _usable_cpus() if course.sandbox_cpus == "spread" else ()
         self.retired: list[WorkerStats] = []
         self.replaced = 0
         self._procs: list[_Proc] = []
@@ -191,25 +207,32 @@ class LocalPool:
 
     def start(self) -> PoolInfo:
         """Start the workers and wait until each is ready (SandboxUnavailable when one cannot)."""
-        for _ in range(self.size):
-            self._spawn()
+        for slot in range(self.size):
+            self._spawn(slot)
         deadline = time.monotonic() + START_SECONDS
         while any(not p.ready for p in self._procs):
             self._wait_ready(deadline)
         return PoolInfo(self._layers, self._missing, len(self._procs))
 
-    def _spawn(self) -> _Proc:
+    def cpu_of(self, slot: int) -> int | None:
+        """The CPU for the sandbox of the pool's `slot`-th worker (None: the worker chooses)."""
+        return self.cpus[slot % len(self.cpus)] if len(self.cpus) > 1 else None
+
+    def _spawn(self, slot: int) -> _Proc:
         conn, fd = socket_pair()
         log = self._logs / f"worker-{len(self._procs) + len(self.retired) + 1}.log"
         argv = [sys.executable, "-m", "autograder.batch.worker", "--course-dir", self.course_dir,
                 "--assignment", self.assignment_name, "--fd", str(fd)] + (["--insecure"] if self.insecure else [])
+        cpu = self.cpu_of(slot)
+        if cpu is not None:
+            argv += ["--cpu", str(cpu)]
         try:
             with open(log, "wb") as err:
                 popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                          pass_fds=(fd,), start_new_session=True, cwd=self.course_dir)
         finally:
             os.close(fd)
-        proc = _Proc(popen=popen, conn=conn, log=log, stats=WorkerStats(pid=popen.pid))
+        proc = _Proc(popen=popen, conn=conn, log=log, stats=WorkerStats(pid=popen.pid), slot=slot)
         self._procs.append(proc)
         self._sel.register(conn.sock, selectors.EVENT_READ, proc)
         return proc
@@ -361,4 +384,4 @@ class LocalPool:
         self._procs.remove(proc)
         if replace:
             self.replaced += 1
-            self._spawn()
+            self._spawn(proc.slot)

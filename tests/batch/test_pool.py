@@ -61,3 +61,30 @@ def test_a_worker_whose_memory_grows_asks_to_be_recycled(demo, monkeypatch):
             seen.append(warm.recycle)
     assert seen == [False, False, True]
     assert warm.baseline_mb == 100.0
+
+
+def test_the_workers_of_a_pool_get_distinct_cpus_in_turn(demo, monkeypatch):
+    """Does each worker of a pool get its own CPU for its sandbox (in turn when there are more
+    workers than CPUs, the same for a worker's replacement), and none when `sandbox_cpus` is off?"""
+    import dataclasses
+    import os
+
+    from autograder.batch import pool as module
+
+    allowed = sorted(os.sched_getaffinity(0))
+    pool = LocalPool(demo, "transformer-block", workers=3)
+    try:
+        cpus = [pool.cpu_of(slot) for slot in range(2 * len(allowed))]
+    finally:
+        pool.close()
+    if len(allowed) > 1:
+        assert cpus == allowed + allowed
+    else:
+        assert cpus == [None, None]
+    course = module.load_course(demo)
+    monkeypatch.setattr(module, "load_course", lambda _: dataclasses.replace(course, sandbox_cpus="off"))
+    pool = LocalPool(demo, "transformer-block", workers=2)
+    try:
+        assert [pool.cpu_of(0), pool.cpu_of(1)] == [None, None]
+    finally:
+        pool.close()
