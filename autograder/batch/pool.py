@@ -304,6 +304,11 @@ class LocalPool:
         """Every worker this pool ran, live and retired."""
         return [p.stats for p in self._procs] + self.retired
 
+    @property
+    def busy(self) -> int:
+        """How many workers are grading a submission now."""
+        return sum(p.task is not None for p in self._procs)
+
     def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
         """Grade `tasks`, yielding (task, result) as results arrive."""
         todo = deque(tasks)
@@ -319,7 +324,7 @@ class LocalPool:
                 if proc.task is None and proc.ready and todo:
                     self._send(proc, todo.popleft())
             for key, _ in self._sel.select(timeout=1.0):
-                yield from self._read(key.data)
+                yield from self._read(key.data, todo)
             now = time.monotonic()
             for proc in list(self._procs):
                 if proc.task is not None and now - proc.since > limit:
@@ -335,7 +340,9 @@ class LocalPool:
         except OSError:
             pass                                  # noticed when its answer does not come
 
-    def _read(self, proc: _Proc) -> Iterator[tuple[Task, SubmissionResult]]:
+    def _read(self, proc: _Proc, todo: deque[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
+        """Read what `proc` sent; a worker that answered gets its next task from `todo` before its
+        result is handed on, so that it grades while the caller writes that result out."""
         if proc not in self._procs:
             return
         try:
@@ -359,13 +366,15 @@ class LocalPool:
                 proc.stats.graded += 1
                 proc.stats.rss_mb = float(msg.get("rss_mb", 0.0))
                 proc.stats.peak_mb = max(proc.stats.peak_mb, float(msg.get("peak_mb", 0.0)))
+                if msg.get("recycle"):
+                    self._retire(proc, kill=False, replace=True)
+                elif todo:
+                    self._send(proc, todo.popleft())
                 try:
                     result = result_from_dict(msg["result"])
                 except (KeyError, TypeError, ValueError) as exc:
                     result = _crashed(self.assignment, task.student, task.seed, task.on_roster,
                                       f"its worker's answer could not be read ({exc})", self._layers)
-                if msg.get("recycle"):
-                    self._retire(proc, kill=False, replace=True)
                 yield task, result
                 if proc not in self._procs:
                     return

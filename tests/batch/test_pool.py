@@ -35,6 +35,23 @@ def test_a_worker_that_dies_costs_only_its_submission(demo):
     assert results["ada"].score == 100.0
 
 
+def test_a_worker_gets_its_next_submission_before_its_result_is_handed_on(demo):
+    """While the caller writes a result out, is the worker that graded it already grading the
+    next submission (no worker waits for the caller), and is every submission graded once?"""
+    layout = CourseLayout(demo)
+    students = ["ada", "grace", "donald", "ken", "alan"]
+    tasks = [Task(s, str(layout.submission(s, "transformer-block")), seed=7) for s in students]
+    with LocalPool(demo, "transformer-block", workers=2) as pool:
+        pool.start()
+        busy, graded = [], []
+        for task, result in pool.run(tasks):
+            busy.append(pool.busy)
+            graded.append(task.student)
+            assert result.state == "graded"
+    assert sorted(graded) == sorted(students)
+    assert busy[:3] == [2, 2, 2]       # five submissions, two workers: the first three leave both busy
+
+
 def test_the_pool_follows_the_number_of_workers_and_submissions(demo):
     """Is one worker (or one submission) graded in this process, and more with worker processes?"""
     assert type(make_pool(demo, "transformer-block", workers=1)).__name__ == "InProcessPool"
