@@ -71,7 +71,8 @@ class _Proc:
     log: Path
     stats: WorkerStats
     slot: int                   # which of the pool's workers it is (a replacement takes the slot)
-    task: Task | None = None
+    task: Task | None = None    # the submission it is grading
+    queued: Task | None = None  # sent too, graded next (only while a task is being graded)
     since: float = 0.0
     ready: bool = False
 
@@ -321,35 +322,50 @@ class LocalPool:
                                          "grading stopped: no grading worker could be started", self._layers)
                 return
             for proc in self._procs:
-                if proc.task is None and proc.ready and todo:
-                    self._send(proc, todo.popleft())
-            for key, _ in self._sel.select(timeout=1.0):
-                yield from self._read(key.data, todo)
+                if proc.ready:
+                    self._feed(proc, todo)
+            # every worker that answered is fed before any result is handed on
+            arrived = [got for key, _ in self._sel.select(timeout=1.0) for got in self._read(key.data, todo)]
+            yield from arrived
             now = time.monotonic()
             for proc in list(self._procs):
                 if proc.task is not None and now - proc.since > limit:
-                    yield proc.task, self._lost(proc, f"its worker gave no answer within {limit:g} s")
+                    yield proc.task, self._lost(proc, f"its worker gave no answer within {limit:g} s", todo)
                 elif proc.task is not None and proc.popen.poll() is not None:
-                    yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})")
+                    yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})", todo)
+
+    def _feed(self, proc: _Proc, todo: deque[Task]) -> None:
+        """Give a worker a submission to grade when it has none, and one more to grade next while
+        more submissions wait than there are workers: its next one is then already in its socket
+        when it sends a result, so it never waits for this process (busy writing results out, or
+        not scheduled on a loaded machine). Near the end none is queued, so that no worker idles
+        while another has two."""
+        if proc.task is None and todo:
+            self._send(proc, todo.popleft())
+        if proc.task is not None and proc.queued is None and len(todo) > len(self._procs):
+            self._send(proc, todo.popleft())
 
     def _send(self, proc: _Proc, task: Task) -> None:
         self._ids += 1
-        proc.task, proc.since = task, time.monotonic()
+        if proc.task is None:
+            proc.task, proc.since = task, time.monotonic()
+        else:
+            proc.queued = task
         try:
             proc.conn.send({"op": "grade", "id": self._ids, "task": task.to_dict()})
         except OSError:
             pass                                  # noticed when its answer does not come
 
     def _read(self, proc: _Proc, todo: deque[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
-        """Read what `proc` sent; a worker that answered gets its next task from `todo` before its
-        result is handed on, so that it grades while the caller writes that result out."""
+        """Read what `proc` sent; a worker that answered is fed from `todo` before its result is
+        handed on, so that it grades while the caller writes that result out."""
         if proc not in self._procs:
             return
         try:
             proc.conn.fill()
         except (WireClosed, OSError):
             if proc.task is not None:
-                yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})")
+                yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})", todo)
             else:
                 self._retire(proc, kill=True, replace=proc.ready)
             return
@@ -362,14 +378,19 @@ class LocalPool:
                 self._retire(proc, kill=True, replace=False)
                 return
             elif op == "result" and proc.task is not None:
-                task, proc.task = proc.task, None
+                task, proc.task, proc.queued = proc.task, proc.queued, None
+                proc.since = time.monotonic()
                 proc.stats.graded += 1
                 proc.stats.rss_mb = float(msg.get("rss_mb", 0.0))
                 proc.stats.peak_mb = max(proc.stats.peak_mb, float(msg.get("peak_mb", 0.0)))
                 if msg.get("recycle"):
-                    self._retire(proc, kill=False, replace=True)
-                elif todo:
-                    self._send(proc, todo.popleft())
+                    started = proc.task           # its queued one, started already: graded by another
+                    if started is not None:
+                        todo.appendleft(started)
+                        proc.task = None
+                    self._retire(proc, kill=started is not None, replace=True)
+                else:
+                    self._feed(proc, todo)
                 try:
                     result = result_from_dict(msg["result"])
                 except (KeyError, TypeError, ValueError) as exc:
@@ -379,10 +400,13 @@ class LocalPool:
                 if proc not in self._procs:
                     return
 
-    def _lost(self, proc: _Proc, why: str) -> SubmissionResult:
+    def _lost(self, proc: _Proc, why: str, todo: deque[Task]) -> SubmissionResult:
         task = proc.task
         assert task is not None
         proc.task = None
+        if proc.queued is not None:               # never started: graded by another worker
+            todo.appendleft(proc.queued)
+            proc.queued = None
         self._retire(proc, kill=True, replace=True)
         return _crashed(self.assignment, task.student, task.seed, task.on_roster,
                         f"grading stopped: {why}", self._layers)

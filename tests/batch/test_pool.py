@@ -52,6 +52,21 @@ def test_a_worker_gets_its_next_submission_before_its_result_is_handed_on(demo):
     assert busy[:3] == [2, 2, 2]       # five submissions, two workers: the first three leave both busy
 
 
+def test_a_submission_queued_for_a_worker_that_dies_is_graded_by_another(demo):
+    """When a worker dies on its first submission while its next one waits in its socket, is only
+    the first a crashed result, and the waiting one graded elsewhere?"""
+    layout = CourseLayout(demo)
+    students = ["ada", "grace", "donald", "ken", "ada2"]
+    tasks = [Task(s, str(layout.submission(s.rstrip("2"), "transformer-block")), seed=7) for s in students]
+    breaking = Task("alan", str(layout.submission("alan", "transformer-block")), seed="x")  # type: ignore[arg-type]
+    with LocalPool(demo, "transformer-block", workers=2) as pool:
+        pool.start()
+        results = {task.student: result for task, result in pool.run([breaking] + tasks)}
+        assert pool.replaced == 1
+    assert results["alan"].state == "crashed"
+    assert {s: results[s].state for s in students} == dict.fromkeys(students, "graded")
+
+
 def test_the_pool_follows_the_number_of_workers_and_submissions(demo):
     """Is one worker (or one submission) graded in this process, and more with worker processes?"""
     assert type(make_pool(demo, "transformer-block", workers=1)).__name__ == "InProcessPool"
