@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -19,6 +20,16 @@ PROJECT = CourseLayout(ROOT)
 def copy_course(dest: Path) -> Path:
     """Copy the course (config, notebooks, instructor code) into `dest`, without generated state."""
     return layout.copy_course(ROOT, dest)
+
+
+def course_with_students(dest: Path, students: tuple[str, ...]) -> Path:
+    """A course copy in `dest` holding the bundled submissions of `students`, who alone are on its roster."""
+    course = copy_course(dest)
+    examples, submitted = layout.CourseLayout(ROOT / layout.EXAMPLES), layout.CourseLayout(course).submitted_dir
+    for sid in students:
+        shutil.copytree(examples.submitted_dir / sid, submitted / sid)
+    (course / "roster.csv").write_text("id\n" + "\n".join(students) + "\n")
+    return course
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.layout import EXAMPLES, CourseLayout
+from autograder.layout import CourseLayout
 from autograder.reporting.gradebook import LOCK_FILE, PENDING_DIR
-from tests.conftest import ROOT, copy_course
+from tests.conftest import course_with_students
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -30,11 +30,7 @@ WAIT_SECONDS = 600      # generous: a loaded machine
 
 
 def _course(tmp_path: Path) -> Path:
-    course = copy_course(tmp_path / "course")
-    for sid in STUDENTS:
-        shutil.copytree(CourseLayout(ROOT / EXAMPLES).submitted_dir / sid, CourseLayout(course).submitted_dir / sid)
-    (course / "roster.csv").write_text("id\n" + "\n".join(STUDENTS) + "\n")
-    return course
+    return course_with_students(tmp_path / "course", STUDENTS)
 
 
 def _env() -> dict[str, str]:

@@ -4,7 +4,6 @@ and the summary names them; a change to a submission, the graders or course.yml 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -18,8 +17,8 @@ import yaml
 from .harness import ASSIGNMENT, NB, ROOT, expected_rows, gradebook_rows, load_results
 
 sys.path.insert(0, str(ROOT / "tests"))
-from autograder.layout import EXAMPLES, CourseLayout
-from conftest import copy_course
+from autograder.layout import CourseLayout
+from conftest import course_with_students
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +26,7 @@ STUDENTS = ("ada", "alan", "barbara", "donald", "edsger", "frances", "grace")
 
 
 def _course(tmp_path: Path) -> Path:
-    course = copy_course(tmp_path / "course")
-    for sid in STUDENTS:
-        shutil.copytree(CourseLayout(ROOT / EXAMPLES).submitted_dir / sid, CourseLayout(course).submitted_dir / sid)
-    (course / "roster.csv").write_text("id\n" + "\n".join(STUDENTS) + "\n")
-    return course
+    return course_with_students(tmp_path / "course", STUDENTS)
 
 
 def _command(course: Path, *extra: str) -> list[str]:
