@@ -15,7 +15,7 @@ import datetime as dt
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -238,6 +238,12 @@ class Course:
                                          "students; a relative path starts at the course folder; unset: nbgrader's "
                                          "default")
     defaults: Defaults = setting(Defaults(), help="what assignments and problems inherit unless they set their own")
+    sandbox_cpus: Literal["spread", "off"] = setting(
+        "spread", help="`spread`: each worker's sandbox is held on one CPU, and the workers of one batch each get "
+                       "their own (worker i on the i-th CPU the command may use, in turn when there are more workers "
+                       "than CPUs; a lone worker takes the CPU with the fewest processes held to it), so that a call "
+                       "into student code and its reply do not wake a process on another CPU; `off`: the system's "
+                       "scheduler places every process (try it where grading measures faster so)")
 
     @property
     def layout(self) -> CourseLayout:

@@ -154,6 +154,7 @@ def test_config_the_shipped_course_file_loads():
      "assignments[0].extensions.ada.days: expected a number >= 0, got -1"),
     (mutate("assignments.0.extensions", {"ada": {"weeks": 1}}), "assignments[0].extensions.ada.weeks: unknown key"),
     (mutate("assignments.0.extensions", ["ada"]), "assignments[0].extensions: expected a mapping, got a list"),
+    (mutate("sandbox_cpus", "sometimes"), 'sandbox_cpus: expected one of spread, off, got "sometimes"'),
 ])
 def test_config_bad_file_names_the_key_path(tmp_path, data, expected):
     """Does each broken course.yml give one line naming the key path and what was expected?"""

@@ -13,6 +13,11 @@ All three have the same interface (`make_pool` picks one):
         for task, result in pool.run(tasks):  # results as they come, in any order
             ...
 
+Each worker's sandbox is held on one CPU (course.yml `sandbox_cpus`); a LocalPool gives its
+workers distinct CPUs in turn (worker i, and whatever replaces it, on the i-th CPU this process may
+use) rather than letting each choose by the load it sees: two workers starting together under load
+from other processes often chose the same CPU, and then shared one core between them.
+
 A worker that dies or stops answering (the grader's own process, not a student's: those are
 bounded by the sandbox) costs only the submission it was grading, which becomes a crashed result,
 and is replaced. A worker whose memory grew asks to be replaced and is, between two submissions.
@@ -65,7 +70,9 @@ class _Proc:
     conn: Connection
     log: Path
     stats: WorkerStats
-    task: Task | None = None
+    slot: int                   # which of the pool's workers it is (a replacement takes the slot)
+    task: Task | None = None    # the submission it is grading
+    queued: Task | None = None  # sent too, graded next (only while a task is being graded)
     since: float = 0.0
     ready: bool = False
 
@@ -146,6 +153,14 @@ def available_cores() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
+def _usable_cpus() -> tuple[int, ...]:
+    """The CPUs this process may run on, in order (empty when unknown)."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return ()
+
+
 def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = None, scheduler: str | None = None,
               submissions: int | None = None, insecure: bool = False, course: Course | None = None) -> GradingPool:
     """The pool for a batch: a Dask cluster's workers when `scheduler` is given; else `workers`
@@ -172,7 +187,9 @@ class LocalPool:
         self.assignment_name = assignment
         self.size = workers
         self.insecure = insecure
-        self.assignment: Assignment = load_course(self.course_dir).assignment(assignment)
+        course = load_course(self.course_dir)
+        self.assignment: Assignment = course.assignment(assignment)
+        self.cpus: tuple[int, ...] = _usable_cpus() if course.sandbox_cpus == "spread" else ()
         self.retired: list[WorkerStats] = []
         self.replaced = 0
         self._procs: list[_Proc] = []
@@ -191,25 +208,32 @@ class LocalPool:
 
     def start(self) -> PoolInfo:
         """Start the workers and wait until each is ready (SandboxUnavailable when one cannot)."""
-        for _ in range(self.size):
-            self._spawn()
+        for slot in range(self.size):
+            self._spawn(slot)
         deadline = time.monotonic() + START_SECONDS
         while any(not p.ready for p in self._procs):
             self._wait_ready(deadline)
         return PoolInfo(self._layers, self._missing, len(self._procs))
 
-    def _spawn(self) -> _Proc:
+    def cpu_of(self, slot: int) -> int | None:
+        """The CPU for the sandbox of the pool's `slot`-th worker (None: the worker chooses)."""
+        return self.cpus[slot % len(self.cpus)] if len(self.cpus) > 1 else None
+
+    def _spawn(self, slot: int) -> _Proc:
         conn, fd = socket_pair()
         log = self._logs / f"worker-{len(self._procs) + len(self.retired) + 1}.log"
         argv = [sys.executable, "-m", "autograder.batch.worker", "--course-dir", self.course_dir,
                 "--assignment", self.assignment_name, "--fd", str(fd)] + (["--insecure"] if self.insecure else [])
+        cpu = self.cpu_of(slot)
+        if cpu is not None:
+            argv += ["--cpu", str(cpu)]
         try:
             with open(log, "wb") as err:
                 popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                          pass_fds=(fd,), start_new_session=True, cwd=self.course_dir)
         finally:
             os.close(fd)
-        proc = _Proc(popen=popen, conn=conn, log=log, stats=WorkerStats(pid=popen.pid))
+        proc = _Proc(popen=popen, conn=conn, log=log, stats=WorkerStats(pid=popen.pid), slot=slot)
         self._procs.append(proc)
         self._sel.register(conn.sock, selectors.EVENT_READ, proc)
         return proc
@@ -281,6 +305,11 @@ class LocalPool:
         """Every worker this pool ran, live and retired."""
         return [p.stats for p in self._procs] + self.retired
 
+    @property
+    def busy(self) -> int:
+        """How many workers are grading a submission now."""
+        return sum(p.task is not None for p in self._procs)
+
     def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
         """Grade `tasks`, yielding (task, result) as results arrive."""
         todo = deque(tasks)
@@ -293,33 +322,50 @@ class LocalPool:
                                          "grading stopped: no grading worker could be started", self._layers)
                 return
             for proc in self._procs:
-                if proc.task is None and proc.ready and todo:
-                    self._send(proc, todo.popleft())
-            for key, _ in self._sel.select(timeout=1.0):
-                yield from self._read(key.data)
+                if proc.ready:
+                    self._feed(proc, todo)
+            # every worker that answered is fed before any result is handed on
+            arrived = [got for key, _ in self._sel.select(timeout=1.0) for got in self._read(key.data, todo)]
+            yield from arrived
             now = time.monotonic()
             for proc in list(self._procs):
                 if proc.task is not None and now - proc.since > limit:
-                    yield proc.task, self._lost(proc, f"its worker gave no answer within {limit:g} s")
+                    yield proc.task, self._lost(proc, f"its worker gave no answer within {limit:g} s", todo)
                 elif proc.task is not None and proc.popen.poll() is not None:
-                    yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})")
+                    yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})", todo)
+
+    def _feed(self, proc: _Proc, todo: deque[Task]) -> None:
+        """Give a worker a submission to grade when it has none, and one more to grade next while
+        more submissions wait than there are workers: its next one is then already in its socket
+        when it sends a result, so it never waits for this process (busy writing results out, or
+        not scheduled on a loaded machine). Near the end none is queued, so that no worker idles
+        while another has two."""
+        if proc.task is None and todo:
+            self._send(proc, todo.popleft())
+        if proc.task is not None and proc.queued is None and len(todo) > len(self._procs):
+            self._send(proc, todo.popleft())
 
     def _send(self, proc: _Proc, task: Task) -> None:
         self._ids += 1
-        proc.task, proc.since = task, time.monotonic()
+        if proc.task is None:
+            proc.task, proc.since = task, time.monotonic()
+        else:
+            proc.queued = task
         try:
             proc.conn.send({"op": "grade", "id": self._ids, "task": task.to_dict()})
         except OSError:
             pass                                  # noticed when its answer does not come
 
-    def _read(self, proc: _Proc) -> Iterator[tuple[Task, SubmissionResult]]:
+    def _read(self, proc: _Proc, todo: deque[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
+        """Read what `proc` sent; a worker that answered is fed from `todo` before its result is
+        handed on, so that it grades while the caller writes that result out."""
         if proc not in self._procs:
             return
         try:
             proc.conn.fill()
         except (WireClosed, OSError):
             if proc.task is not None:
-                yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})")
+                yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})", todo)
             else:
                 self._retire(proc, kill=True, replace=proc.ready)
             return
@@ -332,25 +378,35 @@ class LocalPool:
                 self._retire(proc, kill=True, replace=False)
                 return
             elif op == "result" and proc.task is not None:
-                task, proc.task = proc.task, None
+                task, proc.task, proc.queued = proc.task, proc.queued, None
+                proc.since = time.monotonic()
                 proc.stats.graded += 1
                 proc.stats.rss_mb = float(msg.get("rss_mb", 0.0))
                 proc.stats.peak_mb = max(proc.stats.peak_mb, float(msg.get("peak_mb", 0.0)))
+                if msg.get("recycle"):
+                    started = proc.task           # its queued one, started already: graded by another
+                    if started is not None:
+                        todo.appendleft(started)
+                        proc.task = None
+                    self._retire(proc, kill=started is not None, replace=True)
+                else:
+                    self._feed(proc, todo)
                 try:
                     result = result_from_dict(msg["result"])
                 except (KeyError, TypeError, ValueError) as exc:
                     result = _crashed(self.assignment, task.student, task.seed, task.on_roster,
                                       f"its worker's answer could not be read ({exc})", self._layers)
-                if msg.get("recycle"):
-                    self._retire(proc, kill=False, replace=True)
                 yield task, result
                 if proc not in self._procs:
                     return
 
-    def _lost(self, proc: _Proc, why: str) -> SubmissionResult:
+    def _lost(self, proc: _Proc, why: str, todo: deque[Task]) -> SubmissionResult:
         task = proc.task
         assert task is not None
         proc.task = None
+        if proc.queued is not None:               # never started: graded by another worker
+            todo.appendleft(proc.queued)
+            proc.queued = None
         self._retire(proc, kill=True, replace=True)
         return _crashed(self.assignment, task.student, task.seed, task.on_roster,
                         f"grading stopped: {why}", self._layers)
@@ -361,4 +417,4 @@ class LocalPool:
         self._procs.remove(proc)
         if replace:
             self.replaced += 1
-            self._spawn()
+            self._spawn(proc.slot)

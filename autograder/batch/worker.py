@@ -4,7 +4,7 @@ submission with them. Each submission still gets its own namespaces, scratch and
 problem its own fork of the notebook's state (see autograder.sandbox).
 
 A worker runs in its own process: `python -m autograder.batch.worker --course-dir DIR --assignment A
---fd N [--insecure]` talks JSON lines (autograder.batch.wire) on descriptor N:
+--fd N [--insecure] [--cpu C]` talks JSON lines (autograder.batch.wire) on descriptor N:
 
     worker -> {"op": "ready", "pid", "layers", "missing", "rss_mb"}   or {"op": "failed", "message"}
     driver -> {"op": "grade", "id", "task": {student, folder, seed, on_roster}}
@@ -80,13 +80,16 @@ class Worker:
     """One sandbox host and one grader session for an assignment, kept warm across submissions.
     Starting it fails with SandboxUnavailable (a CourseError) when the sandbox cannot be set up."""
 
-    def __init__(self, course: Course | str | Path, assignment: str, *, insecure: bool = False):
+    def __init__(self, course: Course | str | Path, assignment: str, *, insecure: bool = False,
+                 cpu: int | None = None):
         from ..sandbox.host import SandboxHost
 
         self.course = course if isinstance(course, Course) else load_course(course)
         self.assignment: Assignment = self.course.assignment(assignment)
         limits = self.assignment.limits
-        self.host = SandboxHost(insecure=insecure, memory_mb=limits.memory_mb, processes=limits.processes)
+        # `cpu`: the CPU its pool gives this worker's sandbox (course.yml `sandbox_cpus`)
+        self.host = SandboxHost(insecure=insecure, memory_mb=limits.memory_mb, processes=limits.processes,
+                                pin=self.course.sandbox_cpus != "off", cpu=cpu)
         # pytest's import and the graders' collection overlap with the sandbox's start-up, which is
         # mostly waiting for bubblewrap and the zygote. The host starts on this thread: its
         # processes are tied to the thread that started them, and grading happens here.
@@ -146,7 +149,7 @@ class Worker:
         self.close()
 
 
-def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool) -> int:
+def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool, cpu: int | None = None) -> int:
     """The worker process: start, say so, grade what is asked until told to quit."""
     from ..errors import CourseError
     from ..sandbox.outcomes import SandboxError
@@ -154,7 +157,7 @@ def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool) -> int:
 
     conn = Connection.from_fd(fd)
     try:
-        worker = Worker(course_dir, assignment, insecure=insecure)
+        worker = Worker(course_dir, assignment, insecure=insecure, cpu=cpu)
     except (CourseError, SandboxError) as exc:
         conn.send({"op": "failed", "message": str(exc)})
         return 2
@@ -185,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assignment", required=True)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--insecure", action="store_true")
+    parser.add_argument("--cpu", type=int, help="the CPU to hold the sandbox on (given by the pool)")
     args = parser.parse_args(argv)
-    return serve(args.fd, args.course_dir, args.assignment, insecure=args.insecure)
+    return serve(args.fd, args.course_dir, args.assignment, insecure=args.insecure, cpu=args.cpu)
 
 
 if __name__ == "__main__":

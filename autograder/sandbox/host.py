@@ -264,10 +264,11 @@ def _quietest_cpu(allowed: set[int]) -> int | None:
 
 
 @contextlib.contextmanager
-def _sandbox_cpu(pin: bool) -> Iterator[int | None]:
+def _sandbox_cpu(pin: bool, wanted: int | None = None) -> Iterator[int | None]:
     """Processes started inside this block (the sandbox and everything it forks) may run on one
-    CPU only, when this thread may use several: the one where the fewest processes are held
-    already (so that each worker's sandbox gets its own), ties going to this thread's CPU.
+    CPU only, when this thread may use several: `wanted` when it is one of them (a pool gives each
+    of its workers its own, see autograder.batch.pool), else the one where the fewest processes are
+    held already, ties going to this thread's CPU.
 
     A call is a round trip between the trusted process and a sandboxed one that wait for each
     other in turn. Woken on another CPU, each reply costs an inter-processor wake-up (~60 us on
@@ -282,8 +283,11 @@ def _sandbox_cpu(pin: bool) -> Iterator[int | None]:
         with contextlib.suppress(OSError, AttributeError):
             allowed = os.sched_getaffinity(0)
             if len(allowed) > 1:
-                lock = _lock_cpu_choice()
-                cpu = _quietest_cpu(allowed)
+                if wanted in allowed:
+                    cpu = wanted
+                else:
+                    lock = _lock_cpu_choice()
+                    cpu = _quietest_cpu(allowed)
             if cpu is not None:
                 os.sched_setaffinity(0, {cpu})
             else:
@@ -346,14 +350,16 @@ class SandboxHost:
     `insecure=True` grades even when some isolation layer is unavailable (it is recorded);
     otherwise `start()` raises SandboxUnavailable naming the first missing layer and the fix.
     The zygote is replaced after `recycle_after` submissions, or when it died. With `pin` (the
-    default) the sandbox runs on one CPU, the one the starting thread ran on (see _sandbox_cpu)."""
+    default) the sandbox runs on one CPU (see _sandbox_cpu): `cpu` when given and allowed (a pool
+    gives each of its workers its own), else the one with the fewest processes held to it."""
 
     _ids = itertools.count(1)
 
     def __init__(self, *, insecure: bool = False, recycle_after: int = 500,
-                 memory_mb: int = 2048, processes: int = 64, pin: bool = True):
+                 memory_mb: int = 2048, processes: int = 64, pin: bool = True, cpu: int | None = None):
         self.insecure = insecure
         self._pin = pin
+        self._wanted_cpu = cpu
         self.cpu: int | None = None     # the CPU the sandbox is held on (see _sandbox_cpu)
         self.recycle_after = recycle_after
         self.info: HostInfo | None = None
@@ -473,7 +479,7 @@ class SandboxHost:
             self._problems.append(f"cgroup: {made} (processes are then limited by RLIMIT_NPROC, memory by "
                                   f"the address-space limit)")
         try:
-            with _sandbox_cpu(self._pin) as self.cpu:
+            with _sandbox_cpu(self._pin, self._wanted_cpu) as self.cpu:
                 self._process = HostProcess(argv, env=env, pass_fds=(child.fileno(),),
                                             log_path=self._dir / "host-stderr.log", cgroup_procs=procs)
         except OSError as exc:

@@ -35,6 +35,38 @@ def test_a_worker_that_dies_costs_only_its_submission(demo):
     assert results["ada"].score == 100.0
 
 
+def test_a_worker_gets_its_next_submission_before_its_result_is_handed_on(demo):
+    """While the caller writes a result out, is the worker that graded it already grading the
+    next submission (no worker waits for the caller), and is every submission graded once?"""
+    layout = CourseLayout(demo)
+    students = ["ada", "grace", "donald", "ken", "alan"]
+    tasks = [Task(s, str(layout.submission(s, "transformer-block")), seed=7) for s in students]
+    with LocalPool(demo, "transformer-block", workers=2) as pool:
+        pool.start()
+        busy, graded = [], []
+        for task, result in pool.run(tasks):
+            busy.append(pool.busy)
+            graded.append(task.student)
+            assert result.state == "graded"
+    assert sorted(graded) == sorted(students)
+    assert busy[:3] == [2, 2, 2]       # five submissions, two workers: the first three leave both busy
+
+
+def test_a_submission_queued_for_a_worker_that_dies_is_graded_by_another(demo):
+    """When a worker dies on its first submission while its next one waits in its socket, is only
+    the first a crashed result, and the waiting one graded elsewhere?"""
+    layout = CourseLayout(demo)
+    students = ["ada", "grace", "donald", "ken", "ada2"]
+    tasks = [Task(s, str(layout.submission(s.rstrip("2"), "transformer-block")), seed=7) for s in students]
+    breaking = Task("alan", str(layout.submission("alan", "transformer-block")), seed="x")  # type: ignore[arg-type]
+    with LocalPool(demo, "transformer-block", workers=2) as pool:
+        pool.start()
+        results = {task.student: result for task, result in pool.run([breaking] + tasks)}
+        assert pool.replaced == 1
+    assert results["alan"].state == "crashed"
+    assert {s: results[s].state for s in students} == dict.fromkeys(students, "graded")
+
+
 def test_the_pool_follows_the_number_of_workers_and_submissions(demo):
     """Is one worker (or one submission) graded in this process, and more with worker processes?"""
     assert type(make_pool(demo, "transformer-block", workers=1)).__name__ == "InProcessPool"
@@ -61,3 +93,30 @@ def test_a_worker_whose_memory_grows_asks_to_be_recycled(demo, monkeypatch):
             seen.append(warm.recycle)
     assert seen == [False, False, True]
     assert warm.baseline_mb == 100.0
+
+
+def test_the_workers_of_a_pool_get_distinct_cpus_in_turn(demo, monkeypatch):
+    """Does each worker of a pool get its own CPU for its sandbox (in turn when there are more
+    workers than CPUs, the same for a worker's replacement), and none when `sandbox_cpus` is off?"""
+    import dataclasses
+    import os
+
+    from autograder.batch import pool as module
+
+    allowed = sorted(os.sched_getaffinity(0))
+    pool = LocalPool(demo, "transformer-block", workers=3)
+    try:
+        cpus = [pool.cpu_of(slot) for slot in range(2 * len(allowed))]
+    finally:
+        pool.close()
+    if len(allowed) > 1:
+        assert cpus == allowed + allowed
+    else:
+        assert cpus == [None, None]
+    course = module.load_course(demo)
+    monkeypatch.setattr(module, "load_course", lambda _: dataclasses.replace(course, sandbox_cpus="off"))
+    pool = LocalPool(demo, "transformer-block", workers=2)
+    try:
+        assert [pool.cpu_of(0), pool.cpu_of(1)] == [None, None]
+    finally:
+        pool.close()

@@ -572,6 +572,20 @@ def test_a_single_submission_starts_nothing_ahead():
         assert h._spare is None
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to choose")
+def test_a_sandbox_given_a_cpu_is_held_on_that_one_and_not_held_without_pinning():
+    """Is a host given a CPU (as a pool gives each of its workers its own) held on that CPU,
+    whatever the load elsewhere, and is a host with pinning off left to the scheduler?"""
+    source = "import os\ndef cpus():\n    return sorted(os.sched_getaffinity(0))"
+    allowed = sorted(os.sched_getaffinity(0))
+    for pin, wanted, expected in ((True, allowed[-1], [allowed[-1]]), (False, allowed[-1], allowed)):
+        with SandboxHost(pin=pin, cpu=wanted) as h:
+            h.start()
+            with h.submission(cells(source), FAST) as run:
+                assert run.problem("p").call("cpus").value == expected
+            assert h.cpu == (wanted if pin else None)
+
+
 def test_the_sandbox_runs_on_one_cpu_and_calls_leave_the_callers_affinity_as_it_was(host, submit):
     """Is the sandbox held on the one CPU the host chose, and is the calling thread's own CPU
     set unchanged after a call (it is held on the sandbox's CPU only during the round trip)?"""
