@@ -45,6 +45,7 @@ from .worker import Task, Worker, peak_rss_mb, rss_mb
 
 START_SECONDS = 300.0          # a worker's start-up (imports, sandbox, graders), generous for a loaded machine
 SLACK_SECONDS = 300.0          # beyond the submission's own budget before a silent worker is replaced
+WORKER_MODULE = "autograder.batch.worker"   # what a worker process runs (`python -m`)
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ class LocalPool:
     def _spawn(self, slot: int) -> _Proc:
         conn, fd = socket_pair()
         log = self._logs / f"worker-{len(self._procs) + len(self.retired) + 1}.log"
-        argv = [sys.executable, "-m", "autograder.batch.worker", "--course-dir", self.course_dir,
+        argv = [sys.executable, "-m", WORKER_MODULE, "--course-dir", self.course_dir,
                 "--assignment", self.assignment_name, "--fd", str(fd)] + (["--insecure"] if self.insecure else [])
         cpu = self.cpu_of(slot)
         if cpu is not None:
