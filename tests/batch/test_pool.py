@@ -119,6 +119,21 @@ def test_a_worker_whose_memory_grows_asks_to_be_recycled(demo, monkeypatch):
     assert warm.baseline_mb == 100.0
 
 
+def test_a_pools_warm_workers_are_held_on_their_cpus_and_the_pool_is_not(demo):
+    """Once ready, is every thread of each worker process held on the CPU its pool gave it (with
+    its sandbox), while the pool's own process keeps every CPU it had?"""
+    import os
+
+    allowed = os.sched_getaffinity(0)
+    with LocalPool(demo, "transformer-block", workers=2) as pool:
+        pool.start()
+        for proc in pool._procs:
+            cpu = pool.cpu_of(proc.slot)
+            threads = {frozenset(os.sched_getaffinity(int(t))) for t in os.listdir(f"/proc/{proc.popen.pid}/task")}
+            assert threads == ({frozenset({cpu})} if cpu is not None else {frozenset(allowed)})
+        assert os.sched_getaffinity(0) == allowed
+
+
 def test_the_workers_of_a_pool_get_distinct_cpus_in_turn(demo, monkeypatch):
     """Does each worker of a pool get its own CPU for its sandbox (in turn when there are more
     workers than CPUs, the same for a worker's replacement), and none when `sandbox_cpus` is off?"""
