@@ -325,13 +325,13 @@ def _lock_cpu_choice() -> int | None:
     return fd
 
 
-def _hold_process_on(cpu: int) -> bool:
-    """Hold every thread of this process (and what it starts later) on `cpu`, when it may run
-    there; False (nothing changed) otherwise."""
+def _hold_on(cpu: int, process: bool) -> bool:
+    """Hold this thread, or with `process` every thread of this process, (and what they start
+    later) on `cpu`, when this thread may run there; False (nothing changed) otherwise."""
     try:
         if cpu not in os.sched_getaffinity(0):
             return False
-        for tid in os.listdir("/proc/self/task"):
+        for tid in os.listdir("/proc/self/task") if process else ["0"]:
             with contextlib.suppress(ProcessLookupError):       # a thread that has just ended
                 os.sched_setaffinity(int(tid), {cpu})
     except (OSError, ValueError):
@@ -418,13 +418,14 @@ class SandboxHost:
     def alive(self) -> bool:
         return self._process is not None and self._process.alive
 
-    def hold_caller(self) -> bool:
+    def hold_caller(self, *, process: bool = True) -> bool:
         """Hold this whole process (every thread, and what it starts later) on the sandbox's CPU
         for good, so that a call need not move the caller there and back (see _on_cpu): for a
         process that only grades with this host, as a pool's worker does once warm. Its trusted
         side and its sandbox mostly wait for each other in turn, so they share the CPU at little
-        cost. False when the sandbox is not held on one CPU or this process may not run there."""
-        if self.cpu is None or not _hold_process_on(self.cpu):
+        cost. `process=False`: this thread only (a Dask worker's grading thread). False when the
+        sandbox is not held on one CPU or this thread may not run there."""
+        if self.cpu is None or not _hold_on(self.cpu, process):
             return False
         self._call_cpu = None
         return True

@@ -612,8 +612,9 @@ limits = Limits(cell_seconds=2.0, total_seconds=20.0, call_seconds=2.0, memory_m
 threading.Thread(target=threading.Event().wait, args=(120,), daemon=True).start()   # a thread of its own
 with SandboxHost(cpu=int(sys.argv[1])) as h:
     h.start()
-    held = h.hold_caller()
-    threads = sorted({tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir("/proc/self/task")})
+    held = h.hold_caller(process=sys.argv[2] == "process")
+    others = [int(t) for t in os.listdir("/proc/self/task") if int(t) != threading.get_native_id()]
+    threads = [sorted(os.sched_getaffinity(0)), sorted({tuple(sorted(os.sched_getaffinity(t))) for t in others})]
     moves = []
     setaffinity = os.sched_setaffinity
     os.sched_setaffinity = lambda *a: (moves.append(a), setaffinity(*a))[1]
@@ -624,17 +625,22 @@ print(json.dumps({"held": held, "cpu": h.cpu, "threads": threads, "inside": insi
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to choose")
-def test_a_caller_held_on_the_sandboxs_cpu_makes_calls_without_moving():
-    """After hold_caller (a pool's warm worker), is every thread of the process held on the
-    sandbox's CPU, the sandbox still there, and a call made with no affinity change at all?"""
+@pytest.mark.parametrize("scope", ["process", "thread"])
+def test_a_caller_held_on_the_sandboxs_cpu_makes_calls_without_moving(scope):
+    """After hold_caller (a pool's warm worker: its whole process; a Dask worker: its grading
+    thread), is the caller held on the sandbox's CPU, the other threads held with it or left
+    alone, the sandbox still there, and a call made with no affinity change at all?"""
     import json
     import subprocess
 
-    cpu = sorted(os.sched_getaffinity(0))[-1]
-    done = subprocess.run([sys.executable, "-c", HOLD_CALLER, str(cpu)], capture_output=True, text=True, timeout=300)
+    allowed = sorted(os.sched_getaffinity(0))
+    cpu = allowed[-1]
+    done = subprocess.run([sys.executable, "-c", HOLD_CALLER, str(cpu), scope], capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen == {"held": True, "cpu": cpu, "threads": [[cpu]], "inside": [cpu], "moves": 0}
+    others = [cpu] if scope == "process" else allowed
+    assert seen == {"held": True, "cpu": cpu, "threads": [[cpu], [others]], "inside": [cpu], "moves": 0}
 
 
 def test_the_folder_of_a_killed_grader_is_swept_by_the_next_host(tmp_path):
