@@ -13,10 +13,11 @@ All three have the same interface (`make_pool` picks one):
         for task, result in pool.run(tasks):  # results as they come, in any order
             ...
 
-Each worker's sandbox is held on one CPU (course.yml `sandbox_cpus`); a LocalPool gives its
-workers distinct CPUs in turn (worker i, and whatever replaces it, on the i-th CPU this process may
-use) rather than letting each choose by the load it sees: two workers starting together under load
-from other processes often chose the same CPU, and then shared one core between them.
+Each worker's sandbox is held on one CPU (course.yml `sandbox_cpus`), and a LocalPool's worker
+process with it once warm (SandboxHost.hold_caller); a LocalPool gives its workers distinct CPUs
+in turn (worker i, and whatever replaces it, on the i-th CPU this process may use) rather than
+letting each choose by the load it sees: two workers starting together under load from other
+processes often chose the same CPU, and then shared one core between them.
 
 A worker that dies or stops answering (the grader's own process, not a student's: those are
 bounded by the sandbox) costs only the submission it was grading, which becomes a crashed result,
