@@ -14,6 +14,7 @@ caller at a time, while Dask runs tasks on a pool of threads.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import queue
 import threading
@@ -45,6 +46,7 @@ class _WarmThread:
         self._args = (course_dir, assignment, insecure)
         self.error = ""
         self.worker: Worker | None = None
+        self._cpus: set[int] = set()      # the CPUs this thread may use before it is held on its sandbox's
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._main, args=(started,), name="course-autograder-worker",
                                         daemon=True)
@@ -53,14 +55,20 @@ class _WarmThread:
 
     def _start_worker(self) -> None:
         course_dir, assignment, insecure = self._args
+        if self._cpus:          # a recycled worker's thread, held on its old sandbox's CPU: free again
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, self._cpus)
         try:
             self.worker = Worker(course_dir, assignment, insecure=insecure)
+            self.worker.host.hold_caller(process=False)   # this thread grades beside its sandbox
             self.error = ""
         except Exception as exc:  # noqa: BLE001 - reported to the client, which refuses the batch in one line
             self.worker = None
             self.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
 
     def _main(self, started: concurrent.futures.Future[None]) -> None:
+        with contextlib.suppress(OSError):
+            self._cpus = os.sched_getaffinity(0)
         self._start_worker()
         started.set_result(None)
         while (job := self._jobs.get()) is not None:

@@ -13,10 +13,11 @@ All three have the same interface (`make_pool` picks one):
         for task, result in pool.run(tasks):  # results as they come, in any order
             ...
 
-Each worker's sandbox is held on one CPU (course.yml `sandbox_cpus`); a LocalPool gives its
-workers distinct CPUs in turn (worker i, and whatever replaces it, on the i-th CPU this process may
-use) rather than letting each choose by the load it sees: two workers starting together under load
-from other processes often chose the same CPU, and then shared one core between them.
+Each worker's sandbox is held on one CPU (course.yml `sandbox_cpus`), and a LocalPool's worker
+process with it once warm (SandboxHost.hold_caller); a LocalPool gives its workers distinct CPUs
+in turn (worker i, and whatever replaces it, on the i-th CPU this process may use) rather than
+letting each choose by the load it sees: two workers starting together under load from other
+processes often chose the same CPU, and then shared one core between them.
 
 A worker that dies or stops answering (the grader's own process, not a student's: those are
 bounded by the sandbox) costs only the submission it was grading, which becomes a crashed result,
@@ -45,6 +46,7 @@ from .worker import Task, Worker, peak_rss_mb, rss_mb
 
 START_SECONDS = 300.0          # a worker's start-up (imports, sandbox, graders), generous for a loaded machine
 SLACK_SECONDS = 300.0          # beyond the submission's own budget before a silent worker is replaced
+WORKER_MODULE = "autograder.batch.worker"   # what a worker process runs (`python -m`)
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ class LocalPool:
     def _spawn(self, slot: int) -> _Proc:
         conn, fd = socket_pair()
         log = self._logs / f"worker-{len(self._procs) + len(self.retired) + 1}.log"
-        argv = [sys.executable, "-m", "autograder.batch.worker", "--course-dir", self.course_dir,
+        argv = [sys.executable, "-m", WORKER_MODULE, "--course-dir", self.course_dir,
                 "--assignment", self.assignment_name, "--fd", str(fd)] + (["--insecure"] if self.insecure else [])
         cpu = self.cpu_of(slot)
         if cpu is not None:

@@ -165,6 +165,8 @@ def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool, cpu: int
         conn.send({"op": "failed", "message": f"{type(exc).__name__}: {exc}",
                    "detail": traceback.format_exc()[-2000:]})
         return 2
+    if cpu is not None:             # warm: from now on this process only grades, beside its sandbox
+        worker.host.hold_caller()
     with worker:
         conn.send({"op": "ready", "pid": os.getpid(), "layers": list(worker.info.layers),
                    "missing": list(worker.info.missing), "rss_mb": round(rss_mb(), 1)})

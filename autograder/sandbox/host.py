@@ -275,20 +275,24 @@ def _sandbox_cpu(pin: bool, wanted: int | None = None) -> Iterator[int | None]:
     a quiet virtual machine, several times that under load); on the same CPU it is a context
     switch (~4 us). With the sandbox held on one CPU, the scheduler moves the trusted process
     next to it while they talk (`_on_cpu`), and anywhere else when it computes alone. Only this
-    thread's own affinity is changed, and it is put back at once. Yields the CPU (None: not held)."""
+    thread's own affinity is changed, and it is put back at once. When this thread may run on
+    `wanted` alone (a pool's warm worker holds its whole process there: SandboxHost.hold_caller),
+    that CPU is yielded and nothing moves. Yields the CPU (None: not held)."""
     allowed: set[int] | None = None
     cpu: int | None = None
     lock: int | None = None
     if pin:
         with contextlib.suppress(OSError, AttributeError):
             allowed = os.sched_getaffinity(0)
-            if len(allowed) > 1:
+            if allowed == {wanted}:           # the whole worker is held there already (its pool's choice)
+                cpu, allowed = wanted, None
+            elif len(allowed) > 1:
                 if wanted in allowed:
                     cpu = wanted
                 else:
                     lock = _lock_cpu_choice()
                     cpu = _quietest_cpu(allowed)
-            if cpu is not None:
+            if allowed is not None and cpu is not None:
                 os.sched_setaffinity(0, {cpu})
             else:
                 allowed = None
@@ -319,6 +323,28 @@ def _lock_cpu_choice() -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def _hold_on(cpu: int, process: bool) -> bool:
+    """Hold this thread, or with `process` every thread of this process, (and what they start
+    later) on `cpu`, when this thread may run there; False (nothing changed) otherwise."""
+    try:
+        if cpu not in os.sched_getaffinity(0):
+            return False
+        for tid in os.listdir("/proc/self/task") if process else ["0"]:
+            with contextlib.suppress(ProcessLookupError):       # a thread that has just ended
+                os.sched_setaffinity(int(tid), {cpu})
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _held_on(cpu: int) -> bool:
+    """Whether this thread may run on `cpu` only (then a call has no CPU to move to)."""
+    try:
+        return os.sched_getaffinity(0) == {cpu}
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -361,6 +387,7 @@ class SandboxHost:
         self._pin = pin
         self._wanted_cpu = cpu
         self.cpu: int | None = None     # the CPU the sandbox is held on (see _sandbox_cpu)
+        self._call_cpu: int | None = None   # the CPU callers move to during a call (None: they stay)
         self.recycle_after = recycle_after
         self.info: HostInfo | None = None
         self.submissions = 0            # started on the current zygote
@@ -390,6 +417,18 @@ class SandboxHost:
     @property
     def alive(self) -> bool:
         return self._process is not None and self._process.alive
+
+    def hold_caller(self, *, process: bool = True) -> bool:
+        """Hold this whole process (every thread, and what it starts later) on the sandbox's CPU
+        for good, so that a call need not move the caller there and back (see _on_cpu): for a
+        process that only grades with this host, as a pool's worker does once warm. Its trusted
+        side and its sandbox mostly wait for each other in turn, so they share the CPU at little
+        cost. `process=False`: this thread only (a Dask worker's grading thread). False when the
+        sandbox is not held on one CPU or this thread may not run there."""
+        if self.cpu is None or not _hold_on(self.cpu, process):
+            return False
+        self._call_cpu = None
+        return True
 
     def start(self) -> HostInfo:
         """Start the zygote (if not running) and check the isolation layers with a probe run."""
@@ -482,6 +521,7 @@ class SandboxHost:
             with _sandbox_cpu(self._pin, self._wanted_cpu) as self.cpu:
                 self._process = HostProcess(argv, env=env, pass_fds=(child.fileno(),),
                                             log_path=self._dir / "host-stderr.log", cgroup_procs=procs)
+            self._call_cpu = None if self.cpu is None or _held_on(self.cpu) else self.cpu
         except OSError as exc:
             parent.close()
             raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from None
@@ -1185,7 +1225,7 @@ class ProblemHandle:
         no value (the sandbox makes none after it); the list then ends with that error."""
         if not calls:
             return []
-        with _on_cpu(self.run.host.cpu):
+        with _on_cpu(self.run.host._call_cpu):
             return self._call_many(calls, stop_at_error)
 
     def _call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], stop: bool) \

@@ -46,3 +46,23 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip().startswith("course: error: Dask scheduler tcp://127.0.0.1:9: cannot connect")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_dask_workers_grading_thread_is_held_on_its_sandboxs_cpu_also_after_a_recycle(tmp_path):
+    """Is the thread that grades inside a Dask worker held on its sandbox's CPU (the process's
+    other threads left alone), and after its worker is recycled, is the new sandbox given a CPU
+    afresh (the thread freed first) and the thread held there in turn?"""
+    from autograder.batch.cluster import _WarmThread
+
+    allowed = os.sched_getaffinity(0)
+    warm = _WarmThread(str(prepare_demo(ROOT, tmp_path / "course")), "transformer-block", False)
+    try:
+        assert warm.error == ""
+        first = warm.call(lambda w: (w.host.cpu, os.sched_getaffinity(0)))
+        warm.call(lambda w: setattr(w, "recycle", True))
+        again = warm.call(lambda w: (w.host.cpu, os.sched_getaffinity(0)))
+    finally:
+        warm.close()
+    assert os.sched_getaffinity(0) == allowed
+    for cpu, thread in (first, again):
+        assert (cpu in allowed and thread == {cpu}) if len(allowed) > 1 else (cpu is None and thread == allowed)

@@ -67,6 +67,30 @@ def test_a_submission_queued_for_a_worker_that_dies_is_graded_by_another(demo):
     assert {s: results[s].state for s in students} == dict.fromkeys(students, "graded")
 
 
+def test_a_worker_recycled_with_a_queued_submission_hands_it_to_another(demo, monkeypatch):
+    """When a worker asks to be replaced while its next submission already waits in its socket
+    (and it has begun grading it), is that submission graded once by another worker, every result
+    a graded one, and the worker replaced?"""
+    from autograder.batch import pool as module
+
+    monkeypatch.setattr(module, "WORKER_MODULE", "tests.batch.recycling_worker")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))     # workers start in the course folder
+    layout = CourseLayout(demo)
+    students = [f"{s}{i}" for i in range(2) for s in ("ada", "grace", "donald", "ken")]
+    tasks = [Task(s, str(layout.submission(s[:-1], "transformer-block")), seed=7) for s in students]
+    with LocalPool(demo, "transformer-block", workers=2) as pool:
+        retired: list[tuple[bool, bool]] = []
+        retire = pool._retire
+        monkeypatch.setattr(pool, "_retire", lambda proc, *, kill, replace: (
+            retired.append((kill, replace)), retire(proc, kill=kill, replace=replace))[-1])
+        pool.start()
+        graded = [(task.student, result.state) for task, result in pool.run(tasks)]
+        assert sum(s.graded for s in pool.stats) == len(students)
+    assert sorted(graded) == sorted((s, "graded") for s in students)
+    assert (True, True) in retired          # killed while grading its queued one, and replaced
+    assert pool.replaced == len(retired)
+
+
 def test_the_pool_follows_the_number_of_workers_and_submissions(demo):
     """Is one worker (or one submission) graded in this process, and more with worker processes?"""
     assert type(make_pool(demo, "transformer-block", workers=1)).__name__ == "InProcessPool"
@@ -93,6 +117,21 @@ def test_a_worker_whose_memory_grows_asks_to_be_recycled(demo, monkeypatch):
             seen.append(warm.recycle)
     assert seen == [False, False, True]
     assert warm.baseline_mb == 100.0
+
+
+def test_a_pools_warm_workers_are_held_on_their_cpus_and_the_pool_is_not(demo):
+    """Once ready, is every thread of each worker process held on the CPU its pool gave it (with
+    its sandbox), while the pool's own process keeps every CPU it had?"""
+    import os
+
+    allowed = os.sched_getaffinity(0)
+    with LocalPool(demo, "transformer-block", workers=2) as pool:
+        pool.start()
+        for proc in pool._procs:
+            cpu = pool.cpu_of(proc.slot)
+            threads = {frozenset(os.sched_getaffinity(int(t))) for t in os.listdir(f"/proc/{proc.popen.pid}/task")}
+            assert threads == ({frozenset({cpu})} if cpu is not None else {frozenset(allowed)})
+        assert os.sched_getaffinity(0) == allowed
 
 
 def test_the_workers_of_a_pool_get_distinct_cpus_in_turn(demo, monkeypatch):

@@ -601,6 +601,48 @@ def test_the_sandbox_runs_on_one_cpu_and_calls_leave_the_callers_affinity_as_it_
         assert inside == sorted(before)
 
 
+HOLD_CALLER = """
+import json, os, sys, threading
+from autograder.config import Limits
+from autograder.notebooks import cell_label
+from autograder.sandbox.host import SandboxHost
+
+source = "import os\\ndef cpus():\\n    return sorted(os.sched_getaffinity(0))"
+limits = Limits(cell_seconds=2.0, total_seconds=20.0, call_seconds=2.0, memory_mb=1024, submission_seconds=60.0)
+threading.Thread(target=threading.Event().wait, args=(120,), daemon=True).start()   # a thread of its own
+with SandboxHost(cpu=int(sys.argv[1])) as h:
+    h.start()
+    held = h.hold_caller(process=sys.argv[2] == "process")
+    others = [int(t) for t in os.listdir("/proc/self/task") if int(t) != threading.get_native_id()]
+    threads = [sorted(os.sched_getaffinity(0)), sorted({tuple(sorted(os.sched_getaffinity(t))) for t in others})]
+    moves = []
+    setaffinity = os.sched_setaffinity
+    os.sched_setaffinity = lambda *a: (moves.append(a), setaffinity(*a))[1]
+    with h.submission([{"index": 1, "label": cell_label(1, source), "source": source}], limits) as run:
+        inside = run.problem("p").call("cpus").value
+print(json.dumps({"held": held, "cpu": h.cpu, "threads": threads, "inside": inside, "moves": len(moves)}))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to choose")
+@pytest.mark.parametrize("scope", ["process", "thread"])
+def test_a_caller_held_on_the_sandboxs_cpu_makes_calls_without_moving(scope):
+    """After hold_caller (a pool's warm worker: its whole process; a Dask worker: its grading
+    thread), is the caller held on the sandbox's CPU, the other threads held with it or left
+    alone, the sandbox still there, and a call made with no affinity change at all?"""
+    import json
+    import subprocess
+
+    allowed = sorted(os.sched_getaffinity(0))
+    cpu = allowed[-1]
+    done = subprocess.run([sys.executable, "-c", HOLD_CALLER, str(cpu), scope], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    others = [cpu] if scope == "process" else allowed
+    assert seen == {"held": True, "cpu": cpu, "threads": [[cpu], [others]], "inside": [cpu], "moves": 0}
+
+
 def test_the_folder_of_a_killed_grader_is_swept_by_the_next_host(tmp_path):
     """When a grader holding a started host is killed (no close), or exits without closing it,
     is no host folder left once the next host starts?"""
