@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import importlib.util
 import os
 import shutil
 import sys
@@ -35,8 +36,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 from . import linux
 
@@ -220,6 +219,15 @@ def _python_paths() -> tuple[str, str, list[str]]:
     return exe, stdlib, extra
 
 
+def _numpy_dir() -> str:
+    """numpy's package folder on the host, found without importing numpy (this module is imported
+    by processes that need only its names, e.g. the report of a one-student run)."""
+    spec = importlib.util.find_spec("numpy")
+    if spec is None or spec.origin is None:
+        raise ImportError("numpy is not installed")
+    return os.path.dirname(os.path.realpath(spec.origin))
+
+
 def _system_library_dirs() -> list[str]:
     arch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
     out: list[str] = []
@@ -248,7 +256,7 @@ def allow_list() -> list[Mount]:
     site = os.path.join(stdlib, "site-packages")
     if os.path.isdir(site):
         mounts.append(Mount("tmpfs", "", site))             # the interpreter's own installed packages: hidden
-    numpy_dir = os.path.dirname(os.path.realpath(np.__file__))
+    numpy_dir = _numpy_dir()
     mounts.append(Mount("ro-bind", numpy_dir, f"{LIB}/numpy"))
     libs = os.path.join(os.path.dirname(numpy_dir), "numpy.libs")
     if os.path.isdir(libs):
