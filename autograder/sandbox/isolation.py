@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import usercache
 from . import linux
 
 REQUIRED = ("bubblewrap", "allow-list-fs", "no-network", "unprivileged-uid", "user-namespace",
@@ -262,10 +263,14 @@ def allow_list() -> list[Mount]:
     if os.path.isdir(libs):
         mounts.append(Mount("ro-bind", libs, f"{LIB}/numpy.libs"))
     package = Path(__file__).resolve().parent
-    for name in ENGINE_MODULES:
-        mounts.append(Mount("ro-bind", str(package.parent / name), f"{LIB}/autograder/{name}"))
-    for name in CHILD_MODULES:
-        mounts.append(Mount("ro-bind", str(package / name), f"{LIB}/autograder/sandbox/{name}"))
+    modules = [(package.parent / name, f"{LIB}/autograder/{name}") for name in ENGINE_MODULES]
+    modules += [(package / name, f"{LIB}/autograder/sandbox/{name}") for name in CHILD_MODULES]
+    for source, dest in modules:
+        mounts.append(Mount("ro-bind", str(source), dest))
+        # its bytecode too, read-only, where the interpreter looks for it (or it compiles the module)
+        pyc = usercache.sandbox_bytecode(source)
+        if pyc is not None:
+            mounts.append(Mount("ro-bind", str(pyc), importlib.util.cache_from_source(dest)))
     for dev in ("null", "zero", "full", "random", "urandom"):
         mounts.append(Mount("dev-bind", f"/dev/{dev}", f"/dev/{dev}"))
     return mounts
