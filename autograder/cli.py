@@ -218,9 +218,13 @@ def _early_worker(args: argparse.Namespace) -> StartedWorker | None:
     except (AttributeError, OSError):
         return None
     from .batch.launch import launch
+    from .layout import CourseLayout
 
+    root = Path(args.course_dir).resolve()
+    if not os.path.lexists(CourseLayout(root).submission(args.student, args.assignment)):
+        return None                          # an error to report, nothing to grade
     try:
-        return launch(str(Path(args.course_dir).resolve()), args.assignment, insecure=args.insecure)
+        return launch(str(root), args.assignment, insecure=args.insecure)
     except OSError:
         return None
 

@@ -120,3 +120,40 @@ def test_the_workers_of_a_pool_get_distinct_cpus_in_turn(demo, monkeypatch):
         assert [pool.cpu_of(0), pool.cpu_of(1)] == [None, None]
     finally:
         pool.close()
+
+
+def test_a_worker_started_early_grades_as_this_process_would(demo):
+    """Is a worker process started before the pool (as `course autograde --student` starts one)
+    adopted as a single submission's worker, with the same result as grading in this process?"""
+    from autograder.batch.launch import launch
+    from autograder.batch.pool import InProcessPool
+
+    task = Task("ada", str(CourseLayout(demo).submission("ada", "transformer-block")), seed=7)
+    early = launch(str(demo), "transformer-block", insecure=False)
+    pool = make_pool(demo, "transformer-block", submissions=1, early=early)
+    try:
+        assert isinstance(pool, LocalPool) and pool.size == 1
+        pool.start()
+        [(_, there)] = list(pool.run([task]))
+        assert pool.stats[0].pid == early.popen.pid
+    finally:
+        pool.close()
+    assert early.popen.poll() is not None
+    with InProcessPool(demo, "transformer-block") as here_pool:
+        here_pool.start()
+        [(_, here)] = list(here_pool.run([task]))
+    assert there.state == here.state == "graded"
+    assert [(t.name, t.score, t.status) for t in there.tests] == [(t.name, t.score, t.status) for t in here.tests]
+    assert (there.score, there.max_score, there.seed) == (here.score, here.max_score, here.seed)
+
+
+def test_a_worker_started_early_but_not_needed_is_stopped(demo):
+    """When the run stops before grading (here: no such student), does the early worker leave?"""
+    from autograder.api import autograde
+    from autograder.batch.launch import launch
+    from autograder.errors import CourseError
+
+    early = launch(str(demo), "transformer-block", insecure=False)
+    with pytest.raises(CourseError, match="no such submission folder"):
+        autograde(demo, "transformer-block", student="nobody", early=early)
+    assert early.popen.poll() is not None
