@@ -1,8 +1,8 @@
 """Where a batch's submissions are graded: warm workers (autograder.batch.worker), each with its
 own sandbox host and grader session, fed one submission at a time as they become free.
 
-- `InProcessPool`: one warm worker in this process (a single worker, or a single submission:
-  no process to start, so a one-student run writes its results soonest);
+- `InProcessPool`: one warm worker in this process (a single worker, or a single submission,
+  unless a worker process was started early for it: see batch.launch);
 - `LocalPool`: N worker processes on this machine;
 - `autograder.batch.cluster.DaskPool`: one warm worker in each worker of a Dask cluster.
 

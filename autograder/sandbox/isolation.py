@@ -7,7 +7,8 @@ Layers (the names recorded in results.json and printed by `course doctor`):
                        (and a user namespace when not started by root), --die-with-parent,
                        --new-session
     allow-list-fs      its filesystem is a read-only allow-list: the interpreter and its standard
-                       library, the system's shared libraries, numpy, the sandbox's own modules;
+                       library, the system's shared libraries, numpy, the sandbox's own modules
+                       (and their bytecode, read-only: usercache.sandbox_bytecode);
                        nothing of the course folder, the home folder or the grader's /proc
     no-network         only a loopback interface
     unprivileged-uid   no process of the sandbox runs as root (started by root: a real drop to
