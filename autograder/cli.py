@@ -217,15 +217,15 @@ def _early_worker(args: argparse.Namespace) -> StartedWorker | None:
             return None
     except (AttributeError, OSError):
         return None
-    from .batch.launch import launch
+    from .batch.launch import fork_worker
     from .layout import CourseLayout
 
     root = Path(args.course_dir).resolve()
     if not os.path.lexists(CourseLayout(root).submission(args.student, args.assignment)):
         return None                          # an error to report, nothing to grade
     try:
-        return launch(str(root), args.assignment, insecure=args.insecure)
-    except OSError:
+        return fork_worker(str(root), args.assignment, insecure=args.insecure)
+    except (OSError, RuntimeError):
         return None
 
 

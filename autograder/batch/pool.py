@@ -39,7 +39,7 @@ from typing import Protocol
 from ..config import Assignment, Course, load_course
 from ..errors import SandboxUnavailable
 from ..grading.results import SubmissionResult, result_from_dict
-from .launch import StartedWorker, launch
+from .launch import Process, StartedWorker, launch
 from .wire import Connection, WireClosed
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
@@ -66,7 +66,7 @@ class WorkerStats:
 
 @dataclass
 class _Proc:
-    popen: subprocess.Popen[bytes]
+    popen: Process
     conn: Connection
     log: Path
     stats: WorkerStats

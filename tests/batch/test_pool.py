@@ -122,14 +122,20 @@ def test_the_workers_of_a_pool_get_distinct_cpus_in_turn(demo, monkeypatch):
         pool.close()
 
 
-def test_a_worker_started_early_grades_as_this_process_would(demo):
-    """Is a worker process started before the pool (as `course autograde --student` starts one)
-    adopted as a single submission's worker, with the same result as grading in this process?"""
-    from autograder.batch.launch import launch
+@pytest.mark.parametrize("how", ["launch", "fork_worker"])
+def test_a_worker_started_early_grades_as_this_process_would(demo, how):
+    """Is a worker process started before the pool (a new interpreter, or a fork of this process
+    as `course autograde --student` starts one) adopted as a single submission's worker, with the
+    same result as grading in this process, and its log folder gone afterwards?"""
+    import threading
+
+    from autograder.batch import launch
     from autograder.batch.pool import InProcessPool
 
+    if how == "fork_worker" and threading.active_count() != 1:
+        pytest.skip("this test process runs other threads: it cannot fork a worker")
     task = Task("ada", str(CourseLayout(demo).submission("ada", "transformer-block")), seed=7)
-    early = launch(str(demo), "transformer-block", insecure=False)
+    early = getattr(launch, how)(str(demo), "transformer-block", insecure=False)
     pool = make_pool(demo, "transformer-block", submissions=1, early=early)
     try:
         assert isinstance(pool, LocalPool) and pool.size == 1
@@ -138,7 +144,7 @@ def test_a_worker_started_early_grades_as_this_process_would(demo):
         assert pool.stats[0].pid == early.popen.pid
     finally:
         pool.close()
-    assert early.popen.poll() is not None
+    assert early.popen.poll() is not None and not early.log.parent.exists()
     with InProcessPool(demo, "transformer-block") as here_pool:
         here_pool.start()
         [(_, here)] = list(here_pool.run([task]))
@@ -156,4 +162,4 @@ def test_a_worker_started_early_but_not_needed_is_stopped(demo):
     early = launch(str(demo), "transformer-block", insecure=False)
     with pytest.raises(CourseError, match="no such submission folder"):
         autograde(demo, "transformer-block", student="nobody", early=early)
-    assert early.popen.poll() is not None
+    assert early.popen.poll() is not None and not early.log.parent.exists()
