@@ -206,10 +206,11 @@ def _demo(course_dir: str, assignment: str | None, skip_validate: bool) -> int:
 
 def _early_worker(args: argparse.Namespace) -> StartedWorker | None:
     """For `autograde --student` graded on this machine with more than one core, its grading worker
-    (batch.launch), started before this command imports the engine: the worker's start-up (numpy,
-    the sandbox, pytest and the graders' collection) runs on one core while this process imports,
-    reads the course and prepares the feedback page on another. None otherwise, or when it cannot be
-    started (the submission is then graded in this process)."""
+    (a fork of this process: batch.launch.fork_worker), started before this command imports the
+    engine: the worker's start-up (numpy, the sandbox, pytest and the graders' collection) runs on
+    one core while this process imports, reads the course and prepares the feedback page on
+    another. None otherwise, or when it cannot be started (the submission is then graded in this
+    process)."""
     if args.command != "autograde" or args.student is None or args.scheduler:
         return None
     try:
