@@ -24,6 +24,7 @@ from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
 from .notebooks import RefusedFile, more_code_cells_than, open_regular, read_regular, submission_entries
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
+    from .batch.launch import StartedWorker
     from .release import ReleaseReport
     from .reporting.review import Review
     from .reporting.summary import StudentRow
@@ -160,7 +161,8 @@ def _refusal(course: Course, folder: Path) -> str | None:
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
               seed: int | None = None, force: bool = False, insecure: bool = False,
               workers: int | None = None, scheduler: str | None = None, background_commit: bool = False,
-              log: Log = _quiet, progress: Progress | None = None) -> BatchResult:
+              early: StartedWorker | None = None, log: Log = _quiet, progress: Progress | None = None
+              ) -> BatchResult:
     """Grade submissions; write results.json, feedback pages and the gradebook.
 
     Refuses (SandboxUnavailable, one line) when the sandbox cannot be fully set up on this
@@ -187,19 +189,30 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     the course's gradebook lock, which every command opening the gradebook waits for, and it adds
     the grading key to results.json only after the commit. Every gradebook writer of a batch holds
     that lock too (taken here, passed to it).
+
+    `early`: a grading worker process started for this course folder and assignment before this
+    call (batch.launch; `course autograde --student` starts one before its own imports): a single
+    submission is then graded by it rather than in this process. It is used or closed here.
     """
     started = time.perf_counter()
     page_template = _prepare_page_soon()    # compiled on a thread while the sandbox starts and grades
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
     from .reporting.gradebook import GradebookReport, acquire_gradebook_lock
 
-    course = load_course(course_dir)
-    a = course.assignment(assignment)
-    todo = submissions(course, a.name, student)
+    try:
+        course = load_course(course_dir)
+        a = course.assignment(assignment)
+        todo = submissions(course, a.name, student)
+    except BaseException:
+        if early is not None:
+            early.close()
+        raise
     rows: dict[str, StudentRow] = {}
     skipped: list[str] = []
     output_errors: list[str] = []
     with contextlib.ExitStack() as stack:
+        if early is not None:
+            stack.callback(early.close)           # when it was not used (closing it twice is harmless)
         gradebook = GradebookProcess(course.root, a.name)
         stack.callback(gradebook.close)
         # A batch starts the writer first: its imports (nbgrader) take longest and overlap with the
@@ -226,7 +239,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         secret = course_secret(course.secret_file)
         version = graders_version(course, a)
         pool = make_pool(course.root, a.name, workers=workers, scheduler=scheduler, submissions=len(todo),
-                         insecure=insecure, course=course)
+                         insecure=insecure, course=course, early=early)
         stack.callback(pool.close)
         info = pool.start() if todo else None   # fails closed here, before any submission is touched
         if info is not None and info.missing:

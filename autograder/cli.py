@@ -11,12 +11,17 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from . import __version__, api
-from .config import load_course
+from . import __version__
 from .errors import CourseError
 from .toolpath import tools_on_path
+
+# The engine (autograder.api, autograder.config) is imported where used: `course autograde
+# --student` first starts its grading worker (`_early_worker`), whose start-up then overlaps with
+# those imports.
+if TYPE_CHECKING:
+    from .batch.launch import StartedWorker
 
 DESCRIPTION = """\
 Release, check and grade the notebook assignments of the course in the current folder (or
@@ -93,13 +98,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def _autograde(course_dir: str | Path, assignment: str, student: str | None, seed: int | None,
                force: bool = False, insecure: bool = False, workers: int | None = None,
-               scheduler: str | None = None, wait: bool = True) -> int:
+               scheduler: str | None = None, wait: bool = True, early: StartedWorker | None = None) -> int:
+    from . import api
+    from .config import load_course
     from .progress import Progress
 
     progress = Progress()
     try:
         batch = api.autograde(course_dir, assignment, student=student, seed=seed, force=force, insecure=insecure,
-                              workers=workers, scheduler=scheduler, background_commit=not wait,
+                              workers=workers, scheduler=scheduler, background_commit=not wait, early=early,
                               log=progress.line, progress=progress.update)
     finally:
         progress.close()
@@ -136,6 +143,9 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
 
 
 def _feedback(course_dir: str, assignment: str, student: str | None) -> int:
+    from . import api
+    from .config import load_course
+
     report = api.feedback(course_dir, assignment, student=student, log=_log)
     course = load_course(course_dir)
     layout = course.layout
@@ -153,12 +163,16 @@ def _feedback(course_dir: str, assignment: str, student: str | None) -> int:
 
 
 def _release(course_dir: str, assignment: str | None) -> int:
+    from . import api
+
     for name in api.assignment_names(course_dir, assignment):
         api.release(course_dir, name, log=_log)
     return 0
 
 
 def _validate(course_dir: str, assignment: str | None) -> int:
+    from . import api
+
     failed = 0
     for name in api.assignment_names(course_dir, assignment):
         report = api.validate(course_dir, name, log=_log)
@@ -170,6 +184,9 @@ def _validate(course_dir: str, assignment: str | None) -> int:
 
 
 def _demo(course_dir: str, assignment: str | None, skip_validate: bool) -> int:
+    from . import api
+    from .config import load_course
+
     demo = api.prepare_demo(course_dir)
     print(f"demo course folder: {demo}")
     assignment = assignment or api.assignment_names(demo, None)[0]
@@ -187,11 +204,38 @@ def _demo(course_dir: str, assignment: str | None, skip_validate: bool) -> int:
     return _autograde(demo, assignment, None, None)
 
 
+def _early_worker(args: argparse.Namespace) -> StartedWorker | None:
+    """For `autograde --student` graded on this machine with more than one core, its grading worker
+    (a fork of this process: batch.launch.fork_worker), started before this command imports the
+    engine: the worker's start-up (numpy, the sandbox, pytest and the graders' collection) runs on
+    one core while this process imports, reads the course and prepares the feedback page on
+    another. None otherwise, or when it cannot be started (the submission is then graded in this
+    process)."""
+    if args.command != "autograde" or args.student is None or args.scheduler:
+        return None
+    try:
+        if len(os.sched_getaffinity(0)) < 2:
+            return None
+    except (AttributeError, OSError):
+        return None
+    from .batch.launch import fork_worker
+    from .layout import CourseLayout
+
+    root = Path(args.course_dir).resolve()
+    if not os.path.lexists(CourseLayout(root).submission(args.student, args.assignment)):
+        return None                          # an error to report, nothing to grade
+    try:
+        return fork_worker(str(root), args.assignment, insecure=args.insecure)
+    except (OSError, RuntimeError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    early = _early_worker(args)
     try:
         with tools_on_path():
-            return _run(args)
+            return _run(args, early)
     except CourseError as exc:
         print(f"course: error: {exc}", file=sys.stderr)
         return 2
@@ -201,11 +245,15 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        if early is not None:
+            early.close()                    # stopped already when it graded
 
 
 def _unfinished_commits(course_dir: str) -> None:
     """When grades are being committed in the background, wait for that; then say so if one such
     commit failed or was interrupted."""
+    from .config import load_course
     from .reporting.gradebook import PENDING_DIR, gradebook_lock, unfinished_commits
 
     if not (Path(course_dir) / PENDING_DIR).is_dir():
@@ -220,7 +268,7 @@ def _unfinished_commits(course_dir: str) -> None:
         print(line, file=sys.stderr)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, early: StartedWorker | None = None) -> int:
     if getattr(args, "course_dir", None) is not None:
         _unfinished_commits(args.course_dir)
     if args.command == "release":
@@ -231,10 +279,11 @@ def _run(args: argparse.Namespace) -> int:
         if args.workers is not None and args.scheduler:
             raise CourseError("--workers and --scheduler: give one (a cluster's workers are set up on the cluster)")
         return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force, args.insecure,
-                          args.workers, args.scheduler, wait=args.wait or args.student is None)
+                          args.workers, args.scheduler, wait=args.wait or args.student is None, early=early)
     if args.command == "feedback":
         return _feedback(args.course_dir, args.assignment, args.student)
     if args.command == "doctor":
+        from . import api
         return 0 if api.doctor(log=_log).ok else 1
     if args.command == "demo":
         return _demo(args.course_dir, args.assignment, args.skip_validate)

@@ -11,3 +11,7 @@ class ConfigError(CourseError):
 
 class ReleaseError(CourseError):
     """Generating or checking the student release failed."""
+
+
+class SandboxUnavailable(CourseError):
+    """The sandbox cannot be set up on this machine (one line: why, and how to fix it)."""

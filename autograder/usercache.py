@@ -9,8 +9,11 @@ another user wrote is ever read; when it cannot be had, callers compute as if it
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.util
 import json
 import os
+import py_compile
 import stat
 import sys
 import tempfile
@@ -102,3 +105,71 @@ def bytecode() -> Iterator[None]:
         yield
     finally:
         sys.pycache_prefix, sys.dont_write_bytecode = None, True
+
+
+def _current_pyc(source: Path, pyc: Path) -> bool:
+    """Whether `pyc` is this interpreter's bytecode of `source` as it is now, by the check the
+    interpreter itself makes when importing (timestamp and size, or a checked source hash), and no
+    one but its owner may write it (nor, for the cache's own files, anyone but this user)."""
+    try:
+        st = os.stat(source)
+        fd = os.open(pyc, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        header = os.read(fd, 16)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if (not stat.S_ISREG(info.st_mode) or info.st_mode & 0o022 or len(header) < 16
+            or header[:4] != importlib.util.MAGIC_NUMBER):
+        return False
+    flags = int.from_bytes(header[4:8], "little")
+    if flags == 0:                       # timestamp-based: the source's mtime and size
+        return (int.from_bytes(header[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+                and int.from_bytes(header[12:16], "little") == st.st_size & 0xFFFFFFFF)
+    if flags == 3:                       # checked hash (compileall under SOURCE_DATE_EPOCH)
+        try:
+            return header[8:16] == importlib.util.source_hash(source.read_bytes())
+        except OSError:
+            return False
+    return False                         # an unchecked hash: it could be stale
+
+
+def sandbox_bytecode(source: Path) -> Path | None:
+    """This interpreter's bytecode of one of the sandbox's own modules, for the sandbox to import
+    read-only instead of compiling the module at each start (it may write nothing): the file beside
+    the source (`make venv` compiles the package) when it is current, else one compiled into this
+    cache, named by the source's path, size and time. The interpreter in the sandbox checks it
+    against the source as usual (a stale one is compiled in memory). None when neither can be had."""
+    beside = Path(importlib.util.cache_from_source(str(source)))
+    if _current_pyc(source, beside):
+        return beside
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        st = os.stat(source)
+    except OSError:
+        return None
+    key = hashlib.sha256(f"{source}\0{st.st_size}\0{st.st_mtime_ns}\0{sys.implementation.cache_tag}".encode())
+    cached = folder / f"sandbox-bytecode-{source.stem}-{key.hexdigest()[:24]}.pyc"
+    if _current_pyc(source, cached):
+        return cached
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".sandbox-bytecode-", suffix=".tmp")
+        os.close(fd)
+    except OSError:
+        return None
+    try:
+        py_compile.compile(str(source), cfile=tmp, doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+        os.chmod(tmp, 0o644)             # read by the sandbox's own user, through its bind mount only
+        os.replace(tmp, cached)
+    except (OSError, py_compile.PyCompileError):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return None
+    return cached if _current_pyc(source, cached) else None

@@ -2,6 +2,8 @@
 that another user could have written."""
 from __future__ import annotations
 
+import importlib.util
+import marshal
 import os
 import tempfile
 from pathlib import Path
@@ -82,3 +84,56 @@ def test_bytecode_is_kept_in_the_cache_only_where_it_may_not_be_written_beside(t
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     with usercache.bytecode():
         assert sys.pycache_prefix is None
+
+
+def _module(folder: Path) -> Path:
+    source = folder / "mod.py"
+    source.write_text("VALUE = 42\n")
+    return source
+
+
+def test_the_sandbox_uses_current_bytecode_beside_its_module(temp: Path):
+    """Is the bytecode beside a module (as `make venv` compiles it) used while it matches the
+    source, and one compiled into this user's cache once the source has changed since?"""
+    import py_compile
+
+    source = _module(temp)
+    py_compile.compile(str(source), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    beside = Path(importlib.util.cache_from_source(str(source)))
+    assert usercache.sandbox_bytecode(source) == beside
+    source.write_text("VALUE = 43  # changed\n")
+    cached = usercache.sandbox_bytecode(source)
+    assert cached is not None and cached != beside and cached.parent == usercache.cache_dir()
+    assert cached.stat().st_mode & 0o777 == 0o644
+    assert usercache.sandbox_bytecode(source) == cached          # compiled once
+    namespace: dict[str, object] = {}
+    exec(marshal.loads(cached.read_bytes()[16:]), namespace)
+    assert namespace["VALUE"] == 43
+
+
+def test_bytecode_others_may_write_or_of_another_kind_is_not_used(temp: Path):
+    """Is bytecode that a group or other users may write, or an unchecked-hash file (it could be
+    stale), passed over for a copy compiled into the cache?"""
+    import py_compile
+
+    source = _module(temp)
+    beside = Path(importlib.util.cache_from_source(str(source)))
+    py_compile.compile(str(source), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    beside.chmod(0o664)
+    assert usercache.sandbox_bytecode(source) not in (beside, None)
+    py_compile.compile(str(source), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    beside.chmod(0o644)
+    assert usercache.sandbox_bytecode(source) not in (beside, None)
+    py_compile.compile(str(source), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    assert usercache.sandbox_bytecode(source) == beside
+
+
+def test_no_bytecode_without_a_cache_folder_of_ones_own(temp: Path):
+    """With no current bytecode beside the module and a cache folder that others may write, is
+    there none (the sandbox compiles the module itself, as before)?"""
+    source = _module(temp)
+    folder = usercache.cache_dir()
+    assert folder is not None
+    folder.chmod(0o777)
+    assert usercache.sandbox_bytecode(source) is None

@@ -1,8 +1,8 @@
 """Where a batch's submissions are graded: warm workers (autograder.batch.worker), each with its
 own sandbox host and grader session, fed one submission at a time as they become free.
 
-- `InProcessPool`: one warm worker in this process (a single worker, or a single submission:
-  no process to start, so a one-student run writes its results soonest);
+- `InProcessPool`: one warm worker in this process (a single worker, or a single submission,
+  unless a worker process was started early for it: see batch.launch);
 - `LocalPool`: N worker processes on this machine;
 - `autograder.batch.cluster.DaskPool`: one warm worker in each worker of a Dask cluster.
 
@@ -29,7 +29,6 @@ import os
 import selectors
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections import deque
@@ -39,9 +38,10 @@ from pathlib import Path
 from typing import Protocol
 
 from ..config import Assignment, Course, load_course
+from ..errors import SandboxUnavailable
 from ..grading.results import SubmissionResult, result_from_dict
-from ..sandbox.host import SandboxUnavailable
-from .wire import Connection, WireClosed, socket_pair
+from .launch import Process, StartedWorker, launch
+from .wire import Connection, WireClosed
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
 START_SECONDS = 300.0          # a worker's start-up (imports, sandbox, graders), generous for a loaded machine
@@ -68,7 +68,7 @@ class WorkerStats:
 
 @dataclass
 class _Proc:
-    popen: subprocess.Popen[bytes]
+    popen: Process
     conn: Connection
     log: Path
     stats: WorkerStats
@@ -164,11 +164,16 @@ def _usable_cpus() -> tuple[int, ...]:
 
 
 def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = None, scheduler: str | None = None,
-              submissions: int | None = None, insecure: bool = False, course: Course | None = None) -> GradingPool:
+              submissions: int | None = None, insecure: bool = False, course: Course | None = None,
+              early: StartedWorker | None = None) -> GradingPool:
     """The pool for a batch: a Dask cluster's workers when `scheduler` is given; else `workers`
     local worker processes (default: the cores available), no more than there are `submissions`,
-    and a single one runs in this process (with `course`, the course already loaded, when given)."""
+    and a single one runs in this process (with `course`, the course already loaded, when given),
+    unless `early` is a worker process already started for this course and assignment
+    (batch.launch): it then serves as the first worker. `early` is used or closed here."""
     if scheduler:
+        if early is not None:
+            early.close()
         from .cluster import DaskPool
         return DaskPool(scheduler, course_dir, assignment, insecure=insecure)
     n = workers if workers is not None else available_cores()
@@ -176,13 +181,17 @@ def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = 
         raise ValueError("workers must be at least 1")
     if submissions is not None:
         n = min(n, max(submissions, 1))
-    if n == 1:
+    if n == 1 and early is None:
         return InProcessPool(course_dir, assignment, insecure=insecure, course=course)
-    return LocalPool(course_dir, assignment, workers=n, insecure=insecure)
+    return LocalPool(course_dir, assignment, workers=n, insecure=insecure, early=early)
 
 
 class LocalPool:
-    def __init__(self, course_dir: str | Path, assignment: str, *, workers: int, insecure: bool = False):
+    """`workers` worker processes; with `early`, a worker already started for this course folder and
+    assignment (batch.launch) serves as the first."""
+
+    def __init__(self, course_dir: str | Path, assignment: str, *, workers: int, insecure: bool = False,
+                 early: StartedWorker | None = None):
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.course_dir = str(Path(course_dir).resolve())
@@ -196,7 +205,8 @@ class LocalPool:
         self.replaced = 0
         self._procs: list[_Proc] = []
         self._sel = selectors.DefaultSelector()
-        self._logs = Path(tempfile.mkdtemp(prefix="autograder-workers-"))
+        self._early = early
+        self._logs = early.log.parent if early is not None else Path(tempfile.mkdtemp(prefix="autograder-workers-"))
         self._layers: tuple[str, ...] = ()
         self._missing: tuple[str, ...] = ()
         self._ids = 0
@@ -222,22 +232,15 @@ class LocalPool:
         return self.cpus[slot % len(self.cpus)] if len(self.cpus) > 1 else None
 
     def _spawn(self, slot: int) -> _Proc:
-        conn, fd = socket_pair()
-        log = self._logs / f"worker-{len(self._procs) + len(self.retired) + 1}.log"
-        argv = [sys.executable, "-m", WORKER_MODULE, "--course-dir", self.course_dir,
-                "--assignment", self.assignment_name, "--fd", str(fd)] + (["--insecure"] if self.insecure else [])
-        cpu = self.cpu_of(slot)
-        if cpu is not None:
-            argv += ["--cpu", str(cpu)]
-        try:
-            with open(log, "wb") as err:
-                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                         pass_fds=(fd,), start_new_session=True, cwd=self.course_dir)
-        finally:
-            os.close(fd)
-        proc = _Proc(popen=popen, conn=conn, log=log, stats=WorkerStats(pid=popen.pid), slot=slot)
+        if self._early is not None:               # started before this pool, for its first slot
+            started, self._early = self._early, None
+        else:
+            started = launch(self.course_dir, self.assignment_name, insecure=self.insecure, cpu=self.cpu_of(slot),
+                             logs=self._logs, module=WORKER_MODULE)
+        proc = _Proc(popen=started.popen, conn=started.conn, log=started.log, stats=WorkerStats(pid=started.popen.pid),
+                     slot=slot)
         self._procs.append(proc)
-        self._sel.register(conn.sock, selectors.EVENT_READ, proc)
+        self._sel.register(proc.conn.sock, selectors.EVENT_READ, proc)
         return proc
 
     def _wait_ready(self, deadline: float) -> None:
@@ -267,6 +270,9 @@ class LocalPool:
         return text.splitlines()[-1] if text else f"exit status {proc.popen.poll()}"
 
     def close(self) -> None:
+        if self._early is not None:               # never started as one of this pool's workers
+            self._early.close()
+            self._early = None
         for proc in list(self._procs):
             self._stop(proc, kill=False)
         self._procs.clear()

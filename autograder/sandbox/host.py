@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Limits
-from ..errors import CourseError
+from ..errors import SandboxUnavailable  # defined in errors, so that importing it needs no numpy
 from ..text import truncate
 from . import isolation, protocol
 from .outcomes import (
@@ -76,10 +76,6 @@ CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, ma
 ENV_PASS_THROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 CGROUP_PREFIX = "autograder-"
 CPU_LOCK_NAME = "autograder-sandbox-cpu.lock"   # in the temp folder: one sandbox starts (and picks a CPU) at a time
-
-
-class SandboxUnavailable(CourseError):
-    """The sandbox cannot be set up on this machine (one line: why, and how to fix it)."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ Layers (the names recorded in results.json and printed by `course doctor`):
                        (and a user namespace when not started by root), --die-with-parent,
                        --new-session
     allow-list-fs      its filesystem is a read-only allow-list: the interpreter and its standard
-                       library, the system's shared libraries, numpy, the sandbox's own modules;
+                       library, the system's shared libraries, numpy, the sandbox's own modules
+                       (and their bytecode, read-only: usercache.sandbox_bytecode);
                        nothing of the course folder, the home folder or the grader's /proc
     no-network         only a loopback interface
     unprivileged-uid   no process of the sandbox runs as root (started by root: a real drop to
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import importlib.util
 import os
 import shutil
 import sys
@@ -36,8 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
+from .. import usercache
 from . import linux
 
 REQUIRED = ("bubblewrap", "allow-list-fs", "no-network", "unprivileged-uid", "user-namespace",
@@ -220,6 +221,15 @@ def _python_paths() -> tuple[str, str, list[str]]:
     return exe, stdlib, extra
 
 
+def _numpy_dir() -> str:
+    """numpy's package folder on the host, found without importing numpy (this module is imported
+    by processes that need only its names, e.g. the report of a one-student run)."""
+    spec = importlib.util.find_spec("numpy")
+    if spec is None or spec.origin is None:
+        raise ImportError("numpy is not installed")
+    return os.path.dirname(os.path.realpath(spec.origin))
+
+
 def _system_library_dirs() -> list[str]:
     arch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
     out: list[str] = []
@@ -248,16 +258,20 @@ def allow_list() -> list[Mount]:
     site = os.path.join(stdlib, "site-packages")
     if os.path.isdir(site):
         mounts.append(Mount("tmpfs", "", site))             # the interpreter's own installed packages: hidden
-    numpy_dir = os.path.dirname(os.path.realpath(np.__file__))
+    numpy_dir = _numpy_dir()
     mounts.append(Mount("ro-bind", numpy_dir, f"{LIB}/numpy"))
     libs = os.path.join(os.path.dirname(numpy_dir), "numpy.libs")
     if os.path.isdir(libs):
         mounts.append(Mount("ro-bind", libs, f"{LIB}/numpy.libs"))
     package = Path(__file__).resolve().parent
-    for name in ENGINE_MODULES:
-        mounts.append(Mount("ro-bind", str(package.parent / name), f"{LIB}/autograder/{name}"))
-    for name in CHILD_MODULES:
-        mounts.append(Mount("ro-bind", str(package / name), f"{LIB}/autograder/sandbox/{name}"))
+    modules = [(package.parent / name, f"{LIB}/autograder/{name}") for name in ENGINE_MODULES]
+    modules += [(package / name, f"{LIB}/autograder/sandbox/{name}") for name in CHILD_MODULES]
+    for source, dest in modules:
+        mounts.append(Mount("ro-bind", str(source), dest))
+        # its bytecode too, read-only, where the interpreter looks for it (or it compiles the module)
+        pyc = usercache.sandbox_bytecode(source)
+        if pyc is not None:
+            mounts.append(Mount("ro-bind", str(pyc), importlib.util.cache_from_source(dest)))
     for dev in ("null", "zero", "full", "random", "urandom"):
         mounts.append(Mount("dev-bind", f"/dev/{dev}", f"/dev/{dev}"))
     return mounts

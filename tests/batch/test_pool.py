@@ -159,3 +159,46 @@ def test_the_workers_of_a_pool_get_distinct_cpus_in_turn(demo, monkeypatch):
         assert [pool.cpu_of(0), pool.cpu_of(1)] == [None, None]
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize("how", ["launch", "fork_worker"])
+def test_a_worker_started_early_grades_as_this_process_would(demo, how):
+    """Is a worker process started before the pool (a new interpreter, or a fork of this process
+    as `course autograde --student` starts one) adopted as a single submission's worker, with the
+    same result as grading in this process, and its log folder gone afterwards?"""
+    import threading
+
+    from autograder.batch import launch
+    from autograder.batch.pool import InProcessPool
+
+    if how == "fork_worker" and threading.active_count() != 1:
+        pytest.skip("this test process runs other threads: it cannot fork a worker")
+    task = Task("ada", str(CourseLayout(demo).submission("ada", "transformer-block")), seed=7)
+    early = getattr(launch, how)(str(demo), "transformer-block", insecure=False)
+    pool = make_pool(demo, "transformer-block", submissions=1, early=early)
+    try:
+        assert isinstance(pool, LocalPool) and pool.size == 1
+        pool.start()
+        [(_, there)] = list(pool.run([task]))
+        assert pool.stats[0].pid == early.popen.pid
+    finally:
+        pool.close()
+    assert early.popen.poll() is not None and not early.log.parent.exists()
+    with InProcessPool(demo, "transformer-block") as here_pool:
+        here_pool.start()
+        [(_, here)] = list(here_pool.run([task]))
+    assert there.state == here.state == "graded"
+    assert [(t.name, t.score, t.status) for t in there.tests] == [(t.name, t.score, t.status) for t in here.tests]
+    assert (there.score, there.max_score, there.seed) == (here.score, here.max_score, here.seed)
+
+
+def test_a_worker_started_early_but_not_needed_is_stopped(demo):
+    """When the run stops before grading (here: no such student), does the early worker leave?"""
+    from autograder.api import autograde
+    from autograder.batch.launch import launch
+    from autograder.errors import CourseError
+
+    early = launch(str(demo), "transformer-block", insecure=False)
+    with pytest.raises(CourseError, match="no such submission folder"):
+        autograde(demo, "transformer-block", student="nobody", early=early)
+    assert early.popen.poll() is not None and not early.log.parent.exists()

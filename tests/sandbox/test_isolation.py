@@ -4,6 +4,7 @@ behind, stall or kill the grader."""
 from __future__ import annotations
 
 import errno
+import importlib.util
 import os
 import signal
 import socket
@@ -350,9 +351,13 @@ def test_the_allow_list_holds_no_course_or_project_path():
     sandbox's own modules (no course folder, no other engine module, nothing writable)?"""
     mounts = isolation.allow_list()
     assert all(m.kind in ("ro-bind", "dev-bind", "symlink", "tmpfs") for m in mounts)
-    engine = {m.dest for m in mounts if "/autograder/" in m.source}
-    assert engine == {f"{isolation.LIB}/autograder/{name}" for name in isolation.ENGINE_MODULES} | {
+    modules = {f"{isolation.LIB}/autograder/{name}" for name in isolation.ENGINE_MODULES} | {
         f"{isolation.LIB}/autograder/sandbox/{name}" for name in isolation.CHILD_MODULES}
+    engine = {m.dest for m in mounts if "/autograder/" in m.source and "__pycache__" not in m.dest}
+    assert engine == modules
+    bytecode = {m.dest for m in mounts if "__pycache__" in m.dest}     # only theirs, read-only
+    assert bytecode <= {importlib.util.cache_from_source(dest) for dest in modules}
+    assert all(m.kind == "ro-bind" for m in mounts if m.dest in bytecode)
     assert not any(m.source.startswith(str(ROOT / d)) for m in mounts
                    for d in ("assignments", "source", "release", "examples", "tests"))
     assert {m.dest for m in mounts if m.kind == "dev-bind"} == {f"/dev/{d}" for d in
