@@ -3,7 +3,7 @@
     .venv/bin/python tools/bench_sandbox.py            # everything (about a minute)
     .venv/bin/python tools/bench_sandbox.py startup    # zygote start, fork per submission/problem, round trip
     .venv/bin/python tools/bench_sandbox.py flood      # the grader's peak RSS on flood cases
-    .venv/bin/python tools/bench_sandbox.py problems [N] [ROUNDS]   # CPU per problem process, by side
+    .venv/bin/python tools/bench_sandbox.py problems [N] [ROUNDS] [CALLS]   # CPU per problem process, by side
 
 Each flood case runs in its own process, so its peak RSS (ru_maxrss) is its own; the figure
 reported is the peak minus the process's RSS just before the case started. Not a test: figures
@@ -120,11 +120,12 @@ def _ns_pids(pid: int) -> list[str]:
     return next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[1:]
 
 
-def problems(n: int = 300, rounds: int = 3) -> None:
+def problems(n: int = 300, rounds: int = 3, calls: int = 1) -> None:
     """CPU per problem process, all in, on a correct submission's template: the template (the
     fork), the problem processes (user + system of the children it reaped), the supervisor (its
-    sweeps) and this trusted process (its requests). Read from /proc (clock ticks: use a few
-    hundred problems per round)."""
+    sweeps) and this trusted process (its requests), with `calls` calls per problem (a real
+    problem's checks make about 13). Read from /proc (clock ticks: use a few hundred problems
+    per round)."""
     sys.path.insert(0, str(ROOT / "tools"))
     import nbformat
     from submissions import Case, build
@@ -146,7 +147,9 @@ def problems(n: int = 300, rounds: int = 3) -> None:
                 supervisor = next(p for p, ns in below.items() if len(ns) >= 3 and ns[-1] == "1")
                 t0, s0, r0 = _proc_stat(template), _proc_stat(supervisor), resource.getrusage(resource.RUSAGE_SELF)
                 for k in range(n):
-                    run.problem(f"p{k}").call("layer_norm", args)
+                    problem = run.problem(f"p{k}")
+                    for _ in range(calls):
+                        problem.call("layer_norm", args)
                 run.problem("last").call("layer_norm", args)     # the template reaps the n-th here
                 t1, s1, r1 = _proc_stat(template), _proc_stat(supervisor), resource.getrusage(resource.RUSAGE_SELF)
             got = {"template": (t1["cpu"] - t0["cpu"]) * tick_ms / n,
@@ -217,4 +220,4 @@ if __name__ == "__main__":
         if what in ("all", "flood"):
             flood()
         if what == "problems":
-            problems(*(int(a) for a in sys.argv[2:4]))
+            problems(*(int(a) for a in sys.argv[2:5]))

@@ -712,13 +712,15 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
             try:
                 _only_fds(fd)
                 _chdir(notebook_dir)               # again: the read-only view mounted after the notebook ran
-                _environ["HOME"] = _environ["TMPDIR"] = problem_dir
                 runner.serve_calls(channel(fd))
                 code = 0
             finally:
                 _exit(code)
         _close(fd)
 
+    # The problems' HOME and TMPDIR, set once here rather than in every problem process (where
+    # student code could change them anyway, as a thread the notebook left could here).
+    _environ["HOME"] = _environ["TMPDIR"] = problem_dir
     # Every object the notebook left is moved out of the collector's reach: a collection in a
     # problem process then walks only what that process made, instead of writing to (and so
     # copying) every page of the inherited heap.
@@ -740,8 +742,10 @@ def main(argv: list[str]) -> int:
     # (~10 ms in every notebook that seeds a generator)
     import numpy.random  # noqa: F401
 
-    from autograder.sandbox import child, protocol  # noqa: F401
+    from autograder.sandbox import child, protocol
 
+    child.warm_up()                               # specialised bytecode for every fork (see warm_up)
+    gc.collect(1)                                 # the warm-up's leftovers, before they are frozen
     gc.freeze()                                   # the same for every fork of this process
     chan = protocol.Channel.from_fd(fd)
     config = chan.recv(trusted=False)

@@ -383,3 +383,17 @@ def test_arguments_are_named_as_the_signature_names_them(func, args, kwargs):
         assert named == expected
     else:
         assert named == [(f"argument {i + 1}", v) for i, v in enumerate(args)] + list(kwargs.items())
+
+
+def test_warm_up_leaves_the_process_as_it_found_it():
+    """Does the zygote's warm-up (the call path run over a local socket pair) answer every call
+    and then leave stdout, stderr, the line cache and the open descriptors as they were?"""
+    import linecache
+    import os
+    import sys
+
+    from autograder.sandbox import child
+
+    before = (sys.stdout, sys.stderr, dict(linecache.cache), sorted(os.listdir("/proc/self/fd")))
+    assert child.warm_up(rounds=3) == 9          # per round: one call, then two in one request
+    assert (sys.stdout, sys.stderr, dict(linecache.cache), sorted(os.listdir("/proc/self/fd"))) == before
