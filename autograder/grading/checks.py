@@ -147,20 +147,19 @@ class Expect:
         self.calls.append(StudentCall(name, tuple(args), dict(kwargs), value))
         return value
 
-    def call_each(self, fn: Callable[..., Any], *arguments: Args, kwargs: Kwargs | None = None) -> list[Any]:
-        """`[self.call(fn, *args, **kwargs) for args in arguments]`, in one round trip to the
-        sandbox: the same values, errors and diagnoses, and no call made after the first that fails."""
-        kwargs = dict(kwargs or {})
+    def call_each(self, fn: Callable[..., Any], *arguments: Args) -> list[Any]:
+        """`[self.call(fn, *args) for args in arguments]`, in one round trip to the sandbox: the
+        same values, errors and diagnoses, and no call made after the first that fails."""
         if len(arguments) < 2 or not isinstance(fn, StudentFunction) or fn.proxy is not self.student:
-            return [self.call(fn, *args, **kwargs) for args in arguments]
+            return [self.call(fn, *args) for args in arguments]
         name = _name(fn)
-        answers = fn.proxy.call_many([(name, tuple(args), kwargs) for args in arguments], stop_at_error=True)
+        answers = fn.proxy.call_many([(name, tuple(args), {}) for args in arguments], stop_at_error=True)
         values = []
         for args, answer in zip(arguments, answers):
             if isinstance(answer, StudentCodeError):
-                self._call_failed(name, args, kwargs, answer)
+                self._call_failed(name, args, {}, answer)
                 raise answer
-            self.calls.append(StudentCall(name, tuple(args), dict(kwargs), answer))
+            self.calls.append(StudentCall(name, tuple(args), {}, answer))
             values.append(answer)
         return values
 

@@ -219,24 +219,3 @@ def test_expect_call_each_returns_every_value(proxy):
                 last_call=lambda: student.last_call, student=student)
     assert ex.call_each(student.count, (), (), ()) == [1, 2, 3]
     assert [c.function for c in ex.calls] == ["count"] * 3 and student.last_call.value == 3
-
-
-SCALED = """
-def scaled(x, *, by):
-    return x * by
-"""
-
-
-def test_expect_call_each_gives_its_keyword_arguments_to_every_call(host):
-    """With kwargs, does call_each make every call with them (a keyword-only parameter included)
-    and record them with each call?"""
-    from autograder.config import Tolerance
-    from autograder.grading.checks import Expect
-
-    cells = [{"index": 1, "label": cell_label(1, SCALED), "source": SCALED}]
-    with StudentProxy(host.submission(cells, LIMITS)) as p:
-        student = p.for_problem("scaled")
-        ex = Expect(problem="scaled", tolerance_for=lambda dtype: Tolerance(1e-7, 1e-9), catalogue=None,
-                    last_call=lambda: student.last_call, student=student)
-        assert ex.call_each(student.scaled, (1,), (2,), kwargs={"by": 3}) == [3, 6]
-        assert [(c.args, c.kwargs) for c in ex.calls] == [((1,), {"by": 3}), ((2,), {"by": 3})]
