@@ -286,17 +286,19 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
 
 _CODE = re.compile(r"`([^`\n]+)`")
 _LONG_TOKEN = re.compile(r"[^\s<>]{16,}")    # long enough to need a break on a phone
-_JOINT = re.compile(r"(?:_(?=[^\s&])|[.,](?=[A-Za-z_]))")
+# The places just after a joint: `_` before anything but a space or an entity, `.` or `,` before a
+# letter. Matched empty, so that <wbr> is put in by a plain replacement (no template to expand).
+_AFTER_JOINT = re.compile(r"(?:(?<=_)(?=[^\s&])|(?<=[.,])(?=[A-Za-z_]))")
 
 
 def _wrap_joints(escaped: str) -> str:
     """Allow a line break after the joints (`_`, and `.` or `,` before a letter) of each long token of escaped text."""
-    return _LONG_TOKEN.sub(lambda m: _JOINT.sub(r"\g<0><wbr>", m.group(0)), escaped)
+    return _LONG_TOKEN.sub(lambda m: _AFTER_JOINT.sub("<wbr>", m.group(0)), escaped)
 
 
 def breakable(text: object) -> Markup:
     """Escape a name (`multi_head_attention`, a test id) and let it wrap only at its joints."""
-    return Markup(_JOINT.sub(r"\g<0><wbr>", str(escape(text))))
+    return Markup(_AFTER_JOINT.sub("<wbr>", str(escape(text))))
 
 
 def rich(text: object) -> Markup:

@@ -35,7 +35,8 @@ def dumps_indented(doc: Any, indent: int = 2, *, sort_keys: bool = False) -> str
 
 
 def _value(value: Any, newline: str, step: str, sort_keys: bool) -> str:
-    """`value` encoded; `newline` is the line break plus the indent of the line it starts on."""
+    """`value` encoded; `newline` is the line break plus the indent of the line it starts on.
+    Strings and ints inside a container are encoded in its loop (most values are those)."""
     kind = type(value)
     if kind is str:
         return _string(value)
@@ -47,13 +48,15 @@ def _value(value: Any, newline: str, step: str, sort_keys: bool) -> str:
         for key, item in (sorted(value.items()) if sort_keys else value.items()):
             if type(key) is not str:
                 raise _Unusual
-            parts.append(_string(key) + ": " + _value(item, inner, step, sort_keys))
+            t = type(item)
+            parts.append(_string(key) + ": " + (_string(item) if t is str else _int_repr(item) if t is int
+                                                 else _value(item, inner, step, sort_keys)))
         return "{" + inner + ("," + inner).join(parts) + newline + "}"
     if kind is list or kind is tuple:
         if not value:
             return "[]"
         inner = newline + step
-        items = [_value(item, inner, step, sort_keys) for item in value]
+        items = [_string(item) if type(item) is str else _value(item, inner, step, sort_keys) for item in value]
         return "[" + inner + ("," + inner).join(items) + newline + "]"
     if kind is float:
         if value != value or value == _INF or value == -_INF:

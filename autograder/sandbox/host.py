@@ -1090,7 +1090,7 @@ class SubmissionRun:
             raise NotebookFailed(*self._failed) from None
         finally:
             child.close()
-        return protocol.Channel(parent)
+        return protocol.Channel(parent, read_ahead=True)
 
     def _hello(self, chan: protocol.Channel, function: str) -> int | None:
         """The first message of a problem process forked by `_fork`: its pid. Raises (and closes

@@ -219,6 +219,11 @@ def test_text_helpers_escape_first_and_break_only_long_identifiers():
     assert str(breakable("test_multi_head_attention")) == "test_<wbr>multi_<wbr>head_<wbr>attention"
     assert str(rich("np.sqrt(d_k) of 0.0012345678901234")) == "np.sqrt(d_k) of 0.0012345678901234"
     assert "<wbr>" not in str(rich("ValueError: <script>alert('pwned')</script>"))
+    # doubled and mixed joints, a joint before a space or an entity, a dot before a digit
+    assert str(breakable("a__b._c,d e_ f_<g 1.5")) == "a_<wbr>_<wbr>b.<wbr>_<wbr>c,<wbr>d e_ f_&lt;g 1.5"
+    assert str(rich("see `params.W_Q_projection_weights` or x_really_long_name_here.")) == (
+        "see <code>params.<wbr>W_<wbr>Q_<wbr>projection_<wbr>weights</code> or "
+        "x_<wbr>really_<wbr>long_<wbr>name_<wbr>here.")
 
 
 def test_a_submission_where_every_check_failed_alike_gets_one_message():

@@ -8,6 +8,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -193,6 +194,52 @@ def test_channel_frames_messages_over_a_socket():
     with pytest.raises(EOFError):
         cb.recv(trusted=True)
     cb.close()
+
+
+def test_a_read_ahead_channel_gives_the_messages_a_plain_channel_gives():
+    """Do messages sent back to back (small, larger than the read-ahead buffer, split across
+    buffer fills) reach a read-ahead channel intact and in order, with writable arrays?"""
+    a, b = socket.socketpair()
+    ca, cb = protocol.Channel(a), protocol.Channel(b, read_ahead=True)
+    small = np.arange(12.0).reshape(3, 4)
+    big = np.arange(protocol.READ_AHEAD // 4, dtype=np.float64)          # twice the buffer
+    almost = np.zeros(protocol.READ_AHEAD // 8 - 40)                     # just fits with its header
+    sent = [{"op": "r", "value": v} for v in (small, big, 1, almost, small, "x" * 5000, almost, big)]
+    writer = threading.Thread(target=lambda: [ca.send(m) for m in sent])
+    writer.start()
+    got = [cb.recv(trusted=True, deadline=time.monotonic() + 10) for _ in sent]
+    writer.join()
+    for want, have in zip(sent, got):
+        if isinstance(want["value"], np.ndarray):
+            assert np.array_equal(have["value"], want["value"])
+            have["value"][...] = 0                                     # writable, and no other message's data
+        else:
+            assert have == want
+    assert np.array_equal(got[4]["value"], np.zeros((3, 4)))
+    assert np.array_equal(got[0]["value"], np.zeros((3, 4)))
+    ca.close()
+    with pytest.raises(EOFError):
+        cb.recv(trusted=True, deadline=time.monotonic() + 5)
+    cb.close()
+
+
+def test_a_read_ahead_channel_keeps_the_limits_and_the_deadline():
+    """Is an oversized frame refused before it is read, a half-sent frame a timeout, and are
+    descriptors refused on a read-ahead channel?"""
+    a, b = socket.socketpair()
+    cb = protocol.Channel(b, read_ahead=True)
+    a.sendall(struct.pack("!Q", 2**60))
+    with pytest.raises(ProtocolError, match="exceeds"):
+        cb.recv(trusted=True, deadline=time.monotonic() + 1)
+    a2, b2 = socket.socketpair()
+    half = protocol.frame({"op": "x", "value": np.zeros(100)})
+    a2.sendall(half[: len(half) // 2])
+    with pytest.raises(TimeoutError):
+        protocol.Channel(b2, read_ahead=True).recv(trusted=True, deadline=time.monotonic() + 0.2)
+    with pytest.raises(ProtocolError, match="descriptors"):
+        cb.recv_fds(1, deadline=time.monotonic() + 1)
+    for s in (a, b, a2, b2):
+        s.close()
 
 
 def test_channel_read_honours_the_deadline():

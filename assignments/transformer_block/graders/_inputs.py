@@ -89,14 +89,6 @@ def random_mask(rng: np.random.Generator, n: int) -> np.ndarray:
     return mask
 
 
-def permutation_not_identity(rng: np.random.Generator, n: int) -> np.ndarray:
-    """A random reordering of n >= 2 tokens that moves at least one of them."""
-    perm = rng.permutation(n)
-    while np.array_equal(perm, np.arange(n)):
-        perm = rng.permutation(n)
-    return perm
-
-
 # --------------------------------------------------------------------------- shared checks
 # Small wrappers over `expect` that also name the catalogue's general mistakes when they fail.
 

@@ -18,8 +18,19 @@ SHAPES = {
 }
 
 
+def _tokens(rng, shape, dtype=np.float64):
+    """Tokens as `tokens` draws them, each rescaled to a root mean square between 1 and 1.5.
+
+    There eps = 1e-6 changes the output by 2e-7 to 5e-7 of its size, whether it is left out or added
+    outside the root: more than the float64 rtol (1e-7) on every token, so such a mistake fails these
+    comparisons on every student's inputs, never on some students' only."""
+    x = tokens(rng, shape)
+    rms = rng.uniform(1.0, 1.5, size=(*shape[:-1], 1))
+    return (x * (rms / np.sqrt(np.mean(x * x, axis=-1, keepdims=True)))).astype(dtype)
+
+
 def _args(rng, shape, dtype=np.float64):
-    return tokens(rng, shape, dtype), normal(rng, (shape[-1],), scale=0.3, loc=1.0, dtype=dtype)
+    return _tokens(rng, shape, dtype), normal(rng, (shape[-1],), scale=0.3, loc=1.0, dtype=dtype)
 
 
 @pytest.mark.points(5)
@@ -65,7 +76,7 @@ def test_rms_norm_handles_tiny_tokens(student, expect, rng):
 def test_rms_norm_applies_gamma_per_feature(student, expect, rng):
     """Does each feature get its own scale gamma[j]?"""
     d = 8
-    expect.matches_reference(student.rms_norm, (tokens(rng, (4, d)), normal(rng, (d,), scale=2.0)),
+    expect.matches_reference(student.rms_norm, (_tokens(rng, (4, d)), normal(rng, (d,), scale=2.0)),
                              what="rms_norm with a strong gamma")
 
 

@@ -12,8 +12,11 @@ SHAPES = {"vector": (9,), "n5_d8": (5, 8), "batch_axes_2x3": (2, 3, 4, 6)}
 
 
 def _large(rng, dtype=np.float64):
-    """Inputs as large as 10,000 in size, of both signs, in random order."""
-    x = np.concatenate([rng.uniform(-1e3, 1e3, size=12), [-1e4, -1e3, 1e3, 1e4]]).astype(dtype)
+    """Inputs from 50 to 10,000 in size, of both signs, in random order. None is near 0, where the
+    ordinary inputs already look: drawn there, they would catch some students' wrong shapes near 0
+    (a ReLU, say) and not others'."""
+    drawn = rng.choice([-1.0, 1.0], size=12) * rng.uniform(50.0, 1e3, size=12)
+    x = np.concatenate([drawn, [-1e4, -1e3, 1e3, 1e4]]).astype(dtype)
     rng.shuffle(x)
     return x
 
