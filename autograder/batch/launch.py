@@ -107,7 +107,8 @@ def _log_file(logs: Path | None) -> Path:
 def launch(course_dir: str, assignment: str, *, insecure: bool, cpu: int | None = None,
            logs: Path | None = None, module: str = "autograder.batch.worker") -> StartedWorker:
     """Start `python -m <module>` (the grading worker; tests give their own) for the course folder
-    `course_dir` (absolute) in its own session, its stderr in a log file under `logs` (default: a new temporary folder)."""
+    `course_dir` (absolute) in its own session, its stderr in a log file under `logs` (default: a
+    new temporary folder)."""
     conn, fd = socket_pair()
     log = _log_file(logs)
     argv = [sys.executable, "-m", module, "--course-dir", course_dir,
