@@ -241,7 +241,8 @@ class Course:
     sandbox_cpus: Literal["spread", "off"] = setting(
         "spread", help="`spread`: each worker's sandbox is held on one CPU, and the workers of one batch each get "
                        "their own (worker i on the i-th CPU the command may use, in turn when there are more workers "
-                       "than CPUs; a lone worker takes the CPU with the fewest processes held to it), so that a call "
+                       "than CPUs, the worker process held there with its sandbox once warm; a lone worker takes "
+                       "the CPU with the fewest processes held to it), so that a call "
                        "into student code and its reply do not wake a process on another CPU; `off`: the system's "
                        "scheduler places every process (try it where grading measures faster so)")
 
