@@ -161,20 +161,23 @@ def test_the_workers_of_a_pool_get_distinct_cpus_in_turn(demo, monkeypatch):
         pool.close()
 
 
-@pytest.mark.parametrize("how", ["launch", "fork_worker"])
-def test_a_worker_started_early_grades_as_this_process_would(demo, how):
-    """Is a worker process started before the pool (a new interpreter, or a fork of this process
-    as `course autograde --student` starts one) adopted as a single submission's worker, with the
-    same result as grading in this process, and its log folder gone afterwards?"""
-    import threading
-
-    from autograder.batch import launch
+def _graded_here(demo, task):
     from autograder.batch.pool import InProcessPool
 
-    if how == "fork_worker" and threading.active_count() != 1:
-        pytest.skip("this test process runs other threads: it cannot fork a worker")
+    with InProcessPool(demo, "transformer-block") as here_pool:
+        here_pool.start()
+        [(_, here)] = list(here_pool.run([task]))
+    return here
+
+
+def test_a_worker_started_early_grades_as_this_process_would(demo):
+    """Is a worker process started before the pool (`batch.launch.launch`, a new interpreter)
+    adopted as a single submission's worker, with the same result as grading in this process, and
+    its log folder gone afterwards?"""
+    from autograder.batch import launch
+
     task = Task("ada", str(CourseLayout(demo).submission("ada", "transformer-block")), seed=7)
-    early = getattr(launch, how)(str(demo), "transformer-block", insecure=False)
+    early = launch.launch(str(demo), "transformer-block", insecure=False)
     pool = make_pool(demo, "transformer-block", submissions=1, early=early)
     try:
         assert isinstance(pool, LocalPool) and pool.size == 1
@@ -184,12 +187,30 @@ def test_a_worker_started_early_grades_as_this_process_would(demo, how):
     finally:
         pool.close()
     assert early.popen.poll() is not None and not early.log.parent.exists()
-    with InProcessPool(demo, "transformer-block") as here_pool:
-        here_pool.start()
-        [(_, here)] = list(here_pool.run([task]))
+    here = _graded_here(demo, task)
     assert there.state == here.state == "graded"
     assert [(t.name, t.score, t.status) for t in there.tests] == [(t.name, t.score, t.status) for t in here.tests]
     assert (there.score, there.max_score, there.seed) == (here.score, here.max_score, here.seed)
+
+
+def test_a_worker_forked_early_grades_as_this_process_would(demo):
+    """Is a worker forked from a fresh single-threaded process (`batch.launch.fork_worker`, as
+    `course autograde --student` starts one) adopted by that process's pool, with the same result as
+    grading in this process, and stopped with its log folder gone afterwards?"""
+    import json
+    import subprocess
+    import sys
+
+    task = Task("ada", str(CourseLayout(demo).submission("ada", "transformer-block")), seed=7)
+    run = subprocess.run([sys.executable, "-m", "tests.batch.early_fork_run", str(demo), "transformer-block",
+                          "ada", "7"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    there = json.loads(run.stdout.strip().splitlines()[-1])
+    assert there["adopted"] and there["stopped"] and not there["log_folder_left"]
+    here = _graded_here(demo, task)
+    assert there["state"] == here.state == "graded"
+    assert there["tests"] == [[t.name, t.score, t.status] for t in here.tests]
+    assert there["total"] == [here.score, here.max_score, here.seed]
 
 
 def test_a_worker_started_early_but_not_needed_is_stopped(demo):
