@@ -82,21 +82,30 @@ class StartedWorker:
     def close(self) -> None:
         """A worker that was never used: ask it to quit and wait for it (killed after QUIT_SECONDS).
         Harmless for one already stopped (by the pool that adopted it, which removes its log folder)."""
-        try:
-            self.conn.send({"op": "quit"})
-        except OSError:
-            pass
-        self.conn.close()
-        try:
-            self.popen.wait(timeout=QUIT_SECONDS)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.popen.wait()
+        stop(self.conn, self.popen)
         if self.own_folder:
             shutil.rmtree(self.log.parent, ignore_errors=True)
+
+
+def stop(conn: Connection, popen: Process, *, kill: bool = False) -> None:
+    """Stop a worker: ask it to quit and wait up to QUIT_SECONDS (`kill`: at once), then kill its
+    process group if it is still there; its connection is closed either way."""
+    if not kill:
+        try:
+            conn.send({"op": "quit"})
+        except OSError:
+            pass
+    conn.close()
+    try:
+        popen.wait(timeout=0 if kill else QUIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        kill = True
+    if kill and popen.poll() is None:
+        try:
+            os.killpg(popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        popen.wait()
 
 
 def _log_file(logs: Path | None) -> Path:

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import os
 import selectors
-import signal
-import subprocess
 import tempfile
 import time
 from collections import deque
@@ -40,7 +38,7 @@ from typing import Protocol
 from ..config import Assignment, Course, load_course
 from ..errors import SandboxUnavailable
 from ..grading.results import SubmissionResult, result_from_dict
-from .launch import Process, StartedWorker, launch
+from .launch import Process, StartedWorker, launch, stop
 from .wire import Connection, WireClosed
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
@@ -289,22 +287,7 @@ class LocalPool:
             self._sel.unregister(proc.conn.sock)
         except (KeyError, ValueError):
             pass
-        if not kill:
-            try:
-                proc.conn.send({"op": "quit"})
-            except OSError:
-                pass
-        proc.conn.close()
-        try:
-            proc.popen.wait(timeout=0 if kill else 30)
-        except subprocess.TimeoutExpired:
-            kill = True
-        if kill and proc.popen.poll() is None:
-            try:
-                os.killpg(proc.popen.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.popen.wait()
+        stop(proc.conn, proc.popen, kill=kill)
         self.retired.append(proc.stats)
 
     # ---- work
