@@ -330,7 +330,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 if writer_waits:
                     writer_waits = False
                     start_writer()
-                gradebook.record(result, copy_from=folders[sid] if copy else None)
+                gradebook.record(result, copy_from=folders[sid] if copy else None, encoded=pool.encoded(result))
             log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
                 f"{result.score:6.2f}/{result.max_score:g}"
                 + ("" if result.on_roster else "  (not on the roster)")
