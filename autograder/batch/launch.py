@@ -108,8 +108,46 @@ def stop(conn: Connection, popen: Process, *, kill: bool = False) -> None:
         popen.wait()
 
 
+LOG_PREFIX = "autograder-workers-"
+
+
+def log_folder() -> Path:
+    """A new temporary folder for the workers' logs, named after this process
+    (`autograder-workers-<pid>-…`). A command that is killed cannot remove its folder, so the
+    folders of this user's commands that are no longer running are removed first."""
+    sweep_log_folders(Path(tempfile.gettempdir()))
+    return Path(tempfile.mkdtemp(prefix=f"{LOG_PREFIX}{os.getpid()}-"))
+
+
+def sweep_log_folders(parent: Path) -> list[Path]:
+    """Remove the log folders under `parent` left by commands of this user that are no longer
+    running (their pid is in the folder's name); return what was removed. Folders of running
+    processes, of other users and without a pid in their name are left alone."""
+    removed = []
+    for folder in parent.glob(f"{LOG_PREFIX}*"):
+        pid = folder.name[len(LOG_PREFIX):].partition("-")[0]
+        try:
+            if not pid.isdigit() or folder.is_symlink() or folder.stat().st_uid != os.getuid() or _running(int(pid)):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _log_file(logs: Path | None) -> Path:
-    folder = logs if logs is not None else Path(tempfile.mkdtemp(prefix="autograder-workers-"))
+    folder = logs if logs is not None else log_folder()
     return folder / f"worker-{len(os.listdir(folder)) + 1}.log"
 
 
