@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, Protocol
 
+from .. import tempdirs
 from .wire import Connection, socket_pair
 
 QUIT_SECONDS = 30.0          # for a worker asked to quit while it starts (its start-up is bounded)
@@ -109,41 +110,14 @@ def stop(conn: Connection, popen: Process, *, kill: bool = False) -> None:
 
 
 LOG_PREFIX = "autograder-workers-"
+LEGACY_LOG_DAYS = 1.0        # folders without an owner in their name (earlier versions) older than this go too
 
 
 def log_folder() -> Path:
-    """A new temporary folder for the workers' logs, named after this process
-    (`autograder-workers-<pid>-…`). A command that is killed cannot remove its folder, so the
-    folders of this user's commands that are no longer running are removed first."""
-    sweep_log_folders(Path(tempfile.gettempdir()))
-    return Path(tempfile.mkdtemp(prefix=f"{LOG_PREFIX}{os.getpid()}-"))
-
-
-def sweep_log_folders(parent: Path) -> list[Path]:
-    """Remove the log folders under `parent` left by commands of this user that are no longer
-    running (their pid is in the folder's name); return what was removed. Folders of running
-    processes, of other users and without a pid in their name are left alone."""
-    removed = []
-    for folder in parent.glob(f"{LOG_PREFIX}*"):
-        pid = folder.name[len(LOG_PREFIX):].partition("-")[0]
-        try:
-            if not pid.isdigit() or folder.is_symlink() or folder.stat().st_uid != os.getuid() or _running(int(pid)):
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(folder)
-    return removed
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """A new temporary folder for the workers' logs, named after this process; the folders of this
+    user's earlier commands that were killed (so never removed their own) are removed first."""
+    tempdirs.remove_stale(LOG_PREFIX, legacy_days=LEGACY_LOG_DAYS)
+    return Path(tempfile.mkdtemp(prefix=tempdirs.owned_prefix(LOG_PREFIX)))
 
 
 def _log_file(logs: Path | None) -> Path:

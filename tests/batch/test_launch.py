@@ -1,42 +1,40 @@
 """Starting grading workers: the temporary folders of their logs."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
-from autograder.batch.launch import LOG_PREFIX, log_folder, sweep_log_folders
-
-
-def _dead_pid() -> int:
-    """The pid of a process this test started and reaped."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
+from autograder import tempdirs
+from autograder.batch.launch import LOG_PREFIX, log_folder
 
 
-def test_log_folders_of_commands_no_longer_running_are_swept(tmp_path):
-    """Is a folder left by a killed command removed, and are the others kept?"""
-    dead = tmp_path / f"{LOG_PREFIX}{_dead_pid()}-abc"
-    alive = tmp_path / f"{LOG_PREFIX}{os.getpid()}-def"
-    unnamed = tmp_path / f"{LOG_PREFIX}xyz"          # the old naming, without a pid
-    other = tmp_path / "unrelated-123-abc"
-    for folder in (dead, alive, unnamed, other):
-        folder.mkdir()
-        (folder / "worker-1.log").write_text("log\n")
-
-    removed = sweep_log_folders(tmp_path)
-
-    assert removed == [dead]
-    assert not dead.exists()
-    assert alive.exists() and unnamed.exists() and other.exists()
+def _folder(name: str) -> Path:
+    folder = Path(tempfile.gettempdir()) / name
+    folder.mkdir()
+    (folder / "worker-1.log").write_text("a worker's stderr\n")
+    return folder
 
 
-def test_a_new_log_folder_is_named_after_this_process():
-    """Does the folder carry this process's pid, so that a later sweep knows whether it runs?"""
-    folder = log_folder()
+def test_a_new_log_folder_replaces_those_of_killed_commands():
+    """Is a log folder left by a command that no longer runs removed when the next command makes
+    its own, while the folders of running commands are kept?"""
+    ended = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    started = tempdirs.process_start(ended.pid)
+    ended.kill()
+    ended.wait()
+    left = _folder(f"{LOG_PREFIX}{ended.pid}-{started}-test")
+    running = _folder(f"{tempdirs.owned_prefix(LOG_PREFIX)}test")
+    new = None
     try:
-        assert folder.name.startswith(f"{LOG_PREFIX}{os.getpid()}-")
-        assert folder.is_dir()
+        new = log_folder()
+        assert new.name.startswith(tempdirs.owned_prefix(LOG_PREFIX)) and new.is_dir()
+        assert not left.exists()
+        assert running.exists()
     finally:
-        folder.rmdir()
+        for folder in (left, running, new):
+            if folder is not None and folder.exists():
+                for f in folder.iterdir():
+                    f.unlink()
+                folder.rmdir()
