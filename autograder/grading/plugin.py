@@ -57,7 +57,7 @@ class _Submission:
     """The state one submission's checks share: its proxies, seed, and what diagnosis found once."""
     proxies: Mapping[str, Any]
     seed: int
-    seed_words: list[int] = field(default_factory=list)   # the seed as SeedSequence takes it in
+    seed_words: list[int] | None = None       # the seed as SeedSequence takes it in (on first use)
     outcomes: dict[str, _Outcome] = field(default_factory=dict)
     localised: dict[str, Any] = field(default_factory=dict)         # what probes found, per problem
     confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)   # outputs on fixed inputs
@@ -109,7 +109,7 @@ class GradingPlugin:
     # ------------------------------------------------------------------ per submission
     def begin(self, proxies: Mapping[str, Any], seed: int) -> None:
         """Point the fixtures at a submission (notebook file name -> its proxy)."""
-        self._current = _Submission(proxies=proxies, seed=seed, seed_words=uint32_words(seed))
+        self._current = _Submission(proxies=proxies, seed=seed)
 
     @property
     def current(self) -> _Submission:
@@ -182,6 +182,8 @@ class GradingPlugin:
         if salt is None:
             salt = self._salts[nodeid] = uint32_words(zlib.crc32(nodeid.encode()))
         current = self.current
+        if current.seed_words is None:
+            current.seed_words = uint32_words(current.seed)
         words = np.array(current.seed_words + salt, dtype=np.uint32)
         return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
@@ -267,7 +269,7 @@ def uint32_words(n: int) -> list[int]:
     """A non-negative int as NumPy's SeedSequence reads it: its 32-bit words, least significant
     first (0 is one word)."""
     if n < 0:
-        raise ValueError(f"a seed must not be negative, got {n}")
+        raise ValueError(f"expected non-negative integer, got {n}")
     words = [n & 0xFFFFFFFF]
     n >>= 32
     while n:

@@ -151,10 +151,13 @@ def test_rng_for_draws_what_default_rng_of_seed_and_salt_draws(seed, salt):
     assert np.array_equal(got.standard_normal(5), want.standard_normal(5))
 
 
-def test_uint32_words_refuses_a_negative_seed():
-    """Is a negative seed refused, as NumPy refuses it?"""
+def test_a_negative_seed_is_refused_where_numpy_refused_it():
+    """Is a negative seed refused when a check asks for its rng (as NumPy refused it there), not
+    when the submission begins?"""
+    plugin = GradingPlugin(assignment(double=1), reference=None, catalogue=None)
+    plugin.begin({}, -1)
     with pytest.raises(ValueError):
-        uint32_words(-1)
+        plugin.rng_for("node")
 
 
 def test_a_module_for_an_unknown_problem_breaks_the_session(tmp_path):
