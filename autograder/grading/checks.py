@@ -27,7 +27,7 @@ import numpy as np
 from ..config import Tolerance
 from ..sandbox.outcomes import FunctionMissing, NotCallable, NotebookFailed, StudentCodeError, StudentRaised
 from .diagnosis import Args, Catalogue, Kwargs, Mistake, ProbeContext
-from .numeric import all_close, as_float, close_entries
+from .numeric import as_float, close_entries
 from .proxy import StudentFunction
 
 
@@ -314,7 +314,7 @@ class Expect:
                 or actual.dtype.kind not in "biufc":
             return False
         tol = tol or self.tolerance_for(expected.dtype)
-        return all_close(actual, expected, rtol=tol.rtol, atol=tol.atol, equal_nan=equal_nan)
+        return bool(_close_mask(actual, expected, tol, equal_nan=equal_nan).all())
 
     # ---------------------------------------------------------------- checks
     def array(self, actual: Any, what: str) -> np.ndarray:

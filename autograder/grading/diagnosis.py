@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .numeric import all_close
+from .numeric import close_entries
 from .results import TestResult
 
 GENERAL = "general"
@@ -264,10 +264,10 @@ def _agrees(actual: np.ndarray, wrong: np.ndarray, *, rtol: float, atol: float) 
         return False
     finite = np.isfinite(a)
     if finite.all():
-        return bool(np.isfinite(w).all()) and all_close(a, w, rtol=rtol, atol=atol)
+        return bool(np.isfinite(w).all() and close_entries(a, w, rtol=rtol, atol=atol).all())
     if finite.sum() * 2 < finite.size:
         return False
-    return all_close(a[finite], w[finite], rtol=rtol, atol=atol)
+    return bool(close_entries(a[finite], w[finite], rtol=rtol, atol=atol).all())
 
 
 def prune_subsumed(tests: Sequence[TestResult]) -> tuple[TestResult, ...]:

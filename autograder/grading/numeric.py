@@ -27,20 +27,3 @@ def close_entries(actual: np.ndarray, expected: np.ndarray, *, rtol: float, atol
         if equal_nan:
             result |= np.isnan(x) & np.isnan(y)
     return result[()]
-
-
-def all_close(actual: np.ndarray, expected: np.ndarray, *, rtol: float, atol: float,
-              equal_nan: bool = False) -> bool:
-    """`close_entries(...).all()` as a bool, by the same formula, with a shortcut for the common
-    answer: when every |actual - expected| <= atol + rtol * |expected| and every expected entry is
-    finite, every entry passes and the equality and NaN terms need not be computed."""
-    x, y = as_float(actual), as_float(expected)
-    with np.errstate(all="ignore"):
-        within = np.less_equal(np.abs(x - y), atol + rtol * np.abs(y))
-        finite = np.isfinite(y)
-        if within.all() and finite.all():
-            return True
-        close = within & finite | (x == y)
-        if equal_nan:
-            close |= np.isnan(x) & np.isnan(y)
-    return bool(close.all())
