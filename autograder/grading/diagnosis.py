@@ -258,8 +258,8 @@ def _agrees(actual: np.ndarray, wrong: np.ndarray, *, rtol: float, atol: float) 
     NaN/inf, e.g. rows where every key was masked out with -inf) wherever it is finite, provided
     that is most of it."""
     try:
-        a = actual.astype(np.complex128 if actual.dtype.kind == "c" else np.float64)
-        w = wrong.astype(np.complex128 if wrong.dtype.kind == "c" else np.float64)
+        a = actual.astype(np.complex128 if actual.dtype.kind == "c" else np.float64, copy=False)   # only read
+        w = wrong.astype(np.complex128 if wrong.dtype.kind == "c" else np.float64, copy=False)
     except (TypeError, ValueError):
         return False
     finite = np.isfinite(a)

@@ -13,7 +13,7 @@ import pytest
 
 from autograder.config import Assignment, Limits, Problem, Tolerance
 from autograder.grading.engine import score
-from autograder.grading.plugin import INTERNAL_ERROR
+from autograder.grading.plugin import INTERNAL_ERROR, GradingPlugin, uint32_words
 from autograder.grading.session import GraderSession, InstructorCode
 from autograder.sandbox.outcomes import FunctionMissing
 
@@ -135,6 +135,29 @@ def test_rng_streams_stay_those_of_the_seed_and_the_node_id(tmp_path, lean):
     nodeid = graded.checks[0].name
     expected = np.random.default_rng([7, zlib.crc32(nodeid.encode())]).integers(1 << 30)
     assert tests["test_double_a"].output == repr(expected)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 2**32 - 1, 2**32, 2**32 + 1, 2**62 + 12345, 2**63 - 1, 2**64 + 3])
+@pytest.mark.parametrize("salt", [0, 1, 2**31, 2**32 - 1])
+def test_rng_for_draws_what_default_rng_of_seed_and_salt_draws(seed, salt):
+    """Does the plugin's seeding (the pair as 32-bit words) give np.random.default_rng([seed, salt])'s
+    numbers for seeds and salts on every word boundary?"""
+    plugin = GradingPlugin(assignment(double=1), reference=None, catalogue=None)
+    plugin.begin({}, seed)
+    plugin._salts["node"] = uint32_words(salt)
+    got = plugin.rng_for("node")
+    want = np.random.default_rng([seed, salt])
+    assert got.bit_generator.state == want.bit_generator.state
+    assert np.array_equal(got.standard_normal(5), want.standard_normal(5))
+
+
+def test_a_negative_seed_is_refused_where_numpy_refused_it():
+    """Is a negative seed refused when a check asks for its rng (as NumPy refused it there), not
+    when the submission begins?"""
+    plugin = GradingPlugin(assignment(double=1), reference=None, catalogue=None)
+    plugin.begin({}, -1)
+    with pytest.raises(ValueError):
+        plugin.rng_for("node")
 
 
 def test_a_module_for_an_unknown_problem_breaks_the_session(tmp_path):
