@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import selectors
-import tempfile
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -38,7 +37,7 @@ from typing import Protocol
 from ..config import Assignment, Course, load_course
 from ..errors import SandboxUnavailable
 from ..grading.results import SubmissionResult, result_from_dict
-from .launch import Process, StartedWorker, launch, stop
+from .launch import Process, StartedWorker, launch, log_folder, stop
 from .wire import Connection, WireClosed
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
@@ -204,7 +203,7 @@ class LocalPool:
         self._procs: list[_Proc] = []
         self._sel = selectors.DefaultSelector()
         self._early = early
-        self._logs = early.log.parent if early is not None else Path(tempfile.mkdtemp(prefix="autograder-workers-"))
+        self._logs = early.log.parent if early is not None else log_folder()
         self._layers: tuple[str, ...] = ()
         self._missing: tuple[str, ...] = ()
         self._ids = 0
