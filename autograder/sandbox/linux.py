@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from typing import Any
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -117,6 +118,33 @@ def set_dumpable(flag: bool) -> None:
 
 def set_parent_death_signal(sig: int) -> None:
     prctl(PR_SET_PDEATHSIG, sig)
+
+
+# clone(2)'s number where its first two arguments are the flags and the stack (NULL: the child
+# continues on a copy of the caller's, as after fork)
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
+_syscall: Any = None
+
+
+def fork_into(flags: int, exit_signal: int) -> int:
+    """fork(2) with namespace `flags` (CLONE_NEW*): the child starts in new namespaces (with
+    CLONE_NEWPID as their PID 1), without an intermediate process calling unshare(2) and forking
+    again. The system call is made directly, with the interpreter lock held: neither the C
+    library's nor Python's at-fork handlers run, so this is for single-threaded callers whose
+    child runs only the caller's own code. Returns 0 in the child, its pid in the parent; OSError
+    where the kernel or the architecture does not allow it."""
+    global _syscall
+    if _SYS_CLONE is None:
+        raise OSError(38, "clone: not known on this architecture")
+    if _syscall is None:
+        _syscall = ctypes.PyDLL(None, use_errno=True).syscall
+        _syscall.restype = ctypes.c_long
+    pid = int(_syscall(ctypes.c_long(_SYS_CLONE), ctypes.c_ulong(flags | exit_signal), ctypes.c_void_p(None),
+                       ctypes.c_void_p(None), ctypes.c_void_p(None), ctypes.c_ulong(0)))
+    if pid < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"clone: {os.strerror(err)}")
+    return pid
 
 
 class _SockFprog(ctypes.Structure):

@@ -10,16 +10,16 @@ never sees graders, reference answers or other students' files. Process tree, pe
     zygote        numpy and the child module imported; never runs student code; answers the
                   trusted side on its control socket ("submission" + the supervisor's socket and
                   the first template's, "kill")
-      submission  a fork of the zygote that creates the submission's user, PID, mount, IPC and
-                  UTS namespaces, then waits for ...
-        supervisor  PID 1 of those namespaces: mounts a fresh /proc and the private scratch,
-                    starts the first template unasked (later ones on request) and, between
-                    problems, kills every other process of the submission (it keeps its
-                    capabilities in the submission's user namespace and never runs student
-                    code); exits, taking the namespace with it, at end of stream
-          template  drops every capability, sets no_new_privs, non-dumpable, rlimits and the
-                    seccomp filter, runs the notebook, then forks ...
-            problem   one per problem (and per restart), answering calls on its own socket
+      supervisor  forked by the zygote straight into the submission's new user, PID, mount,
+                  IPC and UTS namespaces, as their PID 1 (where the kernel does not allow that,
+                  a submission process in between makes them and forks it): mounts a fresh
+                  /proc and the private scratch, starts the first template unasked (later ones
+                  on request) and, between problems, kills every other process of the
+                  submission (it keeps its capabilities in the submission's user namespace and
+                  never runs student code); exits, taking the namespace with it, at end of stream
+        template  drops every capability, sets no_new_privs, non-dumpable, rlimits and the
+                  seccomp filter, runs the notebook, then forks ...
+          problem   one per problem (and per restart), answering calls on its own socket
 
 With `--uid` (the host was started by root) the zygote first mounts /proc for bubblewrap's PID
 namespace and drops to that unprivileged uid, group list and capabilities included.
@@ -48,6 +48,9 @@ SCRATCH = "/tmp"                  # the submission's tmpfs; the notebook and the
 NOTEBOOK_DIR = "notebook"         # the notebook's working folder (read-only once the notebook ran)
 PROBLEM_DIR = "problem"           # a problem's writable HOME/TMPDIR, emptied between problems
 SWEEP_ROUNDS = 500
+# the submission's own namespaces (bubblewrap's, around the zygote, hold the network's)
+SUBMISSION_NAMESPACES = (linux.CLONE_NEWUSER | linux.CLONE_NEWPID | linux.CLONE_NEWNS | linux.CLONE_NEWIPC
+                         | linux.CLONE_NEWUTS)
 LINGER_WAIT = 0.005               # seconds a sweep waits for a killed problem process before moving on
 
 # Bound now: the notebook runs in the template and may rebind functions of `os` before the
@@ -228,6 +231,7 @@ class Zygote:
         self.namespaces = bool(config.get("namespaces", True))
         self.children: dict[int, int] = {}          # submission id -> pid of its submission process
         self.ended: set[int] = set()                 # submission processes reaped before they were recorded
+        self.alive: dict[int, int] = {}              # pid of a supervisor started by _start_isolated -> see there
         layers, problems = [], []
         host_filter = config.get("host_filter")
         try:
@@ -260,6 +264,7 @@ class Zygote:
 
     def _reap(self, *_: object) -> None:
         for pid, _code in _reaped():
+            self._release(pid)
             ids = [key for key, value in self.children.items() if value == pid]
             for key in ids:
                 del self.children[key]
@@ -297,27 +302,74 @@ class Zygote:
         return 0
 
     def _start(self, msg: dict[str, Any], sup_fd: int, nb_fd: int | None) -> None:
+        pid = self._start_isolated(msg, sup_fd, nb_fd) if self.namespaces else None
+        if pid is None:
+            pid = self._start_forked(msg, sup_fd, nb_fd)
+            if pid is None:
+                return
+        _close_all(sup_fd, nb_fd)
+        if pid in self.ended:                        # it ended already: never signal that pid later
+            self.ended.discard(pid)
+            self._release(pid)
+        else:
+            self.children[int(msg["id"])] = pid
+        self.chan.send({"op": "started", "id": msg["id"], "pid": pid})
+
+    def _start_isolated(self, msg: dict[str, Any], sup_fd: int, nb_fd: int | None) -> int | None:
+        """The submission's supervisor forked straight into its new namespaces (see
+        `linux.fork_into`); None where that cannot be done (then `_start_forked`)."""
+        if _threads() != 1:
+            return None
+        uid, gid = os.getuid(), os.getgid()          # inside, before the maps are written, they read 65534
+        # The supervisor must not outlive this process, even when this one ends between the fork
+        # and the supervisor's parent-death signal: this process holds the pipe's write end until
+        # the supervisor ends, and the supervisor, once its signal is set, looks whether it is open.
+        alive_r, alive_w = os.pipe()
+        try:
+            pid = linux.fork_into(SUBMISSION_NAMESPACES, signal.SIGCHLD)
+        except OSError:
+            _close_all(alive_r, alive_w)
+            return None
+        if pid == 0:
+            code = 70
+            try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                self.chan.close()
+                os.close(alive_w)
+                for held in self.alive.values():
+                    os.close(held)
+                code = _namespace_init(alive_r, sup_fd, nb_fd, msg, self.student_filter, uid, gid)
+            finally:
+                os._exit(code)
+        os.close(alive_r)
+        self.alive[pid] = alive_w
+        return pid
+
+    def _start_forked(self, msg: dict[str, Any], sup_fd: int, nb_fd: int | None) -> int | None:
+        """The submission process (which makes the namespaces and forks the supervisor into them)."""
         zygote = os.getpid()
         try:
             pid = os.fork()
         except OSError as exc:                  # e.g. the process limit: this submission fails, not the host
             _close_all(sup_fd, nb_fd)
             self.chan.send({"op": "error", "id": msg.get("id"), "message": f"fork: {exc.strerror}"})
-            return
+            return None
         if pid == 0:
             code = 70
             try:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 self.chan.close()
+                for held in self.alive.values():
+                    os.close(held)
                 code = _submission(sup_fd, nb_fd, msg, self.student_filter, self.namespaces, zygote)
             finally:
                 os._exit(code)
-        _close_all(sup_fd, nb_fd)
-        if pid in self.ended:                        # it ended already: never signal that pid later
-            self.ended.discard(pid)
-        else:
-            self.children[int(msg["id"])] = pid
-        self.chan.send({"op": "started", "id": msg["id"], "pid": pid})
+        return pid
+
+    def _release(self, pid: int) -> None:
+        held = self.alive.pop(pid, None)
+        if held is not None:
+            os.close(held)
 
 
 # --------------------------------------------------------------------------- one submission
@@ -343,10 +395,44 @@ def _reseed() -> None:
     numpy.random.seed()
 
 
+def _map_own_ids(uid: int, gid: int) -> None:
+    """In a user namespace just made: map this process's uid and gid to themselves (nothing else)."""
+    try:
+        linux.set_dumpable(True)          # writing our own uid_map needs it
+        linux.write_file("/proc/self/setgroups", "deny")
+        linux.write_file("/proc/self/uid_map", f"{uid} {uid} 1")
+        linux.write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+    finally:
+        linux.set_dumpable(False)
+
+
+def _namespace_init(alive_r: int, sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_filter: bytes,
+                    uid: int, gid: int) -> int:
+    """The supervisor when the zygote forked it straight into the submission's namespaces (it is
+    their PID 1): the parent-death signal, the uid and gid maps, then the supervisor's work."""
+    linux.set_parent_death_signal(signal.SIGKILL)
+    if _hung_up(alive_r):
+        return 1                                # the zygote ended meanwhile: nothing to supervise
+    os.close(alive_r)
+    _reseed()
+    problems: list[str] = []
+    layers: list[str] = []
+    try:
+        _map_own_ids(uid, gid)
+        layers += ["user-namespace", "ipc-namespace", "uts-namespace"]
+    except OSError as exc:
+        problems.append(f"per-submission namespaces: {exc.strerror or exc}")
+        return Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=False, first_template=nb_fd,
+                          ours=2).serve()
+    return Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=True, first_template=nb_fd,
+                      ours=2).serve()
+
+
 def _submission(sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_filter: bytes, namespaces: bool,
                 zygote: int) -> int:
-    """The submission process: new namespaces, then the supervisor as their PID 1 (which starts
-    the first template at once on `nb_fd` when the trusted side sent one)."""
+    """The submission process, where the zygote cannot fork straight into new namespaces (see
+    `_namespace_init`): new namespaces, then the supervisor as their PID 1 (which starts the
+    first template at once on `nb_fd` when the trusted side sent one)."""
     linux.set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != zygote:
         return 1
@@ -357,18 +443,12 @@ def _submission(sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_fil
     if namespaces:
         uid, gid = os.getuid(), os.getgid()
         try:
-            linux.set_dumpable(True)          # writing our own uid_map needs it
-            linux.unshare(linux.CLONE_NEWUSER | linux.CLONE_NEWPID | linux.CLONE_NEWNS
-                          | linux.CLONE_NEWIPC | linux.CLONE_NEWUTS)
-            linux.write_file("/proc/self/setgroups", "deny")
-            linux.write_file("/proc/self/uid_map", f"{uid} {uid} 1")
-            linux.write_file("/proc/self/gid_map", f"{gid} {gid} 1")
+            linux.unshare(SUBMISSION_NAMESPACES)
+            _map_own_ids(uid, gid)
             isolated = True
             layers += ["user-namespace", "ipc-namespace", "uts-namespace"]
         except OSError as exc:
             problems.append(f"per-submission namespaces: {exc.strerror or exc}")
-        finally:
-            linux.set_dumpable(False)
     if not isolated:
         return Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=False, first_template=nb_fd).serve()
     # The supervisor must not outlive this process, even when this one is killed between the fork
@@ -386,7 +466,7 @@ def _submission(sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_fil
             else:
                 os.close(alive_r)
                 code = Supervisor(sup_fd, msg, student_filter, layers, problems, isolated=True,
-                                  first_template=nb_fd).serve()
+                                  first_template=nb_fd, ours=3).serve()
         finally:
             os._exit(code)
     os.close(alive_r)
@@ -403,7 +483,7 @@ class Supervisor:
     """PID 1 of a submission: scratch, templates, and killing whatever a problem left behind."""
 
     def __init__(self, sup_fd: int, msg: dict[str, Any], student_filter: bytes, layers: list[str],
-                 problems: list[str], *, isolated: bool, first_template: int | None = None):
+                 problems: list[str], *, isolated: bool, first_template: int | None = None, ours: int = 3):
         from autograder.sandbox import protocol
 
         self.protocol = protocol
@@ -413,6 +493,7 @@ class Supervisor:
         self.layers = layers
         self.problems = problems
         self.isolated = isolated
+        self.ours = ours                            # processes of the submission's user namespace not the student's
         self.template: int | None = None
         self.first_template = first_template       # socket for a template to start without being asked
         self.exits: dict[int, int] = {}             # pid -> returncode of children reaped here
@@ -617,7 +698,7 @@ class Supervisor:
             try:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 code = _template(nb_fd, self.limits, self.student_filter, self.notebook_dir,
-                                 self.problem_dir, isolated=self.isolated)
+                                 self.problem_dir, isolated=self.isolated, ours=self.ours)
             finally:
                 os._exit(code)
         os.close(nb_fd)
@@ -626,7 +707,7 @@ class Supervisor:
 
 # --------------------------------------------------------------------------- template and problems
 
-def _rlimits(limits: dict[str, Any], isolated: bool) -> list[str]:
+def _rlimits(limits: dict[str, Any], isolated: bool, ours: int) -> list[str]:
     mb = 2**20
     cpu = int(limits.get("cpu_seconds", 600))
     wanted = [
@@ -639,9 +720,10 @@ def _rlimits(limits: dict[str, Any], isolated: bool) -> list[str]:
     layers = ["rlimits"]
     if isolated:
         # Counted per (user namespace, uid): in the submission's own user namespace this is the
-        # submission's process count, in which the submission process, the supervisor and the
-        # template are three.
-        wanted.append((resource.RLIMIT_NPROC, int(limits.get("processes", 64)) + 3))
+        # submission's process count, in which `ours` are not the student's: the supervisor and the
+        # template (and the submission process, where the zygote could not fork the supervisor
+        # straight into the namespaces).
+        wanted.append((resource.RLIMIT_NPROC, int(limits.get("processes", 64)) + ours))
         layers.append("process-limit")
     for res, value in wanted:
         _, hard = resource.getrlimit(res)
@@ -652,7 +734,7 @@ def _rlimits(limits: dict[str, Any], isolated: bool) -> list[str]:
 
 
 def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, notebook_dir: str, problem_dir: str, *,
-              isolated: bool) -> int:
+              isolated: bool, ours: int = 3) -> int:
     from autograder.sandbox import child, protocol
 
     linux.set_parent_death_signal(signal.SIGKILL)
@@ -663,7 +745,7 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
     try:
         os.chdir(notebook_dir)
         os.environ.update(HOME=notebook_dir, TMPDIR=notebook_dir)
-        layers += _rlimits(limits, isolated)
+        layers += _rlimits(limits, isolated, ours)
         linux.set_dumpable(True)
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")                       # under memory pressure, student code goes first
@@ -731,6 +813,29 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
 
 # --------------------------------------------------------------------------- entry point
 
+def _import_numpy_random() -> None:
+    """Import numpy.random without OpenSSL. numpy.random imports `secrets`, which takes
+    compare_digest from `hmac`, which imports `hashlib` and `_hashlib` and with them libcrypto:
+    ~12 ms at start and a dozen memory areas (half a MiB of relocated data) that every fork of
+    this process would copy and tear down. While numpy.random is imported, `hmac` is a stand-in
+    holding only the compare_digest Python uses where OpenSSL is absent (the same constant-time
+    comparison, from `_operator`); then it is forgotten, so that student code importing `hmac`
+    or `hashlib` gets them whole, with OpenSSL, as in a fresh Python."""
+    import _operator
+    import types
+
+    stand_in = None
+    if "hmac" not in sys.modules:
+        stand_in = types.ModuleType("hmac")
+        stand_in.compare_digest = _operator._compare_digest     # type: ignore[attr-defined]
+        sys.modules["hmac"] = stand_in
+    try:
+        import numpy.random  # noqa: F401
+    finally:
+        if stand_in is not None and sys.modules.get("hmac") is stand_in:
+            del sys.modules["hmac"]
+
+
 def main(argv: list[str]) -> int:
     fd = int(argv[argv.index("--fd") + 1])
     if "--mount-proc" in argv:
@@ -740,7 +845,7 @@ def main(argv: list[str]) -> int:
     os.environ["OPENBLAS_NUM_THREADS"] = "1"      # before numpy: children fork from this process
     # imported once here, shared by every fork; numpy.random explicitly, as numpy imports it lazily
     # (~10 ms in every notebook that seeds a generator)
-    import numpy.random  # noqa: F401
+    _import_numpy_random()
 
     from autograder.sandbox import child, protocol
 

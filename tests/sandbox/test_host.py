@@ -414,7 +414,7 @@ def test_closing_a_run_leaves_no_process_behind():
         baseline = settled_count()
         run = h.submission(cells(STATEFUL), FAST)
         run.problem("a").call("leave_traces")
-        assert len(sandbox_processes()) >= baseline + 4     # submission, supervisor, template, daemon
+        assert len(sandbox_processes()) >= baseline + 4     # supervisor, template, problem, daemon
         run.close()
         assert descendants_settled(baseline) == baseline
     assert descendants_settled(before) == before
