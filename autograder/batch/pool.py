@@ -165,10 +165,15 @@ def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = 
               submissions: int | None = None, insecure: bool = False, course: Course | None = None,
               early: StartedWorker | None = None) -> GradingPool:
     """The pool for a batch: a Dask cluster's workers when `scheduler` is given; else `workers`
-    local worker processes (default: the cores available), no more than there are `submissions`,
-    and a single one runs in this process (with `course`, the course already loaded, when given),
-    unless `early` is a worker process already started for this course and assignment
-    (batch.launch): it then serves as the first worker. `early` is used or closed here."""
+    local worker processes (default: the cores available), no more than there are `submissions`.
+    A single submission, or a single worker where this process may use one core only, is graded
+    in this process (with `course`, the course already loaded, when given), unless `early` is a
+    worker process already started for this course and assignment (batch.launch): it then serves
+    as the first worker. `early` is used or closed here.
+
+    A lone worker for several submissions is a process of its own (a LocalPool of one): in this
+    process, grading would wait while each result is written out (results.json, its fsync, the
+    page), whereas a worker process grades its next submission meanwhile, on the other core."""
     if scheduler:
         if early is not None:
             early.close()
@@ -179,7 +184,8 @@ def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = 
         raise ValueError("workers must be at least 1")
     if submissions is not None:
         n = min(n, max(submissions, 1))
-    if n == 1 and early is None:
+    alone = (submissions is not None and submissions <= 1) or available_cores() < 2
+    if n == 1 and early is None and alone:
         return InProcessPool(course_dir, assignment, insecure=insecure, course=course)
     return LocalPool(course_dir, assignment, workers=n, insecure=insecure, early=early)
 
