@@ -25,6 +25,7 @@ and is replaced. A worker whose memory grew asks to be replaced and is, between 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import tempfile
@@ -38,7 +39,7 @@ from typing import Protocol
 from ..config import Assignment, Course, load_course
 from ..errors import SandboxUnavailable
 from ..grading.results import SubmissionResult, result_from_dict
-from .launch import Process, StartedWorker, launch, stop
+from .launch import Process, StartedWorker, launch, stop, stop_all
 from .wire import Connection, WireClosed
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
@@ -277,8 +278,11 @@ class LocalPool:
         if self._early is not None:               # never started as one of this pool's workers
             self._early.close()
             self._early = None
-        for proc in list(self._procs):
-            self._stop(proc, kill=False)
+        for proc in self._procs:                  # asked to quit together, then waited for
+            with contextlib.suppress(KeyError, ValueError):
+                self._sel.unregister(proc.conn.sock)
+            self.retired.append(proc.stats)
+        stop_all([(proc.conn, proc.popen) for proc in self._procs])
         self._procs.clear()
         self._sel.close()
         for f in self._logs.glob("*"):
