@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, Protocol
 
+from .. import tempdirs
 from .wire import Connection, socket_pair
 
 QUIT_SECONDS = 30.0          # for a worker asked to quit while it starts (its start-up is bounded)
@@ -148,8 +149,19 @@ def _exited(popen: Process, timeout: float) -> bool:
     return True
 
 
+LOG_PREFIX = "autograder-workers-"
+LEGACY_LOG_DAYS = 1.0        # folders without an owner in their name (earlier versions) older than this go too
+
+
+def log_folder() -> Path:
+    """A new temporary folder for the workers' logs, named after this process; the folders of this
+    user's earlier commands that were killed (so never removed their own) are removed first."""
+    tempdirs.remove_stale(LOG_PREFIX, legacy_days=LEGACY_LOG_DAYS)
+    return Path(tempfile.mkdtemp(prefix=tempdirs.owned_prefix(LOG_PREFIX)))
+
+
 def _log_file(logs: Path | None) -> Path:
-    folder = logs if logs is not None else Path(tempfile.mkdtemp(prefix="autograder-workers-"))
+    folder = logs if logs is not None else log_folder()
     return folder / f"worker-{len(os.listdir(folder)) + 1}.log"
 
 

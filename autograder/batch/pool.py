@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
-import tempfile
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -39,7 +38,7 @@ from typing import Protocol
 from ..config import Assignment, Course, load_course
 from ..errors import SandboxUnavailable
 from ..grading.results import SubmissionResult, result_from_dict
-from .launch import Process, StartedWorker, launch, stop, stop_all
+from .launch import Process, StartedWorker, launch, log_folder, stop, stop_all
 from .wire import Connection, WireClosed
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
@@ -211,7 +210,7 @@ class LocalPool:
         self._procs: list[_Proc] = []
         self._sel = selectors.DefaultSelector()
         self._early = early
-        self._logs = early.log.parent if early is not None else Path(tempfile.mkdtemp(prefix="autograder-workers-"))
+        self._logs = early.log.parent if early is not None else log_folder()
         self._layers: tuple[str, ...] = ()
         self._missing: tuple[str, ...] = ()
         self._ids = 0

@@ -33,12 +33,11 @@ import os
 import shutil
 import sys
 import sysconfig
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import usercache
+from .. import tempdirs, usercache
 from . import linux
 
 REQUIRED = ("bubblewrap", "allow-list-fs", "no-network", "unprivileged-uid", "user-namespace",
@@ -475,63 +474,16 @@ def remove_stale_cgroups(prefix: str) -> None:
 
 HOST_DIR_PREFIX = "autograder-host-"
 LEGACY_HOST_DIR_DAYS = 1.0      # unnamed folders (of earlier versions) older than this are swept too
-
-
-def process_start(pid: int) -> str | None:
-    """When process `pid` started (clock ticks since boot, from /proc), None if there is none:
-    a pid together with this names one process, even after the pid is reused."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read()
-        return text[text.rindex(b")") + 2:].split()[19].decode()
-    except (OSError, ValueError, IndexError):
-        return None
+process_start = tempdirs.process_start
 
 
 def host_dir_prefix() -> str:
     """The name prefix of this process's host folders: `autograder-host-<pid>-<start>-`."""
-    return f"{HOST_DIR_PREFIX}{os.getpid()}-{process_start(os.getpid()) or 0}-"
-
-
-def _stale(name: str, mtime: float) -> bool:
-    parts = name[len(HOST_DIR_PREFIX):].split("-")
-    if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
-        return process_start(int(parts[0])) != parts[1]
-    return time.time() - mtime > LEGACY_HOST_DIR_DAYS * 86400      # no owner recorded in the name
+    return tempdirs.owned_prefix(HOST_DIR_PREFIX)
 
 
 def remove_stale_host_dirs(base: str | None = None) -> int:
     """Remove the host folders in `base` (default: the temporary folder) that belong to this
     user and to processes that no longer run (a killed worker, a host never closed); returns
-    how many. Only plain files directly inside are removed, never anything a link points to."""
-    base = base or tempfile.gettempdir()
-    removed = 0
-    try:
-        entries = [e for e in os.scandir(base) if e.name.startswith(HOST_DIR_PREFIX)]
-    except OSError:
-        return 0
-    uid = os.geteuid()
-    for entry in entries:
-        try:
-            st = entry.stat(follow_symlinks=False)
-            if not entry.is_dir(follow_symlinks=False) or st.st_uid != uid or not _stale(entry.name, st.st_mtime):
-                continue
-            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            for name in os.listdir(fd):
-                try:
-                    os.unlink(name, dir_fd=fd)
-                except OSError:
-                    pass
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-        try:
-            os.rmdir(entry.path)
-            removed += 1
-        except OSError:
-            pass
-    return removed
+    how many (see `autograder.tempdirs.remove_stale`)."""
+    return tempdirs.remove_stale(HOST_DIR_PREFIX, base, legacy_days=LEGACY_HOST_DIR_DAYS)
