@@ -115,7 +115,7 @@ def stop_all(workers: list[tuple[Connection, Process]], *, kill: bool = False) -
         conn.close()
     deadline = time.monotonic() + (0 if kill else QUIT_SECONDS)
     for _, popen in workers:
-        stopped = _exited(popen, max(deadline - time.monotonic(), 0.0))
+        stopped = exited(popen, max(deadline - time.monotonic(), 0.0))
         if not stopped and popen.poll() is None:
             try:
                 os.killpg(popen.pid, signal.SIGKILL)
@@ -124,7 +124,7 @@ def stop_all(workers: list[tuple[Connection, Process]], *, kill: bool = False) -
             popen.wait()
 
 
-def _exited(popen: Process, timeout: float) -> bool:
+def exited(popen: Process, timeout: float) -> bool:
     """Whether the worker ended (and is reaped) within `timeout` seconds. Woken by its exit, where
     this system has pidfds, rather than by polling: `Popen.wait` with a timeout sleeps between
     checks, up to 50 ms at a time, for a worker that takes a few hundred ms to wind down."""
