@@ -187,22 +187,22 @@ def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = 
     alone = (submissions is not None and submissions <= 1) or available_cores() < 2
     if n == 1 and early is None and alone:
         return InProcessPool(course_dir, assignment, insecure=insecure, course=course)
-    return LocalPool(course_dir, assignment, workers=n, insecure=insecure, early=early)
+    return LocalPool(course_dir, assignment, workers=n, insecure=insecure, early=early, course=course)
 
 
 class LocalPool:
     """`workers` worker processes; with `early`, a worker already started for this course folder and
-    assignment (batch.launch) serves as the first."""
+    assignment (batch.launch) serves as the first. `course`: the course already loaded, if it was."""
 
     def __init__(self, course_dir: str | Path, assignment: str, *, workers: int, insecure: bool = False,
-                 early: StartedWorker | None = None):
+                 early: StartedWorker | None = None, course: Course | None = None):
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.course_dir = str(Path(course_dir).resolve())
         self.assignment_name = assignment
         self.size = workers
         self.insecure = insecure
-        course = load_course(self.course_dir)
+        course = course if course is not None else load_course(self.course_dir)
         self.assignment: Assignment = course.assignment(assignment)
         self.cpus: tuple[int, ...] = _usable_cpus() if course.sandbox_cpus == "spread" else ()
         self.retired: list[WorkerStats] = []
