@@ -330,7 +330,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 if writer_waits:
                     writer_waits = False
                     start_writer()
-                gradebook.record(result, copy_from=folders[sid] if copy else None)
+                gradebook.record(result, copy_from=folders[sid] if copy else None, encoded=pool.encoded(result))
             log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
                 f"{result.score:6.2f}/{result.max_score:g}"
                 + ("" if result.on_roster else "  (not on the roster)")
@@ -522,13 +522,17 @@ def write_student_results(course: Course, a: Assignment, sid: str, result: Submi
                         key: str | None) -> list[str]:
     """autograded/<student>/<assignment>/results.json, atomically. Its grading key (when given, and
     the submission did not crash) marks the student as done (see grading.fingerprint): it is
-    written only once the gradebook holds their grades. Its failure is one line."""
-    from .reporting.results_json import write_results_json
+    written only once the gradebook holds their grades. Its failure is one line.
+
+    Without `key` the file is written without waiting for the disk (no fsync): a results.json
+    without its key is graded again by the next `course autograde` anyway, so one that a crash of
+    the machine left empty loses nothing; the one written with the key is synced."""
+    from .reporting.results_json import atomic_write_text, render_results_json
 
     def results() -> None:
         _inside(course, course.layout.autograded(sid, a.name))
-        write_results_json(result, course.layout.results_json(sid, a.name),
-                           grading_key=key if result.state == "graded" else None)
+        text = render_results_json(result, grading_key=key if result.state == "graded" else None)
+        atomic_write_text(course.layout.results_json(sid, a.name), text, sync=key is not None)
 
     return _run_steps(sid, [("writing results.json", results)])
 

@@ -209,6 +209,9 @@ class DaskPool:
     def stats(self) -> list[WorkerStats]:
         return list(self._stats.values())
 
+    def encoded(self, result: SubmissionResult) -> bytes | None:
+        return None
+
     def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
         """Submit every task; yield (task, result) as results come back."""
         from distributed import as_completed

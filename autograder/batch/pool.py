@@ -26,6 +26,7 @@ and is replaced. A worker whose memory grew asks to be replaced and is, between 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import selectors
 import time
@@ -39,7 +40,7 @@ from ..config import Assignment, Course, load_course
 from ..errors import SandboxUnavailable
 from ..grading.results import SubmissionResult, result_from_dict
 from .launch import Process, StartedWorker, launch, log_folder, stop, stop_all
-from .wire import Connection, WireClosed
+from .wire import ATTACHED, Connection, WireClosed
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
 START_SECONDS = 300.0          # a worker's start-up (imports, sandbox, graders), generous for a loaded machine
@@ -90,6 +91,10 @@ class GradingPool(Protocol):
 
     def close(self) -> None: ...
 
+    def encoded(self, result: SubmissionResult) -> bytes | None:
+        """`result_to_dict(result)` as JSON, when its worker sent it so (taken once; else None)."""
+        ...
+
     @property
     def stats(self) -> list[WorkerStats]: ...
 
@@ -128,6 +133,9 @@ class InProcessPool:
     @property
     def stats(self) -> list[WorkerStats]:
         return [self._stats]
+
+    def encoded(self, result: SubmissionResult) -> bytes | None:
+        return None
 
     def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
         if self._worker is None:
@@ -214,6 +222,7 @@ class LocalPool:
         self._layers: tuple[str, ...] = ()
         self._missing: tuple[str, ...] = ()
         self._ids = 0
+        self._encoded: dict[str, tuple[SubmissionResult, bytes]] = {}   # student -> (result, its JSON)
 
     # ---- lifecycle
     def __enter__(self) -> LocalPool:
@@ -300,6 +309,12 @@ class LocalPool:
         self.retired.append(proc.stats)
 
     # ---- work
+    def encoded(self, result: SubmissionResult) -> bytes | None:
+        """The result as its worker encoded it (batch.wire), taken once: what the gradebook writer is
+        sent, so that the result is not encoded again."""
+        stored = self._encoded.pop(result.student, None)
+        return stored[1] if stored is not None and stored[0] is result else None
+
     @property
     def stats(self) -> list[WorkerStats]:
         """Every worker this pool ran, live and retired."""
@@ -391,11 +406,17 @@ class LocalPool:
                     self._retire(proc, kill=started is not None, replace=True)
                 else:
                     self._feed(proc, todo)
+                encoded = msg.get(ATTACHED)
                 try:
-                    result = result_from_dict(msg["result"])
-                except (KeyError, TypeError, ValueError) as exc:
+                    if not isinstance(encoded, bytes):
+                        raise ValueError("no result attached")
+                    result = result_from_dict(json.loads(encoded))
+                except (KeyError, TypeError, ValueError, RecursionError) as exc:
+                    encoded = None
                     result = _crashed(self.assignment, task.student, task.seed, task.on_roster,
                                       f"its worker's answer could not be read ({exc})", self._layers)
+                else:
+                    self._encoded[task.student] = (result, encoded)
                 yield task, result
                 if proc not in self._procs:
                     return

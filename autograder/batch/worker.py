@@ -8,7 +8,7 @@ A worker runs in its own process: `python -m autograder.batch.worker --course-di
 
     worker -> {"op": "ready", "pid", "layers", "missing", "rss_mb"}   or {"op": "failed", "message"}
     driver -> {"op": "grade", "id", "task": {student, folder, seed, on_roster}}
-    worker -> {"op": "result", "id", "result": <result_to_dict>, "rss_mb", "recycle"}
+    worker -> {"op": "result", "id", "rss_mb", "recycle"} + <result_to_dict>   (attached: batch.wire)
     driver -> {"op": "quit"}                                           (or closes the connection)
 
 The same `Worker` object serves inside a Dask worker process (autograder.batch.cluster).
@@ -153,7 +153,7 @@ def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool, cpu: int
     """The worker process: start, say so, grade what is asked until told to quit."""
     from ..errors import CourseError
     from ..sandbox.outcomes import SandboxError
-    from .wire import Connection, WireClosed
+    from .wire import Connection, WireClosed, dumps
 
     conn = Connection.from_fd(fd)
     try:
@@ -178,9 +178,10 @@ def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool, cpu: int
             if msg.get("op") != "grade":
                 break
             result = worker.grade(Task.from_dict(msg["task"]))
-            conn.send({"op": "result", "id": msg.get("id"), "result": result_to_dict(result),
-                       "rss_mb": round(rss_mb(), 1), "peak_mb": round(peak_rss_mb(), 1),
-                       "recycle": worker.recycle})
+            # the result attached, encoded once: the driver passes these bytes on to the gradebook writer
+            conn.send({"op": "result", "id": msg.get("id"), "rss_mb": round(rss_mb(), 1),
+                       "peak_mb": round(peak_rss_mb(), 1), "recycle": worker.recycle},
+                      attached=dumps(result_to_dict(result)))
     return 0
 
 

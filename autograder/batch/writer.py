@@ -9,7 +9,7 @@ copies the submission's notebooks into autograded/ for the formgrader, annotated
 the gradebook holds a person's overrides or comments for them (api.gradebook_side_outputs):
 
     writer -> {"op": "open", "created": [...]}              or {"op": "failed", "message"}
-    driver -> {"op": "record", "result": <result_to_dict>, "copy_from": null | "<submission folder>"}
+    driver -> {"op": "record", "copy_from": null | "<submission folder>"} + <result_to_dict>   (attached: batch.wire)
     writer -> {"op": "recorded", "student", "error": null | "<why>", "output_errors": [...]}
     driver -> {"op": "done"}                                 (then the writer exits)
 
@@ -55,7 +55,7 @@ from ..errors import CourseError
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from ..reporting.gradebook import GradebookReport
 from .launch import exited
-from .wire import Connection, WireClosed, socket_pair
+from .wire import ATTACHED, Connection, WireClosed, dumps, socket_pair
 
 # What this package uses of nbgrader.api (reporting.gradebook); checked after the light import.
 NBGRADER_API_NAMES = ("Gradebook", "MissingEntry", "InvalidEntry", "Student", "Assignment", "Notebook",
@@ -121,9 +121,12 @@ class GradebookProcess:
         conn.sock.settimeout(OPEN_SECONDS)
         self._conn = conn
 
-    def record(self, result: SubmissionResult, *, copy_from: Path | None = None) -> None:
+    def record(self, result: SubmissionResult, *, copy_from: Path | None = None, encoded: bytes | None = None
+               ) -> None:
         """Queue one result for the gradebook (returns without waiting for the commit); with
-        `copy_from` (the submission folder), the formgrader copy is written too."""
+        `copy_from` (the submission folder), the formgrader copy is written too. `encoded`, when
+        given, is `result_to_dict(result)` already encoded by batch.wire (as a worker sent it): it is
+        sent as it is."""
         if self._conn is None:
             raise RuntimeError("GradebookProcess used before start()")
         if self._gone:
@@ -131,8 +134,8 @@ class GradebookProcess:
             return
         self._waiting.append(result.student)
         try:
-            self._conn.send({"op": "record", "result": result_to_dict(result),
-                             "copy_from": str(copy_from) if copy_from is not None else None})
+            self._conn.send({"op": "record", "copy_from": str(copy_from) if copy_from is not None else None},
+                            attached=encoded if encoded is not None else dumps(result_to_dict(result)))
         except OSError:
             self._stopped()
 
@@ -421,10 +424,10 @@ def serve(fd: int, course_dir: str, assignment_name: str) -> int:
             if msg.get("op") != "record":
                 break
             try:
-                result = result_from_dict(msg["result"])
-            except (KeyError, TypeError, ValueError) as exc:
-                conn.send({"op": "recorded", "student": str(msg.get("result", {}).get("student", "?")),
-                           "error": f"unreadable result ({exc})"})
+                encoded = msg.get(ATTACHED)
+                result = result_from_dict(json.loads(encoded) if isinstance(encoded, bytes) else msg["result"])
+            except (KeyError, TypeError, ValueError, RecursionError) as exc:
+                conn.send({"op": "recorded", "student": "?", "error": f"unreadable result ({exc})"})
                 continue
             error = writer.record(result)
             review = writer.review(result.student) if error is None else None

@@ -162,10 +162,23 @@ def _read_notebook(path: Path) -> tuple[Any, str]:
     as nbformat's writer would, when it is written back (`_notebook_text`)."""
     try:
         with open(path, encoding="utf-8") as fh:
-            return nbformat.convert(nbformat.reader.reads(fh.read()), 4), ""
+            return nbformat.convert(_reads(fh.read()), 4), ""
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError,
             nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         return None, f"{path.name}: not annotated, not a readable notebook ({type(exc).__name__})"
+
+
+def _reads(text: str) -> Any:
+    """`nbformat.reader.reads(text)`: for a version-4 notebook, its JSON parsed straight into
+    NotebookNodes (every object one, as nbformat's `from_dict` makes them after parsing), then
+    the same rejoining of lines and stripping of transient metadata; any other is nbformat's."""
+    nb = json.loads(text, object_hook=nbformat.NotebookNode)
+    if not isinstance(nb, dict) or nb.get("nbformat", 1) != 4:
+        return nbformat.reader.reads(text)
+    try:
+        return rwbase.strip_transient(rwbase.rejoin_lines(nb))
+    except AttributeError as exc:       # as nbformat.reader.reads says it
+        raise nbformat.ValidationError(f"The notebook is invalid and is missing an expected key: {exc}") from None
 
 
 _RELEASED: dict[Path, tuple[tuple[int, int, int], Any]] = {}   # path -> (its stat key, the notebook read)
@@ -194,14 +207,18 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
     Returns (grade ids annotated, grade ids restored from `released`)."""
     digests = {p.name: p for p in digest_problems(result)}
     annotated, restored = [], []
+    graded: dict[str, list[Any]] = {}      # grade id -> the code cells that have it, in order
+    for c in nb.cells:
+        if c.get("cell_type") == "code":
+            graded.setdefault(_grade_id(c), []).append(c)
     for problem in problems:
-        cells = [c for c in nb.cells if c.get("cell_type") == "code" and _grade_id(c) == problem.grade_id]
+        cells = graded.get(problem.grade_id, [])
         if not cells and released is not None:
             found = [i for i, c in enumerate(released.cells) if _grade_id(c) == problem.grade_id]
             if found:
                 cell = nbformat.from_dict(json.loads(json.dumps(released.cells[found[0]])))
                 nb.cells.insert(_restore_position(nb, released, found[0]), cell)
-                cells = [cell]
+                cells = graded[problem.grade_id] = [cell]
                 restored.append(problem.grade_id)
         if not cells:
             continue

@@ -104,9 +104,11 @@ def student_error(result: SubmissionResult, limit: int = 300) -> str:
     return truncate(first, limit)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+def atomic_write_bytes(path: str | Path, data: bytes, *, sync: bool = True) -> Path:
     """Write `data` to `path` via a temporary file in the same folder and os.replace:
-    a reader sees the old file or the new one, never half of one."""
+    a reader sees the old file or the new one, never half of one. With `sync` (the default) the
+    data reaches the disk before the rename (fsync); without it, a crash of the machine may leave
+    the file empty, for a file that is then simply written again."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -114,7 +116,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -125,9 +128,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     return path
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
+def atomic_write_text(path: str | Path, text: str, *, sync: bool = True) -> Path:
     """`atomic_write_bytes` of `text` as UTF-8 with \\n line ends."""
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    return atomic_write_bytes(path, text.encode("utf-8"), sync=sync)
 
 
 # --------------------------------------------------------------------------- results.json

@@ -230,3 +230,42 @@ def test_a_changed_release_is_read_again(tmp_path, copy, assignment):
         assert report.restored == ("test_silu",)
         cells = nbformat.read(folder / NB, as_version=4).cells
         assert [c.source for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_silu"] == [source]
+
+
+READ_CASES = {
+    "released": None,
+    "split_and_transient": lambda nb: (nb["metadata"].update(signature="x", orig_nbformat=3),
+                                       nb["cells"][0]["metadata"].update(trusted=True),
+                                       nb["cells"][0].update(source=["a\n", "b"])),
+    "stream_as_lines": lambda nb: next(c for c in nb["cells"] if c["cell_type"] == "code").update(
+        outputs=[{"output_type": "stream", "name": "stdout", "text": ["1\n", "2\n"]}]),
+    "cell_without_metadata": lambda nb: nb["cells"][0].pop("metadata"),
+    "cells_not_a_list": lambda nb: nb.update(cells={"a": 1}),
+    "not_an_object": lambda nb: [1, 2],
+    "version_3": lambda nb: nb.update(nbformat=3),
+}
+
+
+@pytest.mark.parametrize("case", READ_CASES)
+def test_the_copy_is_read_as_nbformat_reads_it(tmp_path, case):
+    """Does our reading of a notebook (parsed straight into NotebookNodes) give what
+    nbformat.reader.reads gives, or fail where it fails?"""
+    import json
+
+    from autograder.reporting.annotate import _reads
+
+    doc = json.loads((RELEASED / NB).read_text(encoding="utf-8"))
+    change = READ_CASES[case]
+    if change is not None:
+        changed = change(doc)
+        doc = changed if isinstance(changed, list) else doc
+    text = json.dumps(doc)
+    try:
+        expected = nbformat.reader.reads(text)
+    except Exception as exc:  # noqa: BLE001 - the same kind of failure is expected from ours
+        with pytest.raises(type(exc)):
+            _reads(text)
+        return
+    ours = _reads(text)
+    assert ours == expected and type(ours) is type(expected)
+    assert all(type(c) is nbformat.NotebookNode for c in ours.get("cells", ()))
