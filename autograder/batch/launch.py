@@ -17,7 +17,9 @@ little: the worker then begins at once, without an interpreter's start-up (its i
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -64,6 +66,13 @@ class Forked:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
+        if timeout is None and self.returncode is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:          # reaped elsewhere
+                self.returncode = -1
+            else:
+                self.returncode = os.waitstatus_to_exitcode(status)
         deadline = None if timeout is None else time.monotonic() + timeout
         while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() >= deadline:
@@ -91,22 +100,53 @@ class StartedWorker:
 def stop(conn: Connection, popen: Process, *, kill: bool = False) -> None:
     """Stop a worker: ask it to quit and wait up to QUIT_SECONDS (`kill`: at once), then kill its
     process group if it is still there; its connection is closed either way."""
-    if not kill:
-        try:
-            conn.send({"op": "quit"})
-        except OSError:
-            pass
-    conn.close()
+    stop_all([(conn, popen)], kill=kill)
+
+
+def stop_all(workers: list[tuple[Connection, Process]], *, kill: bool = False) -> None:
+    """`stop` for several workers at once: each is asked to quit before any is waited for, so
+    that they wind down (their sandboxes, their grader sessions) side by side."""
+    for conn, _ in workers:
+        if not kill:
+            try:
+                conn.send({"op": "quit"})
+            except OSError:
+                pass
+        conn.close()
+    deadline = time.monotonic() + (0 if kill else QUIT_SECONDS)
+    for _, popen in workers:
+        stopped = exited(popen, max(deadline - time.monotonic(), 0.0))
+        if not stopped and popen.poll() is None:
+            try:
+                os.killpg(popen.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            popen.wait()
+
+
+def exited(popen: Process, timeout: float) -> bool:
+    """Whether the worker ended (and is reaped) within `timeout` seconds. Woken by its exit, where
+    this system has pidfds, rather than by polling: `Popen.wait` with a timeout sleeps between
+    checks, up to 50 ms at a time, for a worker that takes a few hundred ms to wind down."""
+    if popen.poll() is not None:
+        return True
     try:
-        popen.wait(timeout=0 if kill else QUIT_SECONDS)
+        fd = os.pidfd_open(popen.pid)          # our child, not reaped yet: its pid is still its own
+    except (AttributeError, OSError):
+        fd = None
+    try:
+        if fd is not None:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            if not poller.poll(math.ceil(timeout * 1000)):
+                return popen.poll() is not None
+        popen.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        kill = True
-    if kill and popen.poll() is None:
-        try:
-            os.killpg(popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        popen.wait()
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return True
 
 
 LOG_PREFIX = "autograder-workers-"

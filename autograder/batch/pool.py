@@ -25,6 +25,7 @@ and is replaced. A worker whose memory grew asks to be replaced and is, between 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -38,7 +39,7 @@ from typing import Protocol
 from ..config import Assignment, Course, load_course
 from ..errors import SandboxUnavailable
 from ..grading.results import SubmissionResult, result_from_dict
-from .launch import Process, StartedWorker, launch, log_folder, stop
+from .launch import Process, StartedWorker, launch, log_folder, stop, stop_all
 from .wire import ATTACHED, Connection, WireClosed
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
@@ -172,10 +173,15 @@ def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = 
               submissions: int | None = None, insecure: bool = False, course: Course | None = None,
               early: StartedWorker | None = None) -> GradingPool:
     """The pool for a batch: a Dask cluster's workers when `scheduler` is given; else `workers`
-    local worker processes (default: the cores available), no more than there are `submissions`,
-    and a single one runs in this process (with `course`, the course already loaded, when given),
-    unless `early` is a worker process already started for this course and assignment
-    (batch.launch): it then serves as the first worker. `early` is used or closed here."""
+    local worker processes (default: the cores available), no more than there are `submissions`.
+    A single submission, or a single worker where this process may use one core only, is graded
+    in this process (with `course`, the course already loaded, when given), unless `early` is a
+    worker process already started for this course and assignment (batch.launch): it then serves
+    as the first worker. `early` is used or closed here.
+
+    A lone worker for several submissions is a process of its own (a LocalPool of one): in this
+    process, grading would wait while each result is written out (results.json, its fsync, the
+    page), whereas a worker process grades its next submission meanwhile, on the other core."""
     if scheduler:
         if early is not None:
             early.close()
@@ -186,24 +192,25 @@ def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = 
         raise ValueError("workers must be at least 1")
     if submissions is not None:
         n = min(n, max(submissions, 1))
-    if n == 1 and early is None:
+    alone = (submissions is not None and submissions <= 1) or available_cores() < 2
+    if n == 1 and early is None and alone:
         return InProcessPool(course_dir, assignment, insecure=insecure, course=course)
-    return LocalPool(course_dir, assignment, workers=n, insecure=insecure, early=early)
+    return LocalPool(course_dir, assignment, workers=n, insecure=insecure, early=early, course=course)
 
 
 class LocalPool:
     """`workers` worker processes; with `early`, a worker already started for this course folder and
-    assignment (batch.launch) serves as the first."""
+    assignment (batch.launch) serves as the first. `course`: the course already loaded, if it was."""
 
     def __init__(self, course_dir: str | Path, assignment: str, *, workers: int, insecure: bool = False,
-                 early: StartedWorker | None = None):
+                 early: StartedWorker | None = None, course: Course | None = None):
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.course_dir = str(Path(course_dir).resolve())
         self.assignment_name = assignment
         self.size = workers
         self.insecure = insecure
-        course = load_course(self.course_dir)
+        course = course if course is not None else load_course(self.course_dir)
         self.assignment: Assignment = course.assignment(assignment)
         self.cpus: tuple[int, ...] = _usable_cpus() if course.sandbox_cpus == "spread" else ()
         self.retired: list[WorkerStats] = []
@@ -279,8 +286,11 @@ class LocalPool:
         if self._early is not None:               # never started as one of this pool's workers
             self._early.close()
             self._early = None
-        for proc in list(self._procs):
-            self._stop(proc, kill=False)
+        for proc in self._procs:                  # asked to quit together, then waited for
+            with contextlib.suppress(KeyError, ValueError):
+                self._sel.unregister(proc.conn.sock)
+            self.retired.append(proc.stats)
+        stop_all([(proc.conn, proc.popen) for proc in self._procs])
         self._procs.clear()
         self._sel.close()
         for f in self._logs.glob("*"):

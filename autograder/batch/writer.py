@@ -54,6 +54,7 @@ from ..config import Course
 from ..errors import CourseError
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from ..reporting.gradebook import GradebookReport
+from .launch import exited
 from .wire import ATTACHED, Connection, WireClosed, dumps, socket_pair
 
 # What this package uses of nbgrader.api (reporting.gradebook); checked after the light import.
@@ -220,13 +221,7 @@ class GradebookProcess:
             self._conn.close()
             self._conn = None
         if self._popen is not None:
-            deadline = time.monotonic() + OPEN_SECONDS
-            while self._popen.poll() is None and time.monotonic() < deadline:
-                try:
-                    self._popen.wait(timeout=1)
-                except subprocess.TimeoutExpired:
-                    continue
-            if self._popen.poll() is None:
+            if not exited(self._popen, OPEN_SECONDS):      # woken by its exit (launch.exited)
                 self._popen.kill()
                 self._popen.wait()
             self._popen = None

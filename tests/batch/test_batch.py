@@ -48,8 +48,8 @@ def auto_scores(folder: Path) -> dict[tuple[str, str], float | None]:
 
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory, graded_demo) -> Path:
-    """The demo class graded by one worker (in the `course` process), with the same course secret
-    (hence the same hidden inputs) as `graded_demo`."""
+    """The demo class graded by one worker (a worker process of its own: `--workers 1` for several
+    submissions), with the same course secret (hence the same hidden inputs) as `graded_demo`."""
     folder = prepare_demo(ROOT, tmp_path_factory.mktemp("serial") / "course")
     secret = load_course(graded_demo.folder).secret_file
     shutil.copy2(secret, load_course(folder).secret_file)

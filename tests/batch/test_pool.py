@@ -91,10 +91,19 @@ def test_a_worker_recycled_with_a_queued_submission_hands_it_to_another(demo, mo
     assert pool.replaced == len(retired)
 
 
-def test_the_pool_follows_the_number_of_workers_and_submissions(demo):
-    """Is one worker (or one submission) graded in this process, and more with worker processes?"""
-    assert type(make_pool(demo, "transformer-block", workers=1)).__name__ == "InProcessPool"
+def test_the_pool_follows_the_number_of_workers_and_submissions(demo, monkeypatch):
+    """Is one submission (or one worker on one core) graded in this process, and more with worker
+    processes, a lone worker for several submissions included?"""
+    import autograder.batch.pool as pool_module
+
+    assert type(make_pool(demo, "transformer-block", workers=1, submissions=1)).__name__ == "InProcessPool"
     assert type(make_pool(demo, "transformer-block", workers=4, submissions=1)).__name__ == "InProcessPool"
+    monkeypatch.setattr(pool_module, "available_cores", lambda: 2)
+    lone = make_pool(demo, "transformer-block", workers=1, submissions=10)
+    assert isinstance(lone, LocalPool) and lone.size == 1
+    lone.close()
+    monkeypatch.setattr(pool_module, "available_cores", lambda: 1)
+    assert type(make_pool(demo, "transformer-block", workers=1, submissions=10)).__name__ == "InProcessPool"
     pool = make_pool(demo, "transformer-block", workers=3, submissions=10)
     assert isinstance(pool, LocalPool) and pool.size == 3
     pool.close()
