@@ -333,11 +333,8 @@ class Zygote:
         if pid == 0:
             code = 70
             try:
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                self.chan.close()
+                self._leave()
                 os.close(alive_w)
-                for held in self.alive.values():
-                    os.close(held)
                 code = _namespace_init(alive_r, sup_fd, nb_fd, msg, self.student_filter, uid, gid)
             finally:
                 os._exit(code)
@@ -357,14 +354,19 @@ class Zygote:
         if pid == 0:
             code = 70
             try:
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                self.chan.close()
-                for held in self.alive.values():
-                    os.close(held)
+                self._leave()
                 code = _submission(sup_fd, nb_fd, msg, self.student_filter, self.namespaces, zygote)
             finally:
                 os._exit(code)
         return pid
+
+    def _leave(self) -> None:
+        """In a child just forked from the zygote: drop what only the zygote uses (its SIGCHLD
+        handler, its channel, the pipes that tell other supervisors it lives)."""
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        self.chan.close()
+        for held in self.alive.values():
+            os.close(held)
 
     def _release(self, pid: int) -> None:
         held = self.alive.pop(pid, None)
