@@ -186,9 +186,9 @@ class Expect:
         name = _name(fn)
         kwargs = dict(kwargs or {})
         reference = self._reference(name)
+        out = self.call(fn, *args, **kwargs)
         expected = np.asarray(reference(*args, **kwargs))
         composite = bool(building_blocks(reference))
-        out = self.call(fn, *args, **kwargs)
         if self._agrees(out, expected, tol):
             return out
         if composite and self._agrees(out, self._wired(reference, args, kwargs), tol, equal_nan=True):

@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..sandbox.host import ProblemHandle, SubmissionRun
+import numpy as np
+
+from ..sandbox.host import Ahead, ProblemHandle, SubmissionRun
 from ..sandbox.outcomes import CallResult, CallTimeout, ChildCrashed, ExecutionReport, NotebookFailed, StudentCodeError
 
 __all__ = ["StudentProxy", "StudentFunction", "CallTimeout", "ChildCrashed", "NotebookFailed"]
@@ -50,6 +52,7 @@ class StudentProxy:
         self._handle: ProblemHandle | None = None
         self._last_call: CallResult | None = None
         self._last_error: StudentCodeError | None = None
+        self._ahead: Ahead | None = None        # the answer made ahead for the current check's first call
 
     # ---- functions
     def __getattr__(self, name: str) -> StudentFunction:
@@ -103,13 +106,39 @@ class StudentProxy:
         """Call the notebook's `name`; returns the value (metadata in `last_call`)."""
         self._last_call = None
         self._last_error = None
-        try:
-            result = self._current().call(name, tuple(args), dict(kwargs or {}))
-        except StudentCodeError as exc:
-            self._last_error = exc
-            raise
-        self._last_call = result
-        return result.value
+        args, kwargs = tuple(args), dict(kwargs or {})
+        answer = self._taken(name, args, kwargs) if self._ahead is not None else None
+        if answer is None:
+            try:
+                answer = self._current().call(name, args, kwargs)
+            except StudentCodeError as exc:
+                self._last_error = exc
+                raise
+        elif isinstance(answer, StudentCodeError):
+            self._last_error = answer
+            raise answer
+        self._last_call = answer
+        return answer.value
+
+    # ---- calls made ahead (see autograder.grading.session)
+    def prefetch(self, calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> list[Ahead]:
+        """Make `calls` (the first call of each of the current problem's checks, in their order) in
+        one round trip, before those checks run; see ProblemHandle.prefetch."""
+        return self._current().prefetch(calls)
+
+    def expect_ahead(self, ahead: Ahead | None) -> None:
+        """The next check's first call was made ahead: if the check makes it (the same function,
+        arguments equal bit for bit), it gets this answer, as the call made then would have given
+        it; otherwise the answer is dropped. None: drop any answer not taken."""
+        self._ahead = ahead
+
+    def _taken(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallResult | StudentCodeError | None:
+        ahead, self._ahead = self._ahead, None
+        assert ahead is not None
+        want, want_args, want_kwargs = ahead.call
+        if name != want or not same_value(args, want_args) or not same_value(kwargs, want_kwargs):
+            return None
+        return self._current().take(ahead)
 
     def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], *,
                   stop_at_error: bool = False) -> list[Any]:
@@ -130,6 +159,7 @@ class StudentProxy:
 
     def close(self) -> None:
         """End the submission's processes (idempotent)."""
+        self._ahead = None
         self._run.close()
 
     def __enter__(self) -> StudentProxy:
@@ -140,3 +170,19 @@ class StudentProxy:
 
     def __repr__(self) -> str:
         return f"<StudentProxy problem={self._problem!r}>"
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """The same plain data: equal types, arrays of the same dtype and shape with the same bytes
+    (so NaN equals NaN), containers equal item by item."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return bool(a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes())
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return bool(a.keys() == b.keys()) and all(same_value(v, b[k]) for k, v in a.items())
+    if isinstance(a, (float, complex, np.generic)):
+        return bool(np.asarray(a).tobytes() == np.asarray(b).tobytes())
+    return bool(a == b)

@@ -17,6 +17,15 @@ Each check then runs through one of two loops that give the same outcomes (teste
   hook calls, and for a failed check the formatting of its traceback) is not paid.
 - pytest's own runtest protocol, for any other check (one using another fixture, a skip/xfail
   marker, ...), so graders may use whatever pytest offers.
+
+Calls made ahead. Before the first lean check of a problem runs, each of the problem's lean checks
+is run up to its first call of a student function (a scout stands in for the notebook, the check
+is stopped at that call, nothing it did is kept), and those first calls are made together, in the
+checks' order, in one round trip to the problem's fresh process. Each check then runs for real;
+its first call gets the answer made ahead when it is the same call (same function, arguments equal
+bit for bit) and that answer still stands (see ProblemHandle.take), else the call is made then.
+What the checks see is what calls made one by one give, unless a student function keeps hidden
+state between calls: the order in which a problem's process answers them changes (docs/grading.md).
 """
 from __future__ import annotations
 
@@ -28,7 +37,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -40,8 +49,11 @@ from _pytest.runner import runtestprotocol
 
 from .. import usercache
 from ..config import Assignment, Course
+from ..sandbox.host import Ahead
+from .checks import Expect
 from .diagnosis import Catalogue
 from .plugin import FIXTURES, GradingPlugin, classify, problem_of
+from .proxy import StudentProxy
 from .results import CheckOutcome
 
 
@@ -125,10 +137,11 @@ class GraderSession:
     """The assignment's graders, collected once, run against one submission after another.
     Not thread-safe: one session per worker process."""
 
-    def __init__(self, assignment: Assignment, code: InstructorCode, *, lean: bool = True):
+    def __init__(self, assignment: Assignment, code: InstructorCode, *, lean: bool = True, ahead: bool = True):
         self.assignment = assignment
         self.code = code
         self.lean = lean
+        self.ahead = ahead          # make each problem's first calls ahead, together (module docstring)
         self.plugin = GradingPlugin(assignment, reference=code.reference, catalogue=code.catalogue)
         self.runs = 0
         self._closed = False
@@ -148,6 +161,7 @@ class GraderSession:
         self._argnames = {i.nodeid: _argnames(i) for i in self.items}
         self._lean = {i.nodeid: lean and _lean_eligible(i, self._argnames[i.nodeid]) for i in self.items}
         self._plans = {i.nodeid: self._plan(i) for i in self.items if self._lean[i.nodeid]}
+        self._groups = self._problem_groups()
         broken = list(self.plugin.collection_errors)
         if not self.items and not broken:
             broken.append(f"no grader checks collected from {code.graders} ({out.getvalue().strip()[-500:]})")
@@ -163,6 +177,19 @@ class GraderSession:
                          params=dict(getattr(getattr(item, "callspec", None), "params", {})),
                          tolerance=self.plugin.assignment.problem(problem).tolerance,   # a collected check has one
                          function=item.obj)                               # type: ignore[attr-defined]
+
+    def _problem_groups(self) -> dict[str, list[pytest.Item]]:
+        """For the first item of each run of consecutive items of one problem: that run's lean items."""
+        groups: dict[str, list[pytest.Item]] = {}
+        members: list[pytest.Item] = []
+        problem = None
+        for item in self.items:
+            if problem_of(item.path) != problem:
+                problem, members = problem_of(item.path), []
+                groups[item.nodeid] = members
+            if self._lean[item.nodeid]:
+                members.append(item)
+        return {first: lean for first, lean in groups.items() if len(lean) > 1}
 
     def __enter__(self) -> GraderSession:
         return self
@@ -185,47 +212,101 @@ class GraderSession:
             return GraderRun(checks=(), broken=self.broken)
         with _quiet(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            aheads: dict[str, Ahead] = {}
             for item in self.items:
                 if self._lean[item.nodeid]:
-                    self._run_lean(item)
+                    group = self._groups.get(item.nodeid)
+                    if group is not None and self.ahead:
+                        aheads = self._call_ahead(group)
+                    self._run_lean(item, aheads.pop(item.nodeid, None))
                 else:
                     runtestprotocol(item, nextitem=None, log=True)
         return GraderRun(checks=self.plugin.outcomes(), broken=())
 
-    def _run_lean(self, item: pytest.Item) -> None:
+    def _values(self, plan: _LeanPlan, nodeid: str,
+                scout: _Scout | None = None) -> tuple[dict[str, Any], Expect | None]:
+        """The check's arguments (fixture values and parameters), and its `expect` if it asks for one;
+        with `scout` standing for the notebook, an `expect` that shares nothing with the other checks."""
         plugin = self.plugin
-        nodeid = item.nodeid
-        plan = self._plans[nodeid]
         problem = plan.problem
         needs = plan.needs
         values: dict[str, Any] = dict(plan.params)
         expect = None
+        if "problem" in needs:
+            values["problem"] = problem
+        if "seed" in needs:
+            values["seed"] = plugin.current.seed
+        if "tol" in needs:
+            values["tol"] = plan.tolerance
+        if "ref" in needs:
+            values["ref"] = plugin.reference_module()
+        if "rng" in needs:
+            values["rng"] = plugin.rng_for(nodeid)
+        if "student" in needs or "expect" in needs:
+            student = plugin.student_for(problem) if scout is None else scout
+            values["student"] = student
+            if "expect" in needs:
+                expect = values["expect"] = plugin.expect_for(problem, student, shared=scout is None)
+        return {name: values[name] for name in needs}, expect
+
+    def _run_lean(self, item: pytest.Item, ahead: Ahead | None = None) -> None:
+        plugin = self.plugin
+        nodeid = item.nodeid
+        plan = self._plans[nodeid]
+        expect = None
+        student = None
         started = time.perf_counter()
         try:
-            if "problem" in needs:
-                values["problem"] = problem
-            if "seed" in needs:
-                values["seed"] = plugin.current.seed
-            if "tol" in needs:
-                values["tol"] = plan.tolerance
-            if "ref" in needs:
-                values["ref"] = plugin.reference_module()
-            if "rng" in needs:
-                values["rng"] = plugin.rng_for(nodeid)
-            if "student" in needs or "expect" in needs:
-                student = plugin.student_for(problem)
-                values["student"] = student
-                if "expect" in needs:
-                    expect = values["expect"] = plugin.expect_for(problem, student)
-            plan.function(**{name: values[name] for name in needs})
+            values, expect = self._values(plan, nodeid)
+            student = values.get("student")
+            if ahead is not None and isinstance(student, StudentProxy):
+                student.expect_ahead(ahead)
+            plan.function(**values)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - pytest.fail/skip are BaseExceptions; classified as pytest would
             outcome = classify(exc, expect)
         else:
             outcome = classify(None, expect)
+        finally:
+            if ahead is not None and isinstance(student, StudentProxy):
+                student.expect_ahead(None)
         outcome.duration = time.perf_counter() - started
         plugin.record(nodeid, outcome)
+
+    def _call_ahead(self, group: list[pytest.Item]) -> dict[str, Ahead]:
+        """The first call of each check of `group` (one problem's lean checks), made ahead in one
+        round trip; by node id."""
+        problem = self._plans[group[0].nodeid].problem
+        try:
+            student = self.plugin.student_for(problem)
+        except Exception:  # noqa: BLE001 - the checks themselves meet the same error, and report it
+            return {}
+        if not isinstance(student, StudentProxy):
+            return {}
+        owners, calls = [], []
+        for item in group:
+            call = self._scout(item)
+            if call is not None:
+                owners.append(item.nodeid)
+                calls.append(call)
+        return dict(zip(owners, student.prefetch(calls)))
+
+    def _scout(self, item: pytest.Item) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:
+        """The check's first call of a student function, found by running it up to that call
+        (None: it makes none, or not through a plain call, or fails before)."""
+        plan = self._plans[item.nodeid]
+        scout = _Scout()
+        try:
+            values, _ = self._values(plan, item.nodeid, scout)
+            plan.function(**values)
+        except _Scouted as found:
+            return found.call
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # noqa: BLE001 - the check will meet it again when it runs for real
+            return None
+        return None
 
     def close(self) -> None:
         if self._closed:
@@ -238,6 +319,33 @@ class GraderSession:
                 self.config._ensure_unconfigure()
                 for name in self._modules:          # another course's graders may use the same names
                     sys.modules.pop(name, None)
+
+
+class _Scouted(BaseException):
+    """A check reached its first call of a student function (a BaseException, so that graders'
+    `except Exception` does not stop it)."""
+
+    def __init__(self, call: tuple[str, tuple[Any, ...], dict[str, Any]] | None):
+        super().__init__()
+        self.call = call
+
+
+class _Scout(StudentProxy):
+    """Stands for the notebook while a check runs up to its first call: the call is written down
+    and the check stopped there (None for several calls at once: not made ahead)."""
+
+    def __init__(self) -> None:
+        super().__init__(None)  # type: ignore[arg-type]   # nothing of a run is reached before a call
+
+    def for_problem(self, problem: str) -> StudentProxy:
+        return self
+
+    def call(self, name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Any:
+        raise _Scouted((name, tuple(args), dict(kwargs or {})))
+
+    def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], *,
+                  stop_at_error: bool = False) -> list[Any]:
+        raise _Scouted(None)
 
 
 def _under(module: object, folder: Path) -> bool:

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,7 @@ from .outcomes import (
 )
 from .process import HostProcess
 
-__all__ = ["SandboxHost", "SubmissionRun", "ProblemHandle", "SandboxUnavailable", "HostInfo",
+__all__ = ["SandboxHost", "SubmissionRun", "ProblemHandle", "Ahead", "SandboxUnavailable", "HostInfo",
            "describe_exit"]
 
 CONTROL_SECONDS = 20.0          # a sandbox process that never ran student code must answer within this
@@ -1149,6 +1149,17 @@ def _again(exc: StudentCodeError) -> StudentCodeError:
     return new
 
 
+@dataclass(eq=False)
+class Ahead:
+    """A call made ahead of its turn (`ProblemHandle.prefetch`) and its answer, kept until the check
+    that makes this call takes it (`ProblemHandle.take`)."""
+    call: tuple[str, tuple[Any, ...], dict[str, Any]]
+    answer: CallResult | StudentCodeError
+    process: int            # the handle's process that answered (its number among the handle's forks)
+    ended: bool = False     # the process ended with this call (a hang, a crash, data out of step)
+    counts: bool = False    # ... and it counts against the function once taken (a hang or a crash)
+
+
 class ProblemHandle:
     """Calls for one problem, each answered by a process forked from the template for this problem."""
 
@@ -1160,6 +1171,8 @@ class ProblemHandle:
         self._pid: int | None = None
         self._greeted = False           # the current process's hello was read
         self._closed = False
+        self._process = 0               # the current process's number (forks counts only those kept)
+        self._excused = False           # a call made ahead ended the process: the next fork is no restart
 
     def close(self, *, clean: bool = True) -> None:
         """End this problem's process; its leftovers are killed (and its folder emptied) at once,
@@ -1183,13 +1196,15 @@ class ProblemHandle:
         if len(failed) >= MAX_FAILURES_PER_FUNCTION:
             raise _again(failed[-1])
         if self._chan is None:
-            if self.forks > 0:                  # this problem's process hung or crashed before
+            if self.forks > 0 and not self._excused:    # this problem's process hung or crashed before
                 if run.restarts >= run.limits.max_restarts:
                     raise ChildCrashed(f"it was restarted {run.restarts} times already, so no more calls are made",
                                        function)
                 run.restarts += 1
             self._chan, self._pid, self._greeted = run._fork(function), None, False
             self.forks += 1
+            self._process += 1
+            self._excused = False
         return self._chan
 
     def _greet(self, function: str) -> StudentCodeError | None:
@@ -1247,10 +1262,69 @@ class ProblemHandle:
     def _capped(self, function: str) -> bool:
         return len(self.run.failures.get(function, ())) >= MAX_FAILURES_PER_FUNCTION
 
+    # ---- calls made ahead of their turn
+    def prefetch(self, calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> list[Ahead]:
+        """The first process of this problem answers `calls` in one round trip, before the checks
+        that make them run; each answer waits for its check (`take`). The answers stop where that
+        process ends (a hang, a crash), at a function that may no longer be called, or when the
+        process cannot start; nothing is made ahead once the problem has a process. Such an ending
+        is charged (failure count, restart) only when its check takes it: until then the calls of
+        the checks before it are made as if it had not happened, in a fresh process that is no
+        restart."""
+        if not calls or self.forks > 0 or self._closed or self._capped(calls[0][0]):
+            return []
+        with _on_cpu(self.run.host._call_cpu):
+            try:
+                chan = self._ensure(calls[0][0])
+            except StudentCodeError:
+                return []
+            batch = list(itertools.takewhile(lambda c: not self._capped(c[0]), calls))
+            failed: list[StudentCodeError] = []
+            answers = self._round_trip(chan, batch, False, failed.append)
+        process = self._process
+        out = [Ahead(call, answer, process) for call, answer in zip(batch, answers)]
+        if out and self._chan is None:          # the process ended with the last answer
+            if self.forks == 0:                 # it never started: as if the call had been made in turn
+                return out[:-1]
+            out[-1].ended = True
+            out[-1].counts = bool(failed)
+            self._excused = True
+        return out
+
+    def take(self, ahead: Ahead) -> CallResult | StudentCodeError | None:
+        """The answer made ahead, as the call made now would give it: None when it no longer can
+        (the process that answered has ended since, the function may no longer be called, the
+        time budget is spent), the call then to be made again."""
+        name = ahead.call[0]
+        if self._capped(name) or self.run.left <= 0:
+            self._excused = self._excused and not ahead.ended
+            return None
+        if not ahead.ended:
+            return ahead.answer if self._chan is not None and self._process == ahead.process else None
+        # the process ended with this call: taken only if nothing but calls of earlier checks
+        # (in a process that is no restart) happened since
+        alive = self._chan is not None
+        if not self._excused and not (alive and self._process == ahead.process + 1):
+            return None
+        self._excused = False
+        if alive:                               # the earlier checks' process goes, as the crash took it
+            self._drop()
+            self.run._clean_soon()
+        if ahead.counts:
+            self._broken(name, ahead.answer)    # type: ignore[arg-type]
+        return ahead.answer
+
     def _round_trip(self, chan: protocol.Channel, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]],
-                    stop: bool) -> list[CallResult | StudentCodeError]:
+                    stop: bool, failed: Callable[[StudentCodeError], None] | None = None) \
+            -> list[CallResult | StudentCodeError]:
         """The calls sent together to the current process; the answers stop early where that
-        process ended (a hang, a crash, data out of step), or at the first error with `stop`."""
+        process ended (a hang, a crash, data out of step), or at the first error with `stop`.
+        A hang or crash is counted against its function (`_broken`), or handed to `failed`."""
+        def charge(name: str, exc: StudentCodeError) -> StudentCodeError:
+            if failed is None:
+                return self._broken(name, exc)
+            failed(exc)
+            return exc
         first = calls[0][0]
         requests = [{"name": n, "args": list(a), "kwargs": dict(k)} for n, a, k in calls]
         data = protocol.frame({"op": "call", **requests[0]} if len(requests) == 1 else
@@ -1263,7 +1337,7 @@ class ProblemHandle:
             not_started = None if self._greeted else self._greet(first)
             if not_started is not None:
                 return [not_started]
-            return [self._broken(first, self._lost(first))]
+            return [charge(first, self._lost(first))]
         if not self._greeted:
             not_started = self._greet(first)
             if not_started is not None:
@@ -1278,10 +1352,10 @@ class ProblemHandle:
                 run._kill_problem()
                 stopped: StudentCodeError = (TimeBudgetExceeded(run.limits.submission_seconds, name)
                                              if run.left <= 0 else CallTimeout(limit, name))
-                out.append(self._broken(name, stopped))
+                out.append(charge(name, stopped))
                 break
             except (EOFError, OSError):
-                out.append(self._broken(name, self._lost(name)))
+                out.append(charge(name, self._lost(name)))
                 break
             except protocol.ProtocolError as exc:
                 self._drop()
