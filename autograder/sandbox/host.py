@@ -1172,7 +1172,7 @@ class ProblemHandle:
         self._greeted = False           # the current process's hello was read
         self._closed = False
         self._process = 0               # the current process's number (forks counts only those kept)
-        self._excused = False           # a call made ahead ended the process: the next fork is no restart
+        self._ended_ahead: int | None = None   # the process a call made ahead ended, until its check takes it
 
     def close(self, *, clean: bool = True) -> None:
         """End this problem's process; its leftovers are killed (and its folder emptied) at once,
@@ -1196,7 +1196,7 @@ class ProblemHandle:
         if len(failed) >= MAX_FAILURES_PER_FUNCTION:
             raise _again(failed[-1])
         if self._chan is None:
-            if self.forks > 0 and not self._excused:    # this problem's process hung or crashed before
+            if self.forks > 0 and self._ended_ahead != self._process:  # its process hung or crashed before
                 if run.restarts >= run.limits.max_restarts:
                     raise ChildCrashed(f"it was restarted {run.restarts} times already, so no more calls are made",
                                        function)
@@ -1204,7 +1204,6 @@ class ProblemHandle:
             self._chan, self._pid, self._greeted = run._fork(function), None, False
             self.forks += 1
             self._process += 1
-            self._excused = False
         return self._chan
 
     def _greet(self, function: str) -> StudentCodeError | None:
@@ -1267,10 +1266,9 @@ class ProblemHandle:
         """The first process of this problem answers `calls` in one round trip, before the checks
         that make them run; each answer waits for its check (`take`). The answers stop where that
         process ends (a hang, a crash), at a function that may no longer be called, or when the
-        process cannot start; nothing is made ahead once the problem has a process. Such an ending
-        is charged (failure count, restart) only when its check takes it: until then the calls of
-        the checks before it are made as if it had not happened, in a fresh process that is no
-        restart."""
+        process cannot start; nothing is made ahead once the problem has a process. An ending is
+        charged (failure count, restart) only when its check takes it: until then the calls made in
+        turn go on as if that process were alive (a fresh process then is no restart)."""
         if not calls or self.forks > 0 or self._closed or self._capped(calls[0][0]):
             return []
         with _on_cpu(self.run.host._call_cpu):
@@ -1281,37 +1279,37 @@ class ProblemHandle:
             batch = list(itertools.takewhile(lambda c: not self._capped(c[0]), calls))
             failed: list[StudentCodeError] = []
             answers = self._round_trip(chan, batch, False, failed.append)
-        process = self._process
-        out = [Ahead(call, answer, process) for call, answer in zip(batch, answers)]
+        out = [Ahead(call, answer, self._process) for call, answer in zip(batch, answers)]
         if out and self._chan is None:          # the process ended with the last answer
-            if self.forks == 0:                 # it never started: as if the call had been made in turn
+            if self.forks == 0:                 # it never started: the first call is made again in turn
                 return out[:-1]
-            out[-1].ended = True
-            out[-1].counts = bool(failed)
-            self._excused = True
+            out[-1].ended, out[-1].counts = True, bool(failed)
+            self._ended_ahead = self._process
         return out
+
+    def _stands(self, process: int) -> bool:
+        """Would `process` still be answering, had only the calls made in turn been made? Yes while
+        it runs, and when a call made ahead (not yet taken) ended it and the calls made in turn
+        since went to one fresh process, still running."""
+        alive = self._chan is not None
+        if self._ended_ahead != process:
+            return alive and self._process == process
+        return (not alive and self._process == process) or (alive and self._process == process + 1)
 
     def take(self, ahead: Ahead) -> CallResult | StudentCodeError | None:
         """The answer made ahead, as the call made now would give it: None when it no longer can
-        (the process that answered has ended since, the function may no longer be called, the
-        time budget is spent), the call then to be made again."""
+        (the process that answered would have ended before it, the function may no longer be
+        called, the time budget is spent), the call then to be made again."""
         name = ahead.call[0]
-        if self._capped(name) or self.run.left <= 0:
-            self._excused = self._excused and not ahead.ended
+        if self._capped(name) or self.run.left <= 0 or not self._stands(ahead.process):
             return None
-        if not ahead.ended:
-            return ahead.answer if self._chan is not None and self._process == ahead.process else None
-        # the process ended with this call: taken only if nothing but calls of earlier checks
-        # (in a process that is no restart) happened since
-        alive = self._chan is not None
-        if not self._excused and not (alive and self._process == ahead.process + 1):
-            return None
-        self._excused = False
-        if alive:                               # the earlier checks' process goes, as the crash took it
-            self._drop()
-            self.run._clean_soon()
-        if ahead.counts:
-            self._broken(name, ahead.answer)    # type: ignore[arg-type]
+        if ahead.ended:                         # the call ends its process now
+            self._ended_ahead = None
+            if self._chan is not None:          # the process the calls made in turn went to since
+                self._drop()
+                self.run._clean_soon()
+            if ahead.counts:
+                self._broken(name, ahead.answer)    # type: ignore[arg-type]
         return ahead.answer
 
     def _round_trip(self, chan: protocol.Channel, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]],

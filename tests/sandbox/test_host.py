@@ -342,6 +342,60 @@ def test_call_many_stop_at_error_makes_no_call_after_the_first_failure(submit):
     assert p.call("bump").value == 1 and run.restarts == 1
 
 
+def test_prefetch_answers_in_one_round_trip_and_take_gives_each_answer(submit):
+    """Are calls made ahead answered in one round trip, in order (an error not stopping the rest),
+    each answer given back by take while the process that answered still runs?"""
+    run = submit([BATCHED])
+    p = run.problem("p")
+    aheads = p.prefetch([("bump", (), {}), ("boom", (), {}), ("bump", (), {})])
+    assert [type(p.take(a)).__name__ for a in aheads] == ["CallResult", "StudentRaised", "CallResult"]
+    assert [a.answer.value for a in (aheads[0], aheads[2])] == [1, 2] and p.forks == 1
+    assert p.prefetch([("bump", (), {})]) == []           # nothing is made ahead once the problem has a process
+
+
+def test_prefetch_stops_at_a_hang_charged_only_when_taken(submit):
+    """When a call made ahead hangs, do the answers stop there, the calls made in turn before it is
+    taken go to a fresh process that is no restart, and taking it charge the hang (the next call a
+    restart)?"""
+    run = submit([BATCHED])
+    p = run.problem("p")
+    aheads = p.prefetch([("bump", (), {}), ("spin", (), {}), ("bump", (), {})])
+    assert len(aheads) == 2 and isinstance(aheads[1].answer, CallTimeout) and aheads[1].ended
+    assert p.take(aheads[0]).value == 1 and run.failures == {} and run.restarts == 0
+    assert p.call("bump").value == 1 and run.restarts == 0      # in turn, before the hang: no restart
+    assert isinstance(p.take(aheads[1]), CallTimeout) and len(run.failures["spin"]) == 1
+    assert p.call("bump").value == 1 and run.restarts == 1      # after the hang: a restart
+
+
+def test_prefetch_answer_of_a_process_that_ended_since_is_not_taken(submit):
+    """When a call made in turn crashes the process that answered calls made ahead, does take refuse
+    the answers (None: the call is made again, in a restarted process)?"""
+    run = submit([BATCHED + "\nimport os\ndef die():\n    os._exit(3)\n"])
+    p = run.problem("p")
+    aheads = p.prefetch([("bump", (), {}), ("bump", (), {})])
+    assert p.take(aheads[0]).value == 1
+    with pytest.raises(ChildCrashed):
+        p.call("die")
+    assert p.take(aheads[1]) is None
+    assert p.call("bump").value == 1 and run.restarts == 1
+
+
+def test_prefetch_reaching_the_failure_cap_refuses_the_function_after_it_is_taken(submit):
+    """When the hang made ahead is a function's second, is the function capped once the hang is
+    taken (refused, no restart), and not before?"""
+    run = submit([BATCHED])
+    first = run.problem("p")
+    assert isinstance(first.call_many([("spin", (), {})])[0], CallTimeout)
+    p = run.problem("q")
+    aheads = p.prefetch([("bump", (), {}), ("spin", (), {}), ("spin", (), {})])
+    assert len(aheads) == 2 and len(run.failures["spin"]) == 1
+    assert isinstance(p.take(aheads[1]), CallTimeout) and len(run.failures["spin"]) == 2
+    with pytest.raises(CallTimeout, match="not called again"):
+        p.call("spin")
+    assert run.restarts == 0
+    assert p.take(aheads[0]) is None                    # its process ended with the hang, now charged
+
+
 # --------------------------------------------------------------------------- fresh state per problem
 
 STATEFUL = """

@@ -1,0 +1,267 @@
+"""The grader session's calls made ahead: each problem's first calls in one round trip, with the
+outcomes, messages, restarts and failure counts of calls made one by one, whatever hangs, crashes
+or raises among them."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autograder.config import Assignment, Limits, Problem, Tolerance
+from autograder.grading.proxy import StudentProxy
+from autograder.grading.session import GraderSession, InstructorCode
+from autograder.notebooks import cell_label
+from autograder.sandbox import host as host_module
+from autograder.sandbox.host import SandboxHost
+
+LIMITS = Limits(cell_seconds=2.0, total_seconds=20.0, call_seconds=1.0, memory_mb=1024, max_restarts=5)
+TOL = {"float64": Tolerance(1e-7, 1e-9), "float32": Tolerance(1e-4, 1e-5)}
+
+NOTEBOOK = """
+import os
+
+calls = 0
+
+def f(x):
+    return 2 * x
+
+def bump():
+    global calls
+    calls += 1
+    return calls
+
+def spin(x):
+    while True:
+        pass
+
+def die(x):
+    os._exit(3)
+
+def boom(x):
+    raise ValueError('no ' + str(x))
+"""
+
+
+@pytest.fixture(scope="module")
+def host():
+    with SandboxHost() as h:
+        h.start()
+        yield h
+
+
+def assignment(*problems: str) -> Assignment:
+    return Assignment(name="hw", package="hw", notebooks=("hw.ipynb",),
+                      problems=tuple(Problem(p, 1, f"test_{p}", "hw.ipynb", TOL) for p in problems), limits=LIMITS)
+
+
+class Traffic:
+    """Counts round trips (and the calls answered) while installed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        self.round_trips = 0
+        real = host_module.ProblemHandle._round_trip
+
+        def counted(handle, chan, calls, *rest):
+            self.round_trips += 1
+            return real(handle, chan, calls, *rest)
+        monkeypatch.setattr(host_module.ProblemHandle, "_round_trip", counted)
+
+
+def grade(host, tmp_path: Path, graders: dict[str, str], *, ahead: bool, notebook: str = NOTEBOOK):
+    """Every check's (name, status, output) and the run's restarts and failure counts."""
+    folder = tmp_path / ("ahead" if ahead else "one_by_one")
+    folder.mkdir()
+    for problem, body in graders.items():
+        (folder / f"test_{problem}.py").write_text(textwrap.dedent(body))
+    cells = [{"index": 1, "label": cell_label(1, notebook), "source": notebook}]
+    with GraderSession(assignment(*graders), InstructorCode(None, None, folder), ahead=ahead) as session, \
+            StudentProxy(host.submission(cells, LIMITS)) as proxy:
+        graded = session.run({"hw.ipynb": proxy}, seed=1)
+        run = proxy._run
+        assert not graded.broken
+        return ([(c.name.split("::")[-1], c.status, c.output) for c in graded.checks],
+                run.restarts, {k: len(v) for k, v in run.failures.items()})
+
+
+def both(host, tmp_path, graders, monkeypatch):
+    traffic = Traffic(monkeypatch)
+    alone = grade(host, tmp_path, graders, ahead=False)
+    trips_alone, traffic.round_trips = traffic.round_trips, 0
+    ahead = grade(host, tmp_path, graders, ahead=True)
+    return ahead, alone, traffic.round_trips, trips_alone
+
+
+VALUES = {"f": """
+    import pytest
+
+    @pytest.mark.parametrize("x", [1, 2, 3, 4])
+    def test_f_doubles(student, x):
+        assert student.f(x) == 2 * x
+
+    def test_f_wrong_on_purpose(student):
+        assert student.f(5) == 11, "f(5) is off"
+
+    def test_f_raises(student):
+        student.boom(1)
+
+    def test_f_no_call(student):
+        assert True
+"""}
+
+
+def test_first_calls_go_in_one_round_trip_with_the_same_outcomes(host, tmp_path, monkeypatch):
+    """Do a problem's checks make their first calls in one round trip, and get the outcomes calls
+    made one by one give (values, a raised error, a failed check)?"""
+    ahead, alone, trips, trips_alone = both(host, tmp_path, VALUES, monkeypatch)
+    assert ahead == alone
+    assert (trips, trips_alone) == (1, 6)
+    outcomes = {name: status for name, status, _ in ahead[0]}
+    assert outcomes["test_f_raises"] == "failed" and outcomes["test_f_wrong_on_purpose"] == "failed"
+    assert outcomes["test_f_doubles[1]"] == "passed"
+
+
+HANG = {"f": """
+    def test_f_before(student):
+        assert student.f(1) == 2
+        assert student.f(2) == 4          # a further call: made after the hang made ahead
+
+    def test_f_spins(student):
+        student.spin(1)
+
+    def test_f_after(student):
+        assert student.f(3) == 6
+
+    def test_f_spins_again(student):
+        student.spin(2)
+
+    def test_f_spins_once_too_often(student):
+        student.spin(3)
+
+    def test_f_last(student):
+        assert student.f(4) == 8
+"""}
+
+
+def test_a_hang_made_ahead_costs_what_it_costs_one_by_one(host, tmp_path, monkeypatch):
+    """When a call made ahead hangs, do the checks before it, the one that made it and those after
+    it get the outcomes, restarts and failure counts of calls made one by one (the function capped
+    after two hangs)?"""
+    ahead, alone, trips, trips_alone = both(host, tmp_path, HANG, monkeypatch)
+    assert ahead == alone
+    statuses = [status for _, status, _ in ahead[0]]
+    assert statuses == ["passed", "failed", "passed", "failed", "failed", "passed"]
+    assert "not called again" in ahead[0][4][2]
+    assert ahead[1] == 2 and ahead[2] == {"spin": 2}
+    assert trips < trips_alone
+
+
+CRASH = {"f": """
+    def test_f_before(student):
+        assert student.f(1) == 2
+        assert student.bump() == 1        # the process before the crash: fresh state
+
+    def test_f_dies(student):
+        student.die(1)
+
+    def test_f_after(student):
+        assert student.f(3) == 6
+
+    def test_f_counts_afresh(student):
+        assert student.bump() == 1, "a fresh process after the crash"
+"""}
+
+
+def test_a_crash_made_ahead_costs_what_it_costs_one_by_one(host, tmp_path, monkeypatch):
+    """When a call made ahead crashes its process, is the crash charged to the check that made it
+    (one restart, one failure), the checks before and after it unaffected?"""
+    ahead, alone, _, _ = both(host, tmp_path, CRASH, monkeypatch)
+    assert ahead == alone
+    assert [status for _, status, _ in ahead[0]] == ["passed", "failed", "passed", "passed"]
+    assert ahead[1] == 1 and ahead[2] == {"die": 1}
+
+
+LATER_CRASH = {"f": """
+    def test_f_first(student):
+        assert student.f(1) == 2
+        student.die(1)                    # ends the process that answered the next checks' first calls
+
+    def test_f_second(student):
+        assert student.f(2) == 4
+
+    def test_f_third(student):
+        assert student.bump() == 1, "a fresh process after the crash"
+"""}
+
+
+def test_answers_made_ahead_by_a_process_that_ended_since_are_made_again(host, tmp_path, monkeypatch):
+    """When a later call of an earlier check crashes the process, are the next checks' calls made
+    again in a fresh process (restarted, as one by one), not answered by the process that ended?"""
+    ahead, alone, _, _ = both(host, tmp_path, LATER_CRASH, monkeypatch)
+    assert ahead == alone
+    assert [status for _, status, _ in ahead[0]] == ["failed", "passed", "passed"]
+    assert ahead[1] == 1
+
+
+CAPPED = {"f": """
+    def test_f_a(student):
+        student.spin(1)
+
+    def test_f_b(student):
+        student.spin(2)
+""", "g": """
+    def test_g_spin(student):
+        student.spin(3)
+
+    def test_g_f(student):
+        assert student.f(1) == 2
+"""}
+
+
+def test_a_function_capped_in_an_earlier_problem_is_not_called_ahead(host, tmp_path, monkeypatch):
+    """Is a function that hung too often refused in a later problem's checks (not made ahead), the
+    other calls made as one by one?"""
+    ahead, alone, _, _ = both(host, tmp_path, CAPPED, monkeypatch)
+    assert ahead == alone
+    assert [status for _, status, _ in ahead[0]] == ["failed", "failed", "failed", "passed"]
+    assert "not called again" in ahead[0][2][2]
+
+
+STATEFUL = {"f": """
+    def test_f_one(student):
+        assert student.bump() == 1
+        assert student.bump() == 3, "the second check's first call came in between"
+
+    def test_f_two(student):
+        assert student.bump() == 2
+"""}
+
+
+def test_a_problems_first_calls_reach_its_process_before_the_checks_later_calls(host, tmp_path, monkeypatch):
+    """With calls made ahead, does a function with hidden state see the checks' first calls before
+    their later ones (the order docs/grading.md describes)?"""
+    ahead, alone, _, _ = both(host, tmp_path, STATEFUL, monkeypatch)
+    assert [status for _, status, _ in ahead[0]] == ["passed", "passed"]
+    assert [status for _, status, _ in alone[0]] == ["failed", "failed"]
+
+
+NONDETERMINISTIC = {"f": """
+    import itertools
+
+    counter = itertools.count()
+
+    def test_f_moving_input(student):
+        x = next(counter)
+        assert student.f(x) == 2 * x
+
+    def test_f_next(student):
+        assert student.f(10) == 20
+"""}
+
+
+def test_a_check_that_makes_another_first_call_gets_its_own_answer(host, tmp_path, monkeypatch):
+    """When a check's first call differs from the one seen ahead (inputs that change between runs),
+    is the call made then, and the answer made ahead dropped?"""
+    ahead, alone, trips, _ = both(host, tmp_path, NONDETERMINISTIC, monkeypatch)
+    assert [status for _, status, _ in ahead[0]] == [status for _, status, _ in alone[0]] == ["passed", "passed"]
+    assert trips == 2
