@@ -187,15 +187,12 @@ class GradingPlugin:
         words = np.array(current.seed_words + salt, dtype=np.uint32)
         return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
-    def expect_for(self, problem: str, student: Any, *, shared: bool = True) -> Expect:
-        """The check's `expect`; it shares what diagnosis finds with the submission's other checks
-        (`shared=False`: it shares nothing)."""
+    def expect_for(self, problem: str, student: Any) -> Expect:
         current = self.current
         return Expect(problem=problem, tolerance_for=self._tolerance_for(problem),
                       catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None),
-                      student=student, reference=self.reference,
-                      localised=current.localised if shared else {},
-                      confirmations=current.confirmations if shared else {})
+                      student=student, reference=self.reference, localised=current.localised,
+                      confirmations=current.confirmations)
 
     def _tolerance_for(self, problem: str) -> Callable[[Any], Tolerance]:
         """The problem's tolerance by dtype, each dtype looked up in course.yml's settings once."""

@@ -11,10 +11,8 @@ graders never hand the child a trusted function to call back.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-import numpy as np
 
 from ..sandbox.host import Ahead, ProblemHandle, SubmissionRun
 from ..sandbox.outcomes import CallResult, CallTimeout, ChildCrashed, ExecutionReport, NotebookFailed, StudentCodeError
@@ -52,7 +50,7 @@ class StudentProxy:
         self._handle: ProblemHandle | None = None
         self._last_call: CallResult | None = None
         self._last_error: StudentCodeError | None = None
-        self._ahead: Ahead | None = None        # the answer made ahead for the current check's first call
+        self._gather: Callable[[Any], Ahead | None] | None = None    # see `gather`
 
     # ---- functions
     def __getattr__(self, name: str) -> StudentFunction:
@@ -107,7 +105,10 @@ class StudentProxy:
         self._last_call = None
         self._last_error = None
         args, kwargs = tuple(args), dict(kwargs or {})
-        answer = self._taken(name, args, kwargs) if self._ahead is not None else None
+        answer = None
+        if self._gather is not None:            # asked ahead: the answer, when it still stands
+            ahead = self._gather((name, args, kwargs))
+            answer = self._current().take(ahead) if ahead is not None else None
         if answer is None:
             try:
                 answer = self._current().call(name, args, kwargs)
@@ -121,24 +122,15 @@ class StudentProxy:
         return answer.value
 
     # ---- calls made ahead (see autograder.grading.session)
+    def gather(self, ask: Callable[[tuple[str, tuple[Any, ...], dict[str, Any]] | None], Ahead | None] | None) -> None:
+        """While `ask` is set, each call (None for several at once) is first handed to it, and
+        the answer it gives back, made ahead, is taken if it still stands (else the call is made)."""
+        self._gather = ask
+
     def prefetch(self, calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> list[Ahead]:
-        """Make `calls` (the first call of each of the current problem's checks, in their order) in
-        one round trip, before those checks run; see ProblemHandle.prefetch."""
+        """Make `calls` (the first calls of the current problem's checks, in their order) in one
+        round trip, before those checks go on; see ProblemHandle.prefetch."""
         return self._current().prefetch(calls)
-
-    def expect_ahead(self, ahead: Ahead | None) -> None:
-        """The next check's first call was made ahead: if the check makes it (the same function,
-        arguments equal bit for bit), it gets this answer, as the call made then would have given
-        it; otherwise the answer is dropped. None: drop any answer not taken."""
-        self._ahead = ahead
-
-    def _taken(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallResult | StudentCodeError | None:
-        ahead, self._ahead = self._ahead, None
-        assert ahead is not None
-        want, want_args, want_kwargs = ahead.call
-        if name != want or not same_value(args, want_args) or not same_value(kwargs, want_kwargs):
-            return None
-        return self._current().take(ahead)
 
     def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], *,
                   stop_at_error: bool = False) -> list[Any]:
@@ -148,6 +140,8 @@ class StudentProxy:
         are then those of the last call made."""
         self._last_call = None
         self._last_error = None
+        if self._gather is not None:
+            self._gather(None)                  # several calls: not made ahead
         out = self._current().call_many(calls, stop_at_error=stop_at_error)
         if out:
             last = out[-1]
@@ -159,7 +153,6 @@ class StudentProxy:
 
     def close(self) -> None:
         """End the submission's processes (idempotent)."""
-        self._ahead = None
         self._run.close()
 
     def __enter__(self) -> StudentProxy:
@@ -171,18 +164,3 @@ class StudentProxy:
     def __repr__(self) -> str:
         return f"<StudentProxy problem={self._problem!r}>"
 
-
-def same_value(a: Any, b: Any) -> bool:
-    """The same plain data: equal types, arrays of the same dtype and shape with the same bytes
-    (so NaN equals NaN), containers equal item by item."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, np.ndarray):
-        return bool(a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes())
-    if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return bool(a.keys() == b.keys()) and all(same_value(v, b[k]) for k, v in a.items())
-    if isinstance(a, (float, complex, np.generic)):
-        return bool(np.asarray(a).tobytes() == np.asarray(b).tobytes())
-    return bool(a == b)

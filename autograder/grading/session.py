@@ -18,14 +18,15 @@ Each check then runs through one of two loops that give the same outcomes (teste
 - pytest's own runtest protocol, for any other check (one using another fixture, a skip/xfail
   marker, ...), so graders may use whatever pytest offers.
 
-Calls made ahead. Before the first lean check of a problem runs, each of the problem's lean checks
-is run up to its first call of a student function (a scout stands in for the notebook, the check
-is stopped at that call, nothing it did is kept), and those first calls are made together, in the
-checks' order, in one round trip to the problem's fresh process. Each check then runs for real;
-its first call gets the answer made ahead when it is the same call (same function, arguments equal
-bit for bit) and that answer still stands (see ProblemHandle.take), else the call is made then.
-What the checks see is what calls made one by one give, unless a student function keeps hidden
-state between calls: the order in which a problem's process answers them changes (docs/grading.md).
+Calls made ahead. A problem's consecutive lean checks start together: each runs, in its own
+greenlet, up to its first call of a student function and waits there; those first calls are made
+together, in the checks' order, in one round trip to the problem's fresh process; then each check
+goes on in turn, to its end, its first call answered by what was made ahead when that answer
+still stands (ProblemHandle.take), else made then. What a check sees is what calls made one by
+one give, unless a student function keeps hidden state between calls: the order in which the
+problem's process answers them changes (docs/grading.md). A check's code before its first call
+runs before the earlier checks end, so it must not depend on them (checks are independent: each
+draws its inputs from its own rng).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -46,11 +47,10 @@ from typing import Any
 import pytest
 from _pytest.config import _prepareconfig
 from _pytest.runner import runtestprotocol
+from greenlet import getcurrent, greenlet
 
 from .. import usercache
 from ..config import Assignment, Course
-from ..sandbox.host import Ahead
-from .checks import Expect
 from .diagnosis import Catalogue
 from .plugin import FIXTURES, GradingPlugin, classify, problem_of
 from .proxy import StudentProxy
@@ -141,7 +141,7 @@ class GraderSession:
         self.assignment = assignment
         self.code = code
         self.lean = lean
-        self.ahead = ahead          # make each problem's first calls ahead, together (module docstring)
+        self.ahead = ahead          # each problem's first calls made ahead, together (module docstring)
         self.plugin = GradingPlugin(assignment, reference=code.reference, catalogue=code.catalogue)
         self.runs = 0
         self._closed = False
@@ -161,7 +161,7 @@ class GraderSession:
         self._argnames = {i.nodeid: _argnames(i) for i in self.items}
         self._lean = {i.nodeid: lean and _lean_eligible(i, self._argnames[i.nodeid]) for i in self.items}
         self._plans = {i.nodeid: self._plan(i) for i in self.items if self._lean[i.nodeid]}
-        self._groups = self._problem_groups()
+        self._runs = self._runs_of_checks()
         broken = list(self.plugin.collection_errors)
         if not self.items and not broken:
             broken.append(f"no grader checks collected from {code.graders} ({out.getvalue().strip()[-500:]})")
@@ -178,18 +178,18 @@ class GraderSession:
                          tolerance=self.plugin.assignment.problem(problem).tolerance,   # a collected check has one
                          function=item.obj)                               # type: ignore[attr-defined]
 
-    def _problem_groups(self) -> dict[str, list[pytest.Item]]:
-        """For the first item of each run of consecutive items of one problem: that run's lean items."""
-        groups: dict[str, list[pytest.Item]] = {}
-        members: list[pytest.Item] = []
-        problem = None
+    def _runs_of_checks(self) -> list[list[pytest.Item]]:
+        """The items in order, cut into runs: consecutive lean checks of one problem (made
+        together, `_run_together`), and every other item alone."""
+        runs: list[list[pytest.Item]] = []
         for item in self.items:
-            if problem_of(item.path) != problem:
-                problem, members = problem_of(item.path), []
-                groups[item.nodeid] = members
-            if self._lean[item.nodeid]:
-                members.append(item)
-        return {first: lean for first, lean in groups.items() if len(lean) > 1}
+            last = runs[-1] if runs else None
+            if last is not None and self._lean[item.nodeid] and self._lean[last[-1].nodeid] \
+                    and problem_of(item.path) == problem_of(last[-1].path):
+                last.append(item)
+            else:
+                runs.append([item])
+        return runs
 
     def __enter__(self) -> GraderSession:
         return self
@@ -212,101 +212,91 @@ class GraderSession:
             return GraderRun(checks=(), broken=self.broken)
         with _quiet(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            aheads: dict[str, Ahead] = {}
-            for item in self.items:
-                if self._lean[item.nodeid]:
-                    group = self._groups.get(item.nodeid)
-                    if group is not None and self.ahead:
-                        aheads = self._call_ahead(group)
-                    self._run_lean(item, aheads.pop(item.nodeid, None))
-                else:
-                    runtestprotocol(item, nextitem=None, log=True)
+            for run in self._runs:
+                if len(run) > 1 and self.ahead:
+                    self._run_together(run)
+                    continue
+                for item in run:
+                    if self._lean[item.nodeid]:
+                        self._run_lean(item)
+                    else:
+                        runtestprotocol(item, nextitem=None, log=True)
         return GraderRun(checks=self.plugin.outcomes(), broken=())
 
-    def _values(self, plan: _LeanPlan, nodeid: str,
-                scout: _Scout | None = None) -> tuple[dict[str, Any], Expect | None]:
-        """The check's arguments (fixture values and parameters), and its `expect` if it asks for one;
-        with `scout` standing for the notebook, an `expect` that shares nothing with the other checks."""
+    def _run_lean(self, item: pytest.Item) -> None:
         plugin = self.plugin
+        nodeid = item.nodeid
+        plan = self._plans[nodeid]
         problem = plan.problem
         needs = plan.needs
         values: dict[str, Any] = dict(plan.params)
         expect = None
-        if "problem" in needs:
-            values["problem"] = problem
-        if "seed" in needs:
-            values["seed"] = plugin.current.seed
-        if "tol" in needs:
-            values["tol"] = plan.tolerance
-        if "ref" in needs:
-            values["ref"] = plugin.reference_module()
-        if "rng" in needs:
-            values["rng"] = plugin.rng_for(nodeid)
-        if "student" in needs or "expect" in needs:
-            student = plugin.student_for(problem) if scout is None else scout
-            values["student"] = student
-            if "expect" in needs:
-                expect = values["expect"] = plugin.expect_for(problem, student, shared=scout is None)
-        return {name: values[name] for name in needs}, expect
-
-    def _run_lean(self, item: pytest.Item, ahead: Ahead | None = None) -> None:
-        plugin = self.plugin
-        nodeid = item.nodeid
-        plan = self._plans[nodeid]
-        expect = None
-        student = None
         started = time.perf_counter()
         try:
-            values, expect = self._values(plan, nodeid)
-            student = values.get("student")
-            if ahead is not None and isinstance(student, StudentProxy):
-                student.expect_ahead(ahead)
-            plan.function(**values)
+            if "problem" in needs:
+                values["problem"] = problem
+            if "seed" in needs:
+                values["seed"] = plugin.current.seed
+            if "tol" in needs:
+                values["tol"] = plan.tolerance
+            if "ref" in needs:
+                values["ref"] = plugin.reference_module()
+            if "rng" in needs:
+                values["rng"] = plugin.rng_for(nodeid)
+            if "student" in needs or "expect" in needs:
+                student = plugin.student_for(problem)
+                values["student"] = student
+                if "expect" in needs:
+                    expect = values["expect"] = plugin.expect_for(problem, student)
+            plan.function(**{name: values[name] for name in needs})
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - pytest.fail/skip are BaseExceptions; classified as pytest would
             outcome = classify(exc, expect)
         else:
             outcome = classify(None, expect)
-        finally:
-            if ahead is not None and isinstance(student, StudentProxy):
-                student.expect_ahead(None)
         outcome.duration = time.perf_counter() - started
         plugin.record(nodeid, outcome)
 
-    def _call_ahead(self, group: list[pytest.Item]) -> dict[str, Ahead]:
-        """The first call of each check of `group` (one problem's lean checks), made ahead in one
-        round trip; by node id."""
-        problem = self._plans[group[0].nodeid].problem
+    def _run_together(self, checks: list[pytest.Item]) -> None:
+        """One problem's consecutive lean checks, their first calls made ahead in one round trip
+        (see the module's docstring)."""
         try:
-            student = self.plugin.student_for(problem)
-        except Exception:  # noqa: BLE001 - the checks themselves meet the same error, and report it
-            return {}
+            student = self.plugin.student_for(self._plans[checks[0].nodeid].problem)
+        except Exception:  # noqa: BLE001 - the checks meet the same error themselves, and report it
+            student = None
         if not isinstance(student, StudentProxy):
-            return {}
-        owners, calls = [], []
-        for item in group:
-            call = self._scout(item)
-            if call is not None:
-                owners.append(item.nodeid)
-                calls.append(call)
-        return dict(zip(owners, student.prefetch(calls)))
-
-    def _scout(self, item: pytest.Item) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:
-        """The check's first call of a student function, found by running it up to that call
-        (None: it makes none, or not through a plain call, or fails before)."""
-        plan = self._plans[item.nodeid]
-        scout = _Scout()
+            for item in checks:
+                self._run_lean(item)
+            return
+        here = getcurrent()
+        waiting: list[tuple[greenlet, tuple[str, tuple[Any, ...], dict[str, Any]] | None]] = []
+        started_checks: list[greenlet] = []
+        spent: dict[greenlet, float] = {}
+        student.gather(here.switch)             # a check's first call comes back here, and waits
         try:
-            values, _ = self._values(plan, item.nodeid, scout)
-            plan.function(**values)
-        except _Scouted as found:
-            return found.call
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException:  # noqa: BLE001 - the check will meet it again when it runs for real
-            return None
-        return None
+            for item in checks:
+                check = greenlet(self._run_lean, parent=here)
+                started_checks.append(check)
+                started = time.perf_counter()
+                call = check.switch(item)
+                spent[check] = time.perf_counter() - started
+                if not check.dead:
+                    waiting.append((check, call))
+        finally:
+            student.gather(None)
+        try:
+            aheads = iter(student.prefetch([call for _, call in waiting if call is not None]))
+        except Exception:  # noqa: BLE001 - the checks make their calls themselves, and meet the error
+            aheads = iter(())
+        for check, call in waiting:             # each to its end, in order
+            started = time.perf_counter()
+            check.switch(next(aheads, None) if call is not None else None)
+            spent[check] += time.perf_counter() - started
+        outcomes = self.plugin.current.outcomes
+        for item, check in zip(checks, started_checks):    # a check's duration: its own time, not its wait
+            if item.nodeid in outcomes:
+                outcomes[item.nodeid].duration = spent[check]
 
     def close(self) -> None:
         if self._closed:
@@ -319,34 +309,6 @@ class GraderSession:
                 self.config._ensure_unconfigure()
                 for name in self._modules:          # another course's graders may use the same names
                     sys.modules.pop(name, None)
-
-
-class _Scouted(BaseException):
-    """A check reached its first call of a student function (a BaseException, so that graders'
-    `except Exception` does not stop it)."""
-
-    def __init__(self, call: tuple[str, tuple[Any, ...], dict[str, Any]] | None):
-        super().__init__()
-        self.call = call
-
-
-class _Scout(StudentProxy):
-    """Stands for the notebook while a check runs up to its first call: the call is written down
-    and the check stopped there (None for several calls at once: not made ahead)."""
-
-    def __init__(self) -> None:
-        super().__init__(None)  # type: ignore[arg-type]   # nothing of a run is reached before a call
-
-    def for_problem(self, problem: str) -> StudentProxy:
-        return self
-
-    def call(self, name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Any:
-        raise _Scouted((name, tuple(args), dict(kwargs or {})))
-
-    def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], *,
-                  stop_at_error: bool = False) -> list[Any]:
-        raise _Scouted(None)
-
 
 def _under(module: object, folder: Path) -> bool:
     file = getattr(module, "__file__", None)

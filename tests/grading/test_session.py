@@ -245,23 +245,45 @@ def test_a_problems_first_calls_reach_its_process_before_the_checks_later_calls(
     assert [status for _, status, _ in alone[0]] == ["failed", "failed"]
 
 
-NONDETERMINISTIC = {"f": """
-    import itertools
+MIXED = {"f": """
+    import pytest
+    from autograder.grading.checks import Expect
 
-    counter = itertools.count()
+    def test_f_plain(student):
+        assert student.f(1) == 2
 
-    def test_f_moving_input(student):
-        x = next(counter)
-        assert student.f(x) == 2 * x
+    def test_f_fails_before_calling(student):
+        raise AssertionError("no call made")
 
-    def test_f_next(student):
-        assert student.f(10) == 20
+    def test_f_makes_no_call(student):
+        assert True
+
+    def test_f_pair(student, expect):
+        assert expect.call_each(student.f, (2,), (3,)) == [4, 6]
+
+    def test_f_another(student):
+        assert student.f(4) == 8
+        assert student.f(5) == 10
+
+    @pytest.fixture
+    def seven():
+        return 7
+
+    def test_f_with_its_own_fixture(student, seven):
+        assert student.f(seven) == 14
+
+    def test_f_after_pytests_own(student):
+        assert student.f(8) == 16
 """}
 
 
-def test_a_check_that_makes_another_first_call_gets_its_own_answer(host, tmp_path, monkeypatch):
-    """When a check's first call differs from the one seen ahead (inputs that change between runs),
-    is the call made then, and the answer made ahead dropped?"""
-    ahead, alone, trips, _ = both(host, tmp_path, NONDETERMINISTIC, monkeypatch)
-    assert [status for _, status, _ in ahead[0]] == [status for _, status, _ in alone[0]] == ["passed", "passed"]
-    assert trips == 2
+def test_checks_without_a_plain_first_call_run_in_turn_among_those_made_ahead(host, tmp_path, monkeypatch):
+    """Among checks whose first calls are made ahead, do a check that fails before calling, one that
+    calls nothing, one that starts with several calls at once (call_each) and one that pytest's own
+    protocol runs keep the outcomes they have one by one?"""
+    ahead, alone, trips, trips_alone = both(host, tmp_path, MIXED, monkeypatch)
+    assert ahead == alone
+    assert [status for _, status, _ in ahead[0]] == ["passed", "failed", "passed", "passed", "passed", "passed",
+                                                   "passed"]
+    # one by one: 1 + 1 (call_each) + 2 + 1 + 1; ahead: f(1) and f(4) together, call_each, f(5), then the rest
+    assert (trips, trips_alone) == (5, 6)
