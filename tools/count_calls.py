@@ -7,7 +7,9 @@ catalogued mistake, broken files) into a scratch copy of the course (or grades C
 submissions as they are), grades each one in this process with a warm worker, and counts what
 crosses to the problem processes: a round trip is one request sent and its answers read (one call,
 or several sent together), a call is one answer read (a value or an error). It prints the totals per
-submission, per problem, and the trusted process's CPU per submission.
+submission, per problem, the CPU per submission of the grading thread, and that of every process
+(this one and the sandbox's, from a cgroup around them as tools/bench_autograde.py measures; the
+worker's start-up included).
 
 `--dump FILE` writes every test's outcome (status, score, output, diagnoses, hints) per student as
 JSON, seeds derived from the student's name: two checkouts dump the same file when they grade alike.
@@ -72,15 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dump", type=Path, help="write every test's outcome per student to this JSON file")
     args = parser.parse_args(argv)
 
+    import bench_autograde as bench
     with tempfile.TemporaryDirectory(prefix="count_calls_") as scratch:
         course = args.course
         if course is None:
-            import bench_autograde as bench
             course = bench.make_course(Path(scratch) / "course", bench.cohort(args.n))
         layout = CourseLayout(course)
         students = sorted(p.name for p in layout.submitted_dir.iterdir() if p.is_dir())
         dumped: dict[str, Any] = {}
         cpu = 0.0
+        group = bench.CpuCgroup()               # this process and everything it starts, sandbox included
+        group.enter()
+        before = group.cpu_s()
         with Worker(course, ASSIGNMENT) as worker, Traffic() as traffic:
             for student in students:
                 folder = layout.submission(student, worker.assignment.name)
@@ -88,10 +93,16 @@ def main(argv: list[str] | None = None) -> int:
                 result = worker.grade(Task(student, str(folder), zlib.crc32(student.encode())))
                 cpu += time.thread_time() - started
                 dumped[student] = _outcomes(result)
+        after = group.cpu_s()
+        if group.path is not None:              # back where we came from, and the group gone
+            (group.path.parent / "cgroup.procs").write_text(str(os.getpid()))
+        group.remove()
     n = len(students)
+    everything = (after - before) if after is not None and before is not None else float("nan")
     trips, calls = sum(traffic.round_trips.values()), sum(traffic.calls.values())
     print(f"{n} submissions: {trips / n:.1f} round trips and {calls / n:.1f} calls per submission; "
-          f"trusted thread CPU {cpu / n * 1000:.1f} ms per submission (load {os.getloadavg()[0]:.2f})")
+          f"trusted thread CPU {cpu / n * 1000:.1f} ms, all processes {everything / n * 1000:.1f} ms per "
+          f"submission (load {os.getloadavg()[0]:.2f})")
     for problem in sorted(traffic.calls, key=lambda p: -traffic.round_trips[p]):
         print(f"  {problem:24s} {traffic.round_trips[problem] / n:6.2f} round trips  "
               f"{traffic.calls[problem] / n:6.2f} calls")

@@ -102,13 +102,13 @@ class StudentProxy:
     # ---- calls
     def call(self, name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Any:
         """Call the notebook's `name`; returns the value (metadata in `last_call`)."""
-        self._last_call = None
-        self._last_error = None
         args, kwargs = tuple(args), dict(kwargs or {})
         answer = None
         if self._gather is not None:            # asked ahead: the answer, when it still stands
             ahead = self._gather((name, args, kwargs))
             answer = self._current().take(ahead) if ahead is not None else None
+        self._last_call = None                  # (after the wait: other checks' calls came in between)
+        self._last_error = None
         if answer is None:
             try:
                 answer = self._current().call(name, args, kwargs)
@@ -138,10 +138,10 @@ class StudentProxy:
         one by one: a value, or the StudentCodeError instead of it, per call (`stop_at_error`: up
         to the first error, the last item; none is made after it). `last_call` and `last_error`
         are then those of the last call made."""
-        self._last_call = None
-        self._last_error = None
         if self._gather is not None:
             self._gather(None)                  # several calls: not made ahead
+        self._last_call = None
+        self._last_error = None
         out = self._current().call_many(calls, stop_at_error=stop_at_error)
         if out:
             last = out[-1]
@@ -163,4 +163,3 @@ class StudentProxy:
 
     def __repr__(self) -> str:
         return f"<StudentProxy problem={self._problem!r}>"
-

@@ -103,7 +103,10 @@ VALUES = {"f": """
         assert student.f(5) == 11, "f(5) is off"
 
     def test_f_raises(student):
-        student.boom(1)
+        try:
+            student.boom(1)
+        finally:                          # the metadata of this check's call, not an earlier check's
+            assert student.last_call is None and student.last_error is not None, "stale metadata"
 
     def test_f_no_call(student):
         assert True
