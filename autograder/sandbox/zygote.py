@@ -52,6 +52,11 @@ SWEEP_ROUNDS = 500
 SUBMISSION_NAMESPACES = (linux.CLONE_NEWUSER | linux.CLONE_NEWPID | linux.CLONE_NEWNS | linux.CLONE_NEWIPC
                          | linux.CLONE_NEWUTS)
 LINGER_WAIT = 0.005               # seconds a sweep waits for a killed problem process before moving on
+# Each process names itself by its role (its comm: what ps, top and perf show; `tools/sandbox_roles.py`
+# adds up CPU by these names). A student's code may rename its own process: a name is for
+# accounting, never for a decision.
+ROLE_NAMES = {"zygote": "sbx-zygote", "submission": "sbx-submission", "supervisor": "sbx-supervisor",
+              "template": "sbx-template", "problem": "sbx-problem"}
 
 # Bound now: the notebook runs in the template and may rebind functions of `os` before the
 # template forks problem processes with these.
@@ -62,6 +67,7 @@ _read, _fstat_proc = os.read, "/proc/self/stat"
 _libc_fork = ctypes.PyDLL(None, use_errno=True).fork     # PyDLL: called with the GIL held
 _get_errno = ctypes.get_errno
 _seed_random, _random_inst = _random.Random.seed, random._inst
+_name_problem = linux.namer(ROLE_NAMES["problem"])
 
 
 def _threads() -> int:
@@ -438,6 +444,7 @@ def _submission(sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_fil
     linux.set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != zygote:
         return 1
+    linux.set_name(ROLE_NAMES["submission"])
     _reseed()
     problems: list[str] = []
     layers: list[str] = []
@@ -488,6 +495,7 @@ class Supervisor:
                  problems: list[str], *, isolated: bool, first_template: int | None = None, ours: int = 3):
         from autograder.sandbox import protocol
 
+        linux.set_name(ROLE_NAMES["supervisor"])
         self.protocol = protocol
         self.chan = protocol.Channel.from_fd(sup_fd)
         self.limits = dict(msg.get("limits") or {})
@@ -740,6 +748,7 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
     from autograder.sandbox import child, protocol
 
     linux.set_parent_death_signal(signal.SIGKILL)
+    linux.set_name(ROLE_NAMES["template"])
     os.setsid()
     _only_fds(nb_fd)
     chan = protocol.Channel.from_fd(nb_fd)
@@ -794,6 +803,7 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
         if pid == 0:
             code = 70
             try:
+                _name_problem()
                 _only_fds(fd)
                 _chdir(notebook_dir)               # again: the read-only view mounted after the notebook ran
                 runner.serve_calls(channel(fd))
@@ -840,6 +850,7 @@ def _import_numpy_random() -> None:
 
 def main(argv: list[str]) -> int:
     fd = int(argv[argv.index("--fd") + 1])
+    linux.set_name(ROLE_NAMES["zygote"])
     if "--mount-proc" in argv:
         linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
     if "--uid" in argv:
