@@ -87,21 +87,39 @@ def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 
     return int(result)
 
 
+def read_small(path: str) -> bytes:
+    """The content of a small file (a /proc or /sys entry), read with system calls only: in a
+    process just forked, Python's text-file layers (io, codecs) would run, and copy the pages
+    they touch, for a few bytes."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        parts: list[bytes] = []
+        while True:
+            data = os.read(fd, 65536)
+            if not data:
+                return b"".join(parts)
+            parts.append(data)
+    finally:
+        os.close(fd)
+
+
 def last_capability() -> int:
     try:
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            return int(f.read())
+        return int(read_small("/proc/sys/kernel/cap_last_cap"))
     except (OSError, ValueError):
         return 40
+
+
+# prctl with its argument types declared (ctypes converts plain ints; made once, at import)
+_prctl_ulong = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                                ctypes.c_ulong, use_errno=True)(("prctl", libc()))
 
 
 def drop_capabilities() -> None:
     """Empty the bounding, ambient, inheritable, permitted and effective capability sets."""
     for cap in range(last_capability() + 1):
-        try:
-            prctl(PR_CAPBSET_DROP, cap)
-        except OSError:
-            pass                        # without CAP_SETPCAP the bounding set cannot change (then it is empty anyway)
+        # failure ignored: without CAP_SETPCAP the bounding set cannot change (then it is empty anyway)
+        _prctl_ulong(PR_CAPBSET_DROP, cap, 0, 0, 0)
     try:
         prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     except OSError:
@@ -183,14 +201,14 @@ def apply_seccomp(program: bytes) -> None:
 
 def status() -> dict[str, str]:
     """This process's /proc/self/status as a dict (Uid, CapEff, NoNewPrivs, Seccomp, ...)."""
-    out = {}
+    out: dict[str, str] = {}
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                out[key] = value.strip()
+        text = read_small("/proc/self/status").decode("utf-8", "replace")
     except OSError:
-        pass
+        return out
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        out[key] = value.strip()
     return out
 
 
