@@ -396,15 +396,14 @@ def _hung_up(fd: int) -> bool:
 
 
 MT_KEY_BYTES = 624 * 4             # an MT19937 state in memory: uint32 key[624], then int pos
-MT_SEEDED_POS = 623                # where numpy.random.seed() leaves the position
 _mt_state: int | None = None       # address of numpy's global MT19937 state (see _find_mt_state)
 
 
 def _find_mt_state() -> int | None:
     """In the zygote: where the MT19937 state of numpy's global RandomState lies in memory (the
     same address in every fork), checked against what numpy.random.get_state() says is there;
-    None when it does not match (then _reseed calls numpy.random.seed()). The state must hold no
-    kept Gaussian, as after a seed."""
+    None when it does not match, or when the state keeps a Gaussian (which numpy.random.seed()
+    would drop): then _reseed calls numpy.random.seed()."""
     import numpy
 
     try:
@@ -421,10 +420,11 @@ def _find_mt_state() -> int | None:
 
 def _reseed() -> None:
     """numpy's global random state, seeded afresh for this submission (as a first import of
-    numpy.random would): a fork of the zygote would otherwise start from the zygote's. The state
-    numpy.random.seed() makes (a key from the system's entropy whose first word is 0x80000000,
-    position 623, no kept Gaussian), written straight into the generator's memory: seed() runs
-    ~600 Python-level steps and copies ~150 pages of this process, ~0.8 ms per submission."""
+    numpy.random would): a fork of the zygote would otherwise start from the zygote's. What
+    numpy.random.seed() does (a new key from the system's entropy, its first word 0x80000000; the
+    position as it was; no kept Gaussian, and the zygote keeps none), written straight into the
+    generator's memory: seed() runs ~600 Python-level steps and copies ~100 pages of this process,
+    ~0.7 ms of every submission."""
     if _mt_state is None:
         import numpy
 
@@ -432,7 +432,6 @@ def _reseed() -> None:
         return
     ctypes.memmove(_mt_state, os.urandom(MT_KEY_BYTES), MT_KEY_BYTES)
     ctypes.c_uint32.from_address(_mt_state).value = 0x80000000
-    ctypes.c_int.from_address(_mt_state + MT_KEY_BYTES).value = MT_SEEDED_POS
 
 
 def _map_own_ids(uid: int, gid: int) -> None:
