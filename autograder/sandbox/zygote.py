@@ -86,14 +86,14 @@ def _threads() -> int:
     return int(fields[17]) if len(fields) > 17 and fields[17].isdigit() else 0
 
 
-def _fork_problem() -> int:
-    """Fork a problem process. With one thread, fork(2) is called straight from libc: Python's
-    at-fork handlers are skipped, and with them ~150 copied pages and ~0.4 ms of CPU in every
-    child. Of those handlers, `threading`'s only renews locks no other thread can hold (there is
-    none) and `random`'s reseeds its global generator, which is done here the cheap way (as the
-    handler does, minus its Python-level wrapper). Handlers a notebook registered itself
-    (os.register_at_fork) do not run in the problem process. With more threads (a notebook
-    that started one), os.fork as usual."""
+def _fork_bare() -> int:
+    """Fork a problem process (from the template) or a template (from the supervisor). With one
+    thread, fork(2) is called straight from libc: Python's at-fork handlers are skipped, and
+    with them ~150 copied pages and ~0.4 ms of CPU in every child. Of those handlers,
+    `threading`'s only renews locks no other thread can hold (there is none) and `random`'s
+    reseeds its global generator, which is done here the cheap way (as the handler does, minus
+    its Python-level wrapper). Handlers a notebook registered itself (os.register_at_fork) do not
+    run in the problem process. With more threads (a notebook that started one), os.fork as usual."""
     if _threads() != 1:
         return _fork()
     pid = int(_libc_fork())
@@ -734,7 +734,7 @@ class Supervisor:
             return False
 
     def _start_template(self, nb_fd: int) -> None:
-        pid = os.fork()
+        pid = _fork_bare()
         if pid == 0:
             code = 70
             try:
@@ -830,7 +830,7 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
     def fork(fd: int) -> None:
         collect()
         exits.clear()
-        pid = _fork_problem()
+        pid = _fork_bare()
         if pid == 0:
             code = 70
             try:
