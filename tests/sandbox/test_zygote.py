@@ -42,6 +42,30 @@ def test_the_process_tree_of_a_submission(submit):
     assert cwd == "/tmp/notebook" and home == "/tmp/problem"
 
 
+NAMES = """
+import os, random
+first = random.random()
+def names():
+    return [open(f"/proc/{pid}/comm").read().strip() for pid in (1, 2, os.getpid())]
+def drawn():
+    return first
+"""
+
+
+def test_each_process_of_a_submission_is_named_by_its_role(submit):
+    """Do the supervisor, the template and a problem process carry their roles' names (what ps,
+    top and perf show, and what tools/sandbox_roles.py adds up by)?"""
+    names = submit([NAMES]).problem("p").call("names").value
+    assert names == ["sbx-supervisor", "sbx-template", "sbx-problem"]
+
+
+def test_each_notebook_draws_its_own_random_numbers(submit):
+    """Does each submission's notebook start from its own `random` state (the template is forked
+    without Python's at-fork handlers and reseeds `random` itself), not the zygote's?"""
+    draws = {submit([NAMES]).problem("p").call("drawn").value for _ in range(3)}
+    assert len(draws) == 3
+
+
 def test_a_cell_timeout_starts_a_new_template(submit):
     """After a cell hangs, is the notebook run again by a fresh template (not the one that hung)?"""
     run = submit([INSPECT, "while True:\n    pass"])
