@@ -9,8 +9,9 @@ Messages (see `protocol`), on the template's socket:
         "return_bytes", "header_bytes"}
   out: {"op": "cell_start", "index"} and {"op": "cell_done", ...} per cell; with "more" true, then
        {"op": "more"} -> in {"op": "cells", "cells": [...], "more"}, and so on; then {"op": "ready"}
-  in:  {"op": "fork"} followed by one file descriptor: a new problem process serves it
-  in:  {"op": "reap", "pid"} -> out {"op": "reaped", "code"}: how a problem process ended
+  then single-byte requests (see protocol.FORK_REQUEST):
+  in:  one file descriptor (send_fds): a new problem process serves it
+  in:  REAP_REQUEST and a pid (4 bytes) -> out {"op": "reaped", "code"}: how a problem process ended
 and on a problem process's socket:
   out: {"op": "hello", "pid"}
   in:  {"op": "call", "name", "args", "kwargs"} -> out {"op": "result", ...} or
@@ -78,6 +79,31 @@ _is_not = operator.is_not
 _itemgetter = operator.itemgetter
 _FunctionType = types.FunctionType
 _CodeType = types.CodeType
+_sock_recvmsg = _socket.socket.recvmsg
+_sock_recv = _socket.socket.recv
+_sock_settimeout = _socket.socket.settimeout
+_SOL_SOCKET = _socket.SOL_SOCKET
+_SCM_RIGHTS = _socket.SCM_RIGHTS
+_FD_SPACE = _socket.CMSG_SPACE(2 * 4)   # room for two descriptors: one more than a request carries
+_FORK_REQUEST = protocol.FORK_REQUEST
+_REAP_REQUEST = protocol.REAP_REQUEST
+_os_close = os.close
+
+
+def _unpack_fds(payload: bytes) -> list[int]:
+    n = len(payload) // 4
+    return [int.from_bytes(payload[i * 4:i * 4 + 4], sys.byteorder, signed=True) for i in range(n)]
+
+
+def _recv_exactly(sock: _socket.socket, n: int) -> bytes | None:
+    """`n` bytes from a blocking socket (None when the other end closed first)."""
+    got = b""
+    while len(got) < n:
+        part = _sock_recv(sock, n - len(got))
+        if not part:
+            return None
+        got += part
+    return got
 
 
 class _BuiltinsGuard:
@@ -409,24 +435,38 @@ class Runner:
         return True
 
     def serve_forks(self, fork: Callable[[int], object], reap: Callable[[int], object]) -> None:
-        """After the notebook ran: on each {"op": "fork"} take the descriptor that follows and
-        call fork(fd), which starts a problem process serving it; on {"op": "reap", "pid"} answer
+        """After the notebook ran: for each descriptor sent (protocol.FORK_REQUEST) call fork(fd),
+        which starts a problem process serving it; for protocol.REAP_REQUEST and a pid answer
         {"op": "reaped", "code": reap(pid)} (how that problem process ended, None if unknown).
-        Returns at end of stream."""
+        Returns at end of stream or on anything else. One system call per fork request, and
+        little Python between forks: each fork makes every page of this process copy-on-write
+        again, so each page touched here is copied or faulted in anew for every problem."""
+        sock = self.chan.sock
+        _sock_settimeout(sock, None)                # blocking from here: waits are in recvmsg
         while True:
             try:
-                msg = self.chan.recv(trusted=False)
-                op = msg["op"]
-                if op == "reap":
-                    pid = _dict_get(msg, "pid")
-                    self.chan.send({"op": "reaped", "code": reap(pid) if type(pid) is int else None})
-                    continue
-                if op != "fork":
-                    return
-                fds = self.chan.recv_fds(1)
-            except (EOFError, OSError, protocol.ProtocolError):
+                data, ancillary, _, _ = _sock_recvmsg(sock, 1, _FD_SPACE)
+            except OSError:
                 return
-            fork(fds[0])
+            fds = [fd for level, kind, payload in ancillary if level == _SOL_SOCKET and kind == _SCM_RIGHTS
+                   for fd in _unpack_fds(payload)]
+            if data == _FORK_REQUEST and len(fds) == 1:
+                fork(fds[0])
+                continue
+            for fd in fds:
+                _os_close(fd)
+            if data != _REAP_REQUEST:
+                return                              # end of stream, or out of step
+            try:
+                raw = _recv_exactly(sock, 4)
+            except OSError:
+                return
+            if raw is None:
+                return
+            try:
+                self.chan.send({"op": "reaped", "code": reap(int.from_bytes(raw, "big"))})
+            except OSError:
+                return
 
     # ---- calls
     def serve_calls(self, chan: protocol.Channel) -> None:

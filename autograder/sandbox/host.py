@@ -1082,8 +1082,7 @@ class SubmissionRun:
         parent, child = socket.socketpair()
         try:
             end = time.monotonic() + CONTROL_SECONDS
-            self._nb.send({"op": "fork"}, deadline=end)
-            self._nb.send_fds([child.fileno()], deadline=end)
+            self._nb.send_fds([child.fileno()], deadline=end)          # protocol.FORK_REQUEST
         except (OSError, TimeoutError):
             parent.close()
             self._failed = (TEMPLATE_LOST, "")
@@ -1118,7 +1117,7 @@ class SubmissionRun:
         if pid is not None and self._nb is not None:
             try:
                 end = time.monotonic() + 3.0
-                self._nb.send({"op": "reap", "pid": pid}, deadline=end)
+                self._nb.send_frame(protocol.REAP_REQUEST + (pid & 0xFFFFFFFF).to_bytes(4, "big"), deadline=end)
                 reply = self._nb.recv(trusted=True, deadline=end, caps=CELL_CAPS)
                 if reply.get("op") == "reaped" and type(reply.get("code")) is int:
                     code = reply["code"]

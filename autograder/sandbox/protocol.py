@@ -50,7 +50,7 @@ from autograder.text import with_article
 
 __all__ = [
     "Caps", "TRUSTED_CAPS", "UNCAPPED", "ProtocolError", "EncodeError",
-    "encode", "decode", "frame", "Channel", "describe", "READ_AHEAD",
+    "encode", "decode", "frame", "Channel", "describe", "READ_AHEAD", "FORK_REQUEST", "REAP_REQUEST",
 ]
 
 # The tree given to JSON is built afresh by _Encoder, with its depth capped: it cannot hold a cycle,
@@ -596,6 +596,13 @@ _struct_unpack = struct.unpack
 
 
 _FD_MARKER = b"F"
+# The template's requests once its notebook ran are single bytes, not frames (a problem process
+# is forked for each, and a frame's decoding would touch, and so copy, pages of the template every
+# time): a descriptor sent with send_fds (its marker byte is FORK_REQUEST) asks for a problem
+# process serving it; REAP_REQUEST followed by a pid (4 bytes, big-endian) asks how that problem
+# process ended (answered with a frame, {"op": "reaped", "code"}).
+FORK_REQUEST = _FD_MARKER
+REAP_REQUEST = b"R"
 _poll = select.poll
 _POLLIN = select.POLLIN
 _POLLOUT = select.POLLOUT

@@ -52,42 +52,43 @@ SWEEP_ROUNDS = 500
 SUBMISSION_NAMESPACES = (linux.CLONE_NEWUSER | linux.CLONE_NEWPID | linux.CLONE_NEWNS | linux.CLONE_NEWIPC
                          | linux.CLONE_NEWUTS)
 LINGER_WAIT = 0.005               # seconds a sweep waits for a killed problem process before moving on
+# Each process names itself by its role (its comm: what ps, top and perf show; `tools/sandbox_roles.py`
+# adds up CPU by these names). A student's code may rename its own process: a name is for
+# accounting, never for a decision.
+ROLE_NAMES = {"zygote": "sbx-zygote", "submission": "sbx-submission", "supervisor": "sbx-supervisor",
+              "template": "sbx-template", "problem": "sbx-problem"}
 
 # Bound now: the notebook runs in the template and may rebind functions of `os` before the
 # template forks problem processes with these.
 _fork, _waitpid, _exit, _close, _chdir = os.fork, os.waitpid, os._exit, os.close, os.chdir
 _open, _dup2, _closerange, _environ = os.open, os.dup2, os.closerange, os.environ
 _gc_freeze = gc.freeze
-_read, _fstat_proc = os.read, "/proc/self/stat"
+_stat, _task_dir = os.stat, "/proc/self/task"
 _libc_fork = ctypes.PyDLL(None, use_errno=True).fork     # PyDLL: called with the GIL held
 _get_errno = ctypes.get_errno
 _seed_random, _random_inst = _random.Random.seed, random._inst
+_name_problem = linux.namer(ROLE_NAMES["problem"])
 
 
 def _threads() -> int:
-    """How many threads this process has (0 when /proc cannot tell)."""
+    """How many threads this process has (0 when /proc cannot tell): the link count of
+    /proc/self/task is two plus that number. One stat call: reading and splitting
+    /proc/self/stat made ~50 objects, whose pages every fork had copied again."""
     try:
-        fd = _open(_fstat_proc, os.O_RDONLY)
+        links = _stat(_task_dir).st_nlink
     except OSError:
         return 0
-    try:
-        text = _read(fd, 4096)
-    except OSError:
-        return 0
-    finally:
-        _close(fd)
-    fields = text[text.rindex(b")") + 2:].split()
-    return int(fields[17]) if len(fields) > 17 and fields[17].isdigit() else 0
+    return links - 2 if links > 2 else 0
 
 
-def _fork_problem() -> int:
-    """Fork a problem process. With one thread, fork(2) is called straight from libc: Python's
-    at-fork handlers are skipped, and with them ~150 copied pages and ~0.4 ms of CPU in every
-    child. Of those handlers, `threading`'s only renews locks no other thread can hold (there is
-    none) and `random`'s reseeds its global generator, which is done here the cheap way (as the
-    handler does, minus its Python-level wrapper). Handlers a notebook registered itself
-    (os.register_at_fork) do not run in the problem process. With more threads (a notebook
-    that started one), os.fork as usual."""
+def _fork_bare() -> int:
+    """Fork a problem process (from the template) or a template (from the supervisor). With one
+    thread, fork(2) is called straight from libc: Python's at-fork handlers are skipped, and
+    with them ~150 copied pages and ~0.4 ms of CPU in every child. Of those handlers,
+    `threading`'s only renews locks no other thread can hold (there is none) and `random`'s
+    reseeds its global generator, which is done here the cheap way (as the handler does, minus
+    its Python-level wrapper). Handlers a notebook registered itself (os.register_at_fork) do not
+    run in the problem process. With more threads (a notebook that started one), os.fork as usual."""
     if _threads() != 1:
         return _fork()
     pid = int(_libc_fork())
@@ -389,12 +390,43 @@ def _hung_up(fd: int) -> bool:
     return bool(poller.poll(0))
 
 
-def _reseed() -> None:
-    """numpy's global random state, seeded afresh for this submission (as a first import of
-    numpy.random would): a fork of the zygote would otherwise start from the zygote's."""
+MT_KEY_BYTES = 624 * 4             # an MT19937 state in memory: uint32 key[624], then int pos
+_mt_state: int | None = None       # address of numpy's global MT19937 state (see _find_mt_state)
+
+
+def _find_mt_state() -> int | None:
+    """In the zygote: where the MT19937 state of numpy's global RandomState lies in memory (the
+    same address in every fork), checked against what numpy.random.get_state() says is there;
+    None when it does not match, or when the state keeps a Gaussian (which numpy.random.seed()
+    would drop): then _reseed calls numpy.random.seed()."""
     import numpy
 
-    numpy.random.seed()
+    try:
+        address = int(numpy.random.mtrand.get_bit_generator().ctypes.state_address)
+        name, key, pos, has_gauss, _ = numpy.random.get_state(legacy=True)
+        raw = ctypes.string_at(address, MT_KEY_BYTES + 4)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if (name != "MT19937" or has_gauss != 0 or raw[:MT_KEY_BYTES] != numpy.asarray(key).astype("=u4").tobytes()
+            or int.from_bytes(raw[MT_KEY_BYTES:], sys.byteorder, signed=True) != pos):
+        return None
+    return address
+
+
+def _reseed() -> None:
+    """numpy's global random state, seeded afresh for this submission (as a first import of
+    numpy.random would): a fork of the zygote would otherwise start from the zygote's. What
+    numpy.random.seed() does (a new key from the system's entropy, its first word 0x80000000; the
+    position as it was; no kept Gaussian, and the zygote keeps none), written straight into the
+    generator's memory: seed() runs ~600 Python-level steps and copies ~100 pages of this process,
+    ~0.7 ms of every submission."""
+    if _mt_state is None:
+        import numpy
+
+        numpy.random.seed()
+        return
+    ctypes.memmove(_mt_state, os.urandom(MT_KEY_BYTES), MT_KEY_BYTES)
+    ctypes.c_uint32.from_address(_mt_state).value = 0x80000000
 
 
 def _map_own_ids(uid: int, gid: int) -> None:
@@ -412,6 +444,7 @@ def _namespace_init(alive_r: int, sup_fd: int, nb_fd: int | None, msg: dict[str,
                     uid: int, gid: int) -> int:
     """The supervisor when the zygote forked it straight into the submission's namespaces (it is
     their PID 1): the parent-death signal, the uid and gid maps, then the supervisor's work."""
+    linux.set_name(ROLE_NAMES["supervisor"])
     linux.set_parent_death_signal(signal.SIGKILL)
     if _hung_up(alive_r):
         return 1                                # the zygote ended meanwhile: nothing to supervise
@@ -438,6 +471,7 @@ def _submission(sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_fil
     linux.set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != zygote:
         return 1
+    linux.set_name(ROLE_NAMES["submission"])
     _reseed()
     problems: list[str] = []
     layers: list[str] = []
@@ -488,6 +522,7 @@ class Supervisor:
                  problems: list[str], *, isolated: bool, first_template: int | None = None, ours: int = 3):
         from autograder.sandbox import protocol
 
+        linux.set_name(ROLE_NAMES["supervisor"])
         self.protocol = protocol
         self.chan = protocol.Channel.from_fd(sup_fd)
         self.limits = dict(msg.get("limits") or {})
@@ -694,7 +729,7 @@ class Supervisor:
             return False
 
     def _start_template(self, nb_fd: int) -> None:
-        pid = os.fork()
+        pid = _fork_bare()
         if pid == 0:
             code = 70
             try:
@@ -739,6 +774,7 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
               isolated: bool, ours: int = 3) -> int:
     from autograder.sandbox import child, protocol
 
+    linux.set_name(ROLE_NAMES["template"])
     linux.set_parent_death_signal(signal.SIGKILL)
     os.setsid()
     _only_fds(nb_fd)
@@ -749,8 +785,7 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
         os.environ.update(HOME=notebook_dir, TMPDIR=notebook_dir)
         layers += _rlimits(limits, isolated, ours)
         linux.set_dumpable(True)
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")                       # under memory pressure, student code goes first
+        linux.write_file("/proc/self/oom_score_adj", "1000")    # under memory pressure, student code goes first
         linux.drop_capabilities()
         linux.set_no_new_privs()
         linux.set_dumpable(False)
@@ -790,10 +825,11 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
     def fork(fd: int) -> None:
         collect()
         exits.clear()
-        pid = _fork_problem()
+        pid = _fork_bare()
         if pid == 0:
             code = 70
             try:
+                _name_problem()
                 _only_fds(fd)
                 _chdir(notebook_dir)               # again: the read-only view mounted after the notebook ran
                 runner.serve_calls(channel(fd))
@@ -840,6 +876,7 @@ def _import_numpy_random() -> None:
 
 def main(argv: list[str]) -> int:
     fd = int(argv[argv.index("--fd") + 1])
+    linux.set_name(ROLE_NAMES["zygote"])
     if "--mount-proc" in argv:
         linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
     if "--uid" in argv:
@@ -848,6 +885,8 @@ def main(argv: list[str]) -> int:
     # imported once here, shared by every fork; numpy.random explicitly, as numpy imports it lazily
     # (~10 ms in every notebook that seeds a generator)
     _import_numpy_random()
+    global _mt_state
+    _mt_state = _find_mt_state()
 
     from autograder.sandbox import child, protocol
 

@@ -570,6 +570,18 @@ def test_numpys_global_random_state_is_fresh_in_every_submission(submit):
     assert first[0] != second[0] and first[1] == second[1]
 
 
+def test_each_submission_starts_from_a_state_as_numpy_random_seed_makes_it(submit):
+    """Is numpy's global random state of a submission the one numpy.random.seed() makes in a fresh
+    import (first key word 0x80000000, position 623, no kept Gaussian), with a key of its own?"""
+    source = ("import numpy as np\n"
+              "def state():\n    name, key, pos, has_gauss, gauss = np.random.get_state()\n"
+              "    return [name, int(key[0]), int(pos), int(has_gauss), float(gauss), key[1:].tobytes().hex()]")
+    first = submit([source]).problem("p").call("state").value
+    second = submit([source]).problem("p").call("state").value
+    assert first[:5] == second[:5] == ["MT19937", 0x80000000, 623, 0, 0.0]
+    assert first[5] != second[5]
+
+
 def test_a_batch_gets_each_next_submissions_processes_started_ahead():
     """From a host's second submission on, are the next submission's processes started while it is
     graded, used by the next one, and replaced when its limits differ or they died meanwhile?"""

@@ -42,6 +42,30 @@ def test_the_process_tree_of_a_submission(submit):
     assert cwd == "/tmp/notebook" and home == "/tmp/problem"
 
 
+NAMES = """
+import os, random
+first = random.random()
+def names():
+    return [open(f"/proc/{pid}/comm").read().strip() for pid in (1, 2, os.getpid())]
+def drawn():
+    return first
+"""
+
+
+def test_each_process_of_a_submission_is_named_by_its_role(submit):
+    """Do the supervisor, the template and a problem process carry their roles' names (what ps,
+    top and perf show, and what tools/sandbox_roles.py adds up by)?"""
+    names = submit([NAMES]).problem("p").call("names").value
+    assert names == ["sbx-supervisor", "sbx-template", "sbx-problem"]
+
+
+def test_each_notebook_draws_its_own_random_numbers(submit):
+    """Does each submission's notebook start from its own `random` state (the template is forked
+    without Python's at-fork handlers and reseeds `random` itself), not the zygote's?"""
+    draws = {submit([NAMES]).problem("p").call("drawn").value for _ in range(3)}
+    assert len(draws) == 3
+
+
 def test_a_cell_timeout_starts_a_new_template(submit):
     """After a cell hangs, is the notebook run again by a fresh template (not the one that hung)?"""
     run = submit([INSPECT, "while True:\n    pass"])
@@ -88,3 +112,34 @@ def test_threads_work_in_a_problem_process_forked_either_way(submit):
     busy = submit([FORK_STATE, "import time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()"])
     two = busy.problem("p").call("in_a_thread").value
     assert one == two == [1, 1, True]
+
+
+def test_the_reseed_leaves_what_numpy_random_seed_leaves():
+    """Does the zygote's reseed, written straight into numpy's generator, change what
+    numpy.random.seed() changes (a fresh key, its first word 0x80000000) and nothing else, and
+    does it fall back to numpy.random.seed() when the state's address is not known?"""
+    import numpy as np
+
+    from autograder.sandbox import zygote
+
+    saved, address = np.random.get_state(), zygote._mt_state
+    try:
+        np.random.seed()
+        np.random.random(5)                             # a position other than the first
+        zygote._mt_state = zygote._find_mt_state()
+        assert zygote._mt_state is not None
+        keys = []
+        for known in (True, True, False):
+            before = np.random.get_state()
+            if not known:
+                zygote._mt_state = None
+            zygote._reseed()
+            name, key, pos, has_gauss, gauss = np.random.get_state()
+            assert (name, int(key[0]), pos, has_gauss, gauss) == ("MT19937", 0x80000000, before[2], 0, 0.0)
+            keys.append(key.tobytes())
+        assert len(set(keys)) == 3
+        np.random.standard_normal()
+        assert zygote._find_mt_state() is None          # a kept Gaussian: numpy.random.seed() instead
+    finally:
+        np.random.set_state(saved)
+        zygote._mt_state = address
