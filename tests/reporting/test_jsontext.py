@@ -8,8 +8,8 @@ import nbformat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder.reporting.annotate import _notebook_text
 from autograder.reporting.jsontext import dumps_indented
+from autograder.reporting.notebook_text import notebook_text as _notebook_text
 from autograder.reporting.results_json import render_results_json, to_results_json
 
 LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
