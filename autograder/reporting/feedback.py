@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -317,6 +318,25 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
+_KEPT: dict[tuple[Hashable, ...], Markup] = {}    # (macro's name, its arguments) -> its markup
+KEPT_MARKUP = 256                                  # sections kept, least recently used out
+_KEPT_FROM: list[jinja2.Template | None] = [None]  # the template they were made by
+
+
+def kept(macro: Callable[..., Markup], *args: Hashable) -> Markup:
+    """`macro(*args)`, kept for the next page: a macro of the page's template whose markup depends on
+    its arguments only (the views, frozen and compared field by field), like a problem's section,
+    is the same for every student whose problem went the same way (most often: full marks)."""
+    key = (getattr(macro, "name", macro), *args)
+    out = _KEPT.pop(key, None)
+    if out is None:
+        out = macro(*args)
+        while len(_KEPT) >= KEPT_MARKUP:
+            del _KEPT[next(iter(_KEPT))]
+    _KEPT[key] = out
+    return out
+
+
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Jinja's own cache of compiled templates (a folder of this user's, mode 0700, in the temp
     folder; Jinja refuses one another user could write): a command then loads the page's compiled
@@ -340,7 +360,7 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(breakable=breakable, rich=rich)
-    env.globals.update(plural=plural)
+    env.globals.update(plural=plural, kept=kept)
     return env
 
 
@@ -354,6 +374,9 @@ def render_feedback(result: SubmissionResult, assignment: Assignment | None = No
     """The feedback page for `result` as one HTML document (inline CSS, no external assets), at most
     FEEDBACK_MAX_BYTES (messages are cut shorter if needed)."""
     template = _environment().get_template("feedback.html")
+    if _KEPT_FROM[0] is not template:       # the template was loaded again (changed): its markup is new
+        _KEPT.clear()
+        _KEPT_FROM[0] = template
     page = template.render(view=feedback_view(bound_result(result), assignment, review))
     if len(page.encode("utf-8")) > FEEDBACK_MAX_BYTES:
         page = template.render(view=feedback_view(shrunk(bound_result(result)), assignment, review))

@@ -50,12 +50,21 @@ def ordered_problems(result: SubmissionResult) -> tuple[str, ...]:
 
 
 def numbered_tests(result: SubmissionResult) -> tuple[tuple[str, TestResult], ...]:
-    """Each test with its number "p.t": p the problem's place, t the test's place within it."""
+    """Each test with its number "p.t": p the problem's place, t the test's place within it. The
+    last result numbered is remembered (results.json and the page number the same one)."""
+    last = _NUMBERED[0]
+    if last is not None and last[0] is result:
+        return last[1]
     out: list[tuple[str, TestResult]] = []
     for p, problem in enumerate(ordered_problems(result), start=1):
         mine = [t for t in result.tests if t.problem == problem]
         out.extend((f"{p}.{i}", t) for i, t in enumerate(mine, start=1))
-    return tuple(out)
+    numbered = tuple(out)
+    _NUMBERED[0] = (result, numbered)
+    return numbered
+
+
+_NUMBERED: list[tuple[SubmissionResult, tuple[tuple[str, TestResult], ...]] | None] = [None]
 
 
 def short_name(test: TestResult) -> str:
