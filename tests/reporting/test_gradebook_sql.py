@@ -77,3 +77,24 @@ def test_first_grades_and_regrades_leave_the_rows_nbgraders_api_leaves(tmp_path,
     assert rows(courses["sql"]) == rows(courses["api"])
     assert courses["sql-reviews"] == courses["api-reviews"]
     assert len(rows(courses["sql"])["grade"]) == 3 * (len(assignment.problems) + 1)
+
+
+def test_the_journal_is_kept_only_while_the_batch_writes(tmp_path, assignment, empty_gradebook, ada, bob):  # noqa: F811
+    """While a batch writes, is SQLite's journal file kept between submissions (PERSIST), and once it
+    is done is the gradebook back in nbgrader's DELETE mode with no journal file left; and is a
+    gradebook someone put in WAL mode left in it?"""
+    course = released(tmp_path, "sql", assignment, empty_gradebook)
+    journal = course.root / "gradebook.db-journal"
+    with GradebookWriter(course, assignment) as writer:
+        assert writer.record(ada) is None and journal.exists()
+        assert writer.record(bob) is None
+    assert not journal.exists()
+    db = sqlite3.connect(course.root / "gradebook.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    db.execute("PRAGMA journal_mode=WAL")
+    db.close()
+    with GradebookWriter(course, assignment) as writer:
+        assert writer.plain_sql and writer.record(ada) is None
+    db = sqlite3.connect(course.root / "gradebook.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
