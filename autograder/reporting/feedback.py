@@ -34,7 +34,17 @@ from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
 
 from .bounds import FEEDBACK_MAX_BYTES, bound_result, shrunk
-from .digest import Check, FailureGroup, ProblemDigest, case_state, digest_problems, group_notes, is_advice
+from .digest import (
+    Check,
+    FailureGroup,
+    ProblemDigest,
+    case_state,
+    digest_key,
+    group_notes,
+    is_advice,
+    problem_digest,
+    problem_tests,
+)
 from .results_json import atomic_write_text, format_points, misconception_name, reported_score, student_error
 from .review import Review
 
@@ -208,6 +218,26 @@ def _problem_view(p: ProblemDigest) -> ProblemView:
         passed=tuple(_check_view(c) for c in p.of_kind("passed")))
 
 
+_VIEWS: dict[tuple[object, ...], ProblemView] = {}   # digest_key -> the problem's view
+VIEWS_KEPT = 512                                      # views kept, least recently used out
+
+
+def _problem_views(result: SubmissionResult) -> tuple[ProblemView, ...]:
+    """`_problem_view` of each problem's digest, a view kept for the next student whose problem went
+    the same way (digest_key: the same tests but for their detail and duration), most often full marks."""
+    views = []
+    for tests in problem_tests(result):
+        key = digest_key(tests)
+        view = _VIEWS.pop(key, None)
+        if view is None:
+            view = _problem_view(problem_digest(tests))
+            while len(_VIEWS) >= VIEWS_KEPT:
+                del _VIEWS[next(iter(_VIEWS))]
+        _VIEWS[key] = view
+        views.append(view)
+    return tuple(views)
+
+
 def _reviewed(problems: tuple[ProblemView, ...], review: Review) -> tuple[ProblemView, ...]:
     out = []
     for p in problems:
@@ -248,7 +278,7 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         missing = tuple((p.name, p.points) for p in assignment.problems if p.name not in points)
         if missing:
             result = replace(result, problem_points=result.problem_points + missing)
-    problems = tuple(_problem_view(p) for p in digest_problems(result))
+    problems = _problem_views(result)
     graded = [t for t in result.tests if not is_advice(t)]
     messages = {t.output.strip() for t in graded}
     every_one_failed = len(graded) > 1 and all(case_state(t) == "failed" for t in graded)
