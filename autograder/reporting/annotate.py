@@ -32,7 +32,7 @@ from nbformat.v4 import rwbase
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
 
-from .digest import Check, FailureGroup, ProblemDigest, digest_problems
+from .digest import Check, FailureGroup, ProblemDigest, ProblemTests, digest_key, problem_digest, problem_tests
 from .notebook_text import notebook_text
 from .results_json import atomic_write_text, format_points, misconception_name, student_error
 
@@ -138,6 +138,27 @@ def _output(result: SubmissionResult, problem: ProblemDigest | None, name: str) 
     return _new_output("error", ename=OUTPUT_NAME, evalue=evalue, traceback=text.splitlines())
 
 
+_OUTPUTS: dict[tuple[object, ...], tuple[str, dict[str, Any]]] = {}   # digest_key -> (output type, fields)
+OUTPUTS_KEPT = 512                                                    # least recently used out
+
+
+def _problem_output(result: SubmissionResult, tests: ProblemTests | None, name: str) -> nbformat.NotebookNode:
+    """`_output` for the problem, a graded problem's output kept for the next student whose problem
+    went the same way (digest_key: the same tests but for their detail and duration); a new node each time."""
+    if tests is None or result.state == "crashed":
+        return _output(result, problem_digest(tests) if tests is not None else None, name)
+    key = digest_key(tests)
+    made = _OUTPUTS.pop(key, None)
+    if made is None:
+        node = _output(result, problem_digest(tests), name)
+        made = (node.output_type, {k: v for k, v in node.items() if k != "output_type"})
+        while len(_OUTPUTS) >= OUTPUTS_KEPT:
+            del _OUTPUTS[next(iter(_OUTPUTS))]
+    _OUTPUTS[key] = made
+    kind, fields = made
+    return _new_output(kind, **{k: list(v) if isinstance(v, list) else v for k, v in fields.items()})
+
+
 # --------------------------------------------------------------------------- the notebook
 
 def _grade_id(cell: Any) -> str:
@@ -212,7 +233,7 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
                       ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Write our report into the grade cells of `nb` (in place) for `problems`.
     Returns (grade ids annotated, grade ids restored from `released`)."""
-    digests = {p.name: p for p in digest_problems(result)}
+    tests = {t[1]: t for t in problem_tests(result)}
     annotated, restored = [], []
     graded: dict[str, list[Any]] = {}      # grade id -> the code cells that have it, in order
     for c in nb.cells:
@@ -229,7 +250,7 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
                 restored.append(problem.grade_id)
         if not cells:
             continue
-        output = _output(result, digests.get(problem.name), problem.name)
+        output = _problem_output(result, tests.get(problem.name), problem.name)
         if problem.grade_id in restored:
             note = (f"{OUTPUT_NAME}: this grade cell was missing from the submission; it was put back "
                     f"from the released notebook so that its grade shows here.\n")

@@ -322,3 +322,31 @@ def test_the_copy_is_written_once_as_the_copy_annotated_afterwards_was(course_co
         shutil.rmtree(target)
     assert targets["once"] == targets["before"]
     assert (kind == "unreadable") == (targets["once"][NB][0] == b"{not json")
+
+
+def test_outputs_kept_from_earlier_students_give_the_notebook_annotated_afresh(tmp_path, copy, assignment):
+    """Annotated one after another (outputs kept from the students before, one whose checks differ only
+    in detail and duration, a crash), is every notebook the one annotated with nothing kept, and is a
+    kept output never shared between two notebooks?"""
+    from autograder.reporting import annotate
+
+    dora = dora_result()
+    timed = replace(dora, tests=tuple(replace(t, duration=7.0, detail="x") for t in dora.tests))
+    crashed = replace(erin_result(), state="crashed", tests=(), crash_reason="ImportError")
+    results = [dora, erin_result(), timed, crashed, dora]
+    texts = {}
+    for kept in (False, True):
+        annotate._OUTPUTS.clear()
+        for i, result in enumerate(results):
+            if not kept:
+                annotate._OUTPUTS.clear()
+            folder = tmp_path / f"{kept}-{i}"
+            folder.mkdir()
+            (folder / NB).write_bytes((copy / NB).read_bytes())
+            annotate_autograded(result, assignment, folder)
+            texts[kept, i] = (folder / NB).read_bytes()
+    assert all(texts[True, i] == texts[False, i] for i in range(len(results)))
+    assert texts[True, 2] == texts[True, 0] and annotate._OUTPUTS
+    tests = next(t for t in annotate.problem_tests(dora) if t[1] == "layer_norm")
+    first, again = (annotate._problem_output(dora, tests, "layer_norm") for _ in range(2))
+    assert first == again and first is not again and first.get("traceback") is not again.get("traceback")
