@@ -21,7 +21,14 @@ from .errors import CourseError
 from .grading.results import SubmissionResult
 from .intake import BOOKKEEPING, ungraded_files
 from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
-from .notebooks import RefusedFile, more_code_cells_than, open_regular, read_regular, submission_entries
+from .notebooks import (
+    RefusedFile,
+    more_code_cells_in,
+    more_code_cells_than,
+    open_regular,
+    read_regular,
+    submission_entries,
+)
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
     from .batch.launch import StartedWorker
@@ -567,16 +574,26 @@ def needs_formgrader_copy(course: Course, a: Assignment, sid: str, *, fresh: boo
 
 
 def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult) -> None:
-    """Copy the submission's notebooks into autograded/ for the formgrader, annotated with our report."""
+    """Copy the submission's notebooks into autograded/ for the formgrader, annotated with our report:
+    each is written once, annotated (or as submitted, when it cannot be)."""
     from .reporting.annotate import annotate_autograded
 
     layout = course.layout
     target = _inside(course, layout.autograded(sid, a.name))
-    _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024))
-    copies = [target / name for name, mode in submission_entries(target)
-              if stat.S_ISREG(mode) and name.endswith(".ipynb")]
-    if not any(more_code_cells_than(c) for c in copies):   # nbformat would need hundreds of MB
-        annotate_autograded(result, a, target, layout.release(a.name))
+    arriving: dict[str, bytes] = {}
+    _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024), notebooks=arriving)
+    try:
+        others = [target / name for name, mode in submission_entries(target)
+                  if stat.S_ISREG(mode) and name.endswith(".ipynb") and name not in arriving]
+        # nbformat would need hundreds of MB for a notebook of very many cells
+        if not any(more_code_cells_in(data) for data in arriving.values()) and \
+                not any(more_code_cells_than(c) for c in others):
+            for report in annotate_autograded(result, a, target, layout.release(a.name), arriving=arriving):
+                if report.notebook is not None:
+                    arriving.pop(report.notebook.name, None)
+    finally:
+        for name, data in arriving.items():          # not annotated: as submitted
+            _write_copy(target / name, data)
 
 
 def gradebook_side_outputs(course: Course, a: Assignment, sid: str, folder: Path | None, result: SubmissionResult,
@@ -661,11 +678,13 @@ def _mkdir(path: Path) -> None:
             raise
 
 
-def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -> None:
+def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int,
+                         notebooks: dict[str, bytes] | None = None) -> None:
     """Copy the submitted notebooks, timestamp and submission secret (as nbgrader's autograde does),
     so formgrader can show them for manual review and `nbgrader generate_feedback` finds them. Only
     regular files within the notebook size limit are copied; no link is followed and each copy is
-    written atomically. The originals are only read."""
+    written atomically. The originals are only read. With `notebooks`, the notebooks are read into
+    it (name -> bytes) instead, for the caller to write."""
     for name, mode in submission_entries(submitted):
         if not stat.S_ISREG(mode) or not (name.endswith(".ipynb") or name in BOOKKEEPING):
             continue
@@ -681,20 +700,30 @@ def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int) -
                 data = os.pread(fd, size + 1, 0)
                 if _holds(autograded / name, data):
                     continue
-            tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed into place or removed
-                dir=autograded, prefix=f".{name}.", suffix=".tmp", delete=False)
-            try:
-                with tmp:
-                    os.fchmod(tmp.fileno(), 0o644)
-                    with os.fdopen(os.dup(fd), "rb") as src:
-                        shutil.copyfileobj(src, tmp, 1 << 20)
-                os.replace(tmp.name, autograded / name)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp.name)
-                raise
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            if notebooks is not None and name.endswith(".ipynb"):
+                notebooks[name] = b"".join(chunks)
+            else:
+                _write_copy(autograded / name, b"".join(chunks))
         finally:
             os.close(fd)
+
+
+def _write_copy(path: Path, data: bytes) -> None:
+    """`data` into `path` atomically, readable by all (as nbgrader's copies are)."""
+    tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed into place or removed
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
+    try:
+        with tmp:
+            os.fchmod(tmp.fileno(), 0o644)
+            tmp.write(data)
+        os.replace(tmp.name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp.name)
+        raise
 
 
 def prepare_demo(project_dir: str | Path, demo_dir: str | Path | None = None) -> Path:

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,19 +120,26 @@ def more_code_cells_than(path: Path, limit: int = MAX_CODE_CELLS) -> bool:
     its bytes without parsing it (parsing a notebook of many small cells costs far more memory)."""
     fd = open_regular(path)
     try:
-        count, tail = 0, b""
-        while True:
-            chunk = os.read(fd, READ_CHUNK)
-            if not chunk:
-                return False
-            block = tail + chunk
-            count += len(_CODE_CELL.findall(block))
-            tail = block[-32:]
-            count -= len(_CODE_CELL.findall(tail))     # counted again with the next chunk
-            if count > limit:
-                return True
+        return _more_code_cells(iter(lambda: os.read(fd, READ_CHUNK), b""), limit)
     finally:
         os.close(fd)
+
+
+def more_code_cells_in(data: bytes, limit: int = MAX_CODE_CELLS) -> bool:
+    """`more_code_cells_than` for a notebook file's bytes already read (the same chunks, the same answer)."""
+    return _more_code_cells((data[i:i + READ_CHUNK] for i in range(0, len(data), READ_CHUNK)), limit)
+
+
+def _more_code_cells(chunks: Iterable[bytes], limit: int) -> bool:
+    count, tail = 0, b""
+    for chunk in chunks:
+        block = tail + chunk
+        count += len(_CODE_CELL.findall(block))
+        tail = block[-32:]
+        count -= len(_CODE_CELL.findall(tail))     # counted again with the next chunk
+        if count > limit:
+            return True
+    return False
 
 
 def is_real_dir(path: Path) -> bool:

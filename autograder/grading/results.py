@@ -152,7 +152,7 @@ def _plain(value: Any) -> Any:
 
 def _tuples(value: Any) -> Any:
     if isinstance(value, list):
-        return tuple(_tuples(v) for v in value)
+        return tuple([_tuples(v) if isinstance(v, list) else v for v in value])
     return value
 
 
@@ -181,5 +181,6 @@ def result_from_dict(data: dict[str, Any]) -> SubmissionResult:
         raise TypeError("a result must be a mapping")
     known = {f.name for f in dataclasses.fields(SubmissionResult) if f.init}
     values = {k: _tuples(v) for k, v in data.items() if k in known and k != "tests"}
-    tests = tuple(TestResult(**{k: _tuples(v) for k, v in t.items()}) for t in data.get("tests", ()))
+    tests = tuple(TestResult(**{k: _tuples(v) if isinstance(v, list) else v for k, v in t.items()})
+                  for t in data.get("tests", ()))
     return SubmissionResult(tests=tests, **values)

@@ -21,20 +21,19 @@ notebook is left as it is.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nbformat
-from nbformat.v4 import nbjson, rwbase
-from traitlets.log import get_logger
+from nbformat.v4 import rwbase
 
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
 
-from .digest import Check, FailureGroup, ProblemDigest, digest_problems
-from .jsontext import dumps_indented
+from .digest import Check, FailureGroup, ProblemDigest, ProblemTests, digest_key, problem_digest, problem_tests
+from .notebook_text import notebook_text
 from .results_json import atomic_write_text, format_points, misconception_name, student_error
 
 OUTPUT_NAME = "course autograde"      # `ename` of our error outputs: what produced them
@@ -139,6 +138,27 @@ def _output(result: SubmissionResult, problem: ProblemDigest | None, name: str) 
     return _new_output("error", ename=OUTPUT_NAME, evalue=evalue, traceback=text.splitlines())
 
 
+_OUTPUTS: dict[tuple[object, ...], tuple[str, dict[str, Any]]] = {}   # digest_key -> (output type, fields)
+OUTPUTS_KEPT = 512                                                    # least recently used out
+
+
+def _problem_output(result: SubmissionResult, tests: ProblemTests | None, name: str) -> nbformat.NotebookNode:
+    """`_output` for the problem, a graded problem's output kept for the next student whose problem
+    went the same way (digest_key: the same tests but for their detail and duration); a new node each time."""
+    if tests is None or result.state == "crashed":
+        return _output(result, problem_digest(tests) if tests is not None else None, name)
+    key = digest_key(tests)
+    made = _OUTPUTS.pop(key, None)
+    if made is None:
+        node = _output(result, problem_digest(tests), name)
+        made = (node.output_type, {k: v for k, v in node.items() if k != "output_type"})
+        while len(_OUTPUTS) >= OUTPUTS_KEPT:
+            del _OUTPUTS[next(iter(_OUTPUTS))]
+    _OUTPUTS[key] = made
+    kind, fields = made
+    return _new_output(kind, **{k: list(v) if isinstance(v, list) else v for k, v in fields.items()})
+
+
 # --------------------------------------------------------------------------- the notebook
 
 def _grade_id(cell: Any) -> str:
@@ -157,12 +177,20 @@ def _restore_position(nb: Any, released: Any, index: int) -> int:
     return len(nb.cells)
 
 
-def _read_notebook(path: Path) -> tuple[Any, str]:
+def _read_notebook(path: Path, data: bytes | None = None) -> tuple[Any, str]:
     """`nbformat.read(path, as_version=4)` without its validation: the notebook is validated once,
-    as nbformat's writer would, when it is written back (`_notebook_text`)."""
+    as nbformat's writer would, when it is written back (`notebook_text`). With `data`, the bytes
+    that are to be written at `path` are read instead of the file (as text, with universal newlines
+    as `open` reads it)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return nbformat.convert(_reads(fh.read()), 4), ""
+        if data is None:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        else:
+            text = data.decode("utf-8")
+            if "\r" in text:
+                text = text.replace("\r\n", "\n").replace("\r", "\n")
+        return nbformat.convert(_reads(text), 4), ""
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError,
             nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         return None, f"{path.name}: not annotated, not a readable notebook ({type(exc).__name__})"
@@ -205,7 +233,7 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
                       ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Write our report into the grade cells of `nb` (in place) for `problems`.
     Returns (grade ids annotated, grade ids restored from `released`)."""
-    digests = {p.name: p for p in digest_problems(result)}
+    tests = {t[1]: t for t in problem_tests(result)}
     annotated, restored = [], []
     graded: dict[str, list[Any]] = {}      # grade id -> the code cells that have it, in order
     for c in nb.cells:
@@ -222,7 +250,7 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
                 restored.append(problem.grade_id)
         if not cells:
             continue
-        output = _output(result, digests.get(problem.name), problem.name)
+        output = _problem_output(result, tests.get(problem.name), problem.name)
         if problem.grade_id in restored:
             note = (f"{OUTPUT_NAME}: this grade cell was missing from the submission; it was put back "
                     f"from the released notebook so that its grade shows here.\n")
@@ -234,43 +262,37 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
     return tuple(annotated), tuple(restored)
 
 
-def _notebook_text(nb: Any) -> str:
-    """`nbformat.writes(nb)` for a version-4 notebook that is written once and then dropped: validated
-    (and an invalid one logged) the same way, its text split into lines and transient metadata
-    removed as nbformat's writer does, but in place rather than on a deep copy, and the JSON (sorted
-    keys, indent 1) written by jsontext. A notebook of another version, or holding values plain
-    JSON does not (bytes), is left to nbformat's own writer."""
-    if nb.get("nbformat") != 4:
-        return str(nbformat.writes(nb))
-    try:
-        nbformat.validate(nb)
-    except nbformat.ValidationError as exc:
-        get_logger().error("Notebook JSON is invalid: %s", exc)
-    nb = rwbase.strip_transient(rwbase.split_lines(nb))
-    try:
-        return dumps_indented(nb, 1, sort_keys=True)
-    except (TypeError, ValueError):              # bytes, NaN: nbformat's writer takes them
-        return str(nbjson.writes(nb))            # the same text: splitting and stripping again change nothing
-
-
 def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder: str | Path,
-                        release_dir: str | Path | None = None) -> tuple[AnnotationReport, ...]:
+                        release_dir: str | Path | None = None, *, arriving: Mapping[str, bytes] | None = None
+                        ) -> tuple[AnnotationReport, ...]:
     """Annotate the grade cells of every notebook of `assignment` in `folder` (autograded/<student>/<assignment>/).
+
+    `arriving` (file name -> bytes) holds copies that are to be written into `folder` and are not
+    yet there: such a notebook is read from them (and written once, annotated); the caller writes
+    the ones not annotated (those without an AnnotationReport.notebook).
 
     A notebook that is not there, or cannot be read, is reported and left alone; this never
     raises for anything a student submitted.
     """
     folder = Path(folder)
+    arriving = arriving or {}
     reports = []
     submitted = [Path(f).name for f in result.files]
+
+    def arrived(path: Path) -> bytes | None:
+        return arriving.get(path.name) if path.parent == folder else None
+
+    def there(path: Path) -> bool:
+        return arrived(path) is not None or path.is_file()
+
     for name in assignment.notebooks:
         path = folder / name
-        if not path.is_file() and len(assignment.notebooks) == 1 and len(submitted) == 1:
+        if not there(path) and len(assignment.notebooks) == 1 and len(submitted) == 1:
             path = folder / submitted[0]       # the one notebook, under another name
-        if not path.is_file():
+        if not there(path):
             reports.append(AnnotationReport(None, skipped=f"{name}: no autograded copy"))
             continue
-        nb, why = _read_notebook(path)
+        nb, why = _read_notebook(path, arrived(path))
         if nb is None:
             reports.append(AnnotationReport(None, skipped=why))
             continue
@@ -281,7 +303,7 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
             released = _released_notebook(Path(release_dir) / name)
         annotated, restored = annotate_notebook(nb, result, problems, released)
         try:
-            text = _notebook_text(nb)
+            text = notebook_text(nb)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             reports.append(AnnotationReport(None, skipped=f"{path.name}: not annotated ({type(exc).__name__})"))
             continue

@@ -62,12 +62,22 @@ def _bound_test(t: TestResult) -> TestResult:
 
 
 def bound_result(result: SubmissionResult) -> SubmissionResult:
-    """`result` with every text field within the caps above (idempotent)."""
-    return dataclasses.replace(
+    """`result` with every text field within the caps above (idempotent). The last result bounded is
+    remembered (results are frozen): the `course` process bounds each one for results.json and then
+    for the feedback page."""
+    last = _LAST[0]
+    if last is not None and last[0] is result:
+        return last[1]
+    bounded = dataclasses.replace(
         result, tests=tuple(_bound_test(t) for t in result.tests),
         notes=clip_notes(result.notes), crash_reason=clip(result.crash_reason, ERROR_CHARS),
         grader_errors=tuple(clip(e, NOTE_CHARS) for e in result.grader_errors[:MAX_NOTES]),
         files=tuple(clip(f, NAME_CHARS) for f in result.files[:20]))
+    _LAST[0] = (result, bounded)
+    return bounded
+
+
+_LAST: list[tuple[SubmissionResult, SubmissionResult] | None] = [None]   # (result, bounded), replaced whole
 
 
 def shrunk(result: SubmissionResult) -> SubmissionResult:

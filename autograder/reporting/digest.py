@@ -17,7 +17,7 @@ only student-safe fields (`output`, `description`, diagnoses and hints), never `
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
@@ -237,18 +237,39 @@ def group_checks(tests: Iterable[tuple[str, TestResult]]) -> tuple[Check, ...]:
     return tuple(Check(fn, descriptions[fn], tuple(cases)) for fn, cases in groups.items())
 
 
-def digest_problems(result: SubmissionResult) -> tuple[ProblemDigest, ...]:
-    """Every problem of the submission in course.yml order, its checks grouped."""
+ProblemTests = tuple[int, str, float, float, list[tuple[str, TestResult]]]   # number, name, score, max, tests
+
+
+def problem_tests(result: SubmissionResult) -> Iterator[ProblemTests]:
+    """Every problem of the submission in course.yml order: its number, name, score, max score and
+    numbered tests, what its digest is made from."""
     points = dict(result.problem_points)
     numbered = numbered_tests(result)
-    out = []
     for index, name in enumerate(ordered_problems(result), start=1):
         mine = [(n, t) for n, t in numbered if t.problem == name]
         score = result.problem_score(name)
         max_score = points.get(name, round(sum(t.max_score for _, t in mine), 6))
-        out.append(ProblemDigest(name=name, number=index, score=score, max_score=max_score,
-                                 checks=group_checks(mine)))
-    return tuple(out)
+        yield index, name, score, max_score, mine
+
+
+def problem_digest(tests: ProblemTests) -> ProblemDigest:
+    index, name, score, max_score, mine = tests
+    return ProblemDigest(name=name, number=index, score=score, max_score=max_score, checks=group_checks(mine))
+
+
+def digest_key(tests: ProblemTests) -> tuple[object, ...]:
+    """All a problem's digest is made from but its tests' `detail` (never shown to students) and
+    `duration` (never shown): equal keys, equal digests as far as a report reads them, so a
+    report's part for the problem may be kept by this key for the next student."""
+    index, name, score, max_score, mine = tests
+    return (index, name, score, max_score,
+            tuple((t.name, t.problem, t.score, t.max_score, t.status, t.output, t.description, t.diagnoses, t.hints)
+                  for _, t in mine))
+
+
+def digest_problems(result: SubmissionResult) -> tuple[ProblemDigest, ...]:
+    """Every problem of the submission in course.yml order, its checks grouped."""
+    return tuple(problem_digest(tests) for tests in problem_tests(result))
 
 
 # --------------------------------------------------------------------------- notes

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -33,7 +34,17 @@ from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
 
 from .bounds import FEEDBACK_MAX_BYTES, bound_result, shrunk
-from .digest import Check, FailureGroup, ProblemDigest, case_state, digest_problems, group_notes, is_advice
+from .digest import (
+    Check,
+    FailureGroup,
+    ProblemDigest,
+    case_state,
+    digest_key,
+    group_notes,
+    is_advice,
+    problem_digest,
+    problem_tests,
+)
 from .results_json import atomic_write_text, format_points, misconception_name, reported_score, student_error
 from .review import Review
 
@@ -207,6 +218,26 @@ def _problem_view(p: ProblemDigest) -> ProblemView:
         passed=tuple(_check_view(c) for c in p.of_kind("passed")))
 
 
+_VIEWS: dict[tuple[object, ...], ProblemView] = {}   # digest_key -> the problem's view
+VIEWS_KEPT = 512                                      # views kept, least recently used out
+
+
+def _problem_views(result: SubmissionResult) -> tuple[ProblemView, ...]:
+    """`_problem_view` of each problem's digest, a view kept for the next student whose problem went
+    the same way (digest_key: the same tests but for their detail and duration), most often full marks."""
+    views = []
+    for tests in problem_tests(result):
+        key = digest_key(tests)
+        view = _VIEWS.pop(key, None)
+        if view is None:
+            view = _problem_view(problem_digest(tests))
+            while len(_VIEWS) >= VIEWS_KEPT:
+                del _VIEWS[next(iter(_VIEWS))]
+        _VIEWS[key] = view
+        views.append(view)
+    return tuple(views)
+
+
 def _reviewed(problems: tuple[ProblemView, ...], review: Review) -> tuple[ProblemView, ...]:
     out = []
     for p in problems:
@@ -247,7 +278,7 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         missing = tuple((p.name, p.points) for p in assignment.problems if p.name not in points)
         if missing:
             result = replace(result, problem_points=result.problem_points + missing)
-    problems = tuple(_problem_view(p) for p in digest_problems(result))
+    problems = _problem_views(result)
     graded = [t for t in result.tests if not is_advice(t)]
     messages = {t.output.strip() for t in graded}
     every_one_failed = len(graded) > 1 and all(case_state(t) == "failed" for t in graded)
@@ -317,6 +348,25 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
+_KEPT: dict[tuple[Hashable, ...], Markup] = {}    # (macro's name, its arguments) -> its markup
+KEPT_MARKUP = 256                                  # sections kept, least recently used out
+_KEPT_FROM: list[jinja2.Template | None] = [None]  # the template they were made by
+
+
+def kept(macro: Callable[..., Markup], *args: Hashable) -> Markup:
+    """`macro(*args)`, kept for the next page: a macro of the page's template whose markup depends on
+    its arguments only (the views, frozen and compared field by field), like a problem's section,
+    is the same for every student whose problem went the same way (most often: full marks)."""
+    key = (getattr(macro, "name", macro), *args)
+    out = _KEPT.pop(key, None)
+    if out is None:
+        out = macro(*args)
+        while len(_KEPT) >= KEPT_MARKUP:
+            del _KEPT[next(iter(_KEPT))]
+    _KEPT[key] = out
+    return out
+
+
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Jinja's own cache of compiled templates (a folder of this user's, mode 0700, in the temp
     folder; Jinja refuses one another user could write): a command then loads the page's compiled
@@ -340,7 +390,7 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(breakable=breakable, rich=rich)
-    env.globals.update(plural=plural)
+    env.globals.update(plural=plural, kept=kept)
     return env
 
 
@@ -354,6 +404,9 @@ def render_feedback(result: SubmissionResult, assignment: Assignment | None = No
     """The feedback page for `result` as one HTML document (inline CSS, no external assets), at most
     FEEDBACK_MAX_BYTES (messages are cut shorter if needed)."""
     template = _environment().get_template("feedback.html")
+    if _KEPT_FROM[0] is not template:       # the template was loaded again (changed): its markup is new
+        _KEPT.clear()
+        _KEPT_FROM[0] = template
     page = template.render(view=feedback_view(bound_result(result), assignment, review))
     if len(page.encode("utf-8")) > FEEDBACK_MAX_BYTES:
         page = template.render(view=feedback_view(shrunk(bound_result(result)), assignment, review))

@@ -14,11 +14,20 @@ reporting.gradebook falls back to nbgrader's API):
   cells, max scores, every submission complete): otherwise nbgrader's API makes those changes first.
 
 Each submission is one transaction (`BEGIN IMMEDIATE` ... `COMMIT`): it lands whole or not at all, and
-once `record` returns it is on disk. The ids the batch needs (assignment, notebooks, cells) are read
-once when opening: the writer holds the course's gradebook lock for the whole batch.
+once `record` returns it is on disk. While the batch writes, the connection keeps SQLite's rollback
+journal file between transactions (`journal_mode=PERSIST`, set only where the gradebook is in
+nbgrader's default DELETE mode, and set back on closing, which removes the file): the same
+guarantees (each commit is synced; a transaction cut short is rolled back by the next connection,
+nbgrader's included), without creating, syncing and deleting the journal for every submission
+(about half of a submission's SQL time). Other connections keep their own mode.
+
+The ids the batch needs (assignment, notebooks, cells) are read once when opening: the writer holds
+the course's gradebook lock for the whole batch. A submission the gradebook did not have is inserted
+with its values, without reading rows that cannot be there yet (`_first_grades`).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import sqlite3
 import uuid
@@ -91,6 +100,7 @@ class SqlGradebook:
         self.course = course
         self.assignment = assignment
         self._cells: _Cells | None = None
+        self._persisted = False             # journal_mode PERSIST set here, for the batch (see open)
 
     @classmethod
     def open(cls, course: Course, assignment: Assignment) -> SqlGradebook | None:
@@ -111,12 +121,20 @@ class SqlGradebook:
             if conn.execute("SELECT 1 FROM course WHERE id = ?", (course.course_id,)).fetchone() is None:
                 conn.close()
                 return None
+            persist = conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+            if persist:
+                conn.execute("PRAGMA journal_mode=PERSIST")
         except sqlite3.Error:
             conn.close()
             return None
-        return cls(conn, course, assignment)
+        gradebook = cls(conn, course, assignment)
+        gradebook._persisted = persist
+        return gradebook
 
     def close(self) -> None:
+        if self._persisted:                 # back to nbgrader's mode: SQLite removes the journal file
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("PRAGMA journal_mode=DELETE")
         self.conn.close()
 
     # ---- course.yml against the gradebook
@@ -204,7 +222,6 @@ class SqlGradebook:
         a = self.assignment
         if result.assignment != a.name:
             raise ValueError(f"result is for assignment {result.assignment!r}, not {a.name!r}")
-        crashed = result.state == "crashed"
         db = self.conn
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -213,56 +230,89 @@ class SqlGradebook:
                                (cells.assignment_id, result.student)).fetchone()
             extension = a.extensions.get(result.student)
             delta = sql_interval(extension.delta) if extension is not None and extension.delta else None
+            when = (sql_datetime(naive_utc(dt.datetime.fromisoformat(result.submitted_at)))
+                    if result.submitted_at else None)
             if found is None:
                 sub = _new_id()
                 db.execute("INSERT INTO submitted_assignment (id, assignment_id, student_id, timestamp, extension) "
-                           "VALUES (?, ?, ?, NULL, ?)", (sub, cells.assignment_id, result.student, delta))
+                           "VALUES (?, ?, ?, ?, ?)", (sub, cells.assignment_id, result.student, when, delta))
+                review = self._first_grades(cells, sub, result)
             else:
                 sub = found[0]
-                db.execute("UPDATE submitted_assignment SET extension = ? WHERE id = ?", (delta, sub))
-            if result.submitted_at:
-                when = sql_datetime(naive_utc(dt.datetime.fromisoformat(result.submitted_at)))
-                db.execute("UPDATE submitted_assignment SET timestamp = ? WHERE id = ?", (when, sub))
-            snbs = dict(db.execute("SELECT notebook_id, id FROM submitted_notebook WHERE assignment_id = ?", (sub,)))
-            new_snbs = [(nid, _new_id()) for _, nid in cells.notebooks if nid not in snbs]
-            db.executemany("INSERT INTO submitted_notebook (id, assignment_id, notebook_id, flagged) "
-                           "VALUES (?, ?, ?, 0)", [(snb, sub, nid) for nid, snb in new_snbs])
-            snbs.update(new_snbs)
-            grades = {(nb, cell): (gid, manual, extra) for gid, nb, cell, manual, extra in db.execute(
-                "SELECT g.id, g.notebook_id, g.cell_id, g.manual_score, g.extra_credit FROM grade g "
-                "JOIN submitted_notebook sn ON sn.id = g.notebook_id WHERE sn.assignment_id = ?", (sub,))}
-            commented = set(db.execute(
-                "SELECT r.notebook_id, r.cell_id FROM comment r "
-                "JOIN submitted_notebook sn ON sn.id = r.notebook_id WHERE sn.assignment_id = ?", (sub,)))
-            new_grades = []
-            for nid, snb in snbs.items():
-                for cid in cells.graded.get(nid, ()):
-                    if (snb, cid) not in grades:
-                        grades[(snb, cid)] = (_new_id(), None, None)
-                        new_grades.append((grades[(snb, cid)][0], snb, cid))
-            db.executemany("INSERT INTO grade (id, notebook_id, cell_id, needs_manual_grade) VALUES (?, ?, ?, 1)",
-                           new_grades)
-            db.executemany("INSERT INTO comment (id, notebook_id, cell_id) VALUES (?, ?, ?)",
-                           [(_new_id(), snb, cid) for nid, snb in snbs.items()
-                            for cid in cells.commented.get(nid, ()) if (snb, cid) not in commented])
-            penalty = result.late_penalty or None
-            db.executemany("UPDATE submitted_notebook SET late_submission_penalty = ? WHERE id = ?",
-                           [(penalty if i == 0 else None, snbs[nid]) for i, (_, nid) in enumerate(cells.notebooks)
-                            if nid in snbs])
-            updates, problems = [], []
-            for p, (nid, cid) in zip(a.problems, cells.problem_cells, strict=True):
-                gid, manual, extra = grades[(snbs[nid], cid)]
-                auto = None if crashed else result.problem_score(p.name)
-                updates.append((auto, int(crashed or manual is not None), gid))
-                problems.append(ProblemReview(p.name, p.points, auto, manual, float(extra or 0.0)))
-            db.executemany("UPDATE grade SET auto_score = ?, needs_manual_grade = ? WHERE id = ?", updates)
-            review = Review(result.student, a.name, tuple(problems), self._comments(sub))
+                db.execute("UPDATE submitted_assignment SET extension = ?, timestamp = coalesce(?, timestamp) "
+                           "WHERE id = ?", (delta, when, sub))
+                review = self._grades_again(cells, sub, result)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
         return review
+
+    def _first_grades(self, cells: _Cells, sub: str, result: SubmissionResult) -> Review:
+        """The rows of a submission the gradebook did not have (`sub` just inserted): what
+        `_grades_again` writes for it, without reading what cannot be there yet, each row inserted
+        with its values."""
+        db, a = self.conn, self.assignment
+        crashed = result.state == "crashed"
+        snbs = [(nid, _new_id()) for _, nid in cells.notebooks]
+        penalty = result.late_penalty or None
+        db.executemany("INSERT INTO submitted_notebook (id, assignment_id, notebook_id, flagged, "
+                       "late_submission_penalty) VALUES (?, ?, ?, 0, ?)",
+                       [(snb, sub, nid, penalty if i == 0 else None) for i, (nid, snb) in enumerate(snbs)])
+        scores: dict[tuple[str, str], float | None] = {}
+        problems = []
+        for p, cell in zip(a.problems, cells.problem_cells, strict=True):
+            scores[cell] = None if crashed else result.problem_score(p.name)
+            problems.append(ProblemReview(p.name, p.points, scores[cell], None, 0.0))
+        db.executemany("INSERT INTO grade (id, notebook_id, cell_id, auto_score, needs_manual_grade) "
+                       "VALUES (?, ?, ?, ?, ?)",
+                       [(_new_id(), snb, cid, scores[(nid, cid)], int(crashed)) if (nid, cid) in scores
+                        else (_new_id(), snb, cid, None, 1)
+                        for nid, snb in snbs for cid in cells.graded.get(nid, ())])
+        db.executemany("INSERT INTO comment (id, notebook_id, cell_id) VALUES (?, ?, ?)",
+                       [(_new_id(), snb, cid) for nid, snb in snbs for cid in cells.commented.get(nid, ())])
+        return Review(result.student, a.name, tuple(problems), ())
+
+    def _grades_again(self, cells: _Cells, sub: str, result: SubmissionResult) -> Review:
+        """A submission's rows when the gradebook has it already: missing notebook, grade and comment
+        rows added, the scores set, a person's grades and comments kept (and returned in the review)."""
+        db, a = self.conn, self.assignment
+        crashed = result.state == "crashed"
+        snbs = dict(db.execute("SELECT notebook_id, id FROM submitted_notebook WHERE assignment_id = ?", (sub,)))
+        new_snbs = [(nid, _new_id()) for _, nid in cells.notebooks if nid not in snbs]
+        db.executemany("INSERT INTO submitted_notebook (id, assignment_id, notebook_id, flagged) "
+                       "VALUES (?, ?, ?, 0)", [(snb, sub, nid) for nid, snb in new_snbs])
+        snbs.update(new_snbs)
+        grades = {(nb, cell): (gid, manual, extra) for gid, nb, cell, manual, extra in db.execute(
+            "SELECT g.id, g.notebook_id, g.cell_id, g.manual_score, g.extra_credit FROM grade g "
+            "JOIN submitted_notebook sn ON sn.id = g.notebook_id WHERE sn.assignment_id = ?", (sub,))}
+        commented = set(db.execute(
+            "SELECT r.notebook_id, r.cell_id FROM comment r "
+            "JOIN submitted_notebook sn ON sn.id = r.notebook_id WHERE sn.assignment_id = ?", (sub,)))
+        new_grades = []
+        for nid, snb in snbs.items():
+            for cid in cells.graded.get(nid, ()):
+                if (snb, cid) not in grades:
+                    grades[(snb, cid)] = (_new_id(), None, None)
+                    new_grades.append((grades[(snb, cid)][0], snb, cid))
+        db.executemany("INSERT INTO grade (id, notebook_id, cell_id, needs_manual_grade) VALUES (?, ?, ?, 1)",
+                       new_grades)
+        db.executemany("INSERT INTO comment (id, notebook_id, cell_id) VALUES (?, ?, ?)",
+                       [(_new_id(), snb, cid) for nid, snb in snbs.items()
+                        for cid in cells.commented.get(nid, ()) if (snb, cid) not in commented])
+        penalty = result.late_penalty or None
+        db.executemany("UPDATE submitted_notebook SET late_submission_penalty = ? WHERE id = ?",
+                       [(penalty if i == 0 else None, snbs[nid]) for i, (_, nid) in enumerate(cells.notebooks)
+                        if nid in snbs])
+        updates, problems = [], []
+        for p, (nid, cid) in zip(a.problems, cells.problem_cells, strict=True):
+            gid, manual, extra = grades[(snbs[nid], cid)]
+            auto = None if crashed else result.problem_score(p.name)
+            updates.append((auto, int(crashed or manual is not None), gid))
+            problems.append(ProblemReview(p.name, p.points, auto, manual, float(extra or 0.0)))
+        db.executemany("UPDATE grade SET auto_score = ?, needs_manual_grade = ? WHERE id = ?", updates)
+        return Review(result.student, a.name, tuple(problems), self._comments(sub))
 
     def _comments(self, sub: str) -> tuple[tuple[str, str], ...]:
         """(problem, text) for every comment a person wrote on the submission, by notebook (as

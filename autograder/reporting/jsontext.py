@@ -34,6 +34,17 @@ def dumps_indented(doc: Any, indent: int = 2, *, sort_keys: bool = False) -> str
         return json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False, sort_keys=sort_keys)
 
 
+def dumps_nested(value: Any, depth: int, indent: int, *, sort_keys: bool = False) -> str:
+    """`value` as it appears inside `dumps_indented(doc, indent, sort_keys=sort_keys)` when nested
+    `depth` levels deep (its first line not indented, the lines after it as that place needs), so a
+    document can be put together from parts encoded separately. ValueError for a value this
+    encoder leaves to json.dumps (the caller then encodes the whole document with dumps_indented)."""
+    try:
+        return _value(value, "\n" + " " * (indent * depth), " " * indent, sort_keys)
+    except (_Unusual, RecursionError):
+        raise ValueError("a value that only json.dumps encodes") from None
+
+
 def _value(value: Any, newline: str, step: str, sort_keys: bool) -> str:
     """`value` encoded; `newline` is the line break plus the indent of the line it starts on.
     Strings and ints inside a container are encoded in its loop (most values are those)."""

@@ -30,7 +30,7 @@ from autograder.grading.results import SubmissionResult, SubmissionState, TestRe
 from autograder.text import truncate
 
 from .bounds import RESULTS_JSON_MAX_BYTES, bound_result, shrunk
-from .jsontext import dumps_indented
+from .jsontext import dumps_indented, dumps_nested
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 
@@ -50,12 +50,21 @@ def ordered_problems(result: SubmissionResult) -> tuple[str, ...]:
 
 
 def numbered_tests(result: SubmissionResult) -> tuple[tuple[str, TestResult], ...]:
-    """Each test with its number "p.t": p the problem's place, t the test's place within it."""
+    """Each test with its number "p.t": p the problem's place, t the test's place within it. The
+    last result numbered is remembered (results.json and the page number the same one)."""
+    last = _NUMBERED[0]
+    if last is not None and last[0] is result:
+        return last[1]
     out: list[tuple[str, TestResult]] = []
     for p, problem in enumerate(ordered_problems(result), start=1):
         mine = [t for t in result.tests if t.problem == problem]
         out.extend((f"{p}.{i}", t) for i, t in enumerate(mine, start=1))
-    return tuple(out)
+    numbered = tuple(out)
+    _NUMBERED[0] = (result, numbered)
+    return numbered
+
+
+_NUMBERED: list[tuple[SubmissionResult, tuple[tuple[str, TestResult], ...]] | None] = [None]
 
 
 def short_name(test: TestResult) -> str:
@@ -188,20 +197,24 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
                      for p in result.problem_scores()],
         "diagnoses": list(result.diagnoses),
         "notes": list(result.notes),
-        "tests": [{
-            "number": number,
-            "name": t.name,
-            "problem": t.problem,
-            "status": t.status,
-            "score": t.score,
-            "max_score": t.max_score,
-            "diagnoses": list(t.diagnoses),
-            "hints": list(t.hints),
-            "output": t.output,
-            "description": t.description,
-            "detail": t.detail,
-            "duration": round(t.duration, 3),
-        } for number, t in numbered],
+        "tests": [_instructor_test(number, t) for number, t in numbered],
+    }
+
+
+def _instructor_test(number: str, t: TestResult) -> dict[str, Any]:
+    return {
+        "number": number,
+        "name": t.name,
+        "problem": t.problem,
+        "status": t.status,
+        "score": t.score,
+        "max_score": t.max_score,
+        "diagnoses": list(t.diagnoses),
+        "hints": list(t.hints),
+        "output": t.output,
+        "description": t.description,
+        "detail": t.detail,
+        "duration": round(t.duration, 3),
     }
 
 
@@ -214,13 +227,20 @@ def to_results_json(result: SubmissionResult, *, visibility: str = "visible",
     are bounded (see `bounds`). `grading_key` (see grading.fingerprint) is stored in extra_data
     so an unchanged submission is not graded again.
     """
+    return _document(result, visibility, stdout_visibility, grading_key, entries=True)[0]
+
+
+def _document(result: SubmissionResult, visibility: str, stdout_visibility: str, grading_key: str | None, *,
+              entries: bool) -> tuple[dict[str, Any], SubmissionResult, tuple[tuple[str, TestResult], ...]]:
+    """(the document, the bounded result, its numbered tests); without `entries`, both lists of test
+    entries are left empty (`_render` writes them from the tests)."""
     for key, value in (("visibility", visibility), ("stdout_visibility", stdout_visibility)):
         if value not in VISIBILITIES:
             raise ValueError(f"{key}: expected one of {', '.join(VISIBILITIES)}, got {value!r}")
     result = bound_result(result)
     numbered = numbered_tests(result)
-    tests = [] if result.state == "crashed" else [_test_entry(n, t) for n, t in numbered]
-    return {
+    tests = [] if result.state == "crashed" or not entries else [_test_entry(n, t) for n, t in numbered]
+    doc = {
         "score": reported_score(result),
         "max_score": result.max_score,
         "execution_time": round(result.execution_time, 3),
@@ -231,9 +251,10 @@ def to_results_json(result: SubmissionResult, *, visibility: str = "visible",
         "visibility": visibility,
         "stdout_visibility": stdout_visibility,
         "tests": tests,
-        "extra_data": {**_instructor_view(result, numbered),
+        "extra_data": {**_instructor_view(result, numbered if entries else ()),
                        **({"grading_key": grading_key} if grading_key else {})},
     }
+    return doc, result, numbered
 
 
 def render_results_json(result: SubmissionResult, **options: Any) -> str:
@@ -263,12 +284,67 @@ def render_results_json(result: SubmissionResult, **options: Any) -> str:
 
 
 def _render(result: SubmissionResult, **options: Any) -> str:
-    text = dumps_indented(to_results_json(result, **options), 2) + "\n"
+    try:
+        text = _document_text(result, **options) + "\n"
+    except (TypeError, ValueError):          # what only json.dumps encodes (NaN: its error), or an odd option
+        text = dumps_indented(to_results_json(result, **options), 2) + "\n"
     if len(text.encode("utf-8")) > RESULTS_JSON_MAX_BYTES:
         text = dumps_indented(to_results_json(shrunk(bound_result(result)), **options), 1) + "\n"
     return text
 
 
+def _document_text(result: SubmissionResult, *, visibility: str = "visible", stdout_visibility: str = "hidden",
+          grading_key: str | None = None) -> str:
+    """`dumps_indented(to_results_json(result, ...), 2)`, each test's two entries (the student's and
+    extra_data's) taken from `_ENTRIES` when an earlier student's test gave the same ones: a passed
+    check's entries are the same for everyone but for the time it took (extra_data's last value, added
+    to the entry kept). ValueError (TypeError) for what dumps_indented leaves to json.dumps."""
+    doc, bounded, numbered = _document(result, visibility, stdout_visibility, grading_key, entries=False)
+    parts = []
+    for name, value in doc.items():
+        if name == "tests":
+            text = "[]" if bounded.state == "crashed" else _entries(numbered, 1, student=True)
+        elif name == "extra_data":
+            text = "{\n    " + ",\n    ".join(
+                _string(k) + ": " + (_entries(numbered, 2, student=False) if k == "tests" else dumps_nested(v, 2, 2))
+                for k, v in value.items()) + "\n  }"
+        else:
+            text = dumps_nested(value, 1, 2)
+        parts.append(_string(name) + ": " + text)
+    return "{\n  " + ",\n  ".join(parts) + "\n}"
+
+
+def _entries(numbered: tuple[tuple[str, TestResult], ...], depth: int, *, student: bool) -> str:
+    """The list of the tests' entries (`_test_entry`, or `_instructor_test` without its duration, then
+    the duration added), nested `depth` levels deep, each kept by what it is made from."""
+    if not numbered:
+        return "[]"
+    inner = "\n" + "  " * (depth + 1)
+    closing = inner + "}"
+    texts = []
+    for number, t in numbered:
+        if type(t.score) is not float or type(t.max_score) is not float:
+            raise ValueError("a score that is not a float: not kept")
+        key = (student, depth, number, t.name, t.problem, t.status, t.score.hex(), t.max_score.hex(), t.output,
+               t.diagnoses, t.hints) + (() if student else (t.description, t.detail))
+        text = _ENTRIES.pop(key, None)
+        if text is None:
+            entry = _test_entry(number, t) if student else _instructor_test(number, t)
+            if not student:
+                del entry["duration"]
+            text = dumps_nested(entry, depth + 1, 2)
+            while len(_ENTRIES) >= _ENTRIES_KEPT:
+                del _ENTRIES[next(iter(_ENTRIES))]
+        _ENTRIES[key] = text                  # now the most recently used
+        if not student:                       # the entry kept ends with `closing`: the duration goes before it
+            text = (text[:-len(closing)] + "," + inner + '  "duration": '
+                    + dumps_nested(round(t.duration, 3), 0, 2) + closing)
+        texts.append(text)
+    return "[" + inner + ("," + inner).join(texts) + "\n" + "  " * depth + "]"
+
+
+_ENTRIES: dict[tuple[Any, ...], str] = {}   # what a test's entry is made from -> its text
+_ENTRIES_KEPT = 4096                         # entries kept, least recently used out
 _RECENT: dict[tuple[int, tuple[tuple[str, Any], ...]], tuple[SubmissionResult, str]] = {}
 _RECENT_RESULTS = 32            # more than the results a batch has waiting for the gradebook at once
 _END = "\n  }\n}\n"            # how an indented document whose last entry is a non-empty object ends

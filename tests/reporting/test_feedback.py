@@ -143,3 +143,34 @@ def test_page_without_a_graded_file_is_called_feedback(tmp_path, cy, assignment)
     """When no notebook was graded, is the page named feedback.html?"""
     result = submission("zed", files=())
     assert write_feedback(result, assignment, tmp_path).name == "feedback.html"
+
+
+def test_sections_kept_from_earlier_pages_give_the_page_made_afresh(ada, bob, cy, assignment, monkeypatch):
+    """Rendered one after another (problem views and sections kept from the pages before, the same
+    student twice, one whose checks differ only in detail and duration, a review changing a score),
+    is every page the one rendered with nothing kept, and is what is kept bounded and dropped when
+    the template is loaded again?"""
+    from dataclasses import replace
+
+    from autograder.reporting import feedback
+    from autograder.reporting.review import ProblemReview, Review
+
+    from .feedback_samples import dora_result, erin_result
+
+    review = Review("bob", assignment.name, (ProblemReview("split_heads", 10.0, 0.0, 4.0, 0.0),), ())
+    pages = [(dora_result(), None), (erin_result(), None), (ada, None), (bob, None), (cy, None),
+             (replace(ada, student="ada2"), None), (bob, review), (dora_result(), None),
+             (replace(bob, tests=tuple(replace(t, duration=9.5, detail="other") for t in bob.tests)), None)]
+    monkeypatch.setattr(feedback, "KEPT_MARKUP", 6)
+    fresh = []
+    for result, rev in pages:
+        feedback._KEPT.clear()
+        feedback._VIEWS.clear()
+        fresh.append(render_feedback(result, assignment, rev))
+    feedback._KEPT.clear()
+    feedback._VIEWS.clear()
+    assert [render_feedback(result, assignment, rev) for result, rev in pages] == fresh
+    assert 0 < len(feedback._KEPT) <= 6 and fresh[-1] == fresh[3]
+    feedback._KEPT[("stale",)] = feedback.Markup("<p>from another template</p>")
+    feedback._KEPT_FROM[0] = None                    # as if the template had been loaded again
+    assert render_feedback(pages[0][0], assignment) == fresh[0] and ("stale",) not in feedback._KEPT

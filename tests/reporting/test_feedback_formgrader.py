@@ -6,7 +6,9 @@ Read back with nbformat, and rendered through the path formgrader's submission p
 from __future__ import annotations
 
 import hashlib
+import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -269,3 +271,82 @@ def test_the_copy_is_read_as_nbformat_reads_it(tmp_path, case):
     ours = _reads(text)
     assert ours == expected and type(ours) is type(expected)
     assert all(type(c) is nbformat.NotebookNode for c in ours.get("cells", ()))
+
+
+@pytest.mark.parametrize("kind", ["notebook", "deleted_cell", "unreadable", "stale"])
+def test_the_copy_is_written_once_as_the_copy_annotated_afterwards_was(course_copy, copy, monkeypatch, kind):
+    """Is each formgrader copy written once, annotated, and are the files (bytes and modes) those of
+    copying the submission and then annotating the copy, also when a notebook cannot be annotated
+    (then written as submitted) or a copy from an earlier grading under another name is there?"""
+    from autograder import api
+    from autograder.reporting import annotate
+
+    course = load_course(course_copy)
+    a = course.assignment("transformer-block")
+    folder = course.layout.submission("dora", a.name)
+    folder.mkdir(parents=True)
+    data = (copy / NB).read_bytes()
+    if kind == "deleted_cell":
+        nb = nbformat.reads(data.decode(), as_version=4)
+        nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_silu"]
+        data = nbformat.writes(nb).encode()
+    (folder / ("extra.ipynb" if kind == "stale" else NB)).write_bytes(b"{not json" if kind == "unreadable" else data)
+    (folder / "timestamp.txt").write_text("2026-12-14 18:00:00.000000 UTC\n")
+    result = replace(dora_result(), files=(str(folder / NB),))
+    targets = {}
+    for how in ("before", "once"):
+        target = course.layout.autograded("dora", a.name)
+        if kind == "stale":
+            target.mkdir(parents=True, exist_ok=True)
+            (target / NB).write_bytes(data)              # from an earlier grading
+        writes: list[str] = []
+
+        def counted(write, writes=writes):
+            def call(path, data, **kw):
+                writes.append(Path(path).name)
+                return write(path, data, **kw)
+            return call
+
+        with monkeypatch.context() as patch:
+            patch.setattr(annotate, "atomic_write_text", counted(annotate.atomic_write_text))
+            patch.setattr(api, "_write_copy", counted(api._write_copy))
+            if how == "once":
+                api.write_formgrader_copy(course, a, "dora", folder, result)
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+                api._copy_for_formgrader(folder, target, max_bytes=10**7)
+                annotate.annotate_autograded(result, a, target, course.layout.release(a.name))
+        if how == "once":
+            assert sorted(writes) == sorted(set(writes))        # no file written twice
+        targets[how] = {p.name: (p.read_bytes(), p.stat().st_mode) for p in target.iterdir()}
+        shutil.rmtree(target)
+    assert targets["once"] == targets["before"]
+    assert (kind == "unreadable") == (targets["once"][NB][0] == b"{not json")
+
+
+def test_outputs_kept_from_earlier_students_give_the_notebook_annotated_afresh(tmp_path, copy, assignment):
+    """Annotated one after another (outputs kept from the students before, one whose checks differ only
+    in detail and duration, a crash), is every notebook the one annotated with nothing kept, and is a
+    kept output never shared between two notebooks?"""
+    from autograder.reporting import annotate
+
+    dora = dora_result()
+    timed = replace(dora, tests=tuple(replace(t, duration=7.0, detail="x") for t in dora.tests))
+    crashed = replace(erin_result(), state="crashed", tests=(), crash_reason="ImportError")
+    results = [dora, erin_result(), timed, crashed, dora]
+    texts = {}
+    for kept in (False, True):
+        annotate._OUTPUTS.clear()
+        for i, result in enumerate(results):
+            if not kept:
+                annotate._OUTPUTS.clear()
+            folder = tmp_path / f"{kept}-{i}"
+            folder.mkdir()
+            (folder / NB).write_bytes((copy / NB).read_bytes())
+            annotate_autograded(result, assignment, folder)
+            texts[kept, i] = (folder / NB).read_bytes()
+    assert all(texts[True, i] == texts[False, i] for i in range(len(results)))
+    assert texts[True, 2] == texts[True, 0] and annotate._OUTPUTS
+    tests = next(t for t in annotate.problem_tests(dora) if t[1] == "layer_norm")
+    first, again = (annotate._problem_output(dora, tests, "layer_norm") for _ in range(2))
+    assert first == again and first is not again and first.get("traceback") is not again.get("traceback")

@@ -8,8 +8,8 @@ import nbformat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder.reporting.annotate import _notebook_text
 from autograder.reporting.jsontext import dumps_indented
+from autograder.reporting.notebook_text import notebook_text as _notebook_text
 from autograder.reporting.results_json import render_results_json, to_results_json
 
 LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
@@ -97,3 +97,23 @@ def test_a_dict_subclass_is_written_as_json_dumps_writes_it():
     for doc in (node, {"n": node}, Reversed(b=1, a=2)):
         for sort_keys in (False, True):
             assert dumps_indented(doc, 1, sort_keys=sort_keys) == _dumps_or_error(doc, 1, sort_keys)
+
+
+def test_results_json_with_entries_kept_from_earlier_results_is_json_dumps_of_the_document(ada, bob, cy):
+    """Rendered one after another (entries kept from the results before: the same tests with other
+    durations, a score of -0.0 beside one of 0.0, an int score, a crash), is each text json.dumps's?"""
+    from dataclasses import replace
+
+    from autograder.reporting import results_json
+
+    def scored(result, score):
+        return replace(result, tests=tuple(replace(t, score=score, status="failed") for t in result.tests))
+
+    results = [ada, bob, replace(ada, tests=tuple(replace(t, duration=t.duration + 1.25) for t in ada.tests)),
+               scored(bob, 0.0), scored(bob, -0.0), scored(bob, 0), cy, replace(ada, student="ada2"), bob]
+    results_json._ENTRIES.clear()
+    for result in results:
+        results_json._RECENT.clear()
+        expected = json.dumps(to_results_json(result), indent=2, ensure_ascii=False) + "\n"
+        assert render_results_json(result) == expected
+    assert results_json._ENTRIES

@@ -1,0 +1,100 @@
+"""Plain-SQL gradebook rows against the rows nbgrader's API writes for the same results."""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import sqlite3
+
+import pytest
+from nbgrader.api import Gradebook, SolutionCell, SourceCell, TaskCell
+
+from autograder.config import Extension
+from autograder.reporting import gradebook_sql
+from autograder.reporting.gradebook import GradebookWriter
+
+from .conftest import make_course
+from .test_gradebook import STEM, alembic_on_path, empty_gradebook, release_into  # noqa: F401 - fixtures
+
+ROWS = {   # every row a submission has, ids replaced by the names they stand for
+    "submitted_assignment": "SELECT s.student_id, s.timestamp, s.extension FROM submitted_assignment s",
+    "submitted_notebook": "SELECT sa.student_id, n.name, sn.flagged, sn.late_submission_penalty "
+                          "FROM submitted_notebook sn JOIN submitted_assignment sa ON sn.assignment_id = sa.id "
+                          "JOIN notebook n ON sn.notebook_id = n.id",
+    "grade": "SELECT sa.student_id, c.name, g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade "
+             "FROM grade g JOIN submitted_notebook sn ON g.notebook_id = sn.id "
+             "JOIN submitted_assignment sa ON sn.assignment_id = sa.id JOIN base_cell c ON g.cell_id = c.id",
+    "comment": "SELECT sa.student_id, c.name, r.auto_comment, r.manual_comment "
+               "FROM comment r JOIN submitted_notebook sn ON r.notebook_id = sn.id "
+               "JOIN submitted_assignment sa ON sn.assignment_id = sa.id JOIN base_cell c ON r.cell_id = c.id",
+    "student": "SELECT id, first_name, last_name, email, lms_user_id FROM student",
+}
+
+
+def rows(course) -> dict[str, list[tuple]]:
+    db = sqlite3.connect(course.root / "gradebook.db")
+    try:
+        return {table: sorted(db.execute(query), key=repr) for table, query in ROWS.items()}
+    finally:
+        db.close()
+
+
+def released(tmp_path, name, assignment, empty_gradebook):  # noqa: F811 - the fixture's value
+    """A course whose gradebook has the release, a task cell and a commented solution cell."""
+    root = tmp_path / name
+    root.mkdir()
+    course = make_course(root, assignment)
+    shutil.copyfile(empty_gradebook, root / "gradebook.db")
+    release_into(course, assignment)
+    with Gradebook(course.gradebook_url) as gb:
+        nb = gb.find_notebook(STEM, assignment.name)
+        gb.db.add(TaskCell(name="task_essay", notebook=nb, max_score=2.0, cell_type="markdown"))
+        gb.db.add(SolutionCell(name="cell-7f3a", notebook=nb))
+        gb.db.add(SourceCell(name="cell-7f3a", notebook=nb, cell_type="code", locked=False, source="def f(): ...\n"))
+        gb.db.commit()
+    return course
+
+
+@pytest.mark.parametrize("again", [False, True])
+def test_first_grades_and_regrades_leave_the_rows_nbgraders_api_leaves(tmp_path, assignment, empty_gradebook,  # noqa: F811
+                                                                       ada, bob, cy, monkeypatch, again):
+    """For submissions the gradebook did not have (graded, late, with an extension, crashed), and for the
+    same ones graded again, are the rows plain SQL writes the rows nbgrader's API writes?"""
+    assignment = dataclasses.replace(assignment, extensions={"bob": Extension(days=2.0)})
+    late = dataclasses.replace(ada, late_penalty=1.5, submitted_at="2026-12-15T01:00:00+01:00")
+    results = [late, bob, cy]
+    courses = {}
+    for how in ("sql", "api"):
+        course = courses[how] = released(tmp_path, how, assignment, empty_gradebook)
+        with monkeypatch.context() as patch:
+            if how == "api":
+                patch.setattr(gradebook_sql.SqlGradebook, "open", classmethod(lambda cls, course, a: None))
+            for _ in range(2 if again else 1):
+                with GradebookWriter(course, assignment) as writer:
+                    assert writer.plain_sql == (how == "sql")
+                    assert [writer.record(r) for r in results] == [None, None, None]
+                    reviews = [writer.review(r.student) for r in results]
+        courses[how + "-reviews"] = reviews
+    assert rows(courses["sql"]) == rows(courses["api"])
+    assert courses["sql-reviews"] == courses["api-reviews"]
+    assert len(rows(courses["sql"])["grade"]) == 3 * (len(assignment.problems) + 1)
+
+
+def test_the_journal_is_kept_only_while_the_batch_writes(tmp_path, assignment, empty_gradebook, ada, bob):  # noqa: F811
+    """While a batch writes, is SQLite's journal file kept between submissions (PERSIST), and once it
+    is done is the gradebook back in nbgrader's DELETE mode with no journal file left; and is a
+    gradebook someone put in WAL mode left in it?"""
+    course = released(tmp_path, "sql", assignment, empty_gradebook)
+    journal = course.root / "gradebook.db-journal"
+    with GradebookWriter(course, assignment) as writer:
+        assert writer.record(ada) is None and journal.exists()
+        assert writer.record(bob) is None
+    assert not journal.exists()
+    db = sqlite3.connect(course.root / "gradebook.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    db.execute("PRAGMA journal_mode=WAL")
+    db.close()
+    with GradebookWriter(course, assignment) as writer:
+        assert writer.plain_sql and writer.record(ada) is None
+    db = sqlite3.connect(course.root / "gradebook.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
