@@ -111,6 +111,8 @@ class Worker:
                 raise
             try:
                 self.info = self.host.start(launched)
+                # the first submission's processes, started while the graders are collected
+                self.host.prepare(limits)
             except BaseException:
                 self.host.close()
                 with contextlib.suppress(Exception):

@@ -462,6 +462,19 @@ class SandboxHost:
                     self.start()
         return self._submission(cells, limits, deadline)
 
+    def prepare(self, limits: Limits) -> None:
+        """Have the zygote start the next submission's processes (namespaces, supervisor, template)
+        now, for `limits`, as it does during a batch while a submission is graded: for a host that
+        has started (its probe passed) and waits for its first submission. No student code runs
+        until `submission` gives them the notebook."""
+        if self._spare is None and self.info is not None and self.alive and self.submissions < self.recycle_after:
+            if self._cgroup is not None:
+                self._cgroup.set_memory((limits.memory_mb + 512) * 2**20)
+            try:
+                self._spare = self._request(limits)
+            except SandboxError:
+                self._spare = None
+
     def _submission(self, cells: Iterable[Any], limits: Limits, deadline: float | None, *,
                     require_layers: bool = True, spare: _Spare | None = None) -> SubmissionRun:
         assert self._ctl is not None

@@ -100,11 +100,12 @@ class LaunchedHost:
     problems: list[str] = field(default_factory=list)
 
     def close(self) -> None:
-        """For a host never handed to a SandboxHost: kill it, remove its cgroup."""
+        """For a host never handed to a SandboxHost: kill it, remove its cgroup and folder."""
         self.sock.close()
         self.process.kill()
         if self.cgroup is not None:
             self.cgroup.remove()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _ids = itertools.count(1)
