@@ -82,21 +82,37 @@ class Worker:
 
     def __init__(self, course: Course | str | Path, assignment: str, *, insecure: bool = False,
                  cpu: int | None = None):
-        from ..sandbox.host import SandboxHost
+        from ..sandbox.process import launch_host
 
         self.course = course if isinstance(course, Course) else load_course(course)
         self.assignment: Assignment = self.course.assignment(assignment)
         limits = self.assignment.limits
         # `cpu`: the CPU its pool gives this worker's sandbox (course.yml `sandbox_cpus`)
-        self.host = SandboxHost(insecure=insecure, memory_mb=limits.memory_mb, processes=limits.processes,
-                                pin=self.course.sandbox_cpus != "off", cpu=cpu)
-        # pytest's import and the graders' collection overlap with the sandbox's start-up, which is
-        # mostly waiting for bubblewrap and the zygote. The host starts on this thread: its
-        # processes are tied to the thread that started them, and grading happens here.
+        pin = self.course.sandbox_cpus != "off"
+        # The sandbox's process first, before this process imports numpy and pytest: its zygote
+        # boots (an interpreter, numpy) on another CPU meanwhile. It is talked to, and its isolation
+        # checked, only by host.start below, before any submission. The host starts on this thread:
+        # its processes are tied to the thread that started them, and grading happens here.
+        launched = launch_host(insecure=insecure, memory_mb=limits.memory_mb, processes=limits.processes,
+                               pin=pin, cpu=cpu)
+        # pytest's import and the graders' collection, on a thread from now on: they overlap with
+        # the host's import and start-up, which wait for the disk and the zygote in part.
         with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="collect") as pool:
             collecting = pool.submit(_start_session, self.course, self.assignment)
             try:
-                self.info = self.host.start()
+                from ..sandbox.host import SandboxHost
+
+                self.host = SandboxHost(insecure=insecure, memory_mb=limits.memory_mb, processes=limits.processes,
+                                        pin=pin, cpu=cpu)
+            except BaseException:
+                launched.close()
+                with contextlib.suppress(Exception):
+                    collecting.result().close()
+                raise
+            try:
+                self.info = self.host.start(launched)
+                # the first submission's processes, started while the graders are collected
+                self.host.prepare(limits)
             except BaseException:
                 self.host.close()
                 with contextlib.suppress(Exception):
@@ -152,18 +168,20 @@ class Worker:
 def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool, cpu: int | None = None) -> int:
     """The worker process: start, say so, grade what is asked until told to quit."""
     from ..errors import CourseError
-    from ..sandbox.outcomes import SandboxError
     from .wire import Connection, WireClosed, dumps
 
     conn = Connection.from_fd(fd)
     try:
         worker = Worker(course_dir, assignment, insecure=insecure, cpu=cpu)
-    except (CourseError, SandboxError) as exc:
-        conn.send({"op": "failed", "message": str(exc)})
-        return 2
     except Exception as exc:  # noqa: BLE001 - reported to the driver, which explains it in one line
-        conn.send({"op": "failed", "message": f"{type(exc).__name__}: {exc}",
-                   "detail": traceback.format_exc()[-2000:]})
+        # imported here: it imports numpy, which a worker imports only once its sandbox has started
+        from ..sandbox.outcomes import SandboxError
+
+        if isinstance(exc, (CourseError, SandboxError)):
+            conn.send({"op": "failed", "message": str(exc)})
+        else:
+            conn.send({"op": "failed", "message": f"{type(exc).__name__}: {exc}",
+                       "detail": traceback.format_exc()[-2000:]})
         return 2
     if cpu is not None:             # warm: from now on this process only grades, beside its sandbox
         worker.host.hold_caller()

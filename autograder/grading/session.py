@@ -110,6 +110,11 @@ def pytest_args(graders: Path) -> list[str]:
         str(graders),
         "-c", os.devnull,                    # ignore any project ini: graders are configured here
         "--rootdir", str(graders),
+        # Collection starts at the graders' folder, and conftest.py files are read from there and
+        # below only. Without it (`-c os.devnull` puts the limit at /dev) pytest collects every
+        # folder above the graders', listing each one's entries (all of /tmp for a course there),
+        # and imports any conftest.py it finds in them.
+        "--confcutdir", str(graders),
         "--import-mode=importlib",
         "--disable-plugin-autoload",         # only pytest's own plugins and ours
         "-p", "no:cacheprovider",

@@ -20,7 +20,6 @@ the notebook is run again without it (within limits.total_seconds).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import itertools
 import math
 import os
@@ -29,7 +28,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -59,7 +57,7 @@ from .outcomes import (
     StudentRaised,
     TimeBudgetExceeded,
 )
-from .process import HostProcess
+from .process import HostProcess, LaunchedHost, launch_host
 
 __all__ = ["SandboxHost", "SubmissionRun", "ProblemHandle", "Ahead", "SandboxUnavailable", "HostInfo",
            "describe_exit"]
@@ -73,9 +71,6 @@ TEMPLATE_LOST = ("the process holding your notebook's state stopped after the no
 CELL_CHUNK = 1000              # cells per message to the template
 REPLY_HEADER = 4 * 2**20       # the non-array part of a reply (numbers in lists, messages, printed output)
 CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, max_items=100_000)
-ENV_PASS_THROUGH = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-CGROUP_PREFIX = "autograder-"
-CPU_LOCK_NAME = "autograder-sandbox-cpu.lock"   # in the temp folder: one sandbox starts (and picks a CPU) at a time
 
 
 @dataclass(frozen=True)
@@ -203,123 +198,7 @@ def _limits_message(limits: Limits) -> dict[str, Any]:
     }
 
 
-def _sandbox_env() -> dict[str, str]:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": "/tmp",
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "NUMEXPR_NUM_THREADS": "1",
-        "VECLIB_MAXIMUM_THREADS": "1",
-        "PYTHONHASHSEED": "0",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPATH": isolation.LIB,
-        "MPLBACKEND": "Agg",
-    }
-    for key in ENV_PASS_THROUGH:
-        if key in os.environ:
-            env[key] = os.environ[key]
-    return env
-
-
 # --------------------------------------------------------------------------- the host
-
-def _current_cpu() -> int | None:
-    """The CPU this thread last ran on (field 39 of /proc/thread-self/stat), None if unknown."""
-    try:
-        with open("/proc/thread-self/stat", "rb") as f:
-            stat = f.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[36])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _quietest_cpu(allowed: set[int]) -> int | None:
-    """Of the `allowed` CPUs, the one with the fewest processes held to it alone (sandboxes
-    already pinned by other workers), preferring the one this thread runs on."""
-    held = dict.fromkeys(allowed, 0)
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        pids = []
-    for pid in pids:
-        try:
-            cpus = os.sched_getaffinity(pid)
-        except OSError:
-            continue
-        if len(cpus) == 1:
-            (cpu,) = cpus
-            if cpu in held:
-                held[cpu] += 1
-    here = _current_cpu()
-    return min(held, key=lambda c: (held[c], c != here), default=None)
-
-
-@contextlib.contextmanager
-def _sandbox_cpu(pin: bool, wanted: int | None = None) -> Iterator[int | None]:
-    """Processes started inside this block (the sandbox and everything it forks) may run on one
-    CPU only, when this thread may use several: `wanted` when it is one of them (a pool gives each
-    of its workers its own, see autograder.batch.pool), else the one where the fewest processes are
-    held already, ties going to this thread's CPU.
-
-    A call is a round trip between the trusted process and a sandboxed one that wait for each
-    other in turn. Woken on another CPU, each reply costs an inter-processor wake-up (~60 us on
-    a quiet virtual machine, several times that under load); on the same CPU it is a context
-    switch (~4 us). With the sandbox held on one CPU, the scheduler moves the trusted process
-    next to it while they talk (`_on_cpu`), and anywhere else when it computes alone. Only this
-    thread's own affinity is changed, and it is put back at once. When this thread may run on
-    `wanted` alone (a pool's warm worker holds its whole process there: SandboxHost.hold_caller),
-    that CPU is yielded and nothing moves. Yields the CPU (None: not held)."""
-    allowed: set[int] | None = None
-    cpu: int | None = None
-    lock: int | None = None
-    if pin:
-        with contextlib.suppress(OSError, AttributeError):
-            allowed = os.sched_getaffinity(0)
-            if allowed == {wanted}:           # the whole worker is held there already (its pool's choice)
-                cpu, allowed = wanted, None
-            elif len(allowed) > 1:
-                if wanted in allowed:
-                    cpu = wanted
-                else:
-                    lock = _lock_cpu_choice()
-                    cpu = _quietest_cpu(allowed)
-            if allowed is not None and cpu is not None:
-                os.sched_setaffinity(0, {cpu})
-            else:
-                allowed = None
-    try:
-        yield cpu
-    finally:
-        if allowed is not None:
-            os.sched_setaffinity(0, allowed)
-        if lock is not None:
-            os.close(lock)          # releases the lock: the new sandbox is now counted
-
-
-def _lock_cpu_choice() -> int | None:
-    """An exclusive lock on a file shared by every grader on this machine, held while a CPU is
-    chosen and the sandbox started on it, so that two workers starting together see each other's
-    choice. None (no lock) when the file cannot be opened. The descriptor is not inherited."""
-    path = os.path.join(tempfile.gettempdir(), CPU_LOCK_NAME)
-    try:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
 
 def _hold_on(cpu: int, process: bool) -> bool:
     """Hold this thread, or with `process` every thread of this process, (and what they start
@@ -426,13 +305,18 @@ class SandboxHost:
         self._call_cpu = None
         return True
 
-    def start(self) -> HostInfo:
-        """Start the zygote (if not running) and check the isolation layers with a probe run."""
+    def start(self, launched: LaunchedHost | None = None) -> HostInfo:
+        """Start the zygote (if not running) and check the isolation layers with a probe run.
+        `launched`: its process, started already for this host's settings (process.launch_host;
+        this host owns it from now on, also when this raises; for a host's first start)."""
+        if launched is not None and (self._closed or self._dir is not None):
+            launched.close()                  # not this host's first start: it starts its own
+            launched = None
         if self._closed:
             raise RuntimeError("this sandbox host was closed")
         if self.alive and self.info is not None:
             return self.info
-        self._spawn()
+        self._spawn(launched)
         self.info = self._probe()
         if self.info.missing and not self.insecure:
             first = self.info.missing[0]
@@ -465,65 +349,21 @@ class SandboxHost:
             self._cgroup.remove()
             self._cgroup = None
 
-    def _spawn(self) -> None:
+    def _spawn(self, launched: LaunchedHost | None = None) -> None:
         self._stop()
-        self._problems = []
-        layers: list[str] = []
+        if launched is None:
+            launched = launch_host(insecure=self.insecure, memory_mb=self._memory_mb, processes=self._processes,
+                                   pin=self._pin, cpu=self._wanted_cpu, folder=self._dir)
         if self._dir is None:
-            isolation.remove_stale_host_dirs()        # those of hosts whose process was killed
-            self._dir = Path(tempfile.mkdtemp(prefix=isolation.host_dir_prefix()))
+            self._dir = launched.folder
             # a host never closed: its folder goes when this process exits normally
             self._dir_finalizer = weakref.finalize(self, shutil.rmtree, str(self._dir), True)
-        as_root = os.geteuid() == 0
-        parent, child = socket.socketpair()
-        zygote_args = [isolation.sandbox_python(), "-S", "-s", "-P", "-m", "autograder.sandbox.zygote",
-                       "--fd", str(child.fileno())]
-        bwrap = isolation.bwrap_path()
-        env = _sandbox_env()
-        if bwrap is None:
-            if not self.insecure:
-                raise SandboxUnavailable("the sandbox cannot be set up: bubblewrap is not installed "
-                                         "(apt-get install bubblewrap); pass --insecure to grade without it "
-                                         "(not for untrusted submissions)")
-            self._problems.append("bubblewrap: not installed (apt-get install bubblewrap)")
-        if bwrap is not None:
-            if as_root:
-                zygote_args += ["--mount-proc", "--uid", str(isolation.SANDBOX_UID)]
-            argv = isolation.bwrap_command(bwrap, zygote_args, as_root=as_root, fd=child.fileno())
-            layers += ["bubblewrap", "allow-list-fs"]
-        else:
-            # Insecure: the zygote alone, seeing this machine's files; numpy from where it is installed.
-            env["PYTHONPATH"] = os.pathsep.join([str(Path(isolation.__file__).resolve().parents[2]),
-                                                 str(Path(np.__file__).resolve().parents[1])])
-            if as_root and isolation.readable_by_others(isolation.sandbox_python()):
-                zygote_args += ["--uid", str(isolation.SANDBOX_UID)]
-            elif as_root:
-                self._problems.append("unprivileged-uid: without bubblewrap the sandbox cannot drop root "
-                                      "(the interpreter is not readable by other users)")
-            argv = zygote_args
-        procs: list[str] = []
-        if as_root:
-            isolation.remove_stale_cgroups(CGROUP_PREFIX)
-        made = isolation.Cgroup.create(f"{CGROUP_PREFIX}{os.getpid()}-{next(self._ids)}",
-                                       pids=self._processes + 16, memory_bytes=(self._memory_mb + 512) * 2**20)
-        if isinstance(made, isolation.Cgroup):
-            self._cgroup = made
-            procs = made.procs_files
-            layers.append("cgroup")
-        else:
-            self._problems.append(f"cgroup: {made} (processes are then limited by RLIMIT_NPROC, memory by "
-                                  f"the address-space limit)")
-        try:
-            with _sandbox_cpu(self._pin, self._wanted_cpu) as self.cpu:
-                self._process = HostProcess(argv, env=env, pass_fds=(child.fileno(),),
-                                            log_path=self._dir / "host-stderr.log", cgroup_procs=procs)
-            self._call_cpu = None if self.cpu is None or _held_on(self.cpu) else self.cpu
-        except OSError as exc:
-            parent.close()
-            raise SandboxUnavailable(f"the sandbox could not be started: {exc}") from None
-        finally:
-            child.close()
-        self._ctl = protocol.Channel(parent)
+        self._problems = list(launched.problems)
+        layers = list(launched.layers)
+        bwrap = "bubblewrap" in layers
+        self._process, self._cgroup, self.cpu = launched.process, launched.cgroup, launched.cpu
+        self._call_cpu = None if self.cpu is None or _held_on(self.cpu) else self.cpu
+        self._ctl = protocol.Channel(launched.sock)
         self.starts += 1
         self.submissions = 0
         try:
@@ -542,7 +382,7 @@ class SandboxHost:
             tail = self._process.log_tail()
             self._stop()
             reason = tail.splitlines()[-1] if tail else f"{type(exc).__name__}: {exc}"
-            about_namespaces = bwrap is not None and "namespace" in (reason + tail).lower()
+            about_namespaces = bwrap and "namespace" in (reason + tail).lower()
             hint = ("; enable unprivileged user namespaces (sysctl user.max_user_namespaces, "
                     "kernel.unprivileged_userns_clone)" if about_namespaces else "")
             raise SandboxUnavailable(f"the sandbox could not start: {reason[:300]}{hint}") from None
@@ -621,6 +461,19 @@ class SandboxHost:
                 if self._ctl is None:
                     self.start()
         return self._submission(cells, limits, deadline)
+
+    def prepare(self, limits: Limits) -> None:
+        """Have the zygote start the next submission's processes (namespaces, supervisor, template)
+        now, for `limits`, as it does during a batch while a submission is graded: for a host that
+        has started (its probe passed) and waits for its first submission. No student code runs
+        until `submission` gives them the notebook."""
+        if self._spare is None and self.info is not None and self.alive and self.submissions < self.recycle_after:
+            if self._cgroup is not None:
+                self._cgroup.set_memory((limits.memory_mb + 512) * 2**20)
+            try:
+                self._spare = self._request(limits)
+            except SandboxError:
+                self._spare = None
 
     def _submission(self, cells: Iterable[Any], limits: Limits, deadline: float | None, *,
                     require_layers: bool = True, spare: _Spare | None = None) -> SubmissionRun:

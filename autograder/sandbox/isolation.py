@@ -220,7 +220,7 @@ def _python_paths() -> tuple[str, str, list[str]]:
     return exe, stdlib, extra
 
 
-def _numpy_dir() -> str:
+def numpy_dir() -> str:
     """numpy's package folder on the host, found without importing numpy (this module is imported
     by processes that need only its names, e.g. the report of a one-student run)."""
     spec = importlib.util.find_spec("numpy")
@@ -257,9 +257,9 @@ def allow_list() -> list[Mount]:
     site = os.path.join(stdlib, "site-packages")
     if os.path.isdir(site):
         mounts.append(Mount("tmpfs", "", site))             # the interpreter's own installed packages: hidden
-    numpy_dir = _numpy_dir()
-    mounts.append(Mount("ro-bind", numpy_dir, f"{LIB}/numpy"))
-    libs = os.path.join(os.path.dirname(numpy_dir), "numpy.libs")
+    numpy_folder = numpy_dir()
+    mounts.append(Mount("ro-bind", numpy_folder, f"{LIB}/numpy"))
+    libs = os.path.join(os.path.dirname(numpy_folder), "numpy.libs")
     if os.path.isdir(libs):
         mounts.append(Mount("ro-bind", libs, f"{LIB}/numpy.libs"))
     package = Path(__file__).resolve().parent

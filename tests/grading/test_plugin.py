@@ -270,3 +270,17 @@ def test_the_lean_loop_gives_the_outcomes_pytests_protocol_gives(tmp_path, facto
     assert len(lean) == 9
     skipped = next(c for c in lean if c[0].endswith("::test_double_skipped"))
     assert (skipped[1], skipped[5]) == ("failed", True), "a skipped check must not pass unseen: it is a grader error"
+
+
+def test_graders_are_collected_from_their_own_folder_and_no_conftest_above_it_is_read(tmp_path):
+    """Does collection stay in the graders' folder (a conftest.py above it is not imported, the
+    folders above it are not listed), while a conftest.py among the graders is still read?"""
+    (tmp_path / "conftest.py").write_text("raise RuntimeError('a conftest above the graders was imported')\n")
+    (tmp_path / "graders").mkdir()
+    (tmp_path / "graders" / "conftest.py").write_text("import pytest\n\n\n@pytest.fixture\ndef two():\n    return 2\n")
+    with session(tmp_path, {"test_double": "def test_double_uses_the_graders_conftest(two):\n    assert two == 2\n"},
+                 double=1) as s:
+        assert not s.broken
+        assert [i.nodeid for i in s.items] == ["test_double.py::test_double_uses_the_graders_conftest"]
+        chain = [node.path for node in s.items[0].listchain()[1:-1]]
+    assert chain == [tmp_path / "graders", tmp_path / "graders" / "test_double.py"]

@@ -638,6 +638,40 @@ def test_a_single_submission_starts_nothing_ahead():
         assert h._spare is None
 
 
+def test_a_started_host_can_have_its_first_submissions_processes_started_before_it_is_known():
+    """After start (the probe passed), does `prepare` start a submission's processes that the first
+    submission then uses, its notebook running in them as in any other?"""
+    with SandboxHost() as h:
+        h.start()
+        h.prepare(FAST)
+        spare = h._spare
+        assert spare is not None
+        with h.submission(cells("def f():\n    return 41 + 1"), FAST) as run:
+            assert run.sid == spare.sid and run.problem("p").call("f").value == 42
+            assert run.report.state == "ok"
+        assert h._spare is None                       # one submission: nothing more started ahead
+
+
+def test_a_host_started_from_a_process_launched_earlier_checks_its_layers_and_grades():
+    """Does a host given a process started before it (process.launch_host, as a worker does before
+    its imports) probe it like one it started itself, and is a launched process it cannot use
+    (the host was closed) ended rather than left running?"""
+    from autograder.sandbox.process import launch_host
+
+    settings = {"insecure": False, "memory_mb": 2048, "processes": 64, "pin": True, "cpu": None}
+    with SandboxHost() as h:
+        info = h.start(launch_host(**settings))
+        assert info.complete and "bubblewrap" in info.layers
+        with h.submission(cells("def f():\n    return 7"), FAST) as run:
+            assert run.problem("p").call("f").value == 7
+    closed = SandboxHost()
+    closed.close()
+    launched = launch_host(**settings)
+    with pytest.raises(RuntimeError, match="closed"):
+        closed.start(launched)
+    assert not launched.process.alive and not launched.folder.exists()
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to choose")
 def test_a_sandbox_given_a_cpu_is_held_on_that_one_and_not_held_without_pinning():
     """Is a host given a CPU (as a pool gives each of its workers its own) held on that CPU,
