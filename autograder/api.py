@@ -581,8 +581,8 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     layout = course.layout
     target = _inside(course, layout.autograded(sid, a.name))
     arriving: dict[str, bytes] = {}
-    _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024), notebooks=arriving)
-    try:
+    try:   # a notebook read before a later file fails is still written (as submitted)
+        _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024), notebooks=arriving)
         others = [target / name for name, mode in submission_entries(target)
                   if stat.S_ISREG(mode) and name.endswith(".ipynb") and name not in arriving]
         # nbformat would need hundreds of MB for a notebook of very many cells

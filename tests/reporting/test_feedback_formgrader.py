@@ -324,6 +324,33 @@ def test_the_copy_is_written_once_as_the_copy_annotated_afterwards_was(course_co
     assert (kind == "unreadable") == (targets["once"][NB][0] == b"{not json")
 
 
+def test_a_notebook_read_before_a_later_file_fails_is_still_copied(course_copy, copy, monkeypatch):
+    """When reading a later submitted file fails, is the notebook read before it still written to
+    autograded/ (as submitted), and does the error reach the caller?"""
+    from autograder import api
+
+    course = load_course(course_copy)
+    a = course.assignment("transformer-block")
+    folder = course.layout.submission("dora", a.name)
+    folder.mkdir(parents=True)
+    (folder / NB).write_bytes((copy / NB).read_bytes())
+    (folder / "zz-extra.ipynb").write_bytes((copy / NB).read_bytes())   # read after NB (names sorted)
+    opened = api.open_regular
+
+    def failing(path, *args, **kwargs):
+        if Path(path).name == "zz-extra.ipynb":
+            raise OSError(5, "Input/output error", str(path))
+        return opened(path, *args, **kwargs)
+
+    monkeypatch.setattr(api, "open_regular", failing)
+    result = replace(dora_result(), files=(str(folder / NB),))
+    with pytest.raises(OSError):
+        api.write_formgrader_copy(course, a, "dora", folder, result)
+    target = course.layout.autograded("dora", a.name)
+    assert (target / NB).read_bytes() == (folder / NB).read_bytes()
+    assert not (target / "zz-extra.ipynb").exists()
+
+
 def test_outputs_kept_from_earlier_students_give_the_notebook_annotated_afresh(tmp_path, copy, assignment):
     """Annotated one after another (outputs kept from the students before, one whose checks differ only
     in detail and duration, a crash), is every notebook the one annotated with nothing kept, and is a
