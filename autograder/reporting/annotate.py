@@ -139,7 +139,7 @@ def _output(result: SubmissionResult, problem: ProblemDigest | None, name: str) 
 
 
 _OUTPUTS: dict[tuple[object, ...], tuple[str, dict[str, Any]]] = {}   # digest_key -> (output type, fields)
-OUTPUTS_KEPT = 512                                                    # least recently used out
+OUTPUTS_KEPT = 128                                                    # least recently used out
 
 
 def _problem_output(result: SubmissionResult, tests: ProblemTests | None, name: str) -> nbformat.NotebookNode:

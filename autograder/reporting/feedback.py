@@ -219,7 +219,7 @@ def _problem_view(p: ProblemDigest) -> ProblemView:
 
 
 _VIEWS: dict[tuple[object, ...], ProblemView] = {}   # digest_key -> the problem's view
-VIEWS_KEPT = 512                                      # views kept, least recently used out
+VIEWS_KEPT = 128                                      # views kept, least recently used out
 
 
 def _problem_views(result: SubmissionResult) -> tuple[ProblemView, ...]:

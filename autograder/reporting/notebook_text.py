@@ -32,7 +32,7 @@ from traitlets.log import get_logger
 
 from .jsontext import dumps_indented, dumps_nested
 
-CACHE_CHARS = 8_000_000        # keys and texts kept, in characters (a few MB)
+CACHE_CHARS = 2_000_000        # keys and texts kept, in characters (about 2-4 MB)
 CELL_CHARS = 200_000           # a cell longer than this (as compact JSON) is not kept
 _compact = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False, separators=(",", ":")).encode
 _string = json.encoder.encode_basestring

@@ -344,7 +344,7 @@ def _entries(numbered: tuple[tuple[str, TestResult], ...], depth: int, *, studen
 
 
 _ENTRIES: dict[tuple[Any, ...], str] = {}   # what a test's entry is made from -> its text
-_ENTRIES_KEPT = 4096                         # entries kept, least recently used out
+_ENTRIES_KEPT = 1024                         # entries kept, least recently used out
 _RECENT: dict[tuple[int, tuple[tuple[str, Any], ...]], tuple[SubmissionResult, str]] = {}
 _RECENT_RESULTS = 32            # more than the results a batch has waiting for the gradebook at once
 _END = "\n  }\n}\n"            # how an indented document whose last entry is a non-empty object ends
