@@ -24,6 +24,10 @@ from .errors import ConfigError
 from .layout import CONFIG_FILE, CourseLayout
 from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, POSITIVE, Scope, pattern, setting
 
+# libyaml's safe loader where PyYAML was built with it (the same documents, ~7x less CPU than the
+# pure-Python one: every command and worker reads course.yml on its start-up path)
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 CONFIG_NAME = CONFIG_FILE
 DTYPES = ("float64", "float32")
 FOLDER_NAME = pattern("a folder-safe name (letters, digits, - _ .)", r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -301,7 +305,7 @@ def load_course(course_dir: str | Path = ".") -> Course:
     if not path.is_file():
         raise ConfigError(f"{path}: not found (run from the course folder or pass --course-dir)")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import math
 import re
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -118,11 +119,12 @@ def _factory_default(f: dataclasses.Field[Any]) -> Any:
     return factory() if callable(factory) else _MISSING
 
 
-def fields(cls: type) -> Iterator[tuple[dataclasses.Field[Any], Setting | None, Any]]:
-    """(field, its Setting or None, its resolved type) for each field of dataclass `cls`."""
+@functools.cache
+def fields(cls: type) -> tuple[tuple[dataclasses.Field[Any], Setting | None, Any], ...]:
+    """(field, its Setting or None, its resolved type) for each field of dataclass `cls`; worked
+    out once per class (resolving the annotations compiles each one: most of reading a course.yml)."""
     hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        yield f, f.metadata.get(SCHEMA), hints[f.name]
+    return tuple((f, f.metadata.get(SCHEMA), hints[f.name]) for f in dataclasses.fields(cls))
 
 
 class Scope:

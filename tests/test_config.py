@@ -112,6 +112,23 @@ def test_config_the_shipped_course_file_loads():
     assert [p.name for p in a.problems] == solutions
 
 
+def test_config_the_shipped_course_file_reads_the_same_with_either_yaml_loader(monkeypatch):
+    """Does course.yml read with libyaml's loader (used where PyYAML has it) give the same course as
+    PyYAML's pure-Python safe loader?"""
+    import autograder.config as config
+
+    fast = load_course(ROOT)
+    monkeypatch.setattr(config, "_SAFE_LOADER", yaml.SafeLoader)
+    assert load_course(ROOT) == fast
+
+
+def test_config_invalid_yaml_names_the_line(tmp_path):
+    """Is a course.yml that is not valid YAML one error naming its line?"""
+    course = make_course(tmp_path, "name: x\nassignments: [\n  - name: hw\n  bad: : :\n")
+    with pytest.raises(ConfigError, match=r"^course\.yml: line \d+: not valid YAML \("):
+        load_course(course)
+
+
 @pytest.mark.parametrize("data, expected", [
     (mutate("assignments.0.problems.layer_norm.points", "ten"),
      'assignments[0].problems.layer_norm.points: expected a positive number, got "ten"'),
