@@ -10,7 +10,7 @@ import pytest
 
 from autograder.config import Assignment, Limits, Problem, Tolerance
 from autograder.grading.proxy import StudentProxy
-from autograder.grading.session import GraderSession, InstructorCode
+from autograder.grading.session import GraderSession, InstructorCode, pytest_args
 from autograder.notebooks import cell_label
 from autograder.sandbox import host as host_module
 from autograder.sandbox.host import SandboxHost
@@ -290,3 +290,23 @@ def test_checks_without_a_plain_first_call_run_in_turn_among_those_made_ahead(ho
                                                    "passed"]
     # one by one: 1 + 1 (call_each) + 2 + 1 + 1; ahead: f(1) and f(4) together, call_each, f(5), then the rest
     assert (trips, trips_alone) == (5, 6)
+
+
+UNITTEST = """
+    import unittest
+
+    class TestAsACase(unittest.TestCase):
+        def test_case_passes(self):
+            self.assertEqual(1 + 1, 2)
+"""
+
+
+def test_a_unittest_case_among_the_graders_is_collected(host, tmp_path):
+    """Is a unittest.TestCase in a grader module still collected as a check (pytest's unittest
+    plugin, left out for graders that never name unittest, is kept for these)?"""
+    checks, _, _ = grade(host, tmp_path, {"f": UNITTEST}, ahead=True)
+    assert [name for name, _, _ in checks] == ["test_case_passes"]
+    assert "no:unittest" not in pytest_args(tmp_path / "ahead")
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "test_f.py").write_text("def test_f(student):\n    pass\n")
+    assert "no:unittest" in pytest_args(tmp_path / "plain")
