@@ -10,23 +10,22 @@ To add a key, add one field here, then regenerate the page: `python -m autograde
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
+import hashlib
+import importlib.util
+import math
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from . import schema
+from . import schema, usercache
 from .errors import ConfigError
 from .layout import CONFIG_FILE, CourseLayout
 from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, POSITIVE, Scope, pattern, setting
-
-# libyaml's safe loader where PyYAML was built with it (the same documents, ~7x less CPU than the
-# pure-Python one: every command and worker reads course.yml on its start-up path)
-_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 CONFIG_NAME = CONFIG_FILE
 DTYPES = ("float64", "float32")
@@ -304,14 +303,91 @@ def load_course(course_dir: str | Path = ".") -> Course:
     path = CourseLayout(root).config
     if not path.is_file():
         raise ConfigError(f"{path}: not found (run from the course folder or pass --course-dir)")
+    return parse_course(course_data(path.read_text(encoding="utf-8")), root)
+
+
+YAML_CACHE = "course-yml"           # usercache kind of course.yml's data
+_TAG = "\0yaml"                      # the key marking a date or time in the cached data
+
+
+def course_data(text: str) -> Any:
+    """course.yml's YAML data. Kept in the user's cache (autograder.usercache) when JSON gives it
+    back exactly (dates and times tagged), under a hash of the text and of the installed PyYAML:
+    every command, grading worker and gradebook writer reads course.yml on its way to its first
+    result, and importing PyYAML alone costs more CPU than the rest of reading it."""
+    key = _yaml_cache_key(text)
+    cached = usercache.read_entry(YAML_CACHE, key) if key else None
+    if isinstance(cached, dict) and "data" in cached:
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            return _from_json(cached["data"])
+    data = parse_yaml(text)
+    plain = _to_json(data)
+    if key and plain is not _NOT_PLAIN:
+        usercache.write_entry(YAML_CACHE, key, {"data": plain})
+    return data
+
+
+def parse_yaml(text: str, loader: Any = None) -> Any:
+    """YAML `text` read by libyaml's safe loader where PyYAML has it (the same documents, ~7x less
+    CPU than the pure-Python one), or by `loader`; invalid YAML is a ConfigError naming the line."""
+    import yaml
+
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
+        return yaml.load(text, Loader=loader or getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{CONFIG_NAME}:{where}: not valid YAML ({problem})") from None
-    return parse_course(data, root)
+
+
+def _yaml_cache_key(text: str) -> str | None:
+    """A hash of `text` and of the installed PyYAML (its file's path, size and time), or None
+    when PyYAML cannot be found."""
+    try:
+        spec = importlib.util.find_spec("yaml")
+        origin = spec.origin if spec is not None else None
+        st = os.stat(origin) if origin else None
+    except (ImportError, OSError, ValueError):
+        return None
+    if st is None:
+        return None
+    version = f"{origin}:{st.st_size}:{st.st_mtime_ns}:{sys.version_info[:2]}\0"
+    return hashlib.sha256(version.encode() + text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_NOT_PLAIN = object()
+
+
+def _to_json(value: Any) -> Any:
+    """`value` as JSON data that `_from_json` gives back exactly, or _NOT_PLAIN (sets, bytes,
+    non-string keys, NaN or infinities, ...)."""
+    if value is None or type(value) in (str, bool, int):
+        return value
+    if type(value) is float:
+        return value if math.isfinite(value) else _NOT_PLAIN
+    if type(value) in (dt.datetime, dt.date):
+        kind = "datetime" if type(value) is dt.datetime else "date"
+        back = _from_json({_TAG: kind, "iso": value.isoformat()})
+        return {_TAG: kind, "iso": value.isoformat()} if repr(back) == repr(value) else _NOT_PLAIN
+    if type(value) is list:
+        items = [_to_json(v) for v in value]
+        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in items) else items
+    if type(value) is dict and all(type(k) is str for k in value) and _TAG not in value:
+        out = {k: _to_json(v) for k, v in value.items()}
+        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in out.values()) else out
+    return _NOT_PLAIN
+
+
+def _from_json(value: Any) -> Any:
+    if type(value) is list:
+        return [_from_json(v) for v in value]
+    if type(value) is dict:
+        if _TAG in value:
+            cls = dt.datetime if value[_TAG] == "datetime" else dt.date
+            return cls.fromisoformat(value["iso"])
+        return {k: _from_json(v) for k, v in value.items()}
+    return value
 
 
 def reference() -> str:

@@ -4,12 +4,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from autograder.config import load_course
+from autograder import config
+from autograder.config import course_data, load_course, parse_yaml
 from autograder.errors import ConfigError
 from autograder.layout import CourseLayout
 
@@ -112,14 +114,30 @@ def test_config_the_shipped_course_file_loads():
     assert [p.name for p in a.problems] == solutions
 
 
-def test_config_the_shipped_course_file_reads_the_same_with_either_yaml_loader(monkeypatch):
-    """Does course.yml read with libyaml's loader (used where PyYAML has it) give the same course as
+def test_config_the_shipped_course_file_reads_the_same_with_either_yaml_loader():
+    """Does course.yml read with libyaml's loader (used where PyYAML has it) give the same data as
     PyYAML's pure-Python safe loader?"""
-    import autograder.config as config
+    text = (ROOT / "course.yml").read_text(encoding="utf-8")
+    assert parse_yaml(text) == parse_yaml(text, yaml.SafeLoader) == yaml.safe_load(text)
 
-    fast = load_course(ROOT)
-    monkeypatch.setattr(config, "_SAFE_LOADER", yaml.SafeLoader)
-    assert load_course(ROOT) == fast
+
+def test_config_course_yml_read_back_from_the_cache_is_the_same(tmp_path, monkeypatch):
+    """Is course.yml's data, read back from the user's cache by a later command, exactly what
+    PyYAML reads (a later read does not parse), dates and times included; and are data that JSON
+    would change (integer keys, sets, NaN) never cached?"""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))       # a cache of this test's own
+    shipped = (ROOT / "course.yml").read_text(encoding="utf-8")
+    for text in (shipped, "due: 2026-12-14 23:59:00+01:30\nday: 2026-12-14\nnaive: 2026-12-14 08:00:00.5\n"):
+        assert repr(course_data(text)) == repr(yaml.safe_load(text))
+        with monkeypatch.context() as m:
+            m.setattr(config, "parse_yaml", lambda *a: pytest.fail("parsed again"))
+            assert repr(course_data(text)) == repr(yaml.safe_load(text))
+    for odd in ("1: one\n", "x: .nan\n", "s: !!set {a, b}\n", "b: !!binary aGk=\n"):
+        assert repr(course_data(odd)) == repr(yaml.safe_load(odd))
+        with monkeypatch.context() as m:
+            m.setattr(config, "parse_yaml", lambda *a: pytest.fail("not cached"))
+            with pytest.raises(pytest.fail.Exception, match="not cached"):
+                course_data(odd)
 
 
 def test_config_invalid_yaml_names_the_line(tmp_path):
