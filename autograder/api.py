@@ -202,7 +202,6 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     submission is then graded by it rather than in this process. It is used or closed here.
     """
     started = time.perf_counter()
-    page_template = _prepare_page_soon()    # compiled on a thread while the sandbox starts and grades
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
     from .reporting.gradebook import GradebookReport, acquire_gradebook_lock
 
@@ -303,6 +302,11 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 if waiting is not None:
                     output_errors.extend(write_student_results(course, a, ack.student, *waiting))
 
+        # The page's template, imported and compiled on a thread while the first submission is
+        # graded (its task is sent as this loop starts): not earlier, when its CPU would be taken
+        # from the workers' own start (numpy, pytest, the graders' collection; `--student`'s
+        # worker starts beside this process).
+        page_template = _prepare_page_soon()
         for result, fresh in arriving():
             sid = result.student
             rows[sid] = StudentRow.of(result)
@@ -368,7 +372,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
 
 def _prepare_page_soon() -> threading.Thread:
     """A thread that imports the feedback page's module and compiles its template, so the first
-    page is written without that wait (the main thread meanwhile mostly waits for the sandbox)."""
+    page is written without that wait (the main thread meanwhile waits for the first result)."""
     def prepare() -> None:
         with contextlib.suppress(Exception):   # the page's own writing reports any failure
             from .reporting.feedback import prepare_page
