@@ -155,12 +155,12 @@ def _clean(value: str, limit: int) -> str:
 
 def _text(msg: dict[str, Any], key: str, limit: int = TEXT_KEEP) -> str:
     value = msg.get(key, "")
-    return _clean(value, limit) if type(value) is str else ""
+    return _clean(value, limit) if type(value) is str and value else ""
 
 
 def _texts(msg: dict[str, Any], key: str, count: int = 50, limit: int = 400) -> tuple[str, ...]:
     value = msg.get(key, ())
-    if type(value) not in (list, tuple):
+    if type(value) not in (list, tuple) or not value:     # (most calls: none)
         return ()
     return tuple(_clean(v, limit) for v in value[:count] if type(v) is str)
 

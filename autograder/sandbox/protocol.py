@@ -159,14 +159,14 @@ class _Encoder:
         if self.items > self.caps.max_items:
             raise EncodeError(f"more than {self.caps.max_items} values")
         t = type(obj)
+        if t is _ndarray:                     # the usual argument and result first
+            return self.array(obj)
         if obj is None or t is bool or t is str or t is float:
             return obj
         if t is int:
             if obj.bit_length() > 4096:
                 raise EncodeError("an integer with more than 4096 bits")
             return obj
-        if t is _ndarray:
-            return self.array(obj)
         if t is list or t is tuple or t is dict:
             if depth >= self.caps.max_depth:
                 raise EncodeError(f"nested deeper than {self.caps.max_depth} levels")
@@ -195,11 +195,19 @@ class _Encoder:
 
     def pairs(self, obj: dict[Any, Any], depth: int) -> list[Any]:
         out = []
+        value = self.value
         for k, v in obj.items():
             if type(k) is not str:
                 raise EncodeError(f"a dict key of type {type(k).__name__}; use str keys")
+            t = type(v)
+            if t is str or t is float or v is None or t is bool:    # a plain value, as self.value takes it
+                self.items += 1
+                if self.items > self.caps.max_items:
+                    raise EncodeError(f"more than {self.caps.max_items} values").within(f"[{k!r}]")
+                out.append([k, v])
+                continue
             try:
-                out.append([k, self.value(v, depth)])
+                out.append([k, value(v, depth)])
             except EncodeError as exc:
                 raise exc.within(f"[{k!r}]") from None
         return out
@@ -214,9 +222,13 @@ class _Encoder:
         shape = arr.shape
         if len(shape) > 32:
             raise EncodeError(f"an array with {len(shape)} dimensions")
-        if arr.nbytes + self.nbytes > self.caps.max_bytes:
+        nbytes = self.nbytes + arr.nbytes
+        if nbytes > self.caps.max_bytes:
             raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data")
-        return {"a": [code, list(shape), self.buffer(arr.tobytes(order="C"))]}
+        self.nbytes = nbytes                  # (C-order bytes: exactly arr.nbytes of them)
+        buffers = self.buffers
+        buffers.append(arr.tobytes(order="C"))
+        return {"a": [code, list(shape), len(buffers) - 1]}
 
     def buffer(self, data: bytes) -> int:
         self.nbytes += len(data)
@@ -230,28 +242,36 @@ _ENCODABLE: dict[np.dtype, str] = {}  # numeric dtypes already checked -> their 
 
 
 def _encode_parts(obj: Any, caps: Caps) -> list[bytes]:
+    """The frame's pieces: its length prefix (first), the header and each buffer, padded."""
     enc = _Encoder(caps)
     tree = enc.value(obj, 0)
     header = _json_encode([tree, [len(b) for b in enc.buffers]]).encode("ascii")
     if len(header) > caps.max_header:
         raise EncodeError(f"more than {caps.max_header // 2**20} MB of non-array data")
-    parts = [_HLEN.pack(len(header)), header, b"\0" * _pad(4 + len(header))]
+    parts = [b"", _HLEN.pack(len(header)), header, _PADDING[-(4 + len(header)) % _ALIGN]]
+    total = 4 + len(header) + len(parts[3])
     for b in enc.buffers:
+        pad = _PADDING[-len(b) % _ALIGN]
         parts.append(b)
-        parts.append(b"\0" * _pad(len(b)))
+        parts.append(pad)
+        total += len(b) + len(pad)
+    parts[0] = _LEN.pack(total)
     return parts
+
+
+_PADDING = tuple(b"\0" * n for n in range(_ALIGN))
 
 
 def encode(obj: Any, *, caps: Caps = UNCAPPED) -> bytes:
     """The payload for `obj` (no frame length). Raises EncodeError for values outside the set."""
-    return b"".join(_encode_parts(obj, caps))
+    parts = _encode_parts(obj, caps)
+    parts[0] = b""
+    return b"".join(parts)
 
 
 def frame(obj: Any, *, caps: Caps = UNCAPPED) -> bytes:
     """Length prefix plus payload, ready to write."""
-    parts = _encode_parts(obj, caps)
-    total = sum(len(p) for p in parts)
-    return b"".join([_LEN.pack(total)] + parts)
+    return b"".join(_encode_parts(obj, caps))
 
 
 # --------------------------------------------------------------------------- decoding
@@ -316,10 +336,20 @@ class _Decoder:
             return tuple(self.value(x, depth + 1) for x in body)
         if tag == "d":
             out = {}
+            inner = depth + 1
+            value = self.value
             for pair in body:
                 if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
                     raise ProtocolError("malformed dict entry")
-                out[pair[0]] = self.value(pair[1], depth + 1)
+                key, item = pair
+                kind = type(item)
+                if kind is str or kind is float or kind is int or item is None or kind is bool:
+                    self.items += 1                 # a plain value, as self.value counts and returns it
+                    if self.items > self.caps.max_items:
+                        raise ProtocolError(f"more than {self.caps.max_items} values in one message")
+                    out[key] = item
+                else:
+                    out[key] = value(item, inner)
             return out
         if tag == "c":
             if len(body) != 2 or any(type(x) not in (int, float) for x in body):
@@ -366,7 +396,7 @@ def decode(data: bytes | bytearray | memoryview, *, trusted: bool, caps: Caps | 
     if hlen > caps.max_header or 4 + hlen > len(view):
         raise ProtocolError(f"header of {hlen} bytes does not fit the message")
     try:
-        header = _loads(bytes(view[4:4 + hlen]).decode("ascii"))
+        header = _loads(str(view[4:4 + hlen], "ascii"))
     except (UnicodeDecodeError, _JSONDecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"header is not valid JSON: {str(exc)[:100]}") from None
     if type(header) is not list or len(header) != 2 or type(header[1]) is not list:

@@ -181,6 +181,28 @@ def test_sizes_are_capped():
         encode(np.zeros(200), caps=small)
 
 
+def test_plain_values_in_a_dict_count_against_the_cap_on_both_ends():
+    """Do a dict's plain values (read without a call per value) count as values, exactly as
+    elsewhere: a message of N values passes a cap of N and fails one of N - 1?"""
+    message = {"op": "result", "value": 1.5, "note": None, "ok": True, "n": 3, "x": np.zeros(3), "s": ""}
+    # the dict and its seven values (the array one of them): 8 values
+    assert decode(encode(message, caps=Caps(max_items=8)), trusted=True, caps=Caps(max_items=8))["n"] == 3
+    with pytest.raises(EncodeError, match="more than 7 values"):
+        encode(message, caps=Caps(max_items=7))
+    with pytest.raises(ProtocolError, match="more than 7 values"):
+        decode(encode(message), trusted=True, caps=Caps(max_items=7))
+
+
+def test_a_frame_is_its_length_and_the_payload():
+    """Is a frame the payload's length (8 bytes, big-endian) followed by the payload, every
+    buffer padded to 16 bytes?"""
+    for value in ({"op": "call", "args": [np.arange(3.0), np.ones((2, 3), dtype=np.float32)]}, [1, "x"], None,
+                  {"op": "x", "value": np.zeros(0)}):
+        data = encode(value)
+        assert protocol.frame(value) == struct.pack("!Q", len(data)) + data
+        assert len(data) % 16 == 0
+
+
 def test_channel_frames_messages_over_a_socket():
     """Do messages cross a socketpair intact, and does the reader see EOF when the writer closes?"""
     a, b = socket.socketpair()
