@@ -7,8 +7,8 @@ kernel's taskstats exit records (generic netlink; needs root): every process tha
 name (comm), user and system CPU time in microseconds, and its page faults. Sandbox processes name
 themselves by role (`zygote.ROLE_NAMES`); only the command's own tree is counted (by the parents
 the records name: on a shared machine other commands' sandboxes report too), its processes that
-are not in the sandbox as the trusted side, by their names. Every sandbox process ends with the command (the zygote last), so each has
-reported by the time it returns.
+are not in the sandbox as the trusted side, by their names. Every sandbox process ends with the
+command (the zygote last), so each has reported by the time it returns.
 
 Prints, per role: processes per submission, CPU per submission and per process, minor page faults
 per process. Not a test: figures depend on the machine and its load; compare runs made in the same
