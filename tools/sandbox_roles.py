@@ -5,10 +5,10 @@
 Grades a cohort (the one `bench_autograde.py` uses) with `course autograde`, while listening to the
 kernel's taskstats exit records (generic netlink; needs root): every process that ends reports its
 name (comm), user and system CPU time in microseconds, and its page faults. Sandbox processes name
-themselves by role (`zygote.ROLE_NAMES`), so the records add up by role without following the
-process tree; processes of the command's own tree that are not in the sandbox are the trusted
-side, by their names. Every sandbox process ends with the command (the zygote last), so each has
-reported by the time it returns.
+themselves by role (`zygote.ROLE_NAMES`); only the command's own tree is counted (by the parents
+the records name: on a shared machine other commands' sandboxes report too), its processes that
+are not in the sandbox as the trusted side, by their names. Every sandbox process ends with the
+command (the zygote last), so each has reported by the time it returns.
 
 Prints, per role: processes per submission, CPU per submission and per process, minor page faults
 per process. Not a test: figures depend on the machine and its load; compare runs made in the same
@@ -17,6 +17,7 @@ minutes (A/B alternated).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import shutil
@@ -167,14 +168,17 @@ class ExitListener(threading.Thread):
 
 
 def tree(exits: list[Exit], root: int) -> list[Exit]:
-    """The records of `root` and every process below it (by the parents the records name)."""
+    """The records of `root` and every process below it (by the parents the records name). An
+    orphan (bubblewrap's inner process, whose outer one ends first) names its new parent: this
+    process, a child subreaper (see `main`), which starts nothing else."""
     parent = {e.pid: e.ppid for e in exits}
+    me = os.getpid()
     out = []
     for e in exits:
         p, hops = e.pid, 0
-        while p != root and p in parent and hops < 64:
+        while p != root and p in parent and parent[p] != me and hops < 64:
             p, hops = parent[p], hops + 1
-        if p == root:
+        if p == root or parent.get(p) == me:
             out.append(e)
     return out
 
@@ -190,9 +194,11 @@ def by_role(exits: list[Exit], root: int) -> dict[str, list[Exit]]:
     mine = {e.pid for e in tree(exits, root)}
     record = {e.pid: e for e in exits}
     for e in exits:
+        if e.pid not in mine:               # another command's (other runs on a shared machine)
+            continue
         if e.comm in roles:
             out[roles[e.comm]].append(e)
-        elif e.pid in mine:
+        else:
             depth, p = 0, e
             while p.comm != "bwrap" and p.ppid in record and depth < 64:
                 depth, p = depth + 1, record[p.ppid]
@@ -239,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("sandbox_roles.py: taskstats needs root", file=sys.stderr)
         return 2
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER: see `tree`
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     subs = bench.cohort(args.n)
     scratch = Path(tempfile.mkdtemp(prefix="sandbox-roles-"))
