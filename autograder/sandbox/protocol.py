@@ -222,13 +222,9 @@ class _Encoder:
         shape = arr.shape
         if len(shape) > 32:
             raise EncodeError(f"an array with {len(shape)} dimensions")
-        nbytes = self.nbytes + arr.nbytes
-        if nbytes > self.caps.max_bytes:
+        if arr.nbytes + self.nbytes > self.caps.max_bytes:     # before the copy
             raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data")
-        self.nbytes = nbytes                  # (C-order bytes: exactly arr.nbytes of them)
-        buffers = self.buffers
-        buffers.append(arr.tobytes(order="C"))
-        return {"a": [code, list(shape), len(buffers) - 1]}
+        return {"a": [code, list(shape), self.buffer(arr.tobytes(order="C"))]}
 
     def buffer(self, data: bytes) -> int:
         self.nbytes += len(data)
@@ -248,10 +244,10 @@ def _encode_parts(obj: Any, caps: Caps) -> list[bytes]:
     header = _json_encode([tree, [len(b) for b in enc.buffers]]).encode("ascii")
     if len(header) > caps.max_header:
         raise EncodeError(f"more than {caps.max_header // 2**20} MB of non-array data")
-    parts = [b"", _HLEN.pack(len(header)), header, _PADDING[-(4 + len(header)) % _ALIGN]]
+    parts = [b"", _HLEN.pack(len(header)), header, _PADDING[_pad(4 + len(header))]]
     total = 4 + len(header) + len(parts[3])
     for b in enc.buffers:
-        pad = _PADDING[-len(b) % _ALIGN]
+        pad = _PADDING[_pad(len(b))]
         parts.append(b)
         parts.append(pad)
         total += len(b) + len(pad)
