@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import gc
 import os
 import resource
 import sys
@@ -37,6 +38,13 @@ if TYPE_CHECKING:
 WARMUP = 10                # submissions graded before the memory baseline is taken
 CHECK_EVERY = 25           # then memory is compared with it every this many submissions
 GROWTH_MB = 48.0           # growth above the baseline that makes a worker ask to be replaced
+
+# A worker grades one submission at a time, beside its sandbox, one worker per core: the numeric
+# libraries' thread pools are held at one thread, as in the sandbox. OpenBLAS otherwise starts a
+# thread per core as numpy is imported, and that thread spins: ~0.1 s of CPU taken from the other
+# core, where the sandbox and the command start meanwhile.
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMEXPR_NUM_THREADS": "1",
+              "VECLIB_MAXIMUM_THREADS": "1"}
 
 
 @dataclass(frozen=True)
@@ -170,6 +178,12 @@ def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool, cpu: int
     from ..errors import CourseError
     from .wire import Connection, WireClosed, dumps
 
+    os.environ.update(ONE_THREAD)        # numpy is not imported yet (tests/batch/test_worker_start.py)
+    # Start-up is mostly imports (numpy, pytest, the graders): their objects live as long as this
+    # process, so the cyclic collector would only walk them again and again as they are made (a
+    # tenth of the start-up's CPU). Off until the worker is ready; then they are set aside for good
+    # (gc.freeze), so that collections while grading walk only what grading makes.
+    gc.disable()
     conn = Connection.from_fd(fd)
     try:
         worker = Worker(course_dir, assignment, insecure=insecure, cpu=cpu)
@@ -183,6 +197,8 @@ def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool, cpu: int
             conn.send({"op": "failed", "message": f"{type(exc).__name__}: {exc}",
                        "detail": traceback.format_exc()[-2000:]})
         return 2
+    gc.freeze()
+    gc.enable()
     if cpu is not None:             # warm: from now on this process only grades, beside its sandbox
         worker.host.hold_caller()
     with worker:

@@ -1,0 +1,59 @@
+"""A grading worker's start-up: what it leaves running and how it treats the garbage collector."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from autograder.api import prepare_demo
+from autograder.batch.launch import StartedWorker, launch
+from autograder.batch.worker import Task
+from autograder.layout import CourseLayout
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return prepare_demo(ROOT, tmp_path_factory.mktemp("start") / "course")
+
+
+def _ready(started: StartedWorker) -> dict:
+    started.conn.sock.settimeout(120)           # a worker that never answers fails the test
+    msg = started.conn.recv()
+    assert msg.get("op") == "ready", msg
+    return msg
+
+
+def test_a_ready_worker_runs_a_single_thread(demo):
+    """Once ready, is the worker's process one thread: numpy's BLAS pool held at one thread (OpenBLAS
+    would start one per core as numpy is imported, spinning beside the sandbox), and none of its
+    start-up's helper threads left?"""
+    started = launch(str(demo), "transformer-block", insecure=False)
+    try:
+        ready = _ready(started)
+        assert os.listdir(f"/proc/{ready['pid']}/task") == [str(ready["pid"])]
+    finally:
+        started.close()
+
+
+def test_a_worker_collects_garbage_again_once_started(demo, monkeypatch):
+    """Is the cyclic garbage collector, off during the worker's start-up, on again once it serves,
+    with the start-up's objects set aside (frozen), and does the worker still grade?"""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))     # workers start in the course folder
+    started = launch(str(demo), "transformer-block", insecure=False, module="tests.batch.gc_reporting_worker")
+    try:
+        _ready(started)
+        folder = CourseLayout(demo).submission("ada", "transformer-block")
+        started.conn.send({"op": "grade", "id": 1, "task": Task("ada", str(folder), seed=7).to_dict()})
+        assert started.conn.recv()["op"] == "result"
+        started.conn.send({"op": "quit"})
+        started.popen.wait(timeout=60)
+        log = started.log.read_text()
+    finally:
+        started.close()
+    found = re.search(r"gc enabled=(\w+) frozen=(\d+)", log)
+    assert found, log[-2000:]
+    assert found.group(1) == "True" and int(found.group(2)) > 10_000
