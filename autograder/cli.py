@@ -224,6 +224,12 @@ def _early_worker(args: argparse.Namespace) -> StartedWorker | None:
     root = Path(args.course_dir).resolve()
     if not os.path.lexists(CourseLayout(root).submission(args.student, args.assignment)):
         return None                          # an error to report, nothing to grade
+    # The worker's first imports (the course's schema, the sandbox's launcher; no numpy, no thread),
+    # which this command makes as well: made once, before the fork, rather than in each process. The
+    # worker's way to its sandbox's start is as long either way; this process then has less to do
+    # beside it (its CPU goes to the sandbox starting on the other core).
+    from .batch import worker  # noqa: F401
+    from .sandbox import process  # noqa: F401
     try:
         return fork_worker(str(root), args.assignment, insecure=args.insecure)
     except (OSError, RuntimeError):

@@ -57,3 +57,20 @@ def test_a_worker_collects_garbage_again_once_started(demo, monkeypatch):
     found = re.search(r"gc enabled=(\w+) frozen=(\d+)", log)
     assert found, log[-2000:]
     assert found.group(1) == "True" and int(found.group(2)) > 10_000
+
+
+def test_the_imports_made_before_forking_a_worker_start_no_thread_and_no_numpy():
+    """`course autograde --student` imports the worker's module and the sandbox's launcher before it
+    forks its worker (autograder.cli._early_worker): do they leave the process single-threaded (a
+    fork needs that; otherwise the submission is graded in the command's own process) and without
+    numpy (which the worker imports once its sandbox is launched, with one BLAS thread)?"""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys, threading; import autograder.cli; from autograder.batch import worker; "
+            "from autograder.sandbox import process; "
+            "print(json.dumps([threading.active_count(), 'numpy' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [1, False]
