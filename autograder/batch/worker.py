@@ -173,6 +173,14 @@ class Worker:
         self.close()
 
 
+def _warm_up() -> None:
+    """What the first grade would import (the engine, numpy.random for the graders' generators),
+    imported now, while the driver makes up the first task: its answer to "ready" takes a few ms."""
+    import numpy.random  # noqa: F401
+
+    from ..grading import engine  # noqa: F401
+
+
 def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool, cpu: int | None = None) -> int:
     """The worker process: start, say so, grade what is asked until told to quit."""
     from ..errors import CourseError
@@ -204,6 +212,7 @@ def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool, cpu: int
     with worker:
         conn.send({"op": "ready", "pid": os.getpid(), "layers": list(worker.info.layers),
                    "missing": list(worker.info.missing), "rss_mb": round(rss_mb(), 1)})
+        _warm_up()                  # while the first task is on its way
         while True:
             try:
                 msg = conn.recv()
