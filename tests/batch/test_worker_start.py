@@ -27,16 +27,23 @@ def _ready(started: StartedWorker) -> dict:
     return msg
 
 
-def test_a_ready_worker_runs_a_single_thread(demo):
-    """Once ready, is the worker's process one thread: numpy's BLAS pool held at one thread (OpenBLAS
-    would start one per core as numpy is imported, spinning beside the sandbox), and none of its
-    start-up's helper threads left?"""
+def test_a_worker_runs_a_single_thread(demo):
+    """Once started and having graded, is the worker's process one thread: numpy's BLAS pool held at
+    one thread (OpenBLAS would start one per core as numpy is imported, spinning beside the
+    sandbox), and none of its start-up's helper threads left?"""
     started = launch(str(demo), "transformer-block", insecure=False)
     try:
-        ready = _ready(started)
-        assert os.listdir(f"/proc/{ready['pid']}/task") == [str(ready["pid"])]
+        pid = _ready(started)["pid"]
+        _grade(started, demo)
+        assert os.listdir(f"/proc/{pid}/task") == [str(pid)]
     finally:
         started.close()
+
+
+def _grade(started: StartedWorker, demo) -> None:
+    folder = CourseLayout(demo).submission("ada", "transformer-block")
+    started.conn.send({"op": "grade", "id": 1, "task": Task("ada", str(folder), seed=7).to_dict()})
+    assert started.conn.recv()["op"] == "result"
 
 
 def test_a_worker_collects_garbage_again_once_started(demo, monkeypatch):
@@ -46,9 +53,7 @@ def test_a_worker_collects_garbage_again_once_started(demo, monkeypatch):
     started = launch(str(demo), "transformer-block", insecure=False, module="tests.batch.gc_reporting_worker")
     try:
         _ready(started)
-        folder = CourseLayout(demo).submission("ada", "transformer-block")
-        started.conn.send({"op": "grade", "id": 1, "task": Task("ada", str(folder), seed=7).to_dict()})
-        assert started.conn.recv()["op"] == "result"
+        _grade(started, demo)
         started.conn.send({"op": "quit"})
         started.popen.wait(timeout=60)
         log = started.log.read_text()
