@@ -9,6 +9,7 @@ runtest protocol or through the session's lean loop, so both give the same outco
 """
 from __future__ import annotations
 
+import sys
 import traceback
 import zlib
 from collections.abc import Callable, Generator, Mapping
@@ -309,6 +310,26 @@ def _memoised(lookup: Callable[[Any], Tolerance]) -> Callable[[Any], Tolerance]:
         except TypeError:                     # not hashable: look it up every time
             return lookup(dtype)
     return tolerance
+
+
+class TestCaseFixtures:
+    """Graders written as `unittest.TestCase` classes: pytest hands a TestCase no fixtures as
+    arguments, so each check's instance gets the plugin's fixtures as attributes (`self.student`,
+    `self.rng`, `self.expect`, ...; `self.ref` when the assignment has a reference module), set
+    before its `setUp` runs (not in `setUpClass`, which belongs to no one submission's check).
+    Registered beside the `GradingPlugin` only when a grader file names `unittest`
+    (`session.pytest_args`); plain test functions ignore it."""
+
+    def __init__(self, plugin: GradingPlugin):
+        self.names = sorted(FIXTURES - ({"ref"} if plugin.reference is None else set()))
+
+    @pytest.fixture(autouse=True)
+    def grading_fixtures_as_attributes(self, request: pytest.FixtureRequest) -> None:
+        unittest = sys.modules.get("unittest")
+        instance = request.instance
+        if unittest is not None and isinstance(instance, unittest.TestCase):
+            for name in self.names:
+                setattr(instance, name, request.getfixturevalue(name))
 
 
 def _status(outcome: _Outcome) -> TestStatus:

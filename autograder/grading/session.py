@@ -52,7 +52,7 @@ from greenlet import getcurrent, greenlet
 from .. import usercache
 from ..config import Assignment, Course
 from .diagnosis import Catalogue
-from .plugin import FIXTURES, GradingPlugin, classify, problem_of
+from .plugin import FIXTURES, GradingPlugin, TestCaseFixtures, classify, problem_of
 from .proxy import StudentProxy
 from .results import CheckOutcome
 
@@ -124,8 +124,9 @@ def pytest_args(graders: Path) -> list[str]:
         "-p", "no:junitxml",
         "-p", "no:pastebin",
         "-p", "no:doctest",
-        "-p", "no:debugging",                # --pdb/--trace: never used here, and its set-up imports pdb
-        *([] if _mentions_unittest(graders) else ["-p", "no:unittest"]),
+        # --pdb/--trace are never used here, and the debugging plugin's set-up imports pdb; but
+        # pytest's unittest plugin reads its options, so both stay when a TestCase may be a grader
+        *([] if _mentions_unittest(graders) else ["-p", "no:debugging", "-p", "no:unittest"]),
         "--tb=native",                       # a failing check's traceback without pytest's source analysis
         "-q", "--no-header", "-rN",
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
@@ -164,7 +165,10 @@ class GraderSession:
         self._closed = False
         self._modules = _forget_stale_modules(code.graders)
         with _quiet() as out, usercache.bytecode():
-            self.config = _prepareconfig(pytest_args(code.graders), [self.plugin])
+            plugins: list[object] = [self.plugin]
+            if _mentions_unittest(code.graders):
+                plugins.append(TestCaseFixtures(self.plugin))
+            self.config = _prepareconfig(pytest_args(code.graders), plugins)
             self.session = pytest.Session.from_config(self.config)
             self.session.exitstatus = pytest.ExitCode.OK
             self.config._do_configure()
@@ -359,7 +363,9 @@ def _lean_eligible(item: pytest.Item, argnames: tuple[str, ...]) -> bool:
     if type(item) is not pytest.Function or inspect.iscoroutinefunction(item.obj):
         return False
     params = set(getattr(getattr(item, "callspec", None), "params", {}))
-    # `request` is in every closure: the plugin's own fixtures ask for it
-    if not set(item.fixturenames) <= FIXTURES | params | {"request"} or not set(argnames) <= FIXTURES | params:
+    # `request` is in every closure: the plugin's own fixtures ask for it; TestCaseFixtures'
+    # autouse fixture sets attributes of TestCase instances only (they are never lean)
+    allowed = FIXTURES | params | {"request", "grading_fixtures_as_attributes"}
+    if not set(item.fixturenames) <= allowed or not set(argnames) <= FIXTURES | params:
         return False
     return all(m.name in ("points", "parametrize") for m in item.iter_markers())

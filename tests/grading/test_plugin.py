@@ -137,6 +137,49 @@ def test_rng_streams_stay_those_of_the_seed_and_the_node_id(tmp_path, lean):
     assert tests["test_double_a"].output == repr(expected)
 
 
+UNITTEST_DOUBLE = {"test_double": """
+    import unittest
+
+    import pytest
+
+    class TestDouble(unittest.TestCase):
+        def setUp(self):
+            self.doubled_two = self.student.double(2)
+
+        @pytest.mark.points(3)
+        def test_double_of_two(self):
+            self.assertEqual(self.doubled_two, 4)
+
+        def test_double_of_three(self):
+            self.assertEqual(self.student.double(3), 6)
+
+        def test_double_draws(self):
+            self.fail(repr(self.rng.integers(1 << 30)))
+
+        def test_double_knows_its_problem(self):
+            self.assertEqual((self.problem, self.seed, hasattr(self, "ref")), ("double", 7, False))
+"""}
+
+
+def test_a_unittest_testcase_grader_gets_the_fixtures_as_attributes(tmp_path):
+    """Can a grader be a unittest.TestCase, reading self.student, self.rng, ... (set before setUp),
+    weighted by `points`, each check drawing the stream its node id gives?"""
+    tests, graded = run(tmp_path, UNITTEST_DOUBLE, double=6)
+    assert not graded.broken
+    assert tests["test_double_of_two"].status == "passed"
+    assert tests["test_double_of_two"].max_score == pytest.approx(3)
+    assert tests["test_double_of_three"].status == "passed"
+    assert tests["test_double_knows_its_problem"].status == "passed"
+    nodeid = next(c.name for c in graded.checks if c.name.endswith("test_double_draws"))
+    expected = np.random.default_rng([7, zlib.crc32(nodeid.encode())]).integers(1 << 30)
+    assert tests["test_double_draws"].output == repr(expected)
+
+    wrong, _ = run(tmp_path, UNITTEST_DOUBLE, proxy=FakeProxy(factor=3), double=6)
+    assert wrong["test_double_of_two"].status == "failed"
+    assert wrong["test_double_of_two"].output == "6 != 4"
+    assert wrong["test_double_of_three"].output == "9 != 6"
+
+
 @pytest.mark.parametrize("seed", [0, 1, 7, 2**32 - 1, 2**32, 2**32 + 1, 2**62 + 12345, 2**63 - 1, 2**64 + 3])
 @pytest.mark.parametrize("salt", [0, 1, 2**31, 2**32 - 1])
 def test_rng_for_draws_what_default_rng_of_seed_and_salt_draws(seed, salt):
