@@ -60,7 +60,7 @@ class SeededState(ISpawnableSeedSequence):
     """The seed sequence of `words` with its PCG64 state already worked out (`pcg64_states`): a
     `PCG64(SeededState(state, words))` starts where `PCG64(SeedSequence(words))` does. Anything
     else asked of it (other states, spawning, its entropy) goes to a real SeedSequence(words)."""
-    __slots__ = ("_pcg64", "_words", "_real")
+    __slots__ = ("_pcg64", "_real", "_words")
 
     def __init__(self, pcg64: np.ndarray, words: np.ndarray):
         self._pcg64 = pcg64
@@ -78,7 +78,7 @@ class SeededState(ISpawnableSeedSequence):
             return self._pcg64.copy()
         return self.seed_sequence.generate_state(n_words, dtype)
 
-    def spawn(self, n_children: int) -> list[np.random.SeedSequence]:
+    def spawn(self, n_children: int) -> list[Any]:        # SeedSequences, as numpy's own spawn gives
         return self.seed_sequence.spawn(n_children)
 
     def __getattr__(self, name: str) -> Any:          # entropy, pool, spawn_key, state, ...
