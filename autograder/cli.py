@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from . import __version__
 from .errors import CourseError
+from .slowimports import skip_format_checkers
 from .toolpath import tools_on_path
 
 # The engine (autograder.api, autograder.config) is imported where used: `course autograde
@@ -232,6 +233,7 @@ def _early_worker(args: argparse.Namespace) -> StartedWorker | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    skip_format_checkers()                   # before anything imports nbformat or nbgrader
     early = _early_worker(args)
     try:
         with tools_on_path():

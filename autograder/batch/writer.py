@@ -54,6 +54,7 @@ from ..config import Course
 from ..errors import CourseError
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from ..reporting.gradebook import GradebookReport
+from ..slowimports import skip_format_checkers
 from .launch import exited
 from .wire import ATTACHED, Connection, WireClosed, dumps, socket_pair
 
@@ -229,23 +230,10 @@ class GradebookProcess:
             self._log.close()
 
 
-# jsonschema (imported by nbformat, which nbgrader imports) imports these optional libraries for its
-# string "format" checks (rfc3987-syntax alone builds its grammars: most of a second). They serve only
-# a validator given a format checker; nbformat validates with fastjsonschema and without one, and
-# nothing else in this process validates JSON. Without them jsonschema simply knows fewer formats.
-FORMAT_CHECK_MODULES = ("rfc3987_syntax", "rfc3986_validator", "rfc3339_validator", "webcolors",
-                        "uri_template", "isoduration", "fqdn", "jsonpointer")
 # What nbgrader.utils takes from setuptools (for unzipping collected archives, which this process never
 # does): importing setuptools means importing pkg_resources, about half a second.
 ARCHIVE_FUNCTIONS = ("unpack_archive", "unpack_tarfile", "unpack_zipfile")
 DEFERRED_MODULES = ("requests",)    # nbgrader.auth's JupyterHub plugin, which a gradebook never calls
-
-
-def skip_format_checkers() -> None:
-    """Let jsonschema (nbformat's, for the formgrader copy; nbgrader's) import without its optional
-    format-check libraries in this process (see FORMAT_CHECK_MODULES)."""
-    for name in FORMAT_CHECK_MODULES:
-        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 
 def _deferred_archive_util() -> types.ModuleType:
