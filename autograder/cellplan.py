@@ -333,13 +333,13 @@ def cells_to_skip(sources: Sequence[str], released: Released) -> frozenset[int]:
         for name in f.other_binds:
             bindings.setdefault(name, []).append("value")
 
-    def module_of(name: str) -> str | None:
-        kinds = set(bindings.get(name, ()))
-        if len(kinds) == 1:
-            (kind,) = kinds
-            if kind.startswith("import:") and kind[7:] in MODULES:
-                return kind[7:]
-        return None
+    # a name every binding of which imports the same listed module -> that module
+    modules: dict[str, str] = {}
+    for name, kinds in bindings.items():
+        kind = kinds[0]
+        if kind.startswith("import:") and kind[7:] in MODULES and all(k == kind for k in kinds):
+            modules[name] = kind[7:]
+    module_of: Callable[[str], str | None] = modules.get
 
     def pure_use(use: Use) -> bool:
         base, path, guarded = use

@@ -16,6 +16,7 @@ import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -185,9 +186,10 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+@lru_cache(maxsize=4096)
 def cell_label(number: int, source: str) -> str:
     """A student-facing name for the `number`-th code cell (counted from 1 over code cells only):
-    the first function or class it defines, else its first line."""
+    the first function or class it defines, else its first line (cached: released cells repeat)."""
     base = f"the {ordinal(number)} code cell"
     found = _DEF.search(source)
     if found:
@@ -213,8 +215,11 @@ class LoadedNotebook:
 def _source(value: Any) -> str | None:
     if isinstance(value, str):
         return value
-    if isinstance(value, list) and all(isinstance(s, str) for s in value):
-        return "".join(value)
+    if isinstance(value, list):
+        try:
+            return "".join(value)           # a TypeError unless every line is a str
+        except TypeError:
+            return None
     return None
 
 

@@ -108,3 +108,16 @@ def test_load_too_many_code_cells_gives_a_reason(tmp_path):
     nb = load_notebook(write_nb(tmp_path / "many.ipynb", *(["x = 1"] * (MAX_CODE_CELLS + 1))), max_mb=20)
     assert not nb.readable and nb.cells == ()
     assert f"has {MAX_CODE_CELLS + 1:,} code cells" in nb.notes[0]
+
+
+def test_load_skips_a_code_cell_whose_source_lines_are_not_all_text(tmp_path):
+    """Is a code cell whose source is a list with a non-string line skipped with a note (and one
+    of strings joined), rather than crashing or running half of it?"""
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": src}
+             for src in (["x = 1\n", "y = 2"], ["x = 1\n", 2], ["z = 3\n", None], "w = 4")]
+    path = tmp_path / "hw.ipynb"
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}))
+    nb = load_notebook(path, max_mb=5)
+    assert [(c.index, c.source) for c in nb.cells] == [(0, "x = 1\ny = 2"), (3, "w = 4")]
+    assert nb.notes == ("hw.ipynb: 2 code cell(s) had malformed source and were skipped.",)
+    assert nb.cells[1].label == "the 4th code cell (`w = 4`)"

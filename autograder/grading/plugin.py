@@ -26,6 +26,7 @@ from ..sandbox.outcomes import StudentCodeError
 from .checks import Expect, NotGraded
 from .diagnosis import Catalogue
 from .results import CheckOutcome, TestStatus
+from .rngs import SeededState, pcg64_states
 
 INTERNAL_ERROR = ("The grader could not finish this check (an error on our side, not yours); "
                   "your instructor can see the details.")
@@ -59,6 +60,7 @@ class _Submission:
     proxies: Mapping[str, Any]
     seed: int
     seed_words: list[int] | None = None       # the seed as SeedSequence takes it in (on first use)
+    rng_states: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # node id -> PCG64 state, words
     outcomes: dict[str, _Outcome] = field(default_factory=dict)
     localised: dict[str, Any] = field(default_factory=dict)         # what probes found, per problem
     confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)   # outputs on fixed inputs
@@ -176,17 +178,34 @@ class GradingPlugin:
 
     def rng_for(self, nodeid: str) -> np.random.Generator:
         """The check's own generator: seeded by the submission's seed and the check's node id,
-        `np.random.default_rng([seed, zlib.crc32(nodeid)])`. The pair is handed to SeedSequence as
-        the 32-bit words NumPy would turn it into (the same entropy, so the same numbers), which
-        spares its conversion of Python ints, most of the cost of seeding."""
-        salt = self._salts.get(nodeid)
-        if salt is None:
-            salt = self._salts[nodeid] = uint32_words(zlib.crc32(nodeid.encode()))
+        `np.random.default_rng([seed, zlib.crc32(nodeid)])` (the same numbers). The first one a
+        submission asks for seeds every collected check's at once (`rngs.pcg64_states`: NumPy's
+        SeedSequence hashing done for all of them together); each generator is then a PCG64
+        started from its share."""
         current = self.current
         if current.seed_words is None:
-            current.seed_words = uint32_words(current.seed)
-        words = np.array(current.seed_words + salt, dtype=np.uint32)
-        return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
+            current.seed_words = uint32_words(current.seed)     # a negative seed: ValueError, as NumPy's
+        states = current.rng_states
+        found = states.get(nodeid)
+        if found is None:
+            self._seed_rngs(current, [nodeid] if states else list(dict.fromkeys([*self.checks, nodeid])))
+            found = states[nodeid]
+        return np.random.Generator(np.random.PCG64(SeededState(*found)))
+
+    def _seed_rngs(self, current: _Submission, nodeids: list[str]) -> None:
+        """The PCG64 states of these checks' generators, for the current submission."""
+        assert current.seed_words is not None
+        by_length: dict[int, list[tuple[str, list[int]]]] = {}
+        for nodeid in nodeids:
+            salt = self._salts.get(nodeid)
+            if salt is None:
+                salt = self._salts[nodeid] = uint32_words(zlib.crc32(nodeid.encode()))
+            words = current.seed_words + salt
+            by_length.setdefault(len(words), []).append((nodeid, words))
+        for group in by_length.values():
+            entropy = np.array([words for _, words in group], dtype=np.uint32)
+            for (nodeid, _), state, words in zip(group, pcg64_states(entropy), entropy):
+                current.rng_states[nodeid] = (state, words)
 
     def expect_for(self, problem: str, student: Any) -> Expect:
         current = self.current

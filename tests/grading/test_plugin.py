@@ -327,3 +327,14 @@ def test_graders_are_collected_from_their_own_folder_and_no_conftest_above_it_is
         assert [i.nodeid for i in s.items] == ["test_double.py::test_double_uses_the_graders_conftest"]
         chain = [node.path for node in s.items[0].listchain()[1:-1]]
     assert chain == [tmp_path / "graders", tmp_path / "graders" / "test_double.py"]
+
+
+def test_rng_for_node_ids_asked_for_one_after_another_draws_each_ones_own_stream():
+    """Is every generator of a submission default_rng([seed, crc32(node id)]), the first one asked
+    for (which seeds all at once) and those asked for later alike?"""
+    plugin = GradingPlugin(assignment(double=1), reference=None, catalogue=None)
+    for seed in (3, 2**40 + 9):
+        plugin.begin({}, seed)
+        for nodeid in ("a.py::t[0]", "a.py::t[1]", "b.py::u", "a.py::t[0]"):
+            want = np.random.default_rng([seed, zlib.crc32(nodeid.encode())])
+            assert plugin.rng_for(nodeid).bit_generator.state == want.bit_generator.state
