@@ -105,7 +105,11 @@ class GraderRun:
     broken: tuple[str, ...]        # why the graders themselves could not run (the submission is then crashed)
 
 
-def pytest_args(graders: Path) -> list[str]:
+def pytest_args(graders: Path, *, unittest: bool | None = None) -> list[str]:
+    """The session's command line; `unittest`: whether a grader may be a TestCase (worked out from
+    the graders' files when not given)."""
+    if unittest is None:
+        unittest = _mentions_unittest(graders)
     return [
         str(graders),
         "-c", os.devnull,                    # ignore any project ini: graders are configured here
@@ -126,7 +130,7 @@ def pytest_args(graders: Path) -> list[str]:
         "-p", "no:doctest",
         # --pdb/--trace are never used here, and the debugging plugin's set-up imports pdb; but
         # pytest's unittest plugin reads its options, so both stay when a TestCase may be a grader
-        *([] if _mentions_unittest(graders) else ["-p", "no:debugging", "-p", "no:unittest"]),
+        *([] if unittest else ["-p", "no:debugging", "-p", "no:unittest"]),
         "--tb=native",                       # a failing check's traceback without pytest's source analysis
         "-q", "--no-header", "-rN",
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
@@ -165,10 +169,9 @@ class GraderSession:
         self._closed = False
         self._modules = _forget_stale_modules(code.graders)
         with _quiet() as out, usercache.bytecode():
-            plugins: list[object] = [self.plugin]
-            if _mentions_unittest(code.graders):
-                plugins.append(TestCaseFixtures(self.plugin))
-            self.config = _prepareconfig(pytest_args(code.graders), plugins)
+            unittest = _mentions_unittest(code.graders)        # the graders' files read once
+            plugins: list[object] = [self.plugin, *([TestCaseFixtures(self.plugin)] if unittest else [])]
+            self.config = _prepareconfig(pytest_args(code.graders, unittest=unittest), plugins)
             self.session = pytest.Session.from_config(self.config)
             self.session.exitstatus = pytest.ExitCode.OK
             self.config._do_configure()
