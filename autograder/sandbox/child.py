@@ -470,8 +470,12 @@ class Runner:
 
     # ---- calls
     def serve_calls(self, chan: protocol.Channel) -> None:
-        """In a problem process: answer calls on `chan` until the trusted side closes it."""
+        """In a problem process: answer calls on `chan` until the trusted side closes it.
+        The socket is made blocking: this process only ever waits for the trusted side (which
+        keeps the deadlines), so a read waits in the kernel instead of a failed non-blocking
+        try, a Python exception and a poll per message."""
         self.chan = chan
+        _sock_settimeout(chan.sock, None)
         chan.send({"op": "hello", "pid": os.getpid()})
         while True:
             try:
