@@ -121,10 +121,19 @@ def _chain(node: ast.AST) -> tuple[str, str] | None:
 
 @lru_cache(maxsize=16)
 def _nodes(tree: ast.AST) -> tuple[ast.AST, ...]:
-    """`ast.walk(tree)`, walked once for the several readings of one tree (`_facts` reads each body,
-    and each function's, six to nine times). Kept by the tree itself (an AST node is its own key:
-    equal only to itself), which is never changed once parsed; the few last only."""
-    return tuple(ast.walk(tree))
+    """The nodes `ast.walk(tree)` gives, in its order (without its generators), listed once for the
+    several readings of one tree (`_facts` reads each body, and each function's, six to nine times).
+    Kept by the tree itself (an AST node is its own key: equal only to itself), which is never
+    changed once parsed; the last few only."""
+    nodes = [tree]
+    for node in nodes:                   # breadth first, children in field order: ast.walk's order
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                nodes.append(value)
+            elif isinstance(value, list):
+                nodes.extend([item for item in value if isinstance(item, ast.AST)])
+    return tuple(nodes)
 
 
 def _indirect(tree: ast.AST) -> bool:
