@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import gc
 import os
 import queue
 import threading
@@ -60,6 +61,10 @@ class _WarmThread:
                 os.sched_setaffinity(0, self._cpus)
         try:
             self.worker = Worker(course_dir, assignment, insecure=insecure)
+            # As in a local worker process (worker.serve): the start-up's objects (pytest, the graders'
+            # session) live as long as the worker, so the cyclic collector is told to leave them be.
+            # The nanny already starts Dask workers with one-thread numeric pools (its pre-spawn-environ).
+            gc.freeze()
             self.worker.host.hold_caller(process=False)   # this thread grades beside its sandbox
             self.error = ""
         except Exception as exc:  # noqa: BLE001 - reported to the client, which refuses the batch in one line
@@ -78,6 +83,7 @@ class _WarmThread:
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 future.set_exception(exc)
             if self.worker is not None and self.worker.recycle:   # memory grew: a fresh host and session
+                gc.unfreeze()           # the old session's cycles must be collectable once it is closed
                 self.worker.close()
                 self._start_worker()
         if self.worker is not None:

@@ -3,6 +3,7 @@ distributed.LocalCluster with two worker processes) give the scores of a local r
 client alone writes the gradebook."""
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -51,18 +52,25 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path):
 def test_a_dask_workers_grading_thread_is_held_on_its_sandboxs_cpu_also_after_a_recycle(tmp_path):
     """Is the thread that grades inside a Dask worker held on its sandbox's CPU (the process's
     other threads left alone), and after its worker is recycled, is the new sandbox given a CPU
-    afresh (the thread freed first) and the thread held there in turn?"""
+    afresh (the thread freed first) and the thread held there in turn? Are the start-up's objects
+    set aside from the cyclic collector (gc.freeze) on each start, as in a local worker?"""
     from autograder.batch.cluster import _WarmThread
 
     allowed = os.sched_getaffinity(0)
+    frozen = gc.get_freeze_count()
     warm = _WarmThread(str(prepare_demo(ROOT, tmp_path / "course")), "transformer-block", False)
     try:
         assert warm.error == ""
         first = warm.call(lambda w: (w.host.cpu, os.sched_getaffinity(0)))
+        started = gc.get_freeze_count()
         warm.call(lambda w: setattr(w, "recycle", True))
         again = warm.call(lambda w: (w.host.cpu, os.sched_getaffinity(0)))
+        restarted = gc.get_freeze_count()
     finally:
         warm.close()
+        gc.unfreeze()
+    # the start-up's objects are set aside from the cyclic collector, on each start
+    assert started > frozen and restarted > 0
     assert os.sched_getaffinity(0) == allowed
     for cpu, thread in (first, again):
         assert (cpu in allowed and thread == {cpu}) if len(allowed) > 1 else (cpu is None and thread == allowed)
