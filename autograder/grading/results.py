@@ -142,6 +142,8 @@ class SubmissionResult:
 # --------------------------------------------------------------------------- plain data
 
 _TEST_FIELDS = tuple(f.name for f in dataclasses.fields(TestResult))
+# a test's fields may be set directly (`_test_from_dict`) while its class checks nothing as it is made
+_SET_DIRECTLY = not hasattr(TestResult, "__post_init__") and not hasattr(TestResult, "__slots__")
 
 
 def _plain(value: Any) -> Any:
@@ -197,7 +199,7 @@ def _test_from_dict(data: dict[str, Any]) -> TestResult:
     (what `result_to_dict` gives) is set as the instance's fields without the frozen class's
     __init__, which sets each field through object.__setattr__ (a result has about a hundred
     tests, read by two processes): the same object. Anything else goes through __init__."""
-    if type(data) is dict and tuple(data) == _TEST_FIELDS:
+    if _SET_DIRECTLY and type(data) is dict and tuple(data) == _TEST_FIELDS:
         test = object.__new__(TestResult)
         fields = test.__dict__
         fields.update(data)
