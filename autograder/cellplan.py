@@ -119,8 +119,25 @@ def _chain(node: ast.AST) -> tuple[str, str] | None:
     return None
 
 
+@lru_cache(maxsize=16)
+def _nodes(tree: ast.AST) -> tuple[ast.AST, ...]:
+    """The nodes `ast.walk(tree)` gives, in its order (without its generators), listed once for the
+    several readings of one tree (`_facts` reads each body, and each function's, six to nine times).
+    Kept by the tree itself (an AST node is its own key: equal only to itself), which is never
+    changed once parsed; the last few only."""
+    nodes = [tree]
+    for node in nodes:                   # breadth first, children in field order: ast.walk's order
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                nodes.append(value)
+            elif isinstance(value, list):
+                nodes.extend([item for item in value if isinstance(item, ast.AST)])
+    return tuple(nodes)
+
+
 def _indirect(tree: ast.AST) -> bool:
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, ast.Name) and node.id in INDIRECT_NAMES:
             return True
         if isinstance(node, ast.Attribute) and node.attr in INDIRECT_ATTRIBUTES:
@@ -137,7 +154,7 @@ def _indirect(tree: ast.AST) -> bool:
 def _bound(tree: ast.AST) -> set[str]:
     """Every name bound anywhere in `tree` (any scope inside it)."""
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
         elif isinstance(node, ast.arg):
@@ -155,15 +172,15 @@ def _bound(tree: ast.AST) -> set[str]:
 
 def _attribute_uses(tree: ast.AST, skip: Collection[str] = ()) -> set[Use]:
     """The outermost attribute chains on a name (`np.linalg.norm`, not also `np.linalg`)."""
-    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    inner = {id(n.value) for n in _nodes(tree) if isinstance(n, ast.Attribute)}
     guarded: set[int] = set()
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, (ast.With, ast.AsyncWith)) and any(
                 isinstance(i.context_expr, ast.Call) and (c := _chain(i.context_expr.func)) is not None
                 and c[1] == "catch_warnings" for i in node.items):
             guarded |= {id(n) for b in node.body for n in ast.walk(b)}
     out: set[Use] = set()
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, ast.Attribute) and id(node) not in inner:
             chain = _chain(node)
             if chain is not None and chain[0] not in skip:
@@ -173,14 +190,14 @@ def _attribute_uses(tree: ast.AST, skip: Collection[str] = ()) -> set[Use]:
 
 def _bare_names(tree: ast.AST) -> set[str]:
     """Names read as values, not as the base of an attribute (`m = np` but not `np.sum`)."""
-    bases = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    bases = {id(n.value) for n in _nodes(tree) if isinstance(n, ast.Attribute)}
+    return {n.id for n in _nodes(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
             and id(n) not in bases}
 
 
 def _stores_into(tree: ast.AST, local: Collection[str]) -> bool:
     """Whether `tree` stores into (or deletes) an attribute or item of anything but a local name."""
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
             base = node.value
             while isinstance(base, (ast.Attribute, ast.Subscript)):
@@ -203,7 +220,7 @@ def _function(fn: ast.FunctionDef | ast.AsyncFunctionDef, table: symtable.Symbol
     local = {sym.get_name() for sym in table.get_symbols() if sym.is_local()}
     reads = _global_reads(table)
     local_only = not any(isinstance(n, (ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom, ast.ClassDef))
-                         for n in ast.walk(body)) and not _stores_into(body, local)
+                         for n in _nodes(body)) and not _stores_into(body, local)
     return Function(reads=frozenset(reads), bare=frozenset(_bare_names(body) - local),
                     uses=frozenset(_attribute_uses(body, skip=local)), local_only=local_only)
 
@@ -287,7 +304,7 @@ def _facts(tree: ast.Module, table: symtable.SymbolTable) -> CellFacts:
             rest.append(stmt)
     body = ast.Module(body=rest, type_ignores=[])
     if any(isinstance(n, (ast.Global, ast.Nonlocal, ast.ClassDef, ast.Import, ast.ImportFrom,
-                          ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(body)):
+                          ast.FunctionDef, ast.AsyncFunctionDef)) for n in _nodes(body)):
         simple = False                  # nested in another statement: read as unclear
     binds = {sym.get_name() for sym in table.get_symbols() if sym.is_assigned() or sym.is_imported()}
     if _stores_into(body, binds):       # into an object of its own names only (those are judged as values)

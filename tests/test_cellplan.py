@@ -223,3 +223,32 @@ def test_grader_names_follow_the_files_through_the_cache(tmp_path: Path, own_cac
     assert cellplan.grader_names(tmp_path, ("h",)) == first == {"f", "h"}
     test_f.write_text("def test_f(student):\n    student.g(1)\n")
     assert cellplan.grader_names(tmp_path, ("h",)) == {"g", "h"}
+
+
+def test_a_trees_nodes_are_the_ones_ast_walk_gives_in_its_order():
+    """Does the walk kept for a tree's several readings list exactly ast.walk's nodes, in its order?"""
+    import ast
+
+    source = textwrap.dedent("""
+        import numpy as np, os.path as p
+        from math import *
+        @dec(1)
+        async def f(a, /, b=np.e, *c, d=lambda x: x ** 2, **e) -> int:
+            global g
+            async with ctx() as (h, i):
+                yield [j for j in range(3) if j], {k: v for k, v in e.items()}, {*c}
+            match a:
+                case {"x": 1, **rest} | [1, *others] if rest: pass
+                case Point(x=0) as q: del q
+            try: raise ValueError from None
+            except* (TypeError, ValueError) as err: print(f"{err!r:>10}")
+        class C(Base, metaclass=M):
+            attr: int = 3
+            x = y = np.linalg.norm(np.ones((2, 2))[0, ::2])
+        with warnings.catch_warnings(): np.seterr(all="ignore")
+        """)
+    tree = ast.parse(source)
+    assert cellplan._nodes(tree) == tuple(ast.walk(tree))
+    assert cellplan._nodes(tree) is cellplan._nodes(tree)
+    empty = ast.parse("")
+    assert cellplan._nodes(empty) == (empty,)

@@ -142,6 +142,8 @@ class SubmissionResult:
 # --------------------------------------------------------------------------- plain data
 
 _TEST_FIELDS = tuple(f.name for f in dataclasses.fields(TestResult))
+# a test's fields may be set directly (`_test_from_dict`) while its class checks nothing as it is made
+_SET_DIRECTLY = not hasattr(TestResult, "__post_init__") and not hasattr(TestResult, "__slots__")
 
 
 def _plain(value: Any) -> Any:
@@ -172,6 +174,13 @@ def result_to_dict(result: SubmissionResult) -> dict[str, Any]:
 def _test_to_dict(test: TestResult) -> dict[str, Any]:
     if type(test) is not TestResult:
         return {g.name: _plain(getattr(test, g.name)) for g in dataclasses.fields(test)}
+    fields = test.__dict__
+    if tuple(fields) == _TEST_FIELDS:        # as its __init__ set them, in field order (the usual case)
+        out = fields.copy()
+        for name, value in fields.items():
+            if isinstance(value, (tuple, list)):
+                out[name] = _plain(value)
+        return out
     return {name: _plain(getattr(test, name)) for name in _TEST_FIELDS}
 
 
@@ -181,6 +190,23 @@ def result_from_dict(data: dict[str, Any]) -> SubmissionResult:
         raise TypeError("a result must be a mapping")
     known = {f.name for f in dataclasses.fields(SubmissionResult) if f.init}
     values = {k: _tuples(v) for k, v in data.items() if k in known and k != "tests"}
-    tests = tuple(TestResult(**{k: _tuples(v) if isinstance(v, list) else v for k, v in t.items()})
-                  for t in data.get("tests", ()))
+    tests = tuple(_test_from_dict(t) for t in data.get("tests", ()))
     return SubmissionResult(tests=tests, **values)
+
+
+def _test_from_dict(data: dict[str, Any]) -> TestResult:
+    """`TestResult(**data)` with lists made tuples. A mapping of exactly its fields, in field order
+    (what `result_to_dict` gives) is set as the instance's fields without the frozen class's
+    __init__, which sets each field through object.__setattr__ (a result has about a hundred
+    tests, read by two processes): the same object. Anything else goes through __init__."""
+    if _SET_DIRECTLY and type(data) is dict and tuple(data) == _TEST_FIELDS:
+        test = object.__new__(TestResult)
+        fields = test.__dict__
+        fields.update(data)
+        for name, value in data.items():
+            if isinstance(value, list):
+                fields[name] = _tuples(value)
+        return test
+    if not isinstance(data, dict):
+        raise TypeError("a test must be a mapping")
+    return TestResult(**{k: _tuples(v) if isinstance(v, list) else v for k, v in data.items()})
