@@ -165,6 +165,20 @@ def _refusal(course: Course, folder: Path) -> str | None:
     return None
 
 
+def _check_grader_files(course: Course, a: Assignment) -> None:
+    """Refuse (CourseError) a batch whose graders do not match course.yml's problems, before the
+    gradebook or any student's results are touched: a problem without its grader file, or a grader
+    file for no problem, is the course's mistake (a typo in course.yml, a grader not yet written),
+    and grading would give every student 0 for it. The graders' own import errors are found when a
+    worker collects them (batch.worker), also before any submission."""
+    from .consistency import grader_file_problems
+
+    problems = grader_file_problems(course, a)
+    if problems:
+        raise CourseError(f"{'; '.join(problems)}; nothing was graded (`course validate {a.name}` checks the "
+                          f"course)")
+
+
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
               seed: int | None = None, force: bool = False, insecure: bool = False,
               workers: int | None = None, scheduler: str | None = None, background_commit: bool = False,
@@ -209,6 +223,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         course = load_course(course_dir)
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
+        _check_grader_files(course, a)
     except BaseException:
         if early is not None:
             early.close()

@@ -223,13 +223,12 @@ def grader_files(layout: CourseLayout, assignment: Assignment) -> tuple[GraderFi
     return tuple(GraderFile(p, p.stem[len("test_"):]) for p in sorted(folder.glob("test_*.py")))
 
 
-def graders_problems(course: Course, assignment: Assignment, notebooks: dict[str, dict[str, Any]]) -> list[str]:
-    """A grader file with no problem in course.yml, a problem without a grader file, and a problem
-    whose function its notebook does not define (`notebooks`: file name -> notebook JSON)."""
+def grader_file_problems(course: Course, assignment: Assignment) -> list[str]:
+    """A grader file with no problem in course.yml, and a problem without a grader file."""
     layout = course.layout
     out = []
     graders = grader_files(layout, assignment)
-    problems = {p.name: p for p in assignment.problems}
+    problems = {p.name for p in assignment.problems}
     for g in graders:
         if g.problem not in problems:
             out.append(f"{layout.relative(g.path)}: grades {g.problem}, which is not a problem of "
@@ -239,6 +238,15 @@ def graders_problems(course: Course, assignment: Assignment, notebooks: dict[str
         if p.name not in have:
             out.append(f"{p.name}: no grader file {layout.relative(layout.graders(assignment.package))}/"
                        f"test_{p.name}.py")
+    return out
+
+
+def graders_problems(course: Course, assignment: Assignment, notebooks: dict[str, dict[str, Any]]) -> list[str]:
+    """A grader file with no problem in course.yml, a problem without a grader file, and a problem
+    whose function its notebook does not define (`notebooks`: file name -> notebook JSON)."""
+    layout = course.layout
+    out = grader_file_problems(course, assignment)
+    for p in assignment.problems:
         nb = notebooks.get(p.notebook)
         if nb is not None and p.name not in defined_functions(nb):
             out.append(f"{p.name}: the grader calls {p.name}(), which "
