@@ -307,6 +307,7 @@ def load_course(course_dir: str | Path = ".") -> Course:
 
 
 YAML_CACHE = "course-yml"           # usercache kind of course.yml's data
+_PARSER = "unique-keys"              # in the cache key: data cached before keys given twice were refused is not used
 _TAG = "\0yaml"                      # the key marking a date or time in the cached data
 
 
@@ -327,13 +328,37 @@ def course_data(text: str) -> Any:
     return data
 
 
+def _unique_keys(base: Any) -> Any:
+    """`base` (a PyYAML loader class) refusing a mapping that gives a key twice: PyYAML keeps the
+    last silently, so an edit that adds `layer_norm: {points: 3}` below the old line would change
+    the points without a word (and "unknown keys are errors" could not see it)."""
+    import yaml
+
+    class UniqueKeys(base):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[tuple[str, str], yaml.Mark] = {}
+                for key_node, _ in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    first = seen.setdefault((key_node.tag, key_node.value), key_node.start_mark)
+                    if first is not key_node.start_mark:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {key_node.value!r} given twice, first on line {first.line + 1}",
+                            key_node.start_mark)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeys
+
+
 def parse_yaml(text: str, loader: Any = None) -> Any:
     """YAML `text` read by libyaml's safe loader where PyYAML has it (the same documents, ~7x less
-    CPU than the pure-Python one), or by `loader`; invalid YAML is a ConfigError naming the line."""
+    CPU than the pure-Python one), or by `loader`; invalid YAML, or a key given twice in one
+    mapping, is a ConfigError naming the line."""
     import yaml
 
     try:
-        return yaml.load(text, Loader=loader or getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.load(text, Loader=_unique_keys(loader or getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -352,7 +377,7 @@ def _yaml_cache_key(text: str) -> str | None:
         return None
     if st is None:
         return None
-    version = f"{origin}:{st.st_size}:{st.st_mtime_ns}:{sys.version_info[:2]}\0"
+    version = f"{origin}:{st.st_size}:{st.st_mtime_ns}:{sys.version_info[:2]}:{_PARSER}\0"
     return hashlib.sha256(version.encode() + text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -395,7 +420,8 @@ def reference() -> str:
     return schema.reference(Course, title="course.yml reference", intro=f"""
 Every key of `course.yml`, generated from the declarations in `autograder/config.py`
 (`python -m autograder.config > docs/config.md`; a test fails when this page is out of date).
-Keys not listed here are errors, and so is a value of the wrong type: `course` names the key path
+Keys not listed here are errors, and so are a key given twice in one mapping (`course` names both
+lines) and a value of the wrong type: `course` names the key path
 in one line, e.g. `course.yml: assignments[0].limits.cell_seconds: expected a positive number, got -1`.
 A key left out, or set to nothing (`key:` or `key: null`), takes its default; a mapping given in
 part keeps the defaults of the keys it leaves out. Dtype keys: {", ".join(DTYPES)}.

@@ -231,3 +231,22 @@ def test_config_reference_page_is_up_to_date():
 
     committed = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
     assert committed == reference(), "regenerate it: python -m autograder.config > docs/config.md"
+
+
+@pytest.mark.parametrize("loader", [None, yaml.SafeLoader])
+def test_config_a_key_given_twice_is_an_error_naming_both_lines(tmp_path, monkeypatch, loader):
+    """Is a key given twice in one mapping of course.yml (an edit that adds a problem's new points below
+    the old line, or a second `due:`) an error naming the line of each, rather than the last one silently
+    winning, with either YAML loader and through the user's cache?"""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))       # a cache of this test's own
+    text = "a: 1\nproblems:\n  layer_norm: {points: 12}\n  silu: {points: 5}\n  layer_norm: {points: 3}\n"
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, loader)
+    assert str(info.value) == "course.yml: line 5: not valid YAML (key 'layer_norm' given twice, first on line 3)"
+    with pytest.raises(ConfigError, match="key 'a' given twice, first on line 1"):
+        course_data("a: 1\nb: 2\na: 3\n")
+    good = "base: &b {x: 1}\nmerged:\n  <<: *b\n  y: 2\nlist: [{a: 1}, {a: 2}]\n"    # merge keys, same key in two maps
+    assert parse_yaml(good, loader) == yaml.safe_load(good)
+    folder = make_course(tmp_path / "c", yaml.safe_dump(GOOD) + "name: Other title\n")
+    with pytest.raises(ConfigError, match=r"^course.yml: line \d+: not valid YAML \(key 'name' given twice"):
+        load_course(folder)
