@@ -131,6 +131,10 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
         print(f"gradebook: from course.yml: {api.summarise_changes(batch.gradebook_changes)}")
     for line in batch.ungraded:
         print(f"not graded: {line}")
+    if student is None:
+        from .consistency import extension_problems
+        for line in extension_problems(course, a, (r.student for r in batch.results)):
+            print(f"WARNING: {line}")
     if batch.not_submitted:
         print(f"no submission from {len(batch.not_submitted)} roster student(s) (0 in the gradebook): "
               f"{', '.join(batch.not_submitted)}")

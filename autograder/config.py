@@ -163,7 +163,8 @@ class Assignment:
     late_policy: LatePolicy = setting(LatePolicy(), help="what lateness costs")
     extensions: dict[str, Extension] = setting(
         factory=dict, help="per-student extensions by student id, e.g. `{ada: {days: 2}}`: the late policy counts "
-                           "from the assignment's due date plus the extension")
+                           "from the assignment's due date plus the extension; an id on neither the roster nor "
+                           "the submissions is named by `course validate` and `course autograde`")
 
     def due_for(self, student: str) -> dt.datetime | None:
         """The student's due date: `due` plus their extension (None when the assignment has none)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -252,3 +253,14 @@ def graders_problems(course: Course, assignment: Assignment, notebooks: dict[str
             out.append(f"{p.name}: the grader calls {p.name}(), which "
                        f"{layout.relative(layout.source(assignment.name) / p.notebook)} does not define")
     return out
+
+
+def extension_problems(course: Course, assignment: Assignment, submitted: Iterable[str]) -> list[str]:
+    """An extension in course.yml for a student id that is neither on the roster nor among those
+    who submitted (`submitted`): most likely a typo, and the student meant gets the late penalty."""
+    known = set(course.roster()) | set(submitted)
+    index = next(i for i, a in enumerate(course.assignments) if a.name == assignment.name)
+    roster = course.layout.relative(course.roster_file) if course.roster_file is not None else "no roster file"
+    return [f"course.yml: assignments[{index}].extensions.{sid}: no student {sid!r} on the roster ({roster}) or in "
+            f"{course.layout.relative(course.layout.submitted_dir)}/, so this extension applies to nobody"
+            for sid in assignment.extensions if sid not in known]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from autograder.layout import CourseLayout
+from conftest import course_with_students
 
 
 def course(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -90,8 +91,6 @@ def test_cli_broken_graders_refuse_before_any_student_is_touched(tmp_path, break
     not import, a grader for no problem), does `course autograde` refuse in one line (exit 2), leaving
     every student's results.json, page and gradebook grades as they were, rather than grading the whole
     class as crashed with 0?"""
-    from tests.conftest import course_with_students
-
     folder = course_with_students(tmp_path / "course", ("ada", "katherine"))
     first = course("autograde", "transformer-block", "--course-dir", str(folder))
     assert first.returncode == 0, first.stdout + first.stderr
@@ -106,3 +105,19 @@ def test_cli_broken_graders_refuse_before_any_student_is_touched(tmp_path, break
     assert "Traceback" not in proc.stdout + proc.stderr
     assert _outputs(folder) == outputs
     assert _scores(folder) == scores
+
+
+def test_cli_an_extension_for_no_student_is_named_and_the_batch_goes_on(tmp_path):
+    """Does an extension in course.yml for an id that is neither on the roster nor among the submissions (a
+    typo: the student meant then pays the late penalty) get a warning naming the key, while the batch
+    grades everyone and exits 0; and does an extension for a real student raise no warning?"""
+    folder = course_with_students(tmp_path / "course", ("ada", "alan"))
+    config = folder / "course.yml"
+    config.write_text(config.read_text().replace(
+        "    late_policy:", "    extensions: {alna: {days: 1}, ada: {days: 2}}\n    late_policy:", 1))
+    proc = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    warnings = [ln for ln in proc.stdout.splitlines() if ln.startswith("WARNING")]
+    assert warnings == ["WARNING: course.yml: assignments[0].extensions.alna: no student 'alna' on the roster "
+                        "(roster.csv) or in submitted/, so this extension applies to nobody"]
+    assert "late -10" in next(ln for ln in proc.stdout.splitlines() if ln.startswith("alan "))
