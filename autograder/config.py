@@ -266,24 +266,42 @@ class Course:
         return tuple(s.id for s in self.students())
 
     def students(self) -> tuple[RosterStudent, ...]:
-        """The roster: each student's id, and name and email where the CSV has those columns."""
+        """The roster: each student's id, and name and email where the CSV has those columns.
+
+        A ConfigError names the line of an id given twice (a later row would silently replace the
+        name and email of the first) or of one that cannot be a student's folder under submitted/
+        (whitespace, `;`, `/`: most likely a CSV separated by `;` or tabs, read as one id per line).
+        A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name."""
         if self.roster_file is None:
             return ()
         if not self.roster_file.exists():
             raise ConfigError(f"{CONFIG_NAME}: roster: file {self.roster_file} does not exist")
-        text = self.roster_file.read_text(encoding="utf-8")
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        if lines and ("," in lines[0] or lines[0].strip() == "id"):
-            rows = list(csv.DictReader(lines))
-            if rows and "id" not in rows[0]:
-                raise ConfigError(f"{self.roster_file.name}: expected an 'id' column in the header")
-
-            def cell(row: dict[str, str | None], key: str) -> str:
-                return (row.get(key) or "").strip()
-
-            return tuple(RosterStudent(cell(r, "id"), cell(r, "first_name"), cell(r, "last_name"), cell(r, "email"))
-                         for r in rows if cell(r, "id"))
-        return tuple(RosterStudent(ln.strip()) for ln in lines)
+        name = self.roster_file.name
+        text = self.roster_file.read_text(encoding="utf-8-sig")
+        lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+        out: list[tuple[int, RosterStudent]] = []
+        if lines and ("," in lines[0][1] or lines[0][1].strip() == "id"):
+            header = next(csv.reader([lines[0][1]]))
+            if "id" not in [h.strip() for h in header]:
+                raise ConfigError(f"{name}: line {lines[0][0]}: expected an 'id' column in the comma-separated header "
+                                  f"(optional: first_name, last_name, email), got {schema.show(lines[0][1])}")
+            header = [h.strip() for h in header]
+            for n, line in lines[1:]:
+                row = dict(zip(header, (v.strip() for v in next(csv.reader([line]))), strict=False))
+                if row.get("id"):
+                    out.append((n, RosterStudent(row["id"], row.get("first_name") or "", row.get("last_name") or "",
+                                                 row.get("email") or "")))
+        else:
+            out = [(n, RosterStudent(ln.strip())) for n, ln in lines]
+        first: dict[str, int] = {}
+        for n, student in out:
+            if any(ch.isspace() or ch in ";/\\," for ch in student.id):
+                raise ConfigError(f"{name}: line {n}: {schema.show(student.id)} is not a student id (a CSV roster "
+                                  f"is comma-separated, with an 'id' column; otherwise one id per line)")
+            if first.setdefault(student.id, n) != n:
+                raise ConfigError(f"{name}: line {n}: student {student.id!r} is listed twice (first on line "
+                                  f"{first[student.id]})")
+        return tuple(student for _, student in out)
 
 
 # --------------------------------------------------------------------------- reading and describing

@@ -250,3 +250,34 @@ def test_config_a_key_given_twice_is_an_error_naming_both_lines(tmp_path, monkey
     folder = make_course(tmp_path / "c", yaml.safe_dump(GOOD) + "name: Other title\n")
     with pytest.raises(ConfigError, match=r"^course.yml: line \d+: not valid YAML \(key 'name' given twice"):
         load_course(folder)
+
+
+@pytest.mark.parametrize("roster, error", [
+    ("id;first_name;last_name;email\nada;Ada;Lovelace;ada@x.edu\n",
+     'roster.csv: line 1: "id;first_name;last_name;email" is not a student id'),
+    ("id,first_name\nada,Ada\nbob,Bob\nada,Ada L.\n",
+     "roster.csv: line 4: student 'ada' is listed twice (first on line 2)"),
+    ("ada\n\nbob\nada\n", "roster.csv: line 4: student 'ada' is listed twice (first on line 1)"),
+    ("ID,First Name\nada,Ada\n", "roster.csv: line 1: expected an 'id' column in the comma-separated header"),
+    ("ada lovelace\n", 'roster.csv: line 1: "ada lovelace" is not a student id'),
+])
+def test_config_a_roster_that_cannot_be_read_as_meant_is_an_error_naming_the_line(tmp_path, roster, error):
+    """Is a roster separated by `;` (read as one id per line, it would put a student named
+    "id;first_name;..." in the gradebook), a student listed twice (the later row would replace the first's
+    name and email), or a header without `id` an error naming the line?"""
+    course = load_course(make_course(tmp_path, GOOD))
+    (tmp_path / "roster.csv").write_text(roster)
+    with pytest.raises(ConfigError) as info:
+        course.students()
+    assert str(info.value).startswith(error) and "\n" not in str(info.value)
+
+
+def test_config_a_roster_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
+    """Does a roster saved as Excel's "CSV UTF-8" (a byte-order mark before `id`) read like the same file
+    without it?"""
+    course = load_course(make_course(tmp_path, GOOD))
+    text = "id,first_name,last_name,email\nada,Ada,Lovelace,ada@x.edu\nbob,Bob,,\n"
+    (tmp_path / "roster.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    with_mark = course.students()
+    (tmp_path / "roster.csv").write_text(text)
+    assert with_mark == course.students() and with_mark[0].id == "ada" and with_mark[0].email == "ada@x.edu"
