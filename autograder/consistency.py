@@ -135,13 +135,33 @@ def write_points(nb: dict[str, Any], assignment: Assignment, notebook: str) -> l
 
 # --------------------------------------------------------------------------- checking
 
+def duplicate_ids(nb: dict[str, Any], where: str) -> list[str]:
+    """Cells sharing an nbgrader `grade_id`, or a cell `id` (a cell copied in Jupyter keeps both):
+    nbgrader's generate_assignment then fails with "the nbgrader metadata may be corrupted", naming
+    neither. One line each, starting with `where`, naming the id and the cells (numbered from 1, as
+    Jupyter shows them)."""
+    out = []
+    for kind, of in (("nbgrader grade_id", lambda c: _nbgrader(c).get("grade_id")), ("cell id", lambda c: c.get("id"))):
+        cells: dict[str, list[int]] = {}
+        for i, cell in enumerate(nb.get("cells", [])):
+            value = of(cell) if isinstance(cell, dict) else None
+            if isinstance(value, str) and value:
+                cells.setdefault(value, []).append(i + 1)
+        out += [f"{where}: {kind} {value!r} is used by cells {', '.join(map(str, numbers))}; give each cell its own "
+                f"(a copied cell keeps the original's metadata)"
+                for value, numbers in cells.items() if len(numbers) > 1]
+    return out
+
+
 def notebook_problems_found(nb: dict[str, Any], assignment: Assignment, notebook: str, where: str) -> list[str]:
-    """What `course release` cannot fix from course.yml: a problem without its grade cell, a grade
-    cell that is no problem. One line each, starting with `where` (the notebook's path)."""
+    """What `course release` cannot fix from course.yml: an id used by two cells, a problem without
+    its grade cell, a grade cell that is no problem. One line each, starting with `where` (the
+    notebook's path)."""
     found = grade_cells(nb)
     mine = notebook_problems(assignment, notebook)
-    out = [f"{where}: has no grade cell {p.grade_id!r} for problem {p.name} (course.yml)"
-           for p in mine if p.grade_id not in found]
+    out = duplicate_ids(nb, where)
+    out += [f"{where}: has no grade cell {p.grade_id!r} for problem {p.name} (course.yml)"
+            for p in mine if p.grade_id not in found]
     known = {p.grade_id for p in mine}
     for grade_id, (_, points) in found.items():
         if grade_id not in known:
