@@ -140,8 +140,14 @@ def duplicate_ids(nb: dict[str, Any], where: str) -> list[str]:
     nbgrader's generate_assignment then fails with "the nbgrader metadata may be corrupted", naming
     neither. One line each, starting with `where`, naming the id and the cells (numbered from 1, as
     Jupyter shows them)."""
+    def grade_id(cell: dict[str, Any]) -> Any:
+        return _nbgrader(cell).get("grade_id")
+
+    def cell_id(cell: dict[str, Any]) -> Any:
+        return cell.get("id")
+
     out = []
-    for kind, of in (("nbgrader grade_id", lambda c: _nbgrader(c).get("grade_id")), ("cell id", lambda c: c.get("id"))):
+    for kind, of in (("nbgrader grade_id", grade_id), ("cell id", cell_id)):
         cells: dict[str, list[int]] = {}
         for i, cell in enumerate(nb.get("cells", [])):
             value = of(cell) if isinstance(cell, dict) else None
