@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -38,19 +39,22 @@ from .layout import NBGRADER_CONFIG, RESULTS_JSON
 
 HOOKS = __name__
 _grading = threading.Lock()      # one batch at a time in a formgrader process
+_reported: set[str] = set()      # course.yml errors printed by `configure` in this process
 
 
-def configure(c: Any, course_dir: str | Path) -> Course:
-    """Fill nbgrader's config `c` for the course in `course_dir` (see the module docstring)."""
+def configure(c: Any, course_dir: str | Path) -> Course | None:
+    """Fill nbgrader's config `c` for the course in `course_dir` (see the module docstring).
+
+    The routing through this engine is set before course.yml is read, and stays when it cannot be
+    read (a typo, a wrong type): the error is then printed in one line and None returned, rather
+    than raised, because nbgrader (traitlets) would only log a raised error and go on with its own
+    defaults, so that `nbgrader generate_feedback` wrote its own pages and copied results.json
+    into feedback/, and `nbgrader autograde` graded the visible asserts. Routed, each of those
+    commands (and formgrader's buttons) fails with course.yml's error until it is fixed."""
     from nbgrader.coursedir import CourseDirectory
 
-    course = load_course(course_dir)
-    root = str(course.root)
+    root = str(Path(course_dir).resolve())
     c.CourseDirectory.root = root
-    c.CourseDirectory.db_url = course.gradebook_url
-    c.CourseDirectory.course_id = course.course_id
-    if course.exchange is not None:
-        c.Exchange.root = str(course.exchange.resolve())
     ignore = list(CourseDirectory().ignore)
     c.CourseDirectory.ignore = [*ignore, *([RESULTS_JSON] if RESULTS_JSON not in ignore else [])]
     c.Autograde.autograde_preprocessors = [CourseAutograde]
@@ -60,6 +64,18 @@ def configure(c: Any, course_dir: str | Path) -> Course:
     c.CourseFeedbackExporter.course_dir = root
     c.ExportApp.plugin_class = CourseCsvExport
     c.CourseCsvExport.course_dir = root
+    try:
+        course = load_course(root)
+    except CourseError as exc:
+        line = f"{NBGRADER_CONFIG}: {exc} (nbgrader's autograde, generate_feedback and export refuse until it is fixed)"
+        if line not in _reported:            # nbgrader reads its config files more than once
+            _reported.add(line)
+            print(line, file=sys.stderr, flush=True)
+        return None
+    c.CourseDirectory.db_url = course.gradebook_url
+    c.CourseDirectory.course_id = course.course_id
+    if course.exchange is not None:
+        c.Exchange.root = str(course.exchange.resolve())
     return course
 
 

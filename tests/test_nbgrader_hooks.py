@@ -68,3 +68,41 @@ def test_export_of_an_empty_gradebook_keeps_nbgraders_columns(course_copy):
     assert header[-2:] == ["extension", "extended_duedate"]
     with Gradebook(load_course(course_copy).gradebook_url) as gb:
         assert gb.find_student("ada").email == "ada@example.edu"
+
+
+def test_a_broken_course_yml_keeps_nbgrader_routed_through_the_engine(tmp_path):
+    """When course.yml cannot be read (a typo'd key), does nbgrader_config.py still route autograde,
+    generate_feedback and export through the engine, so that they fail with course.yml's error in one line,
+    instead of nbgrader going on with its own defaults: its own feedback page over ours and results.json
+    (hidden tests' names, the replay seed) copied into feedback/?"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    graded = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir",
+                             str(folder)], capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    config = folder / "course.yml"
+    config.write_text(config.read_text().replace("late_policy:", "late_polcy:"))
+
+    cfg = loaded(folder)
+    assert cfg.Autograde.autograde_preprocessors == [CourseAutograde]
+    assert cfg.GenerateFeedback.exporter_class is CourseFeedbackExporter
+    assert cfg.ExportApp.plugin_class is CourseCsvExport
+    assert "results.json" in cfg.CourseDirectory.ignore
+    error = "nbgrader_config.py: course.yml: assignments[0].late_polcy: unknown key"
+    for args in (["generate_feedback", "transformer-block", "--student", "ada", "--force"],
+                 ["export", "--to", "grades.csv"]):
+        proc = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode != 0, proc.stderr
+        assert [ln for ln in proc.stderr.splitlines() if ln.startswith(error)] == [proc.stderr.splitlines()[0]]
+    assert not list((folder / "feedback").rglob("results.json"))
+    assert not [p for p in (folder / "feedback").rglob("*.html") if "nbgrader" in p.read_text().lower()[:20000]]
+    assert not (folder / "grades.csv").exists()
