@@ -160,8 +160,7 @@ def _feedback(course_dir: str, assignment: str, student: str | None) -> int:
         print(f"not graded yet (run `course autograde {report.assignment}`): {', '.join(report.not_graded)}")
     if report.no_secret:
         print(f"no submission_secret.txt (not submitted through nbgrader's exchange), so `nbgrader "
-              f"release_feedback` cannot release these; leave them out with "
-              f"--CourseDirectory.student_id_exclude={','.join(report.no_secret)}")
+              f"release_feedback` cannot release them (it leaves them out, naming each): {', '.join(report.no_secret)}")
     for err in report.errors:
         print(f"feedback: {err}", file=sys.stderr)
     return 1 if report.errors else 0

@@ -16,11 +16,15 @@ sets, from course.yml:
   formgrader button) writes our page, from results.json and the gradebook (the same page as `course
   feedback`), instead of an HTML copy of the notebook;
 - `ExportApp.plugin_class = CourseCsvExport`: `nbgrader export` syncs the roster first (names, emails,
-  a zero row for a student who did not submit) and adds each student's extension and own due date.
+  a zero row for a student who did not submit) and adds each student's extension and own due date;
+- `ExchangeFactory.release_feedback = CourseReleaseFeedback`: `nbgrader release_feedback` leaves out,
+  naming each, the students whose submission did not come through the exchange (no
+  `submission_secret.txt`), instead of stopping at the first of them.
 """
 from __future__ import annotations
 
 import csv
+import glob
 import os
 import sys
 import threading
@@ -29,6 +33,7 @@ from typing import Any
 
 from nbconvert.exporters import Exporter
 from nbformat import NotebookNode
+from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.plugins.export import CsvExportPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode, default
@@ -64,6 +69,7 @@ def configure(c: Any, course_dir: str | Path) -> Course | None:
     c.CourseFeedbackExporter.course_dir = root
     c.ExportApp.plugin_class = CourseCsvExport
     c.CourseCsvExport.course_dir = root
+    c.ExchangeFactory.release_feedback = CourseReleaseFeedback
     try:
         course = load_course(root)
     except CourseError as exc:
@@ -179,6 +185,35 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             writer.writeheader()
             writer.writerows(rows)
         os.replace(tmp, dest)
+
+
+class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
+    """nbgrader's release_feedback (its own exchange), leaving out, with a warning naming the
+    folder, each student whose feedback folder has no `submission_secret.txt` or `timestamp.txt`
+    (a submission put in submitted/ by hand, not through `nbgrader submit`: the exchange has no way
+    to hand it back). nbgrader's own stops at the first such student with a FileNotFoundError, and
+    the students its folder listing reaches after that get nothing."""
+
+    def copy_files(self) -> None:
+        before = self.coursedir.student_id_exclude
+        excluded = {s for s in (before or "").split(",") if s}
+        skipped = []
+        for page_folder in sorted(glob.glob(self.src_path)):      # feedback/<student or *>/<assignment>
+            student = os.path.basename(os.path.dirname(page_folder.rstrip(os.sep)))
+            if student in excluded or not glob.glob(os.path.join(glob.escape(page_folder), "*.html")):
+                continue
+            missing = [n for n in ("timestamp.txt", "submission_secret.txt")
+                       if not os.path.isfile(os.path.join(page_folder, n))]
+            if missing:
+                skipped.append(student)
+                self.log.warning("%s: no %s (not submitted through nbgrader's exchange), so its feedback cannot "
+                                 "be released; left out", os.path.relpath(page_folder, self.coursedir.root),
+                                 " or ".join(missing))
+        self.coursedir.student_id_exclude = ",".join(sorted(excluded | set(skipped)))
+        try:
+            super().copy_files()
+        finally:
+            self.coursedir.student_id_exclude = before
 
 
 def config_problems(course: Course) -> list[str]:

@@ -106,3 +106,35 @@ def test_a_broken_course_yml_keeps_nbgrader_routed_through_the_engine(tmp_path):
     assert not list((folder / "feedback").rglob("results.json"))
     assert not [p for p in (folder / "feedback").rglob("*.html") if "nbgrader" in p.read_text().lower()[:20000]]
     assert not (folder / "grades.csv").exists()
+
+
+def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_exchange(tmp_path):
+    """When one student's notebook was put in submitted/ by hand (no submission_secret.txt), does `nbgrader
+    release_feedback` release everyone else's page and name that student's folder in a warning, instead of
+    stopping at them with a FileNotFoundError?"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada", "alan", "grace"))
+    for sid in ("ada", "grace"):                      # as `nbgrader submit` leaves it
+        (folder / "submitted" / sid / "transformer-block" / "submission_secret.txt").write_text(f"secret-{sid}")
+    config = folder / "course.yml"
+    config.write_text(config.read_text() + "exchange: ../exchange\n")
+    (tmp_path / "exchange").mkdir()
+    (tmp_path / "exchange").chmod(0o777)              # nbgrader's exchange is writable by all
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    graded = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir",
+                             str(folder)], capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    proc = subprocess.run([str(bin_dir / "nbgrader"), "release_feedback", "transformer-block"], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    warnings = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
+    assert len(warnings) == 1 and "feedback/alan/transformer-block: no submission_secret.txt" in warnings[0]
+    released = sorted((tmp_path / "exchange" / "dl-attention" / "feedback").iterdir())
+    assert len(released) == 2 and all(p.suffix == ".html" for p in released)
