@@ -166,14 +166,15 @@ def _refusal(course: Course, folder: Path) -> str | None:
 
 
 def _check_grader_files(course: Course, a: Assignment) -> None:
-    """Refuse (CourseError) a batch whose graders do not match course.yml's problems, before the
-    gradebook or any student's results are touched: a problem without its grader file, or a grader
-    file for no problem, is the course's mistake (a typo in course.yml, a grader not yet written),
-    and grading would give every student 0 for it. The graders' own import errors are found when a
-    worker collects them (batch.worker), also before any submission."""
+    """Refuse (CourseError) a batch with a problem that has no grader file, before the gradebook or
+    any student's results are touched: that is the course's mistake (a typo in course.yml, a grader
+    not yet written), and grading would give every student 0 for it (and put its grade cell in
+    the gradebook). What else keeps the graders from being collected (a grader that does not import,
+    checks for no problem of course.yml) is found when a worker collects them (batch.worker), also
+    before any submission."""
     from .consistency import grader_file_problems
 
-    problems = grader_file_problems(course, a)
+    problems = grader_file_problems(course, a, strays=False)
     if problems:
         raise CourseError(f"{'; '.join(problems)}; nothing was graded (`course validate {a.name}` checks the "
                           f"course)")

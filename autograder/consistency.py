@@ -250,13 +250,14 @@ def grader_files(layout: CourseLayout, assignment: Assignment) -> tuple[GraderFi
     return tuple(GraderFile(p, p.stem[len("test_"):]) for p in sorted(folder.glob("test_*.py")))
 
 
-def grader_file_problems(course: Course, assignment: Assignment) -> list[str]:
-    """A grader file with no problem in course.yml, and a problem without a grader file."""
+def grader_file_problems(course: Course, assignment: Assignment, *, strays: bool = True) -> list[str]:
+    """A grader file with no problem in course.yml (unless not `strays`), and a problem without a
+    grader file."""
     layout = course.layout
     out = []
     graders = grader_files(layout, assignment)
     problems = {p.name for p in assignment.problems}
-    for g in graders:
+    for g in graders if strays else ():
         if g.problem not in problems:
             out.append(f"{layout.relative(g.path)}: grades {g.problem}, which is not a problem of "
                        f"{assignment.name} in course.yml")

@@ -84,7 +84,7 @@ def _grader_for_no_problem(folder: Path) -> None:
     (_grader_does_not_import, ["--force"], "test_silu.py: E   SyntaxError: invalid syntax"),
     (_grader_does_not_import, ["--force", "--student", "ada"], "test_silu.py: E   SyntaxError: invalid syntax"),
     (_grader_for_no_problem, ["--force", "--workers", "2"],
-     "assignments/transformer_block/graders/test_gelu.py: grades gelu, which is not a problem of transformer-block"),
+     "assignments/transformer_block/graders: graders could not be collected: test_gelu.py: no problem named 'gelu'"),
 ])
 def test_cli_broken_graders_refuse_before_any_student_is_touched(tmp_path, breakage, args, message):
     """When the graders do not match course.yml (a problem without its grader file, a grader that does
