@@ -5,8 +5,11 @@ from __future__ import annotations
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.config import load_course
-from autograder.layout import NBGRADER_CONFIG
+from autograder.layout import NBGRADER_CONFIG, CourseLayout
 from autograder.nbgrader_hooks import CourseAutograde, CourseCsvExport, CourseFeedbackExporter, config_problems
+
+# nbgrader's exchange keeps released pages in <exchange>/<course id>/feedback/: not a course step folder
+EXCHANGE_FEEDBACK = "feedback"
 
 
 def loaded(course_dir):
@@ -103,8 +106,9 @@ def test_a_broken_course_yml_keeps_nbgrader_routed_through_the_engine(tmp_path):
                               timeout=300)
         assert proc.returncode != 0, proc.stderr
         assert [ln for ln in proc.stderr.splitlines() if ln.startswith(error)] == [proc.stderr.splitlines()[0]]
-    assert not list((folder / "feedback").rglob("results.json"))
-    assert not [p for p in (folder / "feedback").rglob("*.html") if "nbgrader" in p.read_text().lower()[:20000]]
+    feedback = CourseLayout(folder).feedback_dir
+    assert not list(feedback.rglob("results.json"))
+    assert not [p for p in feedback.rglob("*.html") if "nbgrader" in p.read_text().lower()[:20000]]
     assert not (folder / "grades.csv").exists()
 
 
@@ -120,8 +124,9 @@ def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_
     from conftest import course_with_students
 
     folder = course_with_students(tmp_path / "course", ("ada", "alan", "grace"))
+    layout = CourseLayout(folder)
     for sid in ("ada", "grace"):                      # as `nbgrader submit` leaves it
-        (folder / "submitted" / sid / "transformer-block" / "submission_secret.txt").write_text(f"secret-{sid}")
+        (layout.submission(sid, "transformer-block") / "submission_secret.txt").write_text(f"secret-{sid}")
     config = folder / "course.yml"
     config.write_text(config.read_text() + "exchange: ../exchange\n")
     (tmp_path / "exchange").mkdir()
@@ -135,6 +140,7 @@ def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     warnings = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
-    assert len(warnings) == 1 and "feedback/alan/transformer-block: no submission_secret.txt" in warnings[0]
-    released = sorted((tmp_path / "exchange" / "dl-attention" / "feedback").iterdir())
+    alan = layout.relative(layout.feedback("alan", "transformer-block"))
+    assert len(warnings) == 1 and f"{alan}: no submission_secret.txt" in warnings[0]
+    released = sorted((tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK).iterdir())
     assert len(released) == 2 and all(p.suffix == ".html" for p in released)
