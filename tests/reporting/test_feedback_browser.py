@@ -8,6 +8,7 @@ to the test's own output folder (tmp_path) for a person to look at.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,19 @@ def test_pages_with_not_graded_checks_advice_and_cascades_fit(browser, tmp_path,
             if re.search(r"NameError: name 'split_heads'", look.text):
                 problems.append(f"dora at {width} px: the NameError cascade is not folded; see {look.shot}")
     assert not problems, "\n".join(problems)
+
+
+# What the notebook runner writes when a student's cell loads a file from their own machine: the
+# path is one long token with no space, hyphen or joint the page breaks at.
+LOCAL_PATH = "/Users/mariagonzalez/Documents/DeepLearning/homework5/pretrained/block_weights.npz"
+FILE_NOT_FOUND = (f"transformer-block.ipynb: The 2nd code cell (`weights = np.load('/Users/mariagonzal...`) raised "
+                  f"FileNotFoundError: [Errno 2] No such file or directory: '{LOCAL_PATH}' "
+                  f"(line 1: `weights = np.load('{LOCAL_PATH}')`)")
+
+
+def test_a_note_with_a_long_path_fits_on_a_phone(browser, tmp_path):
+    """Does a page whose note names a long file path (a FileNotFoundError) fit 360 px without scrolling sideways?"""
+    result = replace(erin_result(), student="maria", notes=(FILE_NOT_FOUND,))
+    look = Look(browser, write_feedback(result, None, tmp_path / "maria"), 360, tmp_path, "maria")
+    assert LOCAL_PATH in look.text.replace(" ", "")
+    assert not problems_with(look, "maria", 360, {}), f"see {look.shot}"
