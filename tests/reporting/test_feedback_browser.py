@@ -154,9 +154,20 @@ FILE_NOT_FOUND = (f"transformer-block.ipynb: The 2nd code cell (`weights = np.lo
                   f"(line 1: `weights = np.load('{LOCAL_PATH}')`)")
 
 
-def test_a_note_with_a_long_path_fits_on_a_phone(browser, tmp_path):
-    """Does a page whose note names a long file path (a FileNotFoundError) fit 360 px without scrolling sideways?"""
-    result = replace(erin_result(), student="maria", notes=(FILE_NOT_FOUND,))
+# A helper named in camelCase, whose cell failed, then called by a later cell: the page names it in the
+# folded "Because of this, ... was never defined" line.
+HELPER = "computeScaledDotProductAttentionWeightsForAllHeadsAtOnce"
+NEVER_DEFINED = (
+    f"transformer-block.ipynb: The 32nd code cell (`def {HELPER}`) raised SyntaxError: '(' was never closed "
+    f"(line 2: `return softmax(q @ k.T / np.sqrt(q.shape[-1])`)",
+    f"transformer-block.ipynb: The 33rd code cell (`w = computeScaledDotProductAttentionW...`) raised NameError: "
+    f"name '{HELPER}' is not defined (line 1: `w = {HELPER}(np.ones((2, 4)), np.ones((2, 4)))`)")
+
+
+@pytest.mark.parametrize("notes", [(FILE_NOT_FOUND,), NEVER_DEFINED], ids=["file_path", "never_defined_helper"])
+def test_a_note_with_a_long_token_fits_on_a_phone(browser, tmp_path, notes):
+    """Does a page whose notes quote a long token (a file path, a long helper's name) fit 360 px?"""
+    result = replace(erin_result(), student="maria", notes=notes)
     look = Look(browser, write_feedback(result, None, tmp_path / "maria"), 360, tmp_path, "maria")
-    assert LOCAL_PATH in look.text.replace(" ", "")
+    assert notes[0].split("(", 1)[0].strip() in look.text
     assert not problems_with(look, "maria", 360, {}), f"see {look.shot}"
