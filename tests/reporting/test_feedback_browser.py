@@ -171,3 +171,13 @@ def test_a_note_with_a_long_token_fits_on_a_phone(browser, tmp_path, notes):
     look = Look(browser, write_feedback(result, None, tmp_path / "maria"), 360, tmp_path, "maria")
     assert notes[0].split("(", 1)[0].strip() in look.text
     assert not problems_with(look, "maria", 360, {}), f"see {look.shot}"
+
+
+def test_a_hashed_student_id_fits_the_narrowest_phone(browser, tmp_path):
+    """Does the page of a student whose id is a 32-digit hash (as JupyterHub's LTI logins name users)
+    fit 320 px, the narrowest phone width in use?"""
+    student = "6f1ed002ab5595859014ebf0951522d9"
+    result = replace(erin_result(), student=student)
+    look = Look(browser, write_feedback(result, None, tmp_path / student), 320, tmp_path, student)
+    assert student in look.text
+    assert not problems_with(look, student, 320, {}), f"see {look.shot}"
