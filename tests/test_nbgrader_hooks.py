@@ -45,31 +45,6 @@ def test_a_config_that_bypasses_the_engine_is_reported(course_copy):
     assert config_problems(course)[0].startswith("nbgrader_config.py: missing")
 
 
-def test_export_of_an_empty_gradebook_keeps_nbgraders_columns(course_copy):
-    """Does `nbgrader export` through the course's plugin write nbgrader's header plus the extension
-    columns when there is nothing to list yet, and put the roster in the gradebook?"""
-    import csv
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from nbgrader.api import Gradebook
-
-    (course_copy / "roster.csv").write_text("id,first_name,last_name,email\nada,Ada,Lovelace,ada@example.edu\n")
-    bin_dir = Path(sys.executable).parent
-    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
-    done = subprocess.run([str(bin_dir / "nbgrader"), "export", "--to", "grades.csv"], cwd=course_copy, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    with open(course_copy / "grades.csv", newline="", encoding="utf-8") as fh:
-        header = next(csv.reader(fh))
-    assert header[:4] == ["assignment", "duedate", "timestamp", "student_id"]
-    assert header[-2:] == ["extension", "extended_duedate"]
-    with Gradebook(load_course(course_copy).gradebook_url) as gb:
-        assert gb.find_student("ada").email == "ada@example.edu"
-
-
 def _export(course_dir):
     import os
     import subprocess
@@ -80,6 +55,24 @@ def _export(course_dir):
     env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
     return subprocess.run([str(bin_dir / "nbgrader"), "export", "--to", "grades.csv"], cwd=course_dir, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+def test_export_of_an_empty_gradebook_keeps_nbgraders_columns(course_copy):
+    """Does `nbgrader export` through the course's plugin write nbgrader's header plus the extension
+    columns when there is nothing to list yet, and put the roster in the gradebook?"""
+    import csv
+
+    from nbgrader.api import Gradebook
+
+    (course_copy / "roster.csv").write_text("id,first_name,last_name,email\nada,Ada,Lovelace,ada@example.edu\n")
+    done = _export(course_copy)
+    assert done.returncode == 0, done.stderr
+    with open(course_copy / "grades.csv", newline="", encoding="utf-8") as fh:
+        header = next(csv.reader(fh))
+    assert header[:4] == ["assignment", "duedate", "timestamp", "student_id"]
+    assert header[-2:] == ["extension", "extended_duedate"]
+    with Gradebook(load_course(course_copy).gradebook_url) as gb:
+        assert gb.find_student("ada").email == "ada@example.edu"
 
 
 def test_export_quotes_names_with_commas_quotes_and_accents(course_copy):
