@@ -150,12 +150,16 @@ class CourseFeedbackExporter(Exporter):
 
 class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
     """nbgrader's CSV export after syncing the roster into the gradebook, plus two columns:
-    `extension` ("2 days") and `extended_duedate` (the student's own due date), empty without one."""
+    `extension` ("2 days") and `extended_duedate` (the student's own due date), empty without one.
+
+    The rows are nbgrader's (every assignment of the gradebook times every student, a 0 row for whoever
+    did not submit, the same values and filters), written by the csv module: nbgrader's own plugin
+    joins the fields with commas unquoted, so a name holding a comma or quotes would shift the columns."""
 
     course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
 
     def export(self, gradebook: Any) -> None:
-        from .reporting.gradebook import gradebook_lock, naive_utc, sync_roster
+        from .reporting.gradebook import gradebook_lock, sync_roster
 
         course = load_course(self.course_dir)
         gradebook.db.commit()             # no read transaction held while waiting for a writer
@@ -166,25 +170,56 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             except BaseException:
                 gradebook.db.rollback()
                 raise
-            super().export(gradebook)
+            rows = self._rows(gradebook, course)
         dest = self.to or "grades.csv"
-        with open(dest, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            rows = list(reader)
-            fields = [*(reader.fieldnames or ()), "extension", "extended_duedate"]
-        names = {a.name: a for a in course.assignments}
-        for row in rows:
-            a = names.get(row.get("assignment", ""))
-            ext = a.extensions.get(row.get("student_id", "")) if a is not None else None
-            due = a.due_for(row.get("student_id", "")) if a is not None and ext is not None else None
-            row["extension"] = ext.describe() if ext is not None else ""
-            row["extended_duedate"] = str(naive_utc(due)) if due is not None else ""
+        self.log.info("Exporting grades to %s", dest)
         tmp = f"{dest}.tmp"
         with open(tmp, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
+            writer = csv.DictWriter(fh, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
         os.replace(tmp, dest)
+
+    def _rows(self, gradebook: Any, course: Course) -> list[dict[str, str]]:
+        """nbgrader's CsvExportPlugin rows (its values, as text), with the course's extension columns."""
+        from nbgrader.api import MissingEntry
+
+        from .reporting.gradebook import naive_utc
+
+        students = {str(s) for s in self.student}
+        assignments = {str(a) for a in self.assignment}
+        names = {a.name: a for a in course.assignments}
+        rows = []
+        for assignment in gradebook.assignments:
+            if assignments and assignment.name not in assignments:
+                continue
+            ours = names.get(assignment.name)
+            for student in gradebook.students:
+                if students and student.id not in students:
+                    continue
+                row: dict[str, Any] = {
+                    "assignment": assignment.name, "duedate": assignment.duedate, "student_id": student.id,
+                    "last_name": student.last_name, "first_name": student.first_name, "email": student.email,
+                    "max_score": assignment.max_score}
+                try:
+                    submission = gradebook.find_submission(assignment.name, student.id)
+                except MissingEntry:
+                    row.update(timestamp="", raw_score=0.0, late_submission_penalty=0.0, score=0.0)
+                else:
+                    penalty = submission.late_submission_penalty
+                    row.update(timestamp=submission.timestamp, raw_score=submission.score,
+                               late_submission_penalty=penalty, score=max(0.0, submission.score - penalty))
+                ext = ours.extensions.get(student.id) if ours is not None else None
+                due = ours.due_for(student.id) if ours is not None and ext is not None else None
+                row["extension"] = ext.describe() if ext is not None else ""
+                row["extended_duedate"] = naive_utc(due) if due is not None else ""
+                rows.append({key: "" if value is None else str(value) for key, value in row.items()})
+        return rows
+
+
+# nbgrader's CsvExportPlugin columns, then the course's two.
+EXPORT_COLUMNS = ("assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+                  "raw_score", "late_submission_penalty", "score", "max_score", "extension", "extended_duedate")
 
 
 class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]

@@ -48,22 +48,27 @@ def test_a_config_that_bypasses_the_engine_is_reported(course_copy):
     assert config_problems(course)[0].startswith("nbgrader_config.py: missing")
 
 
-def test_export_of_an_empty_gradebook_keeps_nbgraders_columns(course_copy):
-    """Does `nbgrader export` through the course's plugin write nbgrader's header plus the extension
-    columns when there is nothing to list yet, and put the roster in the gradebook?"""
-    import csv
+def _export(course_dir):
     import os
     import subprocess
     import sys
     from pathlib import Path
 
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    return subprocess.run([str(bin_dir / "nbgrader"), "export", "--to", "grades.csv"], cwd=course_dir, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_export_of_an_empty_gradebook_keeps_nbgraders_columns(course_copy):
+    """Does `nbgrader export` through the course's plugin write nbgrader's header plus the extension
+    columns when there is nothing to list yet, and put the roster in the gradebook?"""
+    import csv
+
     from nbgrader.api import Gradebook
 
     (course_copy / "roster.csv").write_text("id,first_name,last_name,email\nada,Ada,Lovelace,ada@example.edu\n")
-    bin_dir = Path(sys.executable).parent
-    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
-    done = subprocess.run([str(bin_dir / "nbgrader"), "export", "--to", "grades.csv"], cwd=course_copy, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = _export(course_copy)
     assert done.returncode == 0, done.stderr
     with open(course_copy / "grades.csv", newline="", encoding="utf-8") as fh:
         header = next(csv.reader(fh))
@@ -144,3 +149,29 @@ def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_
     assert len(warnings) == 1 and f"{alan}: no submission_secret.txt" in warnings[0]
     released = sorted((tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK).iterdir())
     assert len(released) == 2 and all(p.suffix == ".html" for p in released)
+
+
+def test_export_quotes_names_with_commas_quotes_and_accents(course_copy):
+    """Does `nbgrader export` give every roster student one row whose names read back exactly, when the
+    names hold a comma, double quotes and letters outside ASCII?"""
+    import csv
+
+    from nbgrader.api import Gradebook
+
+    (course_copy / "roster.csv").write_text(
+        'id,first_name,last_name,email\n'
+        'ana,Ana,"O\'Neil, Jr.",ana@example.edu\n'
+        'bob,"Bob ""The Builder""",Smith,bob@example.edu\n'
+        'zoe,Zoë,Ångström,zoe@example.edu\n'
+        'chen,Chen,李,chen@example.edu\n', encoding="utf-8")
+    with Gradebook(load_course(course_copy).gradebook_url) as gb:
+        gb.add_assignment("transformer-block")
+    done = _export(course_copy)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(course_copy / "grades.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert all(None not in row for row in rows), rows          # no row with more fields than the header
+    names = {row["student_id"]: (row["first_name"], row["last_name"]) for row in rows}
+    assert names == {"ana": ("Ana", "O'Neil, Jr."), "bob": ('Bob "The Builder"', "Smith"),
+                     "zoe": ("Zoë", "Ångström"), "chen": ("Chen", "李")}
+    assert {row["score"] for row in rows} == {"0.0"}
