@@ -202,6 +202,21 @@ def test_corpus_feedback_pages_leak_no_hidden_tests(graded):
         assert not leaked, f"{student}'s feedback shows grader code: {leaked[:3]}"
 
 
+def test_corpus_count_messages_keep_the_drawn_widths_hidden(graded):
+    """When counts for the widths drawn for a student are wrong, do the page and the visible results
+    say so without naming those widths (the chapter's own figures may be named)?"""
+    import re
+
+    result = graded["results"]["count_no_layernorm"]
+    other = [t for t in result["tests"] if "other_sizes" in t["name"]]
+    assert other and all(_status(result, t) == "failed" for t in other)
+    page = next(graded["course"].feedback("count_no_layernorm", ASSIGNMENT).glob("*.html")).read_text()
+    for text in [page] + [t.get("output", "") for t in other]:
+        assert "hidden widths" in text
+        named = set(re.findall(r"count_block_params\((\d+), (\d+)", text))
+        assert named <= {("64", "256"), ("64", "170"), ("512", "2048"), ("12288", "49152"), ("4096", "11008")}, named
+
+
 def test_corpus_nbgrader_export_lists_our_scores(graded):
     """Does `nbgrader export` (nbgrader's own command) list the scores we wrote to the gradebook?"""
     course = graded["course"]
