@@ -213,8 +213,26 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                 due = ours.due_for(student.id) if ours is not None and ext is not None else None
                 row["extension"] = ext.describe() if ext is not None else ""
                 row["extended_duedate"] = naive_utc(due) if due is not None else ""
-                rows.append({key: "" if value is None else str(value) for key, value in row.items()})
+                rows.append({key: _cell(key, value) for key, value in row.items()})
         return rows
+
+
+def _cell(column: str, value: Any) -> str:
+    """One exported field as text. Scores are rounded to 6 decimals (the gradebook's sums of fractional
+    points read like 97.10924299999999 otherwise). A name or email that a spreadsheet would take for a
+    formula (starting with =, +, -, @, a tab or a carriage return) gets a leading apostrophe, which
+    spreadsheets show as text; student ids are written as they are, since an LMS matches rows on them."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return str(round(value, 6))
+    text = str(value)
+    if column in _TEXT_COLUMNS and text[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + text
+    return text
+
+
+_TEXT_COLUMNS = frozenset({"last_name", "first_name", "email"})
 
 
 # nbgrader's CsvExportPlugin columns, then the course's two.

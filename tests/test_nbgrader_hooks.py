@@ -151,6 +151,40 @@ def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_
     assert len(released) == 2 and all(p.suffix == ".html" for p in released)
 
 
+def test_export_keeps_formulas_out_of_names(course_copy):
+    """Does `nbgrader export` write names a spreadsheet would run as formulas as plain text, while
+    student ids stay exactly as the roster has them?"""
+    import csv
+
+    from nbgrader.api import Gradebook
+
+    (course_copy / "roster.csv").write_text(
+        'id,first_name,last_name,email\n'
+        'eve,=HYPERLINK("http://x"),+Smith,@eve\n'
+        'ann,Ann,-Lee,ann@example.edu\n', encoding="utf-8")
+    with Gradebook(load_course(course_copy).gradebook_url) as gb:
+        gb.add_assignment("transformer-block")
+    done = _export(course_copy)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(course_copy / "grades.csv", newline="", encoding="utf-8") as fh:
+        rows = {row["student_id"]: row for row in csv.DictReader(fh)}
+    assert (rows["eve"]["first_name"], rows["eve"]["last_name"], rows["eve"]["email"]) == (
+        "'=HYPERLINK(\"http://x\")", "'+Smith", "'@eve")
+    assert rows["ann"]["last_name"] == "'-Lee" and rows["ann"]["first_name"] == "Ann"
+    assert rows["ann"]["email"] == "ann@example.edu"
+    assert {row["score"] for row in rows.values()} == {"0.0"}
+
+
+def test_export_writes_scores_without_float_noise():
+    """Is a gradebook sum such as 97.10924299999999 exported as 97.109243, and a whole score as before?"""
+    from autograder.nbgrader_hooks import _cell
+
+    assert _cell("score", 97.10924299999999) == "97.109243"
+    assert _cell("raw_score", 0.1 + 0.2) == "0.3"
+    assert _cell("score", 100.0) == "100.0"
+    assert _cell("student_id", "-x") == "-x"
+
+
 def test_export_quotes_names_with_commas_quotes_and_accents(course_copy):
     """Does `nbgrader export` give every roster student one row whose names read back exactly, when the
     names hold a comma, double quotes and letters outside ASCII?"""
