@@ -136,7 +136,7 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
         for line in extension_problems(course, a, (r.student for r in batch.results)):
             print(f"WARNING: {line}")
     if batch.not_submitted:
-        print(f"no submission from {len(batch.not_submitted)} roster student(s) (0 in the gradebook): "
+        print(f"no submission from {len(batch.not_submitted)} roster student(s), each scored 0 in the gradebook: "
               f"{', '.join(batch.not_submitted)}")
     for err in batch.gradebook_errors:
         print(f"gradebook: {err}", file=sys.stderr)
