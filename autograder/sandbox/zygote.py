@@ -515,6 +515,17 @@ def _submission(sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_fil
             return 1
 
 
+def _only_default_handlers() -> None:
+    """Every signal back to its default action, SIGCHLD's handler excepted (set next). The
+    supervisor is PID 1 of the submission's PID namespace, and the kernel passes a signal sent
+    from inside the namespace to it only when it has a handler for it: Python's own SIGINT
+    handler (KeyboardInterrupt) would let the student's code end the supervisor, and with it
+    the submission, as a sandbox failure rather than the student's."""
+    for sig in signal.valid_signals():
+        if sig != signal.SIGCHLD and callable(signal.getsignal(sig)):
+            signal.signal(sig, signal.SIG_DFL)
+
+
 class Supervisor:
     """PID 1 of a submission: scratch, templates, and killing whatever a problem left behind."""
 
@@ -553,6 +564,7 @@ class Supervisor:
                 os.mkdir(os.path.join(self.scratch, d), 0o700)
         self.notebook_dir = os.path.join(self.scratch, NOTEBOOK_DIR)
         self.problem_dir = os.path.join(self.scratch, PROBLEM_DIR)
+        _only_default_handlers()
         signal.signal(signal.SIGCHLD, self._reap)
 
     def _mount_private(self) -> None:
