@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import sys
 import time
 from pathlib import Path
@@ -455,6 +456,72 @@ def test_files_and_processes_a_problem_leaves_are_gone_before_the_next(submit):
     assert files == [] and content == "notebook"
     assert len(procs_b) == 3, "only the supervisor, the template and this problem's process"
     assert run.problem("c").call("write_notebook_folder").value == "Read-only file system"
+
+
+MARKS = """
+import os
+def mark_home(secret):
+    home = os.environ['HOME']
+    done = []
+    try:
+        os.setxattr(home, 'user.carried', secret.encode())     # tmpfs keeps user xattrs (Linux 6.6+)
+        done.append('xattr')
+    except OSError:
+        pass
+    os.utime(home, ns=(123456789, 987654321))
+    done.append('times')
+    return done
+
+def read_home_marks():
+    home = os.environ['HOME']
+    try:
+        carried = os.getxattr(home, 'user.carried').decode()
+    except OSError:
+        carried = None
+    st = os.stat(home)
+    return carried, st.st_atime_ns, st.st_mtime_ns, os.listdir(home)
+"""
+
+
+def test_nothing_a_problem_leaves_on_its_emptied_folder_reaches_the_next(submit):
+    """Do an extended attribute and times that one problem's code sets on its HOME folder (left
+    empty) stay out of the next problem's HOME, so that they cannot carry data between problems?"""
+    run = submit([MARKS])
+    assert "times" in run.problem("a").call("mark_home", ["from problem a"]).value
+    carried, atime, mtime, files = run.problem("b").call("read_home_marks").value
+    assert carried is None and (atime, mtime) != (123456789, 987654321) and files == []
+
+
+SIGNALLED = """
+import os, signal
+received = []
+def _note(sig, frame):
+    received.append(sig)
+for _s in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGRTMIN, signal.SIGRTMIN + 1):
+    signal.signal(_s, _note)
+
+def signal_parent():
+    for sig in (signal.SIGUSR1, signal.SIGRTMIN, signal.SIGUSR2, signal.SIGRTMIN + 1):
+        os.kill(os.getppid(), sig)       # the template: a handler of the notebook's would run there
+    return os.getppid()
+
+def received_so_far():
+    return list(received)
+
+def still_handled():
+    os.kill(os.getpid(), signal.SIGUSR1)
+    return list(received)
+"""
+
+
+def test_signals_a_problem_sends_its_template_reach_no_later_problem(submit):
+    """Does a signal that one problem's code sends to the process its problems are forked from
+    stay out of the next problem's state (a notebook's handler would otherwise record it there),
+    while a problem process still runs the notebook's handlers for its own signals?"""
+    run = submit([SIGNALLED])
+    run.problem("a").call("signal_parent")
+    assert run.problem("b").call("received_so_far").value == []
+    assert run.problem("c").call("still_handled").value == [int(signal.SIGUSR1)]
 
 
 # --------------------------------------------------------------------------- host lifecycle
