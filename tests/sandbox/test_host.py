@@ -524,6 +524,47 @@ def test_signals_a_problem_sends_its_template_reach_no_later_problem(submit):
     assert run.problem("c").call("still_handled").value == [int(signal.SIGUSR1)]
 
 
+SQUEEZED = """
+import os, resource
+def squeeze(target):
+    pid = os.getppid() if target == "template" else 1
+    done = []
+    for res, value in ((resource.RLIMIT_NOFILE, 41), (resource.RLIMIT_FSIZE, 12345678)):
+        try:
+            resource.prlimit(pid, res, (value, resource.prlimit(pid, res)[1]))
+            done.append(res)
+        except OSError:
+            pass
+    for call in (lambda: os.setpriority(os.PRIO_PROCESS, pid, 13), lambda: os.setpriority(os.PRIO_PGRP, 0, 14)):
+        try:
+            call()
+            done.append('nice')
+        except OSError:
+            pass
+    return done
+
+def own():
+    resource.setrlimit(resource.RLIMIT_NOFILE, (40, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    os.setpriority(os.PRIO_PROCESS, 0, 1)
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0], os.getpriority(os.PRIO_PROCESS, 0)
+
+def limits():
+    return resource.getrlimit(resource.RLIMIT_NOFILE), resource.getrlimit(resource.RLIMIT_FSIZE), \
+        os.getpriority(os.PRIO_PROCESS, 0)
+"""
+
+
+def test_a_problem_cannot_change_the_limits_or_priority_of_its_template_or_supervisor(submit):
+    """Are a problem's own limits and priority its own to lower, while those of the template (which
+    the next problem inherits) and of the supervisor (PID 1) are out of its reach?"""
+    run = submit([SQUEEZED])
+    before = run.problem("a").call("limits").value
+    assert run.problem("b").call("squeeze", ["supervisor"]).value == []
+    assert run.problem("c").call("squeeze", ["template"]).value == []
+    assert run.problem("d").call("limits").value == before
+    assert run.problem("e").call("own").value == (40, 1)
+
+
 # --------------------------------------------------------------------------- host lifecycle
 
 def test_closing_a_run_leaves_no_process_behind():

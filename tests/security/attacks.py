@@ -642,6 +642,24 @@ def _odd_frame(obj, *, caps=_proto.UNCAPPED):
 _proto.frame = _odd_frame
 '''
 
+LIMIT_SUPERVISOR = r'''
+# Lower the limits of the submission's PID 1 (its supervisor, same uid): no more open files, a
+# tiny address space; it then cannot look through /proc to sweep the problems' leftovers
+import resource as _resource
+def _squeeze():
+    for _pid in (1, _os.getppid()):
+        for _res, _value in ((_resource.RLIMIT_NOFILE, 3), (_resource.RLIMIT_AS, 16 * 2**20)):
+            try:
+                _resource.prlimit(_pid, _res, (_value, _value))
+            except Exception:
+                pass
+_squeeze()
+_honest_ln3 = layer_norm
+def layer_norm(x, gamma, beta, eps=1e-5):
+    _squeeze()
+    return _honest_ln3(x, gamma, beta, eps)
+'''
+
 ODD_PLAIN_RETURNS = r'''
 # plain values the wire carries, that no float or array can hold: an int of 1,101 bits, a ragged list
 def count_block_params(d_model, d_ff, ffn, norm="layernorm"):
@@ -779,6 +797,10 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("buffer_flood", "ln", "patch the child's framing so every reply lists two million empty buffers "
            "(a 4 MB header)", "the decoder slices a buffer only when a value refers to it, and refuses more buffers "
            "than values", early=_cells(BUFFER_FLOOD)),
+    Attack("limit_supervisor", "ln", "prlimit the submission's supervisor (PID 1) and the template to 3 open files "
+           "and 16 MB of address space, in a cell and in every layer_norm call",
+           "seccomp: prlimit64, setpriority and the scheduler calls only on the calling process",
+           cells=_cells(LIMIT_SUPERVISOR)),
     Attack("odd_plain_returns", "ln", "count_block_params returns an int of 1,101 bits (too large for a float) "
            "or a ragged list", "the graders' comparisons treat values they cannot convert as wrong answers",
            cells=_cells(ODD_PLAIN_RETURNS)),
