@@ -456,6 +456,7 @@ class Channel:
         self._ahead = bytearray(READ_AHEAD) if read_ahead else None
         self._start = self._end = 0          # the bytes read ahead and not used yet: _ahead[_start:_end]
         self._pollers: dict[int, Any] = {}    # one poll object per kind of wait, kept for the channel's life
+        self.last_size = 0                    # bytes of the last message read (its payload)
 
     @classmethod
     def from_fd(cls, fd: int) -> Channel:
@@ -485,6 +486,7 @@ class Channel:
             if n > caps.max_frame:
                 raise ProtocolError(f"message of {n} bytes exceeds the limit of {caps.max_frame} bytes")
             payload = self._read(n, deadline)
+        self.last_size = len(payload)
         message = decode(payload, trusted=trusted, caps=caps)
         if type(message) is not dict or type(message.get("op")) is not str:
             raise ProtocolError("message is not a dict with an 'op'")

@@ -397,6 +397,27 @@ def test_prefetch_reaching_the_failure_cap_refuses_the_function_after_it_is_take
     assert p.take(aheads[0]) is None                    # its process ended with the hang, now charged
 
 
+def test_answers_made_ahead_are_held_only_up_to_a_byte_budget(submit):
+    """When calls made ahead return more than the budget (return_mb, at least 1 MB) in all, are
+    the answers past it read and dropped, not held (their checks make the calls again in turn, in
+    the same process, no restart), and a hang past it not charged until made in turn?"""
+    big = "\nimport numpy as np\ndef big(i):\n    return np.full(100_000, float(i))\n"   # 0.8 MB
+    run = submit([BATCHED + big], Limits(cell_seconds=2.0, total_seconds=20.0, call_seconds=2.0, memory_mb=1024,
+                                        submission_seconds=60.0, return_mb=1.0))
+    p = run.problem("p")
+    aheads = p.prefetch([("big", (i,), {}) for i in range(4)])
+    assert len(aheads) == 1 and float(p.take(aheads[0]).value[0]) == 0.0
+    assert [float(p.call("big", (i,)).value[0]) for i in (1, 2, 3)] == [1.0, 2.0, 3.0] and p.forks == 1
+    q = run.problem("q")
+    aheads = q.prefetch([("big", (0,), {}), ("big", (1,), {}), ("spin", (), {}), ("bump", (), {})])
+    assert len(aheads) == 1 and run.failures == {} and run.restarts == 0
+    assert float(q.take(aheads[0]).value[0]) == 0.0
+    assert q.call("bump").value == 1 and run.restarts == 0       # a fresh process, no restart
+    with pytest.raises(CallTimeout):
+        q.call("spin")
+    assert len(run.failures["spin"]) == 1
+
+
 # --------------------------------------------------------------------------- fresh state per problem
 
 STATEFUL = """

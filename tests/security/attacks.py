@@ -660,6 +660,14 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return _honest_ln3(x, gamma, beta, eps)
 '''
 
+RETURN_NEAR_CAP = r'''
+import numpy as np
+def _near_cap(*args, **kwargs):
+    return np.ones(2 * 2**20 - 4096)           # just under return_mb (16 MB) on every call
+layer_norm = rms_norm = split_heads = merge_heads = multi_head_attention = pre_ln_block = silu = swiglu_ffn = _near_cap
+count_block_params = _near_cap
+'''
+
 ODD_PLAIN_RETURNS = r'''
 # plain values the wire carries, that no float or array can hold: an int of 1,101 bits, a ragged list
 def count_block_params(d_model, d_ff, ffn, norm="layernorm"):
@@ -801,6 +809,10 @@ ATTACKS: tuple[Attack, ...] = (
            "and 16 MB of address space, in a cell and in every layer_norm call",
            "seccomp: prlimit64, setpriority and the scheduler calls only on the calling process",
            cells=_cells(LIMIT_SUPERVISOR)),
+    Attack("return_near_cap", "ln", "every function returns just under the 16 MB cap on every call (a "
+           "problem's first calls, made ahead, were all held at once: 327 MB)",
+           "answers made ahead are held up to return_mb in all; the rest are made again in turn",
+           cells=_cells(RETURN_NEAR_CAP)),
     Attack("odd_plain_returns", "ln", "count_block_params returns an int of 1,101 bits (too large for a float) "
            "or a ragged list", "the graders' comparisons treat values they cannot convert as wrong answers",
            cells=_cells(ODD_PLAIN_RETURNS)),
