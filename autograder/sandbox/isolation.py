@@ -90,6 +90,8 @@ STUDENT_DENIED: tuple[tuple[tuple[str, ...], str], ...] = (
       "lookup_dcookie", "fanotify_init", "personality", "uselib", "vhangup"),
      "administering the machine"),
     (("execve", "execveat"), "running other programs"),
+    (("sched_setaffinity",), "leaving the CPU the sandbox is held on (sandbox_cpus: spread), to crowd the "
+                             "CPUs of other workers' sandboxes"),
     (("socket", "socketpair", "pipe", "pipe2", "memfd_create", "eventfd", "eventfd2", "mq_open",
       "shmget", "shmat", "msgget", "semget"),
      "new channels between processes (one problem's checks passing data to the next)"),
@@ -100,7 +102,7 @@ HOST_DENIED = tuple(group for group in STUDENT_DENIED
                     if group[0][0] in ("ptrace", "keyctl", "bpf", "kexec_load", "execve"))
 
 _MAP_SHARED = 0x01
-_SELF_ONLY = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
+_SELF_ONLY = ("prlimit64", "sched_setscheduler", "sched_setparam", "sched_setattr")
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 _PR_SET_DUMPABLE = 4
 _TIOCSTI = 0x5412

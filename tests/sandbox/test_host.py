@@ -586,6 +586,15 @@ def test_a_problem_cannot_change_the_limits_or_priority_of_its_template_or_super
     assert run.problem("e").call("own").value == (40, 1)
 
 
+def test_student_code_cannot_leave_the_cpus_its_sandbox_is_held_on(submit):
+    """Does student code that asks for other CPUs (here: the ones it has) get EPERM, so that a
+    sandbox held on one CPU keeps its processes there, off other workers' sandboxes?"""
+    run = submit(["import os\ndef widen():\n    before = sorted(os.sched_getaffinity(0))\n"
+                  "    try:\n        os.sched_setaffinity(0, set(before))\n        return 'changed'\n"
+                  "    except PermissionError:\n        return sorted(os.sched_getaffinity(0)) == before\n"])
+    assert run.problem("a").call("widen").value is True
+
+
 # --------------------------------------------------------------------------- host lifecycle
 
 def test_closing_a_run_leaves_no_process_behind():
