@@ -746,13 +746,15 @@ class Supervisor:
 
     def _problem_dir_untouched(self) -> bool:
         """Is the problems' folder as it was mounted? Empty is not enough: a problem's code could
-        leave data in the folder's own extended attributes or times for the next problem to read
-        (any such change also moves its ctime, which no one can set)."""
+        leave data in the folder's own extended attributes (user.*, an ACL) or times for the next
+        problem to read (any such change also moves its ctime, which no one can set). `security.*`
+        attributes are the system's (an LSM's label), not the student's to set."""
         try:
             st = os.stat(self.problem_dir)
             return (st.st_mode & 0o7777 == 0o700 and st.st_uid == os.getuid() and st.st_gid == os.getgid()
                     and (st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns) == self.problem_times
-                    and not os.listdir(self.problem_dir) and not os.listxattr(self.problem_dir))
+                    and not os.listdir(self.problem_dir)
+                    and all(name.startswith("security.") for name in os.listxattr(self.problem_dir)))
         except OSError:
             return False
 
