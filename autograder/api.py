@@ -165,6 +165,21 @@ def _refusal(course: Course, folder: Path) -> str | None:
     return None
 
 
+def _check_grader_files(course: Course, a: Assignment) -> None:
+    """Refuse (CourseError) a batch with a problem that has no grader file, before the gradebook or
+    any student's results are touched: that is the course's mistake (a typo in course.yml, a grader
+    not yet written), and grading would give every student 0 for it (and put its grade cell in
+    the gradebook). What else keeps the graders from being collected (a grader that does not import,
+    checks for no problem of course.yml) is found when a worker collects them (batch.worker), also
+    before any submission."""
+    from .consistency import grader_file_problems
+
+    problems = grader_file_problems(course, a, strays=False)
+    if problems:
+        raise CourseError(f"{'; '.join(problems)}; nothing was graded (`course validate {a.name}` checks the "
+                          f"course)")
+
+
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
               seed: int | None = None, force: bool = False, insecure: bool = False,
               workers: int | None = None, scheduler: str | None = None, background_commit: bool = False,
@@ -209,6 +224,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         course = load_course(course_dir)
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
+        _check_grader_files(course, a)
     except BaseException:
         if early is not None:
             early.close()

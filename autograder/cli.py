@@ -131,6 +131,10 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
         print(f"gradebook: from course.yml: {api.summarise_changes(batch.gradebook_changes)}")
     for line in batch.ungraded:
         print(f"not graded: {line}")
+    if student is None:
+        from .consistency import extension_problems
+        for line in extension_problems(course, a, (r.student for r in batch.results)):
+            print(f"WARNING: {line}")
     if batch.not_submitted:
         print(f"no submission from {len(batch.not_submitted)} roster student(s) (0 in the gradebook): "
               f"{', '.join(batch.not_submitted)}")
@@ -156,8 +160,7 @@ def _feedback(course_dir: str, assignment: str, student: str | None) -> int:
         print(f"not graded yet (run `course autograde {report.assignment}`): {', '.join(report.not_graded)}")
     if report.no_secret:
         print(f"no submission_secret.txt (not submitted through nbgrader's exchange), so `nbgrader "
-              f"release_feedback` cannot release these; leave them out with "
-              f"--CourseDirectory.student_id_exclude={','.join(report.no_secret)}")
+              f"release_feedback` cannot release them (it leaves them out, naming each): {', '.join(report.no_secret)}")
     for err in report.errors:
         print(f"feedback: {err}", file=sys.stderr)
     return 1 if report.errors else 0

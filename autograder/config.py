@@ -163,7 +163,8 @@ class Assignment:
     late_policy: LatePolicy = setting(LatePolicy(), help="what lateness costs")
     extensions: dict[str, Extension] = setting(
         factory=dict, help="per-student extensions by student id, e.g. `{ada: {days: 2}}`: the late policy counts "
-                           "from the assignment's due date plus the extension")
+                           "from the assignment's due date plus the extension; an id on neither the roster nor "
+                           "the submissions is named by `course validate` and `course autograde`")
 
     def due_for(self, student: str) -> dt.datetime | None:
         """The student's due date: `due` plus their extension (None when the assignment has none)."""
@@ -265,24 +266,42 @@ class Course:
         return tuple(s.id for s in self.students())
 
     def students(self) -> tuple[RosterStudent, ...]:
-        """The roster: each student's id, and name and email where the CSV has those columns."""
+        """The roster: each student's id, and name and email where the CSV has those columns.
+
+        A ConfigError names the line of an id given twice (a later row would silently replace the
+        name and email of the first) or of one that cannot be a student's folder under submitted/
+        (whitespace, `;`, `/`: most likely a CSV separated by `;` or tabs, read as one id per line).
+        A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name."""
         if self.roster_file is None:
             return ()
         if not self.roster_file.exists():
             raise ConfigError(f"{CONFIG_NAME}: roster: file {self.roster_file} does not exist")
-        text = self.roster_file.read_text(encoding="utf-8")
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        if lines and ("," in lines[0] or lines[0].strip() == "id"):
-            rows = list(csv.DictReader(lines))
-            if rows and "id" not in rows[0]:
-                raise ConfigError(f"{self.roster_file.name}: expected an 'id' column in the header")
-
-            def cell(row: dict[str, str | None], key: str) -> str:
-                return (row.get(key) or "").strip()
-
-            return tuple(RosterStudent(cell(r, "id"), cell(r, "first_name"), cell(r, "last_name"), cell(r, "email"))
-                         for r in rows if cell(r, "id"))
-        return tuple(RosterStudent(ln.strip()) for ln in lines)
+        name = self.roster_file.name
+        text = self.roster_file.read_text(encoding="utf-8-sig")
+        lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+        out: list[tuple[int, RosterStudent]] = []
+        if lines and ("," in lines[0][1] or lines[0][1].strip() == "id"):
+            header = next(csv.reader([lines[0][1]]))
+            if "id" not in [h.strip() for h in header]:
+                raise ConfigError(f"{name}: line {lines[0][0]}: expected an 'id' column in the comma-separated header "
+                                  f"(optional: first_name, last_name, email), got {schema.show(lines[0][1])}")
+            header = [h.strip() for h in header]
+            for n, line in lines[1:]:
+                row = dict(zip(header, (v.strip() for v in next(csv.reader([line]))), strict=False))
+                if row.get("id"):
+                    out.append((n, RosterStudent(row["id"], row.get("first_name") or "", row.get("last_name") or "",
+                                                 row.get("email") or "")))
+        else:
+            out = [(n, RosterStudent(ln.strip())) for n, ln in lines]
+        first: dict[str, int] = {}
+        for n, student in out:
+            if any(ch.isspace() or ch in ";/\\," for ch in student.id):
+                raise ConfigError(f"{name}: line {n}: {schema.show(student.id)} is not a student id (a CSV roster "
+                                  f"is comma-separated, with an 'id' column; otherwise one id per line)")
+            if first.setdefault(student.id, n) != n:
+                raise ConfigError(f"{name}: line {n}: student {student.id!r} is listed twice (first on line "
+                                  f"{first[student.id]})")
+        return tuple(student for _, student in out)
 
 
 # --------------------------------------------------------------------------- reading and describing
@@ -307,6 +326,7 @@ def load_course(course_dir: str | Path = ".") -> Course:
 
 
 YAML_CACHE = "course-yml"           # usercache kind of course.yml's data
+_PARSER = "unique-keys"              # in the cache key: data cached before keys given twice were refused is not used
 _TAG = "\0yaml"                      # the key marking a date or time in the cached data
 
 
@@ -327,13 +347,37 @@ def course_data(text: str) -> Any:
     return data
 
 
+def _unique_keys(base: Any) -> Any:
+    """`base` (a PyYAML loader class) refusing a mapping that gives a key twice: PyYAML keeps the
+    last silently, so an edit that adds `layer_norm: {points: 3}` below the old line would change
+    the points without a word (and "unknown keys are errors" could not see it)."""
+    import yaml
+
+    class UniqueKeys(base):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[tuple[str, str], yaml.Mark] = {}
+                for key_node, _ in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    first = seen.setdefault((key_node.tag, key_node.value), key_node.start_mark)
+                    if first is not key_node.start_mark:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {key_node.value!r} given twice, first on line {first.line + 1}",
+                            key_node.start_mark)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeys
+
+
 def parse_yaml(text: str, loader: Any = None) -> Any:
     """YAML `text` read by libyaml's safe loader where PyYAML has it (the same documents, ~7x less
-    CPU than the pure-Python one), or by `loader`; invalid YAML is a ConfigError naming the line."""
+    CPU than the pure-Python one), or by `loader`; invalid YAML, or a key given twice in one
+    mapping, is a ConfigError naming the line."""
     import yaml
 
     try:
-        return yaml.load(text, Loader=loader or getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.load(text, Loader=_unique_keys(loader or getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -352,7 +396,7 @@ def _yaml_cache_key(text: str) -> str | None:
         return None
     if st is None:
         return None
-    version = f"{origin}:{st.st_size}:{st.st_mtime_ns}:{sys.version_info[:2]}\0"
+    version = f"{origin}:{st.st_size}:{st.st_mtime_ns}:{sys.version_info[:2]}:{_PARSER}\0"
     return hashlib.sha256(version.encode() + text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -395,7 +439,8 @@ def reference() -> str:
     return schema.reference(Course, title="course.yml reference", intro=f"""
 Every key of `course.yml`, generated from the declarations in `autograder/config.py`
 (`python -m autograder.config > docs/config.md`; a test fails when this page is out of date).
-Keys not listed here are errors, and so is a value of the wrong type: `course` names the key path
+Keys not listed here are errors, and so are a key given twice in one mapping (`course` names both
+lines) and a value of the wrong type: `course` names the key path
 in one line, e.g. `course.yml: assignments[0].limits.cell_seconds: expected a positive number, got -1`.
 A key left out, or set to nothing (`key:` or `key: null`), takes its default; a mapping given in
 part keeps the defaults of the keys it leaves out. Dtype keys: {", ".join(DTYPES)}.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,13 +135,39 @@ def write_points(nb: dict[str, Any], assignment: Assignment, notebook: str) -> l
 
 # --------------------------------------------------------------------------- checking
 
+def duplicate_ids(nb: dict[str, Any], where: str) -> list[str]:
+    """Cells sharing an nbgrader `grade_id`, or a cell `id` (a cell copied in Jupyter keeps both):
+    nbgrader's generate_assignment then fails with "the nbgrader metadata may be corrupted", naming
+    neither. One line each, starting with `where`, naming the id and the cells (numbered from 1, as
+    Jupyter shows them)."""
+    def grade_id(cell: dict[str, Any]) -> Any:
+        return _nbgrader(cell).get("grade_id")
+
+    def cell_id(cell: dict[str, Any]) -> Any:
+        return cell.get("id")
+
+    out = []
+    for kind, of in (("nbgrader grade_id", grade_id), ("cell id", cell_id)):
+        cells: dict[str, list[int]] = {}
+        for i, cell in enumerate(nb.get("cells", [])):
+            value = of(cell) if isinstance(cell, dict) else None
+            if isinstance(value, str) and value:
+                cells.setdefault(value, []).append(i + 1)
+        out += [f"{where}: {kind} {value!r} is used by cells {', '.join(map(str, numbers))}; give each cell its own "
+                f"(a copied cell keeps the original's metadata)"
+                for value, numbers in cells.items() if len(numbers) > 1]
+    return out
+
+
 def notebook_problems_found(nb: dict[str, Any], assignment: Assignment, notebook: str, where: str) -> list[str]:
-    """What `course release` cannot fix from course.yml: a problem without its grade cell, a grade
-    cell that is no problem. One line each, starting with `where` (the notebook's path)."""
+    """What `course release` cannot fix from course.yml: an id used by two cells, a problem without
+    its grade cell, a grade cell that is no problem. One line each, starting with `where` (the
+    notebook's path)."""
     found = grade_cells(nb)
     mine = notebook_problems(assignment, notebook)
-    out = [f"{where}: has no grade cell {p.grade_id!r} for problem {p.name} (course.yml)"
-           for p in mine if p.grade_id not in found]
+    out = duplicate_ids(nb, where)
+    out += [f"{where}: has no grade cell {p.grade_id!r} for problem {p.name} (course.yml)"
+            for p in mine if p.grade_id not in found]
     known = {p.grade_id for p in mine}
     for grade_id, (_, points) in found.items():
         if grade_id not in known:
@@ -223,14 +250,14 @@ def grader_files(layout: CourseLayout, assignment: Assignment) -> tuple[GraderFi
     return tuple(GraderFile(p, p.stem[len("test_"):]) for p in sorted(folder.glob("test_*.py")))
 
 
-def graders_problems(course: Course, assignment: Assignment, notebooks: dict[str, dict[str, Any]]) -> list[str]:
-    """A grader file with no problem in course.yml, a problem without a grader file, and a problem
-    whose function its notebook does not define (`notebooks`: file name -> notebook JSON)."""
+def grader_file_problems(course: Course, assignment: Assignment, *, strays: bool = True) -> list[str]:
+    """A grader file with no problem in course.yml (unless not `strays`), and a problem without a
+    grader file."""
     layout = course.layout
     out = []
     graders = grader_files(layout, assignment)
-    problems = {p.name: p for p in assignment.problems}
-    for g in graders:
+    problems = {p.name for p in assignment.problems}
+    for g in graders if strays else ():
         if g.problem not in problems:
             out.append(f"{layout.relative(g.path)}: grades {g.problem}, which is not a problem of "
                        f"{assignment.name} in course.yml")
@@ -239,8 +266,28 @@ def graders_problems(course: Course, assignment: Assignment, notebooks: dict[str
         if p.name not in have:
             out.append(f"{p.name}: no grader file {layout.relative(layout.graders(assignment.package))}/"
                        f"test_{p.name}.py")
+    return out
+
+
+def graders_problems(course: Course, assignment: Assignment, notebooks: dict[str, dict[str, Any]]) -> list[str]:
+    """A grader file with no problem in course.yml, a problem without a grader file, and a problem
+    whose function its notebook does not define (`notebooks`: file name -> notebook JSON)."""
+    layout = course.layout
+    out = grader_file_problems(course, assignment)
+    for p in assignment.problems:
         nb = notebooks.get(p.notebook)
         if nb is not None and p.name not in defined_functions(nb):
             out.append(f"{p.name}: the grader calls {p.name}(), which "
                        f"{layout.relative(layout.source(assignment.name) / p.notebook)} does not define")
     return out
+
+
+def extension_problems(course: Course, assignment: Assignment, submitted: Iterable[str]) -> list[str]:
+    """An extension in course.yml for a student id that is neither on the roster nor among those
+    who submitted (`submitted`): most likely a typo, and the student meant gets the late penalty."""
+    known = set(course.roster()) | set(submitted)
+    index = next(i for i, a in enumerate(course.assignments) if a.name == assignment.name)
+    roster = course.layout.relative(course.roster_file) if course.roster_file is not None else "no roster file"
+    return [f"course.yml: assignments[{index}].extensions.{sid}: no student {sid!r} on the roster ({roster}) or in "
+            f"{course.layout.relative(course.layout.submitted_dir)}/, so this extension applies to nobody"
+            for sid in assignment.extensions if sid not in known]

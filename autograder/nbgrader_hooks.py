@@ -16,18 +16,24 @@ sets, from course.yml:
   formgrader button) writes our page, from results.json and the gradebook (the same page as `course
   feedback`), instead of an HTML copy of the notebook;
 - `ExportApp.plugin_class = CourseCsvExport`: `nbgrader export` syncs the roster first (names, emails,
-  a zero row for a student who did not submit) and adds each student's extension and own due date.
+  a zero row for a student who did not submit) and adds each student's extension and own due date;
+- `ExchangeFactory.release_feedback = CourseReleaseFeedback`: `nbgrader release_feedback` leaves out,
+  naming each, the students whose submission did not come through the exchange (no
+  `submission_secret.txt`), instead of stopping at the first of them.
 """
 from __future__ import annotations
 
 import csv
+import glob
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 from nbconvert.exporters import Exporter
 from nbformat import NotebookNode
+from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.plugins.export import CsvExportPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode, default
@@ -38,19 +44,22 @@ from .layout import NBGRADER_CONFIG, RESULTS_JSON
 
 HOOKS = __name__
 _grading = threading.Lock()      # one batch at a time in a formgrader process
+_reported: set[str] = set()      # course.yml errors printed by `configure` in this process
 
 
-def configure(c: Any, course_dir: str | Path) -> Course:
-    """Fill nbgrader's config `c` for the course in `course_dir` (see the module docstring)."""
+def configure(c: Any, course_dir: str | Path) -> Course | None:
+    """Fill nbgrader's config `c` for the course in `course_dir` (see the module docstring).
+
+    The routing through this engine is set before course.yml is read, and stays when it cannot be
+    read (a typo, a wrong type): the error is then printed in one line and None returned, rather
+    than raised, because nbgrader (traitlets) would only log a raised error and go on with its own
+    defaults, so that `nbgrader generate_feedback` wrote its own pages and copied results.json
+    into feedback/, and `nbgrader autograde` graded the visible asserts. Routed, each of those
+    commands (and formgrader's buttons) fails with course.yml's error until it is fixed."""
     from nbgrader.coursedir import CourseDirectory
 
-    course = load_course(course_dir)
-    root = str(course.root)
+    root = str(Path(course_dir).resolve())
     c.CourseDirectory.root = root
-    c.CourseDirectory.db_url = course.gradebook_url
-    c.CourseDirectory.course_id = course.course_id
-    if course.exchange is not None:
-        c.Exchange.root = str(course.exchange.resolve())
     ignore = list(CourseDirectory().ignore)
     c.CourseDirectory.ignore = [*ignore, *([RESULTS_JSON] if RESULTS_JSON not in ignore else [])]
     c.Autograde.autograde_preprocessors = [CourseAutograde]
@@ -60,6 +69,19 @@ def configure(c: Any, course_dir: str | Path) -> Course:
     c.CourseFeedbackExporter.course_dir = root
     c.ExportApp.plugin_class = CourseCsvExport
     c.CourseCsvExport.course_dir = root
+    c.ExchangeFactory.release_feedback = CourseReleaseFeedback
+    try:
+        course = load_course(root)
+    except CourseError as exc:
+        line = f"{NBGRADER_CONFIG}: {exc} (nbgrader's autograde, generate_feedback and export refuse until it is fixed)"
+        if line not in _reported:            # nbgrader reads its config files more than once
+            _reported.add(line)
+            print(line, file=sys.stderr, flush=True)
+        return None
+    c.CourseDirectory.db_url = course.gradebook_url
+    c.CourseDirectory.course_id = course.course_id
+    if course.exchange is not None:
+        c.Exchange.root = str(course.exchange.resolve())
     return course
 
 
@@ -128,12 +150,16 @@ class CourseFeedbackExporter(Exporter):
 
 class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
     """nbgrader's CSV export after syncing the roster into the gradebook, plus two columns:
-    `extension` ("2 days") and `extended_duedate` (the student's own due date), empty without one."""
+    `extension` ("2 days") and `extended_duedate` (the student's own due date), empty without one.
+
+    The rows are nbgrader's (every assignment of the gradebook times every student, a 0 row for whoever
+    did not submit, the same values and filters), written by the csv module: nbgrader's own plugin
+    joins the fields with commas unquoted, so a name holding a comma or quotes would shift the columns."""
 
     course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
 
     def export(self, gradebook: Any) -> None:
-        from .reporting.gradebook import gradebook_lock, naive_utc, sync_roster
+        from .reporting.gradebook import gradebook_lock, sync_roster
 
         course = load_course(self.course_dir)
         gradebook.db.commit()             # no read transaction held while waiting for a writer
@@ -144,25 +170,85 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             except BaseException:
                 gradebook.db.rollback()
                 raise
-            super().export(gradebook)
+            rows = self._rows(gradebook, course)
         dest = self.to or "grades.csv"
-        with open(dest, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            rows = list(reader)
-            fields = [*(reader.fieldnames or ()), "extension", "extended_duedate"]
-        names = {a.name: a for a in course.assignments}
-        for row in rows:
-            a = names.get(row.get("assignment", ""))
-            ext = a.extensions.get(row.get("student_id", "")) if a is not None else None
-            due = a.due_for(row.get("student_id", "")) if a is not None and ext is not None else None
-            row["extension"] = ext.describe() if ext is not None else ""
-            row["extended_duedate"] = str(naive_utc(due)) if due is not None else ""
+        self.log.info("Exporting grades to %s", dest)
         tmp = f"{dest}.tmp"
         with open(tmp, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
+            writer = csv.DictWriter(fh, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
         os.replace(tmp, dest)
+
+    def _rows(self, gradebook: Any, course: Course) -> list[dict[str, str]]:
+        """nbgrader's CsvExportPlugin rows (its values, as text), with the course's extension columns."""
+        from nbgrader.api import MissingEntry
+
+        from .reporting.gradebook import naive_utc
+
+        students = {str(s) for s in self.student}
+        assignments = {str(a) for a in self.assignment}
+        names = {a.name: a for a in course.assignments}
+        rows = []
+        for assignment in gradebook.assignments:
+            if assignments and assignment.name not in assignments:
+                continue
+            ours = names.get(assignment.name)
+            for student in gradebook.students:
+                if students and student.id not in students:
+                    continue
+                row: dict[str, Any] = {
+                    "assignment": assignment.name, "duedate": assignment.duedate, "student_id": student.id,
+                    "last_name": student.last_name, "first_name": student.first_name, "email": student.email,
+                    "max_score": assignment.max_score}
+                try:
+                    submission = gradebook.find_submission(assignment.name, student.id)
+                except MissingEntry:
+                    row.update(timestamp="", raw_score=0.0, late_submission_penalty=0.0, score=0.0)
+                else:
+                    penalty = submission.late_submission_penalty
+                    row.update(timestamp=submission.timestamp, raw_score=submission.score,
+                               late_submission_penalty=penalty, score=max(0.0, submission.score - penalty))
+                ext = ours.extensions.get(student.id) if ours is not None else None
+                due = ours.due_for(student.id) if ours is not None and ext is not None else None
+                row["extension"] = ext.describe() if ext is not None else ""
+                row["extended_duedate"] = naive_utc(due) if due is not None else ""
+                rows.append({key: "" if value is None else str(value) for key, value in row.items()})
+        return rows
+
+
+# nbgrader's CsvExportPlugin columns, then the course's two.
+EXPORT_COLUMNS = ("assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+                  "raw_score", "late_submission_penalty", "score", "max_score", "extension", "extended_duedate")
+
+
+class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
+    """nbgrader's release_feedback (its own exchange), leaving out, with a warning naming the
+    folder, each student whose feedback folder has no `submission_secret.txt` or `timestamp.txt`
+    (a submission put in submitted/ by hand, not through `nbgrader submit`: the exchange has no way
+    to hand it back). nbgrader's own stops at the first such student with a FileNotFoundError, and
+    the students its folder listing reaches after that get nothing."""
+
+    def copy_files(self) -> None:
+        before = self.coursedir.student_id_exclude
+        excluded = {s for s in (before or "").split(",") if s}
+        skipped = []
+        for page_folder in sorted(glob.glob(self.src_path)):      # feedback/<student or *>/<assignment>
+            student = os.path.basename(os.path.dirname(page_folder.rstrip(os.sep)))
+            if student in excluded or not glob.glob(os.path.join(glob.escape(page_folder), "*.html")):
+                continue
+            missing = [n for n in ("timestamp.txt", "submission_secret.txt")
+                       if not os.path.isfile(os.path.join(page_folder, n))]
+            if missing:
+                skipped.append(student)
+                self.log.warning("%s: no %s (not submitted through nbgrader's exchange), so its feedback cannot "
+                                 "be released; left out", os.path.relpath(page_folder, self.coursedir.root),
+                                 " or ".join(missing))
+        self.coursedir.student_id_exclude = ",".join(sorted(excluded | set(skipped)))
+        try:
+            super().copy_files()
+        finally:
+            self.coursedir.student_id_exclude = before
 
 
 def config_problems(course: Course) -> list[str]:

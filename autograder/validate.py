@@ -20,7 +20,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 from .config import Assignment, Course
-from .consistency import graders_problems, points_problems
+from .consistency import extension_problems, graders_problems, points_problems
 from .errors import CourseError
 from .text import truncate
 from .toolpath import tools_on_path
@@ -104,6 +104,14 @@ def _notebook(path: Path) -> dict[str, Any] | None:
     return nb if isinstance(nb, dict) and isinstance(nb.get("cells"), list) else None
 
 
+def _submitted(course: Course, assignment: Assignment) -> list[str]:
+    base = course.layout.submitted_dir
+    try:
+        return [p.name for p in base.iterdir() if (p / assignment.name).is_dir()]
+    except OSError:
+        return []
+
+
 def consistency_problems(course: Course, assignment: Assignment) -> list[str]:
     """Where course.yml, the notebooks, the graders, the gradebook and nbgrader's config disagree."""
     from .nbgrader_hooks import config_problems
@@ -122,6 +130,7 @@ def consistency_problems(course: Course, assignment: Assignment) -> list[str]:
                 sources[name] = nb
             problems += points_problems(nb, assignment, name, layout.relative(path))
     problems += graders_problems(course, assignment, sources)
+    problems += extension_problems(course, assignment, _submitted(course, assignment))
     problems += max_score_problems(course, assignment)
     problems += config_problems(course)
     return problems

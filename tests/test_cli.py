@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from autograder.layout import CourseLayout
+from conftest import course_with_students
 
 
 def course(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -48,3 +49,75 @@ def test_cli_help_is_written_for_its_users():
     for command in ("release", "validate", "autograde", "demo"):
         assert command in proc.stdout
     assert "argument parsing only" not in proc.stdout, "the module docstring is for developers"
+
+
+def _scores(folder: Path) -> dict[str, float]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{folder / 'gradebook.db'}") as gb:
+        return {s.student.id: s.score for s in gb.find_assignment("transformer-block").submissions}
+
+
+def _outputs(folder: Path) -> dict[str, bytes]:
+    layout = CourseLayout(folder)
+    files = [*layout.autograded_dir.rglob("results.json"), *layout.feedback_dir.rglob("*.html")]
+    return {str(f.relative_to(folder)): f.read_bytes() for f in files}
+
+
+def _no_grader(folder: Path) -> None:
+    config = folder / "course.yml"
+    config.write_text(config.read_text().replace("silu: {points: 5}", "silu: {points: 5}\n      gelu: {points: 5}"))
+
+
+def _grader_does_not_import(folder: Path) -> None:
+    with open(CourseLayout(folder).graders("transformer_block") / "test_silu.py", "a") as fh:
+        fh.write("\ndef broken(:\n")
+
+
+def _grader_for_no_problem(folder: Path) -> None:
+    graders = CourseLayout(folder).graders("transformer_block")
+    (graders / "test_gelu.py").write_text((graders / "test_silu.py").read_text())
+
+
+@pytest.mark.parametrize("breakage, args, message", [
+    (_no_grader, ["--force"], "gelu: no grader file assignments/transformer_block/graders/test_gelu.py"),
+    (_grader_does_not_import, ["--force"], "test_silu.py: E   SyntaxError: invalid syntax"),
+    (_grader_does_not_import, ["--force", "--student", "ada"], "test_silu.py: E   SyntaxError: invalid syntax"),
+    (_grader_for_no_problem, ["--force", "--workers", "2"],
+     "assignments/transformer_block/graders: graders could not be collected: test_gelu.py: no problem named 'gelu'"),
+])
+def test_cli_broken_graders_refuse_before_any_student_is_touched(tmp_path, breakage, args, message):
+    """When the graders do not match course.yml (a problem without its grader file, a grader that does
+    not import, a grader for no problem), does `course autograde` refuse in one line (exit 2), leaving
+    every student's results.json, page and gradebook grades as they were, rather than grading the whole
+    class as crashed with 0?"""
+    folder = course_with_students(tmp_path / "course", ("ada", "katherine"))
+    first = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert first.returncode == 0, first.stdout + first.stderr
+    scores, outputs = _scores(folder), _outputs(folder)
+    assert scores == {"ada": 100.0, "katherine": 88.0} and len(outputs) == 4
+
+    breakage(folder)
+    proc = course("autograde", "transformer-block", *args, "--course-dir", str(folder))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "nothing was graded" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert _outputs(folder) == outputs
+    assert _scores(folder) == scores
+
+
+def test_cli_an_extension_for_no_student_is_named_and_the_batch_goes_on(tmp_path):
+    """Does an extension in course.yml for an id that is neither on the roster nor among the submissions (a
+    typo: the student meant then pays the late penalty) get a warning naming the key, while the batch
+    grades everyone and exits 0; and does an extension for a real student raise no warning?"""
+    folder = course_with_students(tmp_path / "course", ("ada", "alan"))
+    config = folder / "course.yml"
+    config.write_text(config.read_text().replace(
+        "    late_policy:", "    extensions: {alna: {days: 1}, ada: {days: 2}}\n    late_policy:", 1))
+    proc = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    warnings = [ln for ln in proc.stdout.splitlines() if ln.startswith("WARNING")]
+    assert warnings == ["WARNING: course.yml: assignments[0].extensions.alna: no student 'alna' on the roster "
+                        "(roster.csv) or in submitted/, so this extension applies to nobody"]
+    assert "late -10" in next(ln for ln in proc.stdout.splitlines() if ln.startswith("alan "))

@@ -231,3 +231,53 @@ def test_config_reference_page_is_up_to_date():
 
     committed = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
     assert committed == reference(), "regenerate it: python -m autograder.config > docs/config.md"
+
+
+@pytest.mark.parametrize("loader", [None, yaml.SafeLoader])
+def test_config_a_key_given_twice_is_an_error_naming_both_lines(tmp_path, monkeypatch, loader):
+    """Is a key given twice in one mapping of course.yml (an edit that adds a problem's new points below
+    the old line, or a second `due:`) an error naming the line of each, rather than the last one silently
+    winning, with either YAML loader and through the user's cache?"""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))       # a cache of this test's own
+    text = "a: 1\nproblems:\n  layer_norm: {points: 12}\n  silu: {points: 5}\n  layer_norm: {points: 3}\n"
+    with pytest.raises(ConfigError) as info:
+        parse_yaml(text, loader)
+    assert str(info.value) == "course.yml: line 5: not valid YAML (key 'layer_norm' given twice, first on line 3)"
+    with pytest.raises(ConfigError, match="key 'a' given twice, first on line 1"):
+        course_data("a: 1\nb: 2\na: 3\n")
+    good = "base: &b {x: 1}\nmerged:\n  <<: *b\n  y: 2\nlist: [{a: 1}, {a: 2}]\n"    # merge keys, same key in two maps
+    assert parse_yaml(good, loader) == yaml.safe_load(good)
+    folder = make_course(tmp_path / "c", yaml.safe_dump(GOOD) + "name: Other title\n")
+    with pytest.raises(ConfigError, match=r"^course.yml: line \d+: not valid YAML \(key 'name' given twice"):
+        load_course(folder)
+
+
+@pytest.mark.parametrize("roster, error", [
+    ("id;first_name;last_name;email\nada;Ada;Lovelace;ada@x.edu\n",
+     'roster.csv: line 1: "id;first_name;last_name;email" is not a student id'),
+    ("id,first_name\nada,Ada\nbob,Bob\nada,Ada L.\n",
+     "roster.csv: line 4: student 'ada' is listed twice (first on line 2)"),
+    ("ada\n\nbob\nada\n", "roster.csv: line 4: student 'ada' is listed twice (first on line 1)"),
+    ("ID,First Name\nada,Ada\n", "roster.csv: line 1: expected an 'id' column in the comma-separated header"),
+    ("ada lovelace\n", 'roster.csv: line 1: "ada lovelace" is not a student id'),
+])
+def test_config_a_roster_that_cannot_be_read_as_meant_is_an_error_naming_the_line(tmp_path, roster, error):
+    """Is a roster separated by `;` (read as one id per line, it would put a student named
+    "id;first_name;..." in the gradebook), a student listed twice (the later row would replace the first's
+    name and email), or a header without `id` an error naming the line?"""
+    course = load_course(make_course(tmp_path, GOOD))
+    (tmp_path / "roster.csv").write_text(roster)
+    with pytest.raises(ConfigError) as info:
+        course.students()
+    assert str(info.value).startswith(error) and "\n" not in str(info.value)
+
+
+def test_config_a_roster_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
+    """Does a roster saved as Excel's "CSV UTF-8" (a byte-order mark before `id`) read like the same file
+    without it?"""
+    course = load_course(make_course(tmp_path, GOOD))
+    text = "id,first_name,last_name,email\nada,Ada,Lovelace,ada@x.edu\nbob,Bob,,\n"
+    (tmp_path / "roster.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    with_mark = course.students()
+    (tmp_path / "roster.csv").write_text(text)
+    assert with_mark == course.students() and with_mark[0].id == "ada" and with_mark[0].email == "ada@x.edu"

@@ -126,3 +126,18 @@ def test_a_grader_with_no_problem_and_a_function_the_notebook_lacks_are_named(co
             "transformer-block in course.yml") in problems
     assert f"silu: the grader calls silu(), which {WHERE} does not define" in problems
     assert len(problems) == 2
+
+
+def test_consistency_names_an_extension_for_no_student(course_copy):
+    """Is an extension for an id on neither the roster nor the submissions named with its key path, and
+    one for a roster student or a student who submitted (not on the roster) left alone?"""
+    from autograder.consistency import extension_problems
+
+    (course_copy / "roster.csv").write_text("id\nada\n")
+    config = course_copy / "course.yml"
+    config.write_text(config.read_text().replace(
+        "    late_policy:", "    extensions: {ada: {days: 1}, late: {days: 1}, adaa: {hours: 3}}\n    late_policy:", 1))
+    course = load_course(course_copy)
+    assert extension_problems(course, course.assignment(ASSIGNMENT), ["late"]) == [
+        "course.yml: assignments[0].extensions.adaa: no student 'adaa' on the roster (roster.csv) or in "
+        "submitted/, so this extension applies to nobody"]

@@ -5,8 +5,11 @@ from __future__ import annotations
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.config import load_course
-from autograder.layout import NBGRADER_CONFIG
+from autograder.layout import NBGRADER_CONFIG, CourseLayout
 from autograder.nbgrader_hooks import CourseAutograde, CourseCsvExport, CourseFeedbackExporter, config_problems
+
+# nbgrader's exchange keeps released pages in <exchange>/<course id>/feedback/: not a course step folder
+EXCHANGE_FEEDBACK = "feedback"
 
 
 def loaded(course_dir):
@@ -45,22 +48,27 @@ def test_a_config_that_bypasses_the_engine_is_reported(course_copy):
     assert config_problems(course)[0].startswith("nbgrader_config.py: missing")
 
 
-def test_export_of_an_empty_gradebook_keeps_nbgraders_columns(course_copy):
-    """Does `nbgrader export` through the course's plugin write nbgrader's header plus the extension
-    columns when there is nothing to list yet, and put the roster in the gradebook?"""
-    import csv
+def _export(course_dir):
     import os
     import subprocess
     import sys
     from pathlib import Path
 
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    return subprocess.run([str(bin_dir / "nbgrader"), "export", "--to", "grades.csv"], cwd=course_dir, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_export_of_an_empty_gradebook_keeps_nbgraders_columns(course_copy):
+    """Does `nbgrader export` through the course's plugin write nbgrader's header plus the extension
+    columns when there is nothing to list yet, and put the roster in the gradebook?"""
+    import csv
+
     from nbgrader.api import Gradebook
 
     (course_copy / "roster.csv").write_text("id,first_name,last_name,email\nada,Ada,Lovelace,ada@example.edu\n")
-    bin_dir = Path(sys.executable).parent
-    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
-    done = subprocess.run([str(bin_dir / "nbgrader"), "export", "--to", "grades.csv"], cwd=course_copy, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = _export(course_copy)
     assert done.returncode == 0, done.stderr
     with open(course_copy / "grades.csv", newline="", encoding="utf-8") as fh:
         header = next(csv.reader(fh))
@@ -68,3 +76,102 @@ def test_export_of_an_empty_gradebook_keeps_nbgraders_columns(course_copy):
     assert header[-2:] == ["extension", "extended_duedate"]
     with Gradebook(load_course(course_copy).gradebook_url) as gb:
         assert gb.find_student("ada").email == "ada@example.edu"
+
+
+def test_a_broken_course_yml_keeps_nbgrader_routed_through_the_engine(tmp_path):
+    """When course.yml cannot be read (a typo'd key), does nbgrader_config.py still route autograde,
+    generate_feedback and export through the engine, so that they fail with course.yml's error in one line,
+    instead of nbgrader going on with its own defaults: its own feedback page over ours and results.json
+    (hidden tests' names, the replay seed) copied into feedback/?"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    graded = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir",
+                             str(folder)], capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    config = folder / "course.yml"
+    config.write_text(config.read_text().replace("late_policy:", "late_polcy:"))
+
+    cfg = loaded(folder)
+    assert cfg.Autograde.autograde_preprocessors == [CourseAutograde]
+    assert cfg.GenerateFeedback.exporter_class is CourseFeedbackExporter
+    assert cfg.ExportApp.plugin_class is CourseCsvExport
+    assert "results.json" in cfg.CourseDirectory.ignore
+    error = "nbgrader_config.py: course.yml: assignments[0].late_polcy: unknown key"
+    for args in (["generate_feedback", "transformer-block", "--student", "ada", "--force"],
+                 ["export", "--to", "grades.csv"]):
+        proc = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode != 0, proc.stderr
+        assert [ln for ln in proc.stderr.splitlines() if ln.startswith(error)] == [proc.stderr.splitlines()[0]]
+    feedback = CourseLayout(folder).feedback_dir
+    assert not list(feedback.rglob("results.json"))
+    assert not [p for p in feedback.rglob("*.html") if "nbgrader" in p.read_text().lower()[:20000]]
+    assert not (folder / "grades.csv").exists()
+
+
+def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_exchange(tmp_path):
+    """When one student's notebook was put in submitted/ by hand (no submission_secret.txt), does `nbgrader
+    release_feedback` release everyone else's page and name that student's folder in a warning, instead of
+    stopping at them with a FileNotFoundError?"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada", "alan", "grace"))
+    layout = CourseLayout(folder)
+    for sid in ("ada", "grace"):                      # as `nbgrader submit` leaves it
+        (layout.submission(sid, "transformer-block") / "submission_secret.txt").write_text(f"secret-{sid}")
+    config = folder / "course.yml"
+    config.write_text(config.read_text() + "exchange: ../exchange\n")
+    (tmp_path / "exchange").mkdir()
+    (tmp_path / "exchange").chmod(0o777)              # nbgrader's exchange is writable by all
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    graded = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir",
+                             str(folder)], capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    proc = subprocess.run([str(bin_dir / "nbgrader"), "release_feedback", "transformer-block"], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    warnings = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
+    alan = layout.relative(layout.feedback("alan", "transformer-block"))
+    assert len(warnings) == 1 and f"{alan}: no submission_secret.txt" in warnings[0]
+    released = sorted((tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK).iterdir())
+    assert len(released) == 2 and all(p.suffix == ".html" for p in released)
+
+
+def test_export_quotes_names_with_commas_quotes_and_accents(course_copy):
+    """Does `nbgrader export` give every roster student one row whose names read back exactly, when the
+    names hold a comma, double quotes and letters outside ASCII?"""
+    import csv
+
+    from nbgrader.api import Gradebook
+
+    (course_copy / "roster.csv").write_text(
+        'id,first_name,last_name,email\n'
+        'ana,Ana,"O\'Neil, Jr.",ana@example.edu\n'
+        'bob,"Bob ""The Builder""",Smith,bob@example.edu\n'
+        'zoe,Zoë,Ångström,zoe@example.edu\n'
+        'chen,Chen,李,chen@example.edu\n', encoding="utf-8")
+    with Gradebook(load_course(course_copy).gradebook_url) as gb:
+        gb.add_assignment("transformer-block")
+    done = _export(course_copy)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(course_copy / "grades.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert all(None not in row for row in rows), rows          # no row with more fields than the header
+    names = {row["student_id"]: (row["first_name"], row["last_name"]) for row in rows}
+    assert names == {"ana": ("Ana", "O'Neil, Jr."), "bob": ('Bob "The Builder"', "Smith"),
+                     "zoe": ("Zoë", "Ångström"), "chen": ("Chen", "李")}
+    assert {row["score"] for row in rows} == {"0.0"}

@@ -115,9 +115,8 @@ def test_a_failed_release_changes_nothing(course_copy):
     before = released_notebook(course_copy).read_bytes()
     path = source_notebook(course_copy)
     nb = json.loads(path.read_text())
-    duplicate = json.loads(json.dumps(nb["cells"][2]))      # the locked setup cell, grade id and all
-    duplicate["source"], duplicate["id"] = "y = 2\n", "duplicate-setup"
-    nb["cells"].insert(3, duplicate)
+    solution = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution"))
+    solution["source"] = "".join(solution["source"]).replace("### END SOLUTION", "")   # a region left open
     path.write_text(json.dumps(nb))
     source_before = path.read_bytes()
     proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
@@ -145,3 +144,22 @@ def test_release_refuses_a_grade_cell_that_is_no_problem(course_copy):
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "has no grade cell 'test_silu' for problem silu" in proc.stderr
     assert "grade cell 'test_silu_bonus' (5 points) is not a problem of this notebook" in proc.stderr
+
+
+def test_release_names_cells_that_share_an_id(course_copy):
+    """Is a source whose cells share an nbgrader grade_id or a cell id (a grade cell copied in Jupyter)
+    refused before anything is built, in one line naming the id and both cells, where nbgrader's
+    generate_assignment says only that "the nbgrader metadata may be corrupted"?"""
+    path = source_notebook(course_copy)
+    nb = json.loads(path.read_text())
+    i = next(i for i, c in enumerate(nb["cells"]) if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_silu")
+    nb["cells"].insert(i + 1, json.loads(json.dumps(nb["cells"][i])))
+    path.write_text(json.dumps(nb))
+    before = released_notebook(course_copy).read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
+                           "--course-dir", str(course_copy)], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    where = CourseLayout(course_copy).relative(path)
+    assert f"{where}: nbgrader grade_id 'test_silu' is used by cells {i + 1}, {i + 2}" in proc.stderr
+    assert f"cell id {nb['cells'][i]['id']!r} is used by cells {i + 1}, {i + 2}" in proc.stderr
+    assert released_notebook(course_copy).read_bytes() == before

@@ -84,6 +84,21 @@ def _start_session(course: Course, assignment: Assignment) -> GraderSession:
     return GraderSession(assignment, load_instructor_code(course, assignment))
 
 
+def _refuse_broken_graders(course: Course, assignment: Assignment, session: GraderSession) -> None:
+    """Raise CourseError (closing `session`) when the graders could not be collected (a grader
+    file that does not import, a check for no problem of course.yml, a problem without checks):
+    that is the course's problem, not the students', so no submission is graded: grading every
+    one as crashed would replace their results, pages and grades with zeros."""
+    if not session.broken:
+        return
+    from ..errors import CourseError
+
+    session.close()
+    graders = course.layout.relative(course.layout.graders(assignment.package))
+    raise CourseError(f"{graders}: {' | '.join(session.broken)}; nothing was graded "
+                      f"(`course validate {assignment.name}` checks the graders)")
+
+
 class Worker:
     """One sandbox host and one grader session for an assignment, kept warm across submissions.
     Starting it fails with SandboxUnavailable (a CourseError) when the sandbox cannot be set up."""
@@ -128,6 +143,7 @@ class Worker:
                 raise
             try:
                 self.session = collecting.result()
+                _refuse_broken_graders(self.course, self.assignment, self.session)
             except BaseException:
                 self.host.close()
                 raise

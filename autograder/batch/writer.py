@@ -128,11 +128,11 @@ class GradebookProcess:
         `copy_from` (the submission folder), the formgrader copy is written too. `encoded`, when
         given, is `result_to_dict(result)` already encoded by batch.wire (as a worker sent it): it is
         sent as it is."""
-        if self._conn is None:
-            raise RuntimeError("GradebookProcess used before start()")
-        if self._gone:
+        if self._gone:                          # checked first: a writer that stopped has no connection left
             self._ack(Recorded(result.student, self._gone))
             return
+        if self._conn is None:
+            raise RuntimeError("GradebookProcess used before start()")
         self._waiting.append(result.student)
         try:
             self._conn.send({"op": "record", "copy_from": str(copy_from) if copy_from is not None else None},

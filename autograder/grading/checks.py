@@ -260,7 +260,9 @@ class Expect:
         """A check of a property of a composite (equivariance, a dtype, ...) that fails inside this
         block is excused when every call this test made to the composite gives exactly what the
         reference wiring gives on top of the student's own building blocks (same shape, dtype and
-        values within tolerance): the failure then comes from a building block, charged there."""
+        values within tolerance): the failure then comes from a building block, charged there.
+        When a building block fails on those inputs the check is not graded (NotGraded), and the
+        mistakes recorded inside the block go with the property, as for a value check not graded."""
         found = len(self.found)
         try:
             yield
@@ -269,7 +271,11 @@ class Expect:
             if not composites or not all(building_blocks(r) for _, r in composites):
                 raise
             for c, reference in composites:
-                wired = self._wired(reference, c.args, c.kwargs)
+                try:
+                    wired = self._wired(reference, c.args, c.kwargs)
+                except NotGraded:
+                    del self.found[found:]
+                    raise
                 if not (isinstance(c.value, np.ndarray) and c.value.dtype == wired.dtype
                         and self._agrees(c.value, wired, None, equal_nan=True)):
                     raise

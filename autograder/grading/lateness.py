@@ -34,12 +34,32 @@ class Lateness:
 
 
 def parse_timestamp(text: str) -> dt.datetime:
-    """nbgrader's '2026-12-14 23:59:00.123456 UTC' or an ISO 8601 time; naive times are UTC."""
+    """nbgrader's '2026-12-14 23:59:00.123456 UTC' or an ISO 8601 time; naive times are UTC.
+
+    nbgrader writes the stamp with `%Z` of its `Exchange.timezone` (UTC unless configured), so a
+    course or hub set to another zone writes its name: '2026-12-16 07:00:00.000000 EST' is read in
+    that zone (a name the time zone database does not know is a ValueError, as any unreadable stamp)."""
     text = text.strip()
     if text.endswith(" UTC"):
         text = text[: -len(" UTC")] + "+00:00"
-    value = dt.datetime.fromisoformat(text)
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        when, _, zone = text.rpartition(" ")
+        if not zone.isalpha():
+            raise
+        value = dt.datetime.fromisoformat(when).replace(tzinfo=_zone(zone))
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _zone(name: str) -> dt.tzinfo:
+    """The time zone database's zone of this name ('EST', 'CET', 'GMT'); ValueError when it has none."""
+    import zoneinfo
+
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r}") from None
 
 
 def submission_time(folder: Path) -> tuple[dt.datetime | None, str]:

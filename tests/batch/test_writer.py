@@ -49,3 +49,24 @@ def test_a_gradebook_that_cannot_be_opened_is_reported_for_every_student(course_
         report = gb.finish()
     assert [who for who, _ in report.gradebook.failed] == ["ada", "bob"]
     assert all("cannot open" in why and "\n" not in why for _, why in report.gradebook.failed)
+
+
+def test_a_writer_that_stops_mid_batch_is_reported_for_every_later_student(course_copy):
+    """When the writer process ends in the middle of a batch (killed, out of memory), is every student sent
+    after that reported as not written, in one line each, with the batch going on, rather than the
+    coordinator stopping with a traceback at the next student?"""
+    import os
+    import signal
+
+    with GradebookProcess(course_copy, "transformer-block") as gb:
+        gb.record(result(course_copy, "ada", 12.0))
+        assert [(a.student, a.error) for a in gb.recorded(wait=True)] == [("ada", None)]
+        assert gb._popen is not None
+        os.kill(gb._popen.pid, signal.SIGKILL)          # the writer this test started
+        gb._popen.wait()
+        for sid in ("bob", "carol", "dan"):
+            gb.record(result(course_copy, sid, 0.0))
+        report = gb.finish()
+    assert report.gradebook.recorded == ("ada",)
+    assert [who for who, _ in report.gradebook.failed] == ["bob", "carol", "dan"]
+    assert all("the gradebook writer stopped" in why and "\n" not in why for _, why in report.gradebook.failed)

@@ -226,3 +226,17 @@ def test_excuse_needs_the_same_dtype():
     out = ex.call(ex.student.double_plus_one, x32)
     with pytest.raises(AssertionError), ex.excused_if_wired_right():
         ex.dtype(out, np.float32, "f")
+
+
+def test_a_property_check_not_graded_for_its_block_names_no_mistake_of_the_composite():
+    """When a property check of a composite ends not graded because a building block fails on its inputs,
+    is a mistake recorded inside the check (float32 upcast) dropped, as for a value check not graded?"""
+    cat = Catalogue()
+    cat.add("general.float32_upcast", hint="A float64 constant upcast float32.")
+    x32 = X.astype(np.float32)
+    ex = wired_expect(cat, double=lambda x: list(2 * x), double_plus_one=lambda x: 2 * x.astype(np.float64) + 1)
+    out = ex.call(ex.student.double_plus_one, x32)
+    with pytest.raises(NotGraded, match="needs your `double`"), ex.excused_if_wired_right():
+        ex.diagnose("general.float32_upcast")
+        ex.dtype(out, np.float32, "f")
+    assert ex.found == []

@@ -72,3 +72,15 @@ def test_an_extension_moves_the_students_due_date():
     assert (late.late_days, late.fraction, late.extension) == (1, pytest.approx(0.1), "2 days")
     assert late.note(5.0) == ("Submitted 1 day(s) after your due date (with your extension of 2 days): "
                               "late penalty of 10% (5 points).")
+
+
+@pytest.mark.parametrize("stamp", ["2026-12-16 07:00:00.000000 EST", "2026-12-16 13:00:00.000000 CET",
+                                   "2026-12-16 12:00:00.000000 GMT", "2026-12-16 15:00:00.000000 +03",
+                                   "2026-12-16 17:30:00.000000 +0530"])
+def test_stamps_written_under_another_exchange_timezone_are_read_in_that_zone(tmp_path, stamp):
+    """Is a timestamp.txt that nbgrader wrote under another `Exchange.timezone` (its %Z: a zone name, or
+    an offset where the zone has no name) read as that zone's time, so the late policy still applies?"""
+    (tmp_path / "timestamp.txt").write_text(stamp)
+    when, note = submission_time(tmp_path)
+    assert (when, note) == (dt.datetime(2026, 12, 16, 12, tzinfo=dt.UTC), "")
+    assert lateness(assignment(penalty_per_day=0.1), when).late_days == 2

@@ -8,6 +8,7 @@ to the test's own output folder (tmp_path) for a person to look at.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,40 @@ def test_pages_with_not_graded_checks_advice_and_cascades_fit(browser, tmp_path,
             if re.search(r"NameError: name 'split_heads'", look.text):
                 problems.append(f"dora at {width} px: the NameError cascade is not folded; see {look.shot}")
     assert not problems, "\n".join(problems)
+
+
+# What the notebook runner writes when a student's cell loads a file from their own machine: the
+# path is one long token with no space, hyphen or joint the page breaks at.
+LOCAL_PATH = "/Users/mariagonzalez/Documents/DeepLearning/homework5/pretrained/block_weights.npz"
+FILE_NOT_FOUND = (f"transformer-block.ipynb: The 2nd code cell (`weights = np.load('/Users/mariagonzal...`) raised "
+                  f"FileNotFoundError: [Errno 2] No such file or directory: '{LOCAL_PATH}' "
+                  f"(line 1: `weights = np.load('{LOCAL_PATH}')`)")
+
+
+# A helper named in camelCase, whose cell failed, then called by a later cell: the page names it in the
+# folded "Because of this, ... was never defined" line.
+HELPER = "computeScaledDotProductAttentionWeightsForAllHeadsAtOnce"
+NEVER_DEFINED = (
+    f"transformer-block.ipynb: The 32nd code cell (`def {HELPER}`) raised SyntaxError: '(' was never closed "
+    f"(line 2: `return softmax(q @ k.T / np.sqrt(q.shape[-1])`)",
+    f"transformer-block.ipynb: The 33rd code cell (`w = computeScaledDotProductAttentionW...`) raised NameError: "
+    f"name '{HELPER}' is not defined (line 1: `w = {HELPER}(np.ones((2, 4)), np.ones((2, 4)))`)")
+
+
+@pytest.mark.parametrize("notes", [(FILE_NOT_FOUND,), NEVER_DEFINED], ids=["file_path", "never_defined_helper"])
+def test_a_note_with_a_long_token_fits_on_a_phone(browser, tmp_path, notes):
+    """Does a page whose notes quote a long token (a file path, a long helper's name) fit 360 px?"""
+    result = replace(erin_result(), student="maria", notes=notes)
+    look = Look(browser, write_feedback(result, None, tmp_path / "maria"), 360, tmp_path, "maria")
+    assert notes[0].split("(", 1)[0].strip() in look.text
+    assert not problems_with(look, "maria", 360, {}), f"see {look.shot}"
+
+
+def test_a_hashed_student_id_fits_the_narrowest_phone(browser, tmp_path):
+    """Does the page of a student whose id is a 32-digit hash (as JupyterHub's LTI logins name users)
+    fit 320 px, the narrowest phone width in use?"""
+    student = "6f1ed002ab5595859014ebf0951522d9"
+    result = replace(erin_result(), student=student)
+    look = Look(browser, write_feedback(result, None, tmp_path / student), 320, tmp_path, student)
+    assert student in look.text
+    assert not problems_with(look, student, 320, {}), f"see {look.shot}"
