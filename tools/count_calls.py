@@ -49,8 +49,8 @@ class Traffic:
     def __enter__(self) -> Traffic:
         real, traffic = self._real, self
 
-        def counted(handle: host.ProblemHandle, chan: Any, calls: Any, *rest: Any) -> Any:
-            answers = real(handle, chan, calls, *rest)
+        def counted(handle: host.ProblemHandle, chan: Any, calls: Any, *rest: Any, **options: Any) -> Any:
+            answers = real(handle, chan, calls, *rest, **options)
             traffic.round_trips[handle.name] += 1
             traffic.calls[handle.name] += len(answers)
             return answers

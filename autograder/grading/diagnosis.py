@@ -260,7 +260,7 @@ def _agrees(actual: np.ndarray, wrong: np.ndarray, *, rtol: float, atol: float) 
     try:
         a = actual.astype(np.complex128 if actual.dtype.kind == "c" else np.float64, copy=False)   # only read
         w = wrong.astype(np.complex128 if wrong.dtype.kind == "c" else np.float64, copy=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):      # OverflowError: an int too large for a float
         return False
     finite = np.isfinite(a)
     if finite.all():

@@ -638,6 +638,8 @@ class SubmissionRun:
         self._unsent: list[_Cell] = []    # cells of the notebook not yet sent to the template
         self._closed = False
         self.call_caps = protocol.Caps(max_bytes=int(limits.return_mb * 2**20), max_header=REPLY_HEADER)
+        # replies a problem's calls made ahead may hold in the grader, all together (see prefetch)
+        self.prefetch_bytes = max(2**20, int(limits.return_mb * 2**20))
 
     # ---- lifecycle
     def __enter__(self) -> SubmissionRun:
@@ -1001,6 +1003,9 @@ def _again(exc: StudentCodeError) -> StudentCodeError:
     return new
 
 
+_DROPPED: StudentCodeError = ChildCrashed("an answer read ahead and not kept", "")   # see ProblemHandle._round_trip
+
+
 @dataclass(eq=False)
 class Ahead:
     """A call made ahead of its turn (`ProblemHandle.prefetch`) and its answer, kept until the check
@@ -1130,8 +1135,19 @@ class ProblemHandle:
                 return []
             batch = list(itertools.takewhile(lambda c: not self._capped(c[0]), calls))
             failed: list[StudentCodeError] = []
-            answers = self._round_trip(chan, batch, False, failed.append)
+            kept: list[bool] = []
+            answers = self._round_trip(chan, batch, False, failed.append,
+                                       keep_bytes=self.run.prefetch_bytes, kept=kept)
         out = [Ahead(call, answer, self._process) for call, answer in zip(batch, answers)]
+        if not all(kept):
+            # Answers past the byte budget were read and dropped (each is made again in turn, as if
+            # never made ahead): held until their checks, every answer of a problem's checks could
+            # otherwise be return_mb at once in the grader. Where the process ended on a dropped
+            # call, the calls made in turn go to a fresh process, no restart (as above).
+            out = out[:kept.index(False)]
+            if self._chan is None and self.forks > 0:
+                self._ended_ahead = self._process
+            return out
         if out and self._chan is None:          # the process ended with the last answer
             if self.forks == 0:                 # it never started: the first call is made again in turn
                 return out[:-1]
@@ -1165,12 +1181,19 @@ class ProblemHandle:
         return ahead.answer
 
     def _round_trip(self, chan: protocol.Channel, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]],
-                    stop: bool, failed: Callable[[StudentCodeError], None] | None = None) \
+                    stop: bool, failed: Callable[[StudentCodeError], None] | None = None, *,
+                    keep_bytes: int | None = None, kept: list[bool] | None = None) \
             -> list[CallResult | StudentCodeError]:
         """The calls sent together to the current process; the answers stop early where that
         process ended (a hang, a crash, data out of step), or at the first error with `stop`.
-        A hang or crash is counted against its function (`_broken`), or handed to `failed`."""
+        A hang or crash is counted against its function (`_broken`), or handed to `failed`.
+        With `keep_bytes`: once the replies read come to more bytes, each later answer is read and
+        dropped (_DROPPED in the list, never charged), and `kept` gets False for it (True for the others)."""
+        received = 0
+
         def charge(name: str, exc: StudentCodeError) -> StudentCodeError:
+            if keep_bytes is not None and received > keep_bytes:
+                return _DROPPED                 # not charged: the call is made again in turn
             if failed is None:
                 return self._broken(name, exc)
             failed(exc)
@@ -1213,9 +1236,15 @@ class ProblemHandle:
                 out.append(BadReturnValue(f"data that could not be read ({exc})", name))
                 break
             reply = self._reply(msg, name)
+            if keep_bytes is not None:
+                received += chan.last_size
+                if received > keep_bytes:
+                    reply = _DROPPED            # read, not held
             out.append(reply)
             if self._chan is None or (stop and isinstance(reply, StudentCodeError)):
                 break
+        if kept is not None:
+            kept.extend(answer is not _DROPPED for answer in out)
         return out
 
     def _lost(self, name: str = "") -> ChildCrashed:

@@ -90,6 +90,8 @@ STUDENT_DENIED: tuple[tuple[tuple[str, ...], str], ...] = (
       "lookup_dcookie", "fanotify_init", "personality", "uselib", "vhangup"),
      "administering the machine"),
     (("execve", "execveat"), "running other programs"),
+    (("sched_setaffinity",), "leaving the CPU the sandbox is held on (sandbox_cpus: spread), to crowd the "
+                             "CPUs of other workers' sandboxes"),
     (("socket", "socketpair", "pipe", "pipe2", "memfd_create", "eventfd", "eventfd2", "mq_open",
       "shmget", "shmat", "msgget", "semget"),
      "new channels between processes (one problem's checks passing data to the next)"),
@@ -100,6 +102,8 @@ HOST_DENIED = tuple(group for group in STUDENT_DENIED
                     if group[0][0] in ("ptrace", "keyctl", "bpf", "kexec_load", "execve"))
 
 _MAP_SHARED = 0x01
+_SELF_ONLY = ("prlimit64", "sched_setscheduler", "sched_setparam", "sched_setattr")
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 _PR_SET_DUMPABLE = 4
 _TIOCSTI = 0x5412
 _SCMP_ACT_ALLOW = 0x7FFF0000
@@ -166,6 +170,15 @@ def _build(groups: tuple[tuple[tuple[str, ...], str], ...], *, student: bool) ->
             for flag in linux.NAMESPACE_FLAGS:
                 rule("clone", eperm, (0, _SCMP_CMP_MASKED_EQ, flag, flag))
             rule("prctl", eperm, (0, _SCMP_CMP_EQ, _PR_SET_DUMPABLE, 0), (1, _SCMP_CMP_NE, 0, 0))
+            # Limits, priority and scheduling of the calling process only (pid 0): a problem's code
+            # could otherwise lower those of the template, which every later problem is forked from
+            # (data passed between problems), or of the supervisor (left without the open files it
+            # sweeps the submission with).
+            for name in _SELF_ONLY:
+                rule(name, eperm, (0, _SCMP_CMP_NE, 0, 0))
+            for name, which in (("setpriority", _PRIO_PROCESS), ("ioprio_set", _IOPRIO_WHO_PROCESS)):
+                rule(name, eperm, (0, _SCMP_CMP_NE, which, 0))
+                rule(name, eperm, (1, _SCMP_CMP_NE, 0, 0))
             rule("ioctl", eperm, (1, _SCMP_CMP_EQ, _TIOCSTI, 0))
         r, w = os.pipe()
         try:

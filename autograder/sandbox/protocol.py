@@ -298,17 +298,26 @@ def _new_dtype(code: Any) -> np.dtype:
 
 
 class _Decoder:
-    def __init__(self, buffers: list[memoryview], caps: Caps):
-        self.buffers = buffers
-        self.used = [False] * len(buffers)
+    """Buffer i is view[starts[i]:starts[i] + lengths[i]], sliced only when a value refers to it:
+    a header may list many empty buffers, and a memoryview made for each up front would cost the
+    trusted side ~200 bytes apiece (a 4 MB header of zeros: ~400 MB) before the message is refused."""
+
+    def __init__(self, view: memoryview, starts: list[int], lengths: list[int], caps: Caps):
+        self.view = view
+        self.starts = starts
+        self.lengths = lengths
+        self.used = bytearray(len(lengths))
+        self.unused = len(lengths)
         self.caps = caps
         self.items = 0
 
     def buffer(self, index: Any) -> memoryview:
-        if type(index) is not int or not 0 <= index < len(self.buffers) or self.used[index]:
+        if type(index) is not int or not 0 <= index < len(self.lengths) or self.used[index]:
             raise ProtocolError(f"bad buffer reference {str(index)[:20]}")
-        self.used[index] = True
-        return self.buffers[index]
+        self.used[index] = 1
+        self.unused -= 1
+        start = self.starts[index]
+        return self.view[start:start + self.lengths[index]]
 
     def value(self, node: Any, depth: int) -> Any:
         self.items += 1
@@ -377,7 +386,10 @@ class _Decoder:
         if count * dt.itemsize != len(buf):
             raise ProtocolError(f"array of shape {tuple(shape)} and dtype {dt.str} needs "
                                 f"{count * dt.itemsize} bytes, got {len(buf)}")
-        return _frombuffer(buf, dtype=dt, count=count).reshape(shape)
+        try:
+            return _frombuffer(buf, dtype=dt, count=count).reshape(shape)
+        except ValueError as exc:       # no bytes, yet dimensions no array can have, e.g. (0, 2**62)
+            raise ProtocolError(f"array of shape {str(tuple(shape))[:80]}: {exc}") from None
 
 
 def decode(data: bytes | bytearray | memoryview, *, trusted: bool, caps: Caps | None = None) -> Any:
@@ -398,23 +410,25 @@ def decode(data: bytes | bytearray | memoryview, *, trusted: bool, caps: Caps | 
     if type(header) is not list or len(header) != 2 or type(header[1]) is not list:
         raise ProtocolError("header is not [value, buffer lengths]")
     tree, lengths = header
+    if len(lengths) > caps.max_items:           # each buffer is a value's (counted in max_items)
+        raise ProtocolError(f"more than {caps.max_items} buffers in one message")
     offset = 4 + hlen + _pad(4 + hlen)
-    buffers = []
+    starts = []
     for n in lengths:
         if type(n) is not int or n < 0 or offset + n > len(view):
             raise ProtocolError("buffer lengths do not match the message")
-        buffers.append(view[offset:offset + n])
+        starts.append(offset)
         offset += n + _pad(n)
     if offset != len(view):
         raise ProtocolError(f"message has {len(view) - offset} bytes beyond its buffers")
     if sum(lengths) > caps.max_bytes:
         raise ProtocolError(f"more than {caps.max_bytes // 2**20} MB of array data")
-    dec = _Decoder(buffers, caps)
+    dec = _Decoder(view, starts, lengths, caps)
     try:
         value = dec.value(tree, 0)
     except RecursionError:
         raise ProtocolError("values nested too deeply") from None
-    if not all(dec.used):
+    if dec.unused:
         raise ProtocolError("message carries unreferenced buffers")
     return value
 
@@ -442,6 +456,7 @@ class Channel:
         self._ahead = bytearray(READ_AHEAD) if read_ahead else None
         self._start = self._end = 0          # the bytes read ahead and not used yet: _ahead[_start:_end]
         self._pollers: dict[int, Any] = {}    # one poll object per kind of wait, kept for the channel's life
+        self.last_size = 0                    # bytes of the last message read (its payload)
 
     @classmethod
     def from_fd(cls, fd: int) -> Channel:
@@ -471,6 +486,7 @@ class Channel:
             if n > caps.max_frame:
                 raise ProtocolError(f"message of {n} bytes exceeds the limit of {caps.max_frame} bytes")
             payload = self._read(n, deadline)
+        self.last_size = len(payload)
         message = decode(payload, trusted=trusted, caps=caps)
         if type(message) is not dict or type(message.get("op")) is not str:
             raise ProtocolError("message is not a dict with an 'op'")

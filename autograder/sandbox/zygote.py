@@ -63,6 +63,8 @@ ROLE_NAMES = {"zygote": "sbx-zygote", "submission": "sbx-submission", "superviso
 _fork, _waitpid, _exit, _close, _chdir = os.fork, os.waitpid, os._exit, os.close, os.chdir
 _open, _dup2, _closerange, _environ = os.open, os.dup2, os.closerange, os.environ
 _gc_freeze = gc.freeze
+_sigmask, _SIG_BLOCK, _SIG_SETMASK = signal.pthread_sigmask, signal.SIG_BLOCK, signal.SIG_SETMASK
+_ALL_SIGNALS = signal.valid_signals()
 _stat, _task_dir = os.stat, "/proc/self/task"
 _libc_fork = ctypes.PyDLL(None, use_errno=True).fork     # PyDLL: called with the GIL held
 _get_errno = ctypes.get_errno
@@ -515,6 +517,17 @@ def _submission(sup_fd: int, nb_fd: int | None, msg: dict[str, Any], student_fil
             return 1
 
 
+def _only_default_handlers() -> None:
+    """Every signal back to its default action, SIGCHLD's handler excepted (set next). The
+    supervisor is PID 1 of the submission's PID namespace, and the kernel passes a signal sent
+    from inside the namespace to it only when it has a handler for it: Python's own SIGINT
+    handler (KeyboardInterrupt) would let the student's code end the supervisor, and with it
+    the submission, as a sandbox failure rather than the student's."""
+    for sig in signal.valid_signals():
+        if sig != signal.SIGCHLD and callable(signal.getsignal(sig)):
+            signal.signal(sig, signal.SIG_DFL)
+
+
 class Supervisor:
     """PID 1 of a submission: scratch, templates, and killing whatever a problem left behind."""
 
@@ -537,6 +550,7 @@ class Supervisor:
         self.frozen = False
         self.lingering = False                      # a process signalled by the last sweep may not have ended yet
         self.dirs_made: list[str] = []
+        self.problem_times: tuple[int, int, int] | None = None     # the problems' folder's times as mounted
         scratch_mb = int(self.limits.get("scratch_mb", 64))
         self.tmpfs_options = f"size={scratch_mb}m,mode=0700,nr_inodes=4096"
         if isolated:
@@ -553,6 +567,7 @@ class Supervisor:
                 os.mkdir(os.path.join(self.scratch, d), 0o700)
         self.notebook_dir = os.path.join(self.scratch, NOTEBOOK_DIR)
         self.problem_dir = os.path.join(self.scratch, PROBLEM_DIR)
+        _only_default_handlers()
         signal.signal(signal.SIGCHLD, self._reap)
 
     def _mount_private(self) -> None:
@@ -574,7 +589,10 @@ class Supervisor:
             for d in (NOTEBOOK_DIR, PROBLEM_DIR):
                 path = os.path.join(SCRATCH, d)
                 os.mkdir(path, 0o700)
-                linux.mount("tmpfs", path, "tmpfs", flags, self.tmpfs_options)
+                if d == PROBLEM_DIR:
+                    self._mount_problem_dir(path)
+                else:
+                    linux.mount("tmpfs", path, "tmpfs", flags, self.tmpfs_options)
             linux.mount(None, SCRATCH, None, linux.MS_REMOUNT | linux.MS_RDONLY | flags)
             self.layers.append("private-scratch")
         except OSError as exc:
@@ -706,8 +724,7 @@ class Supervisor:
                 return True
             try:
                 linux.umount(self.problem_dir)
-                linux.mount("tmpfs", self.problem_dir, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
-                            self.tmpfs_options)
+                self._mount_problem_dir(self.problem_dir)
                 return True
             except OSError:
                 return False
@@ -720,11 +737,24 @@ class Supervisor:
             return False
         return True
 
+    def _mount_problem_dir(self, path: str) -> None:
+        """A fresh tmpfs for the problems' HOME, and the times of its folder as mounted. Without
+        atime updates: only a change made to it moves its times (see _problem_dir_untouched)."""
+        linux.mount("tmpfs", path, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOATIME, self.tmpfs_options)
+        st = os.stat(path)
+        self.problem_times = (st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns)
+
     def _problem_dir_untouched(self) -> bool:
+        """Is the problems' folder as it was mounted? Empty is not enough: a problem's code could
+        leave data in the folder's own extended attributes (user.*, an ACL) or times for the next
+        problem to read (any such change also moves its ctime, which no one can set). `security.*`
+        attributes are the system's (an LSM's label), not the student's to set."""
         try:
             st = os.stat(self.problem_dir)
             return (st.st_mode & 0o7777 == 0o700 and st.st_uid == os.getuid() and st.st_gid == os.getgid()
-                    and not os.listdir(self.problem_dir))
+                    and (st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns) == self.problem_times
+                    and not os.listdir(self.problem_dir)
+                    and all(name.startswith("security.") for name in os.listxattr(self.problem_dir)))
         except OSError:
             return False
 
@@ -829,6 +859,7 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
         if pid == 0:
             code = 70
             try:
+                _sigmask(_SIG_SETMASK, notebook_mask)      # (signals pending for the template are not inherited)
                 _name_problem()
                 _only_fds(fd)
                 _chdir(notebook_dir)               # again: the read-only view mounted after the notebook ran
@@ -845,6 +876,11 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
     # problem process then walks only what that process made, instead of writing to (and so
     # copying) every page of the inherited heap.
     _gc_freeze()
+    # No signal reaches the template from now on: a handler the notebook installed would run here,
+    # between problems, and change the state every later problem is forked from (a problem's code
+    # signalling its parent could so pass data to the next problem). Each problem process gets
+    # the notebook's mask back.
+    notebook_mask = _sigmask(_SIG_BLOCK, _ALL_SIGNALS)
     runner.serve_forks(fork, reap)
     return 0
 

@@ -62,9 +62,9 @@ class Traffic:
         self.round_trips = 0
         real = host_module.ProblemHandle._round_trip
 
-        def counted(handle, chan, calls, *rest):
+        def counted(handle, chan, calls, *rest, **options):
             self.round_trips += 1
-            return real(handle, chan, calls, *rest)
+            return real(handle, chan, calls, *rest, **options)
         monkeypatch.setattr(host_module.ProblemHandle, "_round_trip", counted)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import sys
 import time
 from pathlib import Path
@@ -396,6 +397,27 @@ def test_prefetch_reaching_the_failure_cap_refuses_the_function_after_it_is_take
     assert p.take(aheads[0]) is None                    # its process ended with the hang, now charged
 
 
+def test_answers_made_ahead_are_held_only_up_to_a_byte_budget(submit):
+    """When calls made ahead return more than the budget (return_mb, at least 1 MB) in all, are
+    the answers past it read and dropped, not held (their checks make the calls again in turn, in
+    the same process, no restart), and a hang past it not charged until made in turn?"""
+    big = "\nimport numpy as np\ndef big(i):\n    return np.full(100_000, float(i))\n"   # 0.8 MB
+    run = submit([BATCHED + big], Limits(cell_seconds=2.0, total_seconds=20.0, call_seconds=2.0, memory_mb=1024,
+                                        submission_seconds=60.0, return_mb=1.0))
+    p = run.problem("p")
+    aheads = p.prefetch([("big", (i,), {}) for i in range(4)])
+    assert len(aheads) == 1 and float(p.take(aheads[0]).value[0]) == 0.0
+    assert [float(p.call("big", (i,)).value[0]) for i in (1, 2, 3)] == [1.0, 2.0, 3.0] and p.forks == 1
+    q = run.problem("q")
+    aheads = q.prefetch([("big", (0,), {}), ("big", (1,), {}), ("spin", (), {}), ("bump", (), {})])
+    assert len(aheads) == 1 and run.failures == {} and run.restarts == 0
+    assert float(q.take(aheads[0]).value[0]) == 0.0
+    assert q.call("bump").value == 1 and run.restarts == 0       # a fresh process, no restart
+    with pytest.raises(CallTimeout):
+        q.call("spin")
+    assert len(run.failures["spin"]) == 1
+
+
 # --------------------------------------------------------------------------- fresh state per problem
 
 STATEFUL = """
@@ -455,6 +477,122 @@ def test_files_and_processes_a_problem_leaves_are_gone_before_the_next(submit):
     assert files == [] and content == "notebook"
     assert len(procs_b) == 3, "only the supervisor, the template and this problem's process"
     assert run.problem("c").call("write_notebook_folder").value == "Read-only file system"
+
+
+MARKS = """
+import os
+def mark_home(secret):
+    home = os.environ['HOME']
+    done = []
+    try:
+        os.setxattr(home, 'user.carried', secret.encode())     # tmpfs keeps user xattrs (Linux 6.6+)
+        done.append('xattr')
+    except OSError:
+        pass
+    os.utime(home, ns=(123456789, 987654321))
+    done.append('times')
+    return done
+
+def read_home_marks():
+    home = os.environ['HOME']
+    try:
+        carried = os.getxattr(home, 'user.carried').decode()
+    except OSError:
+        carried = None
+    st = os.stat(home)
+    return carried, st.st_atime_ns, st.st_mtime_ns, os.listdir(home)
+"""
+
+
+def test_nothing_a_problem_leaves_on_its_emptied_folder_reaches_the_next(submit):
+    """Do an extended attribute and times that one problem's code sets on its HOME folder (left
+    empty) stay out of the next problem's HOME, so that they cannot carry data between problems?"""
+    run = submit([MARKS])
+    assert "times" in run.problem("a").call("mark_home", ["from problem a"]).value
+    carried, atime, mtime, files = run.problem("b").call("read_home_marks").value
+    assert carried is None and (atime, mtime) != (123456789, 987654321) and files == []
+
+
+SIGNALLED = """
+import os, signal
+received = []
+def _note(sig, frame):
+    received.append(sig)
+for _s in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGRTMIN, signal.SIGRTMIN + 1):
+    signal.signal(_s, _note)
+
+def signal_parent():
+    for sig in (signal.SIGUSR1, signal.SIGRTMIN, signal.SIGUSR2, signal.SIGRTMIN + 1):
+        os.kill(os.getppid(), sig)       # the template: a handler of the notebook's would run there
+    return os.getppid()
+
+def received_so_far():
+    return list(received)
+
+def still_handled():
+    os.kill(os.getpid(), signal.SIGUSR1)
+    return list(received)
+"""
+
+
+def test_signals_a_problem_sends_its_template_reach_no_later_problem(submit):
+    """Does a signal that one problem's code sends to the process its problems are forked from
+    stay out of the next problem's state (a notebook's handler would otherwise record it there),
+    while a problem process still runs the notebook's handlers for its own signals?"""
+    run = submit([SIGNALLED])
+    run.problem("a").call("signal_parent")
+    assert run.problem("b").call("received_so_far").value == []
+    assert run.problem("c").call("still_handled").value == [int(signal.SIGUSR1)]
+
+
+SQUEEZED = """
+import os, resource
+def squeeze(target):
+    pid = os.getppid() if target == "template" else 1
+    done = []
+    for res, value in ((resource.RLIMIT_NOFILE, 41), (resource.RLIMIT_FSIZE, 12345678)):
+        try:
+            resource.prlimit(pid, res, (value, resource.prlimit(pid, res)[1]))
+            done.append(res)
+        except OSError:
+            pass
+    for call in (lambda: os.setpriority(os.PRIO_PROCESS, pid, 13), lambda: os.setpriority(os.PRIO_PGRP, 0, 14)):
+        try:
+            call()
+            done.append('nice')
+        except OSError:
+            pass
+    return done
+
+def own():
+    resource.setrlimit(resource.RLIMIT_NOFILE, (40, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    os.setpriority(os.PRIO_PROCESS, 0, 1)
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0], os.getpriority(os.PRIO_PROCESS, 0)
+
+def limits():
+    return resource.getrlimit(resource.RLIMIT_NOFILE), resource.getrlimit(resource.RLIMIT_FSIZE), \
+        os.getpriority(os.PRIO_PROCESS, 0)
+"""
+
+
+def test_a_problem_cannot_change_the_limits_or_priority_of_its_template_or_supervisor(submit):
+    """Are a problem's own limits and priority its own to lower, while those of the template (which
+    the next problem inherits) and of the supervisor (PID 1) are out of its reach?"""
+    run = submit([SQUEEZED])
+    before = run.problem("a").call("limits").value
+    assert run.problem("b").call("squeeze", ["supervisor"]).value == []
+    assert run.problem("c").call("squeeze", ["template"]).value == []
+    assert run.problem("d").call("limits").value == before
+    assert run.problem("e").call("own").value == (40, 1)
+
+
+def test_student_code_cannot_leave_the_cpus_its_sandbox_is_held_on(submit):
+    """Does student code that asks for other CPUs (here: the ones it has) get EPERM, so that a
+    sandbox held on one CPU keeps its processes there, off other workers' sandboxes?"""
+    run = submit(["import os\ndef widen():\n    before = sorted(os.sched_getaffinity(0))\n"
+                  "    try:\n        os.sched_setaffinity(0, set(before))\n        return 'changed'\n"
+                  "    except PermissionError:\n        return sorted(os.sched_getaffinity(0)) == before\n"])
+    assert run.problem("a").call("widen").value is True
 
 
 # --------------------------------------------------------------------------- host lifecycle

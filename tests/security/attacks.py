@@ -611,6 +611,85 @@ def count_block_params(d_model, d_ff, ffn):
     return 10**5000
 '''
 
+UNDECODABLE_REPLY = r'''
+import numpy as np
+_proto = _sys.modules["autograder.sandbox.protocol"]
+_real_frame = _proto.frame
+def _odd_frame(obj, *, caps=_proto.UNCAPPED):
+    # a reply whose array claims a shape with 2**62 rows and no columns: no bytes, but no
+    # numpy array can have it
+    if type(obj) is dict and obj.get("op") == "result":
+        header = _json.dumps([{"d": [["op", "result"], ["value", {"a": ["<f8", [0, 2**62], 0]}]]}, [0]],
+                             separators=(",", ":")).encode()
+        payload = len(header).to_bytes(4, "big") + header + b"\0" * (-(4 + len(header)) % 16)
+        return len(payload).to_bytes(8, "big") + payload
+    return _real_frame(obj, caps=caps)
+_proto.frame = _odd_frame
+'''
+
+BUFFER_FLOOD = r'''
+import numpy as np
+_proto = _sys.modules["autograder.sandbox.protocol"]
+_real_frame = _proto.frame
+_header = b"[null,[" + b",".join([b"0"] * (2 * 2**20 - 8)) + b"]]"     # just under the 4 MB header cap
+_payload = len(_header).to_bytes(4, "big") + _header + b"\0" * (-(4 + len(_header)) % 16)
+_flood_frame = len(_payload).to_bytes(8, "big") + _payload
+def _odd_frame(obj, *, caps=_proto.UNCAPPED):
+    # every reply: a value of None followed by two million empty buffers
+    if type(obj) is dict and obj.get("op") == "result":
+        return _flood_frame
+    return _real_frame(obj, caps=caps)
+_proto.frame = _odd_frame
+'''
+
+LIMIT_SUPERVISOR = r'''
+# Lower the limits of the submission's PID 1 (its supervisor, same uid): no more open files, a
+# tiny address space; it then cannot look through /proc to sweep the problems' leftovers
+import resource as _resource
+def _squeeze():
+    for _pid in (1, _os.getppid()):
+        for _res, _value in ((_resource.RLIMIT_NOFILE, 3), (_resource.RLIMIT_AS, 16 * 2**20)):
+            try:
+                _resource.prlimit(_pid, _res, (_value, _value))
+            except Exception:
+                pass
+_squeeze()
+_honest_ln3 = layer_norm
+def layer_norm(x, gamma, beta, eps=1e-5):
+    _squeeze()
+    return _honest_ln3(x, gamma, beta, eps)
+'''
+
+RETURN_NEAR_CAP = r'''
+import numpy as np
+def _near_cap(*args, **kwargs):
+    return np.ones(2 * 2**20 - 4096)           # just under return_mb (16 MB) on every call
+layer_norm = rms_norm = split_heads = merge_heads = multi_head_attention = pre_ln_block = silu = swiglu_ffn = _near_cap
+count_block_params = _near_cap
+'''
+
+ODD_PLAIN_RETURNS = r'''
+# plain values the wire carries, that no float or array can hold: an int of 1,101 bits, a ragged list
+def count_block_params(d_model, d_ff, ffn, norm="layernorm"):
+    return 2**1100 if d_model % 2 == 0 else [[1], [1, 2]]
+'''
+
+SIGNAL_SUPERVISOR = r'''
+# PID 1 of the submission is its supervisor: the kernel passes on to it only the signals it
+# handles, and Python handles SIGINT (KeyboardInterrupt)
+try:
+    _os.kill(1, _signal.SIGINT)
+except Exception:
+    pass
+_honest_ln2 = layer_norm
+def layer_norm(x, gamma, beta, eps=1e-5):
+    try:
+        _os.kill(1, _signal.SIGINT)
+    except Exception:
+        pass
+    return _honest_ln2(x, gamma, beta, eps)
+'''
+
 FAKE_RESULTS = r'''
 _fake = {"score": 100.0, "max_score": 100.0, "output": "all passed", "tests": [
     {"name": "everything", "score": 100.0, "max_score": 100.0, "status": "passed"}]}
@@ -720,6 +799,26 @@ ATTACKS: tuple[Attack, ...] = (
            "graders run in the trusted process, on plain data", early=_cells(MONKEYPATCH)),
     Attack("lying_returns", "ln", "ndarray subclass whose ==, ufuncs and functions lie; objects with __reduce__; "
            "generators; a 5000-digit int", "trusted decoder accepts plain data only", cells=_cells(LYING_RETURNS)),
+    Attack("undecodable_reply", "ln", "patch the child's framing so every reply carries an array of shape "
+           "(0, 2**62): no bytes, but no numpy array can have that shape", "the decoder refuses it as bad data",
+           early=_cells(UNDECODABLE_REPLY)),
+    Attack("buffer_flood", "ln", "patch the child's framing so every reply lists two million empty buffers "
+           "(a 4 MB header)", "the decoder slices a buffer only when a value refers to it, and refuses more buffers "
+           "than values", early=_cells(BUFFER_FLOOD)),
+    Attack("limit_supervisor", "ln", "prlimit the submission's supervisor (PID 1) and the template to 3 open files "
+           "and 16 MB of address space, in a cell and in every layer_norm call",
+           "seccomp: prlimit64, setpriority and the scheduler calls only on the calling process",
+           cells=_cells(LIMIT_SUPERVISOR)),
+    Attack("return_near_cap", "ln", "every function returns just under the 16 MB cap on every call (a "
+           "problem's first calls, made ahead, were all held at once: 327 MB)",
+           "answers made ahead are held up to return_mb in all; the rest are made again in turn",
+           cells=_cells(RETURN_NEAR_CAP)),
+    Attack("odd_plain_returns", "ln", "count_block_params returns an int of 1,101 bits (too large for a float) "
+           "or a ragged list", "the graders' comparisons treat values they cannot convert as wrong answers",
+           cells=_cells(ODD_PLAIN_RETURNS)),
+    Attack("signal_supervisor", "ln", "SIGINT to the submission's PID 1 (its supervisor, which handles it) "
+           "in a cell and in every layer_norm call", "the supervisor handles no signal but SIGCHLD: the kernel drops the "
+           "others for a PID 1", cells=_cells(SIGNAL_SUPERVISOR)),
     Attack("fake_results_and_scores", "ln", "write results.json files everywhere it can and print scores",
            "results are computed in the trusted process; course folder absent", cells=_cells(FAKE_RESULTS)),
     Attack("network_connect", "ln", "connect to a listener on 127.0.0.1 outside the sandbox", "network namespace (loopback only)",

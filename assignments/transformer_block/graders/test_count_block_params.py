@@ -21,7 +21,8 @@ KINDS = [("gelu", "layernorm"), ("swiglu", "layernorm"), ("swiglu", "rmsnorm"), 
 
 def _as_int(value):
     """The student's answer as a Python int, or None when it is not a whole number."""
-    if np.ndim(value) != 0 or isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number, np.ndarray)) \
+            or np.ndim(value) != 0:          # (np.ndim of a ragged list raises)
         return None
     value = np.asarray(value).item()
     if isinstance(value, float) and value.is_integer():
