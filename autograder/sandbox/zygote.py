@@ -27,6 +27,7 @@ namespace and drops to that unprivileged uid, group list and capabilities includ
 from __future__ import annotations
 
 import _random
+import _signal
 import ctypes
 import gc
 import os
@@ -63,8 +64,10 @@ ROLE_NAMES = {"zygote": "sbx-zygote", "submission": "sbx-submission", "superviso
 _fork, _waitpid, _exit, _close, _chdir = os.fork, os.waitpid, os._exit, os.close, os.chdir
 _open, _dup2, _closerange, _environ = os.open, os.dup2, os.closerange, os.environ
 _gc_freeze = gc.freeze
-_sigmask, _SIG_BLOCK, _SIG_SETMASK = signal.pthread_sigmask, signal.SIG_BLOCK, signal.SIG_SETMASK
-_ALL_SIGNALS = signal.valid_signals()
+# From _signal, not signal: signal.pthread_sigmask turns the old mask it returns into a set of
+# Signals enum members, ~100 copied pages of enum machinery in every problem process.
+_sigmask, _SIG_BLOCK, _SIG_SETMASK = _signal.pthread_sigmask, _signal.SIG_BLOCK, _signal.SIG_SETMASK
+_ALL_SIGNALS = _signal.valid_signals()
 _stat, _task_dir = os.stat, "/proc/self/task"
 _libc_fork = ctypes.PyDLL(None, use_errno=True).fork     # PyDLL: called with the GIL held
 _get_errno = ctypes.get_errno
