@@ -64,8 +64,9 @@ ROLE_NAMES = {"zygote": "sbx-zygote", "submission": "sbx-submission", "superviso
 _fork, _waitpid, _exit, _close, _chdir = os.fork, os.waitpid, os._exit, os.close, os.chdir
 _open, _dup2, _closerange, _environ = os.open, os.dup2, os.closerange, os.environ
 _gc_freeze = gc.freeze
-# From _signal, not signal: signal.pthread_sigmask turns the old mask it returns into a set of
-# Signals enum members, ~100 copied pages of enum machinery in every problem process.
+# From _signal, not signal: signal.pthread_sigmask is a Python wrapper that turns the old mask into
+# Signals enum members through the signal module's globals (which the notebook may rebind), ~40
+# copied pages of enum machinery in every problem process.
 _sigmask, _SIG_BLOCK, _SIG_SETMASK = _signal.pthread_sigmask, _signal.SIG_BLOCK, _signal.SIG_SETMASK
 _ALL_SIGNALS = _signal.valid_signals()
 _stat, _task_dir = os.stat, "/proc/self/task"
