@@ -27,7 +27,7 @@ namespace and drops to that unprivileged uid, group list and capabilities includ
 from __future__ import annotations
 
 import _random
-import _signal
+import _signal  # type: ignore[import-not-found]  # the C functions signal wraps; no stubs
 import ctypes
 import gc
 import os
