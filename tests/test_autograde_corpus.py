@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,8 @@ NB = "transformer-block.ipynb"
 CORPUS = CourseLayout(ROOT / "tests" / "corpus")
 EXPECTED = json.loads((CORPUS.root / "expected.json").read_text())
 NOT_ON_ROSTER = "stranger"
+RETURNS_NONE = "returns_none"
+RELEASED = PROJECT.release(ASSIGNMENT)
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -44,6 +47,15 @@ def _add_big_cases(course: CourseLayout) -> None:
     first_code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="0123456789" * 1_200_000)]
     course.submission("oversize", ASSIGNMENT).mkdir(parents=True)
     nbformat.write(big, course.submission("oversize", ASSIGNMENT) / NB)
+    # the release's stubs with `pass` for `raise NotImplementedError()`: functions returning None; the
+    # one in layer_norm first centres x in place (`x -= ...`), which its advice must still report
+    stubs = nbformat.read(RELEASED / NB, as_version=4)
+    for cell in stubs.cells:
+        if cell.cell_type == "code" and "raise NotImplementedError()" in cell.source:
+            body = "x -= x.mean(axis=-1, keepdims=True)" if "def layer_norm(" in cell.source else "pass"
+            cell.source = cell.source.replace("raise NotImplementedError()", body)
+    course.submission(RETURNS_NONE, ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(stubs, course.submission(RETURNS_NONE, ASSIGNMENT) / NB)
     for student in (NOT_ON_ROSTER, "late"):
         shutil.copytree(course.submission("correct", ASSIGNMENT), course.submission(student, ASSIGNMENT))
     # nbgrader's timestamp.txt: due 2026-12-14 23:59 UTC + 15 min grace; 1 day 12 h late -> 2 days -> 20 %
@@ -135,6 +147,38 @@ def test_corpus_not_graded_checks_name_the_building_block(graded):
     rows = [t for t in r["tests"] if _status(r, t) == "not_graded"]
     assert rows and all(t["status"] == "failed" and t["score"] == 0 for t in rows)
     assert all(t["output"].startswith("Not graded: this check needs your `silu`") for t in rows)
+
+
+def _advice(result) -> dict[str, tuple[str, str, str]]:
+    """Each 0-point check: (the engine's status, Gradescope's status, the output)."""
+    return {t["name"]: (_status(result, t), t["status"], t["output"]) for t in result["tests"] if t["max_score"] == 0}
+
+
+def test_corpus_advice_on_a_function_that_gives_no_result_is_not_run(graded):
+    """Is each advice check (no points) of a function not written yet "not run" with a short reason, in
+    results.json (never "passed" for Gradescope) and on the page (never among the passed checks): the
+    release's stubs raising NotImplementedError, and the same bodies returning None, except one that
+    also modified its argument in place, whose advice says so; and does a written function's advice pass?"""
+    course, results = graded["course"], graded["results"]
+    unanswered = _advice(results["unanswered"])
+    assert len(unanswered) == 8
+    for name, (status, shown, output) in unanswered.items():
+        assert (status, shown) == ("not_run", "failed"), name
+        function = output.split("`")[1]
+        assert name.startswith(f"test_{function}_") and output == (
+            f"Not run: `{function}` raised NotImplementedError, so there was nothing for this check to look at.")
+    none = _advice(results[RETURNS_NONE])
+    ln = none.pop("test_layer_norm_leaves_inputs_unchanged_without_warnings")
+    assert ln[:2] == ("failed", "failed") and "modified its input in place (x)" in ln[2]
+    assert len(none) == 7
+    for name, (status, shown, output) in none.items():
+        assert (status, shown) == ("not_run", "failed") and output.endswith(
+            "returned None, so there was nothing for this check to look at."), (name, output)
+    assert {v[:2] for v in _advice(results["correct"]).values()} == {("passed", "passed")}
+    page = (course.feedback("unanswered", ASSIGNMENT) / f"{Path(NB).stem}.html").read_text()
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    assert text.count("Not run (no points)") == 8 and "passed check" not in text
+    assert "Not run: layer_norm raised NotImplementedError, so there was nothing for this check to look at." in text
 
 
 def test_corpus_cheater_scores_exactly_like_the_same_code_without_the_patch(graded):

@@ -5,9 +5,10 @@ live in the test's tmp folder:
     -> nbgrader collect -> course autograde -> a TA's override and comment (nbgrader's gradebook API)
     -> course feedback -> nbgrader release_feedback -> (students) fetch_feedback -> nbgrader export
 
-Three roster students: ada submits two days late (20% off), kat two days late with a three-day
-extension (nothing off), nora does not submit. Then formgrader's Autograde button (the NbGraderAPI
-call it makes), nbgrader's generate_feedback, and a change of points after submission.
+Three roster students: ada submits two days late (20% off) and a TA then lowers one of her grades,
+kat two days late with a three-day extension (nothing off), nora does not submit. Then formgrader's
+Autograde button (the NbGraderAPI call it makes), nbgrader's generate_feedback, and a change of
+points after submission.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ ROSTER = ("id,first_name,last_name,email\n"
 # them in <assignment>/feedback/<timestamp>/ in the student's home: exchange folders, not course steps.
 EXCHANGE_FEEDBACK = "feedback"
 OVERRIDE = 10.0                            # the TA's layer_norm score for kat (below its points)
+ADA_OVERRIDE = 8.0                         # the TA's layer_norm score for ada, late (the autograder gave 12)
 COMMENT = "Right idea; LayerNorm divides by d, not d - 1. Partial credit restored."
 
 
@@ -53,6 +55,7 @@ class Trip:
     log: dict[str, subprocess.CompletedProcess]
     results: dict[str, dict]               # results.json per student, as course autograde wrote it
     auto_before: float                     # kat's layer_norm auto score before the override
+    ada_auto: float                        # ada's layer_norm auto score before the override
 
     @property
     def layout(self) -> CourseLayout:
@@ -142,6 +145,9 @@ def trip(tmp_path_factory) -> Trip:
         auto_before = grade.auto_score
         grade.manual_score = OVERRIDE
         gb.find_comment("layer_norm_solution", STEM, A, "kat").manual_comment = COMMENT
+        grade = gb.find_grade("test_layer_norm", STEM, A, "ada")
+        ada_auto = grade.auto_score
+        grade.manual_score = ADA_OVERRIDE
         gb.db.commit()
     log["feedback"] = course_cmd(course, instructor, "feedback", A)
     log["release_feedback"] = run([str(BIN / "nbgrader"), "release_feedback", A], course, instructor)
@@ -150,7 +156,7 @@ def trip(tmp_path_factory) -> Trip:
         log[f"fetch_feedback {student}"] = run([str(BIN / "nbgrader"), "fetch_feedback", A, f"--student={student}"],
                                                home, home)
     log["export"] = run([str(BIN / "nbgrader"), "export", "--to", "grades.csv"], course, instructor)
-    return Trip(tmp, course, exchange, log, results, auto_before)
+    return Trip(tmp, course, exchange, log, results, auto_before, ada_auto)
 
 
 def fetched_page(trip: Trip, student: str) -> str:
@@ -191,8 +197,26 @@ def test_students_receive_our_page_with_the_override_and_the_comment(trip):
     assert f"{total:g} / 100 points" in kat
     assert "Your due date:" in kat and "(with your extension of 3 days)" in kat
     ada = text_of(fetched_page(trip, "ada"))
-    assert "late penalty of 20" in ada and "From your instructor" not in ada
+    assert "late penalty of 20" in ada and "From your instructor" in ada and COMMENT not in ada
     assert "Feedback: transformer" in ada and "Student: ada" in ada
+
+
+def test_a_late_students_page_after_an_override_states_the_gradebooks_figures(trip):
+    """After a TA lowers a grade of ada's late submission, does her page give the total the gradebook and
+    `nbgrader export` give (the new raw score less the penalty in points fixed at autograde time), say the
+    autograder's score was changed by her instructor, and tie the note's 20% to the autograder's score,
+    never to the changed one?"""
+    assert trip.ada_auto == 12.0 and trip.results["ada"]["extra_data"]["raw_score"] == 100
+    row = exported(trip)["ada"]
+    raw, penalty, score = (float(row[k]) for k in ("raw_score", "late_submission_penalty", "score"))
+    assert (raw, penalty, score) == (96.0, 20.0, 76.0)
+    page = text_of(fetched_page(trip, "ada"))
+    assert "76 / 100 points" in page
+    assert "The autograder gave 100 points; your instructor changed that to 96 (see below)." in page
+    assert ("96 points less a late penalty of 20 points, fixed when your submission was autograded (20% of the "
+            "autograder's 100 points).") in page
+    assert "late penalty of 20% (20 points)." in page, "the note, as written at autograde time"
+    assert "Your instructor set the score to 8 of 12 points; the autograder gave 12." in page
 
 
 def test_feedback_holds_nothing_instructor_only(trip):
@@ -217,8 +241,9 @@ def test_export_has_names_emails_a_zero_row_and_totals_from_results_json(trip):
     assert float(rows["nora"]["score"]) == 0.0 and rows["nora"]["timestamp"] == ""
     ada = trip.results["ada"]
     assert float(rows["ada"]["late_submission_penalty"]) == ada["extra_data"]["late_penalty"] == 20.0
-    assert float(rows["ada"]["raw_score"]) == ada["extra_data"]["raw_score"]
-    assert float(rows["ada"]["score"]) == pytest.approx(ada["score"])
+    change = ADA_OVERRIDE - trip.ada_auto
+    assert float(rows["ada"]["raw_score"]) == pytest.approx(ada["extra_data"]["raw_score"] + change)
+    assert float(rows["ada"]["score"]) == pytest.approx(ada["score"] + change)
     kat = trip.results["kat"]
     assert float(rows["kat"]["late_submission_penalty"]) == kat["extra_data"]["late_penalty"] == 0.0
     assert float(rows["kat"]["score"]) == pytest.approx(kat["score"] + OVERRIDE - trip.auto_before)

@@ -25,7 +25,16 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ..config import Tolerance
-from ..sandbox.outcomes import FunctionMissing, NotCallable, NotebookFailed, StudentCodeError, StudentRaised
+from ..sandbox.outcomes import (
+    CallTimeout,
+    ChildCrashed,
+    FunctionMissing,
+    NotCallable,
+    NotebookFailed,
+    StudentCodeError,
+    StudentRaised,
+    TimeBudgetExceeded,
+)
 from .diagnosis import Args, Catalogue, Kwargs, Mistake, ProbeContext
 from .numeric import as_float, close_entries
 from .proxy import StudentFunction
@@ -40,6 +49,41 @@ class NotGraded(Exception):
         self.feedback = (f"Not graded: this check needs your `{block}`, which failed on its inputs "
                          f"({reason.rstrip('.')}). It earns no points until `{block}` works on them.")
         super().__init__(self.feedback)
+
+
+class NotRun(Exception):
+    """A check with nothing to look at: the student's function gave no result on the check's inputs
+    (it raised, is missing, hung, crashed its process, or returned None). Meant for checks of what a
+    call does besides its answer (advice: arguments modified in place, warnings), which a function
+    that is not written yet would otherwise pass. Its status is `not_run`: no points, and never
+    shown as passed."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        self.feedback = f"Not run: {reason.rstrip('.')}, so there was nothing for this check to look at."
+        super().__init__(self.feedback)
+
+
+def no_result(function: str, exc: Exception) -> str:
+    """Why a call of the student's `function` gave no result, in a few words: "`f` raised
+    NotImplementedError" (the full error is in the failed checks that make the same call)."""
+    if isinstance(exc, NotGraded):
+        return f"`{function}` needs your `{exc.block}`, which failed on these inputs"
+    if isinstance(exc, StudentRaised):
+        return f"`{exc.function or function}` raised {exc.type_name}"
+    if isinstance(exc, FunctionMissing):
+        return f"`{exc.name}` is not defined in your notebook"
+    if isinstance(exc, NotCallable):
+        return f"`{exc.name}` in your notebook is not a function"
+    if isinstance(exc, CallTimeout):
+        return f"`{function}` did not return in time"
+    if isinstance(exc, ChildCrashed):
+        return f"`{function}` stopped the process running your notebook"
+    if isinstance(exc, NotebookFailed):
+        return "your notebook could not be run"
+    if isinstance(exc, TimeBudgetExceeded):
+        return "the time for grading your notebook ran out"
+    return f"`{function}` gave no result"
 
 
 class _BlockFailed(Exception):
@@ -117,6 +161,7 @@ class Expect:
     calls: list[StudentCall] = field(default_factory=list)
     localised: dict[str, tuple[Mistake, ...]] = field(default_factory=dict)   # shared by a submission's tests
     confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)    # likewise: outputs or errors
+    failure: StudentCodeError | None = None   # how the last student call that failed ended
 
     # ---------------------------------------------------------------- recording
     def diagnose(self, mistake_id: str) -> Mistake | None:
@@ -142,10 +187,28 @@ class Expect:
         try:
             value = fn(*args, **kwargs)
         except StudentCodeError as exc:
+            self.failure = exc
             self._call_failed(name, args, kwargs, exc)
             raise
         self.calls.append(StudentCall(name, tuple(args), dict(kwargs), value))
         return value
+
+    def call_or_not_run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`self.call(fn, *args, **kwargs)` for a check that has nothing to look at without a
+        result: a call that fails (or is not graded) makes the check not run (`NotRun`) instead of
+        failed. A check that should not pass when the function returns None calls `not_run` itself
+        once it has looked at what the call did."""
+        self.failure = None
+        try:
+            return self.call(fn, *args, **kwargs)
+        except StudentCodeError as exc:
+            raise NotRun(no_result(_name(fn), exc)) from None
+        except NotGraded as exc:       # the call failed, and so does a building block: the call's own error
+            raise NotRun(no_result(_name(fn), self.failure or exc)) from None
+
+    def not_run(self, reason: str) -> NoReturn:
+        """End this check as not run (no points, never shown as passed), saying why."""
+        raise NotRun(reason)
 
     def call_each(self, fn: Callable[..., Any], *arguments: Args) -> list[Any]:
         """`[self.call(fn, *args) for args in arguments]`, in one round trip to the sandbox: the
@@ -157,6 +220,7 @@ class Expect:
         values = []
         for args, answer in zip(arguments, answers):
             if isinstance(answer, StudentCodeError):
+                self.failure = answer
                 self._call_failed(name, args, {}, answer)
                 raise answer
             self.calls.append(StudentCall(name, tuple(args), {}, answer))

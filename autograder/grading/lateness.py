@@ -27,8 +27,8 @@ class Lateness:
             return ""
         whose = f"your due date (with your extension of {self.extension})" if self.extension else "the due date"
         if self.fraction >= 1:
-            return (f"Submitted {self.late_days} day(s) after {whose}, past the last accepted day: "
-                    f"the score is 0.")
+            return (f"Submitted {self.late_days} day(s) after {whose}, past the last accepted day: late "
+                    f"penalty of 100% ({penalty_points:g} points, all of the autograder's score).")
         return (f"Submitted {self.late_days} day(s) after {whose}: late penalty of "
                 f"{self.fraction:.0%} ({penalty_points:g} points).")
 

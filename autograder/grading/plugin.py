@@ -23,7 +23,7 @@ import pytest
 
 from ..config import Assignment, Tolerance
 from ..sandbox.outcomes import StudentCodeError
-from .checks import Expect, NotGraded
+from .checks import Expect, NotGraded, NotRun
 from .diagnosis import Catalogue
 from .results import CheckOutcome, TestStatus
 from .rngs import SeededState, pcg64_states
@@ -45,6 +45,7 @@ class CheckInfo:
 class _Outcome:
     passed: bool = False
     not_graded: bool = False
+    not_run: bool = False
     output: str = ""
     detail: str = ""
     diagnoses: tuple[str, ...] = ()
@@ -82,6 +83,9 @@ def classify(exc: BaseException | None, expect: Expect | None) -> _Outcome:
         outcome.passed = True
     elif isinstance(exc, NotGraded):
         outcome.not_graded = True
+        outcome.output = outcome.detail = exc.feedback
+    elif isinstance(exc, NotRun):
+        outcome.not_run = True
         outcome.output = outcome.detail = exc.feedback
     elif isinstance(exc, StudentCodeError):
         outcome.output = outcome.detail = exc.feedback
@@ -335,7 +339,9 @@ class TestCaseFixtures:
 def _status(outcome: _Outcome) -> TestStatus:
     if outcome.passed:
         return "passed"
-    return "not_graded" if outcome.not_graded else "failed"
+    if outcome.not_graded:
+        return "not_graded"
+    return "not_run" if outcome.not_run else "failed"
 
 
 _EXPECT_KEY = pytest.StashKey[Expect]()

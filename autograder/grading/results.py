@@ -14,7 +14,10 @@ from typing import Any, Literal
 
 # not_graded: the check could not be graded because a building block it needs (another problem's
 # function) fails on its inputs; it earns no points and its output names that building block.
-TestStatus = Literal["passed", "failed", "not_graded"]
+# not_run: the check had nothing to look at, since the function gave no result (raised, missing,
+# returned None): advice about a function not written yet; no points, never shown as passed.
+TestStatus = Literal["passed", "failed", "not_graded", "not_run"]
+TEST_STATUSES: tuple[TestStatus, ...] = ("passed", "failed", "not_graded", "not_run")
 # graded: the graders ran (whatever the student scored).
 # crashed: the grader itself failed for this submission; scores are not to be trusted.
 SubmissionState = Literal["graded", "crashed"]

@@ -7,8 +7,9 @@ Here every grade cell (`Problem.grade_id`) gets, in place of the outputs the stu
 left in it, one output written from the SubmissionResult:
 
 - lost points: an `error` output (shown like a traceback) listing the failed checks with their
-  messages, recognised misconceptions with their hints, checks that could not be graded and
-  advice; the parametrised cases and identical failures grouped as on the feedback page;
+  messages, recognised misconceptions with their hints, checks that could not be graded,
+  advice, and advice not run (the function gave no result to look at); the parametrised cases
+  and identical failures grouped as on the feedback page;
 - full marks: a one-line `stream` output;
 - a grader crash: an `error` output saying the problem needs manual grading.
 
@@ -111,6 +112,10 @@ def problem_report(problem: ProblemDigest) -> str:
         lines.append(f"{YELLOW}advice (no points):{RESET} {check.description or check.function}  [{check.function}]")
         for message in check.messages:
             lines += _indent(message)
+    for check in problem.not_run:
+        lines.append(f"not run (no points): {check.description or check.function}  [{check.function}]")
+        for message in check.messages:
+            lines += _indent(message)
     passed = problem.of_kind("passed")
     if passed and lines[1:]:
         lines.append(f"{GREEN}{len(passed)} other checks passed{RESET}: "
@@ -132,7 +137,7 @@ def _output(result: SubmissionResult, problem: ProblemDigest | None, name: str) 
     if problem is None:
         return _new_output("stream", name="stdout", text=f"{OUTPUT_NAME}: no checks for {name}.\n")
     text = problem_report(problem)
-    if problem.full_marks and not problem.advice:
+    if problem.full_marks and not problem.advice and not problem.not_run:
         return _new_output("stream", name="stdout", text=text.replace(BOLD, "").replace(RESET, "") + ".\n")
     evalue = f"{_points(problem.score)} / {_points(problem.max_score)} points"
     return _new_output("error", ename=OUTPUT_NAME, evalue=evalue, traceback=text.splitlines())

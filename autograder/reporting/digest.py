@@ -8,6 +8,8 @@ syntax error shows up as eight NameErrors. This module groups them, without chan
 - failed checks of a problem that all report the very same message form one `FailureGroup`;
 - checks worth no points (`max_score == 0`) are advice, and checks with status "not_graded" (a
   check that could not run because a building block failed) are kept apart from failures;
+- advice with status "not_run" (the function gave no result to look at: not written yet, raised,
+  returned None) is kept apart too: it is neither passed nor advice;
 - execution notes that report the same error form one `NoteGroup`, and NameErrors for a name that
   an earlier failed cell defines are attached to that cell's note as its consequences.
 
@@ -26,9 +28,10 @@ from autograder.grading.results import SubmissionResult, TestResult
 
 from .results_json import numbered_tests, ordered_problems, short_name
 
-CheckKind = Literal["failed", "not_graded", "advice", "passed"]
+CheckKind = Literal["failed", "not_graded", "advice", "not_run", "passed"]
 
 NOT_GRADED = "not_graded"
+NOT_RUN = "not_run"
 
 
 # --------------------------------------------------------------------------- checks
@@ -51,8 +54,12 @@ def is_advice(test: TestResult) -> bool:
 
 
 def case_state(test: TestResult) -> CheckKind:
-    """passed, failed, not_graded (could not run), or advice (no points; only when it has something to say)."""
+    """passed, failed, not_graded (could not run), advice (no points; only when it has something to
+    say) or not_run (advice with nothing to look at: the function gave no result). A check worth
+    points that was not run lost them: it is failed."""
     if is_advice(test):
+        if test.status == NOT_RUN:
+            return "not_run"
         return "passed" if test.passed else "advice"
     if test.passed:
         return "passed"
@@ -82,7 +89,7 @@ class Check:
     @cached_property
     def kind(self) -> CheckKind:
         states = {c.state for c in self.cases}
-        for kind in ("failed", "not_graded", "advice"):
+        for kind in ("failed", "not_graded", "advice", "not_run"):
             if kind in states:
                 return kind
         return "passed"
@@ -166,6 +173,11 @@ class ProblemDigest:
         said = {m for kind in ("failed", "not_graded") for c in self.of_kind(kind) for m in c.messages}
         return tuple(c for c in self.of_kind("advice") if not set(c.messages) <= said)
 
+    @property
+    def not_run(self) -> tuple[Check, ...]:
+        """Advice checks that had nothing to look at (the function gave no result): never passed."""
+        return self.of_kind("not_run")
+
     def count(self, state: CheckKind) -> int:
         """How many cases (results.json's tests) are in `state`."""
         return self._counts.get(state, 0)
@@ -189,8 +201,9 @@ class ProblemDigest:
 
     @property
     def needs_reading(self) -> bool:
-        """Anything to read beyond "all passed": lost points, checks not graded, advice, or no checks at all."""
-        return not self.full_marks or bool(self.advice)
+        """Anything to read beyond "all passed": lost points, checks not graded, advice, advice not
+        run, or no checks at all."""
+        return not self.full_marks or bool(self.advice) or bool(self.not_run)
 
     @property
     def diagnoses(self) -> tuple[tuple[str, str], ...]:

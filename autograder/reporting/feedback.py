@@ -13,7 +13,8 @@ the autograder's own score beside an overridden one, and the comments under "Fro
 instructor" (see `reporting.gradebook.Review`). A student's extension shows as their due date.
 
 The page is made for reading on a phone as well as a desk: what lost points comes first (a
-problem's failed checks, then checks that could not be graded, then advice worth no points);
+problem's failed checks, then checks that could not be graded, then advice worth no points, then
+advice that had nothing to look at because the function gave no result, shown as not run);
 passed checks are folded in `<details>` (no script needed); the cases of a parametrised check
 are shown as one check ("3 of 6 cases failed"); checks that failed with one identical message,
 and notebook cells that raised the same error, are grouped (see `digest`).
@@ -61,7 +62,7 @@ class Misconception:
 @dataclass(frozen=True)
 class CaseView:
     label: str            # the case's parameters ("" for a plain check)
-    state: str            # passed, failed, not_graded, advice
+    state: str            # passed, failed, not_graded, advice, not_run
     message: str
 
 
@@ -69,7 +70,7 @@ class CaseView:
 class CheckView:
     name: str             # the grader function, e.g. test_layer_norm_matches_reference
     description: str      # its one-line question
-    state: str            # failed, not_graded, advice or passed
+    state: str            # failed, not_graded, advice, not_run or passed
     numbers: str          # "1.7", or "1.1–1.6" for a parametrised check
     score: str
     max_score: str
@@ -122,6 +123,7 @@ class ProblemView:
     skipped: tuple[FailureView, ...]      # checks that could not be graded
     advice: tuple[CheckView, ...]
     passed: tuple[CheckView, ...]
+    not_run: tuple[CheckView, ...] = ()   # advice with nothing to look at (the function gave no result)
 
     @property
     def passed_cases(self) -> int:
@@ -154,7 +156,7 @@ class FeedbackView:
     score: str
     max_score: str
     raw_score: str        # before the late penalty ("" when there is none)
-    late_penalty: str
+    late_penalty: str     # points, as the gradebook holds them (fixed when the submission was autograded)
     passed: int
     total: int
     not_graded: int
@@ -164,6 +166,9 @@ class FeedbackView:
     instructor: tuple[InstructorNote, ...] = ()
     due: str = ""         # the student's due date when they have an extension, for reading
     extension: str = ""   # "2 days"
+    auto_score: str = ""      # the autograder's score (before any penalty) when a person changed scores, else ""
+    reviewed_score: str = ""  # that score with the person's changes (before any penalty), when auto_score is set
+    late_share: str = ""      # the late penalty as a share of the autograder's score ("20%"), when auto_score is set
 
     @property
     def to_read(self) -> tuple[ProblemView, ...]:
@@ -215,7 +220,8 @@ def _problem_view(p: ProblemDigest) -> ProblemView:
         failures=tuple(_failure_view(g) for g in p.failures),
         skipped=tuple(_failure_view(g) for g in p.not_graded),
         advice=tuple(_check_view(c) for c in p.advice),
-        passed=tuple(_check_view(c) for c in p.of_kind("passed")))
+        passed=tuple(_check_view(c) for c in p.of_kind("passed")),
+        not_run=tuple(_check_view(c) for c in p.not_run))
 
 
 _VIEWS: dict[tuple[object, ...], ProblemView] = {}   # digest_key -> the problem's view
@@ -283,14 +289,22 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
     messages = {t.output.strip() for t in graded}
     every_one_failed = len(graded) > 1 and all(case_state(t) == "failed" for t in graded)
     common = messages.pop() if every_one_failed and len(messages) == 1 else ""
-    late = result.state != "crashed" and result.late_penalty > 0
+    penalty = result.late_penalty
     score, raw = reported_score(result), result.raw_score
     instructor: tuple[InstructorNote, ...] = ()
+    auto_score = late_share = ""
     if review is not None and review.changed:
         problems = _reviewed(problems, review)
         instructor = _instructor_notes(review)
         raw = review.raw_score
-        score = round(max(0.0, raw - result.late_penalty), 6)
+        if review.late_penalty is not None:      # the gradebook's penalty: what nbgrader export takes off
+            penalty = review.late_penalty
+        score = round(max(0.0, raw - penalty), 6)
+        if review.scores_changed and result.state != "crashed":
+            auto_score = format_points(result.raw_score)
+            if penalty > 0 and result.raw_score > 0 and penalty == result.late_penalty:
+                late_share = f"{format_points(100 * penalty / result.raw_score)}%"
+    late = result.state != "crashed" and penalty > 0
     return FeedbackView(
         student=result.student,
         assignment=result.assignment,
@@ -299,7 +313,7 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         score=format_points(score),
         max_score=format_points(result.max_score or sum(float(p.max_score) for p in problems)),
         raw_score=format_points(raw) if late else "",
-        late_penalty=format_points(result.late_penalty) if late else "",
+        late_penalty=format_points(penalty) if late else "",
         passed=sum(t.passed for t in graded),
         total=len(graded),
         not_graded=sum(p.not_graded for p in problems),
@@ -310,6 +324,9 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         instructor=instructor,
         due=_readable_time(result.due) if result.extension and result.due else "",
         extension=result.extension,
+        auto_score=auto_score,
+        reviewed_score=format_points(raw) if auto_score else "",
+        late_share=late_share,
     )
 
 

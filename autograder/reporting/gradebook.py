@@ -661,7 +661,8 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
             grade.auto_score = None if crashed else _problem_score(result, p.name)
             grade.needs_manual_grade = crashed or grade.manual_score is not None
             problems.append(_problem_review(p, grade))
-        review = Review(result.student, assignment.name, tuple(problems), _comments(assignment, submission))
+        review = Review(result.student, assignment.name, tuple(problems), _comments(assignment, submission),
+                        late_penalty=result.late_penalty)
         gb.db.commit()
     except BaseException:
         gb.db.rollback()
@@ -697,7 +698,8 @@ def read_review(gb: Gradebook, assignment: Assignment, student: str) -> Review |
         except MissingEntry:
             continue
         problems.append(_problem_review(p, grade))
-    return Review(student, assignment.name, tuple(problems), _comments(assignment, submission))
+    return Review(student, assignment.name, tuple(problems), _comments(assignment, submission),
+                  late_penalty=float(submission.late_submission_penalty or 0.0))
 
 
 def _problem_review(problem: Problem, grade: Any) -> ProblemReview:

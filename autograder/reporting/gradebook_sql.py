@@ -272,7 +272,7 @@ class SqlGradebook:
                         for nid, snb in snbs for cid in cells.graded.get(nid, ())])
         db.executemany("INSERT INTO comment (id, notebook_id, cell_id) VALUES (?, ?, ?)",
                        [(_new_id(), snb, cid) for nid, snb in snbs for cid in cells.commented.get(nid, ())])
-        return Review(result.student, a.name, tuple(problems), ())
+        return Review(result.student, a.name, tuple(problems), (), late_penalty=result.late_penalty)
 
     def _grades_again(self, cells: _Cells, sub: str, result: SubmissionResult) -> Review:
         """A submission's rows when the gradebook has it already: missing notebook, grade and comment
@@ -312,7 +312,7 @@ class SqlGradebook:
             updates.append((auto, int(crashed or manual is not None), gid))
             problems.append(ProblemReview(p.name, p.points, auto, manual, float(extra or 0.0)))
         db.executemany("UPDATE grade SET auto_score = ?, needs_manual_grade = ? WHERE id = ?", updates)
-        return Review(result.student, a.name, tuple(problems), self._comments(sub))
+        return Review(result.student, a.name, tuple(problems), self._comments(sub), late_penalty=result.late_penalty)
 
     def _comments(self, sub: str) -> tuple[tuple[str, str], ...]:
         """(problem, text) for every comment a person wrote on the submission, by notebook (as

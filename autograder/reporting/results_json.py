@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from autograder.grading.results import SubmissionResult, SubmissionState, TestResult
+from autograder.grading.results import TEST_STATUSES, SubmissionResult, SubmissionState, TestResult
 from autograder.text import truncate
 
 from .bounds import RESULTS_JSON_MAX_BYTES, bound_result, shrunk
@@ -163,6 +163,9 @@ def _with_hints(test: TestResult) -> str:
 
 
 def _test_entry(number: str, test: TestResult) -> dict[str, Any]:
+    """A test as Gradescope shows it. Gradescope knows only "passed" and "failed": a check not graded
+    or not run is "failed" (no points), its output saying which and why ("Not graded: ...", "Not
+    run: ..."), never "passed"."""
     return {
         "name": short_name(test),
         "number": number,
@@ -374,7 +377,7 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
         tests = tuple(TestResult(
             name=_text(t["name"]), problem=_text(t["problem"]), score=_number(t["score"]),
             max_score=_number(t["max_score"]),
-            status=t["status"] if t["status"] in ("passed", "failed", "not_graded") else "failed",
+            status=t["status"] if t["status"] in TEST_STATUSES else "failed",
             output=_text(t.get("output")), description=_text(t.get("description")),
             diagnoses=tuple(_text(d) for d in t.get("diagnoses", [])),
             hints=tuple(_text(h) for h in t.get("hints", [])), detail=_text(t.get("detail")),

@@ -32,6 +32,7 @@ class Review:
     assignment: str
     problems: tuple[ProblemReview, ...]
     comments: tuple[tuple[str, str], ...] = ()    # (problem name, or "" for the notebook, comment text)
+    late_penalty: float | None = None   # the gradebook's late_submission_penalty, in points (None: not read)
 
     def problem(self, name: str) -> ProblemReview | None:
         return next((p for p in self.problems if p.problem == name), None)
@@ -39,6 +40,11 @@ class Review:
     @property
     def raw_score(self) -> float:
         return round(sum(p.score for p in self.problems), 6)
+
+    @property
+    def scores_changed(self) -> bool:
+        """A person changed a score (an override or extra credit), not only commented."""
+        return any(p.overridden for p in self.problems)
 
     @property
     def changed(self) -> bool:

@@ -41,6 +41,7 @@ import re
 import select
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,11 +54,52 @@ __all__ = [
     "encode", "decode", "frame", "Channel", "describe", "READ_AHEAD", "FORK_REQUEST", "REAP_REQUEST",
 ]
 
-# The tree given to JSON is built afresh by _Encoder, with its depth capped: it cannot hold a cycle,
-# so the encoder's bookkeeping of the containers it is inside (a third of its time here) is skipped.
-_json_encode = json.JSONEncoder(allow_nan=True, separators=(",", ":"), check_circular=False).encode
-_loads = json.loads
 _JSONDecodeError = json.JSONDecodeError
+
+
+def _json_functions() -> tuple[Callable[[Any], str], Callable[[str], Any]]:
+    """(encode, loads) for headers: what json's encoder and json.loads give, calling the C encoder
+    and scanner straight (made once here) instead of through json's Python-level wrappers, which
+    build a new encoder per message and run three Python functions per decode: fewer steps per
+    message on both sides, and fewer pages a fresh problem process writes. Falls back to the
+    wrappers where the C parts are missing or give anything else on a sample."""
+    # The tree given to JSON is built afresh by _Encoder, with its depth capped: it cannot hold a
+    # cycle, so the encoder's bookkeeping of the containers it is inside (a third of its time
+    # here) is skipped.
+    encoder = json.JSONEncoder(allow_nan=True, separators=(",", ":"), check_circular=False)
+    decoder = json.JSONDecoder()
+    scan = decoder.scan_once                    # type: ignore[attr-defined]  # set by __init__, not in the stubs
+    space = json.decoder.WHITESPACE.match       # type: ignore[attr-defined]  # what decode() skips
+
+    def loads(text: str) -> Any:
+        """json.loads(text) for a str (json.decoder.JSONDecoder.decode and raw_decode, inlined)."""
+        try:
+            value, end = scan(text, space(text, 0).end())
+        except StopIteration as exc:
+            raise _JSONDecodeError("Expecting value", text, exc.value) from None
+        end = space(text, end).end()
+        if end != len(text):
+            raise _JSONDecodeError("Extra data", text, end)
+        return value
+
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode, loads
+
+    def encode(value: Any) -> str:
+        return "".join(c_encoder(value, 0))
+
+    sample = [[1, -2.5, float("inf"), float("nan"), None, True, "é\u2028\"\n", {"d": [["k", [1e300, 5e-324]]]}], [16]]
+    try:
+        c_encoder = make(None, encoder.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False,
+                         True)
+        same = encode(sample) == encoder.encode(sample)
+    except Exception:  # noqa: BLE001 - another Python's C encoder (other arguments): keep the wrapper
+        same = False
+    return (encode if same else encoder.encode), loads
+
+
+_json_encode, _loads = _json_functions()
 _monotonic = time.monotonic
 _ndarray = np.ndarray
 _generic = np.generic

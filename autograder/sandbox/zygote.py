@@ -27,6 +27,7 @@ namespace and drops to that unprivileged uid, group list and capabilities includ
 from __future__ import annotations
 
 import _random
+import _signal  # type: ignore[import-not-found]  # the C functions signal wraps; no stubs
 import ctypes
 import gc
 import os
@@ -63,8 +64,12 @@ ROLE_NAMES = {"zygote": "sbx-zygote", "submission": "sbx-submission", "superviso
 _fork, _waitpid, _exit, _close, _chdir = os.fork, os.waitpid, os._exit, os.close, os.chdir
 _open, _dup2, _closerange, _environ = os.open, os.dup2, os.closerange, os.environ
 _gc_freeze = gc.freeze
-_sigmask, _SIG_BLOCK, _SIG_SETMASK = signal.pthread_sigmask, signal.SIG_BLOCK, signal.SIG_SETMASK
-_ALL_SIGNALS = signal.valid_signals()
+# Signal functions from _signal, not signal: signal's are Python wrappers that turn every signal
+# number and handler they return into enum members through the module's globals (which the notebook
+# may rebind): ~40 copied pages of enum machinery in every problem process (pthread_sigmask), ~0.45
+# ms and ~70 pages in every supervisor (setting each handler back to its default).
+_sigmask, _SIG_BLOCK, _SIG_SETMASK = _signal.pthread_sigmask, _signal.SIG_BLOCK, _signal.SIG_SETMASK
+_ALL_SIGNALS = _signal.valid_signals()
 _stat, _task_dir = os.stat, "/proc/self/task"
 _libc_fork = ctypes.PyDLL(None, use_errno=True).fork     # PyDLL: called with the GIL held
 _get_errno = ctypes.get_errno
@@ -254,7 +259,7 @@ class Zygote:
             layers.append("no-network")
         self.hello = {"op": "hello", "pid": os.getpid(), "layers": layers, "problems": problems,
                       "python": sys.version.split()[0]}
-        signal.signal(signal.SIGCHLD, self._reap)
+        _signal.signal(_signal.SIGCHLD, self._reap)
 
     @staticmethod
     def _network_is_loopback_only() -> bool:
@@ -366,7 +371,7 @@ class Zygote:
     def _leave(self) -> None:
         """In a child just forked from the zygote: drop what only the zygote uses (its SIGCHLD
         handler, its channel, the pipes that tell other supervisors it lives)."""
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
         self.chan.close()
         for held in self.alive.values():
             os.close(held)
@@ -523,9 +528,9 @@ def _only_default_handlers() -> None:
     from inside the namespace to it only when it has a handler for it: Python's own SIGINT
     handler (KeyboardInterrupt) would let the student's code end the supervisor, and with it
     the submission, as a sandbox failure rather than the student's."""
-    for sig in signal.valid_signals():
-        if sig != signal.SIGCHLD and callable(signal.getsignal(sig)):
-            signal.signal(sig, signal.SIG_DFL)
+    for sig in _signal.valid_signals():
+        if sig != _signal.SIGCHLD and callable(_signal.getsignal(sig)):
+            _signal.signal(sig, _signal.SIG_DFL)
 
 
 class Supervisor:
@@ -568,7 +573,7 @@ class Supervisor:
         self.notebook_dir = os.path.join(self.scratch, NOTEBOOK_DIR)
         self.problem_dir = os.path.join(self.scratch, PROBLEM_DIR)
         _only_default_handlers()
-        signal.signal(signal.SIGCHLD, self._reap)
+        _signal.signal(_signal.SIGCHLD, self._reap)
 
     def _mount_private(self) -> None:
         try:
@@ -763,7 +768,7 @@ class Supervisor:
         if pid == 0:
             code = 70
             try:
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
                 code = _template(nb_fd, self.limits, self.student_filter, self.notebook_dir,
                                  self.problem_dir, isolated=self.isolated, ours=self.ours)
             finally:

@@ -245,6 +245,48 @@ def test_advice_carries_no_points(tmp_path):
     assert (advice.status, advice.max_score, advice.score) == ("failed", 0.0, 0.0)
 
 
+class WithStub(FakeProxy):
+    """`double` works, `stub` is written but returns None (a body of `pass`), the rest is missing."""
+
+    def __getattr__(self, name):
+        return (lambda x: None) if name == "stub" else super().__getattr__(name)
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "pytest"])
+def test_advice_with_no_result_to_look_at_is_not_run_never_passed(tmp_path, lean):
+    """Does an advice check whose function gives no result (missing, or None) end "not run" with its
+    reason, in both loops, while the same check on a function that answers passes?"""
+    results, graded = run(tmp_path, {"test_double": """
+        import pytest
+
+        @pytest.mark.points(1)
+        def test_double_works(student):
+            assert student.double(2) == 4
+
+        @pytest.mark.points(0)
+        def test_halve_touches_nothing(student, expect):
+            expect.call_or_not_run(student.halve, 4)
+
+        @pytest.mark.points(0)
+        def test_double_touches_nothing(student, expect):
+            expect.call_or_not_run(student.double, 4)
+
+        @pytest.mark.points(0)
+        def test_nothing_returned(student, expect):
+            if expect.call_or_not_run(student.stub, 4) is None:
+                expect.not_run("`stub` returned None")
+    """}, lean=lean, proxy=WithStub(), double=5)
+    halve = results["test_halve_touches_nothing"]
+    assert (halve.status, halve.score, halve.max_score) == ("not_run", 0.0, 0.0)
+    assert halve.output == "Not run: `halve` is not defined in your notebook, so there was nothing for this check " \
+                           "to look at."
+    none = results["test_nothing_returned"]
+    assert (none.status, none.output) == (
+        "not_run", "Not run: `stub` returned None, so there was nothing for this check to look at.")
+    assert results["test_double_touches_nothing"].status == "passed"
+    assert not any(c.internal_error for c in graded.checks)
+
+
 def test_graders_are_collected_once_and_rerun_per_submission(tmp_path):
     """Does one session grade submission after submission, each against its own proxy, without collecting again?"""
     with session(tmp_path, DOUBLE, double=8) as s:

@@ -3,7 +3,8 @@
 dora   the whole assignment: a syntax error in `split_heads` followed by eight NameErrors in later
        cells (cells named the way students see them), every `split_heads` check failing with one
        message, integration checks that could not run because of it ("not_graded"), advice worth
-       no points (an argument changed in place, a numpy warning), a parametrised check failing
+       no points (an argument changed in place, a numpy warning; `split_heads`'s not run, since the
+       function gave no result), a parametrised check failing
        1 of 6 cases, a recognised misconception, and problems with full marks.
 erin   99 of 100: one case of one check failed.
 """
@@ -19,6 +20,8 @@ POINTS = (("layer_norm", 15.0), ("split_heads", 10.0), ("merge_heads", 5.0),
 NB = "transformer-block.ipynb"
 MISSING_SPLIT = "`split_heads` is not defined in your notebook (was it renamed, or did its cell fail?)"
 NEEDS_SPLIT = "Not graded: this check needs your `split_heads`, which failed (see problem 2)."
+NOT_RUN_SPLIT = ("Not run: `split_heads` is not defined in your notebook, so there was nothing for this check "
+                 "to look at.")
 MUTATED = ("`layer_norm` changed its argument `x` in place (for example `x -= mean`); "
            "callers expect their arrays untouched.")
 WARNED = ("`pre_ln_block` raised numpy/Python warnings: RuntimeWarning: overflow encountered in exp "
@@ -82,6 +85,8 @@ def dora_tests() -> list[R.TestResult]:
     tests.append(case("split_heads", "test_split_heads_rejects_width_not_divisible_by_heads", 2.0,
                       status="failed", output=MISSING_SPLIT,
                       description="Does split_heads refuse a width that heads cannot share?"))
+    tests.append(case("split_heads", "test_split_heads_leaves_input_unchanged", 0.0, status="not_run",
+                      output=NOT_RUN_SPLIT, description="Does split_heads leave x untouched?"))
     tests += full_marks("merge_heads", 5.0)
     # multi_head_attention: its own checks pass; the integration check cannot run
     tests += full_marks("multi_head_attention", 18.0)

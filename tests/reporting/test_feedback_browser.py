@@ -126,7 +126,8 @@ def test_pages_with_full_or_nearly_full_marks_are_short_on_a_phone(graded_demo, 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_pages_with_not_graded_checks_advice_and_cascades_fit(browser, tmp_path, width):
-    """Do pages with not-graded checks, advice, grouped failures and a NameError cascade fit and show them?"""
+    """Do pages with not-graded checks, advice, advice not run, grouped failures and a NameError cascade fit
+    and show them?"""
     problems = []
     for result in (dora_result(), erin_result()):
         path = write_feedback(result, None, tmp_path / result.student)
@@ -138,7 +139,7 @@ def test_pages_with_not_graded_checks_advice_and_cascades_fit(browser, tmp_path,
         problems += problems_with(look, result.student, width, failed)
         if result.student == "dora":
             for needle in ("Not graded: this check needs your split_heads", "Advice (no points)",
-                           "Because of this, 8 later cells stopped"):
+                           "Not run (no points)", "Because of this, 8 later cells stopped"):
                 if needle not in look.text:
                     problems.append(f"dora at {width} px: {needle!r} not on screen; see {look.shot}")
             if re.search(r"NameError: name 'split_heads'", look.text):

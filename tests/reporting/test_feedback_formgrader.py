@@ -23,6 +23,7 @@ from .feedback_samples import (
     MISSING_SPLIT,
     MUTATED,
     NEEDS_SPLIT,
+    NOT_RUN_SPLIT,
     SECRET,
     SEED,
     UPCAST,
@@ -100,6 +101,8 @@ def test_each_grade_cell_gets_the_reasons_for_its_points(copy, assignment):
     assert squash(MUTATED) in ln and "advice (no points)" in ln
     assert squash(MISSING_SPLIT) in squash(out["test_split_heads"])
     assert "3 checks failed with the same error" in out["test_split_heads"]
+    assert f"not run (no points): Does split_heads leave x untouched? [test_split_heads_leaves_input_unchanged] " \
+        f"{squash(NOT_RUN_SPLIT)}" in squash(out["test_split_heads"])
     block = squash(out["test_pre_ln_block"])
     assert squash(UPCAST) in block and squash(NEEDS_SPLIT) in block and squash(WARNED) in block
 

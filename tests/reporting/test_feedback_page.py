@@ -19,6 +19,7 @@ from .feedback_samples import (
     MUTATED,
     NAME_ERRORS,
     NEEDS_SPLIT,
+    NOT_RUN_SPLIT,
     SECRET,
     SEED,
     SYNTAX,
@@ -179,6 +180,18 @@ def test_advice_worth_no_points_is_shown_as_advice():
     assert squash(MUTATED) in shown and squash(WARNED) in shown
     assert "1. layer_norm 13.5 / 15 \u2717 1 of 7 failed" in shown
     assert "23 of 35 checks passed" in shown
+
+
+def test_advice_with_nothing_to_look_at_is_shown_as_not_run_never_passed():
+    """Is an advice check whose function gave no result shown under "Not run (no points)" with its
+    reason, in its problem's section, and never among the passed checks or as advice?"""
+    page = read(dora_result())
+    shown, folded = squash(page.on_screen), squash(page.hidden)
+    assert shown.count("Not run (no points)") == 1
+    section = shown[shown.index("2. split_heads 0 / 10 points"):shown.index("4. multi_head_attention 18 / 20 points")]
+    assert "Not run (no points) Does split_heads leave x untouched?" in section
+    assert squash(NOT_RUN_SPLIT) in section
+    assert "leave x untouched" not in folded and shown.count("Advice (no points)") == 2
 
 
 def test_cell_names_and_code_are_shown_as_students_see_them():

@@ -15,12 +15,12 @@ def text_of(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
 
 
-def review_for(result, **changes) -> Review:
+def review_for(result, late_penalty=None, **changes) -> Review:
     problems = []
     for p in result.problem_scores():
         manual, extra = changes.get(p.problem, (None, 0.0))
         problems.append(ProblemReview(p.problem, p.max_score, p.score, manual, extra))
-    return Review(result.student, result.assignment, tuple(problems), changes.get("comments", ()))
+    return Review(result.student, result.assignment, tuple(problems), changes.get("comments", ()), late_penalty)
 
 
 def test_an_override_and_a_comment_reach_the_page(bob, assignment):
@@ -63,3 +63,24 @@ def test_an_extension_shows_the_students_own_due_date(ada, assignment):
         render_feedback(extended, assignment))
     assert "Your due date" not in render_feedback(dataclasses.replace(ada, due="2026-12-14T23:59:00+00:00"),
                                                   assignment)
+
+
+def test_a_late_submission_changed_by_a_ta_states_the_penalty_fixed_at_autograde_time(ada, assignment):
+    """After a TA lowers a late submission's grade, does the page say the autograder's score was changed,
+    and give the penalty in points as the gradebook holds it (fixed when autograded), tied to the
+    autograder's score rather than to the changed one?"""
+    late = dataclasses.replace(ada, late_penalty=6.0, notes=(
+        "Submitted 2 day(s) after the due date: late penalty of 20% (6 points).",))
+    text = text_of(render_feedback(late, assignment, review_for(late, late_penalty=6.0, split_heads=(7.0, 0.0))))
+    assert "21 / 30 points" in text
+    assert "The autograder gave 30 points; your instructor changed that to 27 (see below)." in text
+    assert ("27 points less a late penalty of 6 points, fixed when your submission was autograded (20% of the "
+            "autograder's 30 points).") in text
+    assert "Includes your instructor's review" not in text
+    # the gradebook's penalty is the one taken off (what `nbgrader export` takes off), even if it differs
+    view = feedback_view(late, assignment, review_for(late, late_penalty=5.0, split_heads=(7.0, 0.0)))
+    assert (view.score, view.raw_score, view.late_penalty, view.late_share) == ("22", "27", "5", "")
+    # a comment alone changes no figure
+    commented = text_of(render_feedback(late, assignment, review_for(late, 6.0, comments=(("", "Well done."),))))
+    assert "24 / 30 points" in commented and "30 points less a late penalty of 6 points." in commented
+    assert "The autograder gave" not in commented and "Includes your instructor's review (see below)." in commented

@@ -66,6 +66,22 @@ def test_failed_and_passed_status_come_from_the_result(bob):
     assert tests[2]["output"] == f"split_heads raised ValueError: {MARKUP}"
 
 
+def test_advice_not_run_is_never_passed_for_gradescope_and_reads_back(tmp_path):
+    """Is an advice check that was not run (its function gave no result) "failed" for Gradescope with its
+    "Not run: ..." output, "not_run" in extra_data, and read back as not run?"""
+    from autograder.reporting.results_json import result_from_json
+
+    why = "Not run: `silu` raised NotImplementedError, so there was nothing for this check to look at."
+    result = submission("dee", [check("silu", "test_silu_a", 0.0, 5.0, output="silu raised NotImplementedError"),
+                                check("silu", "test_silu_clean", 0.0, 0.0, status="not_run", output=why)])
+    doc = to_results_json(result)
+    entry = doc["tests"][1]
+    assert (entry["status"], entry["output"], entry["score"], entry["max_score"]) == ("failed", why, 0.0, 0.0)
+    assert doc["extra_data"]["tests"][1]["status"] == "not_run"
+    back, _ = result_from_json(json.loads(json.dumps(doc)))
+    assert back.tests[1].status == "not_run" and not back.tests[1].passed
+
+
 def test_student_text_is_declared_plain_text_so_gradescope_renders_no_html(bob):
     """Are all output and name formats "text", so markup from student code is shown, not rendered?"""
     doc = to_results_json(bob)

@@ -13,6 +13,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autograder.sandbox import protocol
 from autograder.sandbox.protocol import Caps, EncodeError, ProtocolError, decode, encode
@@ -358,3 +360,33 @@ def test_the_sandbox_side_imports_only_stdlib_numpy_and_its_own_modules():
                       [f"autograder.{m[:-3]}" for m in ENGINE_MODULES if m != "__init__.py"] +
                       [f"autograder.sandbox.{m[:-3]}" for m in CHILD_MODULES if m != "__init__.py"])
     assert out.stdout.strip() == str(expected)
+
+
+JSON_TREES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.builds(lambda pairs: {"d": pairs},
+                                                           st.lists(st.tuples(st.text(), inner).map(list), max_size=3)),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_TREES)
+def test_headers_are_what_json_itself_writes_and_reads(tree):
+    """Does the header encoder (json's C encoder called straight) write exactly what json's own
+    encoder with the protocol's settings writes, and does the header reader give what json.loads
+    gives, on any JSON tree?"""
+    expected = json.JSONEncoder(allow_nan=True, separators=(",", ":"), check_circular=False).encode(tree)
+    assert protocol._json_encode(tree) == expected
+    assert repr(protocol._loads(expected)) == repr(json.loads(expected))
+
+
+@pytest.mark.parametrize("text", ["", " ", "[1,", "[1] x", "x", "[1]]", "[01]", "nul", " [1] ", "[NaN]", '["\\ud800"]'])
+def test_the_header_reader_accepts_and_refuses_what_json_loads_does(text):
+    """Does the header reader accept what json.loads accepts (surrounding whitespace included)
+    and refuse with json's own error, at the same place, what it refuses?"""
+    def outcome(loads):
+        try:
+            return "value", repr(loads(text))
+        except json.JSONDecodeError as exc:
+            return "error", str(exc)
+    assert outcome(protocol._loads) == outcome(json.loads)

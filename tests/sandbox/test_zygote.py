@@ -143,3 +143,21 @@ def test_the_reseed_leaves_what_numpy_random_seed_leaves():
     finally:
         np.random.set_state(saved)
         zygote._mt_state = address
+
+
+SIGNAL_REBOUND = """
+import signal
+def _refuse(*args, **kwargs):
+    raise RuntimeError("the notebook's own signal helper ran")
+signal._int_to_enum = _refuse
+def answer():
+    return 42
+"""
+
+
+def test_problems_are_served_when_the_notebook_rebinds_the_signal_module(submit):
+    """Is a problem process started without running anything the notebook rebound in `signal`
+    (the template gives each problem the notebook's signal mask back through `_signal`'s own
+    function, bound before the notebook ran, not `signal.pthread_sigmask`, whose wrapper looks up
+    the module's helpers when called)?"""
+    assert submit([SIGNAL_REBOUND]).problem("p").call("answer").value == 42

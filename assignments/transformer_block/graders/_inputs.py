@@ -11,9 +11,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from autograder.grading.checks import NotGraded
-from autograder.sandbox.outcomes import StudentCodeError
-
 
 class Case(NamedTuple):
     """One attention-shaped input: x is (*lead, n, d) and the model uses h heads."""
@@ -112,15 +109,15 @@ def expect_float32(expect, out, what: str) -> None:
 def expect_clean_call(student, expect, fn, *args, what: str, if_warned: str | None = None) -> None:
     """Advice only (the child reports this itself, so it carries no points): calling `fn(*args)`
     modifies none of its arguments and raises no numpy/Python warnings (`if_warned` names the
-    mistake to record when it does). A call that fails has nothing to advise on: the graded checks
-    already report it."""
-    try:
-        expect.call(fn, *args)
-    except (StudentCodeError, NotGraded):
-        return
+    mistake to record when it does). A function that gives no result (a stub raising
+    NotImplementedError, a body that returns None and touches nothing) has nothing to advise on:
+    the check is not run, never passed, and the graded checks report the failure."""
+    out = expect.call_or_not_run(fn, *args)
     if getattr(student.last_call, "mutated", ()):
         expect.diagnose("general.mutates_input")
     if if_warned and getattr(student.last_call, "warnings", ()):
         expect.diagnose(if_warned)
     expect.not_mutated(what)
     expect.no_warnings(what)
+    if out is None:
+        expect.not_run(f"`{getattr(fn, '__name__', fn)}` returned None")
