@@ -65,6 +65,7 @@ from submissions import (
 )
 
 from assignments.transformer_block.mistakes import catalogue
+from autograder.config import load_course
 from autograder.layout import NBGRADER_CONFIG, ROSTER_FILE, CourseLayout, copy_course
 from autograder.toolpath import tool, tool_env
 
@@ -73,6 +74,10 @@ HANG_STUDENT = "hang01"
 ON_TIME = "2026-12-14 18:00:00.000000 UTC"     # before the due date: no late penalty on either side
 CORRECT_EVERY = 4                               # every 4th submission of the cohort is a correct one
 BROKEN_EVERY = 9                                # among the others, every 9th is a broken file
+# The scratch course's secret, the same in every run: each student's hidden inputs (and so their score)
+# are then the same from one run, branch or machine to the next, and per-student scores can be compared
+# across runs. (A fresh secret per run drew new inputs for everyone: s0030's 91.43 vs 89.71 was that.)
+BENCH_SECRET = "bench-cohort-secret-0123456789abcdef"
 
 # The issue's targets, checked at the end of the report.
 TARGET_MARGINAL_MS_PER_CORE = 40.0
@@ -202,9 +207,11 @@ c.CourseDirectory.db_url = {db!r}
 
 def make_course(dest: Path, subs: list[Submission], roster_extra: tuple[str, ...] = (),
                 stock_nbgrader: bool = False) -> Path:
-    """A scratch copy of the course with the cohort under submitted/ and everyone on the roster. With
-    `stock_nbgrader`, its nbgrader_config.py only sets the folder and gradebook (nbgrader as it comes)."""
+    """A scratch copy of the course with the cohort under submitted/, everyone on the roster and the
+    fixed BENCH_SECRET. With `stock_nbgrader`, its nbgrader_config.py only sets the folder and gradebook
+    (nbgrader as it comes)."""
     copy_course(ROOT, dest)
+    load_course(dest).secret_file.write_text(BENCH_SECRET + "\n", encoding="utf-8")
     if stock_nbgrader:
         (dest / NBGRADER_CONFIG).write_text(STOCK_NBGRADER_CONFIG.format(
             root=str(dest), db=f"sqlite:///{dest / 'gradebook.db'}"))
@@ -657,7 +664,7 @@ class Bench:
             self.generate_s = time.perf_counter() - t
             if gen.returncode != 0:
                 raise SystemExit(f"nbgrader generate_assignment failed:\n{gen.stdout[-2000:]}{gen.stderr[-2000:]}")
-        # untimed warm-up: the first run creates the course secret and gradebook and fills the file cache
+        # untimed warm-up: the first run creates the gradebook and fills the file cache
         warm = Submission("warmup", templates()[0][0])
         for course, cmd in ((ours, course_cmd(ours, "--student", "warmup")),
                             (nbg, nbgrader_cmd("--student", "warmup"))):

@@ -15,6 +15,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 import bench_autograde as bench  # noqa: E402
 
 from assignments.transformer_block.mistakes import catalogue  # noqa: E402
+from autograder.config import load_course  # noqa: E402
+from autograder.grading.seeds import course_secret, student_seed  # noqa: E402
 from autograder.layout import ROSTER_FILE, CourseLayout  # noqa: E402
 
 
@@ -83,6 +85,19 @@ def test_make_course_writes_the_cohort_in_nbgrader_layout(tmp_path):
     assert (course / "course.yml").is_file() and layout.release(bench.ASSIGNMENT).is_dir()
     bench.remove_student(course, subs[0].student)
     assert not layout.submission(subs[0].student, bench.ASSIGNMENT).exists()
+
+
+def test_every_scratch_course_gives_a_student_the_same_seed(tmp_path):
+    """Do two scratch courses (two runs, or two branches) draw the same hidden inputs for the same student?
+
+    Each run used to make a fresh course secret, so s0030 (layer_norm.no_eps) got new inputs every
+    run and its score moved with them; per-student scores could not be compared across runs."""
+    seeds = []
+    for name in ("run1", "run2"):
+        course = bench.make_course(tmp_path / name, bench.cohort(2))
+        secret = course_secret(load_course(course).secret_file)      # as `course autograde` reads it
+        seeds.append(student_seed(secret, bench.ASSIGNMENT, "s0030"))
+    assert seeds[0] == seeds[1]
 
 
 def test_course_command_passes_workers_only_when_asked(tmp_path):

@@ -77,13 +77,23 @@ def causal_mask(n: int) -> np.ndarray:
 
 
 def random_mask(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Boolean (n, n), not causal: every row allows at least one key and blocks at least one (n >= 2)."""
-    mask = rng.random((n, n)) < 0.5
-    rows = np.arange(n)
-    mask[rows, rng.integers(0, n, size=n)] = True              # one allowed key per row ...
-    allowed = np.argmax(mask, axis=1)                          # ... kept while blocking another
-    mask[rows, (allowed + rng.integers(1, n, size=n)) % n] = False
-    return mask
+    """Boolean (n, n), not causal: every row allows at least two keys and blocks at least one, and
+    every key is allowed to some query (n >= 3).
+
+    Two keys at least, so that every query's softmax weighs scores against each other: a row that
+    allows a single key gives that key's value whatever the scores are, and a mask made only of
+    such rows would let a wrong scale of the scores pass on some students' draws and not others'.
+    A key that no query may see would make a softmax over the wrong axis all NaN in that column,
+    and the mistake named on some draws only."""
+    if n < 3:
+        raise ValueError(f"random_mask needs n >= 3 tokens, got {n}")
+    while True:
+        allowed = rng.integers(2, n, size=(n, 1))                     # 2 .. n-1 keys per row
+        keys = rng.permuted(np.tile(np.arange(n), (n, 1)), axis=1)    # each row's keys, shuffled
+        mask = np.zeros((n, n), dtype=bool)
+        np.put_along_axis(mask, keys, np.arange(n) < allowed, axis=1)  # the first `allowed` of them
+        if mask.any(axis=0).all():
+            return mask
 
 
 # --------------------------------------------------------------------------- shared checks

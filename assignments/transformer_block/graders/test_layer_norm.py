@@ -29,6 +29,23 @@ def _args(rng, shape, dtype=np.float64):
     return tokens(rng, shape, dtype), gamma, beta
 
 
+def _float32_args(rng, shape):
+    """Float32 tokens as `tokens` draws them, each rescaled to a standard deviation between 4 and 6,
+    with gamma and beta as usual.
+
+    There eps = 1e-5, left out or added outside the root, moves an output entry gamma * z + beta by at
+    most eps / std <= 2.5e-6 of |gamma * z|: within the float32 atol (1e-5) while |gamma * z| <= 4,
+    and within its rtol (1e-4) beyond, since beta (about N(0, 0.3)) cannot bring such an entry near 0.
+    So those mistakes agree here on every student's inputs, not on some students' only (with the
+    spread of `tokens`, std down to about 0.3, leaving eps out failed this check on ~3% of draws);
+    they are charged by the float64 checks and the nearly-constant tokens, on every draw."""
+    x = tokens(rng, shape)
+    std = rng.uniform(4.0, 6.0, size=(*shape[:-1], 1))
+    x = x.mean(axis=-1, keepdims=True) + (x - x.mean(axis=-1, keepdims=True)) * (std / x.std(axis=-1, keepdims=True))
+    gamma, beta = scale_and_shift(rng, shape[-1], np.float32)
+    return x.astype(np.float32), gamma, beta
+
+
 @pytest.mark.points(6)
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
 def test_layer_norm_matches_reference(student, expect, rng, shape):
@@ -39,7 +56,7 @@ def test_layer_norm_matches_reference(student, expect, rng, shape):
 @pytest.mark.points(2)
 def test_layer_norm_keeps_float32(student, expect, rng):
     """Given float32 inputs, does layer_norm return float32 values that agree with the reference?"""
-    out = expect.matches_reference(student.layer_norm, _args(rng, (2, 5, 16), np.float32),
+    out = expect.matches_reference(student.layer_norm, _float32_args(rng, (2, 5, 16)),
                                    what="layer_norm on float32 x of shape (2, 5, 16)")
     expect_float32(expect, out, "layer_norm on float32 x")
 

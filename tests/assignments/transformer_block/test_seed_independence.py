@@ -1,10 +1,13 @@
-"""The graders give a catalogued mistake the same outcome, check by check, whatever the student's seed.
+"""The graders give a catalogued mistake the same outcome, check by check, whatever the student's seed:
+the same status and the same named mistakes.
 
 Hidden inputs are drawn from a seed that depends on the course secret and the student, so two
 students with the same mistake (or one student in two course copies) see different inputs. A check
 whose outcome for a mistake depends on those inputs (its error sitting near the tolerance for some
 draws, or only some draws reaching the region where the mistake shows) makes scores a lottery: this
-is how rms_norm.no_eps scored 96.5 in one benchmark run and 97.0 in another.
+is how rms_norm.no_eps scored 96.5 in one benchmark run and 97.0 in another, and layer_norm.no_eps
+(bench student s0030) 91.43 in most runs and 89.71 in one: each benchmark run made a fresh course
+secret, so new inputs, and about 3% of draws put its float32 check over the tolerance.
 
 No sandbox here: each student form of tools/submissions.py (the release notebook's setup cell and
 the solutions, one function replaced by the mistake's student form) is run in-process, and a small
@@ -32,7 +35,12 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tools"))
 from submissions import MISTAKE_FORMS, NOTEBOOK, mistake_cell, release_notebook, solution_code  # noqa: E402
 
-SEEDS = tuple(1_000_003 * k + 17 for k in range(6))
+# Six ordinary seeds catch an outcome that flips on many draws; a rarer flip needs its draw. Two
+# seeds whose draws flipped one on earlier graders: 29 made layer_norm.no_eps fail
+# test_layer_norm_keeps_float32 (ordinary tokens: ~3% of draws), and 622 drew a random mask that let
+# every query see a single key, where any wrong scale of the scores passes
+# test_multi_head_attention_follows_any_boolean_mask (~0.5% of draws).
+SEEDS = (*(1_000_003 * k + 17 for k in range(6)), 29, 622)
 
 
 def _namespace(mistake_id: str | None) -> dict[str, Any]:
@@ -110,18 +118,19 @@ def session():
     s.close()
 
 
-def _statuses(session: GraderSession, namespace: dict[str, Any], seed: int) -> dict[str, str]:
+def _outcomes(session: GraderSession, namespace: dict[str, Any], seed: int) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Each graded check's status and the mistakes it names."""
     run = session.run({NOTEBOOK: InProcessStudent(namespace)}, seed)
     assert not run.broken
-    return {c.name: c.status for c in run.checks if c.weight > 0}
+    return {c.name: (c.status, c.diagnoses) for c in run.checks if c.weight > 0}
 
 
 @pytest.mark.parametrize("mistake_id", [None, *sorted(MISTAKE_FORMS)],
                          ids=["correct", *sorted(MISTAKE_FORMS)])
 def test_each_check_gives_a_mistake_the_same_outcome_whatever_the_seed(session, mistake_id):
-    """Does every graded check pass, or fail, the same student form on every student's hidden inputs?"""
+    """Does every graded check pass, or fail naming the same mistakes, for a student form on every seed?"""
     namespace = _namespace(mistake_id)
-    outcomes = [_statuses(session, namespace, seed) for seed in SEEDS]
+    outcomes = [_outcomes(session, namespace, seed) for seed in SEEDS]
     varying = {name: [o[name] for o in outcomes] for name in outcomes[0]
                if len({o[name] for o in outcomes}) > 1}
     assert varying == {}
