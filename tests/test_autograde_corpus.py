@@ -181,6 +181,23 @@ def test_corpus_advice_on_a_function_that_gives_no_result_is_not_run(graded):
     assert "Not run: layer_norm raised NotImplementedError, so there was nothing for this check to look at." in text
 
 
+def test_corpus_functions_returning_none_are_told_no_result_and_no_misconception(graded):
+    """Is a stub whose body is `pass` (it returns None) told that it gave no result, in every problem,
+    with no misconception named (only the mutation the layer_norm body really makes), on the page too?"""
+    course, result = graded["course"], graded["results"][RETURNS_NONE]
+    assert result["score"] == 0
+    assert _diagnoses(result) == {"general.mutates_input"}
+    for t in result["tests"]:
+        output, problem = t["output"], next(tag for tag in t["tags"] if tag.startswith("problem:"))
+        if "rejects_width_not_divisible" in t["name"]:
+            assert output.endswith("returned None; expected it to raise ValueError."), output
+        elif _status(result, t) == "failed" and problem != "problem:layer_norm":
+            assert "returned None" in output and "Recognised mistake" not in output, (t["name"], output)
+    page = (course.feedback(RETURNS_NONE, ASSIGNMENT) / f"{Path(NB).stem}.html").read_text()
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    assert "Values changed" not in text and "No value error" not in text and "// or int(...)" not in text
+
+
 def test_corpus_cheater_scores_exactly_like_the_same_code_without_the_patch(graded):
     """Does patching np.allclose / np.isclose / np.testing change nothing at all?"""
     cheat, honest = graded["results"]["cheater"], graded["results"]["ln_unbiased"]
