@@ -858,6 +858,8 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
         return exits.pop(pid, None)
 
     def fork(fd: int) -> None:
+        collect()
+        exits.clear()
         pid = _fork_bare()
         if pid == 0:
             code = 70
@@ -871,15 +873,6 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
             finally:
                 _exit(code)
         _close(fd)
-        # The earlier problem processes (and any process the notebook started) that ended are
-        # reaped after this fork, not before it: the new one is then still a child, so the last
-        # waitpid finds it running and returns, instead of raising ChildProcessError (ECHILD:
-        # an exception, its message and traceback made, ~15 pages of this process written and
-        # so copied anew, at every fork). How the earlier ones ended is no longer asked for (the
-        # trusted side asks about a problem process before it asks for the next); the new one's
-        # code, should it have ended already, is kept.
-        exits.clear()
-        collect()
 
     # The problems' HOME and TMPDIR, set once here rather than in every problem process (where
     # student code could change them anyway, as a thread the notebook left could here).
