@@ -16,7 +16,8 @@ sets, from course.yml:
   formgrader button) writes our page, from results.json and the gradebook (the same page as `course
   feedback`), instead of an HTML copy of the notebook;
 - `ExportApp.plugin_class = CourseCsvExport`: `nbgrader export` syncs the roster first (names, emails,
-  a zero row for a student who did not submit) and adds each student's extension and own due date;
+  a zero row for a student who did not submit) and adds each student's extension and own due date
+  (`--CourseCsvExport.excel=True`: a file for Excel, with a UTF-8 byte-order mark);
 - `ExchangeFactory.release_feedback = CourseReleaseFeedback`: `nbgrader release_feedback` leaves out,
   naming each, the students whose submission did not come through the exchange (no
   `submission_secret.txt`), instead of stopping at the first of them.
@@ -36,7 +37,7 @@ from nbformat import NotebookNode
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.plugins.export import CsvExportPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Unicode, default
+from traitlets import Bool, Unicode, default
 
 from .config import Course, load_course
 from .errors import CourseError
@@ -154,9 +155,15 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
 
     The rows are nbgrader's (every assignment of the gradebook times every student, a 0 row for whoever
     did not submit, the same values and filters), written by the csv module: nbgrader's own plugin
-    joins the fields with commas unquoted, so a name holding a comma or quotes would shift the columns."""
+    joins the fields with commas unquoted, so a name holding a comma or quotes would shift the columns.
+
+    The file is UTF-8 without a byte-order mark, as nbgrader writes it and as LMS importers expect;
+    `excel` (`nbgrader export --CourseCsvExport.excel=True`) starts it with one, so that Excel reads
+    "Zoë" rather than "ZoÃ«" (Excel takes a CSV file without the mark for the system's legacy code page)."""
 
     course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
+    excel = Bool(False, help="start the CSV file with a UTF-8 byte-order mark, for Excel (LMS importers may "
+                             "refuse one)").tag(config=True)
 
     def export(self, gradebook: Any) -> None:
         from .reporting.gradebook import gradebook_lock, sync_roster
@@ -174,7 +181,7 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
         dest = self.to or "grades.csv"
         self.log.info("Exporting grades to %s", dest)
         tmp = f"{dest}.tmp"
-        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        with open(tmp, "w", newline="", encoding="utf-8-sig" if self.excel else "utf-8") as fh:
             writer = csv.DictWriter(fh, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)

@@ -233,6 +233,35 @@ def _test_of(cell: dict[str, Any]) -> str:
     return grade_id if isinstance(grade_id, str) else ""
 
 
+def grade_id_of(cell: Any) -> str:
+    """The grade_id of an nbgrader grade cell (`grade: true`, code or markdown), else ""."""
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
+    if not isinstance(nbgrader, dict) or nbgrader.get("grade") is not True:
+        return ""
+    grade_id = nbgrader.get("grade_id")
+    return grade_id if isinstance(grade_id, str) else ""
+
+
+def copied_grade_cells(name: str, raw_cells: list[Any], source_key: str = "source") -> list[str]:
+    """A note per grade id that more than one grade cell holds (a student copied a graded cell): as
+    in the autograded copy and formgrader, the first of them holds the grade and the copies none."""
+    where: dict[str, list[str]] = {}
+    number = 0
+    for cell in raw_cells:
+        if not isinstance(cell, dict):
+            continue
+        code = cell.get("cell_type") == "code"
+        number += code
+        grade_id = grade_id_of(cell)
+        if grade_id:
+            where.setdefault(grade_id, []).append(
+                cell_label(number, _source(cell.get(source_key, "")) or "") if code else "a markdown cell")
+    return [f"{name}: the grade cell `{grade_id}` appears {len(cells)} times ({'; '.join(cells)}); was it copied? "
+            f"Only the first holds its grade: the {'copy is' if len(cells) == 2 else 'copies are'} not graded."
+            for grade_id, cells in where.items() if len(cells) > 1]
+
+
 def _unreadable(path: Path | None, reason: str) -> LoadedNotebook:
     return LoadedNotebook(path=path, cells=(), notes=(reason,), readable=False)
 
@@ -294,6 +323,7 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
             skipped += 1
             continue
         cells.append(CodeCell(index=i, source=src, label=cell_label(number, src), test_of=_test_of(cell)))
+    notes += copied_grade_cells(name, raw_cells, source_key)
     if skipped:
         notes.append(f"{name}: {skipped} code cell(s) had malformed source and were skipped.")
     if not cells:

@@ -29,6 +29,11 @@ EXPECTED = json.loads((CORPUS.root / "expected.json").read_text())
 NOT_ON_ROSTER = "stranger"
 RETURNS_NONE = "returns_none"
 RELEASED = PROJECT.release(ASSIGNMENT)
+COPIED_GRADE_CELL = "copied_grade_cell"
+
+
+def _grade_id(cell) -> str:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -56,6 +61,14 @@ def _add_big_cases(course: CourseLayout) -> None:
             cell.source = cell.source.replace("raise NotImplementedError()", body)
     course.submission(RETURNS_NONE, ASSIGNMENT).mkdir(parents=True)
     nbformat.write(stubs, course.submission(RETURNS_NONE, ASSIGNMENT) / NB)
+    # a student copied the graded cell under layer_norm: two cells with the grade id test_layer_norm
+    copied = nbformat.read(course.submission("correct", ASSIGNMENT) / NB, as_version=4)
+    first = next(i for i, c in enumerate(copied.cells) if _grade_id(c) == "test_layer_norm")
+    duplicate = nbformat.from_dict(json.loads(json.dumps(copied.cells[first])))
+    duplicate.id = "my-copy"
+    copied.cells.insert(first + 1, duplicate)
+    course.submission(COPIED_GRADE_CELL, ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(copied, course.submission(COPIED_GRADE_CELL, ASSIGNMENT) / NB)
     for student in (NOT_ON_ROSTER, "late"):
         shutil.copytree(course.submission("correct", ASSIGNMENT), course.submission(student, ASSIGNMENT))
     # nbgrader's timestamp.txt: due 2026-12-14 23:59 UTC + 15 min grace; 1 day 12 h late -> 2 days -> 20 %
@@ -181,6 +194,23 @@ def test_corpus_advice_on_a_function_that_gives_no_result_is_not_run(graded):
     assert "Not run: layer_norm raised NotImplementedError, so there was nothing for this check to look at." in text
 
 
+def test_corpus_functions_returning_none_are_told_no_result_and_no_misconception(graded):
+    """Is a stub whose body is `pass` (it returns None) told that it gave no result, in every problem,
+    with no misconception named (only the mutation the layer_norm body really makes), on the page too?"""
+    course, result = graded["course"], graded["results"][RETURNS_NONE]
+    assert result["score"] == 0
+    assert _diagnoses(result) == {"general.mutates_input"}
+    for t in result["tests"]:
+        output, problem = t["output"], next(tag for tag in t["tags"] if tag.startswith("problem:"))
+        if "rejects_width_not_divisible" in t["name"]:
+            assert output.endswith("returned None; expected it to raise ValueError."), output
+        elif _status(result, t) == "failed" and problem != "problem:layer_norm":
+            assert "returned None" in output and "Recognised mistake" not in output, (t["name"], output)
+    page = (course.feedback(RETURNS_NONE, ASSIGNMENT) / f"{Path(NB).stem}.html").read_text()
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    assert "Values changed" not in text and "No value error" not in text and "// or int(...)" not in text
+
+
 def test_corpus_cheater_scores_exactly_like_the_same_code_without_the_patch(graded):
     """Does patching np.allclose / np.isclose / np.testing change nothing at all?"""
     cheat, honest = graded["results"]["cheater"], graded["results"]["ln_unbiased"]
@@ -272,6 +302,31 @@ def test_corpus_nbgrader_export_lists_our_scores(graded):
     for student, result in graded["results"].items():
         assert float(rows[student]["score"]) == pytest.approx(result["score"], abs=1e-4), student
     assert float(rows["late"]["raw_score"]) == 100 and float(rows["late"]["late_submission_penalty"]) == 20
+
+
+def test_corpus_a_copied_grade_cell_is_graded_once_and_said_once(graded):
+    """A student copied a graded cell: is the grade the one problem score (as for the same notebook
+    without the copy) in results.json, in the gradebook (nbgrader's API, what formgrader reads) and
+    at the first cell alone in the autograded copy, with one note saying the copy is not graded?"""
+    from nbgrader.api import Gradebook
+
+    course, result = graded["course"], graded["results"][COPIED_GRADE_CELL]
+    assert result["score"] == graded["results"]["correct"]["score"] == 100
+    note = [n for n in result["extra_data"]["notes"] if "test_layer_norm" in n]
+    assert len(note) == 1 and "appears 2 times" in note[0] and "the copy is not graded" in note[0]
+    page = next(course.feedback(COPIED_GRADE_CELL, ASSIGNMENT).glob("*.html")).read_text()
+    assert " ".join(re.sub(r"<[^>]+>", " ", page).split()).count("appears 2 times") == 1
+    cells = nbformat.read(course.autograded(COPIED_GRADE_CELL, ASSIGNMENT) / NB, as_version=4).cells
+    marked = [c for c in cells if _grade_id(c) == "test_layer_norm"]
+    assert len(marked) == 1 and "12 / 12 points for layer_norm" in marked[0].outputs[0].text
+    copy = next(c for c in cells if c.get("id") == "my-copy")
+    assert "nbgrader" not in copy.metadata and "not graded" in copy.outputs[0].text
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", "dl-attention") as gb:
+        notebook = gb.find_submission_notebook(Path(NB).stem, ASSIGNMENT, COPIED_GRADE_CELL)
+        names = [g.name for g in notebook.grades]
+        assert names.count("test_layer_norm") == 1 and len(names) == len(set(names))
+        assert gb.find_grade("test_layer_norm", Path(NB).stem, ASSIGNMENT, COPIED_GRADE_CELL).score == 12
+        assert notebook.score == pytest.approx(100)
 
 
 def test_corpus_late_submission_loses_the_policys_share(graded):

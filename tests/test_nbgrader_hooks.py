@@ -48,7 +48,7 @@ def test_a_config_that_bypasses_the_engine_is_reported(course_copy):
     assert config_problems(course)[0].startswith("nbgrader_config.py: missing")
 
 
-def _export(course_dir):
+def _export(course_dir, *options: str, to: str = "grades.csv"):
     import os
     import subprocess
     import sys
@@ -56,7 +56,7 @@ def _export(course_dir):
 
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
-    return subprocess.run([str(bin_dir / "nbgrader"), "export", "--to", "grades.csv"], cwd=course_dir, env=env,
+    return subprocess.run([str(bin_dir / "nbgrader"), "export", "--to", to, *options], cwd=course_dir, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -209,3 +209,28 @@ def test_export_quotes_names_with_commas_quotes_and_accents(course_copy):
     assert names == {"ana": ("Ana", "O'Neil, Jr."), "bob": ('Bob "The Builder"', "Smith"),
                      "zoe": ("Zoë", "Ångström"), "chen": ("Chen", "李")}
     assert {row["score"] for row in rows} == {"0.0"}
+
+
+def test_export_for_excel_starts_with_a_byte_order_mark_and_the_default_has_none(course_copy):
+    """Does `nbgrader export --CourseCsvExport.excel=True` write the same CSV with a UTF-8 byte-order
+    mark in front (so Excel shows "Zoë", not "ZoÃ«"), while plain `nbgrader export` (what LMS importers
+    read) and the same option in nbgrader_config.py, overridden on the command line, stay without one?"""
+    from nbgrader.api import Gradebook
+
+    (course_copy / "roster.csv").write_text("id,first_name,last_name,email\nzoe,Zoë,Ångström,zoe@example.edu\n",
+                                            encoding="utf-8")
+    with Gradebook(load_course(course_copy).gradebook_url) as gb:
+        gb.add_assignment("transformer-block")
+    runs = {"plain": _export(course_copy, to="plain.csv"),
+            "excel": _export(course_copy, "--CourseCsvExport.excel=True", to="excel.csv")}
+    config = course_copy / "nbgrader_config.py"
+    config.write_text(config.read_text() + "c.CourseCsvExport.excel = True\n")
+    runs["configured"] = _export(course_copy, to="configured.csv")
+    runs["overridden"] = _export(course_copy, "--CourseCsvExport.excel=False", to="overridden.csv")
+    for name, done in runs.items():
+        assert done.returncode == 0, (name, done.stderr[-2000:])
+    data = {name: (course_copy / f"{name}.csv").read_bytes() for name in runs}
+    bom = "\ufeff".encode()
+    assert not data["plain"].startswith(bom) and not data["overridden"].startswith(bom)
+    assert data["excel"] == data["configured"] == bom + data["plain"] and data["overridden"] == data["plain"]
+    assert data["plain"].decode("utf-8").splitlines()[1].split(",")[4:7] == ["Ångström", "Zoë", "zoe@example.edu"]

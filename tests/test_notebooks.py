@@ -121,3 +121,22 @@ def test_load_skips_a_code_cell_whose_source_lines_are_not_all_text(tmp_path):
     assert [(c.index, c.source) for c in nb.cells] == [(0, "x = 1\ny = 2"), (3, "w = 4")]
     assert nb.notes == ("hw.ipynb: 2 code cell(s) had malformed source and were skipped.",)
     assert nb.cells[1].label == "the 4th code cell (`w = 4`)"
+
+
+def test_load_notes_a_copied_grade_cell_once(tmp_path):
+    """When two grade cells share a grade id (a student copied one), is that said once, naming both
+    cells and that only the first is graded, while copied solution cells (no grade) are not noted?"""
+    nb = nbformat.v4.new_notebook()
+    test = {"grade": True, "solution": False, "locked": True, "grade_id": "test_f", "points": 2}
+    answer = {"grade": False, "solution": True, "locked": False, "grade_id": "f_solution"}
+    nb.cells = [nbformat.v4.new_code_cell("def f(x):\n    return x", metadata={"nbgrader": answer}),
+                nbformat.v4.new_code_cell("def f(x):\n    return 2 * x", metadata={"nbgrader": answer}),
+                nbformat.v4.new_code_cell("assert f(1) == 1", metadata={"nbgrader": test}),
+                nbformat.v4.new_markdown_cell("copied below:"),
+                nbformat.v4.new_code_cell("assert f(1) == 1", metadata={"nbgrader": dict(test)})]
+    nbformat.write(nb, tmp_path / "hw.ipynb")
+    loaded = load_notebook(tmp_path / "hw.ipynb", max_mb=5)
+    assert loaded.notes == ("hw.ipynb: the grade cell `test_f` appears 2 times (the 3rd code cell "
+                            "(`assert f(1) == 1`); the 4th code cell (`assert f(1) == 1`)); was it copied? "
+                            "Only the first holds its grade: the copy is not graded.",)
+    assert [c.test_of for c in loaded.cells] == ["", "", "test_f", "test_f"]

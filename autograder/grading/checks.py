@@ -491,8 +491,10 @@ class Expect:
         """The student call inside the block must raise `exc_type` (by name, across the sandbox).
 
         `diagnose` names the mistake to record when the function answered without raising it
-        (not when it is still an unfinished stub raising NotImplementedError)."""
+        (not when it gave no answer: an unfinished stub raising NotImplementedError, or one whose
+        body is `pass` and returns None)."""
         name = exc_type.__name__
+        before = self.last_call()
         try:
             yield
         except StudentRaised as exc:
@@ -501,6 +503,9 @@ class Expect:
                     self.diagnose(diagnose)
                 self._fail(f"{what} raised {exc.type_name}; expected {name}.")
             return
+        answer = self.last_call()
+        if answer is not before and getattr(answer, "value", ...) is None:
+            self._fail(f"{what} returned None; expected it to raise {name}.")
         if diagnose:
             self.diagnose(diagnose)
         self._fail(f"{what} returned normally; expected it to raise {name}.")

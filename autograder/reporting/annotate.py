@@ -16,8 +16,9 @@ left in it, one output written from the SubmissionResult:
 Only student-safe fields are written (messages, diagnoses, hints; never `detail` or the seed), so
 the notebook stays safe to hand back, e.g. through nbgrader's generate_feedback. A grade cell the
 student deleted is put back from the released notebook (after the cell that precedes it there),
-so formgrader has a place to show and override that grade. A copy that cannot be read as a
-notebook is left as it is.
+so formgrader has a place to show and override that grade; a copy of a grade cell (the same grade
+id further down) is unmarked, so formgrader shows one score box per grade. A copy that cannot be read
+as a notebook is left as it is.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from nbformat.v4 import rwbase
 
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
+from autograder.notebooks import grade_id_of
 
 from .digest import Check, FailureGroup, ProblemDigest, ProblemTests, digest_key, problem_digest, problem_tests
 from .notebook_text import notebook_text
@@ -234,12 +236,34 @@ def _released_notebook(path: Path) -> Any:
     return released
 
 
+def _unmark_copies(nb: Any) -> None:
+    """A grade cell whose grade id an earlier grade cell holds (a student copied a graded cell) is
+    not graded: its nbgrader metadata is removed, so formgrader shows one score box per grade (at
+    the first cell, which gets the report), and its outputs say why. (nbgrader's own DeduplicateIds
+    keeps the last copy instead; here the first is graded, as the feedback's note says.)"""
+    seen: set[str] = set()
+    for cell in nb.cells:
+        grade_id = grade_id_of(cell)
+        if not grade_id:
+            continue
+        if grade_id not in seen:
+            seen.add(grade_id)
+            continue
+        del cell.metadata["nbgrader"]
+        if cell.get("cell_type") == "code":
+            cell.outputs = [_new_output("stream", name="stderr", text=(
+                f"{OUTPUT_NAME}: a copy of the grade cell `{grade_id}`, not graded: its grade is on the first "
+                f"cell with that id, above.\n"))]
+            cell.execution_count = None
+
+
 def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem, ...], released: Any = None
                       ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Write our report into the grade cells of `nb` (in place) for `problems`.
     Returns (grade ids annotated, grade ids restored from `released`)."""
     tests = {t[1]: t for t in problem_tests(result)}
     annotated, restored = [], []
+    _unmark_copies(nb)
     graded: dict[str, list[Any]] = {}      # grade id -> the code cells that have it, in order
     for c in nb.cells:
         if c.get("cell_type") == "code":

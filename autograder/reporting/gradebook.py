@@ -37,6 +37,7 @@ interrupted leaves a record under `.gradebook-pending/`, which every later comma
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import datetime as dt
 import fcntl
@@ -253,7 +254,8 @@ def open_gradebook(course: Course) -> Iterator[Gradebook]:
 @contextlib.contextmanager
 def _opened(course: Course, factory: Callable[[str, str], Gradebook]) -> Iterator[Gradebook]:
     try:
-        with tools_on_path():      # nbgrader runs `alembic` to create a new gradebook
+        with tools_on_path():      # nbgrader may run `alembic` to create a new gradebook
+            quick_alembic_version()
             gb = factory(course.gradebook_url, course.course_id)
     except Exception as exc:  # noqa: BLE001 - nbgrader raises SQLAlchemy and subprocess errors here
         raise CourseError(f"gradebook {course.gradebook_url}: cannot open ({type(exc).__name__}: {exc})") from None
@@ -261,6 +263,82 @@ def _opened(course: Course, factory: Callable[[str, str], Gradebook]) -> Iterato
         yield gb
     finally:
         gb.close()
+
+
+_MIGRATION_NAMES = ("revision", "down_revision", "branch_labels", "depends_on")
+
+
+def alembic_head(versions: Path | None = None) -> str | None:
+    """The revision `alembic heads` names first for nbgrader's migration scripts (`versions`: its
+    alembic/versions folder), read from the scripts' text: each script that alembic would load (a
+    .py file of that folder not named .#* or __init__*) assigns its revision and down_revision as
+    plain literals, and branch_labels and depends_on as None. None when they are anything but such a
+    history with exactly one head (nbgrader's own `alembic heads` then answers)."""
+    if versions is None:
+        try:
+            from nbgrader.dbutil import ALEMBIC_DIR
+        except ImportError:
+            return None
+        versions = Path(ALEMBIC_DIR) / "versions"
+    revisions: set[str] = set()
+    downs: set[str] = set()
+    try:
+        scripts = sorted(p for p in versions.iterdir()
+                         if p.name.endswith(".py") and not p.name.startswith((".#", "__init__")) and p.is_file())
+        for script in scripts:
+            values: dict[str, Any] = {}
+            for node in ast.parse(script.read_text(encoding="utf-8")).body:
+                target: ast.expr | None = None
+                value: ast.expr | None = None
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    target, value = node.targets[0], node.value
+                elif isinstance(node, ast.AnnAssign):
+                    target, value = node.target, node.value
+                if isinstance(target, ast.Name) and target.id in _MIGRATION_NAMES and value is not None:
+                    if target.id in values:
+                        return None                  # assigned twice: left to alembic
+                    values[target.id] = ast.literal_eval(value)
+                elif any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in _MIGRATION_NAMES
+                         for n in ast.walk(node)):
+                    return None                      # set some other way: left to alembic
+            revision, down = values.get("revision"), values.get("down_revision")
+            if type(revision) is not str or not revision or revision in revisions \
+                    or values.get("branch_labels") is not None or values.get("depends_on") is not None:
+                return None
+            if down is None:
+                down = ()
+            elif type(down) is str:
+                down = (down,)
+            elif type(down) not in (tuple, list) or not all(type(d) is str for d in down):
+                return None
+            revisions.add(revision)
+            downs.update(down)
+    except (OSError, SyntaxError, ValueError, TypeError, UnicodeDecodeError, RecursionError, MemoryError):
+        return None
+    heads = revisions - downs
+    return next(iter(heads)) if len(heads) == 1 and downs <= revisions else None
+
+
+def quick_alembic_version() -> None:
+    """Have nbgrader's `get_alembic_version` (which runs `alembic heads` in a new process when it
+    creates a gradebook: seconds of CPU, most of it alembic loading every migration script) answer
+    from `alembic_head` when that can tell, and run `alembic heads` as before when not. The gradebook
+    gets the same alembic_version row either way."""
+    try:
+        import nbgrader.api as nbgrader_api
+    except ImportError:
+        return
+    real = nbgrader_api.get_alembic_version
+    if getattr(real, "_quick", False):
+        return
+
+    def get_alembic_version() -> str:
+        head = alembic_head()
+        return head if head is not None else real()
+
+    get_alembic_version._quick = True            # type: ignore[attr-defined]
+    get_alembic_version.__wrapped__ = real       # type: ignore[attr-defined]
+    nbgrader_api.get_alembic_version = get_alembic_version
 
 
 def _commit(gb: Gradebook, work: Callable[[], T]) -> T:
@@ -426,6 +504,7 @@ def read_release_cells(build_gradebook_url: str, assignment: Assignment) -> tupl
     """The cells of `assignment` as nbgrader's generate_assignment wrote them into a scratch gradebook."""
     from nbgrader.api import Gradebook, MissingEntry
 
+    quick_alembic_version()
     with tools_on_path(), Gradebook(build_gradebook_url) as gb:
         try:
             row = gb.find_assignment(assignment.name)

@@ -89,6 +89,26 @@ def test_raises_does_not_diagnose_an_unfinished_stub():
     assert not ex.found
 
 
+def test_raises_does_not_diagnose_a_stub_that_returns_none():
+    """A body that is just `pass` returns None: is that a failure saying so, without a named
+    misconception, while a function that returns an array still gets the mistake named?"""
+    cat = Catalogue()
+    cat.add("split_heads.no_value_error", hint="Check divisibility.")
+    answers: list = [SimpleNamespace(value=np.zeros(3))]       # an earlier call of the same check
+    ex = Expect(problem="split_heads", tolerance_for=lambda dtype: Tolerance(1e-7, 1e-9), catalogue=cat,
+                last_call=lambda: answers[-1])
+
+    def answering(value):
+        def run():
+            with ex.raises(ValueError, what="split", diagnose="split_heads.no_value_error"):
+                answers.append(SimpleNamespace(value=value))          # the call made in the block
+        return run
+    assert "split returned None; expected it to raise ValueError." in failure(answering(None))
+    assert not ex.found
+    assert "returned normally; expected it to raise ValueError" in failure(answering(np.zeros((2, 3))))
+    assert [m.id for m in ex.found] == ["split_heads.no_value_error"]
+
+
 def test_equal_hides_the_answer():
     """Does an exact check on a count never print the right count?"""
     msg = failure(lambda: make_expect().equal(49000, 49728, what="count_block_params(64, 256, 'gelu')",

@@ -6,6 +6,7 @@ Read back with nbformat, and rendered through the path formgrader's submission p
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -151,6 +152,34 @@ def test_a_deleted_grade_cell_is_put_back_where_it_was(copy, assignment):
     assert restored.source == released[ids.index("split-heads-test")].source
     out = grade_outputs(copy / NB)["test_split_heads"]
     assert "was missing from the submission" in out and squash(MISSING_SPLIT) in squash(out)
+
+
+def test_a_copied_grade_cell_shows_one_score_box_in_formgrader(copy, assignment):
+    """A student copied a graded cell (two cells share its grade id): rendered as formgrader renders
+    it, is there one score box for that grade, at the first cell with our report, and does the copy
+    say it is not graded?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    first = next(i for i, c in enumerate(nb.cells)
+                 if c.metadata.get("nbgrader", {}).get("grade_id") == "test_layer_norm")
+    duplicate = nbformat.from_dict(json.loads(json.dumps(nb.cells[first])))
+    duplicate.id = "my-copy"
+    nb.cells.insert(first + 2, duplicate)
+    nbformat.write(nb, copy / NB)
+    (report,) = annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    assert not report.restored
+    cells = nbformat.read(copy / NB, as_version=4).cells
+    ids = [c.get("id") for c in cells]
+    kept, copied = cells[first], cells[ids.index("my-copy")]
+    assert kept.outputs[0].ename == OUTPUT_NAME and "nbgrader" not in copied.metadata
+    assert [o.text for o in copied.outputs] == [
+        f"{OUTPUT_NAME}: a copy of the grade cell `test_layer_norm`, not graded: its grade is on the first cell "
+        f"with that id, above.\n"]
+    html = formgrader_html(copy / NB)
+    assert html.count('id="test_layer_norm"') == 1
+    body = squash(html)
+    box = body.index('id="test_layer_norm"')
+    report = body.index("course autograde: 13.5 / 15 points for layer_norm")
+    assert box < report < body.index("a copy of the grade cell")
 
 
 def test_a_crashed_submission_asks_for_manual_grading_in_every_grade_cell(copy, assignment):

@@ -446,3 +446,63 @@ def test_a_writer_killed_inside_a_submission_leaves_no_half_of_it(course, assign
         with Gradebook(course.gradebook_url) as gb:
             assert sorted(s.id for s in gb.students) == ["ada", "bob"]
             assert sorted(s.student.id for s in gb.find_assignment(assignment.name).submissions) == ["ada", "bob"]
+
+
+def test_alembic_head_is_the_revision_alembic_heads_names():
+    """Is the head read from nbgrader's migration scripts the one `alembic heads` (nbgrader's way) gives?"""
+    import nbgrader.api
+
+    from autograder.reporting.gradebook import alembic_head
+
+    real = getattr(nbgrader.api.get_alembic_version, "__wrapped__", nbgrader.api.get_alembic_version)
+    assert alembic_head() == real()
+
+
+def test_a_new_gradebook_is_created_without_running_alembic(tmp_path, assignment, ada, monkeypatch):
+    """Does creating a gradebook skip nbgrader's `alembic heads` process, with the same alembic_version row?"""
+    import sqlite3
+
+    import nbgrader.api
+
+    from autograder.reporting.gradebook import alembic_head
+
+    head = alembic_head()
+    started = []
+
+    def no_process(*args, **kwargs):
+        started.append(args)
+        raise OSError("no alembic process expected")
+
+    monkeypatch.setattr(nbgrader.api.sp, "check_output", no_process)
+    course = make_course(tmp_path, assignment)
+    assert record_grades(course, assignment, [ada]).recorded == ("ada",)
+    assert started == []
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(head,)]
+    assert auto_scores(course, assignment, "ada")["silu"] == 5.0
+
+
+@pytest.mark.parametrize("scripts, head", [
+    ({"a.py": "revision = 'a'\ndown_revision = None\n", "b.py": "revision: str = 'b'\ndown_revision = 'a'\n"}, "b"),
+    ({"a.py": "revision = 'a'\ndown_revision = None\n", "b.py": "revision = 'b'\ndown_revision = 'a'\n",
+      "c.py": "revision = 'c'\ndown_revision = 'a'\n"}, None),                       # two heads
+    ({"a.py": "revision = 'a'\ndown_revision = None\n", "b.py": "revision = 'b'\ndown_revision = 'x'\n"}, None),
+    ({"a.py": "revision = 'a'\ndown_revision = None\ndepends_on = 'z'\n"}, None),
+    ({"a.py": "revision = 'a'\ndown_revision = None\nbranch_labels = ('x',)\n"}, None),
+    ({"a.py": "revision = 'a' + ''\ndown_revision = None\n"}, None),                  # not a literal
+    ({"a.py": "revision = 'a'\nrevision = 'b'\ndown_revision = None\n"}, None),
+    ({"a.py": "revision = 'a'\ndown_revision = None\n", "b.py": "down_revision = 'a'\n"}, None),
+    ({"a.py": "revision = 'a'\ndown_revision = None\n", "b.py": "revision, down_revision = 'b', 'a'\n"}, None),
+    ({"a.py": "revision = 'a'\ndown_revision = None\n", "b.py": "revision = 'b'\ndown_revision = ('a',)\n",
+      "__init__.py": "revision = 'i'\ndown_revision = 'b'\n", ".#c.py": "revision = 'c'\ndown_revision = 'b'\n",
+      "notes.txt": "revision = 'n'\n"}, "b"),                                      # files alembic does not load
+    ({"a.py": "revision = 'a'\ndown_revision = None\n", "b.py": "revision = 'b'\ndown_revision = 'a'\n(\n"}, None),
+    ({}, None),
+])
+def test_alembic_head_leaves_anything_but_one_plain_history_to_alembic(tmp_path, scripts, head):
+    """Is a head named only for scripts that set their revisions as plain literals in one single-headed history?"""
+    from autograder.reporting.gradebook import alembic_head
+
+    for name, text in scripts.items():
+        (tmp_path / name).write_text(text)
+    assert alembic_head(tmp_path) == head

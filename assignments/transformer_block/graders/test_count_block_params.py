@@ -77,5 +77,6 @@ def test_count_block_params_returns_an_int(student, expect):
     got = expect.call(student.count_block_params, 64, 256, "gelu", norm="layernorm")
     is_int = (isinstance(got, (int, np.integer)) and not isinstance(got, (bool, np.bool_))) or (
         isinstance(got, np.ndarray) and got.shape == () and got.dtype.kind in "iu")
+    assert got is not None, "count_block_params returned None (did you forget a `return`?); expected an int."
     assert is_int, (f"count_block_params returned {type(got).__name__}; return an int "
                     f"(use // or int(...) instead of / when a size is computed).")

@@ -50,6 +50,14 @@ def test_localisation_is_the_same_every_time():
     assert first == CATALOGUE.localise("multi_head_attention", context("multi_head_attention", variant.variant))
 
 
+@pytest.mark.parametrize("problem", PROBLEMS)
+@pytest.mark.parametrize("answer", [None, [1.0, 2.0]], ids=["none", "list"])
+def test_a_function_that_gives_no_array_is_localised_to_no_stage(problem, answer):
+    """A stub whose body is `pass` returns None: does every probe name no stage for it (nor for a
+    list), since there is no answer to find a misconception in?"""
+    assert CATALOGUE.localise(problem, context(problem, lambda *args, **kwargs: answer)) == ()
+
+
 def test_a_probe_stops_quietly_when_the_function_raises():
     """When the student's function raises on a probe's inputs, is what was found so far kept and nothing else?"""
     def raises(*args, **kwargs):
