@@ -3,6 +3,8 @@ process per problem) and what a problem process inherits: no graders, no stray d
 one thread."""
 from __future__ import annotations
 
+from autograder.config import Limits
+
 from .conftest import FAST, cells
 
 INSPECT = """
@@ -161,3 +163,35 @@ def test_problems_are_served_when_the_notebook_rebinds_the_signal_module(submit)
     function, bound before the notebook ran, not `signal.pthread_sigmask`, whose wrapper looks up
     the module's helpers when called)?"""
     assert submit([SIGNAL_REBOUND]).problem("p").call("answer").value == 42
+
+
+ZOMBIES = """
+import os
+if os.fork() == 0:
+    os._exit(0)                    # the notebook's own child: a zombie of the template once it ended
+def zombies():
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = open(f"/proc/{name}/stat").read()
+            except OSError:
+                continue
+            if stat[stat.rindex(")") + 2] == "Z":
+                found.append(int(name))
+    return os.getpid(), found
+"""
+
+
+def test_ended_problem_processes_are_reaped_by_the_template(submit):
+    """Does the template reap every problem process that ended (and the notebook's own ended
+    children), so that many problems in a row never leave zombies behind nor run into a small
+    process limit?"""
+    limits = Limits(**{**FAST.__dict__, "processes": 3})
+    run = submit([ZOMBIES], limits)
+    pids = set()
+    for k in range(40):
+        pid, zombies = run.problem(f"p{k}").call("zombies").value
+        pids.add(pid)
+        assert len(zombies) <= 1, zombies     # at most the problem process before this one, not yet reaped
+    assert len(pids) == 40
