@@ -233,33 +233,57 @@ def _test_of(cell: dict[str, Any]) -> str:
     return grade_id if isinstance(grade_id, str) else ""
 
 
-def grade_id_of(cell: Any) -> str:
-    """The grade_id of an nbgrader grade cell (`grade: true`, code or markdown), else ""."""
+def cell_kind(cell: Any) -> str:
+    """What an nbgrader cell with an id is, as its copies are named: "grade" (`grade: true`, also an
+    answer that is graded), "answer" (`solution: true`), "read-only" (`locked: true`), else ""
+    (the cells nbgrader's DeduplicateIds looks at: grade, solution or locked, with a grade_id)."""
     meta = cell.get("metadata") if isinstance(cell, dict) else None
     nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
-    if not isinstance(nbgrader, dict) or nbgrader.get("grade") is not True:
+    if not isinstance(nbgrader, dict) or not isinstance(nbgrader.get("grade_id"), str) or not nbgrader["grade_id"]:
         return ""
-    grade_id = nbgrader.get("grade_id")
-    return grade_id if isinstance(grade_id, str) else ""
+    for flag, kind in (("grade", "grade"), ("solution", "answer"), ("locked", "read-only")):
+        if nbgrader.get(flag) is True:
+            return kind
+    return ""
 
 
-def copied_grade_cells(name: str, raw_cells: list[Any], source_key: str = "source") -> list[str]:
-    """A note per grade id that more than one grade cell holds (a student copied a graded cell): as
-    in the autograded copy and formgrader, the first of them holds the grade and the copies none."""
-    where: dict[str, list[str]] = {}
-    number = 0
+def copied_cells(cells: list[Any]) -> dict[str, list[int]]:
+    """nbgrader id -> the indexes of the cells holding it, for an id more than one nbgrader cell
+    holds (a student copied a grade, answer or read-only cell). Of them, the LAST is kept (it keeps
+    its nbgrader marking, grade and answer box) and the others are copies, as nbgrader's own
+    DeduplicateIds does; for an answer, the last copy is also the one whose code ran last, so its
+    definitions are the ones Python used and the graders called."""
+    where: dict[str, list[int]] = {}
+    for i, cell in enumerate(cells):
+        if cell_kind(cell):
+            where.setdefault(cell["metadata"]["nbgrader"]["grade_id"], []).append(i)
+    return {grade_id: found for grade_id, found in where.items() if len(found) > 1}
+
+
+_KEPT = {"grade": "Only the last holds its grade: the {copies} not graded.",
+         "answer": "The last is taken as your answer (it ran last, so its definitions are the ones graded): "
+                   "the {copies} not.",
+         "read-only": "Only the last is kept as that cell: the {copies} not."}
+
+
+def copied_cell_notes(name: str, raw_cells: list[Any], source_key: str = "source") -> list[str]:
+    """A note per nbgrader id that more than one cell holds (see `copied_cells`), naming the cells
+    and which one counts (the last, as in the autograded copy and formgrader)."""
+    notes = []
+    numbers, number = [], 0         # code cells as a student counts them
     for cell in raw_cells:
-        if not isinstance(cell, dict):
-            continue
-        code = cell.get("cell_type") == "code"
-        number += code
-        grade_id = grade_id_of(cell)
-        if grade_id:
-            where.setdefault(grade_id, []).append(
-                cell_label(number, _source(cell.get(source_key, "")) or "") if code else "a markdown cell")
-    return [f"{name}: the grade cell `{grade_id}` appears {len(cells)} times ({'; '.join(cells)}); was it copied? "
-            f"Only the first holds its grade: the {'copy is' if len(cells) == 2 else 'copies are'} not graded."
-            for grade_id, cells in where.items() if len(cells) > 1]
+        number += isinstance(cell, dict) and cell.get("cell_type") == "code"
+        numbers.append(number)
+    for grade_id, found in copied_cells(raw_cells).items():
+        labels = [cell_label(numbers[i], _source(raw_cells[i].get(source_key, "")) or "")
+                  if raw_cells[i].get("cell_type") == "code" else "a markdown cell" for i in found]
+        kind = cell_kind(raw_cells[found[-1]])
+        kept = _KEPT[kind] if raw_cells[found[-1]].get("cell_type") == "code" else _KEPT[kind].replace(
+            " (it ran last, so its definitions are the ones graded)", "")
+        copies = "copy is" if len(found) == 2 else "copies are"
+        notes.append(f"{name}: the {kind} cell `{grade_id}` appears {len(found)} times ({'; '.join(labels)}); "
+                     f"was it copied? " + kept.format(copies=copies))
+    return notes
 
 
 def _unreadable(path: Path | None, reason: str) -> LoadedNotebook:
@@ -323,7 +347,7 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
             skipped += 1
             continue
         cells.append(CodeCell(index=i, source=src, label=cell_label(number, src), test_of=_test_of(cell)))
-    notes += copied_grade_cells(name, raw_cells, source_key)
+    notes += copied_cell_notes(name, raw_cells, source_key)
     if skipped:
         notes.append(f"{name}: {skipped} code cell(s) had malformed source and were skipped.")
     if not cells:

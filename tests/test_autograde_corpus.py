@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from reporting.test_feedback_formgrader import formgrader_html
 
 from autograder.layout import CourseLayout
 from autograder.toolpath import tool, tool_env
@@ -30,6 +31,8 @@ NOT_ON_ROSTER = "stranger"
 RETURNS_NONE = "returns_none"
 RELEASED = PROJECT.release(ASSIGNMENT)
 COPIED_GRADE_CELL = "copied_grade_cell"
+COPIED_ANSWER = "copied_answer"
+STUB = "raise NotImplementedError()"
 
 
 def _grade_id(cell) -> str:
@@ -69,6 +72,16 @@ def _add_big_cases(course: CourseLayout) -> None:
     copied.cells.insert(first + 1, duplicate)
     course.submission(COPIED_GRADE_CELL, ASSIGNMENT).mkdir(parents=True)
     nbformat.write(copied, course.submission(COPIED_GRADE_CELL, ASSIGNMENT) / NB)
+    # a student copied their layer_norm answer cell: the earlier copy still the released stub, the last
+    # (the one that ran last, so the one graded) their working answer; both with the id layer_norm_solution
+    answer = nbformat.read(course.submission("correct", ASSIGNMENT) / NB, as_version=4)
+    first = next(i for i, c in enumerate(answer.cells) if _grade_id(c) == "layer_norm_solution")
+    stub = next(c for c in stubs.cells if _grade_id(c) == "layer_norm_solution")
+    earlier = nbformat.from_dict(json.loads(json.dumps(answer.cells[first])))
+    earlier.id, earlier.source = "my-first-try", stub.source.replace("x -= x.mean(axis=-1, keepdims=True)", STUB)
+    answer.cells.insert(first, earlier)
+    course.submission(COPIED_ANSWER, ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(answer, course.submission(COPIED_ANSWER, ASSIGNMENT) / NB)
     for student in (NOT_ON_ROSTER, "late"):
         shutil.copytree(course.submission("correct", ASSIGNMENT), course.submission(student, ASSIGNMENT))
     # nbgrader's timestamp.txt: due 2026-12-14 23:59 UTC + 15 min grace; 1 day 12 h late -> 2 days -> 20 %
@@ -307,26 +320,55 @@ def test_corpus_nbgrader_export_lists_our_scores(graded):
 def test_corpus_a_copied_grade_cell_is_graded_once_and_said_once(graded):
     """A student copied a graded cell: is the grade the one problem score (as for the same notebook
     without the copy) in results.json, in the gradebook (nbgrader's API, what formgrader reads) and
-    at the first cell alone in the autograded copy, with one note saying the copy is not graded?"""
+    at the last cell alone in the autograded copy (the one nbgrader's DeduplicateIds keeps), with one
+    note saying the copy is not graded?"""
     from nbgrader.api import Gradebook
 
     course, result = graded["course"], graded["results"][COPIED_GRADE_CELL]
     assert result["score"] == graded["results"]["correct"]["score"] == 100
     note = [n for n in result["extra_data"]["notes"] if "test_layer_norm" in n]
-    assert len(note) == 1 and "appears 2 times" in note[0] and "the copy is not graded" in note[0]
+    assert len(note) == 1 and "appears 2 times" in note[0]
+    assert "Only the last holds its grade: the copy is not graded" in note[0]
     page = next(course.feedback(COPIED_GRADE_CELL, ASSIGNMENT).glob("*.html")).read_text()
     assert " ".join(re.sub(r"<[^>]+>", " ", page).split()).count("appears 2 times") == 1
     cells = nbformat.read(course.autograded(COPIED_GRADE_CELL, ASSIGNMENT) / NB, as_version=4).cells
     marked = [c for c in cells if _grade_id(c) == "test_layer_norm"]
-    assert len(marked) == 1 and "12 / 12 points for layer_norm" in marked[0].outputs[0].text
-    copy = next(c for c in cells if c.get("id") == "my-copy")
-    assert "nbgrader" not in copy.metadata and "not graded" in copy.outputs[0].text
+    assert len(marked) == 1 and marked[0].get("id") == "my-copy"
+    assert "12 / 12 points for layer_norm" in marked[0].outputs[0].text
+    earlier = cells[[c.get("id") for c in cells].index("my-copy") - 1]
+    assert "nbgrader" not in earlier.metadata and "not graded" in earlier.outputs[0].text
     with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", "dl-attention") as gb:
         notebook = gb.find_submission_notebook(Path(NB).stem, ASSIGNMENT, COPIED_GRADE_CELL)
         names = [g.name for g in notebook.grades]
         assert names.count("test_layer_norm") == 1 and len(names) == len(set(names))
         assert gb.find_grade("test_layer_norm", Path(NB).stem, ASSIGNMENT, COPIED_GRADE_CELL).score == 12
         assert notebook.score == pytest.approx(100)
+
+
+def test_corpus_a_copied_answer_cell_takes_the_last_copy_once(graded):
+    """A student copied their answer cell (the earlier copy still the stub that raises, the last their
+    working layer_norm): are they graded on the last definition (full marks, as without the copy),
+    with one note on the page and in results.json, and does the autograded copy hold one answer cell
+    with that id, the last, rendered by formgrader with one comment box?"""
+    from nbgrader.api import Gradebook
+
+    course, result = graded["course"], graded["results"][COPIED_ANSWER]
+    assert result["score"] == graded["results"]["correct"]["score"] == 100
+    note = [n for n in result["extra_data"]["notes"] if "layer_norm_solution" in n]
+    assert len(note) == 1 and "the answer cell `layer_norm_solution` appears 2 times" in note[0]
+    assert "The last is taken as your answer" in note[0]
+    page = next(course.feedback(COPIED_ANSWER, ASSIGNMENT).glob("*.html")).read_text()
+    assert " ".join(re.sub(r"<[^>]+>", " ", page).split()).count("appears 2 times") == 1
+    cells = nbformat.read(course.autograded(COPIED_ANSWER, ASSIGNMENT) / NB, as_version=4).cells
+    marked = [c for c in cells if _grade_id(c) == "layer_norm_solution"]
+    assert len(marked) == 1 and STUB not in marked[0].source and "def layer_norm(" in marked[0].source
+    earlier = next(c for c in cells if c.get("id") == "my-first-try")
+    assert "nbgrader" not in earlier.metadata and STUB in earlier.source
+    assert "not taken as the answer" in earlier.outputs[0].text
+    html = formgrader_html(course.autograded(COPIED_ANSWER, ASSIGNMENT) / NB)
+    assert html.count('id="layer_norm_solution-comment"') == 1
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", "dl-attention") as gb:
+        assert gb.find_submission_notebook(Path(NB).stem, ASSIGNMENT, COPIED_ANSWER).score == pytest.approx(100)
 
 
 def test_corpus_late_submission_loses_the_policys_share(graded):

@@ -125,18 +125,42 @@ def test_load_skips_a_code_cell_whose_source_lines_are_not_all_text(tmp_path):
 
 def test_load_notes_a_copied_grade_cell_once(tmp_path):
     """When two grade cells share a grade id (a student copied one), is that said once, naming both
-    cells and that only the first is graded, while copied solution cells (no grade) are not noted?"""
+    cells and that only the last is graded (as nbgrader's DeduplicateIds keeps the last)?"""
     nb = nbformat.v4.new_notebook()
     test = {"grade": True, "solution": False, "locked": True, "grade_id": "test_f", "points": 2}
     answer = {"grade": False, "solution": True, "locked": False, "grade_id": "f_solution"}
     nb.cells = [nbformat.v4.new_code_cell("def f(x):\n    return x", metadata={"nbgrader": answer}),
-                nbformat.v4.new_code_cell("def f(x):\n    return 2 * x", metadata={"nbgrader": answer}),
                 nbformat.v4.new_code_cell("assert f(1) == 1", metadata={"nbgrader": test}),
                 nbformat.v4.new_markdown_cell("copied below:"),
                 nbformat.v4.new_code_cell("assert f(1) == 1", metadata={"nbgrader": dict(test)})]
     nbformat.write(nb, tmp_path / "hw.ipynb")
     loaded = load_notebook(tmp_path / "hw.ipynb", max_mb=5)
-    assert loaded.notes == ("hw.ipynb: the grade cell `test_f` appears 2 times (the 3rd code cell "
-                            "(`assert f(1) == 1`); the 4th code cell (`assert f(1) == 1`)); was it copied? "
-                            "Only the first holds its grade: the copy is not graded.",)
-    assert [c.test_of for c in loaded.cells] == ["", "", "test_f", "test_f"]
+    assert loaded.notes == ("hw.ipynb: the grade cell `test_f` appears 2 times (the 2nd code cell "
+                            "(`assert f(1) == 1`); the 3rd code cell (`assert f(1) == 1`)); was it copied? "
+                            "Only the last holds its grade: the copy is not graded.",)
+    assert [c.test_of for c in loaded.cells] == ["", "test_f", "test_f"]
+
+
+def test_load_notes_a_copied_answer_cell_once_and_takes_the_last(tmp_path):
+    """When a student copied their solution cell (three cells with one solution id, one of them a
+    markdown answer) and a read-only cell, is each said once, the last taken as the answer, while
+    every copy still runs in order (the last definition is the one graded)?"""
+    nb = nbformat.v4.new_notebook()
+    answer = {"grade": False, "solution": True, "locked": False, "grade_id": "f_solution"}
+    setup = {"grade": False, "solution": False, "locked": True, "grade_id": "setup"}
+    nb.cells = [nbformat.v4.new_code_cell("import math", metadata={"nbgrader": setup}),
+                nbformat.v4.new_code_cell("def f(x):\n    return x", metadata={"nbgrader": answer}),
+                nbformat.v4.new_markdown_cell("my notes", metadata={"nbgrader": dict(answer)}),
+                nbformat.v4.new_code_cell("import math", metadata={"nbgrader": dict(setup)}),
+                nbformat.v4.new_code_cell("def f(x):\n    return 2 * x", metadata={"nbgrader": dict(answer)}),
+                nbformat.v4.new_code_cell("print(f(1))")]
+    nbformat.write(nb, tmp_path / "hw.ipynb")
+    loaded = load_notebook(tmp_path / "hw.ipynb", max_mb=5)
+    assert loaded.notes == (
+        "hw.ipynb: the read-only cell `setup` appears 2 times (the 1st code cell (`import math`); the 3rd code "
+        "cell (`import math`)); was it copied? Only the last is kept as that cell: the copy is not.",
+        "hw.ipynb: the answer cell `f_solution` appears 3 times (the 2nd code cell (`def f`); a markdown cell; the "
+        "4th code cell (`def f`)); was it copied? The last is taken as your answer (it ran last, "
+        "so its definitions are the ones graded): the copies are not.")
+    assert [c.source for c in loaded.cells][1::2] == ["def f(x):\n    return x", "def f(x):\n    return 2 * x"]
+    assert len(loaded.cells) == 5

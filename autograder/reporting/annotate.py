@@ -16,9 +16,10 @@ left in it, one output written from the SubmissionResult:
 Only student-safe fields are written (messages, diagnoses, hints; never `detail` or the seed), so
 the notebook stays safe to hand back, e.g. through nbgrader's generate_feedback. A grade cell the
 student deleted is put back from the released notebook (after the cell that precedes it there),
-so formgrader has a place to show and override that grade; a copy of a grade cell (the same grade
-id further down) is unmarked, so formgrader shows one score box per grade. A copy that cannot be read
-as a notebook is left as it is.
+so formgrader has a place to show and override that grade; a copied grade, answer or read-only cell
+(the same id further down) is unmarked but for its last copy, as nbgrader's DeduplicateIds does, so
+formgrader shows one score box and one answer box per id. A copy that cannot be read as a notebook
+is left as it is.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from nbformat.v4 import rwbase
 
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
-from autograder.notebooks import grade_id_of
+from autograder.notebooks import cell_kind, copied_cells
 
 from .digest import Check, FailureGroup, ProblemDigest, ProblemTests, digest_key, problem_digest, problem_tests
 from .notebook_text import notebook_text
@@ -237,24 +238,29 @@ def _released_notebook(path: Path) -> Any:
 
 
 def _unmark_copies(nb: Any) -> None:
-    """A grade cell whose grade id an earlier grade cell holds (a student copied a graded cell) is
-    not graded: its nbgrader metadata is removed, so formgrader shows one score box per grade (at
-    the first cell, which gets the report), and its outputs say why. (nbgrader's own DeduplicateIds
-    keeps the last copy instead; here the first is graded, as the feedback's note says.)"""
-    seen: set[str] = set()
-    for cell in nb.cells:
-        grade_id = grade_id_of(cell)
-        if not grade_id:
-            continue
-        if grade_id not in seen:
-            seen.add(grade_id)
-            continue
-        del cell.metadata["nbgrader"]
-        if cell.get("cell_type") == "code":
-            cell.outputs = [_new_output("stream", name="stderr", text=(
-                f"{OUTPUT_NAME}: a copy of the grade cell `{grade_id}`, not graded: its grade is on the first "
-                f"cell with that id, above.\n"))]
-            cell.execution_count = None
+    """Copies of an nbgrader cell (one grade id on several grade, answer or read-only cells: a
+    student copied a cell) are unmarked but the last, as nbgrader's own DeduplicateIds does: the
+    last keeps its id, so formgrader shows one score box and one answer box per id (an answer's last
+    copy is the one whose definitions ran last, the ones graded). A copy's nbgrader metadata is
+    removed, and a code cell's outputs say so: a grade cell's in place of its outputs (its report
+    goes on the last), an answer's or read-only cell's above the student's own."""
+    for grade_id, found in copied_cells(nb.cells).items():
+        kind = cell_kind(nb.cells[found[-1]])
+        for i in found[:-1]:
+            cell = nb.cells[i]
+            del cell.metadata["nbgrader"]
+            if cell.get("cell_type") != "code":
+                continue
+            if kind == "grade":
+                text = (f"a copy of the grade cell `{grade_id}`, not graded: its grade is on the last cell "
+                        f"with that id, below.")
+                cell.outputs, cell.execution_count = [], None
+            elif kind == "answer":
+                text = (f"a copy of the answer cell `{grade_id}`, not taken as the answer: the last cell with "
+                        f"that id, below, is.")
+            else:
+                text = f"a copy of the read-only cell `{grade_id}`: the last cell with that id, below, is kept."
+            cell.outputs = [_new_output("stream", name="stderr", text=f"{OUTPUT_NAME}: {text}\n"), *cell.outputs]
 
 
 def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem, ...], released: Any = None

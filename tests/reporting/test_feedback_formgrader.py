@@ -154,32 +154,67 @@ def test_a_deleted_grade_cell_is_put_back_where_it_was(copy, assignment):
     assert "was missing from the submission" in out and squash(MISSING_SPLIT) in squash(out)
 
 
-def test_a_copied_grade_cell_shows_one_score_box_in_formgrader(copy, assignment):
-    """A student copied a graded cell (two cells share its grade id): rendered as formgrader renders
-    it, is there one score box for that grade, at the first cell with our report, and does the copy
-    say it is not graded?"""
-    nb = nbformat.read(copy / NB, as_version=4)
-    first = next(i for i, c in enumerate(nb.cells)
-                 if c.metadata.get("nbgrader", {}).get("grade_id") == "test_layer_norm")
+def _insert_copy(path, grade_id, after, source=None):
+    """Copy the cell with `grade_id` as a student would in Jupyter (same metadata, id "my-copy"),
+    `after` cells below it, with another `source` if given. Returns the original's index."""
+    nb = nbformat.read(path, as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
     duplicate = nbformat.from_dict(json.loads(json.dumps(nb.cells[first])))
     duplicate.id = "my-copy"
-    nb.cells.insert(first + 2, duplicate)
-    nbformat.write(nb, copy / NB)
+    if source is not None:
+        duplicate.source = source
+    nb.cells.insert(first + after, duplicate)
+    nbformat.write(nb, path)
+    return first
+
+
+def test_a_copied_grade_cell_shows_one_score_box_in_formgrader(copy, assignment):
+    """A student copied a graded cell (two cells share its grade id): rendered as formgrader renders
+    it, is there one score box for that grade, at the last cell (as nbgrader's DeduplicateIds keeps
+    the last) with our report, and does the earlier one say it is not graded?"""
+    first = _insert_copy(copy / NB, "test_layer_norm", 2)
     (report,) = annotate_autograded(dora_result(), assignment, copy, RELEASED)
     assert not report.restored
     cells = nbformat.read(copy / NB, as_version=4).cells
     ids = [c.get("id") for c in cells]
-    kept, copied = cells[first], cells[ids.index("my-copy")]
-    assert kept.outputs[0].ename == OUTPUT_NAME and "nbgrader" not in copied.metadata
-    assert [o.text for o in copied.outputs] == [
-        f"{OUTPUT_NAME}: a copy of the grade cell `test_layer_norm`, not graded: its grade is on the first cell "
-        f"with that id, above.\n"]
+    earlier, kept = cells[first], cells[ids.index("my-copy")]
+    assert kept.outputs[0].ename == OUTPUT_NAME and "nbgrader" not in earlier.metadata
+    assert [o.text for o in earlier.outputs] == [
+        f"{OUTPUT_NAME}: a copy of the grade cell `test_layer_norm`, not graded: its grade is on the last cell with "
+        f"that id, below.\n"]
     html = formgrader_html(copy / NB)
     assert html.count('id="test_layer_norm"') == 1
     body = squash(html)
     box = body.index('id="test_layer_norm"')
-    report = body.index("course autograde: 13.5 / 15 points for layer_norm")
-    assert box < report < body.index("a copy of the grade cell")
+    assert body.index("a copy of the grade cell") < box < body.index(f"{OUTPUT_NAME}: 13.5 / 15 points for layer_norm")
+
+
+def test_a_copied_answer_cell_shows_one_answer_box_in_formgrader(copy, assignment):
+    """A student copied their solution cell (two `def layer_norm` cells with one solution id):
+    rendered as formgrader renders it, is there one "Student's answer" box with one comment box for
+    that id, on the last copy (the definition that ran last and was graded, the copy nbgrader's
+    DeduplicateIds keeps), while the earlier one keeps its code and outputs under a note?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    answers = sum(1 for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "layer_norm_solution":
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="first try\n")]
+    nbformat.write(nb, copy / NB)
+    first = _insert_copy(copy / NB, "layer_norm_solution", 1, "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+                         "    return gamma * (x - x.mean(-1, keepdims=True)) / 2 + beta  # my second try\n")
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    cells = nbformat.read(copy / NB, as_version=4).cells
+    earlier, kept = cells[first], cells[first + 1]
+    assert "nbgrader" not in earlier.metadata and kept.metadata.nbgrader.grade_id == "layer_norm_solution"
+    assert [o.text for o in earlier.outputs] == [
+        f"{OUTPUT_NAME}: a copy of the answer cell `layer_norm_solution`, not taken as the answer: the last cell "
+        f"with that id, below, is.\n", "first try\n"]
+    html = formgrader_html(copy / NB)
+    assert html.count('id="layer_norm_solution-comment"') == 1
+    assert html.count("Student's answer") == answers
+    body = squash(html)
+    assert body.index("a copy of the answer cell") < body.index("first try") < body.index("my second try") \
+        < body.index('id="layer_norm_solution-comment"')
 
 
 def test_a_crashed_submission_asks_for_manual_grading_in_every_grade_cell(copy, assignment):
