@@ -261,9 +261,9 @@ def copied_cells(cells: list[Any]) -> dict[str, list[int]]:
 
 
 _KEPT = {"grade": "Only the last holds its grade: the {copies} not graded.",
-         "answer": "The last is taken as your answer (it ran last, so its definitions are the ones graded): "
-                   "the {copies} not.",
+         "answer": "The last is taken as your answer{why}: the {copies} not.",
          "read-only": "Only the last is kept as that cell: the {copies} not."}
+_RAN_LAST = " (it ran last, so its definitions are the ones graded)"     # said of a code cell alone
 
 
 def copied_cell_notes(name: str, raw_cells: list[Any], source_key: str = "source") -> list[str]:
@@ -277,12 +277,12 @@ def copied_cell_notes(name: str, raw_cells: list[Any], source_key: str = "source
     for grade_id, found in copied_cells(raw_cells).items():
         labels = [cell_label(numbers[i], _source(raw_cells[i].get(source_key, "")) or "")
                   if raw_cells[i].get("cell_type") == "code" else "a markdown cell" for i in found]
-        kind = cell_kind(raw_cells[found[-1]])
-        kept = _KEPT[kind] if raw_cells[found[-1]].get("cell_type") == "code" else _KEPT[kind].replace(
-            " (it ran last, so its definitions are the ones graded)", "")
-        copies = "copy is" if len(found) == 2 else "copies are"
+        last = raw_cells[found[-1]]
+        kind = cell_kind(last)
+        kept = _KEPT[kind].format(why=_RAN_LAST if last.get("cell_type") == "code" else "",
+                                  copies="copy is" if len(found) == 2 else "copies are")
         notes.append(f"{name}: the {kind} cell `{grade_id}` appears {len(found)} times ({'; '.join(labels)}); "
-                     f"was it copied? " + kept.format(copies=copies))
+                     f"was it copied? {kept}")
     return notes
 
 

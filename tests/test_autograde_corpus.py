@@ -317,6 +317,19 @@ def test_corpus_nbgrader_export_lists_our_scores(graded):
     assert float(rows["late"]["raw_score"]) == 100 and float(rows["late"]["late_submission_penalty"]) == 20
 
 
+def _copied_cell_outcome(graded, student: str, grade_id: str) -> tuple[str, list]:
+    """For a student who copied the cell `grade_id`: their score is the correct notebook's (100), and
+    exactly one note names the copy, said once on their page. Returns that note and the cells of
+    their autograded copy."""
+    course, result = graded["course"], graded["results"][student]
+    assert result["score"] == graded["results"]["correct"]["score"] == 100
+    note = [n for n in result["extra_data"]["notes"] if grade_id in n]
+    assert len(note) == 1, note
+    page = next(course.feedback(student, ASSIGNMENT).glob("*.html")).read_text()
+    assert " ".join(re.sub(r"<[^>]+>", " ", page).split()).count("appears 2 times") == 1
+    return note[0], nbformat.read(course.autograded(student, ASSIGNMENT) / NB, as_version=4).cells
+
+
 def test_corpus_a_copied_grade_cell_is_graded_once_and_said_once(graded):
     """A student copied a graded cell: is the grade the one problem score (as for the same notebook
     without the copy) in results.json, in the gradebook (nbgrader's API, what formgrader reads) and
@@ -324,14 +337,10 @@ def test_corpus_a_copied_grade_cell_is_graded_once_and_said_once(graded):
     note saying the copy is not graded?"""
     from nbgrader.api import Gradebook
 
-    course, result = graded["course"], graded["results"][COPIED_GRADE_CELL]
-    assert result["score"] == graded["results"]["correct"]["score"] == 100
-    note = [n for n in result["extra_data"]["notes"] if "test_layer_norm" in n]
-    assert len(note) == 1 and "appears 2 times" in note[0]
-    assert "Only the last holds its grade: the copy is not graded" in note[0]
-    page = next(course.feedback(COPIED_GRADE_CELL, ASSIGNMENT).glob("*.html")).read_text()
-    assert " ".join(re.sub(r"<[^>]+>", " ", page).split()).count("appears 2 times") == 1
-    cells = nbformat.read(course.autograded(COPIED_GRADE_CELL, ASSIGNMENT) / NB, as_version=4).cells
+    course = graded["course"]
+    note, cells = _copied_cell_outcome(graded, COPIED_GRADE_CELL, "test_layer_norm")
+    assert "appears 2 times" in note
+    assert "Only the last holds its grade: the copy is not graded" in note
     marked = [c for c in cells if _grade_id(c) == "test_layer_norm"]
     assert len(marked) == 1 and marked[0].get("id") == "my-copy"
     assert "12 / 12 points for layer_norm" in marked[0].outputs[0].text
@@ -352,14 +361,10 @@ def test_corpus_a_copied_answer_cell_takes_the_last_copy_once(graded):
     with that id, the last, rendered by formgrader with one comment box?"""
     from nbgrader.api import Gradebook
 
-    course, result = graded["course"], graded["results"][COPIED_ANSWER]
-    assert result["score"] == graded["results"]["correct"]["score"] == 100
-    note = [n for n in result["extra_data"]["notes"] if "layer_norm_solution" in n]
-    assert len(note) == 1 and "the answer cell `layer_norm_solution` appears 2 times" in note[0]
-    assert "The last is taken as your answer" in note[0]
-    page = next(course.feedback(COPIED_ANSWER, ASSIGNMENT).glob("*.html")).read_text()
-    assert " ".join(re.sub(r"<[^>]+>", " ", page).split()).count("appears 2 times") == 1
-    cells = nbformat.read(course.autograded(COPIED_ANSWER, ASSIGNMENT) / NB, as_version=4).cells
+    course = graded["course"]
+    note, cells = _copied_cell_outcome(graded, COPIED_ANSWER, "layer_norm_solution")
+    assert "the answer cell `layer_norm_solution` appears 2 times" in note
+    assert "The last is taken as your answer" in note
     marked = [c for c in cells if _grade_id(c) == "layer_norm_solution"]
     assert len(marked) == 1 and STUB not in marked[0].source and "def layer_norm(" in marked[0].source
     earlier = next(c for c in cells if c.get("id") == "my-first-try")
