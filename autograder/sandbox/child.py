@@ -31,6 +31,7 @@ import builtins as _builtins_module
 
 __builtins__ = dict(vars(_builtins_module))  # type: ignore[assignment]
 
+import ctypes
 import inspect
 import io
 import linecache
@@ -106,6 +107,30 @@ def _recv_exactly(sock: _socket.socket, n: int) -> bytes | None:
     return got
 
 
+def _version_of(d: dict[str, Any]) -> ctypes.c_uint64 | None:
+    """The version tag CPython keeps in a dict (PEP 509: a new value whenever an item is added,
+    removed or replaced by another object), read in place; None unless this interpreter is seen
+    to keep it where it is looked for (after the reference count, type and item count) and to
+    change it on each of those edits of a probe dict. Student code could write the tag back
+    through ctypes, as it could rewrite any memory of its own process: the guard is there for
+    builtins rebound by ordinary code, and no verdict rests on this process's word."""
+    if sys.implementation.name != "cpython":
+        return None
+    word = ctypes.sizeof(ctypes.c_ssize_t)
+    probe: dict[str, Any] = {"a": 1}
+    used = ctypes.c_ssize_t.from_address(id(probe) + 2 * word)
+    tag = ctypes.c_uint64.from_address(id(probe) + 3 * word)
+    seen = [tag.value]
+    for edit in (lambda: probe.__setitem__("a", 2), lambda: probe.__setitem__("b", 3), lambda: probe.pop("a")):
+        edit()
+        if used.value != len(probe) or tag.value in seen:
+            return None
+        seen.append(tag.value)
+    if ctypes.c_ssize_t.from_address(id(d) + 2 * word).value != len(d):
+        return None
+    return ctypes.c_uint64.from_address(id(d) + 3 * word)
+
+
 class _BuiltinsGuard:
     """Student code may rebind builtins (`builtins.isinstance = ...`), which the standard library
     (json, socket) would then use inside our protocol code. The student's version of the builtins
@@ -120,6 +145,12 @@ class _BuiltinsGuard:
         self._keys = tuple(self.pristine)
         self._values = tuple(self.pristine.values())
         self._fetch = _itemgetter(*self._keys)
+        # Where the interpreter keeps a version of the builtins dict, a look at it tells whether
+        # anything changed since ours were last in place, without the comparison above: that
+        # fetches every builtin and so writes the reference count of each, and in a fresh problem
+        # process the pages holding them are copied on the first call (about 20 pages).
+        self._version = _version_of(_LIVE_BUILTINS)
+        self._seen = self._version.value if self._version is not None else 0
 
     def _swap_to(self, state: dict[str, Any]) -> None:
         for key in [k for k in _LIVE_BUILTINS if k not in state]:
@@ -133,6 +164,9 @@ class _BuiltinsGuard:
 
     def our_code(self) -> None:
         """After student code: remember their builtins if changed, and restore ours."""
+        version = self._version
+        if version is not None and version.value == self._seen:
+            return                  # untouched since ours were put back (and theirs were not swapped in)
         live = _LIVE_BUILTINS
         changed = len(live) != len(self._keys)
         if not changed:
@@ -143,6 +177,8 @@ class _BuiltinsGuard:
         self.student = dict(live) if changed else None
         if changed:
             self._swap_to(self.pristine)
+        if version is not None:
+            self._seen = version.value
 
 
 def _safe_str(obj: object, limit: int = MESSAGE_LIMIT) -> str:

@@ -321,6 +321,64 @@ np.frombuffer = np.ascontiguousarray = None
         sb.call("np")
 
 
+def test_builtins_a_call_changes_stay_the_students_and_calls_go_on(submit):
+    """A call that rebinds, adds and deletes builtins: are the next calls answered, and do they
+    see the builtins as that call left them (and as the notebook left them before it)?"""
+    sb, report = run(submit, """
+import builtins
+def tamper():
+    builtins.len = lambda x: -1
+    builtins.extra = 7
+    del builtins.abs
+    return 1
+def look(x):
+    return [len([1, 2]), getattr(builtins, "extra", None), hasattr(builtins, "abs"), isinstance(x, int), x * 2]
+""")
+    assert [c.status for c in report.cells] == ["ok"]
+    assert sb.call("look", (3,)).value == [2, None, True, True, 6]
+    assert sb.call("tamper").value == 1
+    assert sb.call("look", (4,)).value == [-1, 7, False, True, 8]
+    assert sb.call("look", (5,)).value == [-1, 7, False, True, 10]
+
+
+def test_the_builtins_guard_sees_every_kind_of_change():
+    """Does the guard tell each change of the builtins (a name rebound, added, deleted) from none
+    (nothing done; a name deleted and put back as it was), restore ours, and give the student's
+    back to student code? Where the interpreter keeps a dict version (CPython 3.11 does) the quick
+    look at it is what is tested; the full comparison decides once the version moved."""
+    import builtins
+    import sys
+
+    from autograder.sandbox import child
+
+    live = vars(builtins)
+    ours = dict(live)
+    changes = {"rebound": lambda: live.__setitem__("len", lambda x: -1),
+               "added": lambda: live.__setitem__("extra_name", 1),
+               "deleted": lambda: live.pop("abs"),
+               "none": lambda: None,
+               "put back": lambda: live.__setitem__("abs", live.pop("abs"))}
+    try:
+        for what, change in changes.items():
+            guard = child._BuiltinsGuard()
+            if sys.implementation.name == "cpython" and sys.version_info < (3, 14):
+                assert guard._version is not None
+            guard.student_code()
+            change()
+            guard.our_code()
+            assert live == ours and all(live[k] is v for k, v in ours.items()), what
+            assert (guard.student is None) == (what in ("none", "put back")), what
+            if guard.student is not None:
+                theirs = dict(guard.student)
+                guard.student_code()            # theirs, as they left them
+                assert live == theirs and all(live[k] is v for k, v in theirs.items()), what
+                guard.our_code()
+                assert live == ours and all(live[k] is v for k, v in ours.items()), what
+    finally:
+        live.clear()
+        live.update(ours)
+
+
 def _signature_names(func, args, kwargs):
     """What inspect.signature's binding names the arguments (the general path)."""
     import inspect
