@@ -375,7 +375,7 @@ class _Decoder:
         if depth >= self.caps.max_depth:
             raise ProtocolError(f"values nested deeper than {self.caps.max_depth} levels")
         if t is list:
-            return [self.value(x, depth + 1) for x in node]
+            return self.items_of(node, depth + 1)
         if t is not dict or len(node) != 1:
             raise ProtocolError("malformed value tag")
         (tag, body), = node.items()
@@ -384,7 +384,7 @@ class _Decoder:
         if tag == "a":
             return self.array(body)
         if tag == "t":
-            return tuple(self.value(x, depth + 1) for x in body)
+            return tuple(self.items_of(body, depth + 1))
         if tag == "d":
             out = {}
             inner = depth + 1
@@ -415,6 +415,22 @@ class _Decoder:
                 raise ProtocolError(f"numpy scalar of dtype {dt.str} with {len(buf)} bytes")
             return _frombuffer(buf, dtype=dt)[0]
         raise AssertionError(tag)             # every tag of _TAGS is handled above
+
+    def items_of(self, node: list[Any], depth: int) -> list[Any]:
+        """The elements of a list or tuple: plain values counted and kept here, as self.value
+        counts and returns them (most elements are numbers and strings), the rest through it."""
+        out = []
+        value = self.value
+        for x in node:
+            kind = type(x)
+            if kind is str or kind is int or kind is float or x is None or kind is bool:
+                self.items += 1
+                if self.items > self.caps.max_items:
+                    raise ProtocolError(f"more than {self.caps.max_items} values in one message")
+                out.append(x)
+            else:
+                out.append(value(x, depth))
+        return out
 
     def array(self, body: list[Any]) -> np.ndarray:
         if len(body) != 3:

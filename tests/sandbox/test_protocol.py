@@ -202,6 +202,19 @@ def test_a_header_listing_more_buffers_than_values_is_refused():
     assert value[:3] == [0.0, 1.0, 2.0] and value[3].shape == (0, 5)
 
 
+def test_plain_values_in_lists_and_tuples_count_against_the_cap_on_both_ends():
+    """Do the plain elements of lists and tuples (read without a call per element) count as values,
+    exactly as elsewhere: a message of N values passes a cap of N and fails one of N - 1, and
+    comes back as it was sent?"""
+    message = {"op": "result", "v": [1, "a", None, True, 2.5, [3], (4, 5.5), [], ()]}
+    # the dict, its two values, the list's nine elements and the three inside them: 15 values
+    assert decode(encode(message, caps=Caps(max_items=15)), trusted=True, caps=Caps(max_items=15)) == message
+    with pytest.raises(EncodeError, match="more than 14 values"):
+        encode(message, caps=Caps(max_items=14))
+    with pytest.raises(ProtocolError, match="more than 14 values"):
+        decode(encode(message), trusted=True, caps=Caps(max_items=14))
+
+
 def test_plain_values_in_a_dict_count_against_the_cap_on_both_ends():
     """Do a dict's plain values (read without a call per value) count as values, exactly as
     elsewhere: a message of N values passes a cap of N and fails one of N - 1?"""
