@@ -19,14 +19,14 @@ Each check then runs through one of two loops that give the same outcomes (teste
   marker, ...), so graders may use whatever pytest offers.
 
 Calls made ahead. A problem's consecutive lean checks start together: each runs, in its own
-greenlet, up to its first call of a student function and waits there; those first calls are made
-together, in the checks' order, in one round trip to the problem's fresh process; then each check
-goes on in turn, to its end, its first call answered by what was made ahead when that answer
-still stands (ProblemHandle.take), else made then. What a check sees is what calls made one by
-one give, unless a student function keeps hidden state between calls: the order in which the
-problem's process answers them changes (docs/grading.md). A check's code before its first call
-runs before the earlier checks end, so it must not depend on them (checks are independent: each
-draws its inputs from its own rng).
+greenlet (kept by the session for later checks once its check ends), up to its first call of a
+student function and waits there; those first calls are made together, in the checks' order, in
+one round trip to the problem's fresh process; then each check goes on in turn, to its end, its
+first call answered by what was made ahead when that answer still stands (ProblemHandle.take),
+else made then. What a check sees is what calls made one by one give, unless a student function
+keeps hidden state between calls: the order in which the problem's process answers them changes
+(docs/grading.md). A check's code before its first call runs before the earlier checks end, so it
+must not depend on them (checks are independent: each draws its inputs from its own rng).
 """
 from __future__ import annotations
 
@@ -86,6 +86,9 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
     return InstructorCode(reference=reference,
                           catalogue=getattr(mistakes, "catalogue", None) if mistakes else None,
                           graders=course.layout.graders(assignment.package))
+
+
+_CHECK_ENDED = object()     # what a check greenlet hands its parent when its check has ended
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,8 @@ class GraderSession:
         self.plugin = GradingPlugin(assignment, reference=code.reference, catalogue=code.catalogue)
         self.runs = 0
         self._closed = False
+        self._idle: list[greenlet] = []             # check greenlets parked between checks (_check_greenlet)
+        self._idle_parent: greenlet | None = None   # ... under this greenlet
         self._modules = _forget_stale_modules(code.graders)
         with _quiet() as out, usercache.bytecode():
             unittest = _mentions_unittest(code.graders)        # the graders' files read once
@@ -294,38 +299,60 @@ class GraderSession:
                 self._run_lean(item)
             return
         here = getcurrent()
-        waiting: list[tuple[greenlet, tuple[str, tuple[Any, ...], dict[str, Any]] | None]] = []
-        started_checks: list[greenlet] = []
-        spent: dict[greenlet, float] = {}
+        waiting: list[tuple[int, greenlet, tuple[str, tuple[Any, ...], dict[str, Any]] | None]] = []
+        spent = [0.0] * len(checks)
         student.gather(here.switch)             # a check's first call comes back here, and waits
         try:
-            for item in checks:
-                check = greenlet(self._run_lean, parent=here)
-                started_checks.append(check)
+            for i, item in enumerate(checks):
+                check = self._check_greenlet(here)
                 started = time.perf_counter()
                 call = check.switch(item)
-                spent[check] = time.perf_counter() - started
-                if not check.dead:
-                    waiting.append((check, call))
+                spent[i] = time.perf_counter() - started
+                if call is _CHECK_ENDED:
+                    self._idle.append(check)
+                else:
+                    waiting.append((i, check, call))
         finally:
             student.gather(None)
         try:
-            aheads = iter(student.prefetch([call for _, call in waiting if call is not None]))
+            aheads = iter(student.prefetch([call for _, _, call in waiting if call is not None]))
         except Exception:  # noqa: BLE001 - the checks make their calls themselves, and meet the error
             aheads = iter(())
-        for check, call in waiting:             # each to its end, in order
+        for i, check, call in waiting:          # each to its end, in order
             started = time.perf_counter()
-            check.switch(next(aheads, None) if call is not None else None)
-            spent[check] += time.perf_counter() - started
+            if check.switch(next(aheads, None) if call is not None else None) is _CHECK_ENDED:
+                self._idle.append(check)
+            spent[i] += time.perf_counter() - started
         outcomes = self.plugin.current.outcomes
-        for item, check in zip(checks, started_checks):    # a check's duration: its own time, not its wait
+        for item, seconds in zip(checks, spent):    # a check's duration: its own time, not its wait
             if item.nodeid in outcomes:
-                outcomes[item.nodeid].duration = spent[check]
+                outcomes[item.nodeid].duration = seconds
+
+    def _check_greenlet(self, here: greenlet) -> greenlet:
+        """A greenlet to run checks in, under `here`: one parked after its last check when there
+        is one (a fresh greenlet costs a new frame stack each time, a 16 KB mapping made and
+        unmapped: ~100 per submission), else a new one. Parked greenlets belong to the greenlet
+        (and thread) they were made under, and are switched to from there only."""
+        if self._idle_parent is not here:
+            self._idle = []
+            self._idle_parent = here
+        if self._idle:
+            return self._idle.pop()
+        return greenlet(self._run_checks, parent=here)
+
+    def _run_checks(self, item: pytest.Item) -> None:
+        """A check greenlet's life: a check to its end, then _CHECK_ENDED to its parent, which
+        parks it until the next check it is given (an exception that escapes a check, such as
+        KeyboardInterrupt, ends the greenlet and goes on in the parent)."""
+        while True:
+            self._run_lean(item)
+            item = getcurrent().parent.switch(_CHECK_ENDED)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._idle = []                     # parked check greenlets end when collected
         with _quiet():
             try:
                 self.config.hook.pytest_sessionfinish(session=self.session, exitstatus=self.session.exitstatus)

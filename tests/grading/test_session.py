@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from autograder.config import Assignment, Limits, Problem, Tolerance
+from autograder.grading import session as session_module
 from autograder.grading.proxy import StudentProxy
 from autograder.grading.session import GraderSession, InstructorCode, pytest_args
 from autograder.notebooks import cell_label
@@ -290,6 +291,36 @@ def test_checks_without_a_plain_first_call_run_in_turn_among_those_made_ahead(ho
                                                    "passed"]
     # one by one: 1 + 1 (call_each) + 2 + 1 + 1; ahead: f(1) and f(4) together, call_each, f(5), then the rest
     assert (trips, trips_alone) == (5, 6)
+
+
+def test_check_greenlets_are_kept_for_later_checks_and_submissions(host, tmp_path, monkeypatch):
+    """Are the greenlets that run checks made ahead made once per session (parked between checks,
+    given the next problem's and the next submission's checks), each submission still getting the
+    outcomes calls made one by one give?"""
+    made = []
+
+    class Counted(session_module.greenlet):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+    monkeypatch.setattr(session_module, "greenlet", Counted)
+    graders = {**VALUES, "g": MIXED["f"].replace("test_f_", "test_g_")}
+    alone = grade(host, tmp_path, graders, ahead=False)
+    assert not made
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    for problem, body in graders.items():
+        (folder / f"test_{problem}.py").write_text(textwrap.dedent(body))
+    cells = [{"index": 1, "label": cell_label(1, NOTEBOOK), "source": NOTEBOOK}]
+    with GraderSession(assignment(*graders), InstructorCode(None, None, folder), ahead=True) as session:
+        for _ in range(3):
+            with StudentProxy(host.submission(cells, LIMITS)) as proxy:
+                graded = session.run({"hw.ipynb": proxy}, seed=1)
+                run = proxy._run
+                assert ([(c.name.split("::")[-1], c.status, c.output) for c in graded.checks],
+                        run.restarts, {k: len(v) for k, v in run.failures.items()}) == alone
+    # problem f's 7 checks wait together at most: 7 greenlets in all, not one per check and submission
+    assert 0 < len(made) <= 7
 
 
 UNITTEST = """
