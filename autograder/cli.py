@@ -216,9 +216,9 @@ def _early_workers(args: argparse.Namespace) -> tuple[StartedWorker, ...]:
     imports, reads the course, plans the batch and starts the gradebook writer, rather than after
     all of that. `--student` gets one (its start-up on one core, this process's on another); a
     batch one per worker its pool will have (`--workers`, else one per core, at most one per
-    submission folder), worker i for the pool's i-th CPU, as the pool would start them. None when
-    they cannot be forked (the pool then starts its own, or the submission is graded in this
-    process)."""
+    submission folder), worker i for the pool's i-th CPU, as the pool would start them. Fewer, or
+    none, when they cannot be forked (the pool then starts the others itself, or the submission is
+    graded in this process)."""
     if args.command != "autograde" or args.scheduler:
         return ()
     try:
