@@ -11,7 +11,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -183,7 +183,7 @@ def _check_grader_files(course: Course, a: Assignment) -> None:
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
               seed: int | None = None, force: bool = False, insecure: bool = False,
               workers: int | None = None, scheduler: str | None = None, background_commit: bool = False,
-              early: StartedWorker | None = None, log: Log = _quiet, progress: Progress | None = None
+              early: Sequence[StartedWorker] = (), log: Log = _quiet, progress: Progress | None = None
               ) -> BatchResult:
     """Grade submissions; write results.json, feedback pages and the gradebook.
 
@@ -212,9 +212,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     the grading key to results.json only after the commit. Every gradebook writer of a batch holds
     that lock too (taken here, passed to it).
 
-    `early`: a grading worker process started for this course folder and assignment before this
-    call (batch.launch; `course autograde --student` starts one before its own imports): a single
-    submission is then graded by it rather than in this process. It is used or closed here.
+    `early`: grading worker processes started for this course folder and assignment before this
+    call (batch.launch; `course autograde` forks them before its own imports): the pool's first
+    workers (a single submission is then graded by one rather than in this process). They are
+    used or closed here.
     """
     started = time.perf_counter()
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
@@ -226,15 +227,15 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         todo = submissions(course, a.name, student)
         _check_grader_files(course, a)
     except BaseException:
-        if early is not None:
-            early.close()
+        for forked in early:
+            forked.close()
         raise
     rows: dict[str, StudentRow] = {}
     skipped: list[str] = []
     output_errors: list[str] = []
     with contextlib.ExitStack() as stack:
-        if early is not None:
-            stack.callback(early.close)           # when it was not used (closing it twice is harmless)
+        for forked in early:
+            stack.callback(forked.close)         # when it was not used (closing it twice is harmless)
         gradebook = GradebookProcess(course.root, a.name)
         stack.callback(gradebook.close)
         # A batch starts the writer first: its imports (nbgrader) take longest and overlap with the

@@ -18,11 +18,12 @@ from .errors import CourseError
 from .slowimports import skip_format_checkers
 from .toolpath import tools_on_path
 
-# The engine (autograder.api, autograder.config) is imported where used: `course autograde
-# --student` first starts its grading worker (`_early_worker`), whose start-up then overlaps with
-# those imports.
+# The engine (autograder.api, autograder.config) is imported where used: `course autograde`
+# first starts its grading workers (`_early_workers`), whose start-up then overlaps with those
+# imports.
 if TYPE_CHECKING:
     from .batch.launch import StartedWorker
+    from .layout import CourseLayout
 
 DESCRIPTION = """\
 Release, check and grade the notebook assignments of the course in the current folder (or
@@ -99,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _autograde(course_dir: str | Path, assignment: str, student: str | None, seed: int | None,
                force: bool = False, insecure: bool = False, workers: int | None = None,
-               scheduler: str | None = None, wait: bool = True, early: StartedWorker | None = None) -> int:
+               scheduler: str | None = None, wait: bool = True, early: tuple[StartedWorker, ...] = ()) -> int:
     from . import api
     from .config import load_course
     from .progress import Progress
@@ -208,42 +209,74 @@ def _demo(course_dir: str, assignment: str | None, skip_validate: bool) -> int:
     return _autograde(demo, assignment, None, None)
 
 
-def _early_worker(args: argparse.Namespace) -> StartedWorker | None:
-    """For `autograde --student` graded on this machine with more than one core, its grading worker
-    (a fork of this process: batch.launch.fork_worker), started before this command imports the
-    engine: the worker's start-up (numpy, the sandbox, pytest and the graders' collection) runs on
-    one core while this process imports, reads the course and prepares the feedback page on
-    another. None otherwise, or when it cannot be started (the submission is then graded in this
-    process)."""
-    if args.command != "autograde" or args.student is None or args.scheduler:
-        return None
+def _early_workers(args: argparse.Namespace) -> tuple[StartedWorker, ...]:
+    """For `autograde` on this machine with more than one core, its grading workers (forks of this
+    process: batch.launch.fork_worker), started before this command imports the engine: their
+    start-up (numpy, the sandbox, pytest and the graders' collection) runs while this process
+    imports, reads the course, plans the batch and starts the gradebook writer, rather than after
+    all of that. `--student` gets one (its start-up on one core, this process's on another); a
+    batch one per worker its pool will have (`--workers`, else one per core, at most one per
+    submission folder), worker i for the pool's i-th CPU, as the pool would start them. Fewer, or
+    none, when they cannot be forked (the pool then starts the others itself, or the submission is
+    graded in this process)."""
+    if args.command != "autograde" or args.scheduler:
+        return ()
     try:
-        if len(os.sched_getaffinity(0)) < 2:
-            return None
+        cpus = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return None
-    from .batch.launch import fork_worker
+        return ()
+    if len(cpus) < 2:
+        return ()
+    from .batch.launch import fork_worker, log_folder
     from .layout import CourseLayout
 
     root = Path(args.course_dir).resolve()
-    if not os.path.lexists(CourseLayout(root).submission(args.student, args.assignment)):
-        return None                          # an error to report, nothing to grade
+    layout = CourseLayout(root)
+    if args.student is not None:
+        if not os.path.lexists(layout.submission(args.student, args.assignment)):
+            return ()                        # an error to report, nothing to grade
+        slots: list[int | None] = [None]     # a lone worker: its sandbox takes the least busy CPU
+    else:
+        count = _submission_folders(layout, args.assignment, limit=args.workers or len(cpus))
+        slots = [cpus[i % len(cpus)] for i in range(count)]
+    if not slots:
+        return ()
     # The worker's first imports (the course's schema, the sandbox's launcher; no numpy, no thread),
     # which this command makes as well: made once, before the fork, rather than in each process. The
     # worker's way to its sandbox's start is as long either way; this process then has less to do
     # beside it (its CPU goes to the sandbox starting on the other core).
     from .batch import worker  # noqa: F401
     from .sandbox import process  # noqa: F401
+    started: list[StartedWorker] = []
     try:
-        return fork_worker(str(root), args.assignment, insecure=args.insecure)
+        logs = log_folder() if len(slots) > 1 else None
+        for cpu in slots:
+            started.append(fork_worker(str(root), args.assignment, insecure=args.insecure, cpu=cpu, logs=logs))
     except (OSError, RuntimeError):
-        return None
+        pass                                 # the pool starts the others
+    return tuple(started)
+
+
+def _submission_folders(layout: CourseLayout, assignment: str, *, limit: int) -> int:
+    """How many student folders of submitted/ hold an entry for `assignment`, counted up to `limit`
+    (an estimate for sizing the pool early: api.submissions lists them for grading)."""
+    count = 0
+    try:
+        with os.scandir(layout.submitted_dir) as entries:
+            for entry in entries:
+                if count >= limit:
+                    break
+                if not entry.name.startswith(".") and os.path.lexists(layout.submission(entry.name, assignment)):
+                    count += 1
+    except OSError:
+        return 0
+    return count
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     skip_format_checkers()                   # before anything imports nbformat or nbgrader
-    early = _early_worker(args)
+    early = _early_workers(args)
     try:
         with tools_on_path():
             return _run(args, early)
@@ -257,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     finally:
-        if early is not None:
-            early.close()                    # stopped already when it graded
+        for started in early:
+            started.close()                  # stopped already when they graded
 
 
 def _unfinished_commits(course_dir: str) -> None:
@@ -279,7 +312,7 @@ def _unfinished_commits(course_dir: str) -> None:
         print(line, file=sys.stderr)
 
 
-def _run(args: argparse.Namespace, early: StartedWorker | None = None) -> int:
+def _run(args: argparse.Namespace, early: tuple[StartedWorker, ...] = ()) -> int:
     if getattr(args, "course_dir", None) is not None:
         _unfinished_commits(args.course_dir)
     if args.command == "release":

@@ -121,3 +121,22 @@ def test_cli_an_extension_for_no_student_is_named_and_the_batch_goes_on(tmp_path
     assert warnings == ["WARNING: course.yml: assignments[0].extensions.alna: no student 'alna' on the roster "
                         "(roster.csv) or in submitted/, so this extension applies to nobody"]
     assert "late -10" in next(ln for ln in proc.stdout.splitlines() if ln.startswith("alan "))
+
+
+def test_a_batch_forks_one_early_worker_per_submission_folder_up_to_its_workers(tmp_path):
+    """`course autograde` sizes the workers it forks before its imports by the student folders that
+    hold the assignment (a folder or a link, not a dot folder, not another assignment's), never more
+    than the workers asked for: is that count right?"""
+    from autograder.cli import _submission_folders
+
+    layout = CourseLayout(tmp_path)
+    assert _submission_folders(layout, "a1", limit=8) == 0           # no submitted/ at all
+    for student in ("ann", "bob", ".hidden"):
+        layout.submission(student, "a1").mkdir(parents=True)
+    layout.submission("cy", "a2").mkdir(parents=True)                   # another assignment only
+    (layout.submitted_dir / "dee").mkdir()
+    (layout.submission("dee", "a1")).symlink_to(tmp_path)               # a link: graded (and refused) too
+    (layout.submitted_dir / "notes.txt").write_text("x")
+    assert _submission_folders(layout, "a1", limit=8) == 3
+    assert _submission_folders(layout, "a1", limit=2) == 2
+    assert _submission_folders(layout, "a2", limit=8) == 1

@@ -7,12 +7,13 @@ feedback page on the other (see `autograder.cli`). `LocalPool` starts its worker
 
     started = launch(course_dir, assignment, insecure=False, logs=folder)   # a new interpreter
     started = fork_worker(course_dir, assignment, insecure=False)         # this process, forked
-    ...                                   # LocalPool(..., early=started) adopts it, or:
+    ...                                   # LocalPool(..., early=[started]) adopts it, or:
     started.close()                       # asks it to quit (it leaves once it has started)
 
 `fork_worker` is for the command's very start, when this process holds no thread and has imported
 little: the worker then begins at once, without an interpreter's start-up (its initialisation,
-`site` and the packages' path hooks), which on a loaded machine waits for the disk as well.
+`site` and the packages' path hooks), which on a loaded machine waits for the disk as well. A
+batch's workers are forked there too, one per slot of its pool, each for that slot's CPU.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import tempfile
 import threading
 import time
 import traceback
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, Protocol
@@ -36,6 +38,11 @@ from .. import tempdirs
 from .wire import Connection, socket_pair
 
 QUIT_SECONDS = 30.0          # for a worker asked to quit while it starts (its start-up is bounded)
+
+# This process's ends of the connections to the workers it forked: a worker forked after another
+# closes its copy of them at once, so that each worker's connection has one other end (the
+# driver's: closing it is the worker's signal to leave, and no worker can speak for the driver).
+_forked_ends: weakref.WeakSet[Connection] = weakref.WeakSet()
 
 
 class Process(Protocol):
@@ -188,13 +195,15 @@ def launch(course_dir: str, assignment: str, *, insecure: bool, cpu: int | None 
     return StartedWorker(popen=popen, conn=conn, log=log, own_folder=logs is None)
 
 
-def fork_worker(course_dir: str, assignment: str, *, insecure: bool) -> StartedWorker:
+def fork_worker(course_dir: str, assignment: str, *, insecure: bool, cpu: int | None = None,
+                logs: Path | None = None) -> StartedWorker:
     """The worker of `launch`, as a fork of this process (which must hold no other thread): in its
-    own session, in `course_dir`, stdin and stdout on /dev/null, stderr in a log file of a new
-    temporary folder; it serves as `python -m autograder.batch.worker` would, then exits."""
+    own session, in `course_dir`, stdin and stdout on /dev/null, stderr in a log file under `logs`
+    (default: a new temporary folder); it serves as `python -m autograder.batch.worker --cpu CPU`
+    would, then exits."""
     if threading.active_count() != 1:
         raise RuntimeError("fork_worker: this process runs other threads")
-    log = _log_file(None)
+    log = _log_file(logs)
     err = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     conn, fd = socket_pair()
     for stream in (sys.stdout, sys.stderr):
@@ -208,13 +217,17 @@ def fork_worker(course_dir: str, assignment: str, *, insecure: bool) -> StartedW
         os.close(err)
         raise
     if pid == 0:
-        _serve_forked(conn, fd, err, course_dir, assignment, insecure)
+        for other in list(_forked_ends):
+            other.close()
+        _serve_forked(conn, fd, err, course_dir, assignment, insecure, cpu)
     os.close(fd)
     os.close(err)
+    _forked_ends.add(conn)
     return StartedWorker(popen=Forked(pid), conn=conn, log=log, own_folder=True)
 
 
-def _serve_forked(ours: Connection, fd: int, err: int, course_dir: str, assignment: str, insecure: bool) -> NoReturn:
+def _serve_forked(ours: Connection, fd: int, err: int, course_dir: str, assignment: str, insecure: bool,
+                  cpu: int | None) -> NoReturn:
     """The forked worker: never returns into the code that forked it."""
     code = 1
     try:
@@ -229,7 +242,7 @@ def _serve_forked(ours: Connection, fd: int, err: int, course_dir: str, assignme
         os.chdir(course_dir)
         from .worker import serve
 
-        code = serve(fd, course_dir, assignment, insecure=insecure)
+        code = serve(fd, course_dir, assignment, insecure=insecure, cpu=cpu)
     except BaseException:  # noqa: BLE001 - the worker's end: its log says why, the driver sees it stop
         with contextlib.suppress(BaseException):
             traceback.print_exc()

@@ -2,7 +2,7 @@
 own sandbox host and grader session, fed one submission at a time as they become free.
 
 - `InProcessPool`: one warm worker in this process (a single worker, or a single submission,
-  unless a worker process was started early for it: see batch.launch);
+  unless worker processes were started early for the batch: see batch.launch);
 - `LocalPool`: N worker processes on this machine;
 - `autograder.batch.cluster.DaskPool`: one warm worker in each worker of a Dask cluster.
 
@@ -31,7 +31,7 @@ import os
 import selectors
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -171,41 +171,51 @@ def _usable_cpus() -> tuple[int, ...]:
 
 def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = None, scheduler: str | None = None,
               submissions: int | None = None, insecure: bool = False, course: Course | None = None,
-              early: StartedWorker | None = None) -> GradingPool:
+              early: Sequence[StartedWorker] = ()) -> GradingPool:
     """The pool for a batch: a Dask cluster's workers when `scheduler` is given; else `workers`
     local worker processes (default: the cores available), no more than there are `submissions`.
     A single submission, or a single worker where this process may use one core only, is graded
-    in this process (with `course`, the course already loaded, when given), unless `early` is a
-    worker process already started for this course and assignment (batch.launch): it then serves
-    as the first worker. `early` is used or closed here.
+    in this process (with `course`, the course already loaded, when given), unless `early` holds
+    worker processes already started for this course and assignment (batch.launch): they then serve
+    as the pool's first workers, in order (any beyond its size are stopped). `early` is used or
+    closed here.
 
     A lone worker for several submissions is a process of its own (a LocalPool of one): in this
     process, grading would wait while each result is written out (results.json, its fsync, the
     page), whereas a worker process grades its next submission meanwhile, on the other core."""
     if scheduler:
-        if early is not None:
-            early.close()
+        for started in early:
+            started.close()
         from .cluster import DaskPool
         return DaskPool(scheduler, course_dir, assignment, insecure=insecure)
     n = workers if workers is not None else available_cores()
     if n < 1:
+        for started in early:
+            started.close()
         raise ValueError("workers must be at least 1")
     if submissions is not None:
         n = min(n, max(submissions, 1))
     alone = (submissions is not None and submissions <= 1) or available_cores() < 2
-    if n == 1 and early is None and alone:
+    if n == 1 and not early and alone:
         return InProcessPool(course_dir, assignment, insecure=insecure, course=course)
     return LocalPool(course_dir, assignment, workers=n, insecure=insecure, early=early, course=course)
 
 
 class LocalPool:
-    """`workers` worker processes; with `early`, a worker already started for this course folder and
-    assignment (batch.launch) serves as the first. `course`: the course already loaded, if it was."""
+    """`workers` worker processes; with `early`, workers already started for this course folder and
+    assignment (batch.launch) serve as the first ones, slot by slot (each started for the CPU that
+    `cpu_of` gives its slot; those beyond `workers` are stopped). `course`: the course already
+    loaded, if it was."""
 
     def __init__(self, course_dir: str | Path, assignment: str, *, workers: int, insecure: bool = False,
-                 early: StartedWorker | None = None, course: Course | None = None):
+                 early: Sequence[StartedWorker] = (), course: Course | None = None):
         if workers < 1:
+            for started in early:
+                started.close()
             raise ValueError("workers must be at least 1")
+        for started in early[workers:]:         # more were started than this pool needs
+            started.close()
+        early = early[:workers]
         self.course_dir = str(Path(course_dir).resolve())
         self.assignment_name = assignment
         self.size = workers
@@ -217,8 +227,9 @@ class LocalPool:
         self.replaced = 0
         self._procs: list[_Proc] = []
         self._sel = selectors.DefaultSelector()
-        self._early = early
-        self._logs = early.log.parent if early is not None else log_folder()
+        self._early = deque(early)
+        self._logs = early[0].log.parent if early else log_folder()
+        self._other_logs = {started.log.parent for started in early} - {self._logs}   # removed on closing
         self._layers: tuple[str, ...] = ()
         self._missing: tuple[str, ...] = ()
         self._ids = 0
@@ -245,8 +256,8 @@ class LocalPool:
         return self.cpus[slot % len(self.cpus)] if len(self.cpus) > 1 else None
 
     def _spawn(self, slot: int) -> _Proc:
-        if self._early is not None:               # started before this pool, for its first slot
-            started, self._early = self._early, None
+        if self._early:                           # started before this pool, for its first slots
+            started = self._early.popleft()
         else:
             started = launch(self.course_dir, self.assignment_name, insecure=self.insecure, cpu=self.cpu_of(slot),
                              logs=self._logs, module=WORKER_MODULE)
@@ -283,9 +294,8 @@ class LocalPool:
         return text.splitlines()[-1] if text else f"exit status {proc.popen.poll()}"
 
     def close(self) -> None:
-        if self._early is not None:               # never started as one of this pool's workers
-            self._early.close()
-            self._early = None
+        while self._early:                        # never started as one of this pool's workers
+            self._early.popleft().close()
         for proc in self._procs:                  # asked to quit together, then waited for
             with contextlib.suppress(KeyError, ValueError):
                 self._sel.unregister(proc.conn.sock)
@@ -293,12 +303,13 @@ class LocalPool:
         stop_all([(proc.conn, proc.popen) for proc in self._procs])
         self._procs.clear()
         self._sel.close()
-        for f in self._logs.glob("*"):
-            f.unlink(missing_ok=True)
-        try:
-            self._logs.rmdir()
-        except OSError:
-            pass
+        for folder in (self._logs, *self._other_logs):
+            for f in folder.glob("*"):
+                f.unlink(missing_ok=True)
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
 
     def _stop(self, proc: _Proc, *, kill: bool) -> None:
         try:

@@ -201,7 +201,7 @@ def test_a_worker_started_early_grades_as_this_process_would(demo):
 
     task = Task("ada", str(CourseLayout(demo).submission("ada", "transformer-block")), seed=7)
     early = launch.launch(str(demo), "transformer-block", insecure=False)
-    pool = make_pool(demo, "transformer-block", submissions=1, early=early)
+    pool = make_pool(demo, "transformer-block", submissions=1, early=[early])
     try:
         assert isinstance(pool, LocalPool) and pool.size == 1
         pool.start()
@@ -216,24 +216,61 @@ def test_a_worker_started_early_grades_as_this_process_would(demo):
     assert (there.score, there.max_score, there.seed) == (here.score, here.max_score, here.seed)
 
 
-def test_a_worker_forked_early_grades_as_this_process_would(demo):
-    """Is a worker forked from a fresh single-threaded process (`batch.launch.fork_worker`, as
-    `course autograde --student` starts one) adopted by that process's pool, with the same result as
-    grading in this process, and stopped with its log folder gone afterwards?"""
+def _forked_early(demo, students):
+    """What `tests.batch.early_fork_run` saw: `students` graded (seed 7) by workers forked early."""
     import json
     import subprocess
     import sys
 
-    task = Task("ada", str(CourseLayout(demo).submission("ada", "transformer-block")), seed=7)
-    run = subprocess.run([sys.executable, "-m", "tests.batch.early_fork_run", str(demo), "transformer-block",
-                          "ada", "7"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, "-m", "tests.batch.early_fork_run", str(demo), "transformer-block", "7",
+                          *students], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    there = json.loads(run.stdout.strip().splitlines()[-1])
-    assert there["adopted"] and there["stopped"] and not there["log_folder_left"]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _same_as_here(demo, student, there):
+    task = Task(student, str(CourseLayout(demo).submission(student, "transformer-block")), seed=7)
     here = _graded_here(demo, task)
     assert there["state"] == here.state == "graded"
     assert there["tests"] == [[t.name, t.score, t.status] for t in here.tests]
     assert there["total"] == [here.score, here.max_score, here.seed]
+
+
+def test_a_worker_forked_early_grades_as_this_process_would(demo):
+    """Is a worker forked from a fresh single-threaded process (`batch.launch.fork_worker`, as
+    `course autograde --student` starts one) adopted by that process's pool, with the same result as
+    grading in this process, and stopped with its log folder gone afterwards?"""
+    there = _forked_early(demo, ["ada"])
+    assert there["adopted"] and there["stopped"] and not there["log_folder_left"]
+    _same_as_here(demo, "ada", there["results"]["ada"])
+
+
+def test_a_batch_s_workers_forked_early_are_its_pool_s_workers(demo):
+    """Are a batch's workers forked early (one per slot, as `course autograde` forks them before its
+    imports) adopted by its pool in order, each grading as this process would, and all stopped with
+    their shared log folder gone afterwards?"""
+    there = _forked_early(demo, ["ada", "grace"])
+    assert there["adopted"] and there["stopped"] and not there["log_folder_left"]
+    for student in ("ada", "grace"):
+        _same_as_here(demo, student, there["results"][student])
+
+
+def test_workers_started_early_beyond_the_pool_s_size_are_stopped(demo):
+    """When more workers were started early than the pool needs (fewer submissions), are the extra
+    ones stopped at once, with their log folders, and the others adopted?"""
+    from autograder.batch.launch import launch
+
+    early = [launch(str(demo), "transformer-block", insecure=False) for _ in range(2)]
+    pool = make_pool(demo, "transformer-block", workers=2, submissions=1, early=early)
+    try:
+        assert isinstance(pool, LocalPool) and pool.size == 1
+        assert early[1].popen.poll() is not None and not early[1].log.parent.exists()
+        assert early[0].popen.poll() is None
+        pool.start()
+        assert [s.pid for s in pool.stats] == [early[0].popen.pid]
+    finally:
+        pool.close()
+    assert early[0].popen.poll() is not None and not early[0].log.parent.exists()
 
 
 def test_a_worker_started_early_but_not_needed_is_stopped(demo):
@@ -244,5 +281,5 @@ def test_a_worker_started_early_but_not_needed_is_stopped(demo):
 
     early = launch(str(demo), "transformer-block", insecure=False)
     with pytest.raises(CourseError, match="no such submission folder"):
-        autograde(demo, "transformer-block", student="nobody", early=early)
+        autograde(demo, "transformer-block", student="nobody", early=[early])
     assert early.popen.poll() is not None and not early.log.parent.exists()
