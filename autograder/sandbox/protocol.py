@@ -386,22 +386,14 @@ class _Decoder:
         if tag == "t":
             return tuple(self.items_of(body, depth + 1))
         if tag == "d":
-            out = {}
-            inner = depth + 1
-            value = self.value
+            keys = []
+            items = []
             for pair in body:
                 if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
                     raise ProtocolError("malformed dict entry")
-                key, item = pair
-                kind = type(item)
-                if kind is str or kind is float or kind is int or item is None or kind is bool:
-                    self.items += 1                 # a plain value, as self.value counts and returns it
-                    if self.items > self.caps.max_items:
-                        raise ProtocolError(f"more than {self.caps.max_items} values in one message")
-                    out[key] = item
-                else:
-                    out[key] = value(item, inner)
-            return out
+                keys.append(pair[0])
+                items.append(pair[1])
+            return dict(zip(keys, self.items_of(items, depth + 1)))
         if tag == "c":
             if len(body) != 2 or any(type(x) not in (int, float) for x in body):
                 raise ProtocolError("malformed complex number")
@@ -417,8 +409,9 @@ class _Decoder:
         raise AssertionError(tag)             # every tag of _TAGS is handled above
 
     def items_of(self, node: list[Any], depth: int) -> list[Any]:
-        """The elements of a list or tuple: plain values counted and kept here, as self.value
-        counts and returns them (most elements are numbers and strings), the rest through it."""
+        """The elements of a list or tuple, or a dict's values: plain values counted and kept here,
+        as self.value counts and returns them (most elements are numbers and strings), the rest
+        through it."""
         out = []
         value = self.value
         for x in node:
