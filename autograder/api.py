@@ -261,6 +261,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         roster = set(course.roster())
         secret = course_secret(course.secret_file)
         version = graders_version(course, a)
+        early = _greeted(early, course, a, insecure=insecure, version=version, log=log)
         pool = make_pool(course.root, a.name, workers=workers, scheduler=scheduler, submissions=len(todo),
                          insecure=insecure, course=course, early=early)
         stack.callback(pool.close)
@@ -385,6 +386,26 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                        ungraded=tuple(str(u) for u in ungraded_files(course, a, results, student)),
                        not_submitted=() if student else tuple(s for s in course.roster() if s not in graded),
                        gradebook_changes=book.gradebook.created, committing=tuple(committing))
+
+
+def _greeted(early: Sequence[StartedWorker], course: Course, a: Assignment, *, insecure: bool, version: str,
+             log: Log) -> tuple[StartedWorker, ...]:
+    """`early` less the connections to a `course serve` server (batch.serve) that would not grade
+    as this command would (or did not answer in time): those are closed, and the submission is
+    graded as if no server ran."""
+    from .batch.serve import greet, identity, is_served
+
+    kept = []
+    for started in early:
+        if is_served(started):
+            why = greet(started, identity(course, a, insecure=insecure, version=version))
+            if why is not None:
+                started.close()
+                log(f"course serve: not used ({why}); grading without it")
+                continue
+            log(f"grading on the warm worker of `course serve` (pid {started.popen.pid})")
+        kept.append(started)
+    return tuple(kept)
 
 
 def _prepare_page_soon() -> threading.Thread:

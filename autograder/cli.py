@@ -86,6 +86,15 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="grade on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786); "
                         "the course folder must be at the same path on its workers")
+    s = sub.add_parser("serve", parents=[common],
+                       help="keep a warm grading worker for ASSIGNMENT, so that `course autograde ASSIGNMENT "
+                            "--student ID` grades at once (first feedback without a worker's start-up)")
+    s.add_argument("assignment")
+    s.add_argument("--idle-minutes", type=float, default=60.0, metavar="M",
+                   help="stop after M minutes without a submission to grade (default: 60)")
+    s.add_argument("--insecure", action="store_true",
+                   help="serve even if the sandbox cannot be fully set up here (only commands given --insecure "
+                        "use it)")
     f = sub.add_parser("feedback", parents=[common],
                        help="(re)write feedback pages from results.json and the gradebook (TA overrides and comments)")
     f.add_argument("assignment")
@@ -209,6 +218,24 @@ def _demo(course_dir: str, assignment: str | None, skip_validate: bool) -> int:
     return _autograde(demo, assignment, None, None)
 
 
+def _serve(course_dir: str, assignment: str, idle_minutes: float, insecure: bool) -> int:
+    from .batch.serve import Server
+
+    if not idle_minutes > 0:
+        raise CourseError(f"--idle-minutes: expected a positive number of minutes, got {idle_minutes:g}")
+    with Server(course_dir, assignment, insecure=insecure, log=_log) as server:
+        server.start()
+        info = server.worker.info
+        if info.missing:
+            _log(f"WARNING: serving without a complete sandbox (--insecure); missing: {'; '.join(info.missing)}")
+        _log(f"serving {server.assignment.name} of {server.course.root} (pid {os.getpid()}, socket {server.path}): "
+             f"`course autograde {server.assignment.name} --student ID` grades here; "
+             f"stops on Ctrl-C, or after {idle_minutes:g} idle minutes")
+        why = server.serve(idle_seconds=idle_minutes * 60)
+        _log(f"stopped: {why}")
+    return 0
+
+
 def _early_workers(args: argparse.Namespace) -> tuple[StartedWorker, ...]:
     """For `autograde` on this machine with more than one core, its grading workers (forks of this
     process: batch.launch.fork_worker), started before this command imports the engine: their
@@ -221,6 +248,12 @@ def _early_workers(args: argparse.Namespace) -> tuple[StartedWorker, ...]:
     graded in this process)."""
     if args.command != "autograde" or args.scheduler:
         return ()
+    if args.student is not None:             # a warm worker kept by `course serve`, when one runs
+        from .batch.serve import connect
+
+        served = connect(args.course_dir, args.assignment)
+        if served is not None:
+            return (served,)
     try:
         cpus = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -324,6 +357,8 @@ def _run(args: argparse.Namespace, early: tuple[StartedWorker, ...] = ()) -> int
             raise CourseError("--workers and --scheduler: give one (a cluster's workers are set up on the cluster)")
         return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force, args.insecure,
                           args.workers, args.scheduler, wait=args.wait or args.student is None, early=early)
+    if args.command == "serve":
+        return _serve(args.course_dir, args.assignment, args.idle_minutes, args.insecure)
     if args.command == "feedback":
         return _feedback(args.course_dir, args.assignment, args.student)
     if args.command == "doctor":

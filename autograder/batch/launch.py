@@ -32,7 +32,7 @@ import traceback
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 from .. import tempdirs
 from .wire import Connection, socket_pair
@@ -95,6 +95,7 @@ class StartedWorker:
     conn: Connection
     log: Path
     own_folder: bool = False     # the log's folder was made for it (removed by `close`)
+    greeting: dict[str, Any] | None = None   # its "ready" message, when already read (a server's: batch.serve)
 
     def close(self) -> None:
         """A worker that was never used: ask it to quit and wait for it (killed after QUIT_SECONDS).

@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..config import Assignment, Course, load_course
 from ..errors import SandboxUnavailable
@@ -263,6 +263,8 @@ class LocalPool:
                              logs=self._logs, module=WORKER_MODULE)
         proc = _Proc(popen=started.popen, conn=started.conn, log=started.log, stats=WorkerStats(pid=started.popen.pid),
                      slot=slot)
+        if started.greeting is not None:          # ready already (a server's worker: batch.serve)
+            self._ready(proc, started.greeting)
         self._procs.append(proc)
         self._sel.register(proc.conn.sock, selectors.EVENT_READ, proc)
         return proc
@@ -281,10 +283,13 @@ class LocalPool:
                 if msg.get("op") == "failed":
                     raise WorkerFailed(str(msg.get("message", "a grading worker could not start")))
                 if msg.get("op") == "ready":
-                    proc.ready = True
-                    proc.stats.rss_mb = float(msg.get("rss_mb", 0.0))
-                    self._layers = tuple(msg.get("layers", ()))
-                    self._missing = tuple(msg.get("missing", ()))
+                    self._ready(proc, msg)
+
+    def _ready(self, proc: _Proc, msg: dict[str, Any]) -> None:
+        proc.ready = True
+        proc.stats.rss_mb = float(msg.get("rss_mb", 0.0))
+        self._layers = tuple(msg.get("layers", ()))
+        self._missing = tuple(msg.get("missing", ()))
 
     def _tail(self, proc: _Proc) -> str:
         try:

@@ -34,6 +34,7 @@ from ..grading.results import SubmissionResult, result_to_dict
 
 if TYPE_CHECKING:
     from ..grading.session import GraderSession
+    from .wire import Connection
 
 WARMUP = 10                # submissions graded before the memory baseline is taken
 CHECK_EVERY = 25           # then memory is compared with it every this many submissions
@@ -200,7 +201,7 @@ def _warm_up() -> None:
 def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool, cpu: int | None = None) -> int:
     """The worker process: start, say so, grade what is asked until told to quit."""
     from ..errors import CourseError
-    from .wire import Connection, WireClosed, dumps
+    from .wire import Connection
 
     os.environ.update(ONE_THREAD)        # numpy is not imported yet (tests/batch/test_worker_start.py)
     # Start-up is mostly imports (numpy, pytest, the graders): their objects live as long as this
@@ -229,19 +230,26 @@ def serve(fd: int, course_dir: str, assignment: str, *, insecure: bool, cpu: int
         conn.send({"op": "ready", "pid": os.getpid(), "layers": list(worker.info.layers),
                    "missing": list(worker.info.missing), "rss_mb": round(rss_mb(), 1)})
         _warm_up()                  # while the first task is on its way
-        while True:
-            try:
-                msg = conn.recv()
-            except (WireClosed, OSError):
-                break
-            if msg.get("op") != "grade":
-                break
-            result = worker.grade(Task.from_dict(msg["task"]))
-            # the result attached, encoded once: the driver passes these bytes on to the gradebook writer
-            conn.send({"op": "result", "id": msg.get("id"), "rss_mb": round(rss_mb(), 1),
-                       "peak_mb": round(peak_rss_mb(), 1), "recycle": worker.recycle},
-                      attached=dumps(result_to_dict(result)))
+        answer(conn, worker)
     return 0
+
+
+def answer(conn: Connection, worker: Worker) -> None:
+    """Grade what the driver at the other end of `conn` asks, until it says quit or goes away."""
+    from .wire import WireClosed, dumps
+
+    while True:
+        try:
+            msg = conn.recv()
+        except (WireClosed, OSError):
+            return
+        if msg.get("op") != "grade":
+            return
+        result = worker.grade(Task.from_dict(msg["task"]))
+        # the result attached, encoded once: the driver passes these bytes on to the gradebook writer
+        conn.send({"op": "result", "id": msg.get("id"), "rss_mb": round(rss_mb(), 1),
+                   "peak_mb": round(peak_rss_mb(), 1), "recycle": worker.recycle},
+                  attached=dumps(result_to_dict(result)))
 
 
 def main(argv: list[str] | None = None) -> int:
