@@ -42,13 +42,14 @@ lint: $(STAMP)
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The sandbox and security tests as an unprivileged user (CI runs this as root after `make test`):
+# The sandbox and security tests, and `course serve` (its socket is its user's alone), as an unprivileged
+# user (CI runs this as root after `make test`):
 # a copy of this working tree owned by CI_USER, a venv built there from Debian's python (root's
 # pyenv python is unreadable to other users), and pytest run as that user.
 CI_USER   ?= course-ci
 CI_COPY   ?= /home/$(CI_USER)/course-autograder
 CI_PYTHON ?= /usr/bin/python3.11
-UNPRIVILEGED_TESTS ?= tests/security tests/sandbox
+UNPRIVILEGED_TESTS ?= tests/security tests/sandbox tests/batch/test_serve.py
 
 test-unprivileged:
 	@test "$$(id -u)" = 0 || { echo "make test-unprivileged: run it as root (it switches to $(CI_USER))" >&2; exit 2; }
