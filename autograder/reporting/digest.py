@@ -257,9 +257,10 @@ def problem_tests(result: SubmissionResult) -> Iterator[ProblemTests]:
     """Every problem of the submission in course.yml order: its number, name, score, max score and
     numbered tests, what its digest is made from."""
     points = dict(result.problem_points)
-    numbered = numbered_tests(result)
-    for index, name in enumerate(ordered_problems(result), start=1):
-        mine = [(n, t) for n, t in numbered if t.problem == name]
+    by_problem: dict[str, list[tuple[str, TestResult]]] = {name: [] for name in ordered_problems(result)}
+    for n, t in numbered_tests(result):      # one pass over the tests, not one per problem
+        by_problem[t.problem].append((n, t))
+    for index, (name, mine) in enumerate(by_problem.items(), start=1):
         score = result.problem_score(name)
         max_score = points.get(name, round(sum(t.max_score for _, t in mine), 6))
         yield index, name, score, max_score, mine

@@ -55,11 +55,11 @@ def numbered_tests(result: SubmissionResult) -> tuple[tuple[str, TestResult], ..
     last = _NUMBERED[0]
     if last is not None and last[0] is result:
         return last[1]
-    out: list[tuple[str, TestResult]] = []
-    for p, problem in enumerate(ordered_problems(result), start=1):
-        mine = [t for t in result.tests if t.problem == problem]
-        out.extend((f"{p}.{i}", t) for i, t in enumerate(mine, start=1))
-    numbered = tuple(out)
+    by_problem: dict[str, list[TestResult]] = {name: [] for name in ordered_problems(result)}
+    for t in result.tests:                   # one pass over the tests, not one per problem
+        by_problem[t.problem].append(t)
+    numbered = tuple((f"{p}.{i}", t) for p, mine in enumerate(by_problem.values(), start=1)
+                     for i, t in enumerate(mine, start=1))
     _NUMBERED[0] = (result, numbered)
     return numbered
 
@@ -303,13 +303,14 @@ def _document_text(result: SubmissionResult, *, visibility: str = "visible", std
     check's entries are the same for everyone but for the time it took (extra_data's last value, added
     to the entry kept). ValueError (TypeError) for what dumps_indented leaves to json.dumps."""
     doc, bounded, numbered = _document(result, visibility, stdout_visibility, grading_key, entries=False)
+    students, instructors = _entries(numbered, student=bounded.state != "crashed")
     parts = []
     for name, value in doc.items():
         if name == "tests":
-            text = "[]" if bounded.state == "crashed" else _entries(numbered, 1, student=True)
+            text = students
         elif name == "extra_data":
             text = "{\n    " + ",\n    ".join(
-                _string(k) + ": " + (_entries(numbered, 2, student=False) if k == "tests" else dumps_nested(v, 2, 2))
+                _string(k) + ": " + (instructors if k == "tests" else dumps_nested(v, 2, 2))
                 for k, v in value.items()) + "\n  }"
         else:
             text = dumps_nested(value, 1, 2)
@@ -317,37 +318,41 @@ def _document_text(result: SubmissionResult, *, visibility: str = "visible", std
     return "{\n  " + ",\n  ".join(parts) + "\n}"
 
 
-def _entries(numbered: tuple[tuple[str, TestResult], ...], depth: int, *, student: bool) -> str:
-    """The list of the tests' entries (`_test_entry`, or `_instructor_test` without its duration, then
-    the duration added), nested `depth` levels deep, each kept by what it is made from."""
+def _entries(numbered: tuple[tuple[str, TestResult], ...], *, student: bool) -> tuple[str, str]:
+    """(the list of the tests' entries for students (`_test_entry`; "[]" without `student`), the list of
+    extra_data's (`_instructor_test`)), as they are nested in the document. Both entries of a test are
+    kept together, under one key made of what either is made from: extra_data's without its duration,
+    which is added to it."""
     if not numbered:
-        return "[]"
-    inner = "\n" + "  " * (depth + 1)
-    closing = inner + "}"
-    texts = []
+        return "[]", "[]"
+    students, instructors = [], []
     for number, t in numbered:
         if type(t.score) is not float or type(t.max_score) is not float:
             raise ValueError("a score that is not a float: not kept")
-        key = (student, depth, number, t.name, t.problem, t.status, t.score.hex(), t.max_score.hex(), t.output,
-               t.diagnoses, t.hints) + (() if student else (t.description, t.detail))
-        text = _ENTRIES.pop(key, None)
-        if text is None:
-            entry = _test_entry(number, t) if student else _instructor_test(number, t)
-            if not student:
-                del entry["duration"]
-            text = dumps_nested(entry, depth + 1, 2)
+        key = (number, t.name, t.problem, t.status, t.score.hex(), t.max_score.hex(), t.output,
+               t.diagnoses, t.hints, t.description, t.detail)
+        kept = _ENTRIES.pop(key, None)
+        if kept is None:
+            entry = _instructor_test(number, t)
+            del entry["duration"]             # its text ends with "\n      }": the duration goes before it
+            kept = ["", dumps_nested(entry, 3, 2)[:-len(_INSTRUCTOR_CLOSING)] + _DURATION]
             while len(_ENTRIES) >= _ENTRIES_KEPT:
                 del _ENTRIES[next(iter(_ENTRIES))]
-        _ENTRIES[key] = text                  # now the most recently used
-        if not student:                       # the entry kept ends with `closing`: the duration goes before it
-            text = (text[:-len(closing)] + "," + inner + '  "duration": '
-                    + dumps_nested(round(t.duration, 3), 0, 2) + closing)
-        texts.append(text)
-    return "[" + inner + ("," + inner).join(texts) + "\n" + "  " * depth + "]"
+        _ENTRIES[key] = kept                  # now the most recently used
+        if student:
+            if not kept[0]:                   # made when first needed (a crashed result lists none)
+                kept[0] = dumps_nested(_test_entry(number, t), 2, 2)
+            students.append(kept[0])
+        instructors.append(kept[1] + dumps_nested(round(t.duration, 3), 0, 2) + _INSTRUCTOR_CLOSING)
+    return (("[\n    " + ",\n    ".join(students) + "\n  ]") if student else "[]",
+            "[\n      " + ",\n      ".join(instructors) + "\n    ]")
 
 
-_ENTRIES: dict[tuple[Any, ...], str] = {}   # what a test's entry is made from -> its text
-_ENTRIES_KEPT = 1024                         # entries kept, least recently used out
+# what a test's entries are made from -> [its student entry ("" until needed), extra_data's up to its duration]
+_ENTRIES: dict[tuple[Any, ...], list[str]] = {}
+_ENTRIES_KEPT = 1024                         # tests kept, least recently used out
+_INSTRUCTOR_CLOSING = "\n      }"           # how an entry of extra_data's tests ends (nested 3 deep)
+_DURATION = ',\n        "duration": '       # its last value, the time the test took
 _RECENT: dict[tuple[int, tuple[tuple[str, Any], ...]], tuple[SubmissionResult, str]] = {}
 _RECENT_RESULTS = 32            # more than the results a batch has waiting for the gradebook at once
 _END = "\n  }\n}\n"            # how an indented document whose last entry is a non-empty object ends
