@@ -49,6 +49,10 @@ def clip_notes(notes: tuple[str, ...], count: int = MAX_NOTES, chars: int = NOTE
 
 
 def _bound_test(t: TestResult) -> TestResult:
+    if (not t.diagnoses and not t.hints and len(t.output) <= OUTPUT_CHARS and len(t.detail) <= DETAIL_CHARS
+            and len(t.name) <= NAME_CHARS and len(t.problem) <= NAME_CHARS and len(t.description) <= DESCRIPTION_CHARS
+            and (t.name + t.problem + t.output + t.description + t.detail).isascii()):
+        return t        # within every cap, nothing to replace (most tests): checked without a clip per field
     diagnoses = tuple(clip(d, NAME_CHARS) for d in t.diagnoses[:MAX_DIAGNOSES])
     name, problem = clip(t.name, NAME_CHARS), clip(t.problem, NAME_CHARS)
     output, description = clip(t.output, OUTPUT_CHARS), clip(t.description, DESCRIPTION_CHARS)
