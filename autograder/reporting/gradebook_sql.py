@@ -33,6 +33,7 @@ import sqlite3
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from autograder.config import Assignment, Course
 from autograder.grading.results import SubmissionResult
@@ -90,6 +91,20 @@ class _Cells:
     graded: dict[str, tuple[str, ...]]                   # notebook id -> cells with a grade row per submission
     commented: dict[str, tuple[str, ...]]                # notebook id -> cells with a comment row
     problem_cells: tuple[tuple[str, str], ...]           # per problem, in order: (notebook id, grade cell id)
+
+
+def _rows(db: sqlite3.Connection, query: str, ids: list[str], *before: str,
+          cell_ids: list[str] | None = None) -> list[tuple[Any, ...]]:
+    """The rows of `query` (ending with the column `ids` are of) whose column is one of `ids` and, with
+    `cell_ids`, whose cell_id is one of them; `before` are the values of the query's own parameters."""
+    if not ids or cell_ids == []:
+        return []
+    text = f"{query} IN ({', '.join('?' * len(ids))})"
+    values = [*before, *ids]
+    if cell_ids is not None:
+        text += f" AND cell_id IN ({', '.join('?' * len(cell_ids))})"
+        values += cell_ids
+    return db.execute(text, values).fetchall()
 
 
 class SqlGradebook:
@@ -279,17 +294,24 @@ class SqlGradebook:
         rows added, the scores set, a person's grades and comments kept (and returned in the review)."""
         db, a = self.conn, self.assignment
         crashed = result.state == "crashed"
-        snbs = dict(db.execute("SELECT notebook_id, id FROM submitted_notebook WHERE assignment_id = ?", (sub,)))
-        new_snbs = [(nid, _new_id()) for _, nid in cells.notebooks if nid not in snbs]
+        # Each row is looked up through the tables' unique indexes, by the ids of the assignment's
+        # notebooks and cells (what the rows read here are used for): looked up by the submission
+        # alone, SQLite reads every submission's rows (no index starts with those columns), for
+        # each submission of a batch.
+        nids = [nid for _, nid in cells.notebooks]
+        snbs = dict(_rows(db, "SELECT notebook_id, id FROM submitted_notebook WHERE assignment_id = ? AND notebook_id",
+                          nids, sub))
+        new_snbs = [(nid, _new_id()) for nid in nids if nid not in snbs]
         db.executemany("INSERT INTO submitted_notebook (id, assignment_id, notebook_id, flagged) "
                        "VALUES (?, ?, ?, 0)", [(snb, sub, nid) for nid, snb in new_snbs])
         snbs.update(new_snbs)
-        grades = {(nb, cell): (gid, manual, extra) for gid, nb, cell, manual, extra in db.execute(
-            "SELECT g.id, g.notebook_id, g.cell_id, g.manual_score, g.extra_credit FROM grade g "
-            "JOIN submitted_notebook sn ON sn.id = g.notebook_id WHERE sn.assignment_id = ?", (sub,))}
-        commented = set(db.execute(
-            "SELECT r.notebook_id, r.cell_id FROM comment r "
-            "JOIN submitted_notebook sn ON sn.id = r.notebook_id WHERE sn.assignment_id = ?", (sub,)))
+        mine = list(snbs.values())
+        graded = sorted({cid for nid in snbs for cid in cells.graded.get(nid, ())})
+        grades = {(nb, cell): (gid, manual, extra) for gid, nb, cell, manual, extra in _rows(
+            db, "SELECT id, notebook_id, cell_id, manual_score, extra_credit FROM grade WHERE notebook_id",
+            mine, cell_ids=graded)}
+        commented = set(_rows(db, "SELECT notebook_id, cell_id FROM comment WHERE notebook_id", mine,
+                              cell_ids=sorted({cid for nid in snbs for cid in cells.commented.get(nid, ())})))
         new_grades = []
         for nid, snb in snbs.items():
             for cid in cells.graded.get(nid, ()):

@@ -98,3 +98,34 @@ def test_the_journal_is_kept_only_while_the_batch_writes(tmp_path, assignment, e
     db = sqlite3.connect(course.root / "gradebook.db")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.close()
+
+
+def test_a_regrade_adds_missing_rows_and_keeps_a_persons_grades_as_nbgraders_api_does(
+        tmp_path, assignment, empty_gradebook, ada, bob, monkeypatch):  # noqa: F811
+    """Graded again after rows of one submission went missing (a grade row, the comment row) and a
+    person graded another of its cells, are the rows plain SQL writes the rows nbgrader's API
+    writes, and is the other submission's row left alone?"""
+    courses = {}
+    for how in ("sql", "api"):
+        course = courses[how] = released(tmp_path, how, assignment, empty_gradebook)
+        with GradebookWriter(course, assignment) as writer:
+            assert [writer.record(r) for r in (ada, bob)] == [None, None]
+        db = sqlite3.connect(course.root / "gradebook.db")
+        ada_rows = ("SELECT {0}.id FROM {0} JOIN submitted_notebook sn ON {0}.notebook_id = sn.id "
+                    "JOIN submitted_assignment sa ON sn.assignment_id = sa.id WHERE sa.student_id = 'ada'")
+        grades = [row[0] for row in db.execute(ada_rows.format("grade") + " ORDER BY grade.cell_id")]
+        db.execute("DELETE FROM grade WHERE id = ?", (grades[0],))
+        db.execute("UPDATE grade SET manual_score = 0.5, extra_credit = 1.0 WHERE id = ?", (grades[1],))
+        db.execute(f"DELETE FROM comment WHERE id IN ({ada_rows.format('comment')})")
+        db.commit()
+        db.close()
+        with monkeypatch.context() as patch:
+            if how == "api":
+                patch.setattr(gradebook_sql.SqlGradebook, "open", classmethod(lambda cls, course, a: None))
+            with GradebookWriter(course, assignment) as writer:
+                assert writer.plain_sql == (how == "sql")
+                assert writer.record(ada) is None
+                courses[how + "-review"] = writer.review("ada")
+    assert rows(courses["sql"]) == rows(courses["api"])
+    assert courses["sql-review"] == courses["api-review"]
+    assert any(r[3] == 0.5 for r in rows(courses["sql"])["grade"])
