@@ -36,7 +36,7 @@ from ..sandbox.outcomes import (
     TimeBudgetExceeded,
 )
 from .diagnosis import Args, Catalogue, Kwargs, Mistake, ProbeContext
-from .numeric import as_float, close_entries
+from .numeric import all_close, as_float, close_entries
 from .proxy import StudentFunction
 
 
@@ -161,6 +161,7 @@ class Expect:
     calls: list[StudentCall] = field(default_factory=list)
     localised: dict[str, tuple[Mistake, ...]] = field(default_factory=dict)   # shared by a submission's tests
     confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)    # likewise: outputs or errors
+    verdicts: dict[tuple[str, float, float], bool] = field(default_factory=dict)  # likewise: variants on them
     failure: StudentCodeError | None = None   # how the last student call that failed ended
 
     # ---------------------------------------------------------------- recording
@@ -384,7 +385,7 @@ class Expect:
                 or actual.dtype.kind not in "biufc":
             return False
         tol = tol or self.tolerance_for(expected.dtype)
-        return bool(_close_mask(actual, expected, tol, equal_nan=equal_nan).all())
+        return all_close(actual, expected, rtol=tol.rtol, atol=tol.atol, equal_nan=equal_nan)
 
     # ---------------------------------------------------------------- checks
     def array(self, actual: Any, what: str) -> np.ndarray:
@@ -458,7 +459,7 @@ class Expect:
         fn, args, kwargs = call
         matched = self.catalogue.match(fn, tuple(args), dict(kwargs), actual,
                                        rtol=max(tol.rtol, 1e-6), atol=max(tol.atol, 1e-8),
-                                       student=self.confirmation(fn))
+                                       student=self.confirmation(fn), verdicts=self.verdicts)
         for m in matched or self.localise(fn):
             if m not in self.found:
                 self.found.append(m)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .numeric import close_entries
+from .numeric import all_close
 from .results import TestResult
 
 GENERAL = "general"
@@ -187,11 +187,15 @@ class Catalogue:
         return variants
 
     def match(self, problem: str, args: Args, kwargs: Kwargs, actual: Any, *,
-              rtol: float, atol: float, student: Callable[[int], Any] | None = None) -> tuple[Mistake, ...]:
+              rtol: float, atol: float, student: Callable[[int], Any] | None = None,
+              verdicts: dict[tuple[str, float, float], bool] | None = None) -> tuple[Mistake, ...]:
         """Every variant for `problem` whose output on (args, kwargs) matches `actual`. With `student`
         (the student's output on the problem's i-th confirmation call, raising if it fails), a variant
         must also match the student on every confirmation call. `student.known(i)`, when `student`
-        has it, tells whether the i-th output is at hand without calling the student's function."""
+        has it, tells whether the i-th output is at hand without calling the student's function.
+        `verdicts`, kept by the caller for one submission (the same `student`), remembers whether
+        a variant matched the student on the confirmation calls at given tolerances: every failed
+        check of a problem asks it again of the same outputs."""
         if not isinstance(actual, np.ndarray) and not isinstance(actual, (int, float, np.number)):
             return ()
         variants = self.for_problem(problem)
@@ -202,7 +206,8 @@ class Catalogue:
                 # The student's outputs on the confirmation calls are at hand already (an earlier
                 # check of this submission asked for them): a variant they rule out could not be
                 # named below, so it is not run on this check's inputs at all.
-                variants = tuple(m for m in variants if self._confirmed(m, calls, student, rtol=rtol, atol=atol))
+                variants = tuple(m for m in variants
+                                 if self._confirmed(m, calls, student, rtol=rtol, atol=atol, verdicts=verdicts))
         self._memo = {}
         try:
             found = [m for m in variants
@@ -211,17 +216,24 @@ class Catalogue:
             self._memo = None
         if student is not None and found:
             calls = self.confirmation_calls(problem)
-            found = [m for m in found if self._confirmed(m, calls, student, rtol=rtol, atol=atol)]
+            found = [m for m in found if self._confirmed(m, calls, student, rtol=rtol, atol=atol, verdicts=verdicts)]
         return tuple(found)
 
-    def _confirmed(self, m: Mistake, calls: Calls, student: Callable[[int], Any], *, rtol: float, atol: float) -> bool:
+    def _confirmed(self, m: Mistake, calls: Calls, student: Callable[[int], Any], *, rtol: float, atol: float,
+                   verdicts: dict[tuple[str, float, float], bool] | None = None) -> bool:
         """The variant reproduces the student's function on every confirmation call."""
+        key = (m.id, rtol, atol)
+        if verdicts is not None and key in verdicts:
+            return verdicts[key]
         try:
-            return all(_variant_agrees(self._confirmation_output(m, i, a, k), np.asarray(student(i)),
-                                       rtol=rtol, atol=atol)
-                       for i, (a, k) in enumerate(calls))
+            agrees = all(_variant_agrees(self._confirmation_output(m, i, a, k), np.asarray(student(i)),
+                                         rtol=rtol, atol=atol)
+                         for i, (a, k) in enumerate(calls))
         except Exception:  # noqa: BLE001 - the student's function failed on a confirmation input
-            return False
+            agrees = False
+        if verdicts is not None:
+            verdicts[key] = agrees
+        return agrees
 
     def _confirmation_output(self, m: Mistake, i: int, args: Args, kwargs: Kwargs) -> np.ndarray | None:
         """The variant's output on its problem's i-th confirmation call: the inputs are fixed, so
@@ -263,11 +275,11 @@ def _agrees(actual: np.ndarray, wrong: np.ndarray, *, rtol: float, atol: float) 
     except (TypeError, ValueError, OverflowError):      # OverflowError: an int too large for a float
         return False
     finite = np.isfinite(a)
-    if finite.all():
-        return bool(np.isfinite(w).all() and close_entries(a, w, rtol=rtol, atol=atol).all())
+    if finite.all():          # then an entry of the variant's that is not finite is never close
+        return all_close(a, w, rtol=rtol, atol=atol)
     if finite.sum() * 2 < finite.size:
         return False
-    return bool(close_entries(a[finite], w[finite], rtol=rtol, atol=atol).all())
+    return all_close(a[finite], w[finite], rtol=rtol, atol=atol)
 
 
 def prune_subsumed(tests: Sequence[TestResult]) -> tuple[TestResult, ...]:

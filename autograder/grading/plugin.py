@@ -65,6 +65,7 @@ class _Submission:
     outcomes: dict[str, _Outcome] = field(default_factory=dict)
     localised: dict[str, Any] = field(default_factory=dict)         # what probes found, per problem
     confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)   # outputs on fixed inputs
+    verdicts: dict[tuple[str, float, float], bool] = field(default_factory=dict)  # variants against those
 
 
 def problem_of(path: Path) -> str:
@@ -216,7 +217,7 @@ class GradingPlugin:
         return Expect(problem=problem, tolerance_for=self._tolerance_for(problem),
                       catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None),
                       student=student, reference=self.reference, localised=current.localised,
-                      confirmations=current.confirmations)
+                      confirmations=current.confirmations, verdicts=current.verdicts)
 
     def _tolerance_for(self, problem: str) -> Callable[[Any], Tolerance]:
         """The problem's tolerance by dtype, each dtype looked up in course.yml's settings once."""

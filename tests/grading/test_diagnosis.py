@@ -144,3 +144,33 @@ def test_variants_the_students_confirmation_outputs_rule_out_are_not_run_when_th
     runs.clear()
     assert cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9, student=student) == known
     assert runs == ["double", "plus"]
+
+
+def test_a_variant_is_compared_with_the_students_confirmation_outputs_once_per_submission():
+    """With a submission's `verdicts`, is each variant compared with the student's confirmation
+    outputs once per tolerance, whatever the number of failed checks, with the same matches as
+    without them, and decided afresh for another submission?"""
+    cat = Catalogue()
+    cat.add("f.double", hint="Doubled.", variant=lambda x: 2 * x)
+    cat.add("f.plus", hint="Shifted.", variant=lambda x: x + 3.0)        # equals 2x at x = 3
+    cat.confirm_with("f", lambda: [((np.array([1.0, 2.0]),), {})])
+    asked: list[int] = []
+
+    def doubling_student(i):
+        asked.append(i)
+        return np.array([2.0, 4.0])
+
+    x = np.array([3.0, 3.0])
+    verdicts: dict[tuple[str, float, float], bool] = {}
+    without = cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9, student=doubling_student)
+    asked.clear()
+    for _ in range(3):
+        found = cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9, student=doubling_student, verdicts=verdicts)
+        assert found == without and [m.id for m in found] == ["f.double"]
+    assert len(asked) == 2, "once for each variant that matched the check's inputs, in the first match only"
+    assert verdicts == {("f.double", 1e-7, 1e-9): True, ("f.plus", 1e-7, 1e-9): False}
+    cat.match("f", (x,), {}, 2 * x, rtol=1e-3, atol=1e-9, student=doubling_student, verdicts=verdicts)
+    assert len(asked) == 4, "another tolerance is another verdict"
+    shifting = cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9, student=lambda i: np.array([4.0, 5.0]),
+                         verdicts={})
+    assert [m.id for m in shifting] == ["f.plus"]
