@@ -49,7 +49,10 @@ if TYPE_CHECKING:
     from ..config import Assignment, Course
 
 CONNECT_SECONDS = 0.5          # a server that does not take the connection in this time is not used
-HELLO_SECONDS = 2.0            # nor one that does not answer the greeting (busy with another command)
+HELLO_SECONDS = 5.0            # nor one that does not answer the greeting (busy with another command)
+GREETING_SECONDS = 300.0       # how long the server waits for a connected command's greeting: the
+                               # command connects as it starts and greets once it has read the course,
+                               # which may first wait for the previous command's gradebook commit
 IDLE_MINUTES = 60.0            # a server that grades nothing for this long stops (course serve --idle-minutes)
 SOCKET_FOLDER = "autograder-serve-"     # + the user id: the folder of this user's servers' sockets
 STALE = "stale"                # a server's answer when its own files changed since it started
@@ -293,7 +296,7 @@ class Server:
             pid, uid = peer_uid(sock)
             if uid != os.getuid():
                 return None                    # another user: not answered at all
-            sock.settimeout(HELLO_SECONDS)
+            sock.settimeout(GREETING_SECONDS)
             conn = Connection(sock)
             hello = conn.recv()
             if hello.get("op") != "hello":

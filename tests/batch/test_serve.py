@@ -251,3 +251,19 @@ def test_another_user_cannot_reach_the_server(course: Path, server: _Server):
     assert run.stdout.strip() == "PermissionError", run.stdout + run.stderr
     with socket.socket(socket.AF_UNIX) as mine:          # its own user still can
         mine.connect(str(path))
+
+
+def test_a_command_that_greets_late_is_still_served(course: Path, server: _Server):
+    """Is a command that connects at once but greets seconds later (waiting for the previous command's
+    gradebook commit) still served?"""
+    from autograder.config import load_course
+
+    started = serve.connect(course, A)
+    assert started is not None
+    try:
+        time.sleep(3.0)
+        loaded = load_course(course)
+        assert serve.greet(started, serve.identity(loaded, loaded.assignment(A), insecure=False)) is None
+        assert started.greeting is not None and started.greeting["pid"] == server.proc.pid
+    finally:
+        started.close()
