@@ -113,7 +113,11 @@ def test_a_regrade_adds_missing_rows_and_keeps_a_persons_grades_as_nbgraders_api
         db = sqlite3.connect(course.root / "gradebook.db")
         ada_rows = ("SELECT {0}.id FROM {0} JOIN submitted_notebook sn ON {0}.notebook_id = sn.id "
                     "JOIN submitted_assignment sa ON sn.assignment_id = sa.id WHERE sa.student_id = 'ada'")
-        grades = [row[0] for row in db.execute(ada_rows.format("grade") + " ORDER BY grade.cell_id")]
+        # by the cells' names: their ids are random, and differ between the two gradebooks
+        grades = [row[0] for row in db.execute(
+            "SELECT grade.id FROM grade JOIN submitted_notebook sn ON grade.notebook_id = sn.id "
+            "JOIN submitted_assignment sa ON sn.assignment_id = sa.id JOIN base_cell c ON grade.cell_id = c.id "
+            "WHERE sa.student_id = 'ada' ORDER BY c.name")]
         db.execute("DELETE FROM grade WHERE id = ?", (grades[0],))
         db.execute("UPDATE grade SET manual_score = 0.5, extra_credit = 1.0 WHERE id = ?", (grades[1],))
         db.execute(f"DELETE FROM comment WHERE id IN ({ada_rows.format('comment')})")
