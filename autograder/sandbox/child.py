@@ -89,6 +89,7 @@ _FD_SPACE = _socket.CMSG_SPACE(2 * 4)   # room for two descriptors: one more tha
 _FORK_REQUEST = protocol.FORK_REQUEST
 _REAP_REQUEST = protocol.REAP_REQUEST
 _os_close = os.close
+_int_from_bytes, _byteorder = int.from_bytes, sys.byteorder
 
 
 def _unpack_fds(payload: bytes) -> list[int]:
@@ -484,6 +485,13 @@ class Runner:
                 data, ancillary, _, _ = _sock_recvmsg(sock, 1, _FD_SPACE)
             except OSError:
                 return
+            if data == _FORK_REQUEST and len(ancillary) == 1:
+                # the usual request, one descriptor, taken without the list comprehensions below
+                # (each a function object made per request)
+                level, kind, payload = ancillary[0]
+                if level == _SOL_SOCKET and kind == _SCM_RIGHTS and len(payload) == 4:
+                    fork(_int_from_bytes(payload, _byteorder, signed=True))
+                    continue
             fds = [fd for level, kind, payload in ancillary if level == _SOL_SOCKET and kind == _SCM_RIGHTS
                    for fd in _unpack_fds(payload)]
             if data == _FORK_REQUEST and len(fds) == 1:
@@ -645,24 +653,26 @@ def _plain_names(func: Any, args: list[Any], kwargs: dict[str, Any]) -> list[tup
 
 def _snapshot(named: list[tuple[str, Any]]) -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
-
-    def visit(path: str, value: Any, depth: int) -> None:
-        t = type(value)
-        if t is _ndarray:
-            out.append((path, value, value.shape, value.dtype.str, value.tobytes()))
-        elif depth < SNAPSHOT_DEPTH and (t is list or t is tuple):
-            if t is list:
-                out.append((path, value, len(value), None, [id(v) for v in value]))
-            for i, v in enumerate(value):
-                visit(f"{path}[{i}]", v, depth + 1)
-        elif depth < SNAPSHOT_DEPTH and t is dict:
-            out.append((path, value, len(value), None, [(k, id(v)) for k, v in value.items()]))
-            for k, v in value.items():
-                visit(f"{path}[{k!r}]", v, depth + 1)
-
     for name, value in named:
-        visit(name, value, 0)
+        _visit(out, name, value, 0)
     return out
+
+
+def _visit(out: list[tuple[Any, ...]], path: str, value: Any, depth: int) -> None:
+    """`_snapshot`'s walk (a module function rather than a closure made per call: a fresh problem
+    process would write a new function object, and the pages of what it refers to, on its first call)."""
+    t = type(value)
+    if t is _ndarray:
+        out.append((path, value, value.shape, value.dtype.str, value.tobytes()))
+    elif depth < SNAPSHOT_DEPTH and (t is list or t is tuple):
+        if t is list:
+            out.append((path, value, len(value), None, [id(v) for v in value]))
+        for i, v in enumerate(value):
+            _visit(out, f"{path}[{i}]", v, depth + 1)
+    elif depth < SNAPSHOT_DEPTH and t is dict:
+        out.append((path, value, len(value), None, [(k, id(v)) for k, v in value.items()]))
+        for k, v in value.items():
+            _visit(out, f"{path}[{k!r}]", v, depth + 1)
 
 
 def _mutated(snapshots: list[tuple[Any, ...]]) -> list[str]:

@@ -283,7 +283,9 @@ def _encode_parts(obj: Any, caps: Caps) -> list[bytes]:
     """The frame's pieces: its length prefix (first), the header and each buffer, padded."""
     enc = _Encoder(caps)
     tree = enc.value(obj, 0)
-    header = _json_encode([tree, [len(b) for b in enc.buffers]]).encode("ascii")
+    # map(), not a list comprehension: no function object made per message (in a fresh problem
+    # process, each one made writes to a page copied from its template)
+    header = _json_encode([tree, list(map(len, enc.buffers))]).encode("ascii")
     if len(header) > caps.max_header:
         raise EncodeError(f"more than {caps.max_header // 2**20} MB of non-array data")
     parts = [b"", _HLEN.pack(len(header)), header, _PADDING[_pad(4 + len(header))]]
@@ -519,8 +521,10 @@ class Channel:
 
     @classmethod
     def from_fd(cls, fd: int) -> Channel:
-        """A channel on an inherited or received socket descriptor."""
-        return cls(_Socket(fileno=fd))
+        """A channel on an inherited or received socket descriptor: one end of a socketpair, so
+        its family and type are given rather than asked of the kernel (three system calls and
+        their objects, in every problem process)."""
+        return cls(_Socket(_AF_UNIX, _SOCK_STREAM, 0, fd))
 
     def fileno(self) -> int:
         return _sock_fileno(self.sock)
@@ -681,6 +685,7 @@ class Channel:
 
 
 _Socket = _socket.socket
+_AF_UNIX, _SOCK_STREAM = _socket.AF_UNIX, _socket.SOCK_STREAM
 _sock_fileno = _socket.socket.fileno
 _sock_sendall = _socket.socket.sendall
 _sock_send = _socket.socket.send

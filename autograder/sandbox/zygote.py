@@ -29,6 +29,7 @@ from __future__ import annotations
 import _random
 import _signal  # type: ignore[import-not-found]  # the C functions signal wraps; no stubs
 import ctypes
+import functools
 import gc
 import os
 import random
@@ -43,6 +44,8 @@ from typing import TYPE_CHECKING, Any
 from autograder.sandbox import linux
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from autograder.sandbox.protocol import Channel
 
 SCRATCH = "/tmp"                  # the submission's tmpfs; the notebook and the problems get one each below it
@@ -62,7 +65,9 @@ ROLE_NAMES = {"zygote": "sbx-zygote", "submission": "sbx-submission", "superviso
 # Bound now: the notebook runs in the template and may rebind functions of `os` before the
 # template forks problem processes with these.
 _fork, _waitpid, _exit, _close, _chdir = os.fork, os.waitpid, os._exit, os.close, os.chdir
+_WNOHANG = os.WNOHANG
 _open, _dup2, _closerange, _environ = os.open, os.dup2, os.closerange, os.environ
+_DEVNULL, _O_RDWR, _FD_CEILING, _fsencode = b"/dev/null", os.O_RDWR, 1 << 16, os.fsencode
 _gc_freeze = gc.freeze
 # Signal functions from _signal, not signal: signal's are Python wrappers that turn every signal
 # number and handler they return into enum members through the module's globals (which the notebook
@@ -70,11 +75,19 @@ _gc_freeze = gc.freeze
 # ms and ~70 pages in every supervisor (setting each handler back to its default).
 _sigmask, _SIG_BLOCK, _SIG_SETMASK = _signal.pthread_sigmask, _signal.SIG_BLOCK, _signal.SIG_SETMASK
 _ALL_SIGNALS = _signal.valid_signals()
+_libc_sigmask = getattr(ctypes.PyDLL(None, use_errno=True), "pthread_sigmask", None)    # PyDLL: the GIL held
+_WORD_BITS = 8 * ctypes.sizeof(ctypes.c_ulong)
+_SigsetWords = ctypes.c_ulong * (1024 // _WORD_BITS)
+_partial, _c_int = functools.partial, ctypes.c_int
 _stat, _task_dir = os.stat, "/proc/self/task"
 _libc_fork = ctypes.PyDLL(None, use_errno=True).fork     # PyDLL: called with the GIL held
 _get_errno = ctypes.get_errno
 _seed_random, _random_inst = _random.Random.seed, random._inst
+# Each role's name call, made once here: in a freshly forked process, making it (a partial and
+# its ctypes arguments) would copy ~30 more pages of the zygote's heap.
 _name_problem = linux.namer(ROLE_NAMES["problem"])
+_name_template = linux.namer(ROLE_NAMES["template"])
+_name_supervisor = linux.namer(ROLE_NAMES["supervisor"])
 
 
 def _threads() -> int:
@@ -166,6 +179,19 @@ def _reaped() -> Iterator[tuple[int, int]]:
         yield pid, _returncode(status)
 
 
+def _drain_children() -> None:
+    """Reap every child that has ended (never blocks), keeping nothing of how: what `_reaped`
+    does without its generator, tuples and return codes, for the template's fork path, where
+    each object made is a page of its heap written again after every fork."""
+    while True:
+        try:
+            pid, _ = _waitpid(-1, _WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def _pidfd(pid: int) -> int | None:
     """A descriptor that becomes readable when process `pid` ends (None where the kernel has none)."""
     try:
@@ -203,15 +229,43 @@ def _returncode(status: int) -> int:
     return -1
 
 
+def _problem_fds(fd: int) -> None:
+    """`_only_fds(fd)` in a problem process, the same system calls made without its set and list
+    arithmetic or a path to encode: each object made here would land on a page of the template's
+    heap that this process then copies."""
+    if fd <= 2:
+        _only_fds(fd)
+        return
+    devnull = _open(_DEVNULL, _O_RDWR)
+    _dup2(devnull, 0)
+    _dup2(devnull, 1)
+    _dup2(devnull, 2)
+    _closerange(3, fd)                  # /dev/null's descriptor too, when it is not one of 0-2
+    _closerange(fd + 1, _FD_CEILING)
+
+
+def _sigmask_setter(mask: set[int]) -> Callable[[], object] | None:
+    """A call that sets this thread's signal mask to `mask`, its arguments built once here:
+    libc's pthread_sigmask on a prebuilt sigset_t (glibc's: 1024 bits, signal n at bit n - 1),
+    returning 0 on success. _signal.pthread_sigmask would also build the old mask as a set of
+    ints: ~20 copied pages in every problem process. None where libc has no such function."""
+    if _libc_sigmask is None:
+        return None
+    words = _SigsetWords()
+    for sig in mask:
+        if 0 < sig <= 1024:
+            words[(sig - 1) // _WORD_BITS] |= 1 << ((sig - 1) % _WORD_BITS)
+    return _partial(_libc_sigmask, _c_int(_SIG_SETMASK), words, None)
+
+
 def _only_fds(*keep: int) -> None:
     """fd 0-2 to /dev/null, every other descriptor closed except `keep`."""
     devnull = _open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         if fd not in keep and fd != devnull:
             _dup2(devnull, fd)
-    high = 1 << 16
     start = 3
-    for fd in sorted(set(keep)) + [high]:
+    for fd in sorted(set(keep)) + [_FD_CEILING]:
         if fd >= start:
             _closerange(start, fd)
             start = fd + 1
@@ -451,7 +505,7 @@ def _namespace_init(alive_r: int, sup_fd: int, nb_fd: int | None, msg: dict[str,
                     uid: int, gid: int) -> int:
     """The supervisor when the zygote forked it straight into the submission's namespaces (it is
     their PID 1): the parent-death signal, the uid and gid maps, then the supervisor's work."""
-    linux.set_name(ROLE_NAMES["supervisor"])
+    _name_supervisor()
     linux.set_parent_death_signal(signal.SIGKILL)
     if _hung_up(alive_r):
         return 1                                # the zygote ended meanwhile: nothing to supervise
@@ -540,7 +594,7 @@ class Supervisor:
                  problems: list[str], *, isolated: bool, first_template: int | None = None, ours: int = 3):
         from autograder.sandbox import protocol
 
-        linux.set_name(ROLE_NAMES["supervisor"])
+        _name_supervisor()
         self.protocol = protocol
         self.chan = protocol.Channel.from_fd(sup_fd)
         self.limits = dict(msg.get("limits") or {})
@@ -809,7 +863,7 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
               isolated: bool, ours: int = 3) -> int:
     from autograder.sandbox import child, protocol
 
-    linux.set_name(ROLE_NAMES["template"])
+    _name_template()
     linux.set_parent_death_signal(signal.SIGKILL)
     os.setsid()
     _only_fds(nb_fd)
@@ -817,7 +871,9 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
     layers: list[str] = []
     try:
         os.chdir(notebook_dir)
-        os.environ.update(HOME=notebook_dir, TMPDIR=notebook_dir)
+        # item by item: environ.update() would first test its empty positional argument against
+        # the Mapping ABC, whose caches it writes (~100 copied pages in every template)
+        os.environ["HOME"] = os.environ["TMPDIR"] = notebook_dir
         layers += _rlimits(limits, isolated, ours)
         linux.set_dumpable(True)
         linux.write_file("/proc/self/oom_score_adj", "1000")    # under memory pressure, student code goes first
@@ -858,16 +914,17 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
         return exits.pop(pid, None)
 
     def fork(fd: int) -> None:
-        collect()
+        _drain_children()                  # how earlier problem processes ended is not asked after a fork
         exits.clear()
         pid = _fork_bare()
         if pid == 0:
             code = 70
             try:
-                _sigmask(_SIG_SETMASK, notebook_mask)      # (signals pending for the template are not inherited)
+                if set_mask is None or set_mask() != 0:     # (signals pending for the template are not inherited)
+                    _sigmask(_SIG_SETMASK, notebook_mask)
                 _name_problem()
-                _only_fds(fd)
-                _chdir(notebook_dir)               # again: the read-only view mounted after the notebook ran
+                _problem_fds(fd)
+                _chdir(notebook_path)              # again: the read-only view mounted after the notebook ran
                 runner.serve_calls(channel(fd))
                 code = 0
             finally:
@@ -886,6 +943,8 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
     # signalling its parent could so pass data to the next problem). Each problem process gets
     # the notebook's mask back.
     notebook_mask = _sigmask(_SIG_BLOCK, _ALL_SIGNALS)
+    set_mask = _sigmask_setter(notebook_mask)
+    notebook_path = _fsencode(notebook_dir)
     runner.serve_forks(fork, reap)
     return 0
 

@@ -195,3 +195,49 @@ def test_ended_problem_processes_are_reaped_by_the_template(submit):
         pids.add(pid)
         assert len(zombies) <= 1, zombies     # at most the problem process before this one, not yet reaped
     assert len(pids) == 40
+
+
+SIGNAL_MASK = """
+import signal
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM})
+def blocked():
+    line = [line for line in open("/proc/self/status") if line.startswith("SigBlk:")][0]
+    bits = int(line.split()[1], 16)
+    return sorted(n + 1 for n in range(64) if bits >> n & 1)
+"""
+
+
+def test_a_problem_process_gets_the_notebook_signal_mask_back(submit):
+    """Does each problem process start with exactly the signals the notebook blocked blocked (the
+    template blocks every signal between problems), in the first problem and in later ones?"""
+    import signal
+
+    run = submit([SIGNAL_MASK])
+    for k in range(3):
+        assert run.problem(f"p{k}").call("blocked").value == sorted([signal.SIGUSR1, signal.SIGTERM])
+
+
+STDIO_TAMPERED = """
+import os
+kept = [os.open("out.txt", os.O_WRONLY | os.O_CREAT), os.open(".", os.O_RDONLY)]    # left open
+os.dup2(kept[0], 1)                        # and stdout pointing at one of them
+def stdio():
+    fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+    return fds, [os.readlink(f"/proc/self/fd/{fd}") for fd in fds[:3]]
+"""
+
+
+def test_a_problem_process_gets_fresh_stdio_whatever_the_notebook_left(submit):
+    """When the notebook pointed stdout at a file and left descriptors open, does a problem process
+    still hold /dev/null on 0-2 and nothing else but its own socket? And when it closed stdin (the
+    problem's socket then arrives as descriptor 0, and stays), /dev/null on 1 and 2?"""
+    run = submit([STDIO_TAMPERED])
+    for k in range(2):
+        fds, targets = run.problem(f"p{k}").call("stdio").value
+        assert targets == ["/dev/null"] * 3
+        assert len(fds) == 5 and fds[:3] == [0, 1, 2]       # the socket and listdir's own descriptor
+    run = submit([STDIO_TAMPERED + "os.close(0)\n"])
+    for k in range(2):
+        fds, targets = run.problem(f"p{k}").call("stdio").value
+        assert targets[0].startswith("socket:") and targets[1:] == ["/dev/null"] * 2
+        assert len(fds) == 4 and fds[:3] == [0, 1, 2]
