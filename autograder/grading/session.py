@@ -108,11 +108,35 @@ class GraderRun:
     broken: tuple[str, ...]        # why the graders themselves could not run (the submission is then crashed)
 
 
-def pytest_args(graders: Path, *, unittest: bool | None = None) -> list[str]:
-    """The session's command line; `unittest`: whether a grader may be a TestCase (worked out from
-    the graders' files when not given)."""
+# pytest's own plugins that give a test nothing but fixtures, or options this session never
+# sets, with the names by which a grader would ask for them: each is left out unless a file of
+# the graders' folder names one of them. Every plugin registered costs the collection a scan of
+# its module for fixtures (pytest's FixtureManager.parsefactories), and these ten about a sixth of
+# a worker's collection, which a cold `course autograde --student` waits for.
+OPTIONAL_PLUGINS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("setuponly", ()),                       # --setup-only / --setup-show
+    ("setupplan", ()),                       # --setup-plan
+    ("python_path", ()),                     # the `pythonpath` ini key (no ini is read: -c devnull)
+    ("legacypath", ("tmpdir", "testdir")),
+    ("tmpdir", ("tmp_path", "tmpdir", "testdir")),   # legacypath's fixtures are built on tmp_path's
+    ("monkeypatch", ("monkeypatch",)),
+    ("recwarn", ("recwarn",)),
+    ("logging", ("caplog",)),
+    ("capture", ("capsys", "capfd", "capteesys")),   # stdout and stderr are the session's own anyway
+    ("subtests", ("subtests",)),
+)
+
+
+def pytest_args(graders: Path, *, unittest: bool | None = None, sources: str | None = None) -> list[str]:
+    """The session's command line; `unittest`: whether a grader may be a TestCase, and `sources`:
+    the text of the graders' Python files, which names the optional plugins' fixtures they use
+    (both worked out from the graders' files when not given)."""
+    if sources is None:
+        sources = _grader_sources(graders)
     if unittest is None:
-        unittest = _mentions_unittest(graders)
+        unittest = sources is None or "unittest" in sources
+    unused = [] if sources is None else [name for name, names in OPTIONAL_PLUGINS
+                                         if not any(n in sources for n in names)]
     return [
         str(graders),
         "-c", os.devnull,                    # ignore any project ini: graders are configured here
@@ -134,21 +158,23 @@ def pytest_args(graders: Path, *, unittest: bool | None = None) -> list[str]:
         # --pdb/--trace are never used here, and the debugging plugin's set-up imports pdb; but
         # pytest's unittest plugin reads its options, so both stay when a TestCase may be a grader
         *([] if unittest else ["-p", "no:debugging", "-p", "no:unittest"]),
+        *(arg for name in unused for arg in ("-p", f"no:{name}")),
         "--tb=native",                       # a failing check's traceback without pytest's source analysis
         "-q", "--no-header", "-rN",
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
     ]
 
 
-def _mentions_unittest(graders: Path) -> bool:
-    """Whether a Python file of the graders' folder (or below) names `unittest`: only then can a
-    unittest.TestCase be among the graders, and pytest's unittest plugin is kept. It otherwise
-    asks, for every object of every grader module, whether it is a TestCase subclass: ~10-15% of
-    a worker's collection time. Unreadable: kept."""
+def _grader_sources(graders: Path) -> str | None:
+    """The text of the Python files of the graders' folder (and below), for the plugins they may
+    need: only when one names `unittest` can a unittest.TestCase be among the graders, and pytest's
+    unittest plugin is kept (it otherwise asks, for every object of every grader module, whether
+    it is a TestCase subclass: ~10-15% of a worker's collection time); the OPTIONAL_PLUGINS are
+    kept for the fixtures named. Unreadable: None (every plugin is kept)."""
     try:
-        return any("unittest" in f.read_text(encoding="utf-8", errors="replace") for f in graders.rglob("*.py"))
+        return "\n".join(f.read_text(encoding="utf-8", errors="replace") for f in sorted(graders.rglob("*.py")))
     except OSError:
-        return True
+        return None
 
 
 @contextlib.contextmanager
@@ -174,9 +200,10 @@ class GraderSession:
         self._idle_parent: greenlet | None = None   # ... under this greenlet
         self._modules = _forget_stale_modules(code.graders)
         with _quiet() as out, usercache.bytecode():
-            unittest = _mentions_unittest(code.graders)        # the graders' files read once
+            sources = _grader_sources(code.graders)            # the graders' files read once
+            unittest = sources is None or "unittest" in sources
             plugins: list[object] = [self.plugin, *([TestCaseFixtures(self.plugin)] if unittest else [])]
-            self.config = _prepareconfig(pytest_args(code.graders, unittest=unittest), plugins)
+            self.config = _prepareconfig(pytest_args(code.graders, unittest=unittest, sources=sources), plugins)
             self.session = pytest.Session.from_config(self.config)
             self.session.exitstatus = pytest.ExitCode.OK
             self.config._do_configure()

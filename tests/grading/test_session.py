@@ -11,7 +11,7 @@ import pytest
 from autograder.config import Assignment, Limits, Problem, Tolerance
 from autograder.grading import session as session_module
 from autograder.grading.proxy import StudentProxy
-from autograder.grading.session import GraderSession, InstructorCode, pytest_args
+from autograder.grading.session import OPTIONAL_PLUGINS, GraderSession, InstructorCode, pytest_args
 from autograder.notebooks import cell_label
 from autograder.sandbox import host as host_module
 from autograder.sandbox.host import SandboxHost
@@ -341,3 +341,37 @@ def test_a_unittest_case_among_the_graders_is_collected(host, tmp_path):
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "test_f.py").write_text("def test_f(student):\n    pass\n")
     assert "no:unittest" in pytest_args(tmp_path / "plain")
+
+
+PYTEST_FIXTURES = """
+    import logging
+    import warnings
+
+    def test_f_with_pytests_fixtures(student, tmp_path, tmpdir, monkeypatch, recwarn, caplog, capsys):
+        monkeypatch.setenv("GRADER_SEES", "1")
+        (tmp_path / "x").write_text("y")
+        assert tmpdir.join("x").read() == "y"
+        warnings.warn("noted", UserWarning)
+        assert len(recwarn) == 1
+        logging.getLogger("grader").warning("logged")
+        assert "logged" in caplog.text
+        print("printed")
+        assert capsys.readouterr().out == "printed\\n"
+        assert student.f(1) == 2
+"""
+
+
+def test_graders_asking_for_pytests_own_fixtures_get_them(host, tmp_path):
+    """Are pytest's optional plugins (left out of a session whose graders never name their
+    fixtures) kept for graders that ask for tmp_path, tmpdir, monkeypatch, recwarn, caplog and
+    capsys, so that those checks run and pass as under plain pytest?"""
+    checks, _, _ = grade(host, tmp_path, {"f": PYTEST_FIXTURES}, ahead=True)
+    assert [(name, status) for name, status, _ in checks] == [("test_f_with_pytests_fixtures", "passed")]
+    kept = pytest_args(tmp_path / "ahead")
+    for plugin in ("legacypath", "tmpdir", "monkeypatch", "recwarn", "logging", "capture"):
+        assert f"no:{plugin}" not in kept
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "test_f.py").write_text("def test_f(student):\n    pass\n")
+    plain = pytest_args(tmp_path / "plain")
+    for plugin, _ in OPTIONAL_PLUGINS:
+        assert f"no:{plugin}" in plain
