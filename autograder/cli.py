@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import gc
 import os
 import sys
 from pathlib import Path
@@ -307,9 +308,19 @@ def _submission_folders(layout: CourseLayout, assignment: str, *, limit: int) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    skip_format_checkers()                   # before anything imports nbformat or nbgrader
-    early = _early_workers(args)
+    # Up to the workers' fork this process only imports modules and parses its arguments: objects
+    # that live as long as it does, which the cyclic collector would walk again and again as they
+    # are made. Off until then (the forked worker keeps it off through its own start-up): the fork
+    # of a cold `--student`, and so its first feedback, comes that much sooner.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        args = _parser().parse_args(argv)
+        skip_format_checkers()               # before anything imports nbformat or nbgrader
+        early = _early_workers(args)
+    finally:
+        if collecting:
+            gc.enable()
     try:
         with tools_on_path():
             return _run(args, early)

@@ -33,6 +33,9 @@ from ..config import Assignment, Course, load_course
 from ..grading.results import SubmissionResult, result_to_dict
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..cellplan import Released
     from ..grading.session import GraderSession
     from .wire import Connection
 
@@ -148,6 +151,12 @@ class Worker:
             except BaseException:
                 self.host.close()
                 raise
+        # What the release tells about a submission's cells and the names the graders may read:
+        # read at the first submission and kept, as the graders are collected once (read again for
+        # each submission, its files listed and checked for changes, it cost about 1 ms each). A
+        # `course serve` worker stops when the graders or the release change (batch.serve), so
+        # it never grades with a stale one.
+        self.released: Mapping[str, Released] | None = None
         self.graded = 0
         self.baseline_mb: float | None = None
         self.recycle = False
@@ -159,11 +168,14 @@ class Worker:
     def grade(self, task: Task) -> SubmissionResult:
         """Grade one submission; never raises for the submission's sake (a failure of the engine
         is a crashed result with the traceback for the instructor)."""
-        from ..grading.engine import crashed_result, grade_submission
+        from ..grading.engine import crashed_result, grade_submission, released_cells
 
         try:
+            if self.released is None:
+                self.released = released_cells(self.course, self.assignment)
             return grade_submission(self.course, self.assignment, task.student, Path(task.folder), seed=task.seed,
-                                    on_roster=task.on_roster, host=self.host, session=self.session)
+                                    on_roster=task.on_roster, host=self.host, session=self.session,
+                                    released=self.released)
         except Exception as exc:  # noqa: BLE001 - one student's notebook never stops the batch
             return crashed_result(self.assignment, task.student, task.seed, task.on_roster,
                                   f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}", self.layers)

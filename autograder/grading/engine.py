@@ -294,10 +294,12 @@ def released_cells(course: Course, assignment: Assignment) -> dict[str, cellplan
 
 def grade_submission(course: Course, assignment: Assignment, student: str, folder: Path, *,
                      seed: int, code: InstructorCode | None = None, on_roster: bool = True,
-                     host: SandboxHost | None = None, session: GraderSession | None = None) -> SubmissionResult:
+                     host: SandboxHost | None = None, session: GraderSession | None = None,
+                     released: Mapping[str, cellplan.Released] | None = None) -> SubmissionResult:
     """Grade submitted/<student>/<assignment>/ (only read, never modified). `host` is the warm
     sandbox and `session` the grader session to use (one each per worker); without them they are
-    started and closed for this call."""
+    started and closed for this call. `released`: `released_cells` of the course, when the caller
+    has it already (a worker reads it once, beside the graders it collected once); else read now."""
     with contextlib.ExitStack() as stack:
         if host is None:
             host = stack.enter_context(SandboxHost(memory_mb=assignment.limits.memory_mb,
@@ -307,9 +309,10 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
         started = time.perf_counter()
         deadline = time.monotonic() + assignment.limits.submission_seconds
         submission = load(course, assignment, student, folder)
+        if released is None:
+            released = released_cells(course, assignment)
         with run_notebooks(submission, host, assignment.limits, deadline=deadline,
-                           replaced=replaced_test_cells(assignment),
-                           released=released_cells(course, assignment)) as execution:
+                           replaced=replaced_test_cells(assignment), released=released) as execution:
             run = run_graders(execution, session, seed)
             restarts = execution.restarts()
             layers = execution.isolation() or (host.info.layers if host.info is not None else ())

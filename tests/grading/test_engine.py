@@ -136,6 +136,39 @@ def test_run_notebooks_leaves_out_unchanged_released_cells_nothing_graded_reads(
             assert run.skipped_cells == 2 - len(runs)
 
 
+class NoGraders:
+    """A grader session with no checks."""
+
+    def run(self, proxies, seed):
+        return GraderRun(checks=(), broken=())
+
+
+def test_grade_submission_plans_cells_with_the_release_it_is_given(tmp_path, monkeypatch):
+    """Given what the release holds (a worker reads it once), does `grade_submission` leave out the
+    cells that says it may, without reading the release again; and read it itself when not given?"""
+    layout = CourseLayout(tmp_path)
+    check = "y = double(3)\nassert y == 6"
+    answer = ("def double(x):\n    return 2 * x", {"nbgrader": {"grade": False, "solution": True, "grade_id": "d"}})
+    layout.release("hw").mkdir(parents=True)
+    (layout.release("hw") / NB).write_text(notebook(answer, (check, {})))
+    a = assignment(double=2)
+    c = course(tmp_path, a)
+    folder = layout.submission("ada", "hw")
+    folder.mkdir(parents=True)
+    (folder / NB).write_text(notebook(answer, (check, {})))
+    released = engine.released_cells(c, a)
+    reads = []
+    read_release = engine.released_cells
+    monkeypatch.setattr(engine, "released_cells", lambda *args: reads.append(args) or read_release(*args))
+    for given, ran, read in ((released, [0], 0), ({}, [0, 1], 0), (None, [0], 1)):
+        host = FakeHost()
+        result = engine.grade_submission(c, a, "ada", folder, seed=1, host=host, session=NoGraders(),
+                                         released=given)
+        assert [cell.index for cell in host.runs[0].cells] == ran and len(reads) == read
+        assert result.state == "graded"
+        reads.clear()
+
+
 def test_run_notebooks_stands_in_for_an_unreadable_notebook(tmp_path):
     """Does an unreadable notebook start no process, its functions failing with the reason?"""
     folder = tmp_path / "hw"
