@@ -334,23 +334,26 @@ class SqlGradebook:
             updates.append((auto, int(crashed or manual is not None), gid))
             problems.append(ProblemReview(p.name, p.points, auto, manual, float(extra or 0.0)))
         db.executemany("UPDATE grade SET auto_score = ?, needs_manual_grade = ? WHERE id = ?", updates)
-        return Review(result.student, a.name, tuple(problems), self._comments(sub), late_penalty=result.late_penalty)
+        comments = self._comments(cells, snbs)
+        return Review(result.student, a.name, tuple(problems), comments, late_penalty=result.late_penalty)
 
-    def _comments(self, sub: str) -> tuple[tuple[str, str], ...]:
-        """(problem, text) for every comment a person wrote on the submission, by notebook (as
-        `reporting.gradebook._comments`)."""
-        rows = self.conn.execute(
-            "SELECT sn.notebook_id, c.name, r.manual_comment FROM comment r "
-            "JOIN submitted_notebook sn ON sn.id = r.notebook_id JOIN notebook n ON n.id = sn.notebook_id "
-            "JOIN base_cell c ON c.id = r.cell_id WHERE sn.assignment_id = ? AND r.manual_comment != '' "
-            "ORDER BY n.name, r.rowid", (sub,)).fetchall()
+    def _comments(self, cells: _Cells, snbs: dict[str, str]) -> tuple[tuple[str, str], ...]:
+        """(problem, text) for every comment a person wrote on the submission (its notebooks' rows
+        `snbs`: notebook id -> submitted notebook id), by notebook (as `reporting.gradebook._comments`).
+        Read through the comment table's unique index (cell, notebook), like the grades: by the
+        submitted notebooks alone, SQLite would read every submission's comments."""
+        names = {nid: name for name, nid in cells.notebooks}
+        of_snb = {snb: nid for nid, snb in snbs.items()}
+        rows = _rows(self.conn, "SELECT r.notebook_id, c.name, r.manual_comment, r.rowid FROM comment r "
+                     "JOIN base_cell c ON c.id = r.cell_id WHERE r.manual_comment != '' AND r.notebook_id",
+                     list(snbs.values()),
+                     cell_ids=sorted({cid for nid in snbs for cid in cells.commented.get(nid, ())}))
+        rows.sort(key=lambda row: (names[of_snb[row[0]]], row[3]))
         out = []
-        sources: dict[str, dict[str, str]] = {}
-        for nid, name, text in rows:
+        for snb, name, text, _ in rows:
             if not text.strip():
                 continue
-            if nid not in sources:
-                sources[nid] = {n: s or "" for n, s in self.conn.execute(
-                    "SELECT name, source FROM source_cell WHERE notebook_id = ?", (nid,))}
-            out.append((comment_problem(self.assignment, name, sources[nid].get(name, "")), text.strip()))
+            source = self.conn.execute("SELECT source FROM source_cell WHERE name = ? AND notebook_id = ?",
+                                       (name, of_snb[snb])).fetchone()
+            out.append((comment_problem(self.assignment, name, (source and source[0]) or ""), text.strip()))
         return tuple(out)

@@ -133,3 +133,30 @@ def test_a_regrade_adds_missing_rows_and_keeps_a_persons_grades_as_nbgraders_api
     assert rows(courses["sql"]) == rows(courses["api"])
     assert courses["sql-review"] == courses["api-review"]
     assert any(r[3] == 0.5 for r in rows(courses["sql"])["grade"])
+
+
+def test_a_regrade_reads_every_row_through_an_index(tmp_path, assignment, empty_gradebook, ada, bob):  # noqa: F811
+    """Does regrading a submission (its grades, its comment rows, a person's comments for the review)
+    read no table from end to end, so that a regrade's cost does not grow with the class?"""
+    course = released(tmp_path, "sql", assignment, empty_gradebook)
+    with GradebookWriter(course, assignment) as writer:
+        assert [writer.record(r) for r in (ada, bob)] == [None, None]
+    with Gradebook(course.gradebook_url) as gb:
+        gb.find_comment("cell-7f3a", STEM, assignment.name, "ada").manual_comment = "Nice reshape."
+        gb.db.commit()
+    statements: list[str] = []
+    with GradebookWriter(course, assignment) as writer:
+        assert writer.plain_sql
+        writer._sql.conn.set_trace_callback(statements.append)
+        assert writer.record(ada) is None
+        assert [text for _, text in writer.review("ada").comments] == ["Nice reshape."]
+        writer._sql.conn.set_trace_callback(None)
+        per_submission = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        assert any("FROM comment" in s for s in per_submission), "the review's comments were not read"
+        scans = {}
+        for statement in per_submission:
+            plan = writer._sql.conn.execute("EXPLAIN QUERY PLAN " + statement).fetchall()
+            full = [row[-1] for row in plan if row[-1].startswith("SCAN ")]
+            if full:
+                scans[statement] = full
+    assert scans == {}
