@@ -134,7 +134,7 @@ def pytest_args(graders: Path, *, unittest: bool | None = None, sources: str | N
     if sources is None:
         sources = _grader_sources(graders)
     if unittest is None:
-        unittest = sources is None or "unittest" in sources
+        unittest = _may_use_unittest(sources)
     unused = [] if sources is None else [name for name, names in OPTIONAL_PLUGINS
                                          if not any(n in sources for n in names)]
     return [
@@ -177,6 +177,12 @@ def _grader_sources(graders: Path) -> str | None:
         return None
 
 
+def _may_use_unittest(sources: str | None) -> bool:
+    """Whether a unittest.TestCase may be among the graders whose files read `sources` (None:
+    unreadable, so it may)."""
+    return sources is None or "unittest" in sources
+
+
 @contextlib.contextmanager
 def _quiet() -> Iterator[io.StringIO]:
     out = io.StringIO()
@@ -201,7 +207,7 @@ class GraderSession:
         self._modules = _forget_stale_modules(code.graders)
         with _quiet() as out, usercache.bytecode():
             sources = _grader_sources(code.graders)            # the graders' files read once
-            unittest = sources is None or "unittest" in sources
+            unittest = _may_use_unittest(sources)
             plugins: list[object] = [self.plugin, *([TestCaseFixtures(self.plugin)] if unittest else [])]
             self.config = _prepareconfig(pytest_args(code.graders, unittest=unittest, sources=sources), plugins)
             self.session = pytest.Session.from_config(self.config)
