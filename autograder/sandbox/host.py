@@ -926,7 +926,7 @@ class SubmissionRun:
         Its hello is not waited for here: the first calls can be sent at once (see `_hello`)."""
         if self._failed is not None:
             raise NotebookFailed(*self._failed)
-        if self._closed or self._nb is None:
+        if self._closed:
             raise ChildCrashed("the process holding your notebook's state is gone", function)
         if self.left <= 0:
             raise TimeBudgetExceeded(self.limits.submission_seconds, function)
@@ -934,6 +934,8 @@ class SubmissionRun:
         if not reply.get("template_alive", True):
             self._failed = (TEMPLATE_LOST, "")
             raise NotebookFailed(*self._failed)
+        if self._nb is None:                    # alive, but out of step with this side (see _exit_report)
+            raise ChildCrashed("the process holding your notebook's state is gone", function)
         parent, child = socket.socketpair()
         try:
             end = time.monotonic() + CONTROL_SECONDS
@@ -965,10 +967,13 @@ class SubmissionRun:
             raise ChildCrashed("a fresh process for these checks did not start", function) from None
         return hello.get("pid") if hello.get("op") == "hello" and type(hello.get("pid")) is int else None
 
-    def _exit_reason(self, pid: int | None) -> str:
+    def _exit_report(self, pid: int | None) -> tuple[str, str]:
         """After a problem process closed its socket: how it ended (asked of the template, its
-        parent: a student-facing explanation only, never a verdict), then its leftovers killed."""
+        parent: a student-facing explanation only, never a verdict), then its leftovers killed.
+        Also, for the instructor, how that was learnt: what the template answered and whether the
+        supervisor still saw the template afterwards."""
         code = None
+        how = "no process id" if pid is None else "no template to ask"
         if pid is not None and self._nb is not None:
             try:
                 end = time.monotonic() + 3.0
@@ -976,17 +981,29 @@ class SubmissionRun:
                 reply = self._nb.recv(trusted=True, deadline=end, caps=CELL_CAPS)
                 if reply.get("op") == "reaped" and type(reply.get("code")) is int:
                     code = reply["code"]
-            except (OSError, EOFError, TimeoutError, protocol.ProtocolError):
+                    how = f"the template reaped process {pid}: {code}"
+                else:
+                    how = f"the template did not see process {pid} end within its wait"
+            except (OSError, EOFError, TimeoutError, protocol.ProtocolError) as exc:
                 self._nb.close()                # out of step: no more forks from this template
                 self._nb = None
-        self._kill_problem()
-        return describe_exit(code) if code is not None else "it stopped"
+                how = f"the template did not answer ({type(exc).__name__}: {exc})"
+        alive = self._kill_problem()
+        how += f"; template alive after: {'unknown' if alive is None else alive}"
+        if code is not None:
+            return describe_exit(code), how
+        if alive is False:
+            return "it stopped, and so did the process holding your notebook's state", how
+        return "it stopped", how
 
-    def _kill_problem(self) -> None:
+    def _kill_problem(self) -> bool | None:
+        """Have the supervisor kill what the problem left; whether the template is still alive
+        (None: the supervisor did not answer)."""
         try:
-            self._control({"op": "clean"})
+            alive = self._control({"op": "clean"}).get("template_alive", True)
         except SandboxError:
-            pass
+            return None
+        return alive if type(alive) is bool else None
 
 
 def _again(exc: StudentCodeError) -> StudentCodeError:
@@ -1206,11 +1223,11 @@ class ProblemHandle:
         out: list[CallResult | StudentCodeError] = []
         try:
             chan.send_frame(data, deadline=time.monotonic() + CONTROL_SECONDS)
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError) as exc:
             not_started = None if self._greeted else self._greet(first)
             if not_started is not None:
                 return [not_started]
-            return [charge(first, self._lost(first))]
+            return [charge(first, self._lost(first, exc))]
         if not self._greeted:
             not_started = self._greet(first)
             if not_started is not None:
@@ -1227,8 +1244,8 @@ class ProblemHandle:
                                              if run.left <= 0 else CallTimeout(limit, name))
                 out.append(charge(name, stopped))
                 break
-            except (EOFError, OSError):
-                out.append(charge(name, self._lost(name)))
+            except (EOFError, OSError) as exc:
+                out.append(charge(name, self._lost(name, exc)))
                 break
             except protocol.ProtocolError as exc:
                 self._drop()
@@ -1247,10 +1264,13 @@ class ProblemHandle:
             kept.extend(answer is not _DROPPED for answer in out)
         return out
 
-    def _lost(self, name: str = "") -> ChildCrashed:
+    def _lost(self, name: str = "", seen: BaseException | None = None) -> ChildCrashed:
+        """The problem process's socket closed (`seen`: what reading or writing it raised)."""
         pid = self._pid
         self._drop()
-        return ChildCrashed(self.run._exit_reason(pid), name)
+        reason, how = self.run._exit_report(pid)
+        what = "" if seen is None else f"{type(seen).__name__}: {seen}; "
+        return ChildCrashed(reason, name, f"{what}{how}")
 
     def _broken(self, name: str, exc: StudentCodeError) -> StudentCodeError:
         """A timeout or crash: counted against the function (see MAX_FAILURES_PER_FUNCTION)."""

@@ -140,7 +140,33 @@ def test_a_crashing_call_raises_child_crashed_with_the_reason_and_recovers(submi
     with pytest.raises(ChildCrashed) as info:
         p.call(name)
     assert reason in info.value.feedback and f"while running `{name}`" in info.value.feedback
+    assert "the template reaped process" in info.value.detail and "template alive after: True" in info.value.detail
     assert p.call("ok", (np.zeros(2),)).value.tolist() == [1.0, 1.0]
+
+
+ENDS_ITS_TEMPLATE = """
+import os, signal
+def end_both():
+    os.kill(os.getppid(), signal.SIGKILL)      # the process this problem was forked from
+    os._exit(5)
+def ok():
+    return 1
+"""
+
+
+def test_a_call_that_ends_its_template_too_is_a_crash_the_instructor_can_trace(submit):
+    """When a call kills the process its problem was forked from and then its own, does the
+    student read that it stopped, the instructor that the template could not say how, and does
+    the next problem fail as the notebook's state being gone?"""
+    run = submit([ENDS_ITS_TEMPLATE])
+    with pytest.raises(ChildCrashed) as info:
+        run.problem("a").call("end_both")
+    assert info.value.feedback.startswith("The process running your notebook stopped while running `end_both`: "
+                                          "it stopped")
+    assert "the template did not answer" in info.value.detail
+    with pytest.raises(NotebookFailed) as failed:
+        run.problem("b").call("ok")
+    assert "holding your notebook's state stopped" in str(failed.value)
 
 
 def test_a_memory_bomb_ends_in_memory_error_or_crash_never_a_hang(submit):
@@ -321,7 +347,8 @@ def test_call_many_does_not_call_a_function_that_failed_too_often(submit):
     run = submit([BATCHED])
     p = run.problem("p")
     for _ in range(2):
-        assert isinstance(p.call_many([("spin", (), {})])[0], CallTimeout)
+        got = p.call_many([("spin", (), {})])[0]
+        assert isinstance(got, CallTimeout), getattr(got, "detail", got)    # how an ending was learnt, if not
     out = p.call_many([("bump", (), {}), ("spin", (), {}), ("bump", (), {})])
     assert out[0].value == 1 and out[2].value == 2
     assert isinstance(out[1], CallTimeout) and "not called again" in out[1].feedback
