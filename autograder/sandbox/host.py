@@ -68,6 +68,7 @@ MAX_FAILURES_PER_FUNCTION = 2   # hangs/crashes of one function before it is no 
 TEXT_KEEP = 2_000
 TEMPLATE_LOST = ("the process holding your notebook's state stopped after the notebook ran "
                  "(did your code end it, e.g. with os.kill, or from a background thread?)")
+TEMPLATE_EXIT_SECONDS = 2.0    # how long a template whose socket closed may take to be seen gone
 CELL_CHUNK = 1000              # cells per message to the template
 REPLY_HEADER = 4 * 2**20       # the non-array part of a reply (numbers in lists, messages, printed output)
 CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, max_items=100_000)
@@ -973,6 +974,7 @@ class SubmissionRun:
         Also, for the instructor, how that was learnt: what the template answered and whether the
         supervisor still saw the template afterwards."""
         code = None
+        gone = False
         how = "no process id" if pid is None else "no template to ask"
         if pid is not None and self._nb is not None:
             try:
@@ -988,22 +990,33 @@ class SubmissionRun:
                 self._nb.close()                # out of step: no more forks from this template
                 self._nb = None
                 how = f"the template did not answer ({type(exc).__name__}: {exc})"
-        alive = self._kill_problem()
+                # Its end of the socket closed: no process holds it any more, so the template has
+                # ended, though the supervisor may not have seen it yet (a process closes its
+                # files a moment before its parent can reap it). Wait for the supervisor to see it.
+                gone = isinstance(exc, (EOFError, ConnectionError))
+        alive = self._kill_problem(expect_gone=gone)
+        if gone:
+            self._failed = (TEMPLATE_LOST, "")
         how += f"; template alive after: {'unknown' if alive is None else alive}"
         if code is not None:
             return describe_exit(code), how
-        if alive is False:
+        if alive is False or gone:
             return "it stopped, and so did the process holding your notebook's state", how
         return "it stopped", how
 
-    def _kill_problem(self) -> bool | None:
+    def _kill_problem(self, *, expect_gone: bool = False) -> bool | None:
         """Have the supervisor kill what the problem left; whether the template is still alive
-        (None: the supervisor did not answer)."""
-        try:
-            alive = self._control({"op": "clean"}).get("template_alive", True)
-        except SandboxError:
-            return None
-        return alive if type(alive) is bool else None
+        (None: the supervisor did not answer). With `expect_gone`, asks again for up to
+        TEMPLATE_EXIT_SECONDS while the supervisor still sees the template."""
+        end = time.monotonic() + TEMPLATE_EXIT_SECONDS
+        while True:
+            try:
+                alive = self._control({"op": "clean"}).get("template_alive", True)
+            except SandboxError:
+                return None
+            if alive is not True or not expect_gone or time.monotonic() >= end:
+                return alive if type(alive) is bool else None
+            time.sleep(0.005)
 
 
 def _again(exc: StudentCodeError) -> StudentCodeError:

@@ -164,6 +164,8 @@ def test_a_call_that_ends_its_template_too_is_a_crash_the_instructor_can_trace(s
     assert info.value.feedback.startswith("The process running your notebook stopped while running `end_both`: "
                                           "it stopped")
     assert "the template did not answer" in info.value.detail
+    assert "template alive after: False" in info.value.detail      # waited until the supervisor saw it end
+    assert "and so did the process holding your notebook's state" in info.value.feedback
     with pytest.raises(NotebookFailed) as failed:
         run.problem("b").call("ok")
     assert "holding your notebook's state stopped" in str(failed.value)
