@@ -3,6 +3,7 @@ exactly once; unchanged submissions under unchanged graders are not graded again
 and the summary names them; a change to a submission, the graders or course.yml grades again."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -81,21 +82,32 @@ def _exactly_once(course: Path) -> None:
         assert rows[sid] == expected_rows(load_results(course, sid)), sid
 
 
+def _hold(course: Path, sid: str, seconds: float) -> None:
+    """Give `sid`'s notebook a first cell that sleeps: grading stays on that student for `seconds`."""
+    nb = CourseLayout(course).submitted_dir / sid / ASSIGNMENT / NB
+    doc = json.loads(nb.read_text())
+    doc["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": "hold", "metadata": {},
+                            "outputs": [], "source": f"import time\ntime.sleep({seconds})"})
+    nb.write_text(json.dumps(doc))
+
+
 def test_sigkill_mid_batch_then_rerun_grades_the_rest_with_every_grade_once(tmp_path):
     """Killed with SIGKILL after a few students, does a rerun grade only the others and leave each grade once?"""
     course = _course(tmp_path)
-    proc = subprocess.Popen(_command(course), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
-                            start_new_session=True)
+    first, held = set(STUDENTS[:3]), STUDENTS[3]
+    _hold(course, held, 10)      # one worker, in student order: the kill lands while it grades `held`
+    proc = subprocess.Popen(_command(course, "--workers", "1"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=_env(), start_new_session=True)
     try:
         end = time.monotonic() + 600
-        while len(_done(course)) < 2 and proc.poll() is None and time.monotonic() < end:
+        while not first <= _done(course) and proc.poll() is None and time.monotonic() < end:
             time.sleep(0.05)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
     before = _done(course)
-    assert 2 <= len(before) < len(STUDENTS), f"the batch was not stopped half-way: {sorted(before)}"
+    assert before == first, f"the batch was not stopped half-way, after {sorted(first)}: {sorted(before)}"
     assert set(gradebook_rows(course)) >= before       # grades were committed as each student was graded
 
     rerun = _run(course)
