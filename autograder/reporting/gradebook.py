@@ -117,10 +117,12 @@ def acquire_gradebook_lock(course: Course, *, notice: Callable[[str], None] = _s
 
 
 def mark_lock_holder(fd: int, pid: int | None = None) -> None:
-    """Write the holding process's id into the lock file (for the message of whoever waits)."""
+    """Write the holding process's id into the lock file (for the message of whoever waits):
+    written over the old one, then cut to its length, so that a reader never sees it empty."""
+    data = f"{pid or os.getpid()}\n".encode()
     with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{pid or os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
 
 
 def hold_inherited_lock(course: Course, fd: int) -> None:

@@ -916,7 +916,11 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
     def fork(fd: int) -> None:
         _drain_children()                  # how earlier problem processes ended is not asked after a fork
         exits.clear()
-        pid = _fork_bare()
+        try:
+            pid = _fork_bare()
+        except OSError:                    # (e.g. the process limit): this problem does not start,
+            _close(fd)                     # the host hears so as its socket closes; the template stays
+            return
         if pid == 0:
             code = 70
             try:

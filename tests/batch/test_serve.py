@@ -47,7 +47,8 @@ class _Server:
                                       *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env=_env(), start_new_session=True)
         self.lines: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._pumping = threading.Thread(target=self._pump, daemon=True)
+        self._pumping.start()
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
@@ -65,7 +66,7 @@ class _Server:
             if found:
                 return found[0]
             if self.proc.poll() is not None:
-                time.sleep(0.2)                    # the last lines
+                self._pumping.join(timeout=30)     # the last lines (it ends at the end of the output)
                 found = [ln for ln in self.lines if ln.startswith(prefix)]
                 assert found, f"course serve ended ({self.proc.returncode}) without {prefix!r}:\n{self.output}"
                 return found[0]
@@ -185,6 +186,16 @@ def test_an_insecure_command_does_not_use_a_sandboxed_server(course: Path, serve
     assert USED.search(again.stdout), again.stdout
 
 
+def _started(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot), None once it has ended (or is a zombie):
+    a pid taken again by another process does not count as the same process."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
 def test_a_second_server_for_the_same_assignment_is_refused(course: Path, server: _Server):
     """Does a second `course serve` of the same course and assignment stop with one line naming the first?"""
     second = _course_cmd(course, "serve", A)
@@ -196,14 +207,14 @@ def test_a_second_server_for_the_same_assignment_is_refused(course: Path, server
 
 def test_sigterm_stops_the_server_its_sandbox_and_its_socket(course: Path, server: _Server):
     """Does SIGTERM end the server with its sandbox's processes and remove its socket?"""
-    children = server.descendants()
+    children = {pid: _started(pid) for pid in server.descendants()}
     assert children, "a warm server holds its sandbox's processes"
     server.proc.terminate()
     assert server.proc.wait(timeout=60) == 0
     end = time.monotonic() + 30
 
     def alive() -> set[int]:
-        return {pid for pid in children if Path(f"/proc/{pid}").exists()}
+        return {pid for pid, started in children.items() if started is not None and _started(pid) == started}
     while alive() and time.monotonic() < end:
         time.sleep(0.05)
     assert not alive(), f"left running: {alive()}"

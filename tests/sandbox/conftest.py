@@ -14,6 +14,27 @@ from autograder.sandbox.host import SandboxHost, SubmissionRun
 FAST = Limits(cell_seconds=2.0, total_seconds=20.0, call_seconds=2.0, memory_mb=1024, submission_seconds=60.0)
 
 
+# Notebook source (for a cell): the processes a problem sees that are not zombies, once any killed
+# one still on its way out has ended (a killed child of the template may still be exiting when the
+# next problem starts; it then stays a zombie until the template's next fork).
+LIVE_PROCESSES = """
+def live_processes(expected):
+    import os, time
+    end = time.monotonic() + 5
+    while True:
+        live = []
+        for p in os.listdir('/proc'):
+            try:
+                if p.isdigit() and open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0] != 'Z':
+                    live.append(int(p))
+            except OSError:
+                pass
+        if len(live) <= expected or time.monotonic() > end:
+            return sorted(live)
+        time.sleep(0.01)
+"""
+
+
 def cells(*sources: str) -> list[dict]:
     """Code cells numbered from 1, labelled as the notebook loader labels them."""
     from autograder.notebooks import cell_label

@@ -28,7 +28,7 @@ from autograder.sandbox.outcomes import (
     TimeBudgetExceeded,
 )
 
-from .conftest import FAST, cells, descendants_settled, sandbox_processes, settled_count
+from .conftest import FAST, LIVE_PROCESSES, cells, descendants_settled, sandbox_processes, settled_count
 
 CRASHERS = """
 import os, ctypes, time
@@ -81,18 +81,28 @@ def test_a_cell_that_kills_its_process_is_recorded_and_skipped(submit):
     assert run.problem("p").call("f").value == "here"
 
 
+def test_a_template_that_cannot_fork_fails_each_problem_not_the_notebook(submit):
+    """When the process holding the notebook's state cannot fork (here the notebook lowered its own
+    process limit), does each problem fail as not started, the notebook's state still there?"""
+    run = submit(["import resource\nresource.setrlimit(resource.RLIMIT_NPROC, (1, 1))\ndef f():\n    return 1"])
+    assert run.report.ok
+    for problem in ("p", "q"):
+        got = run.problem(problem).call_many([("f", (), {})])[0]
+        assert isinstance(got, ChildCrashed), getattr(got, "feedback", got)
+        assert "a fresh process for these checks did not start" in got.feedback
+
 def test_the_total_limit_stops_the_notebook_and_calls_say_why(submit):
     """When the cells together exceed total_seconds, is the run a timeout and are calls refused clearly?"""
-    limits = Limits(cell_seconds=2.0, total_seconds=1.5, call_seconds=1.0, memory_mb=1024)
-    started = time.monotonic()
-    run = submit(["import time\ndef f():\n    return 1", "time.sleep(0.8)", "time.sleep(0.8)", "time.sleep(0.8)"],
+    limits = Limits(cell_seconds=2.0, total_seconds=2.5, call_seconds=1.0, memory_mb=1024)
+    started = time.monotonic()     # the first sleep ends ~1.5 s in (1 s to spare), the second would end 3 s in
+    run = submit(["import time\ndef f():\n    return 1", "time.sleep(1.5)", "time.sleep(1.5)", "time.sleep(1.5)"],
                  limits)
     assert time.monotonic() - started < 10, "the total limit bounds the run"
     assert run.report.state == "timeout" and not run.report.ok
     assert [c.status for c in run.report.cells] == ["ok", "ok", "timeout", "not_run"]
     with pytest.raises(NotebookFailed) as info:
         run.problem("p").call("f")
-    assert "did not finish within 1.5 s" in info.value.feedback
+    assert "did not finish within 2.5 s" in info.value.feedback
 
 
 def test_too_little_memory_for_the_notebook_is_a_clear_failure(host):
@@ -474,8 +484,7 @@ def leave_traces():
 
 def look():
     home = os.environ['HOME']
-    procs = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
-    return os.listdir(home), open('from_notebook.txt').read(), procs, os.getcwd()
+    return os.listdir(home), open('from_notebook.txt').read(), live_processes(3), os.getcwd()
 
 def write_notebook_folder():
     try:
@@ -484,7 +493,7 @@ def write_notebook_folder():
         return 'written'
     except OSError as exc:
         return exc.strerror
-"""
+""" + LIVE_PROCESSES
 
 
 def test_each_problem_starts_from_the_state_the_notebook_left(submit):

@@ -11,8 +11,8 @@ from autograder.sandbox.process import HostProcess
 
 SPAWNER = ("import subprocess, sys, time; "
            "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']) for _ in range(2)]; "
-           "print(' '.join(str(k.pid) for k in kids), flush=True); sys.stderr.write('host says hello'); "
-           "sys.stderr.flush(); time.sleep(600)")
+           "sys.stderr.write('host says hello'); sys.stderr.flush(); "
+           "print(' '.join(str(k.pid) for k in kids), flush=True); time.sleep(600)")
 
 
 def alive(pid: int) -> bool:

@@ -139,6 +139,9 @@ def test_results_written_before_the_commit_are_graded_again_after_a_kill(tmp_pat
     course = _course(tmp_path)
     layout = CourseLayout(course)
     results = layout.results_json("ada", ASSIGNMENT)
+    _run(course, "--student", "alan", "--wait")         # the gradebook exists ...
+    held = sqlite3.connect(course / "gradebook.db", isolation_level=None)
+    held.execute("BEGIN EXCLUSIVE")                     # ... and nothing can commit to it before the SIGSTOP
     proc = subprocess.Popen(_command(course, "--student", "ada", "--wait"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=_env(), start_new_session=True)
     try:
@@ -157,6 +160,8 @@ def test_results_written_before_the_commit_are_graded_again_after_a_kill(tmp_pat
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
+        held.execute("ROLLBACK")
+        held.close()
     assert early is not None, "results.json was not written before the gradebook's commit"
     assert "grading_key" not in early["extra_data"]
     assert pages, "the feedback page was not written before the gradebook's commit"
