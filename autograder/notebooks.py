@@ -263,7 +263,8 @@ def copied_cells(cells: list[Any]) -> dict[str, list[int]]:
 _KEPT = {"grade": "Only the last holds its grade: the {copies} not graded.",
          "answer": "The last is taken as your answer{why}: the {copies} not.",
          "read-only": "Only the last is kept as that cell: the {copies} not."}
-_RAN_LAST = " (it ran last, so its definitions are the ones graded)"     # said of a code cell alone
+_RAN_LAST = (" (it ran last, so its definitions are the ones graded unless it stopped with an error "
+             "before making them)")                 # said of a code cell alone
 
 
 def copied_cell_notes(name: str, raw_cells: list[Any], source_key: str = "source") -> list[str]:

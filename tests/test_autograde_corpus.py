@@ -32,6 +32,7 @@ RETURNS_NONE = "returns_none"
 RELEASED = PROJECT.release(ASSIGNMENT)
 COPIED_GRADE_CELL = "copied_grade_cell"
 COPIED_ANSWER = "copied_answer"
+BROKEN_LAST_COPY = "broken_last_copy"
 STUB = "raise NotImplementedError()"
 
 
@@ -82,6 +83,15 @@ def _add_big_cases(course: CourseLayout) -> None:
     answer.cells.insert(first, earlier)
     course.submission(COPIED_ANSWER, ASSIGNMENT).mkdir(parents=True)
     nbformat.write(answer, course.submission(COPIED_ANSWER, ASSIGNMENT) / NB)
+    # a student copied their working layer_norm answer cell below itself and broke the copy's syntax:
+    # the last copy does not run, so the earlier copy's definition is the one graded
+    broken = nbformat.read(course.submission("correct", ASSIGNMENT) / NB, as_version=4)
+    first = next(i for i, c in enumerate(broken.cells) if _grade_id(c) == "layer_norm_solution")
+    last = nbformat.from_dict(json.loads(json.dumps(broken.cells[first])))
+    last.id, last.source = "my-edit", last.source + "\n    return (x"
+    broken.cells.insert(first + 1, last)
+    course.submission(BROKEN_LAST_COPY, ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(broken, course.submission(BROKEN_LAST_COPY, ASSIGNMENT) / NB)
     for student in (NOT_ON_ROSTER, "late"):
         shutil.copytree(course.submission("correct", ASSIGNMENT), course.submission(student, ASSIGNMENT))
     # nbgrader's timestamp.txt: due 2026-12-14 23:59 UTC + 15 min grace; 1 day 12 h late -> 2 days -> 20 %
@@ -374,6 +384,20 @@ def test_corpus_a_copied_answer_cell_takes_the_last_copy_once(graded):
     assert html.count('id="layer_norm_solution-comment"') == 1
     with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", "dl-attention") as gb:
         assert gb.find_submission_notebook(Path(NB).stem, ASSIGNMENT, COPIED_ANSWER).score == pytest.approx(100)
+
+
+def test_corpus_a_copied_answer_whose_last_copy_fails_is_graded_on_the_copy_that_ran(graded):
+    """A student copied their working answer cell and broke the last copy's syntax: are they graded
+    on the definition that ran (the earlier copy: full marks), told of the copy in words that hold
+    when the last copy fails, and told that the last copy raised SyntaxError, naming that cell?"""
+    note, cells = _copied_cell_outcome(graded, BROKEN_LAST_COPY, "layer_norm_solution")
+    assert "The last is taken as your answer" in note
+    assert "unless it stopped with an error before making them" in note
+    notes = graded["results"][BROKEN_LAST_COPY]["extra_data"]["notes"]
+    raised = [n for n in notes if "raised SyntaxError" in n]
+    assert len(raised) == 1 and "`def layer_norm`" in raised[0], notes
+    marked = [c for c in cells if _grade_id(c) == "layer_norm_solution"]
+    assert len(marked) == 1 and marked[0].get("id") == "my-edit"
 
 
 def test_corpus_late_submission_loses_the_policys_share(graded):

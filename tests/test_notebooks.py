@@ -161,6 +161,7 @@ def test_load_notes_a_copied_answer_cell_once_and_takes_the_last(tmp_path):
         "cell (`import math`)); was it copied? Only the last is kept as that cell: the copy is not.",
         "hw.ipynb: the answer cell `f_solution` appears 3 times (the 2nd code cell (`def f`); a markdown cell; the "
         "4th code cell (`def f`)); was it copied? The last is taken as your answer (it ran last, "
-        "so its definitions are the ones graded): the copies are not.")
+        "so its definitions are the ones graded unless it stopped with an error before making them): the "
+        "copies are not.")
     assert [c.source for c in loaded.cells][1::2] == ["def f(x):\n    return x", "def f(x):\n    return 2 * x"]
     assert len(loaded.cells) == 5
