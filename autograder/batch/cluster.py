@@ -19,6 +19,7 @@ import gc
 import os
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -32,10 +33,100 @@ from .pool import PoolInfo, WorkerStats
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
 T = TypeVar("T")
+_HANDSHAKE_SECONDS = 10.0   # for a scheduler that accepted the connection to answer Dask's handshake and a query
 
 
 class ClusterUnavailable(CourseError):
     """The cluster could not be reached, or its workers could not set up the sandbox (one line)."""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+def check_scheduler(address: str) -> None:
+    """Raise ClusterUnavailable (one line) unless a Dask scheduler answers at `address`.
+
+    Checked on a connection of its own before a Client is made, because a Client pointed at the
+    wrong thing fails badly: an address without a port raises a bare ValueError, and anything else
+    listening there (the dashboard's web server on 8787, a proxy) is read as Dask's framing, which
+    can ask numpy for exabytes or wait for ever on a server that waits too; either way a half-made
+    Client then waits 60 s in its finaliser.
+    How long to try is Dask's own setting, distributed.comm.timeouts.connect (30 s by default).
+    """
+    import asyncio
+
+    import dask
+    from dask.utils import parse_timedelta
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.core import connect
+    from distributed.comm.registry import get_backend
+
+    try:
+        scheme, location = parse_address(address)
+        get_backend(scheme)     # ValueError for a scheme Dask has no transport for
+        host_port = parse_host_port(location) if scheme in ("tcp", "tls", "ws", "wss") else None
+        if host_port and not 0 < host_port[1] < 65536:
+            raise ValueError(f"no such port in {location!r}")
+    except ValueError as exc:
+        raise ClusterUnavailable(f"--scheduler {address!r} is not a Dask scheduler address ({_one_line(exc)}; "
+                                 "e.g. tcp://host:8786)") from None
+    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds")
+
+    async def listening(host: str, port: int) -> None:
+        """Wait until something accepts a connection at host:port (retried, as Dask does: the
+        scheduler may still be starting), or raise ClusterUnavailable once `timeout` has passed."""
+        deadline = time.monotonic() + timeout
+        pause = 0.05
+        while True:
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                                   max(0.1, deadline - time.monotonic()))
+            except (OSError, TimeoutError) as exc:
+                if time.monotonic() + pause >= deadline:
+                    why = _one_line(exc)
+                    raise ClusterUnavailable(f"Dask scheduler {address}: cannot connect ({why} after {timeout:g} s)"
+                                             ) from None
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, 1.0)
+                continue
+            writer.close()
+            return
+
+    async def identity() -> Any:
+        if host_port:
+            await listening(*host_port)
+        try:   # Dask's connect reads the other side's handshake with no time limit of its own
+            comm = await asyncio.wait_for(connect(address, timeout=timeout),  # type: ignore[no-untyped-call]
+                                          timeout + _HANDSHAKE_SECONDS
+                                          if host_port is None else _HANDSHAKE_SECONDS)
+        except TimeoutError:    # ours (a subclass of OSError): it accepted the connection but did not answer
+            raise ClusterUnavailable(f"Dask scheduler {address}: something listens there, but it did not answer "
+                                     f"as a Dask scheduler within {_HANDSHAKE_SECONDS:g} s (the dashboard's port? "
+                                     "the scheduler's is usually 8786)") from None
+        except OSError as exc:  # Dask's, after its own retries
+            raise ClusterUnavailable(f"Dask scheduler {address}: cannot connect ({_one_line(exc)})") from None
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await asyncio.wait_for(comm.read(), _HANDSHAKE_SECONDS)
+        finally:
+            comm.abort()
+
+    try:
+        answer = asyncio.run(identity())
+    except ClusterUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a handshake or reply that is not Dask's: the message below
+        answer = exc
+    kind = answer.get("type") if isinstance(answer, dict) else None
+    if kind == "Scheduler":
+        return
+    if isinstance(kind, str):
+        raise ClusterUnavailable(f"Dask scheduler {address}: a Dask {kind} answers there, not the scheduler "
+                                 "(give the scheduler's address, e.g. tcp://host:8786)")
+    raise ClusterUnavailable(f"Dask scheduler {address}: something listens there, but it is not a Dask scheduler "
+                             "(the dashboard's port? the scheduler's is usually 8786)")
 
 
 class _WarmThread:
@@ -187,11 +278,11 @@ class DaskPool:
         except ImportError:
             raise ClusterUnavailable("--scheduler needs Dask's distributed package: "
                                      "pip install 'course-autograder[cluster]'") from None
+        check_scheduler(self.address)
         try:
-            # how long to try: Dask's own setting, distributed.comm.timeouts.connect (30 s by default)
             self._client = Client(self.address, set_as_default=False)  # type: ignore[no-untyped-call]
-        except (OSError, TimeoutError) as exc:
-            raise ClusterUnavailable(f"Dask scheduler {self.address}: cannot connect ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 - it answered the check a moment ago; whatever broke, one line
+            raise ClusterUnavailable(f"Dask scheduler {self.address}: cannot connect ({_one_line(exc)})") from None
         plugin = _plugin_class()(self.plugin_name, self.course_dir, self.assignment_name, self.insecure)
         self._client.register_plugin(plugin, name=self.plugin_name)
         infos: dict[str, dict[str, Any]] = self._client.run(worker_info, self.plugin_name)

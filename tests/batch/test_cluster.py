@@ -3,11 +3,14 @@ distributed.LocalCluster with two worker processes) give the scores of a local r
 client alone writes the gradebook."""
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -47,6 +50,94 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip().startswith("course: error: Dask scheduler tcp://127.0.0.1:9: cannot connect")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _autograde_on(folder, address):
+    return subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                           "--course-dir", str(folder), "--scheduler", address],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="5s"))
+
+
+@pytest.mark.parametrize("address, why", [
+    ("nonsense", "missing port number"),
+    ("foo://host:8786", "unknown address scheme 'foo'"),
+    ("tcp://127.0.0.1:99999", "no such port"),
+])
+def test_a_malformed_scheduler_address_is_one_line(tmp_path, address, why):
+    """Given an address that cannot be a scheduler's, does the command say why in one line, at once?"""
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    done = _autograde_on(folder, address)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = done.stderr.strip()
+    assert line.startswith(f"course: error: --scheduler {address!r} is not a Dask scheduler address (")
+    assert why in line and len(line.splitlines()) == 1
+
+
+class _NotDask:
+    """A TCP server on a free local port that is not Dask: on each connection it either answers an
+    HTTP error at once and hangs up ("answers"), or reads and says nothing until the client goes
+    ("waits", as a web server does for the end of a request line that never comes)."""
+
+    def __init__(self, behaviour):
+        self.behaviour = behaviour
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"tcp://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:         # closed: the test is over
+                return
+            with conn:
+                if self.behaviour == "answers":
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                    continue
+                conn.settimeout(30)
+                with contextlib.suppress(OSError):
+                    while conn.recv(65536):
+                        pass
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)     # wakes the accept() (closing alone does not)
+        self.listener.close()
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive()
+
+
+@pytest.mark.parametrize("behaviour, why", [
+    ("answers", "it is not a Dask scheduler"),
+    ("waits", "it did not answer as a Dask scheduler within 10 s"),
+])
+def test_a_server_that_is_not_dask_at_the_scheduler_address_is_one_line(tmp_path, behaviour, why):
+    """Pointed at a port where something else listens (the dashboard's web server, say), does the
+    command say it is not a scheduler in one line and return, grading nothing?"""
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    server = _NotDask(behaviour)
+    try:
+        done = _autograde_on(folder, server.address)
+    finally:
+        server.close()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == (f"course: error: Dask scheduler {server.address}: something listens there, but "
+                                   f"{why} (the dashboard's port? the scheduler's is usually 8786)")
+    assert not (folder / "autograded").exists()
+
+
+def test_a_dask_workers_address_is_not_taken_for_the_schedulers(tmp_path):
+    """Given a Dask worker's address instead of its scheduler's, does the command say so in one line?"""
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        worker = next(iter(cluster.scheduler_info["workers"]))
+        done = _autograde_on(folder, worker)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == (f"course: error: Dask scheduler {worker}: a Dask Worker answers there, not the "
+                                   "scheduler (give the scheduler's address, e.g. tcp://host:8786)")
 
 
 def test_a_dask_workers_grading_thread_is_held_on_its_sandboxs_cpu_also_after_a_recycle(tmp_path):
