@@ -150,6 +150,11 @@ class _WarmThread:
         if self._cpus:          # a recycled worker's thread, held on its old sandbox's CPU: free again
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, self._cpus)
+        if not (Path(course_dir) / "course.yml").is_file():
+            self.worker = None
+            self.error = (f"the course folder {course_dir} is not on this worker's machine (it must be at the same "
+                          "path on every Dask worker, e.g. on a shared file system; see docs/cluster.md)")
+            return
         try:
             self.worker = Worker(course_dir, assignment, insecure=insecure)
             # As in a local worker process (worker.serve): the start-up's objects (pytest, the graders'

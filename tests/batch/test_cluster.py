@@ -140,6 +140,21 @@ def test_a_dask_workers_address_is_not_taken_for_the_schedulers(tmp_path):
                                    "scheduler (give the scheduler's address, e.g. tcp://host:8786)")
 
 
+def test_a_dask_worker_without_the_course_folder_says_where_it_must_be(tmp_path):
+    """On a Dask worker whose machine lacks the course folder, does the grading worker not start,
+    and say that the folder must be at the same path on every worker?"""
+    from autograder.batch.cluster import _WarmThread
+
+    missing = tmp_path / "not-shared" / "course"
+    warm = _WarmThread(str(missing), "transformer-block", False)
+    try:
+        assert warm.worker is None
+        assert warm.error == (f"the course folder {missing} is not on this worker's machine (it must be at the same "
+                              "path on every Dask worker, e.g. on a shared file system; see docs/cluster.md)")
+    finally:
+        warm.close()
+
+
 def test_a_dask_workers_grading_thread_is_held_on_its_sandboxs_cpu_also_after_a_recycle(tmp_path):
     """Is the thread that grades inside a Dask worker held on its sandbox's CPU (the process's
     other threads left alone), and after its worker is recycled, is the new sandbox given a CPU
