@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -138,6 +141,63 @@ def test_a_dask_workers_address_is_not_taken_for_the_schedulers(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip() == (f"course: error: Dask scheduler {worker}: a Dask Worker answers there, not the "
                                    "scheduler (give the scheduler's address, e.g. tcp://host:8786)")
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes below `pid` (read from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{entry}/stat") as f:
+                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+    found, todo = set(), [pid]
+    while todo:
+        above = todo.pop()
+        children = [child for child, parent in parents.items() if parent == above]
+        found.update(children)
+        todo.extend(children)
+    return found
+
+
+def test_a_dask_worker_killed_mid_batch_costs_no_submission(graded_demo, tmp_path):
+    """When a Dask worker process is killed while it grades, is its submission graded again elsewhere,
+    do the scores equal a local run's, and are the killed worker's sandbox processes gone?"""
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    shutil.copy2(load_course(graded_demo.folder).secret_file, load_course(folder).secret_file)
+    held = "ada"            # first in the batch; a first cell that sleeps keeps a worker on her for 15 s
+    (notebook,) = (folder / "submitted" / held / "transformer-block").glob("*.ipynb")
+    doc = json.loads(notebook.read_text())
+    doc["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": "hold", "metadata": {},
+                            "outputs": [], "source": "import time\ntime.sleep(15)"})
+    notebook.write_text(json.dumps(doc))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        proc = subprocess.Popen([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                                 "--course-dir", str(folder), "--scheduler", cluster.scheduler_address],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            end, address = time.monotonic() + 300, None
+            while address is None and proc.poll() is None and time.monotonic() < end:
+                address = next((worker for worker, keys in client.processing().items()
+                                if any(str(key).startswith(f"grade-{held}-") for key in keys)), None)
+                time.sleep(0.05)
+            assert address is not None, "the held submission was never seen being graded"
+            time.sleep(2)   # inside the held cell by now
+            pid = client.run(os.getpid, workers=[address])[address]
+            sandbox = _descendants(pid)
+            assert sandbox, "the Dask worker grading had no sandbox processes"
+            os.kill(pid, signal.SIGKILL)
+            output, _ = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, output
+    assert auto_scores(folder) == auto_scores(graded_demo.folder)
+    end = time.monotonic() + 30
+    while {p for p in sandbox if os.path.exists(f"/proc/{p}")} and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not {p for p in sandbox if os.path.exists(f"/proc/{p}")}, "the killed worker's sandbox outlived it"
 
 
 def test_a_dask_worker_without_the_course_folder_says_where_it_must_be(tmp_path):
