@@ -1182,7 +1182,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--render", metavar="FILE", help="only print the report of a finished run's --json FILE")
     a = p.parse_args(argv)
     if a.render:
-        b, machine = from_json(Path(a.render))
+        try:
+            b, machine = from_json(Path(a.render))
+        except (OSError, ValueError, KeyError, TypeError) as exc:   # json's errors are ValueErrors
+            p.error(f"--render {a.render}: not a finished run's --json file ({type(exc).__name__}: {exc})")
         print(render(b, machine)[0])
         return 0
     if a.n < 2 or a.repeat < 1:

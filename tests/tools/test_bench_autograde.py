@@ -123,6 +123,21 @@ def test_cli_rejects_bad_options():
     assert proc.returncode == 2 and "--workers" in proc.stderr
 
 
+@pytest.mark.parametrize("content", [None, "not json", '{"runs": 3}'])
+def test_render_of_a_file_that_is_not_a_finished_run_is_one_line(tmp_path, content):
+    """Given --render a missing file, a file that is not JSON or JSON of another shape, does the script
+    say so in one line naming the file (no traceback)?"""
+    path = tmp_path / "bench.json"
+    if content is not None:
+        path.write_text(content)
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_autograde.py"), "--render", str(path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"bench_autograde.py: error: --render {path}: not a finished run's --json file (")
+    assert "Traceback" not in proc.stderr
+
+
 def test_the_nbgrader_copy_runs_stock_nbgrader(tmp_path):
     """Does the nbgrader side's config set only the folder and gradebook, not the course's own hooks?"""
     course = bench.make_course(tmp_path / "n", bench.cohort(2), stock_nbgrader=True)
