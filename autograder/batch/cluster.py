@@ -52,7 +52,7 @@ def check_scheduler(address: str) -> None:
     wrong thing fails badly: an address without a port raises a bare ValueError, and anything else
     listening there (the dashboard's web server on 8787, a proxy) is read as Dask's framing, which
     can ask numpy for exabytes or wait for ever on a server that waits too; either way a half-made
-    Client then waits 60 s in its finaliser.
+    Client then waits 60 s in its finaliser. TLS is set up from Dask's configuration, as for the Client.
     How long to try is Dask's own setting, distributed.comm.timeouts.connect (30 s by default).
     """
     import asyncio
@@ -62,6 +62,7 @@ def check_scheduler(address: str) -> None:
     from distributed.comm.addressing import parse_address, parse_host_port
     from distributed.comm.core import connect
     from distributed.comm.registry import get_backend
+    from distributed.security import Security  # TLS as the Client would set it up (Dask's config)
 
     try:
         scheme, location = parse_address(address)
@@ -97,8 +98,9 @@ def check_scheduler(address: str) -> None:
     async def identity() -> Any:
         if host_port:
             await listening(*host_port)
+        tls = Security().get_connection_args("client")  # type: ignore[no-untyped-call]
         try:   # Dask's connect reads the other side's handshake with no time limit of its own
-            comm = await asyncio.wait_for(connect(address, timeout=timeout),  # type: ignore[no-untyped-call]
+            comm = await asyncio.wait_for(connect(address, timeout=timeout, **tls),  # type: ignore[no-untyped-call]
                                           timeout + _HANDSHAKE_SECONDS
                                           if host_port is None else _HANDSHAKE_SECONDS)
         except TimeoutError:    # ours (a subclass of OSError): it accepted the connection but did not answer
@@ -118,6 +120,9 @@ def check_scheduler(address: str) -> None:
     except ClusterUnavailable:
         raise
     except Exception as exc:  # noqa: BLE001 - a handshake or reply that is not Dask's: the message below
+        if scheme in ("tls", "wss"):
+            raise ClusterUnavailable(f"Dask scheduler {address}: no TLS connection ({_one_line(exc)}; the client's "
+                                     "certificates come from Dask's distributed.comm.tls settings)") from None
         answer = exc
     kind = answer.get("type") if isinstance(answer, dict) else None
     if kind == "Scheduler":

@@ -200,6 +200,37 @@ def test_a_dask_worker_killed_mid_batch_costs_no_submission(graded_demo, tmp_pat
     assert not {p for p in sandbox if os.path.exists(f"/proc/{p}")}, "the killed worker's sandbox outlived it"
 
 
+def test_a_tls_cluster_grades_with_dasks_tls_settings_and_says_when_they_are_missing(tmp_path):
+    """On a cluster that requires TLS, does the command grade with the certificates of Dask's own TLS
+    settings, and without them say in one line that no TLS connection could be made?"""
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    security = distributed.security.Security(
+        tls_ca_file=str(cert), tls_client_cert=str(cert), tls_client_key=str(key), tls_scheduler_cert=str(cert),
+        tls_scheduler_key=str(key), tls_worker_cert=str(cert), tls_worker_key=str(key), require_encryption=True)
+    tls_env = {"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(cert),
+               "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": str(cert),
+               "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": str(key)}
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  host="127.0.0.1", protocol="tls://", security=security) as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("tls://")
+        command = [sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir",
+                   str(folder), "--student", "ada", "--wait", "--scheduler", address]
+        without = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        graded = subprocess.run(command, capture_output=True, text=True, timeout=300, env=dict(os.environ, **tls_env))
+    assert without.returncode == 2, without.stdout + without.stderr
+    line = without.stderr.strip()
+    assert line.startswith(f"course: error: Dask scheduler {address}: no TLS connection (")
+    assert line.endswith("the client's certificates come from Dask's distributed.comm.tls settings)")
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    results = folder / "autograded" / "ada" / "transformer-block" / "results.json"
+    assert json.loads(results.read_text())["score"] == 100
+
+
 def test_a_dask_worker_without_the_course_folder_says_where_it_must_be(tmp_path):
     """On a Dask worker whose machine lacks the course folder, does the grading worker not start,
     and say that the folder must be at the same path on every worker?"""
