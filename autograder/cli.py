@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="grade even if the sandbox cannot be fully set up here (not for untrusted submissions; "
                         "see `course doctor`)")
     g.add_argument("--workers", type=_positive, metavar="N",
-                   help="grade with N warm worker processes on this machine (default: the cores available)")
+                   help="grade with N warm worker processes on this machine (default: the cores available, "
+                        "within a cgroup CPU quota)")
     g.add_argument("--wait", action="store_true",
                    help="with --student, return only once the grades are in the gradebook (by default the "
                         "command returns once results.json and the page are written, and the commit finishes "
@@ -255,11 +256,10 @@ def _early_workers(args: argparse.Namespace) -> tuple[StartedWorker, ...]:
         served = connect(args.course_dir, args.assignment)
         if served is not None:
             return (served,)
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return ()
-    if len(cpus) < 2:
+    from .cpus import affinity, available_cores
+
+    cpus, cores = affinity(), available_cores()     # cores: capped by a cgroup's CPU quota
+    if not cpus or cores < 2:
         return ()
     from .batch.launch import fork_worker, log_folder
     from .layout import CourseLayout
@@ -271,7 +271,7 @@ def _early_workers(args: argparse.Namespace) -> tuple[StartedWorker, ...]:
             return ()                        # an error to report, nothing to grade
         slots: list[int | None] = [None]     # a lone worker: its sandbox takes the least busy CPU
     else:
-        count = _submission_folders(layout, args.assignment, limit=args.workers or len(cpus))
+        count = _submission_folders(layout, args.assignment, limit=args.workers or cores)
         slots = [cpus[i % len(cpus)] for i in range(count)]
     if not slots:
         return ()

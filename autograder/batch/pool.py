@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import cpus
 from ..config import Assignment, Course, load_course
 from ..errors import SandboxUnavailable
 from ..grading.results import SubmissionResult, result_from_dict
@@ -153,20 +154,8 @@ class InProcessPool:
             self._worker = None
 
 
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity), at least 1."""
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except (AttributeError, OSError):
-        return max(os.cpu_count() or 1, 1)
-
-
-def _usable_cpus() -> tuple[int, ...]:
-    """The CPUs this process may run on, in order (empty when unknown)."""
-    try:
-        return tuple(sorted(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return ()
+available_cores = cpus.available_cores      # affinity, capped by the cgroup's CPU quota
+_usable_cpus = cpus.affinity
 
 
 def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = None, scheduler: str | None = None,
