@@ -19,6 +19,7 @@ import pytest
 
 from autograder.api import prepare_demo
 from autograder.config import load_course
+from autograder.layout import CourseLayout
 from tests.conftest import ROOT
 
 from .test_batch import auto_scores, results_of
@@ -128,7 +129,7 @@ def test_a_server_that_is_not_dask_at_the_scheduler_address_is_one_line(tmp_path
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip() == (f"course: error: Dask scheduler {server.address}: something listens there, but "
                                    f"{why} (the dashboard's port? the scheduler's is usually 8786)")
-    assert not (folder / "autograded").exists()
+    assert not CourseLayout(folder).autograded_dir.exists()
 
 
 def test_a_dask_workers_address_is_not_taken_for_the_schedulers(tmp_path):
@@ -165,7 +166,7 @@ def test_a_dask_worker_killed_mid_batch_costs_no_submission(graded_demo, tmp_pat
     folder = prepare_demo(ROOT, tmp_path / "course")
     shutil.copy2(load_course(graded_demo.folder).secret_file, load_course(folder).secret_file)
     held = "ada"            # first in the batch; a first cell that sleeps keeps a worker on her for 15 s
-    (notebook,) = (folder / "submitted" / held / "transformer-block").glob("*.ipynb")
+    (notebook,) = CourseLayout(folder).submission(held, "transformer-block").glob("*.ipynb")
     doc = json.loads(notebook.read_text())
     doc["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": "hold", "metadata": {},
                             "outputs": [], "source": "import time\ntime.sleep(15)"})
@@ -227,8 +228,7 @@ def test_a_tls_cluster_grades_with_dasks_tls_settings_and_says_when_they_are_mis
     assert line.startswith(f"course: error: Dask scheduler {address}: no TLS connection (")
     assert line.endswith("the client's certificates come from Dask's distributed.comm.tls settings)")
     assert graded.returncode == 0, graded.stdout + graded.stderr
-    results = folder / "autograded" / "ada" / "transformer-block" / "results.json"
-    assert json.loads(results.read_text())["score"] == 100
+    assert json.loads(CourseLayout(folder).results_json("ada", "transformer-block").read_text())["score"] == 100
 
 
 def test_a_dask_worker_without_the_course_folder_says_where_it_must_be(tmp_path):
