@@ -7,6 +7,7 @@ plain lines on standard output when it is piped or written to a file.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any, TextIO
@@ -47,10 +48,22 @@ class Progress:
     def _update_bar(self, done: int, total: int) -> None:
         if self._tqdm is None:
             from tqdm import tqdm
-            self._tqdm = tqdm(total=total, unit="submission", file=self.err, dynamic_ncols=True,
-                              smoothing=0.1, desc="grading")
+            self._tqdm = tqdm(total=total, unit="submission", file=self.err, smoothing=0.1, desc="grading",
+                              **self._size())
         self._tqdm.total = total
         self._tqdm.update(done - self._tqdm.n)
+
+    def _size(self) -> dict[str, Any]:
+        """tqdm's size options: follow the terminal's size, or a fixed 80x24 when the terminal does not
+        know its own (0x0, as under `script` from a non-terminal or some log collectors), where
+        tqdm would otherwise draw nothing at all."""
+        try:
+            size = os.get_terminal_size(self.err.fileno())
+        except (AttributeError, OSError, ValueError):
+            size = os.terminal_size((0, 0))
+        if size.columns > 0 and size.lines > 0:
+            return {"dynamic_ncols": True}
+        return {"ncols": size.columns if size.columns > 0 else 80, "nrows": size.lines if size.lines > 0 else 24}
 
     def _update_plain(self, done: int, total: int) -> None:
         if total < 2:

@@ -1,9 +1,19 @@
 """`course autograde`'s progress: a bar with rate and time left on a terminal, plain lines when piped."""
 from __future__ import annotations
 
+import fcntl
 import io
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
 
 from autograder.progress import Progress
+from tests.conftest import ROOT
 
 
 def test_piped_progress_is_plain_lines_with_rate_and_time_left():
@@ -32,3 +42,40 @@ def test_a_terminal_gets_a_bar_with_rate_and_eta():
     assert "graded    ada" in out.getvalue()
     bar = err.getvalue()
     assert "4/4" in bar and "submission/s" in bar and "<" in bar     # tqdm: [elapsed<remaining, rate]
+
+
+def _bar_on_a_real_terminal(rows: int, columns: int) -> str:
+    """What a batch's progress draws on standard error when that is a pseudo-terminal of this size
+    (0x0: a terminal that does not know its size, as under `script` run from a non-terminal)."""
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    code = ("from autograder.progress import Progress\n"
+            "p = Progress()\n"
+            "for done in range(5):\n"
+            "    p.update(done, 4)\n"
+            "p.close()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=secondary, cwd=ROOT)
+    os.close(secondary)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:         # EIO: the child has closed the terminal
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(primary)
+    assert proc.wait(timeout=60) == 0
+    return drawn.decode()
+
+
+@pytest.mark.parametrize("rows, columns", [(24, 100), (0, 0)])
+def test_the_bar_is_drawn_on_a_real_terminal_even_one_that_does_not_know_its_size(rows, columns):
+    """On a real terminal, sized or reporting 0x0 (where tqdm on its own draws nothing), is the bar
+    drawn with its count and rate, within the terminal's width when it has one?"""
+    drawn = _bar_on_a_real_terminal(rows, columns)
+    assert "grading:" in drawn and "4/4" in drawn and "submission/s" in drawn
+    widest = max(len(line) for line in drawn.replace("\r\n", "\r").split("\r"))
+    assert widest <= (columns or 80)
