@@ -115,8 +115,9 @@ def check_scheduler(address: str) -> None:
         finally:
             comm.abort()
 
-    try:
-        answer = asyncio.run(identity())
+    try:   # on a thread of its own: the caller may be inside a running event loop (a Jupyter kernel)
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="course-scheduler-check") as pool:
+            answer = pool.submit(asyncio.run, identity()).result()
     except ClusterUnavailable:
         raise
     except Exception as exc:  # noqa: BLE001 - a handshake or reply that is not Dask's: the message below

@@ -3,6 +3,7 @@ distributed.LocalCluster with two worker processes) give the scores of a local r
 client alone writes the gradebook."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import json
@@ -130,6 +131,19 @@ def test_a_server_that_is_not_dask_at_the_scheduler_address_is_one_line(tmp_path
     assert done.stderr.strip() == (f"course: error: Dask scheduler {server.address}: something listens there, but "
                                    f"{why} (the dashboard's port? the scheduler's is usually 8786)")
     assert not CourseLayout(folder).autograded_dir.exists()
+
+
+def test_the_scheduler_check_works_from_inside_a_running_event_loop():
+    """Called from code already inside an event loop (the Python API in a Jupyter kernel, say), does
+    the scheduler check still find a real scheduler (not refuse it for the loop it runs in)?"""
+    from autograder.batch.cluster import check_scheduler
+
+    async def inside() -> None:
+        check_scheduler(address)
+
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        asyncio.run(inside())
 
 
 def test_a_dask_workers_address_is_not_taken_for_the_schedulers(tmp_path):
