@@ -29,6 +29,7 @@ from ..config import Assignment, load_course
 from ..errors import CourseError
 from ..grading.engine import crashed_result
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
+from ..layout import CONFIG_FILE
 from .pool import PoolInfo, WorkerStats
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
@@ -156,7 +157,7 @@ class _WarmThread:
         if self._cpus:          # a recycled worker's thread, held on its old sandbox's CPU: free again
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, self._cpus)
-        if not (Path(course_dir) / "course.yml").is_file():
+        if not (Path(course_dir) / CONFIG_FILE).is_file():
             self.worker = None
             self.error = (f"the course folder {course_dir} is not on this worker's machine (it must be at the same "
                           "path on every Dask worker, e.g. on a shared file system; see docs/cluster.md)")

@@ -155,7 +155,6 @@ class InProcessPool:
 
 
 available_cores = cpus.available_cores      # affinity, capped by the cgroup's CPU quota
-_usable_cpus = cpus.affinity
 
 
 def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = None, scheduler: str | None = None,
@@ -177,14 +176,15 @@ def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = 
             started.close()
         from .cluster import DaskPool
         return DaskPool(scheduler, course_dir, assignment, insecure=insecure)
-    n = workers if workers is not None else available_cores()
+    cores = available_cores()
+    n = workers if workers is not None else cores
     if n < 1:
         for started in early:
             started.close()
         raise ValueError("workers must be at least 1")
     if submissions is not None:
         n = min(n, max(submissions, 1))
-    alone = (submissions is not None and submissions <= 1) or available_cores() < 2
+    alone = (submissions is not None and submissions <= 1) or cores < 2
     if n == 1 and not early and alone:
         return InProcessPool(course_dir, assignment, insecure=insecure, course=course)
     return LocalPool(course_dir, assignment, workers=n, insecure=insecure, early=early, course=course)
@@ -211,7 +211,7 @@ class LocalPool:
         self.insecure = insecure
         course = course if course is not None else load_course(self.course_dir)
         self.assignment: Assignment = course.assignment(assignment)
-        self.cpus: tuple[int, ...] = _usable_cpus() if course.sandbox_cpus == "spread" else ()
+        self.cpus: tuple[int, ...] = cpus.affinity() if course.sandbox_cpus == "spread" else ()
         self.retired: list[WorkerStats] = []
         self.replaced = 0
         self._procs: list[_Proc] = []
