@@ -28,6 +28,7 @@ from .notebooks import (
     open_regular,
     read_regular,
     submission_entries,
+    utf8_name,
 )
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
@@ -143,6 +144,8 @@ def submissions(course: Course, assignment: str, student: str | None = None) -> 
     for name, mode in submission_entries(base):
         if name.startswith(".") or not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
             continue
+        if not utf8_name(name):
+            continue                        # no id a gradebook can hold; intake.ungraded_files says so
         folder = layout.submission(name, assignment)
         if stat.S_ISLNK(mode) or os.path.lexists(folder):
             out.append((name, folder))

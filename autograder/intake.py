@@ -24,7 +24,7 @@ from typing import Protocol
 
 from .config import Assignment, Course
 from .grading.lateness import TIMESTAMP_FILE
-from .notebooks import submission_entries
+from .notebooks import shown_name, submission_entries, utf8_name
 
 SECRET_FILE = "submission_secret.txt"     # written by nbgrader submit; release_feedback needs it
 BOOKKEEPING = (TIMESTAMP_FILE, SECRET_FILE)
@@ -37,7 +37,7 @@ class Ungraded:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.reason}"
+        return f"{shown_name(self.path)}: {self.reason}"
 
 
 def _ignored(name: str) -> bool:
@@ -75,6 +75,10 @@ def ungraded_files(course: Course, assignment: Assignment, results: Iterable[Gra
         path = base / name
         if stat.S_ISLNK(mode):
             continue                        # refused with a reason in that student's results
+        if stat.S_ISDIR(mode) and not utf8_name(name):
+            out.append(Ungraded(layout.relative(path), "the folder's name is not valid UTF-8, so nothing in it was "
+                                "graded; rename it to the student's id"))
+            continue
         if not stat.S_ISDIR(mode):
             out.append(Ungraded(layout.relative(path), f"a file directly in {layout.relative(base)}; expected "
                                 f"{layout.relative(layout.submission('<student>', assignment.name))}/<notebook>"))
@@ -105,7 +109,9 @@ def _inside(course: Course, assignment: Assignment, student: str, graded: set[st
         rel = layout.relative(path)
         if name in expected or rel in graded or os.fspath(path) in graded:
             continue
-        if stat.S_ISDIR(mode):
+        if not utf8_name(name):
+            reason = "its name is not valid UTF-8, so it was not graded; rename it"
+        elif stat.S_ISDIR(mode):
             reason = "a folder inside the submission; only the assignment's notebooks are graded"
         elif name.endswith(".ipynb"):
             reason = (f"not one of the assignment's notebooks ({', '.join(assignment.notebooks)}), "

@@ -169,6 +169,21 @@ def submission_entries(folder: Path) -> list[tuple[str, int]]:
     return sorted(out)
 
 
+def utf8_name(name: str) -> bool:
+    """Whether a file name read from the disk is valid UTF-8 (os.listdir escapes other bytes as
+    lone surrogates, which no result, page or gradebook row can hold)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(name: str) -> str:
+    """A file name as it can be printed: bytes that are not UTF-8 as escapes ('zo\\xeb')."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 _DEF = re.compile(r"^(?:async\s+)?(def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 
 
@@ -364,11 +379,13 @@ def find_submission_notebooks(folder: Path,
     for a single expected one (students rename files), with a note.
     """
     entries = [(n, m) for n, m in submission_entries(folder) if n.endswith(".ipynb")]
-    present = [folder / n for n, m in entries if stat.S_ISREG(m)]
+    present = [folder / n for n, m in entries if stat.S_ISREG(m) and utf8_name(n)]
     refused = {n: m for n, m in entries if not stat.S_ISREG(m)}
     found: dict[str, Path | None] = {}
     notes: list[str] = [f"{n} is {_kind(m)}, not a regular file, so it was not graded; submit the notebook "
-                        f"file itself." for n, m in refused.items()]
+                        f"file itself." for n, m in refused.items() if utf8_name(n)]
+    notes += [f"{shown_name(n)}: its file name is not valid UTF-8, so it was not graded; rename it to "
+              f"{' or '.join(expected)} and resubmit." for n, _ in entries if not utf8_name(n)]
     unmatched = [p for p in present if p.name not in expected]
     for name in expected:
         path = folder / name

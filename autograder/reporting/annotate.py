@@ -38,7 +38,7 @@ from autograder.notebooks import cell_kind, copied_cells
 
 from .digest import Check, FailureGroup, ProblemDigest, ProblemTests, digest_key, problem_digest, problem_tests
 from .notebook_text import notebook_text
-from .results_json import atomic_write_text, format_points, misconception_name, student_error
+from .results_json import atomic_write_bytes, format_points, misconception_name, student_error
 
 OUTPUT_NAME = "course autograde"      # `ename` of our error outputs: what produced them
 MARKS = {"failed": "\u2717", "not_graded": "not graded:"}
@@ -338,10 +338,12 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
             released = _released_notebook(Path(release_dir) / name)
         annotated, restored = annotate_notebook(nb, result, problems, released)
         try:
-            text = notebook_text(nb)
+            # a lone surrogate escaped in the submitted JSON ("\\ud800") reads as text but has no
+            # UTF-8 form (UnicodeEncodeError): such a copy is left as submitted
+            data = notebook_text(nb).encode("utf-8")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             reports.append(AnnotationReport(None, skipped=f"{path.name}: not annotated ({type(exc).__name__})"))
             continue
-        atomic_write_text(path, text)
+        atomic_write_bytes(path, data)
         reports.append(AnnotationReport(path, annotated, restored))
     return tuple(reports)

@@ -16,7 +16,7 @@ import pytest
 from autograder.api import prepare_demo
 from autograder.config import load_course
 from autograder.layout import CourseLayout
-from tests.conftest import ROOT
+from tests.conftest import ROOT, course_with_students
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -119,3 +119,36 @@ def test_grading_a_student_does_not_import_nbgrader(tmp_path):
     grades = auto_scores(folder)
     assert grades and all(score is not None for (sid, _), score in grades.items() if sid == "ada")
     assert sum(score or 0 for score in grades.values()) == 100.0
+
+
+def test_names_and_text_that_are_not_utf8_cost_only_their_own_submission(tmp_path):
+    """Do a student folder and a notebook whose names are not UTF-8, and a notebook holding a lone
+    surrogate escape, each get a reason, while the batch grades everyone and exits 0?"""
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    layout = CourseLayout(folder)
+    notebook = layout.submission("ada", "transformer-block") / "transformer-block.ipynb"
+    odd_folder = os.fsencode(layout.submitted_dir) + b"/zo\xeb/transformer-block"
+    os.makedirs(odd_folder)
+    shutil.copy(notebook, odd_folder + b"/transformer-block.ipynb")
+    layout.submission("wen", "transformer-block").mkdir(parents=True)
+    shutil.copy(notebook, os.fsencode(layout.submission("wen", "transformer-block")) + b"/w\xe9rk.ipynb")
+    surrogate = json.loads(notebook.read_text())
+    surrogate["cells"].append({"cell_type": "markdown", "metadata": {}, "source": ["\ud800"]})
+    layout.submission("sue", "transformer-block").mkdir(parents=True)
+    (layout.submission("sue", "transformer-block") / "transformer-block.ipynb").write_text(json.dumps(surrogate))
+    submitted = {p: p.read_bytes() for p in layout.submitted_dir.rglob("*") if p.is_file()}
+
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                           "--course-dir", str(folder)], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")])))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "submitted/zo\\xeb: the folder's name is not valid UTF-8" in done.stdout
+    scores = {sid: r["score"] for sid, r in results_of(folder).items()}
+    assert scores == {"ada": 100.0, "sue": 100.0, "wen": 0.0}
+    wen = json.loads(layout.results_json("wen", "transformer-block").read_text())
+    assert wen["extra_data"]["state"] == "graded"
+    assert "w\\xe9rk.ipynb: its file name is not valid UTF-8, so it was not graded" in wen["output"]
+    # sue's copy for the formgrader is her notebook as submitted (it has no UTF-8 form once annotated)
+    assert (layout.autograded("sue", "transformer-block") / "transformer-block.ipynb").read_bytes() == \
+        (layout.submission("sue", "transformer-block") / "transformer-block.ipynb").read_bytes()
+    assert {p: p.read_bytes() for p in layout.submitted_dir.rglob("*") if p.is_file()} == submitted

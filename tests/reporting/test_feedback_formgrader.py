@@ -375,7 +375,7 @@ def test_the_copy_is_written_once_as_the_copy_annotated_afterwards_was(course_co
             return call
 
         with monkeypatch.context() as patch:
-            patch.setattr(annotate, "atomic_write_text", counted(annotate.atomic_write_text))
+            patch.setattr(annotate, "atomic_write_bytes", counted(annotate.atomic_write_bytes))
             patch.setattr(api, "_write_copy", counted(api._write_copy))
             if how == "once":
                 api.write_formgrader_copy(course, a, "dora", folder, result)
