@@ -44,6 +44,10 @@ from .errors import CourseError
 from .layout import NBGRADER_CONFIG, RESULTS_JSON
 
 HOOKS = __name__
+# nbgrader's command-line apps that this engine routes: run with a course.yml that cannot be read,
+# they stop at once (`nbgrader autograde --force` would otherwise first delete every student's
+# autograded/ folder, results.json included, then fail each student with a traceback)
+REFUSING_APPS = ("AutogradeApp", "GenerateFeedbackApp", "ExportApp")
 _grading = threading.Lock()      # one batch at a time in a formgrader process
 _reported: set[str] = set()      # course.yml errors printed by `configure` in this process
 
@@ -56,7 +60,8 @@ def configure(c: Any, course_dir: str | Path) -> Course | None:
     than raised, because nbgrader (traitlets) would only log a raised error and go on with its own
     defaults, so that `nbgrader generate_feedback` wrote its own pages and copied results.json
     into feedback/, and `nbgrader autograde` graded the visible asserts. Routed, each of those
-    commands (and formgrader's buttons) fails with course.yml's error until it is fixed."""
+    commands (and formgrader's buttons) fails with course.yml's error until it is fixed; run from the
+    command line (`REFUSING_APPS`), it exits 2 right here, before nbgrader touches any folder."""
     from nbgrader.coursedir import CourseDirectory
 
     root = str(Path(course_dir).resolve())
@@ -78,12 +83,22 @@ def configure(c: Any, course_dir: str | Path) -> Course | None:
         if line not in _reported:            # nbgrader reads its config files more than once
             _reported.add(line)
             print(line, file=sys.stderr, flush=True)
+        if _running_app() in REFUSING_APPS:
+            raise SystemExit(2) from None     # not an Exception: traitlets would only log that
         return None
     c.CourseDirectory.db_url = course.gradebook_url
     c.CourseDirectory.course_id = course.course_id
     if course.exchange is not None:
         c.Exchange.root = str(course.exchange.resolve())
     return course
+
+
+def _running_app() -> str:
+    """The class name of the traitlets application being set up in this process ('AutogradeApp'
+    for `nbgrader autograde`; a Jupyter server's for formgrader), or ''."""
+    from traitlets.config import Application
+
+    return type(Application.instance()).__name__ if Application.initialized() else ""
 
 
 def _ids(resources: dict[str, Any]) -> tuple[str, str, str]:

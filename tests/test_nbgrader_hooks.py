@@ -80,9 +80,10 @@ def test_export_of_an_empty_gradebook_keeps_nbgraders_columns(course_copy):
 
 def test_a_broken_course_yml_keeps_nbgrader_routed_through_the_engine(tmp_path):
     """When course.yml cannot be read (a typo'd key), does nbgrader_config.py still route autograde,
-    generate_feedback and export through the engine, so that they fail with course.yml's error in one line,
-    instead of nbgrader going on with its own defaults: its own feedback page over ours and results.json
-    (hidden tests' names, the replay seed) copied into feedback/?"""
+    generate_feedback and export through the engine, and do those commands stop at once with course.yml's
+    error in one line (exit 2), instead of nbgrader going on with its own defaults (its own feedback page
+    over ours, results.json copied into feedback/) or, with --force, deleting every autograded/ folder
+    before failing each student with a traceback?"""
     import os
     import subprocess
     import sys
@@ -105,13 +106,18 @@ def test_a_broken_course_yml_keeps_nbgrader_routed_through_the_engine(tmp_path):
     assert cfg.ExportApp.plugin_class is CourseCsvExport
     assert "results.json" in cfg.CourseDirectory.ignore
     error = "nbgrader_config.py: course.yml: assignments[0].late_polcy: unknown key"
+    layout = CourseLayout(folder)
+    kept = {p: p.read_bytes() for p in [*layout.autograded_dir.rglob("*"), *layout.feedback_dir.rglob("*")]
+            if p.is_file()}
+    assert layout.results_json("ada", "transformer-block") in kept
     for args in (["generate_feedback", "transformer-block", "--student", "ada", "--force"],
-                 ["export", "--to", "grades.csv"]):
+                 ["export", "--to", "grades.csv"], ["autograde", "transformer-block", "--force"]):
         proc = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=folder, env=env, capture_output=True, text=True,
                               timeout=300)
-        assert proc.returncode != 0, proc.stderr
-        assert [ln for ln in proc.stderr.splitlines() if ln.startswith(error)] == [proc.stderr.splitlines()[0]]
-    feedback = CourseLayout(folder).feedback_dir
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.splitlines()[0].startswith(error) and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert {p: p.read_bytes() for p in kept if p.is_file()} == kept
+    feedback = layout.feedback_dir
     assert not list(feedback.rglob("results.json"))
     assert not [p for p in feedback.rglob("*.html") if "nbgrader" in p.read_text().lower()[:20000]]
     assert not (folder / "grades.csv").exists()
