@@ -102,6 +102,7 @@ def test_cli_broken_graders_refuse_before_any_student_is_touched(tmp_path, break
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "nothing was graded" in lines[0], proc.stderr
+    assert len(set(lines[0].split("; "))) == len(lines[0].split("; ")), "a reason said twice: " + lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
     assert _outputs(folder) == outputs
     assert _scores(folder) == scores

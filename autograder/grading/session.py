@@ -224,7 +224,7 @@ class GraderSession:
         self._lean = {i.nodeid: lean and _lean_eligible(i, self._argnames[i.nodeid]) for i in self.items}
         self._plans = {i.nodeid: self._plan(i) for i in self.items if self._lean[i.nodeid]}
         self._runs = self._runs_of_checks()
-        broken = list(self.plugin.collection_errors)
+        broken = list(dict.fromkeys(self.plugin.collection_errors))     # once per file, not per check
         if not self.items and not broken:
             broken.append(f"no grader checks collected from {code.graders} ({out.getvalue().strip()[-500:]})")
         missing = self.plugin.problems_without_tests()
