@@ -146,6 +146,18 @@ def _grade_ids_unique(value: tuple[Problem, ...], path: str, scope: Scope) -> No
         owner[p.grade_id] = p.name
 
 
+def _extensions_fit(value: dict[str, Extension], path: str, scope: Scope) -> None:
+    """An extension whose due date cannot be computed (1e12 days, or past the year 9999) is an error
+    naming it, rather than an OverflowError when a submission is graded."""
+    due = scope["due"]
+    for sid, extension in value.items():
+        try:
+            _ = extension.delta if due is None else due + extension.delta
+        except OverflowError:
+            raise ConfigError(f"{path}.{sid}: {extension.describe()} is beyond the last date that can be "
+                              f"represented (the year 9999)") from None
+
+
 @dataclass(frozen=True)
 class Assignment:
     """One assignment: its notebooks, problems, limits and due date."""
@@ -162,9 +174,10 @@ class Assignment:
     due: dt.datetime | None = setting(None, help="the deadline (no timezone: UTC); unset: nothing is late")
     late_policy: LatePolicy = setting(LatePolicy(), help="what lateness costs")
     extensions: dict[str, Extension] = setting(
-        factory=dict, help="per-student extensions by student id, e.g. `{ada: {days: 2}}`: the late policy counts "
-                           "from the assignment's due date plus the extension; an id on neither the roster nor "
-                           "the submissions is named by `course validate` and `course autograde`")
+        factory=dict, check_scope=_extensions_fit,
+        help="per-student extensions by student id, e.g. `{ada: {days: 2}}`: the late policy counts "
+             "from the assignment's due date plus the extension; an id on neither the roster nor "
+             "the submissions is named by `course validate` and `course autograde`")
 
     def due_for(self, student: str) -> dt.datetime | None:
         """The student's due date: `due` plus their extension (None when the assignment has none)."""
@@ -367,6 +380,16 @@ def _unique_keys(base: Any) -> Any:
                             key_node.start_mark)
             return super().construct_mapping(node, deep=deep)
 
+        def construct_yaml_timestamp(self, node: Any) -> Any:
+            """A date or date-time that YAML reads as one but that does not exist (2026-02-30,
+            T24:00, month 13, an offset of +99:00): its text, which the schema then refuses in one
+            line naming the key, rather than PyYAML's ValueError."""
+            try:
+                return super().construct_yaml_timestamp(node)
+            except (ValueError, OverflowError):
+                return self.construct_scalar(node)
+
+    UniqueKeys.add_constructor("tag:yaml.org,2002:timestamp", UniqueKeys.construct_yaml_timestamp)
     return UniqueKeys
 
 

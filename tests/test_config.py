@@ -198,6 +198,31 @@ def test_config_bad_file_names_the_key_path(tmp_path, data, expected):
     assert expected in message
 
 
+@pytest.mark.parametrize("due", ["2026-02-30T10:00:00", "2026-01-01T24:00:00", "2026-13-01T10:00:00",
+                                 "2026-01-01T10:00:00+99:00", "2026-02-30"])
+def test_config_a_due_date_that_does_not_exist_names_the_key(tmp_path, monkeypatch, due):
+    """Is an unquoted `due:` that YAML reads as a date or date-time but that does not exist (February 30,
+    hour 24, month 13, an offset of 99 hours) one line naming the key, as `due: tomorrow` is, rather than
+    PyYAML's ValueError?"""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))       # a cache of this test's own
+    text = yaml.safe_dump(GOOD).replace("due: '2026-12-14T23:59:00+00:00'", f"due: {due}")
+    assert f"due: {due}\n" in text
+    message = error_for(tmp_path, text)
+    assert message == (f"course.yml: assignments[0].due: expected an ISO date-time like 2026-12-14T23:59:00+00:00, "
+                       f'got "{due}"')
+
+
+@pytest.mark.parametrize("due, days", [(None, 1e12), ("9999-12-30T00:00:00", 2)])
+def test_config_an_extension_past_the_last_date_names_the_key(tmp_path, due, days):
+    """Is an extension whose due date cannot be computed (too many days, or past the year 9999) one line
+    naming it, rather than an OverflowError while grading?"""
+    data = mutate("assignments.0.extensions", {"ada": {"days": days}})
+    data["assignments"][0]["due"] = due
+    message = error_for(tmp_path, data)
+    assert message.startswith("course.yml: assignments[0].extensions.ada: ")
+    assert "beyond the last date" in message
+
+
 def test_config_error_is_one_line_from_the_command(tmp_path):
     """Does the `course` command print a broken config as one line, no traceback, exit code 2?"""
     course = make_course(tmp_path, mutate("assignments.0.problems.layer_norm.points", "ten"))
