@@ -15,6 +15,7 @@ import csv
 import datetime as dt
 import hashlib
 import importlib.util
+import io
 import math
 import os
 import sys
@@ -290,17 +291,17 @@ class Course:
         if not self.roster_file.exists():
             raise ConfigError(f"{CONFIG_NAME}: roster: file {self.roster_file} does not exist")
         name = self.roster_file.name
-        text = self.roster_file.read_text(encoding="utf-8-sig")
+        text = utf8_text(self.roster_file.read_bytes(), name).removeprefix("\ufeff")
         lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
         out: list[tuple[int, RosterStudent]] = []
         if lines and ("," in lines[0][1] or lines[0][1].strip() == "id"):
-            header = next(csv.reader([lines[0][1]]))
-            if "id" not in [h.strip() for h in header]:
+            rows = _csv_rows(text, name)
+            header = [h.strip() for h in rows[0][1]]
+            if "id" not in header:
                 raise ConfigError(f"{name}: line {lines[0][0]}: expected an 'id' column in the comma-separated header "
                                   f"(optional: first_name, last_name, email), got {schema.show(lines[0][1])}")
-            header = [h.strip() for h in header]
-            for n, line in lines[1:]:
-                row = dict(zip(header, (v.strip() for v in next(csv.reader([line]))), strict=False))
+            for n, fields in rows[1:]:
+                row = dict(zip(header, (v.strip() for v in fields), strict=False))
                 if row.get("id"):
                     out.append((n, RosterStudent(row["id"], row.get("first_name") or "", row.get("last_name") or "",
                                                  row.get("email") or "")))
@@ -315,6 +316,32 @@ class Course:
                 raise ConfigError(f"{name}: line {n}: student {student.id!r} is listed twice (first on line "
                                   f"{first[student.id]})")
         return tuple(student for _, student in out)
+
+
+def _csv_rows(text: str, name: str) -> list[tuple[int, list[str]]]:
+    """(line, fields) of each CSV record of `text` that is not blank, `line` the one it starts on: a
+    quoted field may hold a line break (a name typed on two lines in a spreadsheet's cell)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows, start = [], 1
+    try:
+        for fields in reader:
+            if any(f.strip() for f in fields):
+                rows.append((start, fields))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise ConfigError(f"{name}: line {start}: not valid CSV ({exc})") from None
+    return rows
+
+
+def utf8_text(data: bytes, name: str) -> str:
+    """`data`, the contents of the file `name`, decoded as UTF-8; ConfigError naming the line and the
+    first byte that is not (a file saved as Latin-1 or Windows-1252)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{name}: line {line}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                          f"save it as UTF-8") from None
 
 
 # --------------------------------------------------------------------------- reading and describing
@@ -335,7 +362,7 @@ def load_course(course_dir: str | Path = ".") -> Course:
     path = CourseLayout(root).config
     if not path.is_file():
         raise ConfigError(f"{path}: not found (run from the course folder or pass --course-dir)")
-    return parse_course(course_data(path.read_text(encoding="utf-8")), root)
+    return parse_course(course_data(utf8_text(path.read_bytes(), CONFIG_NAME)), root)
 
 
 YAML_CACHE = "course-yml"           # usercache kind of course.yml's data

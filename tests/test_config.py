@@ -285,13 +285,19 @@ def test_config_a_key_given_twice_is_an_error_naming_both_lines(tmp_path, monkey
     ("ada\n\nbob\nada\n", "roster.csv: line 4: student 'ada' is listed twice (first on line 1)"),
     ("ID,First Name\nada,Ada\n", "roster.csv: line 1: expected an 'id' column in the comma-separated header"),
     ("ada lovelace\n", 'roster.csv: line 1: "ada lovelace" is not a student id'),
+    ("id,first_name\nada,Ada\nzoe,Zo\xeb\n".encode("latin-1"),
+     "roster.csv: line 3: not UTF-8 (byte 0xeb at offset 28)"),
+    ('id,first_name\nada,"Ada\nMarie"\n\nbob,Bob\nada,"A.\nL."\nbob,"B.\n\nB."\n',
+     "roster.csv: line 6: student 'ada' is listed twice (first on line 2)"),
+    ('id\nada\n"' + "x" * 200_000, "roster.csv: line 3: not valid CSV (field larger than field limit"),
 ])
 def test_config_a_roster_that_cannot_be_read_as_meant_is_an_error_naming_the_line(tmp_path, roster, error):
     """Is a roster separated by `;` (read as one id per line, it would put a student named
     "id;first_name;..." in the gradebook), a student listed twice (the later row would replace the first's
-    name and email), or a header without `id` an error naming the line?"""
+    name and email), a header without `id`, or a file that is not UTF-8 (saved as Latin-1) an error naming
+    the line (the line a record starts on, when a quoted name before it holds a line break)?"""
     course = load_course(make_course(tmp_path, GOOD))
-    (tmp_path / "roster.csv").write_text(roster)
+    (tmp_path / "roster.csv").write_bytes(roster if isinstance(roster, bytes) else roster.encode())
     with pytest.raises(ConfigError) as info:
         course.students()
     assert str(info.value).startswith(error) and "\n" not in str(info.value)
@@ -306,3 +312,25 @@ def test_config_a_roster_saved_with_a_byte_order_mark_reads_as_without(tmp_path)
     with_mark = course.students()
     (tmp_path / "roster.csv").write_text(text)
     assert with_mark == course.students() and with_mark[0].id == "ada" and with_mark[0].email == "ada@x.edu"
+
+
+def test_config_a_roster_name_holding_a_line_break_is_one_student(tmp_path):
+    """Is a quoted field holding a line break (a name typed on two lines of a spreadsheet's cell) part of
+    its row, rather than the rest of the name read as a student of its own?"""
+    course = load_course(make_course(tmp_path, GOOD))
+    (tmp_path / "roster.csv").write_text('id,first_name,last_name,email\r\nada,"Ada\r\nMarie",Lovelace,ada@x.edu\r\n'
+                                         'bob,Bob,,\r\n', newline="")
+    assert [(s.id, s.first_name, s.last_name) for s in course.students()] == [
+        ("ada", "Ada\r\nMarie", "Lovelace"), ("bob", "Bob", "")]
+
+
+def test_config_a_course_yml_that_is_not_utf8_is_one_line_naming_it(tmp_path):
+    """Is a course.yml saved as Latin-1 (a comment `# café`) one line naming the file, the line and the
+    byte, rather than a UnicodeDecodeError?"""
+    config = CourseLayout(make_course(tmp_path, GOOD)).config
+    text = config.read_bytes()
+    config.write_bytes(text + b"# caf\xe9\n")
+    with pytest.raises(ConfigError) as info:
+        load_course(tmp_path)
+    line, offset = len(text.splitlines()) + 1, len(text) + len(b"# caf")
+    assert str(info.value) == f"course.yml: line {line}: not UTF-8 (byte 0xe9 at offset {offset}); save it as UTF-8"
