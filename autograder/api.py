@@ -20,7 +20,7 @@ from .config import Assignment, Course, load_course
 from .errors import CourseError
 from .grading.results import SubmissionResult
 from .intake import BOOKKEEPING, ungraded_files
-from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course
+from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course, student_id_problem
 from .notebooks import (
     RefusedFile,
     more_code_cells_in,
@@ -152,6 +152,14 @@ def submissions(course: Course, assignment: str, student: str | None = None) -> 
     return out
 
 
+def _check_student(student: str | None) -> None:
+    """Refuse (CourseError) a `student` given to grade or write pages for that cannot be a student's
+    folder (empty, `..`, a path, a hidden folder), before anything is read or written for it."""
+    why = student_id_problem(student) if student is not None else None
+    if why is not None:
+        raise CourseError(f"student {student!r}: not a student id ({why})")
+
+
 def _refusal(course: Course, folder: Path) -> str | None:
     """Why a submission folder cannot be graded (a symbolic link somewhere on its path), or None."""
     relative = course.layout.relative
@@ -222,9 +230,13 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     """
     started = time.perf_counter()
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
+    from .grading.seeds import SEED_EXPECTED, is_seed
     from .reporting.gradebook import GradebookReport, acquire_gradebook_lock
 
     try:
+        if seed is not None and not is_seed(seed):
+            raise CourseError(f"seed: expected {SEED_EXPECTED}, got {seed!r}")
+        _check_student(student)
         course = load_course(course_dir)
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
@@ -483,6 +495,7 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
     gets the submission's timestamp.txt and submission_secret.txt for `nbgrader release_feedback`."""
     from .reporting.gradebook import open_gradebook, read_review
 
+    _check_student(student)
     course = load_course(course_dir)
     a = course.assignment(assignment)
     todo = submissions(course, a.name, student)

@@ -53,6 +53,27 @@ def _positive(text: str) -> int:
     return n
 
 
+def _seed(text: str) -> int:
+    from .grading.seeds import SEED_EXPECTED, is_seed
+
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not is_seed(n):
+        raise argparse.ArgumentTypeError(f"expected {SEED_EXPECTED}, not {text!r}")
+    return n
+
+
+def _student(text: str) -> str:
+    from .layout import student_id_problem
+
+    why = student_id_problem(text)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a student id: {why}")
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--course-dir", default=".", metavar="DIR",
@@ -70,8 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("assignment", nargs="?", help="an assignment from course.yml (default: every one)")
     g = sub.add_parser("autograde", parents=[common], help="grade submitted/<student>/<assignment>/ notebooks")
     g.add_argument("assignment")
-    g.add_argument("--student", metavar="ID", help="grade only this student")
-    g.add_argument("--seed", type=int, metavar="N", help="replay with this hidden-input seed (from results.json)")
+    g.add_argument("--student", type=_student, metavar="ID", help="grade only this student")
+    g.add_argument("--seed", type=_seed, metavar="N", help="replay with this hidden-input seed (from results.json)")
     g.add_argument("--force", action="store_true",
                    help="grade every submission again, even those unchanged since they were graded under the "
                         "same graders")
@@ -100,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     f = sub.add_parser("feedback", parents=[common],
                        help="(re)write feedback pages from results.json and the gradebook (TA overrides and comments)")
     f.add_argument("assignment")
-    f.add_argument("--student", metavar="ID", help="only this student's page")
+    f.add_argument("--student", type=_student, metavar="ID", help="only this student's page")
     sub.add_parser("doctor", help="check which sandbox layers this machine supports (exit 1 if autograde would refuse)")
     d = sub.add_parser("demo", parents=[common],
                        help="release, validate and grade the bundled example submissions in .demo/")

@@ -41,6 +41,22 @@ DEMO_DIR = ".demo"
 COURSE_PARTS = (CONFIG_FILE, ROSTER_FILE, NBGRADER_CONFIG, "source", "release", INSTRUCTOR_CODE)
 
 
+def student_id_problem(student: str) -> str | None:
+    """Why `student` cannot be a student's folder under submitted/, autograded/ and feedback/ (empty,
+    a path that leaves the step folder, a hidden folder, a name the file system cannot hold), or None."""
+    if not student:
+        return "it is empty"
+    if "/" in student or "\0" in student:
+        return "it holds a '/' or a NUL character"
+    if student.startswith("."):
+        return "it starts with '.'"
+    try:
+        student.encode("utf-8")
+    except UnicodeEncodeError:
+        return "it is not valid UTF-8"
+    return None
+
+
 @dataclass(frozen=True)
 class CourseLayout:
     """Paths inside one course folder (`root`). Builds paths; never creates or reads them."""

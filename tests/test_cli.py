@@ -141,3 +141,50 @@ def test_a_batch_forks_one_early_worker_per_submission_folder_up_to_its_workers(
     assert _submission_folders(layout, "a1", limit=8) == 3
     assert _submission_folders(layout, "a1", limit=2) == 2
     assert _submission_folders(layout, "a2", limit=8) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["autograde", "transformer-block", "--student", "ada", "--seed", "-5", "--wait"],
+     "argument --seed: expected a whole number >= 0 and below 2**63 (a seed from results.json), not '-5'"),
+    (["autograde", "transformer-block", "--student", "ada", "--seed", str(2**63)], "argument --seed: expected"),
+    (["autograde", "transformer-block", "--student", ""], "argument --student: '' is not a student id: it is empty"),
+    (["feedback", "transformer-block", "--student", ""], "argument --student: '' is not a student id: it is empty"),
+    (["autograde", "transformer-block", "--student", ".."], "'..' is not a student id: it starts with '.'"),
+    (["feedback", "transformer-block", "--student", "../ada"], "'../ada' is not a student id: it holds a '/'"),
+])
+def test_cli_a_seed_or_student_that_cannot_be_is_a_usage_error_and_nothing_is_graded(tmp_path, args, message):
+    """Is a negative --seed (every check of the submission would fail, and a correct student get 5/100
+    in the gradebook), or a --student that cannot be a student's folder (empty, `..`, a path), a usage
+    error (exit 2, no traceback) before anything is graded or written?"""
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    proc = course(*args, "--course-dir", str(folder))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr.strip().splitlines()[-1], proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    layout = CourseLayout(folder)
+    assert not layout.autograded_dir.exists() and not layout.feedback_dir.exists()
+    assert not (folder / "gradebook.db").exists()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"student": "ada", "seed": -5}, "seed: expected a whole number >= 0"),
+    ({"student": "ada", "seed": True}, "seed: expected a whole number >= 0"),
+    ({"student": ""}, "student '': not a student id (it is empty)"),
+    ({"student": "."}, "student '.': not a student id (it starts with '.')"),
+    ({"student": "a\0b"}, "student 'a\\x00b': not a student id (it holds a '/' or a NUL character)"),
+    ({"student": "\udce9"}, "student '\\udce9': not a student id (it is not valid UTF-8)"),
+])
+def test_api_refuses_a_seed_or_student_that_cannot_be_before_anything_is_touched(tmp_path, kwargs, message):
+    """Do the Python API's autograde and feedback refuse such a seed or student (CourseError, one line)
+    before the course secret, the gradebook or any output is created?"""
+    from autograder import api
+    from autograder.errors import CourseError
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    calls = [api.autograde] + ([api.feedback] if "seed" not in kwargs else [])
+    for call in calls:
+        with pytest.raises(CourseError) as info:
+            call(folder, "transformer-block", **kwargs)
+        assert str(info.value).startswith(message) and "\n" not in str(info.value)
+    assert not (folder / ".course_secret").exists() and not (folder / "gradebook.db").exists()
+    assert not CourseLayout(folder).autograded_dir.exists()

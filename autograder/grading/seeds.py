@@ -10,6 +10,15 @@ from pathlib import Path
 
 from ..errors import CourseError
 
+SEED_LIMIT = 2**63      # student_seed's seeds are 63-bit; a replayed one (--seed) is below this too
+SEED_EXPECTED = "a whole number >= 0 and below 2**63 (a seed from results.json)"
+
+
+def is_seed(value: object) -> bool:
+    """Whether `value` can seed a student's hidden inputs: a whole number >= 0 below SEED_LIMIT (a
+    negative one would fail every check of the submission, as NumPy's SeedSequence refuses it)."""
+    return type(value) is int and 0 <= value < SEED_LIMIT
+
 
 def course_secret(path: Path, *, create: bool = True) -> bytes:
     """The course secret from `path`; created (mode 0600) on first use when `create`."""
