@@ -230,7 +230,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     """
     started = time.perf_counter()
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
-    from .grading.seeds import SEED_EXPECTED, is_seed
+    from .grading.seeds import SEED_EXPECTED, course_secret, is_seed
     from .reporting.gradebook import GradebookReport, acquire_gradebook_lock
 
     try:
@@ -241,6 +241,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
         _check_grader_files(course, a)
+        secret = course_secret(course.secret_file)      # before the gradebook writer starts
     except BaseException:
         for forked in early:
             forked.close()
@@ -270,11 +271,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         from .batch.pool import make_pool
         from .batch.worker import Task
         from .grading.fingerprint import graders_version, grading_key, submission_hash
-        from .grading.seeds import course_secret, student_seed
+        from .grading.seeds import student_seed
         from .reporting.summary import StudentRow
 
         roster = set(course.roster())
-        secret = course_secret(course.secret_file)
         version = graders_version(course, a)
         early = _greeted(early, course, a, insecure=insecure, version=version, log=log)
         pool = make_pool(course.root, a.name, workers=workers, scheduler=scheduler, submissions=len(todo),

@@ -188,3 +188,18 @@ def test_api_refuses_a_seed_or_student_that_cannot_be_before_anything_is_touched
         assert str(info.value).startswith(message) and "\n" not in str(info.value)
     assert not (folder / ".course_secret").exists() and not (folder / "gradebook.db").exists()
     assert not CourseLayout(folder).autograded_dir.exists()
+
+
+@pytest.mark.parametrize("args", [[], ["--student", "ada"]])
+def test_cli_a_secret_file_in_a_folder_that_does_not_exist_is_one_line_and_nothing_is_graded(tmp_path, args):
+    """Is `secret_file: secrets/course_secret` (a folder that does not exist) one line naming the key (exit 2,
+    no traceback) before anything is graded, the gradebook included?"""
+    folder = course_with_students(tmp_path / "course", ("ada", "alan"))
+    config = CourseLayout(folder).config
+    config.write_text(config.read_text().replace("secret_file: .course_secret", "secret_file: secrets/course_secret"))
+    proc = course("autograde", "transformer-block", *args, "--course-dir", str(folder))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"course: error: course.yml: secret_file: {folder / 'secrets' / 'course_secret'}: the folder "
+        f"{folder / 'secrets'} does not exist (create it, or change `secret_file`)"]
+    assert not CourseLayout(folder).autograded_dir.exists() and not (folder / "gradebook.db").exists()

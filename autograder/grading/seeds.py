@@ -9,6 +9,7 @@ import secrets
 from pathlib import Path
 
 from ..errors import CourseError
+from ..layout import CONFIG_FILE
 
 SEED_LIMIT = 2**63      # student_seed's seeds are 63-bit; a replayed one (--seed) is below this too
 SEED_EXPECTED = "a whole number >= 0 and below 2**63 (a seed from results.json)"
@@ -21,7 +22,23 @@ def is_seed(value: object) -> bool:
 
 
 def course_secret(path: Path, *, create: bool = True) -> bytes:
-    """The course secret from `path`; created (mode 0600) on first use when `create`."""
+    """The course secret from `path` (course.yml's `secret_file`); created (mode 0600) on first use
+    when `create`, in a folder that exists. A folder that does not is a CourseError naming the key,
+    as is a secret that cannot be read or written: a new secret in a folder made for it (a mistyped
+    path, a drive not mounted) would change every student's hidden inputs without a word."""
+    try:
+        return _read_or_create(path, create=create)
+    except (OSError, UnicodeDecodeError) as exc:
+        if not path.parent.is_dir():
+            why = f"the folder {path.parent} does not exist (create it, or change `secret_file`)"
+        elif isinstance(exc, UnicodeDecodeError):
+            why = "not UTF-8 text"
+        else:
+            why = exc.strerror or type(exc).__name__
+        raise CourseError(f"{CONFIG_FILE}: secret_file: {path}: {why}") from None
+
+
+def _read_or_create(path: Path, *, create: bool) -> bytes:
     if path.is_file():
         value = path.read_text(encoding="utf-8").strip()
         if len(value) < 16:
