@@ -451,7 +451,7 @@ class FeedbackReport:
     written: tuple[str, ...]          # students whose page was (re)written
     not_graded: tuple[str, ...]       # students with a submission but no results.json yet
     no_secret: tuple[str, ...]        # pages that `nbgrader release_feedback` cannot release (no secret)
-    errors: tuple[str, ...]           # "<student>: <why>"
+    errors: tuple[str, ...]           # "<student>: <why>", or "<results.json>: <why>" when it cannot be read
 
 
 def graded_result(course: Course, a: Assignment, sid: str) -> SubmissionResult | None:
@@ -463,16 +463,35 @@ def graded_result(course: Course, a: Assignment, sid: str) -> SubmissionResult |
 
 def _stored_result(course: Course, a: Assignment, sid: str) -> tuple[SubmissionResult, str] | None:
     """(result, grading key) from the student's results.json, when it is one of ours for them."""
+    try:
+        return _read_results_json(course, a, sid)
+    except CourseError:
+        return None
+
+
+def _read_results_json(course: Course, a: Assignment, sid: str) -> tuple[SubmissionResult, str] | None:
+    """(result, grading key) from the student's results.json; None when there is none, CourseError
+    naming the file and why when there is one that is not ours for them (not JSON, cut short, ...)."""
     import json
 
     from .reporting.results_json import result_from_json
 
-    try:
-        result, key = result_from_json(json.loads(read_regular(course.layout.results_json(sid, a.name),
-                                                                RESULTS_READ_MAX_BYTES)))
-    except (RefusedFile, ValueError, RecursionError):
+    path = course.layout.results_json(sid, a.name)
+    if not os.path.lexists(path):
         return None
-    return (result, key) if result.student == sid and result.assignment == a.name else None
+    where = course.layout.relative(path)
+    try:
+        result, key = result_from_json(json.loads(read_regular(path, RESULTS_READ_MAX_BYTES)))
+    except RefusedFile as exc:
+        raise CourseError(f"{where}: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CourseError(f"{where}: not valid JSON ({exc})"[:500]) from None
+    except (ValueError, RecursionError) as exc:      # ValueError: not a document of ours
+        raise CourseError(f"{where}: {str(exc) or type(exc).__name__}"[:500]) from None
+    if result.student != sid or result.assignment != a.name:
+        raise CourseError(f"{where}: the results of {result.student!r} in {result.assignment!r}, not of {sid!r} "
+                          f"in {a.name!r}")
+    return result, key
 
 
 def student_page(course: Course, a: Assignment, sid: str) -> str:
@@ -502,10 +521,15 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
     written, not_graded, no_secret, errors = [], [], [], []
     with open_gradebook(course) as gb:
         for sid, _ in todo:
-            result = graded_result(course, a, sid)
-            if result is None:
+            try:
+                stored = _read_results_json(course, a, sid)
+            except CourseError as exc:       # named, rather than taken for a submission not graded yet
+                errors.append(str(exc))
+                continue
+            if stored is None:
                 not_graded.append(sid)
                 continue
+            result = stored[0]
             try:
                 review = read_review(gb, a, sid)
                 page = _feedback_folder(course, a, sid, result, review)

@@ -203,3 +203,28 @@ def test_cli_a_secret_file_in_a_folder_that_does_not_exist_is_one_line_and_nothi
         f"course: error: course.yml: secret_file: {folder / 'secrets' / 'course_secret'}: the folder "
         f"{folder / 'secrets'} does not exist (create it, or change `secret_file`)"]
     assert not CourseLayout(folder).autograded_dir.exists() and not (folder / "gradebook.db").exists()
+
+
+def test_cli_feedback_names_a_results_json_that_is_not_valid_and_writes_the_other_pages(tmp_path):
+    """When a graded student's results.json is corrupt (cut short, not UTF-8, not ours), does `course feedback`
+    name the file and why in one line each and exit 1, rather than call her "not graded yet" and exit 0, while
+    the other students' pages are still written?"""
+    folder = course_with_students(tmp_path / "course", ("ada", "alan", "grace", "katherine"))
+    first = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert first.returncode == 0, first.stdout + first.stderr
+    layout = CourseLayout(folder)
+    layout.results_json("ada", "transformer-block").write_text('{"cut')
+    layout.results_json("alan", "transformer-block").write_bytes(b"\xff")
+    layout.results_json("grace", "transformer-block").write_text("{}")
+    page = layout.feedback("katherine", "transformer-block") / "transformer-block.html"
+    page.unlink()
+    proc = course("feedback", "transformer-block", "--course-dir", str(folder))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    where = {sid: layout.relative(layout.results_json(sid, "transformer-block")) for sid in ("ada", "alan", "grace")}
+    assert proc.stderr.splitlines() == [
+        f"feedback: {where['ada']}: not valid JSON (Unterminated string starting at: line 1 column 2 (char 1))",
+        f"feedback: {where['alan']}: not valid JSON ('utf-8' codec can't decode byte 0xff in position 0: invalid "
+        f"start byte)",
+        f"feedback: {where['grace']}: not a results.json written by this grader (KeyError: 'extra_data')"]
+    assert "not graded yet" not in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+    assert page.is_file() and "1 feedback page(s) written" in proc.stdout
