@@ -231,7 +231,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     started = time.perf_counter()
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
     from .grading.seeds import SEED_EXPECTED, course_secret, is_seed
-    from .reporting.gradebook import GradebookReport, acquire_gradebook_lock
+    from .reporting.gradebook import GradebookReport, acquire_gradebook_lock, check_gradebook_url
 
     try:
         if seed is not None and not is_seed(seed):
@@ -241,7 +241,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
         _check_grader_files(course, a)
-        secret = course_secret(course.secret_file)      # before the gradebook writer starts
+        check_gradebook_url(course)                      # before the gradebook writer starts
+        secret = course_secret(course.secret_file)
     except BaseException:
         for forked in early:
             forked.close()

@@ -1,6 +1,7 @@
 """The `course` command: one-line errors with exit code 2, never a traceback."""
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +229,30 @@ def test_cli_feedback_names_a_results_json_that_is_not_valid_and_writes_the_othe
         f"feedback: {where['grace']}: not a results.json written by this grader (KeyError: 'extra_data')"]
     assert "not graded yet" not in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
     assert page.is_file() and "1 feedback page(s) written" in proc.stdout
+
+
+@pytest.mark.parametrize("url, message", [
+    ("notaurl", "course.yml: gradebook: notaurl: not a database URL"),
+    ("sqlite:///nodir/gb.db",
+     "course.yml: gradebook: sqlite:///{folder}/nodir/gb.db: the folder {folder}/nodir does not exist (the gradebook "
+     "is created in it)"),
+    ("mysql+pymysql://bob:hunter2@db.example/gb", "course.yml: gradebook: mysql+pymysql://bob:***@db.example/gb: the "
+                                                  "driver for 'mysql+pymysql' is not installed"),
+    ("nosuchdb://bob:hunter2@db.example/gb", "course.yml: gradebook: nosuchdb://bob:***@db.example/gb: no database of "
+                                             "the kind 'nosuchdb' is known to SQLAlchemy"),
+])
+def test_cli_a_gradebook_the_writer_could_not_open_is_one_line_before_anything_is_graded(tmp_path, url, message):
+    """Is a `gradebook` URL that cannot be read, names a driver that is not installed, or an SQLite file in a
+    folder that does not exist, one line naming the key (exit 2, the URL's password hidden) before any student
+    is graded, rather than a batch graded in full with "the gradebook writer stopped" for each student?"""
+    if "pymysql" in url and importlib.util.find_spec("pymysql") is not None:
+        pytest.skip("pymysql is installed here")
+    folder = course_with_students(tmp_path / "course", ("ada", "alan"))
+    config = CourseLayout(folder).config
+    config.write_text(config.read_text().replace("gradebook: sqlite:///gradebook.db", f"gradebook: {url}"))
+    proc = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("course: error: " + message.format(folder=folder)), lines
+    assert "hunter2" not in proc.stdout + proc.stderr
+    assert not CourseLayout(folder).autograded_dir.exists() and not CourseLayout(folder).feedback_dir.exists()

@@ -65,6 +65,7 @@ NBGRADER_API_NAMES = ("Gradebook", "MissingEntry", "InvalidEntry", "Student", "A
 OPEN_SECONDS = 600.0       # generous: nbgrader's import and a new gradebook's migrations on a loaded machine
 BUSY_SECONDS = 600.0       # a background commit tries again this long while another program writes the database
 BUSY_RETRY_SECONDS = 0.5
+LAST_WORDS_SECONDS = 5.0   # for the messages a writer sent before it stopped, once a send to it failed
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,10 @@ class GradebookProcess:
         try:
             self._conn.send({"op": "record", "copy_from": str(copy_from) if copy_from is not None else None},
                             attached=encoded if encoded is not None else dumps(result_to_dict(result)))
-        except OSError:
-            self._stopped()
+        except OSError:                         # it is gone: what it said before it went (why it stopped)
+            self._conn.sock.settimeout(LAST_WORDS_SECONDS)
+            while self._conn is not None:
+                self._read_one()
 
     def recorded(self, *, wait: bool = False) -> list[Recorded]:
         """The acknowledgements that arrived since the last call; with `wait`, first wait until

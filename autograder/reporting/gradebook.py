@@ -52,8 +52,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from autograder.config import Assignment, Course, Problem
-from autograder.errors import CourseError, ReleaseError
+from autograder.errors import ConfigError, CourseError, ReleaseError
 from autograder.grading.results import SubmissionResult
+from autograder.layout import CONFIG_FILE
 from autograder.toolpath import tools_on_path
 
 from .review import ProblemReview, Review
@@ -243,6 +244,60 @@ def naive_utc(when: dt.datetime) -> dt.datetime:
     return when.astimezone(dt.UTC).replace(tzinfo=None) if when.tzinfo else when
 
 
+def shown_url(url: str) -> str:
+    """The gradebook's URL for messages, its password (if any) as ***."""
+    if "@" not in url:
+        return url
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: whatever stands before the @ goes
+        return re.sub(r"//[^/]*@", "//***@", url)
+
+
+def check_gradebook_url(course: Course) -> None:
+    """Refuse (ConfigError naming course.yml's `gradebook`) a gradebook the writer could not open,
+    before anything is graded: a URL SQLAlchemy cannot read, a database whose driver is not installed,
+    an SQLite file in a folder that does not exist or cannot be written. Nothing is connected to."""
+    from .gradebook_sql import sqlite_path
+
+    url = course.gradebook_url
+    path = sqlite_path(url)
+    problem = _sqlite_file_problem(path) if path is not None else _url_problem(url)
+    if problem is not None:
+        raise ConfigError(f"{CONFIG_FILE}: gradebook: {shown_url(url)}: {problem}")
+
+
+def _sqlite_file_problem(path: Path) -> str | None:
+    if path.exists():
+        if not path.is_file():
+            return "not a file"
+        return None if os.access(path, os.R_OK | os.W_OK) else "the file cannot be written"
+    if not path.parent.is_dir():
+        return f"the folder {path.parent} does not exist (the gradebook is created in it)"
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return f"the folder {path.parent} cannot be written (the gradebook is created in it)"
+    return None
+
+
+def _url_problem(url: str) -> str | None:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return "not a database URL (e.g. sqlite:///gradebook.db, or postgresql://user@host/db)"
+    try:
+        parsed.get_dialect().import_dbapi()
+    except NoSuchModuleError:
+        return f"no database of the kind {parsed.drivername!r} is known to SQLAlchemy"
+    except ImportError as exc:
+        return f"the driver for {parsed.drivername!r} is not installed ({exc})"
+    return None
+
+
 @contextlib.contextmanager
 def open_gradebook(course: Course) -> Iterator[Gradebook]:
     """nbgrader's Gradebook for the course's database (created if new), under the course's
@@ -260,7 +315,8 @@ def _opened(course: Course, factory: Callable[[str, str], Gradebook]) -> Iterato
             quick_alembic_version()
             gb = factory(course.gradebook_url, course.course_id)
     except Exception as exc:  # noqa: BLE001 - nbgrader raises SQLAlchemy and subprocess errors here
-        raise CourseError(f"gradebook {course.gradebook_url}: cannot open ({type(exc).__name__}: {exc})") from None
+        raise CourseError(f"gradebook {shown_url(course.gradebook_url)}: cannot open "
+                          f"({type(exc).__name__}: {exc})") from None
     try:
         yield gb
     finally:
@@ -583,7 +639,7 @@ def check_release(course: Course, assignment: Assignment, release: tuple[Noteboo
         blocked = [what for row, what in _removals(gb, assignment, release) if _has_submission_data(row)]
     if blocked:
         raise ReleaseError(
-            f"gradebook {course.gradebook_url}: {assignment.name}: the new release no longer has "
+            f"gradebook {shown_url(course.gradebook_url)}: {assignment.name}: the new release no longer has "
             f"{', '.join(blocked)}, which submissions have grades or comments for; put it back in the source "
             f"notebook, or remove those submissions' grades first (nothing was changed)")
 
@@ -879,7 +935,7 @@ class GradebookWriter:
                 self.created = tuple(_commit(gb, lambda: sync_roster(gb, self.course)
                                              + _sync_assignment(gb, self.course, self.assignment)))
             except (InvalidEntry, MissingEntry, ValueError) as exc:
-                raise CourseError(f"gradebook {self.course.gradebook_url}: cannot set up assignment "
+                raise CourseError(f"gradebook {shown_url(self.course.gradebook_url)}: cannot set up assignment "
                                   f"{self.assignment.name!r} ({exc})") from None
 
     def __exit__(self, *exc: object) -> None:

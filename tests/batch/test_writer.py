@@ -51,6 +51,22 @@ def test_a_gradebook_that_cannot_be_opened_is_reported_for_every_student(course_
     assert all("cannot open" in why and "\n" not in why for _, why in report.gradebook.failed)
 
 
+def test_a_writer_that_stopped_before_the_first_result_gives_its_reason_for_every_student(course_copy):
+    """When the writer could not open the gradebook and stopped before the batch sent it anything (a batch's
+    writer starts first), is its reason reported for every student, rather than "the gradebook writer
+    stopped (exit status 2)"?"""
+    (course_copy / "gradebook.db").write_text("not a database\n")
+    with GradebookProcess(course_copy, "transformer-block") as gb:
+        assert gb._popen is not None
+        gb._popen.wait()                                # the writer this test started: gone, its reason sent
+        gb.record(result(course_copy, "ada", 12.0))
+        gb.record(result(course_copy, "bob", 0.0))
+        report = gb.finish()
+    assert [who for who, _ in report.gradebook.failed] == ["ada", "bob"]
+    for _, why in report.gradebook.failed:
+        assert "cannot open (DatabaseError" in why and "file is not a database" in why and "\n" not in why, why
+
+
 def test_a_writer_that_stops_mid_batch_is_reported_for_every_later_student(course_copy):
     """When the writer process ends in the middle of a batch (killed, out of memory), is every student sent
     after that reported as not written, in one line each, with the batch going on, rather than the
