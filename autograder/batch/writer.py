@@ -382,9 +382,14 @@ def commit_job(course_dir: str, assignment_name: str, record: Path) -> int:
         clear_pending(course, assignment.name, result.student)
         return 0
     except Exception as exc:
-        with contextlib.suppress(OSError):
-            failed.write_text(_one_line(f"{type(exc).__name__}: {exc}") + "\n", encoding="utf-8")
+        _failed(record, f"{type(exc).__name__}: {exc}")
         raise
+
+
+def _failed(record: Path, why: str) -> None:
+    """Why a background commit failed, beside its record (reporting.gradebook.unfinished_commits)."""
+    with contextlib.suppress(OSError):
+        record.with_suffix(".failed").write_text(_one_line(why) + "\n", encoding="utf-8")
 
 
 def serve(fd: int, course_dir: str, assignment_name: str) -> int:
@@ -444,7 +449,14 @@ def main(argv: list[str] | None = None) -> int:
         from ..config import load_course
         from ..reporting.gradebook import hold_inherited_lock
 
-        hold_inherited_lock(load_course(args.course_dir), args.lock_fd)
+        try:
+            course = load_course(args.course_dir)
+        except CourseError as exc:             # course.yml changed since the command read it
+            if args.job is None:
+                raise
+            _failed(args.job, str(exc))         # for the next command to report
+            return 1
+        hold_inherited_lock(course, args.lock_fd)
     skip_format_checkers()
     # Ctrl-C at the terminal reaches this process too: it finishes committing what it was sent
     # and exits when the batch closes the connection, so no grade that was graded is lost.

@@ -182,9 +182,10 @@ def _lock_free(course: Course) -> bool:
 
 
 def unfinished_commits(course: Course) -> list[str]:
-    """One line per background commit that failed, or was interrupted (its record is there and no
-    one holds the lock): those students' grades are not in the gradebook, and their results.json
-    has no grading key, so the next `course autograde` grades them again."""
+    """One line per background commit that failed (with the reason its writer left beside its record),
+    or was interrupted (its record is there, no reason, and no one holds the lock): those students'
+    grades are not in the gradebook, and their results.json has no grading key, so the next
+    `course autograde` grades them again."""
     base = course.root / PENDING_DIR
     if not base.is_dir():
         return []
@@ -195,15 +196,16 @@ def unfinished_commits(course: Course) -> list[str]:
         failed = record.with_suffix(".failed")
         try:
             why = failed.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0][:300]
+            what = f"failed ({why})"
         except (OSError, IndexError):
             if free is None:
                 free = _lock_free(course)
             if not free:
                 continue                      # still running
-            why = "it was interrupted"
-        lines.append(f"gradebook: the background commit of {student}'s grades for {assignment} did not finish "
-                     f"({why}); they are not in the gradebook: run `course autograde {assignment} --student "
-                     f"{student}` (details: {course.layout.relative(record.with_suffix('.log'))})")
+            what = "did not finish (it was interrupted)"
+        lines.append(f"gradebook: the background commit of {student}'s grades for {assignment} {what}; they are "
+                     f"not in the gradebook: run `course autograde {assignment} --student {student}` (details: "
+                     f"{course.layout.relative(record.with_suffix('.log'))})")
     return lines
 
 

@@ -155,14 +155,41 @@ def test_a_failed_background_commit_is_reported_and_graded_again(graded):
     _wait_for_the_writer(graded)
     db.write_bytes(saved)
     nxt = _course_cmd(graded, "feedback", A, "--student", "ada")
-    assert "the background commit of ada's grades for transformer-block did not finish" in nxt.stderr, nxt.stderr
+    assert "the background commit of ada's grades for transformer-block failed (" in nxt.stderr, nxt.stderr
     assert "not a database" in nxt.stderr
     assert "grading_key" not in _results(graded, "ada")["extra_data"]
     regrade = _course_cmd(graded, "autograde", A)
     assert regrade.returncode == 0, regrade.stdout + regrade.stderr
     assert any(line.split()[:2] == ["graded", "ada"] for line in regrade.stdout.splitlines()), regrade.stdout
     assert _results(graded, "ada")["extra_data"]["grading_key"]
-    assert "did not finish" not in _course_cmd(graded, "feedback", A).stderr
+    assert "background commit" not in _course_cmd(graded, "feedback", A).stderr
+
+
+def test_a_background_commit_that_fails_as_it_starts_is_reported_as_failed_with_its_reason(graded):
+    """When course.yml is changed into an invalid one between `course autograde --student` and the start of
+    its background writer, does the next command report that commit as failed, with course.yml's error,
+    rather than "did not finish (it was interrupted)"?"""
+    from autograder.config import load_course
+    from autograder.reporting.gradebook import write_pending
+
+    record = write_pending(load_course(graded), A, "ada", {"result": {}, "copy_from": None, "key": None})
+    config = CourseLayout(graded).config
+    good = config.read_text()
+    config.write_text(good + "colour: blue\n")
+    fd = os.open(graded / LOCK_FILE, os.O_RDWR | os.O_CREAT)    # the lock the command passes to its writer
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        writer = subprocess.run([sys.executable, "-m", "autograder.batch.writer", "--course-dir", str(graded),
+                                 "--assignment", A, "--job", str(record), "--lock-fd", str(fd)],
+                                pass_fds=(fd,), capture_output=True, text=True, env=_env(), timeout=WAIT_SECONDS)
+    finally:
+        os.close(fd)
+    assert writer.returncode == 1, writer.stderr
+    config.write_text(good)
+    nxt = _course_cmd(graded, "feedback", A, "--student", "ada")
+    assert ("gradebook: the background commit of ada's grades for transformer-block failed (course.yml: colour: "
+            "unknown key") in nxt.stderr, nxt.stderr
+    assert "interrupted" not in nxt.stderr
 
 
 def test_an_interrupted_background_commit_is_reported(graded):
