@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="run source and release notebooks in a real kernel and through the autograder")
     v.add_argument("assignment", nargs="?", help="an assignment from course.yml (default: every one)")
     g = sub.add_parser("autograde", parents=[common], help="grade submitted/<student>/<assignment>/ notebooks")
-    g.add_argument("assignment")
+    g.add_argument("assignment", help="an assignment from course.yml")
     g.add_argument("--student", type=_student, metavar="ID", help="grade only this student")
     g.add_argument("--seed", type=_seed, metavar="N", help="replay with this hidden-input seed (from results.json)")
     g.add_argument("--force", action="store_true",
@@ -112,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", parents=[common],
                        help="keep a warm grading worker for ASSIGNMENT, so that `course autograde ASSIGNMENT "
                             "--student ID` grades at once (first feedback without a worker's start-up)")
-    s.add_argument("assignment")
+    s.add_argument("assignment", help="an assignment from course.yml")
     s.add_argument("--idle-minutes", type=float, default=60.0, metavar="M",
                    help="stop after M minutes without a submission to grade (default: 60)")
     s.add_argument("--insecure", action="store_true",
@@ -120,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
                         "use it)")
     f = sub.add_parser("feedback", parents=[common],
                        help="(re)write feedback pages from results.json and the gradebook (TA overrides and comments)")
-    f.add_argument("assignment")
+    f.add_argument("assignment", help="an assignment from course.yml")
     f.add_argument("--student", type=_student, metavar="ID", help="only this student's page")
     sub.add_parser("doctor", help="check which sandbox layers this machine supports (exit 1 if autograde would refuse)")
     d = sub.add_parser("demo", parents=[common],

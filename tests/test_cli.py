@@ -52,6 +52,16 @@ def test_cli_help_is_written_for_its_users():
     assert "argument parsing only" not in proc.stdout, "the module docstring is for developers"
 
 
+def test_cli_every_argument_of_every_command_is_explained():
+    """Does each command's --help say what each of its arguments is (none listed bare)?"""
+    from autograder.cli import _parser
+
+    commands = next(a for a in _parser()._actions if a.dest == "command").choices
+    for name, sub in commands.items():
+        bare = [a.dest for a in sub._actions if not a.help]
+        assert not bare, f"course {name}: {bare} without help"
+
+
 def _scores(folder: Path) -> dict[str, float]:
     from nbgrader.api import Gradebook
 
