@@ -361,6 +361,8 @@ def load_course(course_dir: str | Path = ".") -> Course:
     root = Path(course_dir).resolve()
     path = CourseLayout(root).config
     if not path.is_file():
+        if path.exists():
+            raise ConfigError(f"{path}: not a file")
         raise ConfigError(f"{path}: not found (run from the course folder or pass --course-dir)")
     return parse_course(course_data(utf8_text(path.read_bytes(), CONFIG_NAME)), root)
 

@@ -107,9 +107,9 @@ def show(value: Any) -> str:
     if value is None:
         return "nothing"
     if isinstance(value, dict):
-        return "a mapping"
+        return "a mapping" if value else "an empty mapping"
     if isinstance(value, list):
-        return "a list"
+        return "a list" if value else "an empty list"
     return repr(value)
 
 

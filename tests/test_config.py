@@ -175,6 +175,7 @@ def test_config_invalid_yaml_names_the_line(tmp_path):
     (mutate("assignments.0.problems.silu.grade_id", "test_layer_norm"),
      "assignments[0].problems.silu.grade_id: 'test_layer_norm' is already used by problem 'layer_norm'"),
     (mutate("assignments.0.problems.3d", {"points": 1}), 'assignments[0].problems.3d: expected a Python identifier'),
+    (mutate("assignments.0.notebooks", []), "assignments[0].notebooks: expected a non-empty list, got an empty list"),
     (mutate("assignments.0.notebooks", ["hw.txt"]),
      'assignments[0].notebooks[0]: expected a notebook file name ending in .ipynb, got "hw.txt"'),
     (mutate("assignments.0.late_policy", {"penalty_per_day": 1.5}),
@@ -237,6 +238,9 @@ def test_config_error_is_one_line_from_the_command(tmp_path):
 def test_config_missing_file_is_one_line(tmp_path):
     """Does a folder without course.yml give a one-line error naming the file?"""
     with pytest.raises(ConfigError, match=r"course\.yml: not found"):
+        load_course(tmp_path)
+    (tmp_path / "course.yml").mkdir()
+    with pytest.raises(ConfigError, match=r"course\.yml: not a file$"):
         load_course(tmp_path)
 
 
