@@ -381,6 +381,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 + ("" if result.on_roster else "  (not on the roster)")
                 + ("  GRADER ERROR" if result.state == "crashed" else "")
                 + (f"  {result.execution_time:.2f} s" if fresh else "  (not graded again)"))
+            if result.timestamp_problem:
+                log(f"WARNING: {sid}: {result.timestamp_problem} No late penalty was taken (see docs/grading.md, "
+                    f"Late submissions).")
             if progress is not None:
                 progress(len(rows), len(todo))
             settle(gradebook.recorded())

@@ -71,7 +71,7 @@ def load(course: Course, assignment: Assignment, student: str, folder: Path) -> 
         nb = load_notebook(path, max_mb=assignment.limits.notebook_mb) if path else LoadedNotebook(None, (), (), False)
         notebooks.append((name, nb))
         notes.extend(nb.notes)
-    submitted_at, stamp_note = submission_time(folder)
+    submitted_at, stamp_note = submission_time(folder, course.root)
     files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
                   for p in matched.values() if p is not None)
     return Submission(student=student, folder=folder, notebooks=tuple(notebooks), files=files,
@@ -255,6 +255,7 @@ def build_result(assignment: Assignment, submission: Submission, scored: Scored,
         files=submission.files, isolation=isolation,
         problem_points=tuple((p.name, p.points) for p in assignment.problems),
         submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else "",
+        timestamp_problem=submission.time_note,
         due=late.due, extension=late.extension, execution_time=round(seconds, 3))
     if scored.broken:
         return SubmissionResult(state="crashed", crash_reason=" | ".join(scored.broken), **common)

@@ -2,13 +2,17 @@
 late policy takes off for it."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Assignment
+from ..layout import NBGRADER_CONFIG
 
 TIMESTAMP_FILE = "timestamp.txt"   # written by nbgrader's collect/submit into each submission folder
 TIMESTAMP_MAX_BYTES = 4096
@@ -33,37 +37,111 @@ class Lateness:
                 f"{self.fraction:.0%} ({penalty_points:g} points).")
 
 
-def parse_timestamp(text: str) -> dt.datetime:
+def parse_timestamp(text: str, zone: str | Callable[[], str] = "") -> dt.datetime:
     """nbgrader's '2026-12-14 23:59:00.123456 UTC' or an ISO 8601 time; naive times are UTC.
 
     nbgrader writes the stamp with `%Z` of its `Exchange.timezone` (UTC unless configured), so a
-    course or hub set to another zone writes its name: '2026-12-16 07:00:00.000000 EST' is read in
-    that zone (a name the time zone database does not know is a ValueError, as any unreadable stamp)."""
+    course or hub set to another zone writes the time zone database's abbreviation for it, or the
+    offset where the zone has none ('+03'). An abbreviation is read as ZONE_ABBREVIATIONS says, or
+    else in `zone`, the IANA name of that `Exchange.timezone` ('America/Los_Angeles': 'PST' in
+    winter, 'PDT' in summer), or a function giving it, called only then. Anything else is a
+    ValueError, as any unreadable stamp."""
     text = text.strip()
     if text.endswith(" UTC"):
         text = text[: -len(" UTC")] + "+00:00"
     try:
         value = dt.datetime.fromisoformat(text)
     except ValueError:
-        when, _, zone = text.rpartition(" ")
-        if not zone.isalpha():
+        when, _, abbreviation = text.rpartition(" ")
+        if not abbreviation.isalpha():
             raise
-        value = dt.datetime.fromisoformat(when).replace(tzinfo=_zone(zone))
+        local = dt.datetime.fromisoformat(when)
+        if local.tzinfo is not None:
+            raise
+        value = _read_in_zone(local, abbreviation, zone)
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
+# Abbreviations the time zone database gives (nbgrader's `%Z`) that mean one offset (hours from UTC)
+# in every zone of it, so are read without knowing the zone. Not here, because each means more than
+# one: PST (also Manila), CST and CDT (US Central, China, Cuba), IST (India, Ireland, Israel); those
+# are read in the course's Exchange.timezone only.
+ZONE_ABBREVIATIONS: dict[str, float] = {
+    "UTC": 0, "GMT": 0, "WET": 0, "WEST": 1, "BST": 1, "CET": 1, "CEST": 2, "MET": 1, "MEST": 2, "EET": 2,
+    "EEST": 3, "MSK": 3, "IDT": 3, "WAT": 1, "CAT": 2, "SAST": 2, "EAT": 3, "PKT": 5, "WIB": 7, "WITA": 8,
+    "WIT": 9, "HKT": 8, "JST": 9, "KST": 9, "AWST": 8, "ACST": 9.5, "ACDT": 10.5, "AEST": 10, "AEDT": 11,
+    "NZST": 12, "NZDT": 13, "NST": -3.5, "NDT": -2.5, "AST": -4, "ADT": -3, "EST": -5, "EDT": -4,
+    "MST": -7, "MDT": -6, "PDT": -7, "AKST": -9, "AKDT": -8, "HST": -10, "HDT": -9,
+}
+
+
+def _read_in_zone(local: dt.datetime, abbreviation: str, zone_of: str | Callable[[], str]) -> dt.datetime:
+    """`local`, a wall-clock time that nbgrader wrote as `abbreviation`, as an aware time (a fixed
+    offset, named so). The table first: its abbreviations mean the same offset in any zone, so the
+    zone (which may take loading nbgrader's config) is asked for only when the table lacks one."""
+    hours = ZONE_ABBREVIATIONS.get(abbreviation)
+    if hours is not None:
+        return local.replace(tzinfo=dt.timezone(dt.timedelta(hours=hours), abbreviation))
+    zone = zone_of if isinstance(zone_of, str) else zone_of()
+    if zone:
+        tz = _zone(zone)
+        for fold in (0, 1):        # the hour repeated when summer time ends: 01:30 PDT, then 01:30 PST
+            value = local.replace(tzinfo=tz, fold=fold)
+            offset = value.utcoffset()
+            if value.tzname() == abbreviation and offset is not None:
+                return local.replace(tzinfo=dt.timezone(offset, abbreviation))
+        raise ValueError(f"time zone {abbreviation!r} is not what {zone} (nbgrader's Exchange.timezone) "
+                         f"calls {local:%Y-%m-%d %H:%M}")
+    raise ValueError(f"time zone {abbreviation!r} means more than one offset or none known, and no "
+                     f"Exchange.timezone is set in nbgrader's config to read it in")
+
+
 def _zone(name: str) -> dt.tzinfo:
-    """The time zone database's zone of this name ('EST', 'CET', 'GMT'); ValueError when it has none."""
+    """The time zone database's zone of this name ('America/Los_Angeles'); ValueError when it has none."""
     import zoneinfo
 
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r}") from None
+        raise ValueError(f"unknown time zone {name!r} (nbgrader's Exchange.timezone)") from None
 
 
-def submission_time(folder: Path) -> tuple[dt.datetime | None, str]:
-    """(time, note): the submission's timestamp, or None with a note when it is unreadable."""
+def exchange_timezone(course_root: Path) -> str:
+    """nbgrader's `Exchange.timezone` for the course in `course_root` ("" when not set), read as
+    nbgrader reads its config: the Jupyter config folders' nbgrader_config.py (a hub's
+    /etc/jupyter, where students' `nbgrader submit` reads it too), then the course's own."""
+    from jupyter_core.paths import jupyter_config_path
+
+    folders = [*reversed(jupyter_config_path()), str(course_root)]     # later files win, as in nbgrader
+    files = []
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            files.append((folder, os.stat(os.path.join(folder, NBGRADER_CONFIG)).st_mtime_ns))
+    return _configured_timezone(tuple(files))
+
+
+@functools.lru_cache(maxsize=8)
+def _configured_timezone(files: tuple[tuple[str, int], ...]) -> str:
+    """Exchange.timezone from the nbgrader_config.py of these folders (with their modification times,
+    so a changed file is read again), the last setting it winning; a file that cannot be loaded is
+    skipped. Loading the course's imports nbgrader (about a second), once per process."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    zone = ""
+    for folder, _ in files:
+        try:
+            cfg = PyFileConfigLoader(NBGRADER_CONFIG, path=folder).load_config()
+        except Exception:  # noqa: BLE001 - nbgrader too goes on without a config file it cannot load
+            continue
+        if "timezone" in cfg.Exchange:
+            zone = str(cfg.Exchange.timezone)
+    return zone
+
+
+def submission_time(folder: Path, course_root: Path | None = None) -> tuple[dt.datetime | None, str]:
+    """(time, note): the submission's timestamp, or None with a note when it is unreadable. A time
+    zone abbreviation ZONE_ABBREVIATIONS lacks is read in the Exchange.timezone of the course in
+    `course_root` (see `parse_timestamp`)."""
     from ..notebooks import RefusedFile, read_regular
 
     path = folder / TIMESTAMP_FILE
@@ -71,11 +149,13 @@ def submission_time(folder: Path) -> tuple[dt.datetime | None, str]:
         return None, ""
     try:
         text = read_regular(path, TIMESTAMP_MAX_BYTES).decode("utf-8", errors="replace")
-        return parse_timestamp(text), ""
     except RefusedFile as exc:
         return None, f"{exc} The submission was treated as on time."
-    except ValueError:
-        return None, f"{TIMESTAMP_FILE} could not be read as a time; the submission was treated as on time."
+    try:
+        return parse_timestamp(text, (lambda: exchange_timezone(course_root)) if course_root else ""), ""
+    except ValueError as exc:
+        return None, (f"{TIMESTAMP_FILE} could not be read as a time ({text.strip()[:60]!r}: {exc}); the "
+                      f"submission was treated as on time.")
 
 
 def lateness(assignment: Assignment, submitted_at: dt.datetime | None, student: str = "") -> Lateness:

@@ -192,6 +192,7 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "raw_score": result.raw_score,
         "late_penalty": result.late_penalty,
         "submitted_at": result.submitted_at or None,
+        "timestamp_problem": result.timestamp_problem or None,
         "due": result.due or None,
         "extension": result.extension or None,
         "files": list(result.files),
@@ -397,6 +398,7 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
             grader_errors=tuple(_text(e) for e in extra.get("grader_errors", [])),
             on_roster=extra.get("on_roster") is not False, files=tuple(_text(f) for f in extra.get("files", [])),
             problem_points=tuple(problems), submitted_at=_text(extra.get("submitted_at")),
+            timestamp_problem=_text(extra.get("timestamp_problem")),
             late_penalty=_number(extra.get("late_penalty", 0.0)),
             due=_text(extra.get("due")), extension=_text(extra.get("extension")),
             isolation=tuple(_text(x) for x in extra.get("isolation", [])))

@@ -43,6 +43,7 @@ class StudentRow:
     isolation: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     grader_failed: bool = False
+    timestamp_problem: str = ""     # why timestamp.txt was not used: not judged late, whatever its time
 
     @classmethod
     def of(cls, result: SubmissionResult) -> StudentRow:
@@ -53,7 +54,7 @@ class StudentRow:
                            for p in ordered_problems(result)),
             on_roster=result.on_roster, late_penalty=result.late_penalty, notes=len(result.notes),
             diagnoses=result.diagnoses, isolation=result.isolation, files=result.files,
-            grader_failed=result.grader_failed)
+            grader_failed=result.grader_failed, timestamp_problem=result.timestamp_problem)
 
     @property
     def crashed(self) -> bool:
@@ -68,6 +69,8 @@ def _flags(row: StudentRow) -> str:
         flags.append("crashed")
     if row.late_penalty:
         flags.append(f"late -{format_points(row.late_penalty)}")
+    if row.timestamp_problem:
+        flags.append("timestamp unread")
     if row.notes:
         flags.append(f"{row.notes} note{'s' if row.notes != 1 else ''}")
     return ", ".join(flags)

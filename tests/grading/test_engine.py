@@ -273,6 +273,28 @@ def test_build_result_graded_with_penalty_notes_capped():
     assert len(many.notes) == 4 and many.notes[-1].startswith("... and 6 more notes")
 
 
+def test_an_unread_timestamp_reaches_the_instructor():
+    """Is why a timestamp.txt was not read (so no late penalty) kept in the result for the instructor:
+    in results.json's extra_data, read back, and a flag of the batch's summary row?"""
+    import dataclasses
+
+    from autograder.reporting.results_json import result_from_json, to_results_json
+    from autograder.reporting.summary import StudentRow, format_summary
+
+    a = assignment(first=10)
+    why = "timestamp.txt could not be read as a time ('2026-12-02 13:00:00 XYZ': ...)"
+    unread = dataclasses.replace(submission(Path()), submitted_at=None, time_note=why)
+    scored = engine.Scored(tests=(TestResult("test_first.py::a", "first", 10.0, 10.0, "passed"),))
+    result = engine.build_result(a, unread, scored, engine.LatePenalty(0.0), seed=3, on_roster=True,
+                                 notes=(why,), isolation=(), seconds=0)
+    assert result.timestamp_problem == why and result.submitted_at == ""
+    doc = to_results_json(result)
+    assert doc["extra_data"]["timestamp_problem"] == why
+    assert result_from_json(doc)[0].timestamp_problem == why
+    assert StudentRow.of(result).timestamp_problem == why
+    assert "timestamp unread" in format_summary([result], a).splitlines()[2]
+
+
 def test_build_result_crashed_when_the_graders_could_not_run():
     """Is a broken grader run a crashed result with the reason, no tests and no penalty?"""
     a = assignment(first=10)

@@ -84,3 +84,75 @@ def test_stamps_written_under_another_exchange_timezone_are_read_in_that_zone(tm
     when, note = submission_time(tmp_path)
     assert (when, note) == (dt.datetime(2026, 12, 16, 12, tzinfo=dt.UTC), "")
     assert lateness(assignment(penalty_per_day=0.1), when).late_days == 2
+
+
+def course_with_timezone(root, zone: str | None):
+    """A course folder whose nbgrader_config.py sets Exchange.timezone to `zone` (none when None),
+    and ada's submission folder in it."""
+    from autograder.layout import NBGRADER_CONFIG, CourseLayout
+
+    setting = f"c.Exchange.timezone = {zone!r}\n" if zone else ""
+    (root / NBGRADER_CONFIG).write_text(f"c = get_config()  # noqa: F821\n{setting}", encoding="utf-8")
+    folder = CourseLayout(root).submission("ada", "hw")
+    folder.mkdir(parents=True)
+    return folder
+
+
+@pytest.mark.parametrize(("stamp", "utc"), [
+    ("2026-12-15 11:00:00.000000 PST", dt.datetime(2026, 12, 15, 19, tzinfo=dt.UTC)),
+    ("2026-07-15 11:00:00.000000 PDT", dt.datetime(2026, 7, 15, 18, tzinfo=dt.UTC)),
+    ("2026-11-01 01:30:00.000000 PDT", dt.datetime(2026, 11, 1, 8, 30, tzinfo=dt.UTC)),   # the hour that
+    ("2026-11-01 01:30:00.000000 PST", dt.datetime(2026, 11, 1, 9, 30, tzinfo=dt.UTC)),   # comes twice
+])
+def test_an_abbreviation_is_read_in_the_courses_exchange_timezone(tmp_path, stamp, utc):
+    """With `c.Exchange.timezone = 'America/Los_Angeles'` in the course's nbgrader_config.py, are the
+    PST and PDT that nbgrader writes read as that zone's winter and summer time (the repeated hour
+    too), so a stamp 11 hours after the due date is late?"""
+    folder = course_with_timezone(tmp_path, "America/Los_Angeles")
+    (folder / "timestamp.txt").write_text(stamp)
+    assert submission_time(folder, tmp_path) == (utc, "")
+    due = dt.datetime(2026, 12, 15, 8, tzinfo=dt.UTC)
+    a = Assignment(name="hw", package="hw", notebooks=("hw.ipynb",), problems=(), limits=Limits(), due=due,
+                   late_policy=LatePolicy(penalty_per_day=0.1))
+    assert lateness(a, submission_time(folder, tmp_path)[0]).late_days == (1 if utc.month == 12 else 0)
+
+
+def test_an_abbreviation_of_several_offsets_needs_the_exchange_timezone(tmp_path):
+    """Is 'IST' (India, Ireland, Israel) read in the configured zone, and without one (or in a zone that
+    does not use it) not read at all, with a note that names it?"""
+    folder = course_with_timezone(tmp_path, "Europe/Dublin")
+    (folder / "timestamp.txt").write_text("2026-07-15 11:00:00.000000 IST")
+    assert submission_time(folder, tmp_path) == (dt.datetime(2026, 7, 15, 10, tzinfo=dt.UTC), "")
+    assert parse_timestamp("2026-07-15 11:00:00.000000 IST", "Asia/Kolkata") == \
+        dt.datetime(2026, 7, 15, 5, 30, tzinfo=dt.UTC)
+    (folder / "timestamp.txt").write_text("2026-07-15 11:00:00.000000 CST")
+    when, note = submission_time(folder, tmp_path)
+    assert when is None and "'CST'" in note and "Europe/Dublin" in note and "treated as on time" in note
+    other = tmp_path / "other"
+    other.mkdir()
+    unset = course_with_timezone(other, None)
+    (unset / "timestamp.txt").write_text("2026-12-15 11:00:00.000000 PST")
+    when, note = submission_time(unset, other)
+    assert when is None and "'PST'" in note and "Exchange.timezone" in note
+
+
+@pytest.mark.slow
+def test_a_batch_warns_of_an_unread_timestamp_and_reads_it_in_the_configured_zone(tmp_path):
+    """Does `course autograde` say to the instructor that a PST stamp it cannot read cost no penalty,
+    and, once the course's nbgrader_config.py sets Exchange.timezone, take the late penalty?"""
+    from autograder import api
+    from autograder.layout import NBGRADER_CONFIG, CourseLayout
+    from tests.conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    # 11:00 PST is 19:00 UTC, 19 hours after the demo's due date (23:59 UTC the day before)
+    (CourseLayout(folder).submission("ada", "transformer-block") / "timestamp.txt").write_text(
+        "2026-12-15 11:00:00.000000 PST")
+    lines: list[str] = []
+    batch = api.autograde(folder, "transformer-block", student="ada", workers=1, log=lines.append)
+    assert batch.results[0].late_penalty == 0 and "'PST'" in batch.results[0].timestamp_problem
+    assert [ln for ln in lines if ln.startswith("WARNING: ada: timestamp.txt could not be read as a time")]
+    with open(folder / NBGRADER_CONFIG, "a", encoding="utf-8") as fh:
+        fh.write('c.Exchange.timezone = "America/Los_Angeles"  # noqa: F821\n')
+    batch = api.autograde(folder, "transformer-block", student="ada", workers=1, force=True, log=lines.append)
+    assert batch.results[0].late_penalty == 10.0 and batch.results[0].timestamp_problem == ""
