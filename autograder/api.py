@@ -798,12 +798,15 @@ def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int,
 
 
 def _write_copy(path: Path, data: bytes) -> None:
-    """`data` into `path` atomically, readable by all (as nbgrader's copies are)."""
+    """`data` into `path` atomically, with the mode a new file gets (0644 under the usual umask,
+    readable by all, as nbgrader's copies are)."""
+    from .reporting.results_json import new_file_mode
+
     tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed into place or removed
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
     try:
         with tmp:
-            os.fchmod(tmp.fileno(), 0o644)
+            os.fchmod(tmp.fileno(), new_file_mode())
             tmp.write(data)
         os.replace(tmp.name, path)
     except BaseException:

@@ -43,6 +43,25 @@ def test_demo_shows_late_broken_and_unlisted_students(demo):
     assert results["late_joiner"]["extra_data"]["on_roster"] is False
 
 
+def test_demo_outputs_are_readable_as_nbgrader_copies_are(graded_demo):
+    """Are the annotated copies in autograded/ and the pages and files in feedback/ created with the mode
+    open() gives (0644 under the usual umask, as nbgrader's copies), so a TA in the course's group can
+    read them, while the course secret stays its owner's alone?"""
+    import os
+    import stat
+
+    from autograder.config import load_course
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    layout = CourseLayout(graded_demo.folder)
+    written = [p for top in (layout.autograded_dir, layout.feedback_dir) for p in top.rglob("*") if p.is_file()]
+    assert {p.suffix for p in written} >= {".ipynb", ".json", ".html", ".txt"}
+    assert {str(p.relative_to(graded_demo.folder)): oct(stat.S_IMODE(p.stat().st_mode)) for p in written
+            if stat.S_IMODE(p.stat().st_mode) != 0o666 & ~umask} == {}
+    assert stat.S_IMODE(load_course(graded_demo.folder).secret_file.stat().st_mode) == 0o600
+
+
 def test_demo_scores_do_not_depend_on_the_hidden_draw(demo, tmp_path):
     """Graded again with another hidden-input seed, does every student keep the same score (fair draws)?"""
     _, results = demo

@@ -117,12 +117,18 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, sync: bool = True) -> P
     """Write `data` to `path` via a temporary file in the same folder and os.replace:
     a reader sees the old file or the new one, never half of one. With `sync` (the default) the
     data reaches the disk before the rename (fsync); without it, a crash of the machine may leave
-    the file empty, for a file that is then simply written again."""
+    the file empty, for a file that is then simply written again.
+
+    The file gets the mode open() would give it (`new_file_mode`: 0644 under the usual umask, as
+    nbgrader's own copies), not the temporary file's 0600: the pages, copies and results written
+    this way are read by TAs in the course's group (formgrader run as another user). Nothing
+    secret is written through here (the course secret is created 0600 by grading.seeds)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), new_file_mode())
             fh.write(data)
             fh.flush()
             if sync:
@@ -135,6 +141,22 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, sync: bool = True) -> P
             pass
         raise
     return path
+
+
+def new_file_mode() -> int:
+    """The mode open() gives a new file: 0666 less this process's umask (read from /proc, since
+    os.umask can only be read by setting it; elsewhere set for a moment to a stricter mask, which a
+    file another thread creates meanwhile only makes more private)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def atomic_write_text(path: str | Path, text: str, *, sync: bool = True) -> Path:

@@ -159,6 +159,22 @@ def test_written_file_is_the_document_and_no_temporary_file_remains(tmp_path, bo
     assert sorted(p.name for p in path.parent.iterdir()) == ["results.json"]
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077], ids=["022", "002", "077"])
+def test_a_written_file_gets_the_mode_open_would_give_it(tmp_path, bob, umask):
+    """Is results.json (and every file written atomically: pages, annotated copies) created as open()
+    would create it, 0666 less the umask (0644 usually, 0664 for a course group), not mkstemp's 0600
+    that a TA running formgrader as another user cannot read?"""
+    import os
+    import stat
+
+    before = os.umask(umask)
+    try:
+        path = write_results_json(bob, tmp_path / "results.json")
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~umask
+
+
 def test_a_failed_write_leaves_the_previous_file_intact(tmp_path, ada):
     """When the new document cannot be written, is the old file kept and no temporary file left?"""
     path = write_results_json(ada, tmp_path / "results.json")
