@@ -152,6 +152,16 @@ class CourseFeedbackExporter(Exporter):
     def _file_extension_default(self) -> str:
         return ".html"
 
+    def from_file(  # type: ignore[override]  # a page, as from_notebook_node
+            self, file_stream: Any, resources: dict[str, Any] | None = None, **kw: Any) -> tuple[str, dict[str, Any]]:
+        """The page without reading the notebook (nbconvert's reads it with nbformat first): the
+        autograded copy of a submission that is not notebook JSON is its file as submitted, and
+        nbformat's error there made nbgrader delete the student's feedback folder instead of writing
+        the page `course feedback` writes for them."""
+        from nbformat.v4 import new_notebook
+
+        return self.from_notebook_node(new_notebook(), resources, **kw)
+
     def from_notebook_node(  # type: ignore[override]  # a page, as nbconvert's HTML exporters return
             self, nb: NotebookNode, resources: dict[str, Any] | None = None, **kw: Any) -> tuple[str, dict[str, Any]]:
         from . import api

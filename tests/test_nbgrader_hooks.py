@@ -123,6 +123,37 @@ def test_a_broken_course_yml_keeps_nbgrader_routed_through_the_engine(tmp_path):
     assert not (folder / "grades.csv").exists()
 
 
+def test_generate_feedback_keeps_the_page_of_a_submission_that_is_not_notebook_json(tmp_path):
+    """For ken, whose notebook is not valid JSON (its autograded copy is the file as submitted), does
+    `nbgrader generate_feedback --force` (formgrader's button) exit 0 and write the page `course feedback`
+    writes, rather than fail on reading the notebook and delete his feedback folder?"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from autograder.api import student_page
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ken",))
+    graded = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir",
+                             str(folder)], capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    layout = CourseLayout(folder)
+    page = layout.feedback("ken", "transformer-block") / "transformer-block.html"
+    page.unlink()
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    proc = subprocess.run([str(bin_dir / "nbgrader"), "generate_feedback", "transformer-block", "--student", "ken",
+                           "--force"], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    course = load_course(folder)
+    assert page.read_text(encoding="utf-8") == student_page(course, course.assignment("transformer-block"), "ken")
+    assert "not valid notebook JSON" in page.read_text(encoding="utf-8")
+    assert (layout.submission("ken", "transformer-block") / "transformer-block.ipynb").read_bytes() == \
+        (layout.autograded("ken", "transformer-block") / "transformer-block.ipynb").read_bytes()
+
+
 def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_exchange(tmp_path):
     """When one student's notebook was put in submitted/ by hand (no submission_secret.txt), does `nbgrader
     release_feedback` release everyone else's page and name that student's folder in a warning, instead of
