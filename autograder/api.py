@@ -516,6 +516,7 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
     """(Re)write the feedback pages of graded submissions from results.json and the gradebook, so a
     TA's overrides and comments from formgrader reach the student's page; each page's folder also
     gets the submission's timestamp.txt and submission_secret.txt for `nbgrader release_feedback`."""
+    from .consistency import stale_due_dates
     from .reporting.gradebook import open_gradebook, read_review
 
     _check_student(student)
@@ -523,6 +524,7 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
     a = course.assignment(assignment)
     todo = submissions(course, a.name, student)
     written, not_graded, no_secret, errors = [], [], [], []
+    graded = []
     with open_gradebook(course) as gb:
         for sid, _ in todo:
             try:
@@ -534,6 +536,7 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
                 not_graded.append(sid)
                 continue
             result = stored[0]
+            graded.append(result)
             try:
                 review = read_review(gb, a, sid)
                 page = _feedback_folder(course, a, sid, result, review)
@@ -545,6 +548,9 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
                 no_secret.append(sid)
             log(f"feedback {sid:<20} {course.layout.relative(page)}"
                 + ("  (with the gradebook's review)" if review is not None and review.changed else ""))
+    stale = stale_due_dates(a, graded)
+    if stale:
+        log(f"WARNING: {stale}")
     return FeedbackReport(a.name, tuple(written), tuple(not_graded), tuple(no_secret), tuple(errors))
 
 

@@ -23,10 +23,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Assignment, Course, Problem
 from .layout import CourseLayout
+
+if TYPE_CHECKING:
+    from .grading.results import SubmissionResult
 
 TABLE_HEADER = re.compile(r"^\s*\|\s*function\s*\|\s*points\s*\|\s*$", re.IGNORECASE)
 TABLE_ROW = re.compile(r"^\s*\|\s*`?(?P<name>[^`|]+?)`?\s*\|\s*\**(?P<points>[^|*]+?)\**\s*\|\s*$")
@@ -291,3 +294,27 @@ def extension_problems(course: Course, assignment: Assignment, submitted: Iterab
     return [f"course.yml: assignments[{index}].extensions.{sid}: no student {sid!r} on the roster ({roster}) or in "
             f"{course.layout.relative(course.layout.submitted_dir)}/, so this extension applies to nobody"
             for sid in assignment.extensions if sid not in known]
+
+
+def stale_due_dates(assignment: Assignment, results: Iterable[SubmissionResult]) -> str:
+    """One line when course.yml's due date or extensions changed since some of `results` were graded
+    (the due date and extension each result's late penalty was taken against differ from what
+    course.yml gives the student now), "" otherwise. Their penalties, in the gradebook, `nbgrader
+    export` and the pages, are from before until `course autograde` grades them again (a changed
+    course.yml entry makes it grade every submission again)."""
+    stale = []
+    for result in results:
+        if result.state != "graded" or not result.submitted_at:     # no timestamp: no penalty either way
+            continue
+        due = assignment.due_for(result.student)
+        extension = assignment.extensions.get(result.student)
+        words = extension.describe() if extension is not None and extension.delta else ""
+        if (result.due, result.extension) != (due.isoformat() if due is not None else "", words):
+            stale.append(result.student)
+    if not stale:
+        return ""
+    named = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
+    one = len(stale) == 1
+    return (f"{assignment.name}: course.yml's due date or extensions changed since {named} {'was' if one else 'were'} "
+            f"graded; the late {'penalty' if one else 'penalties'} in the gradebook, the export and the feedback pages "
+            f"{'is' if one else 'are'} from before until `course autograde {assignment.name}` grades again")

@@ -203,6 +203,8 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                 gradebook.db.rollback()
                 raise
             rows = self._rows(gradebook, course)
+        for line in _stale_due_dates(course, rows):
+            self.log.warning(line)
         dest = self.to or "grades.csv"
         self.log.info("Exporting grades to %s", dest)
         tmp = f"{dest}.tmp"
@@ -247,6 +249,22 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                 row["extended_duedate"] = naive_utc(due) if due is not None else ""
                 rows.append({key: _cell(key, value) for key, value in row.items()})
         return rows
+
+
+def _stale_due_dates(course: Course, rows: list[dict[str, str]]) -> list[str]:
+    """A line per assignment whose late penalties in `rows` were taken against another due date or
+    extension than course.yml's now (`consistency.stale_due_dates`): the export's due and extension
+    columns are course.yml's, its penalties the last autograde's."""
+    from .api import graded_result
+    from .consistency import stale_due_dates
+
+    out = []
+    for a in course.assignments:
+        submitted = [r["student_id"] for r in rows if r["assignment"] == a.name and r["timestamp"]]
+        line = stale_due_dates(a, filter(None, (graded_result(course, a, sid) for sid in submitted)))
+        if line:
+            out.append(line)
+    return out
 
 
 def _cell(column: str, value: Any) -> str:

@@ -141,3 +141,30 @@ def test_consistency_names_an_extension_for_no_student(course_copy):
     assert extension_problems(course, course.assignment(ASSIGNMENT), ["late"]) == [
         "course.yml: assignments[0].extensions.adaa: no student 'adaa' on the roster (roster.csv) or in "
         "submitted/, so this extension applies to nobody"]
+
+
+def test_results_graded_against_another_due_date_or_extension_are_named():
+    """Are the students whose results were graded against a due date or extension course.yml no longer
+    gives them named in one line, and those graded against the current ones, without a timestamp (no
+    penalty either way) or crashed left out?"""
+    import datetime as dt
+
+    from autograder.config import Assignment, Extension, Limits
+    from autograder.consistency import stale_due_dates
+    from autograder.grading.results import SubmissionResult
+
+    due = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
+    a = Assignment(name="hw", package="hw", notebooks=("hw.ipynb",), problems=(), limits=Limits(), due=due,
+                   extensions={"kat": Extension(days=1)})
+
+    def graded(student: str, when: dt.datetime, extension: str = "", **kw) -> SubmissionResult:
+        return SubmissionResult(student=student, assignment="hw", state=kw.pop("state", "graded"),
+                                submitted_at=kw.pop("submitted_at", due.isoformat()), due=when.isoformat(),
+                                extension=extension, **kw)
+
+    now = [graded("ada", due), graded("kat", due + dt.timedelta(days=1), "1 day")]
+    assert stale_due_dates(a, now) == ""
+    before = [graded("kat", due), graded("bob", due - dt.timedelta(days=1)), graded("cy", due, "2 days"),
+              graded("dan", due, "1 day", submitted_at=""), graded("eve", due, "1 day", state="crashed")]
+    assert stale_due_dates(a, before).startswith(
+        "hw: course.yml's due date or extensions changed since kat, bob, cy were graded; the late penalties ")

@@ -154,6 +154,43 @@ def test_generate_feedback_keeps_the_page_of_a_submission_that_is_not_notebook_j
         (layout.autograded("ken", "transformer-block") / "transformer-block.ipynb").read_bytes()
 
 
+def test_export_and_feedback_warn_when_course_yml_changed_the_due_date_since_grading(tmp_path):
+    """With an extension for alan (late by 10 hours) added to course.yml after his penalty was taken, do
+    `nbgrader export` and `course feedback` say once that the penalty is from before and to run `course
+    autograde`, and, once it has, no longer (the penalty gone)?"""
+    import subprocess
+    import sys
+
+    from autograder import api
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("alan", "ada"))
+    autograde = [sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir", str(folder)]
+    graded = subprocess.run(autograde, capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    config = folder / "course.yml"
+    config.write_text(config.read_text().replace("    late_policy:",
+                                                 "    extensions: {alan: {days: 1}}\n    late_policy:", 1))
+    warning = ("transformer-block: course.yml's due date or extensions changed since alan was graded; the late "
+               "penalty in the gradebook, the export and the feedback pages is from before until `course autograde "
+               "transformer-block` grades again")
+    done = _export(folder)
+    assert done.returncode == 0, done.stderr
+    assert [ln for ln in done.stderr.splitlines() if "WARNING" in ln] == [f"[ExportApp | WARNING] {warning}"]
+    lines: list[str] = []
+    api.feedback(folder, "transformer-block", log=lines.append)
+    assert [ln for ln in lines if ln.startswith("WARNING")] == [f"WARNING: {warning}"]
+    graded = subprocess.run(autograde, capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    done = _export(folder)
+    assert done.returncode == 0 and "WARNING" not in done.stderr, done.stderr
+    lines.clear()
+    api.feedback(folder, "transformer-block", log=lines.append)
+    assert not [ln for ln in lines if ln.startswith("WARNING")]
+    assert api.graded_result(load_course(folder), load_course(folder).assignment("transformer-block"),
+                             "alan").late_penalty == 0
+
+
 def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_exchange(tmp_path):
     """When one student's notebook was put in submitted/ by hand (no submission_secret.txt), does `nbgrader
     release_feedback` release everyone else's page and name that student's folder in a warning, instead of
