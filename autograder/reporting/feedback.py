@@ -245,11 +245,14 @@ def _problem_views(result: SubmissionResult) -> tuple[ProblemView, ...]:
 
 
 def _reviewed(problems: tuple[ProblemView, ...], review: Review) -> tuple[ProblemView, ...]:
+    """The problems with a person's scores; one whose checks all passed but whose score a person
+    lowered below its points gets a section of its own rather than a line under "Full marks"."""
     out = []
     for p in problems:
         r = review.problem(p.name)
         if r is not None and r.overridden:
-            p = replace(p, score=format_points(r.score), auto_score=format_points(r.auto_score or 0.0))
+            p = replace(p, score=format_points(r.score), auto_score=format_points(r.auto_score or 0.0),
+                        needs_reading=p.needs_reading or r.score < r.max_score)
         out.append(p)
     return tuple(out)
 
@@ -257,12 +260,17 @@ def _reviewed(problems: tuple[ProblemView, ...], review: Review) -> tuple[Proble
 def _instructor_notes(review: Review) -> tuple[InstructorNote, ...]:
     notes = []
     for r in review.problems:
-        if r.overridden:
+        if not r.overridden:
+            continue
+        given = f"the autograder gave {format_points(r.auto_score or 0.0)}."
+        if r.manual_score is not None and r.manual_score != r.auto_score:
             extra = f" (including {format_points(r.extra_credit)} extra credit)" if r.extra_credit else ""
-            notes.append(InstructorNote(r.problem, "score",
-                                        f"Your instructor set the score to {format_points(r.score)} of "
-                                        f"{format_points(r.max_score)} points{extra}; the autograder gave "
-                                        f"{format_points(r.auto_score or 0.0)}."))
+            text = (f"Your instructor set the score to {format_points(r.score)} of {format_points(r.max_score)} "
+                    f"points{extra}; {given}")
+        else:                       # extra credit alone
+            text = (f"Your instructor added {format_points(r.extra_credit)} extra credit, for {format_points(r.score)} "
+                    f"of {format_points(r.max_score)} points; {given}")
+        notes.append(InstructorNote(r.problem, "score", text))
     notes += [InstructorNote(problem, "comment", text) for problem, text in review.comments]
     return tuple(notes)
 

@@ -53,7 +53,29 @@ def test_extra_credit_and_the_late_penalty_combine(ada, assignment):
     assert (view.score, view.raw_score, view.late_penalty) == ("29", "32", "3")
     silu = next(p for p in view.problems if p.name == "silu")
     assert (silu.score, silu.auto_score) == ("7", "5")
-    assert "including 2 extra credit" in view.instructor[0].text
+    assert view.instructor[0].text == ("Your instructor added 2 extra credit, for 7 of 5 points; the autograder "
+                                       "gave 5.")
+
+
+def test_extra_credit_on_an_override_is_counted_in_the_score_set(ada, assignment):
+    """With an override and extra credit on one problem, does the note say the score was set, extra credit
+    included (extra credit alone is "added", as above, no score having been set)?"""
+    view = feedback_view(ada, assignment, review_for(ada, silu=(4.0, 1.5)))
+    assert view.instructor[0].text == ("Your instructor set the score to 5.5 of 5 points (including 1.5 extra "
+                                       "credit); the autograder gave 5.")
+
+
+def test_a_full_marks_problem_whose_score_a_ta_lowered_leaves_full_marks(ada, assignment):
+    """When a TA lowers the score of a problem whose checks all passed (silu, 5 -> 3), is it given a section
+    of its own with the new score, rather than listed under "Full marks", while one raised by extra credit
+    stays there?"""
+    view = feedback_view(ada, assignment, review_for(ada, silu=(3.0, 0.0), split_heads=(None, 1.0)))
+    assert [p.name for p in view.to_read] == ["silu"] and view.to_read[0].score == "3"
+    assert "silu" not in [p.name for p in view.full_marks] and "split_heads" in [p.name for p in view.full_marks]
+    html = render_feedback(ada, assignment, review_for(ada, silu=(3.0, 0.0)))
+    full = html[html.index('id="full-title"'):]
+    assert "<code>silu</code>" not in full and "3 / 5 points" in html[:html.index('id="full-title"')]
+    assert not parse(html).errors
 
 
 def test_an_extension_shows_the_students_own_due_date(ada, assignment):
