@@ -12,7 +12,8 @@ What is checked (by `course validate`, and by `course release` before it builds 
   of every grade cell: one without a problem would count in nbgrader's totals and never be scored);
 - grade-cell points and the table agree with course.yml (named: problem, both numbers);
 - every grader file `graders/test_<name>.py` is for a problem in course.yml, and every problem's
-  function is defined by its notebook.
+  function is defined by its notebook, in one code cell only (not also in a given cell: a student who
+  deleted the stub would be graded on the given function).
 
 Notebooks are handled as plain JSON dicts (nbformat 4), so this module can run anywhere.
 """
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import Assignment, Course, Problem
 from .layout import CourseLayout
+from .text import truncate
 
 if TYPE_CHECKING:
     from .grading.results import SubmissionResult
@@ -50,6 +52,19 @@ def _nbgrader(cell: dict[str, Any]) -> dict[str, Any]:
     meta = cell.get("metadata")
     nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
     return nbg if isinstance(nbg, dict) else {}
+
+
+def cell_name(nb: dict[str, Any], index: int) -> str:
+    """How an instructor finds cell `index` (0-based) of a notebook, for messages: numbered from 1 as
+    Jupyter shows them, with its nbgrader grade_id, else its first line: "cell 34 (`test_silu`)",
+    "cell 33 (`# Public checks for silu.`)"."""
+    cell = nb.get("cells", [])[index]
+    grade_id = _nbgrader(cell).get("grade_id") if isinstance(cell, dict) else None
+    if isinstance(grade_id, str) and grade_id:
+        return f"cell {index + 1} (`{grade_id}`)"
+    source = _source(cell) if isinstance(cell, dict) else ""
+    first = next((line.strip() for line in source.splitlines() if line.strip()), "")
+    return f"cell {index + 1} (`{truncate(first, 60).replace('`', chr(39))}`)" if first else f"cell {index + 1}"
 
 
 def grade_cells(nb: dict[str, Any]) -> dict[str, tuple[int, float | None]]:
@@ -162,13 +177,29 @@ def duplicate_ids(nb: dict[str, Any], where: str) -> list[str]:
     return out
 
 
+def duplicate_definitions(nb: dict[str, Any], problems: tuple[Problem, ...], where: str) -> list[str]:
+    """A problem's function defined in more than one code cell (e.g. a `gelu` problem in a notebook
+    whose locked setup cell already gives `gelu`): a student who deletes the stub would be graded on
+    the other definition. One line each, starting with `where`, naming the cells."""
+    cells: dict[str, list[int]] = {}
+    for i, cell in enumerate(nb.get("cells", [])):
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            for name in cell_functions(_source(cell)):
+                cells.setdefault(name, []).append(i)
+    return [f"{where}: {p.name} is defined in {len(cells[p.name])} code cells "
+            f"({', '.join(cell_name(nb, i) for i in cells[p.name])}); a problem's function must be defined "
+            f"only in its solution cell (rename the problem, or the given function)"
+            for p in problems if len(cells.get(p.name, ())) > 1]
+
+
 def notebook_problems_found(nb: dict[str, Any], assignment: Assignment, notebook: str, where: str) -> list[str]:
-    """What `course release` cannot fix from course.yml: an id used by two cells, a problem without
-    its grade cell, a grade cell that is no problem. One line each, starting with `where` (the
-    notebook's path)."""
+    """What `course release` cannot fix from course.yml: an id used by two cells, a problem's function
+    defined in more than one code cell, a problem without its grade cell, a grade cell that is no
+    problem. One line each, starting with `where` (the notebook's path)."""
     found = grade_cells(nb)
     mine = notebook_problems(assignment, notebook)
     out = duplicate_ids(nb, where)
+    out += duplicate_definitions(nb, mine, where)
     out += [f"{where}: has no grade cell {p.grade_id!r} for problem {p.name} (course.yml)"
             for p in mine if p.grade_id not in found]
     known = {p.grade_id for p in mine}
@@ -224,19 +255,21 @@ def _number(text: str) -> float | None:
 
 # --------------------------------------------------------------------------- graders and functions
 
+def cell_functions(source: str) -> set[str]:
+    """Names of the functions a code cell's source defines at top level."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:         # IPython magics and the like: fall back to the text
+        return set(re.findall(r"^(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(", source, re.M))
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
 def defined_functions(nb: dict[str, Any]) -> set[str]:
     """Names of the functions the notebook's code cells define at top level."""
     names: set[str] = set()
     for cell in nb.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
-        source = _source(cell)
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:         # IPython magics and the like: fall back to the text
-            names.update(re.findall(r"^(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(", source, re.M))
-            continue
-        names.update(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        if cell.get("cell_type") == "code":
+            names |= cell_functions(_source(cell))
     return names
 
 

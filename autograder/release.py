@@ -8,6 +8,11 @@ gradebook as they were. Then the gradebook gets the release's cells, the roster,
 scores (also after students have submitted; see `reporting.gradebook.apply_release`), and the source
 notebooks get the points written into them.
 
+Before anything is built, each source notebook is checked for what nbgrader would refuse without
+saying where, or mishandle silently (see `markers`: unpaired or misplaced solution and hidden-test
+markers, a solution cell with a function and no solution region), and for what course.yml cannot
+fix (see `consistency.notebook_problems_found`); each problem is named by notebook and cell.
+
 The leak check fails the release if any line that only exists inside a solution or hidden-test
 region of the source survives in release/, if any nbgrader marker survives, if a released
 notebook stores outputs, or if a released notebook imports the instructor-only `assignments`.
@@ -28,6 +33,7 @@ from .config import Assignment, Course
 from .consistency import notebook_problems_found, write_points
 from .errors import ReleaseError
 from .layout import CourseLayout
+from .markers import course_delimiters, marker_problems
 from .text import truncate
 from .toolpath import tool, tool_env
 
@@ -55,13 +61,14 @@ def nbgrader(course: Course, *args: str, root: Path | None = None,
     return subprocess.run(cmd, cwd=course.root, env=tool_env(), capture_output=True, text=True)
 
 
-def _cells(path: Path) -> list[dict[str, Any]]:
+def _cells(path: Path, shown: str = "") -> list[dict[str, Any]]:
+    """The cells of the notebook at `path` (named `shown` in errors, else `path`)."""
     try:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ReleaseError(f"{path}: not a readable notebook ({exc})") from None
+        raise ReleaseError(f"{shown or path}: not a readable notebook ({exc})") from None
     if not isinstance(cells, list):
-        raise ReleaseError(f"{path}: not a readable notebook (cells is not a list)")
+        raise ReleaseError(f"{shown or path}: not a readable notebook (cells is not a list)")
     return [c for c in cells if isinstance(c, dict)]
 
 
@@ -111,7 +118,7 @@ def leak_check(layout: CourseLayout, assignment: Assignment) -> int:
         secret = instructor_only_lines(source_nb)
         checked += len(secret)
         rel = layout.relative(released)
-        for i, cell in enumerate(_cells(released)):
+        for i, cell in enumerate(_cells(released, rel)):
             text = _src(cell)
             for marker in MARKERS:
                 if marker in text:
@@ -129,13 +136,14 @@ def leak_check(layout: CourseLayout, assignment: Assignment) -> int:
     return checked
 
 
-def _read_notebook(path: Path) -> dict[str, Any]:
+def _read_notebook(path: Path, shown: str) -> dict[str, Any]:
+    """The notebook at `path` as JSON (named `shown`, its course-relative path, in errors)."""
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ReleaseError(f"{path}: not a readable notebook ({exc})") from None
+        raise ReleaseError(f"{shown}: not a readable notebook ({exc})") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise ReleaseError(f"{path}: not a readable notebook (no list of cells)")
+        raise ReleaseError(f"{shown}: not a readable notebook (no list of cells)")
     return nb
 
 
@@ -179,13 +187,15 @@ def release(course: Course, assignment: Assignment) -> ReleaseReport:
     from .reporting import gradebook
 
     layout = course.layout
+    marks = course_delimiters(course.root)
     sources = {}
     for name in assignment.notebooks:
         source_nb = layout.source(assignment.name) / name
+        where = layout.relative(source_nb)
         if not source_nb.is_file():
-            raise ReleaseError(f"{layout.relative(source_nb)}: not found")
-        nb = _read_notebook(source_nb)
-        problems = notebook_problems_found(nb, assignment, name, layout.relative(source_nb))
+            raise ReleaseError(f"{where}: not found")
+        nb = _read_notebook(source_nb, where)
+        problems = marker_problems(nb, marks, where) + notebook_problems_found(nb, assignment, name, where)
         if problems:
             raise ReleaseError("; ".join(problems))
         sources[name] = nb

@@ -116,7 +116,7 @@ def test_a_failed_release_changes_nothing(course_copy):
     path = source_notebook(course_copy)
     nb = json.loads(path.read_text())
     solution = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution"))
-    solution["source"] = "".join(solution["source"]).replace("### END SOLUTION", "")   # a region left open
+    solution["metadata"]["nbgrader"]["schema_version"] = 99     # nbgrader's metadata check refuses it
     path.write_text(json.dumps(nb))
     source_before = path.read_bytes()
     proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
@@ -163,3 +163,114 @@ def test_release_names_cells_that_share_an_id(course_copy):
     assert f"{where}: nbgrader grade_id 'test_silu' is used by cells {i + 1}, {i + 2}" in proc.stderr
     assert f"cell id {nb['cells'][i]['id']!r} is used by cells {i + 1}, {i + 2}" in proc.stderr
     assert released_notebook(course_copy).read_bytes() == before
+
+
+def _index(nb: dict, grade_id: str) -> int:
+    return next(i for i, c in enumerate(nb["cells"]) if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _checks_of(nb: dict, problem: str) -> int:
+    """The public-checks cell of `problem`: a plain code cell, no nbgrader metadata."""
+    first = f"# Public checks for {problem}"
+    return next(i for i, c in enumerate(nb["cells"]) if "".join(c["source"]).startswith(first))
+
+
+def _edit(nb: dict, index: int, change) -> None:
+    nb["cells"][index]["source"] = change("".join(nb["cells"][index]["source"]))
+
+
+def _drop_lines(*markers: str):
+    return lambda src: "\n".join(ln for ln in src.split("\n") if ln.strip() not in markers)
+
+
+def _hidden_in_checks(nb: dict) -> int:
+    i = _checks_of(nb, "silu")
+    _edit(nb, i, lambda src: src + "\n### BEGIN HIDDEN TESTS\nassert silu(0.0) == 0.0\n### END HIDDEN TESTS\n")
+    return i
+
+
+def _open_hidden(nb: dict) -> int:
+    i = _index(nb, "test_silu")
+    _edit(nb, i, _drop_lines("### END HIDDEN TESTS"))
+    return i
+
+
+def _open_solution(nb: dict) -> int:
+    i = _index(nb, "silu_solution")
+    _edit(nb, i, _drop_lines("### END SOLUTION"))
+    return i
+
+
+def _unmarked_solution_cell(nb: dict) -> int:
+    i = _index(nb, "silu_solution")
+    del nb["cells"][i]["metadata"]["nbgrader"]
+    return i
+
+
+def _solution_in_markdown(nb: dict) -> int:
+    i = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown" and i > 2)
+    _edit(nb, i, lambda src: src + "\n\n### BEGIN SOLUTION\nThe answer.\n### END SOLUTION\n")
+    return i
+
+
+def _no_solution_markers(nb: dict) -> int:
+    i = _index(nb, "silu_solution")
+    _edit(nb, i, _drop_lines("### BEGIN SOLUTION", "### END SOLUTION"))
+    return i
+
+
+@pytest.mark.parametrize("corrupt, cell, message", [
+    (_hidden_in_checks, "(`# Public checks for silu.`)", "a hidden-test region (BEGIN HIDDEN TESTS) in a cell that "
+                                                          "is not an autograder-tests cell"),
+    (_open_hidden, "(`test_silu`)", "BEGIN HIDDEN TESTS (line "),
+    (_open_solution, "(`silu_solution`)", "BEGIN SOLUTION (line 14) has no END SOLUTION after it"),
+    (_unmarked_solution_cell, "(`def silu(x):`)", "a solution region (BEGIN SOLUTION) in a cell that is not a "
+                                                  "solution cell"),
+    (_solution_in_markdown, "(`## 1. Layer normalisation`)", "a solution region (BEGIN SOLUTION) in a cell that "
+                                                            "is not a solution cell"),
+    (_no_solution_markers, "(`silu_solution`)", "a solution cell with no BEGIN SOLUTION / END SOLUTION region, so "
+                                                "nbgrader would release the whole cell (`def silu` and its "
+                                                "docstring too) as the bare stub"),
+], ids=["hidden-tests-in-a-plain-cell", "hidden-tests-left-open", "solution-left-open", "solution-cell-unmarked",
+        "solution-in-markdown", "solution-cell-without-markers"])
+def test_release_names_the_cell_of_a_bad_marker(course_copy, corrupt, cell, message):
+    """Is a source whose nbgrader markers nbgrader would refuse without naming the notebook or cell
+    (or, with both solution markers gone, would release as the bare stub) refused before anything is
+    built, in one line naming the notebook and the cell, with nothing changed?"""
+    path = source_notebook(course_copy)
+    nb = json.loads(path.read_text())
+    index = corrupt(nb)
+    path.write_text(json.dumps(nb))
+    before = released_notebook(course_copy).read_bytes(), path.read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
+                           "--course-dir", str(course_copy)], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"{CourseLayout(course_copy).relative(path)}: cell {index + 1} {cell}: {message}" in proc.stderr
+    assert (released_notebook(course_copy).read_bytes(), path.read_bytes()) == before
+    assert not (course_copy / "gradebook.db").exists()
+
+
+def test_release_refuses_a_problem_function_defined_twice(course_copy):
+    """Is a problem whose function a given cell defines too (a student who deleted the stub would be
+    graded on the given one) refused before anything is built, in one line naming both cells?"""
+    path = source_notebook(course_copy)
+    nb = json.loads(path.read_text())
+    setup, solution = _index(nb, "setup"), _index(nb, "silu_solution")
+    _edit(nb, setup, lambda src: src + "\n\ndef silu(x):\n    return x / (1 + np.exp(-x))\n")
+    path.write_text(json.dumps(nb))
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
+                           "--course-dir", str(course_copy)], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert (f"{CourseLayout(course_copy).relative(path)}: silu is defined in 2 code cells (cell {setup + 1} "
+            f"(`setup`), cell {solution + 1} (`silu_solution`))") in proc.stderr
+
+
+def test_release_of_a_source_that_is_not_json_names_it_relative_to_the_course(course_copy):
+    """Does a source notebook that is not JSON give one line naming it by its course-relative path?"""
+    path = source_notebook(course_copy)
+    path.write_text("not a notebook")
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
+                           "--course-dir", str(course_copy)], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(f"course: error: {CourseLayout(course_copy).relative(path)}: not a readable notebook")
+    assert str(course_copy) not in proc.stderr

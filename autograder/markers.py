@@ -1,0 +1,122 @@
+"""The nbgrader markers of a source notebook, checked before `course release` hands it to nbgrader.
+
+nbgrader's generate_assignment stops at the first malformed marker with an error that names neither
+the notebook nor the cell ("RuntimeError: No end hidden tests statement found"), and it silently
+releases a solution cell whose markers were both removed as the bare stub (its def line and docstring
+gone too). These checks follow nbgrader's own (its ClearSolutions and ClearHiddenTests preprocessors,
+with their delimiters as the course's nbgrader config sets them), and say where, one line per cell:
+
+- BEGIN/END SOLUTION pair up within each cell (no second BEGIN before the END, no END without its
+  BEGIN, no BEGIN left open), and a solution region sits only in a solution cell (`solution: true`);
+- BEGIN/END HIDDEN TESTS pair up within each cell, and only in an autograder-tests cell (`grade: true`);
+- a code solution cell that defines a function holds a solution region (nbgrader would otherwise
+  replace the whole cell, def line and docstring too, by "# YOUR CODE HERE").
+
+Notebooks are plain JSON dicts (nbformat 4), as in `consistency`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .consistency import _nbgrader, _source, cell_functions, cell_name
+from .layout import NBGRADER_CONFIG
+
+
+@dataclass(frozen=True)
+class Delimiters:
+    """nbgrader's marker strings (a line holding one is a marker) and whether a region outside its
+    kind of cell is an error (`enforce_metadata`); the defaults are nbgrader's."""
+    begin_solution: str = "BEGIN SOLUTION"
+    end_solution: str = "END SOLUTION"
+    begin_hidden: str = "BEGIN HIDDEN TESTS"
+    end_hidden: str = "END HIDDEN TESTS"
+    enforce_solution_cells: bool = True
+    enforce_grade_cells: bool = True
+
+
+def course_delimiters(course_root: Path) -> Delimiters:
+    """The delimiters nbgrader's generate_assignment uses for the course in `course_root`: its
+    ClearSolutions and ClearHiddenTests settings from the Jupyter config folders' nbgrader_config.py,
+    then the course's own (later files win, as in nbgrader). A file that cannot be loaded is skipped
+    (`course validate` reports the course's)."""
+    from jupyter_core.paths import jupyter_config_path
+    from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    cfg = Config()
+    for folder in [*reversed(jupyter_config_path()), str(course_root)]:
+        if not os.path.isfile(os.path.join(folder, NBGRADER_CONFIG)):
+            continue
+        with contextlib.suppress(Exception):   # nbgrader too goes on without a file it cannot load
+            cfg.merge(PyFileConfigLoader(NBGRADER_CONFIG, path=folder).load_config())
+    solutions, hidden = ClearSolutions(config=cfg), ClearHiddenTests(config=cfg)
+    return Delimiters(begin_solution=solutions.begin_solution_delimeter,
+                      end_solution=solutions.end_solution_delimeter,
+                      begin_hidden=hidden.begin_test_delimeter,
+                      end_hidden=hidden.end_test_delimeter,
+                      enforce_solution_cells=solutions.enforce_metadata,
+                      enforce_grade_cells=hidden.enforce_metadata)
+
+
+def _regions(source: str, begin: str, end: str) -> tuple[int, str]:
+    """(regions opened, what is wrong with their pairing or ""), reading the lines as nbgrader does:
+    a line holding `begin` opens a region, else a line holding `end` closes it."""
+    regions, opened = 0, 0          # opened: the line of the BEGIN of the region open, else 0
+    for number, line in enumerate(source.splitlines(), 1):
+        if begin in line:
+            if opened:
+                return regions, f"a second {begin} (line {number}) before the {end} of the one on line {opened}"
+            opened, regions = number, regions + 1
+        elif end in line:
+            if not opened:
+                return regions, f"{end} (line {number}) has no {begin} above it"
+            opened = 0
+    return regions, f"{begin} (line {opened}) has no {end} after it" if opened else ""
+
+
+def _region_problems(source: str, begin: str, end: str, misplaced: str) -> tuple[int, list[str]]:
+    """(regions, problems) of one kind of region in a cell: their pairing, and `misplaced` (the
+    problem when the cell may not hold this kind, else "") if it holds any."""
+    regions, wrong = _regions(source, begin, end)
+    return regions, [p for p in (wrong, misplaced if regions else "") if p]
+
+
+def cell_marker_problems(cell: dict[str, Any], marks: Delimiters) -> list[str]:
+    """What is wrong with one cell's markers, for nbgrader's generate_assignment (see the module)."""
+    nbg = _nbgrader(cell)
+    source = _source(cell)
+    solutions, out = _region_problems(
+        source, marks.begin_solution, marks.end_solution,
+        "" if nbg.get("solution") or not marks.enforce_solution_cells else
+        f"a solution region ({marks.begin_solution}) in a cell that is not a solution cell (nbgrader metadata "
+        f"`solution: true`, \"Autograded answer\" or \"Manually graded answer\" in Jupyter); mark the cell, or "
+        f"remove the markers")
+    defined = cell_functions(source) if cell.get("cell_type") == "code" else set()
+    if nbg.get("solution") and not solutions and not out and defined:
+        out.append(f"a solution cell with no {marks.begin_solution} / {marks.end_solution} region, so nbgrader "
+                   f"would release the whole cell ({', '.join(f'`def {name}`' for name in sorted(defined))} and "
+                   f"its docstring too) as the bare stub; put the markers around the body")
+    out += _region_problems(
+        source, marks.begin_hidden, marks.end_hidden,
+        "" if nbg.get("grade") or not marks.enforce_grade_cells else
+        f"a hidden-test region ({marks.begin_hidden}) in a cell that is not an autograder-tests cell (nbgrader "
+        f"metadata `grade: true`, \"Autograder tests\" in Jupyter), so nbgrader would refuse it; mark the cell, or "
+        f"remove the markers")[1]
+    return out
+
+
+def marker_problems(nb: dict[str, Any], marks: Delimiters, where: str) -> list[str]:
+    """One line per cell whose markers nbgrader would refuse or mishandle, starting with `where` (the
+    notebook's path) and the cell (`consistency.cell_name`)."""
+    out = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        if isinstance(cell, dict):
+            found = cell_marker_problems(cell, marks)
+            if found:
+                out.append(f"{where}: {cell_name(nb, i)}: {'; '.join(found)}")
+    return out
