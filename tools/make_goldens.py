@@ -5,12 +5,14 @@ reference (assignments/transformer_block/reference.py) from the outside. This sc
 imports the reference: every expected value is composed from torch ops (F.layer_norm,
 F.rms_norm, F.scaled_dot_product_attention, nn.MultiheadAttention, F.gelu(approximate="tanh"), F.silu, ...).
 
-Run it with torch from a throwaway virtualenv (torch is not a project dependency):
+Run it with torch from a throwaway virtualenv (torch is not a project dependency; do not install it
+into the project's .venv), from the repository root:
 
     python3 -m venv /tmp/torch-venv
     /tmp/torch-venv/bin/pip install torch==2.13.0 numpy
-    cd /work/main && /tmp/torch-venv/bin/python tools/make_goldens.py
-        # writes tests/assignments/transformer_block/goldens.npz; --out PATH and --seed N to change
+    /tmp/torch-venv/bin/python tools/make_goldens.py
+        # writes tests/assignments/transformer_block/goldens.npz under the repository this script is
+        # in, from whatever folder it is run; --out PATH and --seed N to change
 
 The stored values are deterministic for a given seed and torch version.
 
