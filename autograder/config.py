@@ -172,7 +172,9 @@ class Assignment:
                                             help="one entry per student function, in the order reports list them")
     limits: Limits = setting(derive=lambda s: s["defaults"].limits, default_doc="`defaults.limits`",
                              help="limits for this assignment; unset keys inherit the defaults")
-    due: dt.datetime | None = setting(None, help="the deadline (no timezone: UTC); unset: nothing is late")
+    due: dt.datetime | None = setting(None, help="the deadline (no timezone: UTC); a date alone (`2026-12-14`, "
+                                           "quoted or not) is the end of that day, 23:59:59 UTC; unset: nothing "
+                                           "is late")
     late_policy: LatePolicy = setting(LatePolicy(), help="what lateness costs")
     extensions: dict[str, Extension] = setting(
         factory=dict, check_scope=_extensions_fit,

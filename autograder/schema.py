@@ -20,6 +20,7 @@ or a problem's name taken from its mapping key).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -304,6 +305,11 @@ def _scalar(tp: Any, raw: Any, path: str, expected: str, scope: Scope | None) ->
 
 
 def _datetime(raw: Any, path: str, expected: str) -> dt.datetime:
+    """A date-time; a date alone is the end of that day (23:59:59), whether YAML read it as a date
+    (`due: 2026-12-14`) or a string (`due: "2026-12-14"`); no timezone: UTC."""
+    if isinstance(raw, str):
+        with contextlib.suppress(ValueError):
+            raw = dt.date.fromisoformat(raw)
     if isinstance(raw, dt.datetime):
         parsed = raw
     elif isinstance(raw, dt.date):

@@ -1,6 +1,7 @@
 """course.yml parsing: typed objects from a good file, one-line errors naming the key path from bad ones."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -88,8 +89,6 @@ def test_config_good_file_gives_typed_objects(tmp_path):
 def test_config_extensions_exchange_and_roster_details(tmp_path):
     """Do extensions give a student their own due date, the exchange a course-relative folder, and the
     roster each student's name and email?"""
-    import datetime as dt
-
     data = mutate("assignments.0.extensions", {"ada": {"days": 2, "hours": 6}})
     data["exchange"] = "../exchange"
     course = load_course(make_course(tmp_path, data))
@@ -197,6 +196,17 @@ def test_config_bad_file_names_the_key_path(tmp_path, data, expected):
     message = error_for(tmp_path, data)
     assert message.startswith("course.yml")
     assert expected in message
+
+
+@pytest.mark.parametrize("due", ["2026-12-14", '"2026-12-14"'])
+def test_config_a_due_date_alone_is_the_end_of_that_day(tmp_path, monkeypatch, due):
+    """Is `due:` given as a date alone the end of that day, 23:59:59 UTC, whether YAML reads it as a
+    date (unquoted) or a string (quoted), rather than the start of the day when quoted?"""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))       # a cache of this test's own
+    text = yaml.safe_dump(GOOD).replace("due: '2026-12-14T23:59:00+00:00'", f"due: {due}")
+    assert f"due: {due}\n" in text
+    a = load_course(make_course(tmp_path, text)).assignment("hw")
+    assert a.due == dt.datetime(2026, 12, 14, 23, 59, 59, tzinfo=dt.UTC)
 
 
 @pytest.mark.parametrize("due", ["2026-02-30T10:00:00", "2026-01-01T24:00:00", "2026-13-01T10:00:00",
