@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nbformat
 from jupyter_client.manager import KernelManager
@@ -24,6 +24,9 @@ from .consistency import extension_problems, graders_problems, points_problems
 from .errors import CourseError
 from .text import truncate
 from .toolpath import tools_on_path
+
+if TYPE_CHECKING:
+    from .grading.results import SubmissionResult
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ def execute_notebook(path: Path, *, timeout: float) -> NotebookRun:
                        seconds=round(time.perf_counter() - started, 2))
 
 
-def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], label: str) -> tuple[float, float, str]:
+def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], label: str) -> SubmissionResult:
     from .grading.engine import grade_submission, load_instructor_code
 
     code = load_instructor_code(course, assignment)
@@ -92,8 +95,45 @@ def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], l
         folder.mkdir(parents=True)
         for nb in notebooks:
             shutil.copy2(nb, folder / nb.name)
-        result = grade_submission(course, assignment, label, folder, seed=12345, code=code)
-    return result.score, result.max_score, result.crash_reason
+        return grade_submission(course, assignment, label, folder, seed=12345, code=code)
+
+
+def _check_name(grader_error: str) -> str:
+    """The check a grader error ("<check>: <error>") is about."""
+    return grader_error.split(": ", 1)[0]
+
+
+def source_score_problems(result: SubmissionResult) -> list[str]:
+    """One line per problem the source notebook does not get full marks in, naming its points and
+    its first failing check with that check's message (the grader's own error when the grader
+    failed), then one line per grader error: a source that loses points is a grader or reference
+    that disagrees with the notebook's solution."""
+    if result.crashed:
+        return [f"source scores {result.score:g}/{result.max_score:g} through the autograder, expected full marks "
+                f"(grading crashed: {result.crash_reason})"]
+    errors = {_check_name(e): e.split(": ", 1)[-1] for e in result.grader_errors}
+    problems = []
+    for p in result.problem_scores():
+        if abs(p.score - p.max_score) <= 1e-6:
+            continue
+        failing = [t for t in result.tests if t.problem == p.problem and not t.passed]
+        line = f"source: {p.problem} scores {p.score:g}/{p.max_score:g} through the autograder, expected full marks"
+        if failing:
+            first = failing[0]
+            why = f"grader error: {errors[first.name]}" if first.name in errors else first.output
+            if first.status != "failed":
+                why = f"{first.status}: {why}"
+            line += f"; first failing check {first.name}: {truncate(why, 240)}"
+            if len(failing) > 1:
+                line += f" (and {len(failing) - 1} more failing check{'s' if len(failing) > 2 else ''})"
+        else:
+            line += "; no check ran for it"
+        problems.append(line)
+    if not problems and abs(result.score - result.max_score) > 1e-6:
+        problems.append(f"source scores {result.score:g}/{result.max_score:g} through the autograder, "
+                        f"expected full marks")
+    problems += [f"source: grader error in {truncate(e, 300)}" for e in result.grader_errors]
+    return problems
 
 
 def _notebook(path: Path) -> dict[str, Any] | None:
@@ -157,14 +197,13 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
                 problems.append(f"release {run.path.name}: cell {e.index} raised {e.ename} (only NotImplementedError "
                                 f"from an unfinished stub is expected): {e.evalue}")
 
-    src_score, src_max, src_err = _grade_file(course, assignment, source_nbs, "source-notebook")
-    rel_score, rel_max, rel_err = _grade_file(course, assignment, release_nbs, "release-notebook")
-    if src_err or abs(src_score - src_max) > 1e-6:
-        problems.append(f"source scores {src_score:g}/{src_max:g} through the autograder, expected full marks"
-                        + (f" ({src_err})" if src_err else ""))
+    source = _grade_file(course, assignment, source_nbs, "source-notebook")
+    released = _grade_file(course, assignment, release_nbs, "release-notebook")
+    problems += source_score_problems(source)
+    rel_score, rel_max, rel_err = released.score, released.max_score, released.crash_reason
     if rel_err or rel_score != 0:
         problems.append(f"release scores {rel_score:g}/{rel_max:g} through the autograder, expected 0"
                         + (f" ({rel_err})" if rel_err else ""))
     return ValidationReport(assignment=assignment.name, source_runs=source_runs, release_runs=release_runs,
-                            source_score=(src_score, src_max), release_score=(rel_score, rel_max),
+                            source_score=(source.score, source.max_score), release_score=(rel_score, rel_max),
                             problems=tuple(problems))

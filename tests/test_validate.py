@@ -64,3 +64,40 @@ def test_validate_names_a_points_mismatch_with_both_numbers(course_copy):
         assert (f"PROBLEM: {where}/transformer-block/transformer-block.ipynb: silu: the points table in the intro "
                 f"gives 5, course.yml gives 8") in out
     assert f"validate {ASSIGNMENT}: 6 problem(s)" in out
+
+
+def edit_reference(course, old: str, new: str) -> None:
+    path = CourseLayout(course).package("transformer_block") / "reference.py"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+SILU_RETURN = "        return x * _sigmoid(x)\n"
+
+
+def test_validate_names_the_problem_and_check_the_source_loses_points_in(course_copy):
+    """With a reference silu 0.1% off, does validate name silu, its points, the first failing check
+    and that check's message, instead of only the total?"""
+    edit_reference(course_copy, SILU_RETURN, "        return x * _sigmoid(x) * 1.001\n")
+    proc = run_validate(course_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("PROBLEM: source: silu"))
+    assert line.startswith("PROBLEM: source: silu scores 0/5 through the autograder, expected full marks; "
+                           "first failing check test_silu.py::test_silu_matches_reference[vector]: "
+                           "silu on x of shape (9,) is off in 9 of 9 entries"), line
+    assert line.endswith("(and 5 more failing checks)"), line
+    assert f"validate {ASSIGNMENT}: 1 problem(s)" in proc.stdout
+
+
+def test_validate_names_each_grader_error(course_copy):
+    """With a reference silu that raises, does validate say the grader failed, check by check, and
+    with the error, rather than only a lower score?"""
+    edit_reference(course_copy, SILU_RETURN, '        raise ValueError("oops")\n')
+    proc = run_validate(course_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert ("PROBLEM: source: silu scores 0/5 through the autograder, expected full marks; first failing check "
+            "test_silu.py::test_silu_matches_reference[vector]: grader error: ValueError: oops") in out
+    assert "PROBLEM: source: grader error in test_silu.py::test_silu_matches_reference[vector]: ValueError: oops" in out
+    assert "PROBLEM: source: grader error in test_silu.py::test_silu_keeps_float32: ValueError: oops" in out
