@@ -59,11 +59,30 @@ class ValidationReport:
         return not self.problems
 
 
-def execute_notebook(path: Path, *, timeout: float) -> NotebookRun:
-    """Run every cell in a fresh python3 kernel (errors recorded, execution continues)."""
+def read_notebook(path: Path, shown: str) -> nbformat.NotebookNode:
+    """The notebook at `path` as nbformat 4, validated against its schema; CourseError naming it as
+    `shown` when it is missing, not JSON or not a notebook (nbformat would only log the last)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CourseError(f"{shown}: not found") from None
+    except (OSError, ValueError) as exc:
+        raise CourseError(f"{shown}: not a readable notebook ({exc})") from None
+    try:
+        json.loads(text)                # for its message: where the JSON breaks
+        nb: nbformat.NotebookNode = nbformat.convert(nbformat.reader.reads(text), 4)
+        nbformat.validate(nb)
+    except (ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError) as exc:
+        why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CourseError(f"{shown}: not a readable notebook ({truncate(why, 200)})") from None
+    return nb
+
+
+def execute_notebook(path: Path, nb: nbformat.NotebookNode, *, timeout: float) -> NotebookRun:
+    """Run every cell of `nb` (read from `path`) in a fresh python3 kernel (errors recorded,
+    execution continues)."""
     import time
 
-    nb = nbformat.read(path, as_version=4)
     started = time.perf_counter()
     # The kernel is this environment's python; IPC sockets in a private folder: no TCP ports,
     # no "unencrypted TCP" warnings.
@@ -186,11 +205,12 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
             raise CourseError(f"{course.layout.relative(nb)}: not found "
                               f"(run `course release {assignment.name}` first)")
 
-    source_runs = tuple(execute_notebook(nb, timeout=timeout) for nb in source_nbs)
+    read = {nb: read_notebook(nb, course.layout.relative(nb)) for nb in source_nbs + release_nbs}
+    source_runs = tuple(execute_notebook(nb, read[nb], timeout=timeout) for nb in source_nbs)
     for run in source_runs:
         for e in run.errors:
             problems.append(f"source {run.path.name}: cell {e.index} raised {e.ename}: {e.evalue}")
-    release_runs = tuple(execute_notebook(nb, timeout=timeout) for nb in release_nbs)
+    release_runs = tuple(execute_notebook(nb, read[nb], timeout=timeout) for nb in release_nbs)
     for run in release_runs:
         for e in run.errors:
             if e.ename != "NotImplementedError":

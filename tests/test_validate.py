@@ -101,3 +101,20 @@ def test_validate_names_each_grader_error(course_copy):
             "test_silu.py::test_silu_matches_reference[vector]: grader error: ValueError: oops") in out
     assert "PROBLEM: source: grader error in test_silu.py::test_silu_matches_reference[vector]: ValueError: oops" in out
     assert "PROBLEM: source: grader error in test_silu.py::test_silu_keeps_float32: ValueError: oops" in out
+
+
+@pytest.mark.parametrize(("where", "text", "why"), [
+    ("source", None, "not a readable notebook (Unterminated string starting at: line "),
+    ("release", "{}\n", "not a readable notebook (Notebook could not be converted from version 1 to version 2 "
+                        "because it's missing a key: cells)"),
+])
+def test_validate_names_an_unreadable_notebook_in_one_line(course_copy, where, text, why):
+    """With a truncated source or a release that is `{}`, does validate say which notebook is not a
+    readable notebook, in one line with exit code 2, rather than print nbformat's traceback?"""
+    layout = CourseLayout(course_copy)
+    path = (layout.source if where == "source" else layout.release)(ASSIGNMENT) / NB
+    path.write_text(path.read_text()[:5000] if text is None else text)
+    proc = run_validate(course_copy)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"course: error: {where}/{ASSIGNMENT}/{NB}: {why}"), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
