@@ -195,6 +195,19 @@ def consistency_problems(course: Course, assignment: Assignment) -> list[str]:
     return problems
 
 
+def release_leaks(course: Course, assignment: Assignment) -> list[str]:
+    """`course release`'s leak check run again on release/ as committed (a line pasted in by hand
+    after the release): its first leak, or nothing."""
+    from .errors import ReleaseError
+    from .release import leak_check
+
+    try:
+        leak_check(course.layout, assignment)
+    except ReleaseError as exc:
+        return [f"{exc} (course release's leak check)"]
+    return []
+
+
 def validate(course: Course, assignment: Assignment) -> ValidationReport:
     problems: list[str] = consistency_problems(course, assignment)
     timeout = max(assignment.limits.cell_seconds, 60)
@@ -206,6 +219,7 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
                               f"(run `course release {assignment.name}` first)")
 
     read = {nb: read_notebook(nb, course.layout.relative(nb)) for nb in source_nbs + release_nbs}
+    problems += release_leaks(course, assignment)
     source_runs = tuple(execute_notebook(nb, read[nb], timeout=timeout) for nb in source_nbs)
     for run in source_runs:
         for e in run.errors:

@@ -118,3 +118,18 @@ def test_validate_names_an_unreadable_notebook_in_one_line(course_copy, where, t
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith(f"course: error: {where}/{ASSIGNMENT}/{NB}: {why}"), proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_validate_runs_the_leak_check_on_the_release_as_committed(course_copy):
+    """With a hidden-test line pasted by hand into the released notebook, does validate fail naming
+    the notebook, the cell and the line, as course release's leak check would?"""
+    path = CourseLayout(course_copy).release(ASSIGNMENT) / NB
+    nb = json.loads(path.read_text())
+    cell = next(i for i, c in enumerate(nb["cells"])
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "test_layer_norm")
+    nb["cells"][cell]["source"] = "".join(nb["cells"][cell]["source"]) + "\n_r = np.random.default_rng(20240501)\n"
+    path.write_text(json.dumps(nb))
+    proc = run_validate(course_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (f"PROBLEM: release/{ASSIGNMENT}/{NB}: cell {cell} leaks an instructor-only line: "
+            f"'_r = np.random.default_rng(20240501)' (course release's leak check)") in proc.stdout
