@@ -4,7 +4,11 @@ marks and the release scores zero. Before running anything it checks that course
 notebooks, the graders and the gradebook agree (see `consistency`): points of every grade cell and
 of the intro's points table (source and release), a grader file for every problem and a problem for
 every grader file, the function each problem grades defined in its notebook, the gradebook's max
-scores, and nbgrader's config routing `nbgrader autograde`/`generate_feedback` through this engine."""
+scores, and nbgrader's config routing `nbgrader autograde`/`generate_feedback` through this engine.
+It also runs `course release`'s leak check on release/ as committed, and makes the student version
+again in a scratch folder to say when release/ is older than source/ (students would get the old
+notebook). A source below full marks is named problem by problem, with the first failing check's
+message, and every grader error gets its own line."""
 from __future__ import annotations
 
 import json
@@ -208,6 +212,59 @@ def release_leaks(course: Course, assignment: Assignment) -> list[str]:
     return []
 
 
+def _cell_sources(path: Path) -> list[tuple[str, str]]:
+    """(type, source) of each cell of the notebook at `path` (read before: it is a notebook)."""
+    cells = nbformat.read(path, as_version=4).cells
+    return [(cell.cell_type, cell.source) for cell in cells]
+
+
+def _differing_cells(made: list[tuple[str, str]], committed: list[tuple[str, str]]) -> str:
+    """Which cells differ, in words: "cells differ: 3, 7" or "22 cells, course release makes 24"."""
+    differ = [i for i, (a, b) in enumerate(zip(made, committed)) if a != b]
+    shown = ", ".join(map(str, differ[:8])) + (f" and {len(differ) - 8} more" if len(differ) > 8 else "")
+    if len(made) != len(committed):
+        return (f"{len(committed)} cells, course release makes {len(made)}"
+                + (f"; the first {min(len(made), len(committed))} differ at {shown}" if differ else ""))
+    return f"cells differ: {shown}"
+
+
+def stale_release(course: Course, assignment: Assignment) -> list[str]:
+    """One line per released notebook that is not what `course release` makes of source/ now (a
+    source edited after the last release): the student version is made again, as `course release`
+    makes it (points from course.yml, nbgrader's generate_assignment), in a scratch folder, and the
+    cells' types and sources compared with release/."""
+    from .consistency import write_points
+    from .layout import CourseLayout
+    from .release import nbgrader
+
+    layout = course.layout
+    with tempfile.TemporaryDirectory(prefix="course-validate-release-") as tmp:
+        build = CourseLayout(Path(tmp))
+        shutil.copytree(layout.source(assignment.name), build.source(assignment.name),
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        for name in assignment.notebooks:
+            path = build.source(assignment.name) / name
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            if write_points(nb, assignment, name):
+                nbformat.write(nbformat.from_dict(nb), path)
+        proc = nbgrader(course, "generate_assignment", assignment.name, "--force", root=build.root,
+                        db_url=f"sqlite:///{build.root / 'gradebook.db'}")
+        if proc.returncode != 0:
+            lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+            return [f"release/ could not be compared with what course release makes of source/ now: nbgrader "
+                    f"generate_assignment failed: {truncate(lines[-1] if lines else 'no output', 200)}"]
+        problems = []
+        for name in assignment.notebooks:
+            released = layout.release(assignment.name) / name
+            made, committed = _cell_sources(build.release(assignment.name) / name), _cell_sources(released)
+            if made != committed:
+                problems.append(f"{layout.relative(released)} is older than "
+                                f"{layout.relative(layout.source(assignment.name) / name)} and course.yml: "
+                                f"course release makes it differently now ({_differing_cells(made, committed)}); "
+                                f"run `course release {assignment.name}`")
+    return problems
+
+
 def validate(course: Course, assignment: Assignment) -> ValidationReport:
     problems: list[str] = consistency_problems(course, assignment)
     timeout = max(assignment.limits.cell_seconds, 60)
@@ -220,6 +277,7 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
 
     read = {nb: read_notebook(nb, course.layout.relative(nb)) for nb in source_nbs + release_nbs}
     problems += release_leaks(course, assignment)
+    problems += stale_release(course, assignment)
     source_runs = tuple(execute_notebook(nb, read[nb], timeout=timeout) for nb in source_nbs)
     for run in source_runs:
         for e in run.errors:

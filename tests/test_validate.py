@@ -63,7 +63,9 @@ def test_validate_names_a_points_mismatch_with_both_numbers(course_copy):
                 f"points, course.yml gives 8 (run `course release`)") in out
         assert (f"PROBLEM: {where}/transformer-block/transformer-block.ipynb: silu: the points table in the intro "
                 f"gives 5, course.yml gives 8") in out
-    assert f"validate {ASSIGNMENT}: 6 problem(s)" in out
+    assert (f"PROBLEM: release/{ASSIGNMENT}/{NB} is older than source/{ASSIGNMENT}/{NB} and course.yml: course release "
+            f"makes it differently now (cells differ: 0); run `course release {ASSIGNMENT}`") in out
+    assert f"validate {ASSIGNMENT}: 7 problem(s)" in out
 
 
 def edit_reference(course, old: str, new: str) -> None:
@@ -133,3 +135,18 @@ def test_validate_runs_the_leak_check_on_the_release_as_committed(course_copy):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (f"PROBLEM: release/{ASSIGNMENT}/{NB}: cell {cell} leaks an instructor-only line: "
             f"'_r = np.random.default_rng(20240501)' (course release's leak check)") in proc.stdout
+
+
+def test_validate_says_when_the_release_is_older_than_the_source(course_copy):
+    """With a stub's signature changed in source/ and no `course release` since, does validate say
+    that students would get the old notebook, naming the cell that differs?"""
+    path = CourseLayout(course_copy).source(ASSIGNMENT) / NB
+    nb = json.loads(path.read_text())
+    cell = next(i for i, c in enumerate(nb["cells"]) if "def silu(x):" in "".join(c["source"]))
+    nb["cells"][cell]["source"] = "".join(nb["cells"][cell]["source"]).replace("def silu(x):", "def silu(x, beta=1.0):")
+    path.write_text(json.dumps(nb))
+    proc = run_validate(course_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (f"PROBLEM: release/{ASSIGNMENT}/{NB} is older than source/{ASSIGNMENT}/{NB} and course.yml: course release "
+            f"makes it differently now (cells differ: {cell}); run `course release {ASSIGNMENT}`") in proc.stdout
+    assert f"validate {ASSIGNMENT}: 1 problem(s)" in proc.stdout
