@@ -38,8 +38,9 @@ STAGES = {
         Ordinary tokens come out right but nearly constant ones do not (or the eps argument has no
         effect): eps must be added to the variance inside the square root, using the eps argument.""",
     "layer_norm.scale_and_shift": """
-        The normalisation is right but the affine stage is not: multiply by gamma, then add beta, each
-        with one entry per feature.""",
+        The output does not follow gamma and beta as it should: the last stage multiplies the normalised
+        tokens by gamma, then adds beta, each with one entry per feature, and adds nothing else (eps
+        belongs inside the square root).""",
     # rms_norm
     "rms_norm.statistics_across_tokens": """
         Changing one token changes the output of another: the mean of the squares must come from each
@@ -57,8 +58,8 @@ STAGES = {
         Ordinary tokens come out right but tokens near zero do not (or the eps argument has no
         effect): eps must be added to the mean of the squares inside the square root.""",
     "rms_norm.gamma": """
-        The normalisation is right but the scale stage is not: multiply by gamma, one entry per feature,
-        and add nothing.""",
+        The output does not follow gamma as it should: the last stage multiplies the normalised tokens by
+        gamma, one entry per feature, and adds nothing (eps belongs inside the square root).""",
     # split_heads / merge_heads
     "split_heads.values_changed": """
         The result holds numbers that are not entries of x: split_heads only moves entries, with a

@@ -63,3 +63,18 @@ def test_a_probe_stops_quietly_when_the_function_raises():
     def raises(*args, **kwargs):
         raise ValueError("not written yet")
     assert CATALOGUE.localise("layer_norm", context("layer_norm", raises)) == ()
+
+
+@pytest.mark.parametrize("problem", ["layer_norm", "rms_norm"])
+def test_eps_added_after_normalising_is_not_told_the_normalisation_is_right(problem):
+    """A norm that adds eps to its output instead of under the square root fails the gamma check
+    first: does the stage it is localised to point at eps, rather than say the normalisation is right?"""
+    def eps_outside(x, gamma, *rest, eps=1e-5):
+        beta = rest[0] if rest else 0.0
+        centred = x - x.mean(axis=-1, keepdims=True) if rest else x
+        scale = np.sqrt((centred * centred).mean(axis=-1, keepdims=True))
+        return gamma * centred / scale + beta + eps
+    found = CATALOGUE.localise(problem, context(problem, eps_outside))
+    assert found, "no stage found"
+    for m in found:
+        assert "normalisation is right" not in m.hint and "eps" in m.hint, (m.id, m.hint)
