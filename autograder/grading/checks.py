@@ -254,6 +254,11 @@ class Expect:
         out = self.call(fn, *args, **kwargs)
         expected = np.asarray(reference(*args, **kwargs))
         composite = bool(building_blocks(reference))
+        if isinstance(out, np.ndarray) and out.dtype.kind == expected.dtype.kind == "f" \
+                and out.dtype.itemsize < expected.dtype.itemsize:
+            # float32 values of float64 inputs can sit within float64's tolerance, yet half the precision is gone
+            self._fail(f"{what} returned dtype {out.dtype}; expected {expected.dtype} (keep the input's precision: "
+                       f"an .astype({out.dtype.name}) or a {out.dtype.name} constant lowers it).")
         if self._agrees(out, expected, tol):
             return out
         if composite and self._agrees(out, self._wired(reference, args, kwargs), tol, equal_nan=True):

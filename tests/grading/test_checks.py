@@ -183,6 +183,16 @@ def test_matches_reference_accepts_the_reference_answer():
     assert [c.function for c in ex.calls] == ["double_plus_one"], "the call is recorded with its result"
 
 
+def test_matches_reference_refuses_float64_inputs_answered_in_float32():
+    """An answer rounded to float32 can sit within float64's tolerance: does a float32 result for
+    float64 inputs still fail, naming the dtype, while float32 inputs answered in float32 pass?"""
+    ex = wired_expect(double=_double, double_plus_one=lambda x: (2 * x + 1).astype(np.float32))
+    msg = failure(lambda: ex.matches_reference(ex.student.double_plus_one, (X + 1e-9,), what="f(x)"))
+    assert "f(x) returned dtype float32; expected float64" in msg
+    out = ex.matches_reference(ex.student.double_plus_one, (X.astype(np.float32),), what="f(x)")
+    assert out.dtype == np.float32
+
+
 def test_matches_reference_accepts_the_wiring_of_the_students_own_blocks():
     """With a wrong building block, does a correctly wired composite keep its points?"""
     ex = wired_expect(double=lambda x: 3 * x, double_plus_one=lambda x: 3 * x + 1)
