@@ -534,8 +534,8 @@ def _where_pattern(bad: np.ndarray) -> str:
         others = tuple(i for i in range(bad.ndim) if i != axis)
         along = bad.any(axis=others) if others else bad
         idx = np.flatnonzero(along)
-        if 0 < len(idx) < bad.shape[axis]:
-            shown = ", ".join(str(int(i)) for i in idx[:6]) + (", ..." if len(idx) > 6 else "")
+        if 0 < len(idx) <= bad.shape[axis] // 2:        # confined to a few: worth saying where
+            shown = ", ".join(str(int(i)) for i in idx[:6]) + (" and more" if len(idx) > 6 else "")
             parts.append(f"axis {axis - bad.ndim} positions {shown}")
     if not parts:
         return ""

@@ -121,7 +121,7 @@ def problem_report(problem: ProblemDigest) -> str:
             lines += _indent(message)
     passed = problem.of_kind("passed")
     if passed and lines[1:]:
-        lines.append(f"{GREEN}{len(passed)} other checks passed{RESET}: "
+        lines.append(f"{GREEN}{len(passed)} other check{'s' if len(passed) != 1 else ''} passed{RESET}: "
                      + ", ".join(c.function for c in passed))
     return "\n".join(lines)
 

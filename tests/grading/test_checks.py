@@ -270,3 +270,19 @@ def test_a_property_check_not_graded_for_its_block_names_no_mistake_of_the_compo
         ex.diagnose("general.float32_upcast")
         ex.dtype(out, np.float32, "f")
     assert ex.found == []
+
+
+def test_where_the_wrong_entries_sit_is_said_only_when_they_are_confined():
+    """Is a row or two of wrong entries located ('only at ...'), and nothing said when nearly every
+    position along an axis is wrong, where 'only' would tell the student nothing?"""
+    from autograder.grading.checks import _where_pattern
+
+    bad = np.zeros((16, 4), dtype=bool)
+    bad[3] = True
+    assert _where_pattern(bad) == "Wrong entries only at axis -2 positions 3."
+    bad[:9] = True
+    assert _where_pattern(bad) == ""
+    wide = np.zeros((40, 2), dtype=bool)
+    wide[[1, 3, 5, 7, 9, 11, 13], 0] = True
+    assert _where_pattern(wide) == ("Wrong entries only at axis -2 positions 1, 3, 5, 7, 9, 11 and more; "
+                                    "axis -1 positions 0.")

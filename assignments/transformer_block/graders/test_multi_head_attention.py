@@ -91,7 +91,7 @@ def test_multi_head_attention_causal_mask_hides_later_tokens(student, expect, rn
         expect.shape(out, x.shape, what)
         expect.shape(out_changed, x.shape, what)
         expect.close(out_changed[..., :k + 1, :], out[..., :k + 1, :],
-                     what=f"{what}: the outputs of tokens 0..{k} after changing only the later tokens")
+                     what=f"{what} (earlier tokens' outputs, once only later tokens change)")
 
 
 @pytest.mark.points(2.5)
