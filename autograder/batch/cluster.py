@@ -41,6 +41,12 @@ class ClusterUnavailable(CourseError):
     """The cluster could not be reached, or its workers could not set up the sandbox (one line)."""
 
 
+def _scheduler_lost(client: Any, exc: BaseException) -> bool:
+    """Whether a future failed because the client lost its scheduler (every pending future then
+    fails the same way), rather than because of the worker grading it."""
+    return "scheduler-connection-lost" in str(exc) or getattr(client, "status", "running") not in ("running",)
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:300]
@@ -334,7 +340,8 @@ class DaskPool:
                                          key=f"grade-{task.student}-{batch}")
             futures[future.key] = (future, task)
         self._pending = [f for f, _ in futures.values()]
-        for future in as_completed(self._pending, loop=self._client.loop):  # type: ignore[no-untyped-call]
+        for yielded, future in enumerate(as_completed(self._pending,  # type: ignore[no-untyped-call]
+                                                      loop=self._client.loop)):
             task = futures[future.key][1]
             try:
                 answer = future.result()
@@ -345,6 +352,14 @@ class DaskPool:
                 stats.peak_mb = max(stats.peak_mb, float(answer["peak_mb"]))
             except Exception as exc:  # noqa: BLE001 - a lost worker costs that submission alone
                 why = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+                if _scheduler_lost(self._client, exc):
+                    # not this submission's failure: the batch stops, and what it has not graded is left
+                    # as it was (its earlier results, page and grades), for a run that finishes it
+                    left = len(futures) - yielded
+                    raise ClusterUnavailable(
+                        f"Dask scheduler {self.address}: the connection to it was lost mid-batch ({why}); "
+                        f"{left} submission(s) not graded, left as they were; run the command again to "
+                        f"finish") from None
                 result = crashed_result(self.assignment, task.student, task.seed, task.on_roster,
                                         f"grading stopped: its Dask worker failed ({why})", self._layers)
             future.release()

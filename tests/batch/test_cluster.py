@@ -285,3 +285,70 @@ def test_a_dask_workers_grading_thread_is_held_on_its_sandboxs_cpu_also_after_a_
     assert os.sched_getaffinity(0) == allowed
     for cpu, thread in (first, again):
         assert (cpu in allowed and thread == {cpu}) if len(allowed) > 1 else (cpu is None and thread == allowed)
+
+
+def test_losing_the_scheduler_mid_batch_stops_it_and_leaves_the_rest_as_it_was(graded_demo, tmp_path):
+    """When the scheduler itself goes away while a batch grades, does the command stop in one line
+    (exit 2) naming it, leaving the submission still being graded with its earlier results.json, page
+    and gradebook grades, rather than writing it (and every other pending one) as crashed?"""
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    shutil.copytree(CourseLayout(graded_demo.folder).autograded_dir, CourseLayout(folder).autograded_dir)
+    shutil.copy2(load_course(graded_demo.folder).secret_file, load_course(folder).secret_file)
+    shutil.copy2(graded_demo.folder / "gradebook.db", folder / "gradebook.db")
+    layout = CourseLayout(folder)
+    held = "ada"            # a first cell that sleeps keeps a worker on her while the scheduler is killed
+    (notebook,) = layout.submission(held, "transformer-block").glob("*.ipynb")
+    doc = json.loads(notebook.read_text())
+    doc["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": "hold", "metadata": {},
+                            "outputs": [], "source": "import time\ntime.sleep(20)"})
+    notebook.write_text(json.dumps(doc))
+    before = layout.results_json(held, "transformer-block").read_bytes()
+    scheduler_file = tmp_path / "scheduler.json"
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--port", "0",
+                                  "--no-dashboard",
+                                  "--scheduler-file", str(scheduler_file)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    workers = None
+    try:
+        end = time.monotonic() + 60
+        while not scheduler_file.exists() and time.monotonic() < end:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        address = json.loads(scheduler_file.read_text())["address"]
+        workers = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2",
+                                    "--nthreads", "1", "--no-dashboard"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        with distributed.Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+            proc = subprocess.Popen([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                                     "--force", "--course-dir", str(folder), "--scheduler", address],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                end, seen = time.monotonic() + 300, False
+                while not seen and proc.poll() is None and time.monotonic() < end:
+                    seen = any(str(key).startswith(f"grade-{held}-")
+                               for keys in client.processing().values() for key in keys)
+                    time.sleep(0.05)
+                assert seen, "the held submission was never seen being graded"
+                time.sleep(2)
+                os.kill(scheduler.pid, signal.SIGKILL)
+                out, err = proc.communicate(timeout=300)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    finally:
+        for started in (workers, scheduler):
+            if started is not None and started.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(started.pid, signal.SIGKILL)
+                started.wait()
+    assert proc.returncode == 2, out + err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith(f"course: error: Dask scheduler {address}: the connection to it was lost"), err
+    assert "not graded, left as they were; run the command again" in lines[-1]
+    assert "GRADER ERROR" not in out
+    assert layout.results_json(held, "transformer-block").read_bytes() == before
+    held_grades = {k: v for k, v in auto_scores(folder).items() if k[0] == held}
+    assert held_grades and held_grades == {k: v for k, v in auto_scores(graded_demo.folder).items() if k[0] == held}
+    assert not [sid for sid, r in results_of(folder).items() if r["extra_data"]["state"] == "crashed"]
