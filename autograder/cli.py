@@ -387,6 +387,10 @@ def _run(args: argparse.Namespace, early: tuple[StartedWorker, ...] = ()) -> int
     if args.command == "autograde":
         if args.workers is not None and args.scheduler:
             raise CourseError("--workers and --scheduler: give one (a cluster's workers are set up on the cluster)")
+        if args.seed is not None and args.student is None:
+            print(f"WARNING: --seed {args.seed} without --student: every student is graded on this one draw, and "
+                  f"their results and grades are replaced until a run without --seed (a fairness check, for a "
+                  f"scratch copy of the course)", file=sys.stderr, flush=True)
         return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force, args.insecure,
                           args.workers, args.scheduler, wait=args.wait or args.student is None, early=early)
     if args.command == "serve":

@@ -69,6 +69,7 @@ def test_demo_scores_do_not_depend_on_the_hidden_draw(demo, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--seed", "1",
                            "--course-dir", str(folder)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "WARNING: --seed 1 without --student: every student is graded on this one draw" in proc.stderr
     for student, first in results.items():
         again = json.loads(CourseLayout(folder).results_json(student, "transformer-block").read_text())
         assert again["extra_data"]["seed"] == 1 != first["extra_data"]["seed"]
