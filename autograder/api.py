@@ -76,19 +76,17 @@ def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> Re
 def summarise_changes(changes: tuple[str, ...]) -> str:
     """Gradebook changes for one log line: cells added are counted by kind, the rest listed."""
     added: dict[str, int] = {}
-    rest, students = [], []
+    students = [line.split()[1] for line in changes if len(line.split()) == 2 and line.split()[0] == "student"]
+    rest = []
     for line in changes:
         words = line.split()
         if len(words) == 3 and words[1] == "cell":
             added[words[0]] = added.get(words[0], 0) + 1
-        elif len(words) == 2 and words[0] == "student":
-            students.append(words[1])
+        elif len(students) > 5 and len(words) == 2 and words[0] == "student":
+            if words[1] == students[0]:      # a new roster: counted where it starts, a few named
+                rest.append(f"{len(students)} students ({', '.join(students[:3])}, ..., {students[-1]})")
         else:
             rest.append(line)
-    if len(students) > 5:        # a new roster: counted, a few named
-        rest.append(f"{len(students)} students ({', '.join(students[:3])}, ..., {students[-1]})")
-    else:
-        rest += [f"student {sid}" for sid in students]
     counted = [f"{n} {kind} cell{'s' if n != 1 else ''} added" for kind, n in added.items()]
     return "; ".join(rest + counted)
 
