@@ -16,14 +16,11 @@ Notebooks are plain JSON dicts (nbformat 4), as in `consistency`.
 """
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .consistency import _nbgrader, _source, cell_functions, cell_name
-from .layout import NBGRADER_CONFIG
 
 
 @dataclass(frozen=True)
@@ -41,19 +38,13 @@ class Delimiters:
 def course_delimiters(course_root: Path) -> Delimiters:
     """The delimiters nbgrader's generate_assignment uses for the course in `course_root`: its
     ClearSolutions and ClearHiddenTests settings from the Jupyter config folders' nbgrader_config.py,
-    then the course's own (later files win, as in nbgrader). A file that cannot be loaded is skipped
-    (`course validate` reports the course's)."""
-    from jupyter_core.paths import jupyter_config_path
+    then the course's own (autograder.nbconfig; `course validate` reports a course file that cannot be
+    loaded)."""
     from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions
-    from traitlets.config import Config
-    from traitlets.config.loader import PyFileConfigLoader
 
-    cfg = Config()
-    for folder in [*reversed(jupyter_config_path()), str(course_root)]:
-        if not os.path.isfile(os.path.join(folder, NBGRADER_CONFIG)):
-            continue
-        with contextlib.suppress(Exception):   # nbgrader too goes on without a file it cannot load
-            cfg.merge(PyFileConfigLoader(NBGRADER_CONFIG, path=folder).load_config())
+    from .nbconfig import nbgrader_settings
+
+    cfg = nbgrader_settings(course_root)
     solutions, hidden = ClearSolutions(config=cfg), ClearHiddenTests(config=cfg)
     return Delimiters(begin_solution=solutions.begin_solution_delimeter,
                       end_solution=solutions.end_solution_delimeter,

@@ -2,9 +2,7 @@
 late policy takes off for it."""
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import functools
 import math
 import os
 from collections.abc import Callable
@@ -12,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Assignment
-from ..layout import NBGRADER_CONFIG
 
 TIMESTAMP_FILE = "timestamp.txt"   # written by nbgrader's collect/submit into each submission folder
 TIMESTAMP_MAX_BYTES = 4096
@@ -108,34 +105,11 @@ def _zone(name: str) -> dt.tzinfo:
 
 def exchange_timezone(course_root: Path) -> str:
     """nbgrader's `Exchange.timezone` for the course in `course_root` ("" when not set), read as
-    nbgrader reads its config: the Jupyter config folders' nbgrader_config.py (a hub's
-    /etc/jupyter, where students' `nbgrader submit` reads it too), then the course's own."""
-    from jupyter_core.paths import jupyter_config_path
+    nbgrader reads its config (autograder.nbconfig)."""
+    from ..nbconfig import nbgrader_settings
 
-    folders = [*reversed(jupyter_config_path()), str(course_root)]     # later files win, as in nbgrader
-    files = []
-    for folder in folders:
-        with contextlib.suppress(OSError):
-            files.append((folder, os.stat(os.path.join(folder, NBGRADER_CONFIG)).st_mtime_ns))
-    return _configured_timezone(tuple(files))
-
-
-@functools.lru_cache(maxsize=8)
-def _configured_timezone(files: tuple[tuple[str, int], ...]) -> str:
-    """Exchange.timezone from the nbgrader_config.py of these folders (with their modification times,
-    so a changed file is read again), the last setting it winning; a file that cannot be loaded is
-    skipped. Loading the course's imports nbgrader (about a second), once per process."""
-    from traitlets.config.loader import PyFileConfigLoader
-
-    zone = ""
-    for folder, _ in files:
-        try:
-            cfg = PyFileConfigLoader(NBGRADER_CONFIG, path=folder).load_config()
-        except Exception:  # noqa: BLE001 - nbgrader too goes on without a config file it cannot load
-            continue
-        if "timezone" in cfg.Exchange:
-            zone = str(cfg.Exchange.timezone)
-    return zone
+    cfg = nbgrader_settings(course_root)
+    return str(cfg.Exchange.timezone) if "timezone" in cfg.Exchange else ""
 
 
 def submission_time(folder: Path, course_root: Path | None = None) -> tuple[dt.datetime | None, str]:
