@@ -20,7 +20,7 @@ from .config import Assignment, Course, load_course
 from .errors import CourseError
 from .grading.results import SubmissionResult
 from .intake import BOOKKEEPING, ungraded_files
-from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course, student_id_problem
+from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course, student_id_problem, utf8_name
 from .notebooks import (
     RefusedFile,
     more_code_cells_in,
@@ -28,7 +28,6 @@ from .notebooks import (
     open_regular,
     read_regular,
     submission_entries,
-    utf8_name,
 )
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly

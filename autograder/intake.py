@@ -24,7 +24,8 @@ from typing import Protocol
 
 from .config import Assignment, Course
 from .grading.lateness import TIMESTAMP_FILE
-from .notebooks import shown_name, submission_entries, utf8_name
+from .layout import utf8_name
+from .notebooks import shown_name, submission_entries
 
 SECRET_FILE = "submission_secret.txt"     # written by nbgrader submit; release_feedback needs it
 BOOKKEEPING = (TIMESTAMP_FILE, SECRET_FILE)

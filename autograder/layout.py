@@ -50,11 +50,19 @@ def student_id_problem(student: str) -> str | None:
         return "it holds a '/' or a NUL character"
     if student.startswith("."):
         return "it starts with '.'"
-    try:
-        student.encode("utf-8")
-    except UnicodeEncodeError:
+    if not utf8_name(student):
         return "it is not valid UTF-8"
     return None
+
+
+def utf8_name(name: str) -> bool:
+    """Whether a name (a file's, read from the disk, or a student id) is valid UTF-8: os.listdir
+    escapes other bytes as lone surrogates, which no result, page or gradebook row can hold."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

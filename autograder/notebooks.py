@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .layout import utf8_name
 from .text import truncate
 
 READ_CHUNK = 1 << 20
@@ -167,16 +168,6 @@ def submission_entries(folder: Path) -> list[tuple[str, int]]:
     except OSError:
         return []
     return sorted(out)
-
-
-def utf8_name(name: str) -> bool:
-    """Whether a file name read from the disk is valid UTF-8 (os.listdir escapes other bytes as
-    lone surrogates, which no result, page or gradebook row can hold)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def shown_name(name: str) -> str:
