@@ -84,13 +84,21 @@ def _check_lines(check: Check, mark: str, colour: str) -> list[str]:
     return lines
 
 
+def _group_member(check: Check) -> str:
+    """A grouped check's function, with how many of its cases the shared error covers when not all."""
+    shown = [c for c in check.cases if c.state != "passed"]
+    if check.parametrised and len(shown) < len(check.cases):
+        return f"{check.function}, {len(shown)} of {len(check.cases)} cases"
+    return check.function
+
+
 def _group_lines(groups: Iterable[FailureGroup], kind: str) -> list[str]:
     lines = []
     for group in groups:
         if group.same_error:
             what = "failed with the same error" if kind == "failed" else "could not be graded, for one reason"
             lines.append(f"{RED if kind == 'failed' else YELLOW}{MARKS[kind]}{RESET} {len(group.checks)} checks "
-                         f"{what}  [{', '.join(c.function for c in group.checks)}]")
+                         f"{what}  [{', '.join(_group_member(c) for c in group.checks)}]")
             lines += _indent(group.message)
         else:
             lines += _check_lines(group.checks[0], MARKS[kind], RED if kind == "failed" else YELLOW)

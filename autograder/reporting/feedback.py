@@ -104,6 +104,11 @@ class FailureView:
     def same_error(self) -> bool:
         return len(self.checks) > 1
 
+    @property
+    def every_case(self) -> bool:
+        """Did the shared error stop every case of every check in the group (none of them passed in part)?"""
+        return all(len(c.open_cases) == c.total_cases for c in self.checks)
+
 
 @dataclass(frozen=True)
 class ProblemView:

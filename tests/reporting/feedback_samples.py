@@ -121,6 +121,17 @@ def dora_result() -> R.SubmissionResult:
     return submission("dora", dora_tests(), notes=(MAGIC, SYNTAX) + NAME_ERRORS)
 
 
+def partly_alike_result() -> R.SubmissionResult:
+    """Two layer_norm checks failing with one message, one of them in only 2 of its 6 cases."""
+    wrong = "layer_norm returned None; return the normalised array."
+    tests = cases("layer_norm", "test_layer_norm_matches_reference", 1.5, SHAPES,
+                  "Does layer_norm match the reference for several shapes?",
+                  failed=dict.fromkeys(SHAPES[:2], wrong))
+    tests.append(case("layer_norm", "test_layer_norm_keeps_float32", 6.0, status="failed", output=wrong,
+                      description="Given float32 x, does layer_norm return float32 values?"))
+    return submission("fay", tests)
+
+
 def erin_result() -> R.SubmissionResult:
     tests = cases("layer_norm", "test_layer_norm_matches_reference", 0.5, tuple(f"case{i}" for i in range(2)),
                   "Does layer_norm match the reference?",

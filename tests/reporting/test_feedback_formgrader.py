@@ -31,6 +31,7 @@ from .feedback_samples import (
     WARNED,
     dora_result,
     erin_result,
+    partly_alike_result,
 )
 
 NB = "transformer-block.ipynb"
@@ -86,6 +87,14 @@ def formgrader_html(path) -> str:
 
 def squash(text: str) -> str:
     return " ".join(text.replace("`", "").split())
+
+
+def test_a_grouped_check_names_how_many_of_its_cases_failed(copy, assignment):
+    """Does the grade cell's shared-error line say a check failed in 2 of its 6 cases, not all of them?"""
+    annotate_autograded(partly_alike_result(), assignment, copy)
+    out = squash(grade_outputs(copy / NB)["test_layer_norm"])
+    assert "2 checks failed with the same error [test_layer_norm_matches_reference, 2 of 6 cases, " \
+        "test_layer_norm_keeps_float32]" in out
 
 
 def test_each_grade_cell_gets_the_reasons_for_its_points(copy, assignment):

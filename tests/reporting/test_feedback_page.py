@@ -27,6 +27,7 @@ from .feedback_samples import (
     WARNED,
     dora_result,
     erin_result,
+    partly_alike_result,
 )
 
 
@@ -139,6 +140,14 @@ def test_checks_failing_with_one_message_are_shown_once():
     assert "All 3 checks failed with the same error" in page.on_screen
     assert squash(page.on_screen).count(squash(MISSING_SPLIT)) == 1
     assert "Does split_heads refuse a width that heads cannot share?" in page.hidden
+
+
+def test_a_grouped_check_says_how_many_of_its_cases_the_error_covers():
+    """When a check failed in 2 of its 6 cases with another check's message, is the group not called 'All'?"""
+    page = read(partly_alike_result())
+    assert "2 checks failed with the same error" in page.on_screen
+    assert "All 2 checks" not in page.on_screen
+    assert "(2 of 6 cases)" in page.hidden
 
 
 def test_a_cascade_of_name_errors_is_folded_under_its_first_cause():
