@@ -20,7 +20,16 @@ from .config import Assignment, Course, load_course
 from .errors import CourseError
 from .grading.results import SubmissionResult
 from .intake import BOOKKEEPING, ungraded_files
-from .layout import DEMO_DIR, EXAMPLES, ROSTER_FILE, CourseLayout, copy_course, student_id_problem, utf8_name
+from .layout import (
+    DEMO_DIR,
+    EXAMPLES,
+    ROSTER_FILE,
+    CourseLayout,
+    copy_course,
+    student_id_problem,
+    utf8_name,
+    write_problems,
+)
 from .notebooks import (
     RefusedFile,
     more_code_cells_in,
@@ -245,6 +254,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         todo = submissions(course, a.name, student)
         _check_grader_files(course, a)
         check_gradebook_url(course)                      # before the gradebook writer starts
+        _check_writable(course, [f(sid, a.name) for sid, _ in todo
+                                 for f in (course.layout.autograded, course.layout.feedback)])
         secret = course_secret(course.secret_file)
     except BaseException:
         for forked in early:
@@ -526,6 +537,7 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
     course = load_course(course_dir)
     a = course.assignment(assignment)
     todo = submissions(course, a.name, student)
+    _check_writable(course, [course.layout.feedback(sid, a.name) for sid, _ in todo])
     written, not_graded, no_secret, errors = [], [], [], []
     graded = []
     with open_gradebook(course) as gb:
@@ -563,15 +575,41 @@ class DoctorReport:
     layers: tuple[tuple[str, bool, bool, str], ...]   # (layer, applied, required, explanation)
     facts: tuple[str, ...]                        # about the machine (bubblewrap, user, namespaces, ...)
     error: str = ""                               # the sandbox did not start at all
+    course: tuple[str, ...] = ()                  # what would stop autograde in the course folder
 
     @property
     def ok(self) -> bool:
         """Would `course autograde` grade here (without --insecure)?"""
-        return not self.error and all(applied for _, applied, required, _ in self.layers if required)
+        return (not self.error and not self.course
+                and all(applied for _, applied, required, _ in self.layers if required))
 
 
-def doctor(*, log: Log = _quiet) -> DoctorReport:
-    """Start the sandbox as `course autograde` would, run a probe notebook, report every layer."""
+def course_problems(course_dir: str | Path) -> tuple[str, ...]:
+    """What would stop `course autograde` in this course folder before any grading, one line each:
+    course.yml, the gradebook's URL, and the folders it writes (autograded/, feedback/). Nothing
+    when the folder holds no course.yml (`course doctor` run outside a course)."""
+    from .reporting.gradebook import check_gradebook_url
+
+    if not CourseLayout(Path(course_dir)).config.is_file():
+        return ()
+    try:
+        course = load_course(course_dir)
+    except CourseError as exc:
+        return (str(exc),)
+    problems = []
+    try:
+        check_gradebook_url(course)
+    except CourseError as exc:
+        problems.append(str(exc))
+    unwritable = write_problems([course.layout.autograded_dir, course.layout.feedback_dir], course.layout.relative)
+    if unwritable is not None:
+        problems.append(unwritable)
+    return tuple(problems)
+
+
+def doctor(*, course_dir: str | Path | None = None, log: Log = _quiet) -> DoctorReport:
+    """Start the sandbox as `course autograde` would, run a probe notebook, report every layer; with
+    `course_dir` holding a course.yml, check that course too (config, gradebook, folders written)."""
     from .sandbox import isolation
     from .sandbox.host import SandboxHost, SandboxUnavailable
     from .sandbox.outcomes import SandboxError
@@ -579,12 +617,15 @@ def doctor(*, log: Log = _quiet) -> DoctorReport:
     facts = isolation.machine_facts()
     for fact in facts:
         log(fact)
+    course = course_problems(course_dir) if course_dir is not None else ()
+    for problem in course:
+        log(f"course: {problem}")
     host = SandboxHost(insecure=True)
     try:
         info = host.start()
     except (SandboxUnavailable, SandboxError) as exc:
         log(f"sandbox: {exc}")
-        return DoctorReport(layers=(), facts=facts, error=str(exc))
+        return DoctorReport(layers=(), facts=facts, error=str(exc), course=course)
     finally:
         host.close()
     why = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in info.missing}
@@ -595,10 +636,22 @@ def doctor(*, log: Log = _quiet) -> DoctorReport:
         rows.append((layer, applied, layer in isolation.REQUIRED, note))
         mark = "ok " if applied else ("-- " if layer in isolation.OPTIONAL else "NO ")
         log(f"  {mark} {layer:<18} {note}")
-    report = DoctorReport(layers=tuple(rows), facts=facts)
-    log("course autograde will grade on this machine." if report.ok else
-        "course autograde will refuse to grade here (unless --insecure): fix the layers marked NO.")
+    report = DoctorReport(layers=tuple(rows), facts=facts, course=course)
+    if report.ok:
+        log("course autograde will grade on this machine.")
+    elif course and all(applied for _, applied, required, _ in rows if required):
+        log("course autograde will refuse to grade in this course folder: fix the lines marked course.")
+    else:
+        log("course autograde will refuse to grade here (unless --insecure): fix the layers marked NO"
+            + (" and the lines marked course." if course else "."))
     return report
+
+
+def _check_writable(course: Course, folders: list[Path]) -> None:
+    """Refuse, in one line before anything is graded, folders a command would write and cannot."""
+    problem = write_problems(folders, course.layout.relative)
+    if problem is not None:
+        raise CourseError(f"cannot write the results: {problem}")
 
 
 def _previous_result(course: Course, a: Assignment, sid: str, key: str) -> SubmissionResult | None:

@@ -122,7 +122,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="(re)write feedback pages from results.json and the gradebook (TA overrides and comments)")
     f.add_argument("assignment", help="an assignment from course.yml")
     f.add_argument("--student", type=_student, metavar="ID", help="only this student's page")
-    sub.add_parser("doctor", help="check which sandbox layers this machine supports (exit 1 if autograde would refuse)")
+    sub.add_parser("doctor", parents=[common],
+                   help="check which sandbox layers this machine supports, and the course folder when it holds a "
+                   "course.yml (exit 1 if autograde would refuse)")
     d = sub.add_parser("demo", parents=[common],
                        help="release, validate and grade the bundled example submissions in .demo/")
     d.add_argument("--assignment", help="the assignment to grade (default: the first in course.yml)")
@@ -399,7 +401,7 @@ def _run(args: argparse.Namespace, early: tuple[StartedWorker, ...] = ()) -> int
         return _feedback(args.course_dir, args.assignment, args.student)
     if args.command == "doctor":
         from . import api
-        return 0 if api.doctor(log=_log).ok else 1
+        return 0 if api.doctor(course_dir=args.course_dir, log=_log).ok else 1
     if args.command == "demo":
         return _demo(args.course_dir, args.assignment, args.skip_validate)
     raise AssertionError(f"unknown command {args.command!r}")

@@ -16,7 +16,10 @@ Nothing else in the project joins these names by hand.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import stat
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -142,3 +145,34 @@ def copy_course(source: Path, dest: Path) -> Path:
         elif src.is_file():
             shutil.copy2(src, dest / part)
     return dest
+
+
+# --------------------------------------------------------------------------- who may write where
+
+def write_problem(folder: Path, name: Callable[[Path], str] = str) -> str | None:
+    """Why this process could not create files in `folder` (or create `folder` itself, in the
+    nearest folder above it that exists), or None when it can. Asked before a command writes, so
+    that a TA running as another user than the one who made the folders hears it once, up front,
+    rather than once per student."""
+    probe = folder
+    while not os.path.lexists(probe) and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{name(probe)} is not a folder"
+    if os.access(probe, os.W_OK | os.X_OK):
+        return None
+    try:
+        info = probe.stat()
+        owner = f"owned by uid {info.st_uid}, mode {stat.filemode(info.st_mode)}"
+    except OSError as exc:
+        owner = exc.strerror or "not readable"
+    return f"{name(probe)} cannot be written by uid {os.geteuid()} ({owner})"
+
+
+def write_problems(folders: Iterable[Path], name: Callable[[Path], str] = str, *, shown: int = 3) -> str | None:
+    """One line for the folders of `folders` that cannot be written (the first `shown` named), or None."""
+    problems = list(dict.fromkeys(p for p in (write_problem(f, name) for f in folders) if p is not None))
+    if not problems:
+        return None
+    more = f" (and {len(problems) - shown} more folders)" if len(problems) > shown else ""
+    return "; ".join(problems[:shown]) + more

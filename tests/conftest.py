@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
+import pickle
+import pwd
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +40,43 @@ def course_with_students(dest: Path, students: tuple[str, ...]) -> Path:
 @pytest.fixture
 def course_copy(tmp_path: Path) -> Path:
     return copy_course(tmp_path / "course")
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A temporary folder every user may enter (tmp_path's parents are this user's alone)."""
+    with tempfile.TemporaryDirectory(prefix="course-shared-") as folder:
+        os.chmod(folder, 0o755)
+        yield Path(folder)
+
+
+def as_other_user(fn: Callable[..., object], *args: object) -> object:
+    """fn(*args) in a forked child that owns none of the test's files: the user `nobody` when the tests
+    run as root (who may write anywhere), else this user, whose read-only folders then stand for
+    someone else's. Returns what fn returned (pickled back); an exception in it fails the test."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                    # the child: never returns into pytest
+        try:
+            os.close(read)
+            if os.geteuid() == 0:
+                nobody = pwd.getpwnam("nobody")
+                os.setgroups([])
+                os.setgid(nobody.pw_gid)
+                os.setuid(nobody.pw_uid)
+            data = pickle.dumps(("returned", fn(*args)))
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            data = pickle.dumps(("raised", f"{type(exc).__name__}: {exc}"))
+        with os.fdopen(write, "wb") as out:
+            out.write(data)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as inp:
+        data = inp.read()
+    os.waitpid(pid, 0)
+    kind, value = pickle.loads(data)
+    assert kind == "returned", value
+    return value
 
 
 @dataclass(frozen=True)

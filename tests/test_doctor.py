@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import shutil
 
-from autograder import cli
-from autograder.layout import CourseLayout
+from autograder import api, cli
+from autograder.layout import CONFIG_FILE, CourseLayout
 from autograder.sandbox import isolation
-from conftest import ROOT
+from conftest import ROOT, as_other_user, copy_course
 
 EXAMPLES = CourseLayout(ROOT / "examples")
 ASSIGNMENT = "transformer-block"
@@ -61,3 +61,52 @@ def test_results_record_the_layers_that_applied(capsys, course_copy):
     assert f"Sandbox: all {len(isolation.REQUIRED)} required isolation layers applied" in out
     result = json.loads(layout.results_json("ada", ASSIGNMENT).read_text())
     assert set(isolation.REQUIRED) <= set(result["extra_data"]["isolation"])
+
+
+def test_doctor_names_course_folders_its_user_cannot_write(shared_dir):
+    """In a course whose autograded/ was left read-only by another user, does the course check name
+    that folder in one line, and pass once the folder may be written?"""
+    course = copy_course(shared_dir / "course")
+    course.chmod(0o777)                               # the gradebook is created here
+    layout = CourseLayout(course)
+    layout.autograded_dir.mkdir()
+    layout.autograded_dir.chmod(0o555)
+    (problem,) = as_other_user(api.course_problems, course)
+    assert problem.startswith("autograded cannot be written by uid ") and "dr-xr-xr-x" in problem
+    layout.autograded_dir.chmod(0o777)
+    assert as_other_user(api.course_problems, course) == ()
+
+
+def test_doctor_in_a_broken_course_names_the_config_and_exits_1(tmp_path, capsys):
+    """With an unreadable course.yml in --course-dir, does doctor say so on a `course:` line and exit 1,
+    while the sandbox's layers are still all reported as applied?"""
+    (tmp_path / CONFIG_FILE).write_text("assignments: [\n")
+    assert cli.main(["doctor", "--course-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"course: {CONFIG_FILE}: line 2: not valid YAML" in out
+    assert all(f"ok  {layer}" in out for layer in isolation.REQUIRED)
+    assert "refuse to grade in this course folder" in out
+
+
+def test_autograde_refuses_in_one_line_when_it_cannot_write_results(capsys, course_copy):
+    """With autograded/ a file, does autograde exit 2 with one line naming it, grading nobody?"""
+    layout = add_ada(course_copy)
+    layout.autograded_dir.write_text("not a folder\n")
+    assert cli.main(["autograde", ASSIGNMENT, "--course-dir", str(course_copy)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["course: error: cannot write the results: autograded is not a folder"]
+    assert layout.autograded_dir.read_text() == "not a folder\n"
+    assert not CourseLayout(course_copy).feedback_dir.exists()
+
+
+def test_doctor_names_a_gradebook_whose_folder_cannot_hold_its_journal(shared_dir):
+    """Is a gradebook file anyone may write refused when its folder cannot be written (SQLite's
+    journal goes beside it), rather than failing at the first commit?"""
+    course = copy_course(shared_dir / "course")
+    gradebook = course / "gradebook.db"
+    gradebook.write_bytes(b"")
+    gradebook.chmod(0o666)
+    api.course_problems(course)         # its modules imported here: root's Python is not readable by nobody
+    problems = as_other_user(api.course_problems, course)
+    assert any(p.startswith(f"{CONFIG_FILE}: gradebook: ") and "SQLite keeps its journal beside the file" in p
+               for p in problems), problems

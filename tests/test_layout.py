@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.layout import COURSE_PARTS, CourseLayout, copy_course
-from conftest import ROOT
+from autograder.layout import COURSE_PARTS, CourseLayout, copy_course, write_problem, write_problems
+from conftest import ROOT, as_other_user
 
 STEPS = ("source", "release", "submitted", "autograded", "feedback")
 OWNER = ROOT / "autograder" / "layout.py"
@@ -67,6 +67,35 @@ def _builds_step_path(node: ast.AST) -> str | None:
                 if match:
                     return match.group(1)
     return None
+
+
+def test_write_problem_names_a_folder_another_user_cannot_write(shared_dir):
+    """Is a read-only folder (or the nearest folder above a missing one) named with its owner and
+    mode, for a user who does not own it, and a folder anyone may write passed?"""
+    locked, open_to_all = shared_dir / "locked", shared_dir / "open"
+    for folder, mode in ((locked, 0o555), (open_to_all, 0o777)):
+        folder.mkdir()
+        folder.chmod(mode)
+    below, itself, fine = as_other_user(lambda: (write_problem(locked / "ada" / "hw"), write_problem(locked),
+                                                 write_problem(open_to_all / "ada" / "hw")))
+    assert below == itself
+    assert below.startswith(f"{locked} cannot be written by uid ") and "mode dr-xr-xr-x" in below
+    assert fine is None
+
+
+def test_write_problems_is_one_line_naming_the_first_folders(tmp_path):
+    """Are five folders under a file one line naming three of them, relative as asked, and 'and 2 more'?"""
+    (tmp_path / "file").write_text("")
+    folders = [tmp_path / "file" / f"s{i}" for i in range(5)] + [tmp_path / "ok"]
+    assert write_problem(tmp_path / "file" / "s0") == f"{tmp_path / 'file'} is not a folder"
+    line = write_problems([tmp_path / f"f{i}" for i in range(5)])
+    assert line is None
+    (tmp_path / f"f{0}").write_text("")
+    files = [tmp_path / f"f{i}" for i in range(5)]
+    for f in files[1:]:
+        f.write_text("")
+    line = write_problems([f / "x" for f in files] + folders, lambda p: p.name)
+    assert line == "f0 is not a folder; f1 is not a folder; f2 is not a folder (and 3 more folders)"
 
 
 def test_no_step_folder_is_joined_outside_the_layout():

@@ -275,7 +275,11 @@ def _sqlite_file_problem(path: Path) -> str | None:
     if path.exists():
         if not path.is_file():
             return "not a file"
-        return None if os.access(path, os.R_OK | os.W_OK) else "the file cannot be written"
+        if not os.access(path, os.R_OK | os.W_OK):
+            return "the file cannot be written"
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            return f"the folder {path.parent} cannot be written (SQLite keeps its journal beside the file)"
+        return None
     if not path.parent.is_dir():
         return f"the folder {path.parent} does not exist (the gradebook is created in it)"
     if not os.access(path.parent, os.W_OK | os.X_OK):
