@@ -141,7 +141,10 @@ def lateness(assignment: Assignment, submitted_at: dt.datetime | None, student: 
     if submitted_at is None or due is None:
         return Lateness(submitted_at, 0, 0.0, due, words)
     policy = assignment.late_policy
-    deadline = due + dt.timedelta(minutes=policy.grace_minutes)
+    try:
+        deadline = due + dt.timedelta(minutes=policy.grace_minutes)
+    except OverflowError:               # a grace reaching past the year 9999: nothing can be late
+        return Lateness(submitted_at, 0, 0.0, due, words)
     late = (submitted_at - deadline).total_seconds()
     if late <= 0:
         return Lateness(submitted_at, 0, 0.0, due, words)

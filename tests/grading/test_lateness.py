@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 
@@ -25,6 +26,15 @@ def test_on_time_and_within_grace_cost_nothing():
     a = assignment(grace_minutes=15, penalty_per_day=0.1)
     assert lateness(a, at(hours=-1)).fraction == 0
     assert lateness(a, at(minutes=14)).late_days == 0
+
+
+@pytest.mark.parametrize("due, grace", [(dt.datetime(9999, 12, 31, 23, 0, tzinfo=dt.UTC), 120.0),
+                                        (DUE, 1e15)], ids=["due_near_9999", "grace_of_1e15_minutes"])
+def test_a_grace_past_the_last_representable_date_means_never_late(due, grace):
+    """Is a grace period that reaches past the year 9999 'never late', not an OverflowError for everyone?"""
+    a = replace(assignment(grace_minutes=grace, penalty_per_day=0.1), due=due)
+    late = lateness(a, dt.datetime(9999, 12, 31, 23, 59, tzinfo=dt.UTC))
+    assert (late.late_days, late.fraction) == (0, 0.0)
 
 
 def test_each_started_day_costs_the_daily_share():
