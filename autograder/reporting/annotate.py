@@ -36,6 +36,7 @@ from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
 from autograder.notebooks import cell_kind, copied_cells
 
+from .bounds import bound_result
 from .digest import Check, FailureGroup, ProblemDigest, ProblemTests, digest_key, problem_digest, problem_tests
 from .notebook_text import notebook_text
 from .results_json import atomic_write_bytes, format_points, misconception_name, student_error
@@ -317,6 +318,7 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
     A notebook that is not there, or cannot be read, is reported and left alone; this never
     raises for anything a student submitted.
     """
+    result = bound_result(result)          # the report quotes student text: capped and escaped as everywhere
     folder = Path(folder)
     arriving = arriving or {}
     reports = []

@@ -7,10 +7,16 @@ instructor detail of DETAIL_CHARS, a crash reason of ERROR_CHARS. With the grade
 tests this keeps results.json and the feedback page small (tests come from the trusted graders and
 are never dropped, so scores are unchanged); the writers also check the rendered
 size against RESULTS_JSON_MAX_BYTES and FEEDBACK_MAX_BYTES and fall back to a shorter form.
+
+Control characters in that text (NUL, escape sequences that recolour or rewrite a terminal, a lone
+carriage return that hides a line) are written out visibly (`\x1b`), as Python's repr shows them:
+a database column such as Gradescope's or an LMS's may refuse NUL, and a TA reading the summary in
+a terminal should see what the student's text held, not have it acted on. Tabs and newlines stay.
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from autograder.grading.results import SubmissionResult, TestResult
 
@@ -29,9 +35,20 @@ FEEDBACK_MAX_BYTES = 2_000_000
 ELLIPSIS = " [...]"
 
 
+CONTROL = re.compile(r"\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f]")   # C0 but tab and newline, DEL, C1
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    return "\n" if char == "\r\n" else f"\\x{ord(char):02x}"
+
+
 def clip(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` characters, marked where it was cut; lone surrogates
-    (which JSON can carry but UTF-8 cannot) become '?'."""
+    """`text` cut to at most `limit` characters, marked where it was cut; control characters but
+    tab and newline written out (`\x00`), lone surrogates (which JSON can carry but UTF-8
+    cannot) '?'."""
+    if CONTROL.search(text) is not None:
+        text = CONTROL.sub(_visible, text[: 4 * limit + 1])
     if len(text) > limit:
         text = text[: max(0, limit - len(ELLIPSIS))] + ELLIPSIS
     if text.isascii():                          # nothing to replace: the common case, kept cheap
@@ -51,7 +68,8 @@ def clip_notes(notes: tuple[str, ...], count: int = MAX_NOTES, chars: int = NOTE
 def _bound_test(t: TestResult) -> TestResult:
     if (not t.diagnoses and not t.hints and len(t.output) <= OUTPUT_CHARS and len(t.detail) <= DETAIL_CHARS
             and len(t.name) <= NAME_CHARS and len(t.problem) <= NAME_CHARS and len(t.description) <= DESCRIPTION_CHARS
-            and (t.name + t.problem + t.output + t.description + t.detail).isascii()):
+            and (joined := t.name + t.problem + t.output + t.description + t.detail).isascii()
+            and CONTROL.search(joined) is None):
         return t        # within every cap, nothing to replace (most tests): checked without a clip per field
     diagnoses = tuple(clip(d, NAME_CHARS) for d in t.diagnoses[:MAX_DIAGNOSES])
     name, problem = clip(t.name, NAME_CHARS), clip(t.problem, NAME_CHARS)

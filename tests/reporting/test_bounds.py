@@ -35,11 +35,23 @@ PLAIN = TestResult(name="graders/test_ln.py::test_ln[seed0]", problem="layer_nor
     dataclasses.replace(PLAIN, detail="caf\u00e9 \ud800"),
     dataclasses.replace(PLAIN, name="t\u00e9st"),
     dataclasses.replace(PLAIN, status="failed", diagnoses=("ln.eps",) * 12, hints=("h" * 700,) * 12),
+    dataclasses.replace(PLAIN, output="ValueError: bad \x00 \x1b[31mred\x1b[0m"),
+    dataclasses.replace(PLAIN, detail="\x00" * (bounds.DETAIL_CHARS + 1)),
 ], ids=["plain", "hints-alone", "long-output", "output-at-cap", "long-name", "long-problem", "long-description",
-        "long-detail", "surrogate-output", "surrogate-detail", "non-ascii-name", "many-diagnoses"])
+        "long-detail", "surrogate-output", "surrogate-detail", "non-ascii-name", "many-diagnoses", "control-output",
+        "long-control-detail"])
 def test_a_bounded_test_is_each_field_clipped(test):
+    """Is each text field of a test within its cap, escaped and cleaned, and an untouched test kept as it is?"""
     result = SubmissionResult(student="ada", assignment="a", state="graded", tests=(test,))
     bounded = bound_result(result).tests[0]
     assert bounded == _each_field_clipped(test)
     if bounded == test:
         assert bounded is test, "a test within every cap is kept as it is"
+
+
+def test_control_characters_are_written_out_and_tabs_and_newlines_kept():
+    """Do NUL, escape sequences, a lone carriage return and C1 controls become visible escapes, with
+    tabs, newlines and CRLF line ends (as one newline) kept, and the cap still held?"""
+    assert clip("a\x00b\x1b[31mc\rd\x9be\x7f\tf\r\ng\n", 100) == "a\\x00b\\x1b[31mc\\x0dd\\x9be\\x7f\tf\ng\n"
+    assert len(clip("\x00" * 1000, 50)) == 50
+    assert all(bounds.CONTROL.search(clip(chr(c) * 3, 10)) is None for c in range(0x00, 0xa0))

@@ -97,6 +97,18 @@ def test_a_grouped_check_names_how_many_of_its_cases_failed(copy, assignment):
         "test_layer_norm_keeps_float32]" in out
 
 
+def test_student_text_in_a_grade_cell_has_its_control_characters_written_out(copy, assignment):
+    """Does a message holding NUL and an escape sequence reach the grade cell as visible escapes?"""
+    bad = "layer_norm raised ValueError: bad \x00 \x1b[31mred"
+    tests = tuple(replace(t, status="failed", score=0.0, output=bad) if t.problem == "layer_norm" else t
+                  for t in erin_result().tests)
+    annotate_autograded(replace(erin_result(), tests=tests), assignment, copy)
+    cells = nbformat.read(copy / NB, as_version=4).cells
+    text = "\n".join(line for c in cells for o in c.get("outputs", []) for line in o.get("traceback", []))
+    assert "\x00" not in text and "\x1b[31mred" not in text
+    assert "bad \\x00 \\x1b[31mred" in text
+
+
 def test_each_grade_cell_gets_the_reasons_for_its_points(copy, assignment):
     """Does every grade cell carry its problem's score and, where points were lost, each reason?"""
     (report,) = annotate_autograded(dora_result(), assignment, copy)
