@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import weakref
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -43,11 +44,11 @@ from .proxy import StudentFunction
 class NotGraded(Exception):
     """A check that cannot be graded because a building block it needs fails on its inputs."""
 
-    def __init__(self, block: str, reason: str):
+    def __init__(self, block: str, reason: str, feedback: str = ""):
         self.block = block
         self.reason = reason
-        self.feedback = (f"Not graded: this check needs your `{block}`, which failed on its inputs "
-                         f"({reason.rstrip('.')}). It earns no points until `{block}` works on them.")
+        self.feedback = feedback or (f"Not graded: this check needs your `{block}`, which failed on its inputs "
+                                     f"({reason.rstrip('.')}). It earns no points until `{block}` works on them.")
         super().__init__(self.feedback)
 
 
@@ -126,6 +127,17 @@ _BLOCKS: weakref.WeakKeyDictionary[Callable[..., Any], tuple[str, ...]] = weakre
 _OWN_FAILURES = (FunctionMissing, NotCallable, NotebookFailed)
 
 
+def _changed_input(args: Args, rng: np.random.Generator) -> Args | None:
+    """`args` with its first floating-point array (a building block's data) plus noise of its own
+    scale; None when there is none."""
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size:
+            scale = float(np.nanstd(a)) if np.isfinite(a).any() else 1.0
+            noise = rng.standard_normal(a.shape) * (scale if scale > 0 and np.isfinite(scale) else 1.0)
+            return args[:i] + ((a + noise).astype(a.dtype),) + args[i + 1:]
+    return None
+
+
 def _describe_type(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"an array of shape {value.shape} and dtype {value.dtype}"
@@ -162,7 +174,10 @@ class Expect:
     localised: dict[str, tuple[Mistake, ...]] = field(default_factory=dict)   # shared by a submission's tests
     confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)    # likewise: outputs or errors
     verdicts: dict[tuple[str, float, float], bool] = field(default_factory=dict)  # likewise: variants on them
+    wirings: dict[str, bool] = field(default_factory=dict)   # likewise: composites whose wiring `_trust_wiring` trusts
+    seed: int = 0                             # the submission's seed (the wiring's changed inputs are drawn from it)
     failure: StudentCodeError | None = None   # how the last student call that failed ended
+    _block_calls: list[tuple[str, Args, Kwargs, Any]] = field(default_factory=list)   # of the wirings built
 
     # ---------------------------------------------------------------- recording
     def diagnose(self, mistake_id: str) -> Mistake | None:
@@ -261,8 +276,11 @@ class Expect:
                        f"an .astype({out.dtype.name}) or a {out.dtype.name} constant lowers it).")
         if self._agrees(out, expected, tol):
             return out
-        if composite and self._agrees(out, self._wired(reference, args, kwargs), tol, equal_nan=True):
-            return out
+        if composite:
+            del self._block_calls[:]
+            if self._agrees(out, self._wired(reference, args, kwargs), tol, equal_nan=True):
+                self._trust_wiring(name)         # NotGraded when its building blocks cannot be trusted
+                return out
         if if_not_finite and isinstance(out, np.ndarray) and out.dtype.kind in "fc" \
                 and not np.all(np.isfinite(out)):
             self.diagnose(if_not_finite)
@@ -340,6 +358,7 @@ class Expect:
             composites = [(c, self._reference(c.function)) for c in self.calls]
             if not composites or not all(building_blocks(r) for _, r in composites):
                 raise
+            del self._block_calls[:]
             for c, reference in composites:
                 try:
                     wired = self._wired(reference, c.args, c.kwargs)
@@ -349,7 +368,11 @@ class Expect:
                 if not (isinstance(c.value, np.ndarray) and c.value.dtype == wired.dtype
                         and self._agrees(c.value, wired, None, equal_nan=True)):
                     raise
-            del self.found[found:]
+            try:
+                for name in dict.fromkeys(c.function for c, _ in composites):
+                    self._trust_wiring(name)
+            finally:
+                del self.found[found:]
 
     def _reference(self, name: str) -> Callable[..., Any]:
         if self.reference is None or not callable(getattr(self.reference, name, None)):
@@ -380,8 +403,69 @@ class Expect:
             if not isinstance(out, np.ndarray) or out.dtype.kind not in "biufc" or out.shape != want:
                 raise _BlockFailed(name, f"`{name}` returned {_describe_type(out)} where an array of "
                                          f"shape {want} was needed")
+            self._block_calls.append((name, tuple(args), dict(kwargs), out))
             return out
         return block
+
+    def _trust_wiring(self, composite: str) -> None:
+        """Before the student's `composite` earns points for agreeing with the wiring of their own
+        building blocks, and not with the reference: the wiring is only a fair stand-in for the
+        reference when each building block it called gives an answer that depends on its input and
+        on nothing else. Tested on the first check of the composite (in a submission) that would
+        give such points, and again on each next one as long as the test fails: each block call of
+        the check's wiring is made again in a process forked for it alone, where nothing the
+        composite did can reach it, and must give the same answer; and again alone on a changed
+        input (its data plus noise drawn from the submission's seed), where it must give another
+        answer. Otherwise the composite could earn the points
+        without computing anything: a building block returning zeros (or, once the composite has
+        run, switching to zeros) makes the wiring's answer one the composite can return unseen.
+        NotGraded, naming the block, when the wiring cannot be trusted. Once it was, the wirings of
+        the composite's later checks are taken as they come: a composite that passed this test has
+        computed its answer from real intermediate values once already."""
+        if self.wirings.get(composite):
+            return
+        problem = self._wiring_problem(composite)
+        if problem is not None:
+            raise problem
+        self.wirings[composite] = True
+
+    def _wiring_problem(self, composite: str) -> NotGraded | None:
+        method = getattr(type(self.student), "call_alone", None)
+        if method is None:
+            return None                          # a stand-in for the notebook without processes: nothing to fork
+
+        def alone(name: str, args: Args, kwargs: Kwargs) -> Any:
+            return method(self.student, name, args, kwargs)
+        rng = np.random.default_rng([self.seed, zlib.crc32(composite.encode())])
+
+        def refused(block: str, what: str, until: str) -> NotGraded:
+            return NotGraded(block, what, f"Not graded: your `{composite}` does not give the reference's answer here, "
+                                          f"so it is checked through your own `{block}`, which {what}. It earns no "
+                                          f"points until `{block}` {until}.")
+
+        for name, args, kwargs, out in list(self._block_calls):
+            try:
+                again = alone(name, args, kwargs)
+            except StudentCodeError as exc:
+                return refused(name, f"failed when called again on the same input ({exc.feedback.rstrip('.')})",
+                               "works on it")
+            if not self._agrees(again, out, self.tolerance_for(out.dtype), equal_nan=True):
+                return refused(name, "gave another answer when called again on the same input in a fresh copy of "
+                                     "your notebook's state: it depends on what ran before it",
+                               "gives the same answer for the same input")
+            changed = _changed_input(args, rng)
+            if changed is None:
+                continue
+            try:
+                other = alone(name, changed, kwargs)
+            except StudentCodeError as exc:
+                return refused(name, f"failed on a slightly changed input ({exc.feedback.rstrip('.')})",
+                               "works on inputs like these")
+            if isinstance(other, np.ndarray) and other.shape == out.shape \
+                    and np.array_equal(other, again, equal_nan=True):
+                return refused(name, "gives the very same answer for a different input, so the check cannot see "
+                                     f"what `{composite}` computed", "depends on its input")
+        return None
 
     def _agrees(self, actual: Any, expected: np.ndarray, tol: Tolerance | None, *, equal_nan: bool = False) -> bool:
         """Same shape and every entry within tolerance; NaN matches NaN only with `equal_nan` (when

@@ -66,6 +66,7 @@ class _Submission:
     localised: dict[str, Any] = field(default_factory=dict)         # what probes found, per problem
     confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)   # outputs on fixed inputs
     verdicts: dict[tuple[str, float, float], bool] = field(default_factory=dict)  # variants against those
+    wirings: dict[str, Any] = field(default_factory=dict)          # composite -> its wiring's verdict
 
 
 def problem_of(path: Path) -> str:
@@ -217,7 +218,8 @@ class GradingPlugin:
         return Expect(problem=problem, tolerance_for=self._tolerance_for(problem),
                       catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None),
                       student=student, reference=self.reference, localised=current.localised,
-                      confirmations=current.confirmations, verdicts=current.verdicts)
+                      confirmations=current.confirmations, verdicts=current.verdicts, wirings=current.wirings,
+                      seed=current.seed)
 
     def _tolerance_for(self, problem: str) -> Callable[[Any], Tolerance]:
         """The problem's tolerance by dtype, each dtype looked up in course.yml's settings once."""

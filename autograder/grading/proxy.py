@@ -121,6 +121,22 @@ class StudentProxy:
         self._last_call = answer
         return answer.value
 
+    def call_alone(self, name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Any:
+        """`call`, in a process forked from the notebook's state for this call alone (see
+        ProblemHandle.call_alone): what the function answers on these arguments, whatever the
+        problem's earlier calls did to the notebook's state."""
+        if self._gather is not None:
+            self._gather(None)                  # not made ahead
+        self._last_call = None
+        self._last_error = None
+        try:
+            answer = self._current().call_alone(name, tuple(args), dict(kwargs or {}))
+        except StudentCodeError as exc:
+            self._last_error = exc
+            raise
+        self._last_call = answer
+        return answer.value
+
     # ---- calls made ahead (see autograder.grading.session)
     def gather(self, ask: Callable[[tuple[str, tuple[Any, ...], dict[str, Any]] | None], Ahead | None] | None) -> None:
         """While `ask` is set, each call (None for several at once) is first handed to it, and

@@ -1060,6 +1060,7 @@ class ProblemHandle:
         self._closed = False
         self._process = 0               # the current process's number (forks counts only those kept)
         self._ended_ahead: int | None = None   # the process a call made ahead ended, until its check takes it
+        self._ended_on_purpose = False  # the current process was ended by `call_alone`: the next fork is no restart
 
     def close(self, *, clean: bool = True) -> None:
         """End this problem's process; its leftovers are killed (and its folder emptied) at once,
@@ -1083,15 +1084,37 @@ class ProblemHandle:
         if len(failed) >= MAX_FAILURES_PER_FUNCTION:
             raise _again(failed[-1])
         if self._chan is None:
-            if self.forks > 0 and self._ended_ahead != self._process:  # its process hung or crashed before
+            if self.forks > 0 and self._ended_ahead != self._process and not self._ended_on_purpose:
+                # its process hung or crashed before
                 if run.restarts >= run.limits.max_restarts:
                     raise ChildCrashed(f"it was restarted {run.restarts} times already, so no more calls are made",
                                        function)
                 run.restarts += 1
             self._chan, self._pid, self._greeted = run._fork(function), None, False
+            self._ended_on_purpose = False
             self.forks += 1
             self._process += 1
         return self._chan
+
+    def call_alone(self, name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) \
+            -> CallResult:
+        """`call`, made in a process forked for it alone: the problem's current process (if any) is
+        ended first and this one after it, so the problem's next call forks afresh (neither fork is
+        a restart). Its answer then depends on its arguments and the notebook's state alone, not on
+        anything an earlier call of this problem left behind; answers made ahead by the ended
+        process are made again in turn."""
+        self._end_on_purpose()
+        try:
+            return self.call(name, args, kwargs)
+        finally:
+            self._end_on_purpose()
+
+    def _end_on_purpose(self) -> None:
+        if self._chan is not None:
+            self._drop()
+            self.run._clean_soon()
+        self._ended_ahead = None
+        self._ended_on_purpose = True
 
     def _greet(self, function: str) -> StudentCodeError | None:
         """Read the hello of a process just forked (after the first calls went out); the reason

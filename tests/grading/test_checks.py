@@ -210,6 +210,72 @@ def test_matches_reference_charges_a_wiring_mistake_on_top_of_a_wrong_block():
     assert [m.id for m in ex.found] == ["double_plus_one.plus_two"]
 
 
+class ProcessStudent(FakeStudent):
+    """A FakeStudent whose functions share `state` (as a notebook's globals), with `call_alone` as
+    the proxy's: the call made on a fresh copy of the state the notebook left (`initial`)."""
+
+    def __init__(self, state, **functions):
+        super().__init__(**functions)
+        self.state, self.initial, self.alone = state, dict(state), []
+
+    def call_alone(self, name, args, kwargs):
+        kept = dict(self.state)
+        self.state.clear()
+        self.state.update(self.initial)
+        try:
+            self.alone.append(name)
+            return self._functions[name](*args, **kwargs)
+        finally:
+            self.state.clear()
+            self.state.update(kept)
+
+
+def process_expect(state, **functions) -> Expect:
+    ex = wired_expect(**functions)
+    ex.student = ProcessStudent(state, **functions)
+    return ex
+
+
+def test_a_wrong_block_that_depends_on_its_input_alone_stands_in_for_the_reference():
+    """Is a correctly wired composite on a wrong block accepted after its block calls were made again
+    alone (same answer) and on a changed input (another answer), and is that verdict kept?"""
+    ex = process_expect({}, double=lambda x: 3 * x, double_plus_one=lambda x: 3 * x + 1)
+    ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+    assert ex.student.alone == ["double", "double"] and ex.wirings == {"double_plus_one": True}
+    ex.matches_reference(ex.student.double_plus_one, (X + 1,), what="f")
+    assert ex.student.alone == ["double", "double"], "checked once per composite and submission"
+
+
+def test_a_block_that_ignores_its_input_cannot_stand_in_for_the_reference():
+    """When a block returns zeros whatever its input, is a composite agreeing with that wiring not graded?"""
+    ex = process_expect({}, double=lambda x: 0 * x, double_plus_one=lambda x: 0 * x + 1)
+    with pytest.raises(NotGraded) as info:
+        ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+    assert info.value.block == "double"
+    assert "`double`, which gives the very same answer for a different input" in info.value.feedback
+    with pytest.raises(NotGraded):                       # tested again on the next check, and refused again
+        ex.matches_reference(ex.student.double_plus_one, (X + 1,), what="f")
+    assert ex.student.alone == ["double"] * 4 and not ex.wirings
+
+
+def test_a_block_that_changes_once_the_composite_ran_cannot_stand_in_for_the_reference():
+    """When a block is right until the composite has run and then returns zeros, is the composite's
+    agreement with the wiring built after its call not graded?"""
+    state = {"composite_ran": False}
+
+    def double(x):
+        return 0 * x if state["composite_ran"] else 2 * x
+
+    def double_plus_one(x):
+        state["composite_ran"] = True
+        return 0 * x + 1
+
+    ex = process_expect(state, double=double, double_plus_one=double_plus_one)
+    with pytest.raises(NotGraded) as info:
+        ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+    assert "gave another answer when called again on the same input in a fresh copy" in info.value.feedback
+
+
 def test_a_composite_whose_block_fails_is_not_graded():
     """When the composite raises and its building block fails on its inputs, is the check not graded, naming it?"""
     ex = wired_expect(double=raising("double"), double_plus_one=raising("double_plus_one"))

@@ -54,4 +54,4 @@ def test_control_characters_are_written_out_and_tabs_and_newlines_kept():
     tabs, newlines and CRLF line ends (as one newline) kept, and the cap still held?"""
     assert clip("a\x00b\x1b[31mc\rd\x9be\x7f\tf\r\ng\n", 100) == "a\\x00b\\x1b[31mc\\x0dd\\x9be\\x7f\tf\ng\n"
     assert len(clip("\x00" * 1000, 50)) == 50
-    assert all(bounds.CONTROL.search(clip(chr(c) * 3, 10)) is None for c in range(0x00, 0xa0))
+    assert all(bounds.CONTROL.search(clip(chr(c) * 3, 10)) is None for c in range(0xa0))

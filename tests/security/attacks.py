@@ -38,10 +38,21 @@ def split_heads(x, n_heads):
     raise NotImplementedError("split_heads is not written yet")
 '''
 
+MHA_PLACEHOLDER = '''
+def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    return np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, W_O.dtype))   # not written yet
+'''
+
+SWIGLU_PLACEHOLDER = '''
+def swiglu_ffn(x, W_gate, W_up, W_down):
+    return np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, W_down.dtype))   # not written yet
+'''
+
 TWINS: dict[str, tuple[tuple[str, str], ...]] = {
     "ln": (("layer_norm", LN_UNBIASED),),                               # layer_norm wrong
     "mut": (("layer_norm", LN_MUTATES), ("silu", SILU_NAIVE)),          # mutation and overflow warnings
     "split": (("split_heads", SPLIT_UNWRITTEN),),                       # split_heads left unwritten
+    "zeros": (("multi_head_attention", MHA_PLACEHOLDER), ("swiglu_ffn", SWIGLU_PLACEHOLDER)),  # placeholders
 }
 NO_NOTEBOOK = "none"      # twin of a file-level attack: no gradable notebook at all (scores 0)
 
@@ -465,6 +476,43 @@ def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     return _own_mha(x, W_Q, W_K, W_V, W_O, n_heads, mask)
 '''
 
+# The composites are placeholders returning zeros (the twin). Checked against the wiring of the
+# student's own building blocks, they agree with it when those blocks return zeros too: always
+# (DEGENERATE_BLOCKS, giving up the blocks' own points), or only once a composite has run in the
+# process (CONTEXT_BLOCKS, keeping them).
+DEGENERATE_BLOCKS = r'''
+import numpy as np
+def merge_heads(x):
+    *_lead, _h, _n, _d = np.shape(x)
+    return np.zeros((*_lead, _n, _h * _d), dtype=np.asarray(x).dtype)
+
+def silu(x):
+    return np.zeros_like(np.asarray(x))
+'''
+
+CONTEXT_BLOCKS = r'''
+import numpy as np
+_ZERO = {"on": False}
+_own_merge, _own_silu, _own_mha, _own_ffn = merge_heads, silu, multi_head_attention, swiglu_ffn
+
+def merge_heads(x):
+    if _ZERO["on"]:
+        *_lead, _h, _n, _d = np.shape(x)
+        return np.zeros((*_lead, _n, _h * _d), dtype=np.asarray(x).dtype)
+    return _own_merge(x)
+
+def silu(x):
+    return np.zeros_like(np.asarray(x)) if _ZERO["on"] else _own_silu(x)
+
+def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    _ZERO["on"] = True
+    return _own_mha(x, W_Q, W_K, W_V, W_O, n_heads, mask)
+
+def swiglu_ffn(x, W_gate, W_up, W_down):
+    _ZERO["on"] = True
+    return _own_ffn(x, W_gate, W_up, W_down)
+'''
+
 CALLBACK_FLOOD = r'''
 import numpy as np
 _own_mha = multi_head_attention
@@ -771,6 +819,13 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("replay_split_heads", "split", "record the trusted split_heads' answers during multi_head_attention "
            "and replay them in split_heads", "no callbacks; a fresh fork per problem (no memory or scratch carried over)",
            cells=_cells(REPLAY_SPLIT)),
+    Attack("degenerate_blocks", "zeros", "building blocks that return zeros, so that placeholder composites "
+           "returning zeros agree with the wiring of the student's own blocks",
+           "a block standing in for the reference must answer a changed input differently", cells=_cells(DEGENERATE_BLOCKS)),
+    Attack("context_switching_blocks", "zeros", "building blocks that are right until a composite has run in the "
+           "process, then return zeros, so the wiring built after the composite's call agrees with its zeros",
+           "the wiring's block calls are made again, each in a process forked for it alone",
+           cells=_cells(CONTEXT_BLOCKS)),
     Attack("restart_amplification", "ln", "cells just under the cell limit and every function hanging "
            "(each call times out and restarts the notebook)", "one wall-clock budget per submission; a cap on restarts",
            early=_cells(*(SLOW_CELL,) * 6), cells=_cells(EVERYTHING_HANGS)),
@@ -853,6 +908,7 @@ TWIN_WORDS = {
     "ln": "layer_norm with the unbiased variance",
     "mut": "a mutating layer_norm and an overflowing silu",
     "split": "split_heads left unwritten",
+    "zeros": "multi_head_attention and swiglu_ffn placeholders returning zeros",
     NO_NOTEBOOK: "no gradable notebook (0)",
 }
 
