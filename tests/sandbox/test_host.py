@@ -123,6 +123,21 @@ def test_too_little_memory_for_the_notebook_is_a_clear_failure(host):
 
 # --------------------------------------------------------------------------- calls, restarts
 
+COUNTER = "_calls = []\ndef counted():\n    _calls.append(1)\n    return len(_calls)"
+
+
+def test_a_call_made_alone_sees_only_the_notebooks_state_and_is_no_restart(submit):
+    """Does call_alone answer from a fresh fork of the notebook's state (not the problem's earlier
+    calls), the problem's next call fork afresh too, and neither count as a restart?"""
+    run = submit([COUNTER])
+    p = run.problem("p")
+    assert [p.call("counted").value for _ in range(3)] == [1, 2, 3]
+    assert p.call_alone("counted").value == 1, "nothing the problem's calls left behind"
+    assert p.call("counted").value == 1, "the problem's process was ended: its next call forks afresh"
+    assert p.call("counted").value == 2
+    assert run.restarts == 0
+
+
 @pytest.mark.parametrize("name", ["spin", "sleep_forever"])
 def test_an_endless_call_times_out_and_the_next_call_gets_a_fresh_fork(submit, name):
     """Does a call that never returns raise CallTimeout after ~call_seconds, and the next call run in
