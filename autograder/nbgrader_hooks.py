@@ -24,13 +24,16 @@ sets, from course.yml:
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import glob
 import os
+import stat
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from nbconvert.exporters import Exporter
 from nbformat import NotebookNode
@@ -207,12 +210,10 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             self.log.warning(line)
         dest = self.to or "grades.csv"
         self.log.info("Exporting grades to %s", dest)
-        tmp = f"{dest}.tmp"
-        with open(tmp, "w", newline="", encoding="utf-8-sig" if self.excel else "utf-8") as fh:
+        with open_export(dest, "utf-8-sig" if self.excel else "utf-8") as fh:
             writer = csv.DictWriter(fh, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
-        os.replace(tmp, dest)
 
     def _rows(self, gradebook: Any, course: Course) -> list[dict[str, str]]:
         """nbgrader's CsvExportPlugin rows (its values, as text), with the course's extension columns."""
@@ -249,6 +250,46 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                 row["extended_duedate"] = naive_utc(due) if due is not None else ""
                 rows.append({key: _cell(key, value) for key, value in row.items()})
         return rows
+
+
+@contextlib.contextmanager
+def open_export(dest: str, encoding: str) -> Iterator[TextIO]:
+    """`dest` opened for writing text. A regular file (or a name not yet taken) is written beside itself
+    and replaced in one step, so that a reader never sees half a file; a symbolic link is followed
+    first, so that its target is replaced and the link kept. Anything else (a pipe, a FIFO, a
+    terminal) and any name under /dev or /proc (`/dev/stdout`, even when the shell sent it to a file)
+    is written straight into: replacing it would put a file in its place."""
+    try:
+        mode = os.stat(dest).st_mode          # follows links; a dangling one counts as a new file
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    if not stat.S_ISREG(mode) or _through_system_folders(dest):
+        with open(dest, "w", newline="", encoding=encoding) as fh:
+            yield fh
+        return
+    target = os.path.realpath(dest)
+    tmp = f"{target}.tmp"
+    try:
+        with open(tmp, "w", newline="", encoding=encoding) as fh:
+            yield fh
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _through_system_folders(path: str) -> bool:
+    """Whether `path`, or a symbolic link on the way from it to its target, names something under
+    /dev or /proc (`/dev/stdout` -> `/proc/self/fd/1` -> the shell's redirection)."""
+    here = os.path.abspath(path)
+    for _ in range(40):                        # the kernel's own limit on links in a row
+        if here.startswith(("/dev/", "/proc/")):
+            return True
+        if not os.path.islink(here):
+            return False
+        here = os.path.abspath(os.path.join(os.path.dirname(here), os.readlink(here)))
+    return False
 
 
 def _stale_due_dates(course: Course, rows: list[dict[str, str]]) -> list[str]:

@@ -308,3 +308,77 @@ def test_export_for_excel_starts_with_a_byte_order_mark_and_the_default_has_none
     assert not data["plain"].startswith(bom) and not data["overridden"].startswith(bom)
     assert data["excel"] == data["configured"] == bom + data["plain"] and data["overridden"] == data["plain"]
     assert data["plain"].decode("utf-8").splitlines()[1].split(",")[4:7] == ["Ångström", "Zoë", "zoe@example.edu"]
+
+
+def _course_with_an_assignment(course_dir):
+    from nbgrader.api import Gradebook
+
+    (course_dir / "roster.csv").write_text("id,first_name,last_name,email\nada,Ada,Lovelace,ada@example.edu\n",
+                                           encoding="utf-8")
+    with Gradebook(load_course(course_dir).gradebook_url) as gb:
+        gb.add_assignment("transformer-block")
+    return course_dir
+
+
+def test_export_to_a_symlink_replaces_its_target_and_keeps_the_link(course_copy):
+    """Does `nbgrader export --to LINK` write the CSV into the file the link points to (replaced whole,
+    nothing left beside it) and leave the link a link, also when the target does not exist yet?"""
+    import os
+
+    _course_with_an_assignment(course_copy)
+    folder = course_copy / "lms"
+    folder.mkdir()
+    target = folder / "grades.csv"
+    target.write_text("old\n")
+    link = course_copy / "grades-link.csv"
+    link.symlink_to(target)
+    dangling = course_copy / "new-link.csv"
+    dangling.symlink_to(folder / "new.csv")
+    for name in (link.name, dangling.name):
+        done = _export(course_copy, to=name)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert dangling.is_symlink() and (folder / "new.csv").is_file()
+    for path in (target, folder / "new.csv"):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        assert lines[0].startswith("assignment,duedate,") and lines[1].startswith("transformer-block,")
+    assert sorted(p.name for p in folder.iterdir()) == ["grades.csv", "new.csv"]
+    assert not list(course_copy.glob("*.tmp"))
+
+
+def test_export_to_stdout_or_a_fifo_writes_into_it_and_replaces_nothing(course_copy):
+    """Does `nbgrader export --to /dev/stdout` send the CSV down the pipe (and into the file a shell
+    redirected stdout to), and `--to FIFO` into the FIFO, with /dev/stdout and the FIFO left as they were?"""
+    import os
+    import stat
+    import subprocess
+    import sys
+    import threading
+    from pathlib import Path
+
+    _course_with_an_assignment(course_copy)
+    piped = _export(course_copy, to="/dev/stdout")
+    assert piped.returncode == 0, piped.stderr[-2000:]
+    assert piped.stdout.splitlines()[0].startswith("assignment,duedate,")
+    assert piped.stdout.splitlines()[1].startswith("transformer-block,")
+    assert not stat.S_ISREG(os.stat("/dev/stdout", follow_symlinks=False).st_mode)
+
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    redirected = course_copy / "redirected.csv"
+    with open(redirected, "w") as out:
+        done = subprocess.run([str(bin_dir / "nbgrader"), "export", "--to", "/dev/stdout"], cwd=course_copy,
+                              env=env, stdout=out, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert redirected.read_text(encoding="utf-8") == piped.stdout
+
+    fifo = course_copy / "grades.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    done = _export(course_copy, to=str(fifo))
+    reader.join(timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert received and received[0].decode("utf-8") == piped.stdout
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and not (course_copy / "grades.fifo.tmp").exists()
