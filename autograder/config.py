@@ -229,11 +229,23 @@ def _in_course(path: Path | None, scope: Scope) -> Path | None:
 
 @dataclass(frozen=True)
 class RosterStudent:
-    """One row of the roster file."""
+    """One row of the roster file. The last four are what an LMS knows the student by, for `nbgrader
+    export --CourseCsvExport.lms=canvas|moodle`: `lms_user_id` the LMS's own user id (Canvas's `ID`;
+    nbgrader's Student.lms_user_id), `sis_user_id` the institution's student number (Canvas's `SIS User
+    ID`, Moodle's `ID number`), `sis_login_id` the login (Canvas's `SIS Login ID`, Moodle's `Username`;
+    the student id when empty), `section` the course section."""
     id: str
     first_name: str = ""
     last_name: str = ""
     email: str = ""
+    lms_user_id: str = ""
+    sis_user_id: str = ""
+    sis_login_id: str = ""
+    section: str = ""
+
+
+# The roster's optional columns, each a RosterStudent field of the same name.
+ROSTER_COLUMNS = ("first_name", "last_name", "email", "lms_user_id", "sis_user_id", "sis_login_id", "section")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,8 +257,9 @@ class Course:
     assignments: tuple[Assignment, ...] = setting(check=NON_EMPTY, check_scope=_names_unique,
                                                   help="the assignments, each a mapping (see below)")
     roster_file: Path | None = setting(None, key="roster", resolve=_in_course,
-                                       help="CSV with an `id` column (`first_name`, `last_name`, `email` optional), "
-                                            "or one student id per line")
+                                       help="CSV with an `id` column (optional: `first_name`, `last_name`, `email`, "
+                                            "and for an LMS's grade import `lms_user_id`, `sis_user_id`, "
+                                            "`sis_login_id` (default: the id), `section`), or one student id per line")
     gradebook_url: str = setting("sqlite:///gradebook.db", key="gradebook", resolve=_gradebook_url,
                                  help="nbgrader's gradebook: any SQLAlchemy URL; a relative SQLite path starts at "
                                       "the course folder")
@@ -282,7 +295,7 @@ class Course:
         return tuple(s.id for s in self.students())
 
     def students(self) -> tuple[RosterStudent, ...]:
-        """The roster: each student's id, and name and email where the CSV has those columns.
+        """The roster: each student's id, and name, email and LMS ids where the CSV has those columns.
 
         A ConfigError names the line of an id given twice (a later row would silently replace the
         name and email of the first) or of one that cannot be a student's folder under submitted/
@@ -301,12 +314,11 @@ class Course:
             header = [h.strip() for h in rows[0][1]]
             if "id" not in header:
                 raise ConfigError(f"{name}: line {lines[0][0]}: expected an 'id' column in the comma-separated header "
-                                  f"(optional: first_name, last_name, email), got {schema.show(lines[0][1])}")
+                                  f"(optional: {', '.join(ROSTER_COLUMNS)}), got {schema.show(lines[0][1])}")
             for n, fields in rows[1:]:
                 row = dict(zip(header, (v.strip() for v in fields), strict=False))
                 if row.get("id"):
-                    out.append((n, RosterStudent(row["id"], row.get("first_name") or "", row.get("last_name") or "",
-                                                 row.get("email") or "")))
+                    out.append((n, RosterStudent(row["id"], **{c: row.get(c) or "" for c in ROSTER_COLUMNS})))
         else:
             out = [(n, RosterStudent(ln.strip())) for n, ln in lines]
         first: dict[str, int] = {}

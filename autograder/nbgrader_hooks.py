@@ -17,7 +17,8 @@ sets, from course.yml:
   feedback`), instead of an HTML copy of the notebook;
 - `ExportApp.plugin_class = CourseCsvExport`: `nbgrader export` syncs the roster first (names, emails,
   a zero row for a student who did not submit) and adds each student's extension and own due date
-  (`--CourseCsvExport.excel=True`: a file for Excel, with a UTF-8 byte-order mark);
+  (`--CourseCsvExport.excel=True`: a file for Excel, with a UTF-8 byte-order mark;
+  `--CourseCsvExport.lms=canvas` or `moodle`: one row per student, as that LMS's grade import reads it);
 - `ExchangeFactory.release_feedback = CourseReleaseFeedback`: `nbgrader release_feedback` leaves out,
   naming each, the students whose submission did not come through the exchange (no
   `submission_secret.txt`), instead of stopping at the first of them.
@@ -187,15 +188,26 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
 
     The file is UTF-8 without a byte-order mark, as nbgrader writes it and as LMS importers expect;
     `excel` (`nbgrader export --CourseCsvExport.excel=True`) starts it with one, so that Excel reads
-    "Zoë" rather than "ZoÃ«" (Excel takes a CSV file without the mark for the system's legacy code page)."""
+    "Zoë" rather than "ZoÃ«" (Excel takes a CSV file without the mark for the system's legacy code page).
+    `lms` (`canvas`, `moodle`) writes the same rows' scores one row per student, one column per
+    assignment, with the roster's LMS ids (`reporting.lms_export`)."""
 
     course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
     excel = Bool(False, help="start the CSV file with a UTF-8 byte-order mark, for Excel (LMS importers may "
                              "refuse one)").tag(config=True)
+    lms = Unicode("nbgrader", help="the file's form: `nbgrader` (a row per assignment and student, as above), "
+                                   "`canvas` or `moodle` (a row per student, a column per assignment, as that "
+                                   "LMS's grade import reads it; see autograder/reporting/lms_export.py)"
+                  ).tag(config=True)
 
     def export(self, gradebook: Any) -> None:
         from .reporting.gradebook import gradebook_lock, sync_roster
+        from .reporting.lms_export import LMS_FORMATS
 
+        if self.lms not in LMS_FORMATS:       # before anything is synced or written
+            print(f"nbgrader export: CourseCsvExport.lms is {self.lms!r}; expected one of "
+                  f"{', '.join(LMS_FORMATS)}", file=sys.stderr, flush=True)
+            raise SystemExit(2)               # not an Exception: nbgrader would print a traceback
         course = load_course(self.course_dir)
         gradebook.db.commit()             # no read transaction held while waiting for a writer
         with gradebook_lock(course):      # grades still being committed in the background land first
@@ -206,28 +218,39 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                 gradebook.db.rollback()
                 raise
             rows = self._rows(gradebook, course)
+            assignments = [(a.name, a.max_score) for a in self._assignments(gradebook)]
+            lms_ids = {s.id: s.lms_user_id or "" for s in gradebook.students}
         for line in _stale_due_dates(course, rows):
             self.log.warning(line)
         dest = self.to or "grades.csv"
         self.log.info("Exporting grades to %s", dest)
         with open_export(dest, "utf-8-sig" if self.excel else "utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
+            if self.lms == "nbgrader":
+                writer = csv.DictWriter(fh, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
+                writer.writeheader()
+                writer.writerows({key: _cell(key, value) for key, value in row.items()} for row in rows)
+            else:
+                from .reporting.lms_export import lms_table
 
-    def _rows(self, gradebook: Any, course: Course) -> list[dict[str, str]]:
-        """nbgrader's CsvExportPlugin rows (its values, as text), with the course's extension columns."""
+                roster = {s.id: s for s in course.students()}
+                csv.writer(fh, lineterminator="\n").writerows(lms_table(self.lms, assignments, rows, roster, lms_ids))
+
+    def _assignments(self, gradebook: Any) -> list[Any]:
+        """The gradebook's assignments that `--assignment` leaves in (all without it), in its order."""
+        wanted = {str(a) for a in self.assignment}
+        return [a for a in gradebook.assignments if not wanted or a.name in wanted]
+
+    def _rows(self, gradebook: Any, course: Course) -> list[dict[str, Any]]:
+        """nbgrader's CsvExportPlugin rows (its values, not yet text: `_cell`), with the course's
+        extension columns."""
         from nbgrader.api import MissingEntry
 
         from .reporting.gradebook import naive_utc
 
         students = {str(s) for s in self.student}
-        assignments = {str(a) for a in self.assignment}
         names = {a.name: a for a in course.assignments}
         rows = []
-        for assignment in gradebook.assignments:
-            if assignments and assignment.name not in assignments:
-                continue
+        for assignment in self._assignments(gradebook):
             ours = names.get(assignment.name)
             for student in gradebook.students:
                 if students and student.id not in students:
@@ -248,7 +271,7 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                 due = ours.due_for(student.id) if ours is not None and ext is not None else None
                 row["extension"] = ext.describe() if ext is not None else ""
                 row["extended_duedate"] = naive_utc(due) if due is not None else ""
-                rows.append({key: _cell(key, value) for key, value in row.items()})
+                rows.append(row)
         return rows
 
 
@@ -292,7 +315,7 @@ def _through_system_folders(path: str) -> bool:
     return False
 
 
-def _stale_due_dates(course: Course, rows: list[dict[str, str]]) -> list[str]:
+def _stale_due_dates(course: Course, rows: list[dict[str, Any]]) -> list[str]:
     """A line per assignment whose late penalties in `rows` were taken against another due date or
     extension than course.yml's now (`consistency.stale_due_dates`): the export's due and extension
     columns are course.yml's, its penalties the last autograde's."""
@@ -309,18 +332,17 @@ def _stale_due_dates(course: Course, rows: list[dict[str, str]]) -> list[str]:
 
 
 def _cell(column: str, value: Any) -> str:
-    """One exported field as text. Scores are rounded to 6 decimals (the gradebook's sums of fractional
-    points read like 97.10924299999999 otherwise). A name or email that a spreadsheet would take for a
-    formula (starting with =, +, -, @, a tab or a carriage return) gets a leading apostrophe, which
-    spreadsheets show as text; student ids are written as they are, since an LMS matches rows on them."""
+    """One exported field as text. Scores are rounded to 6 decimals (`lms_export.number`). A name or
+    email that a spreadsheet would take for a formula gets a leading apostrophe
+    (`lms_export.spreadsheet_text`); student ids are written as they are, since an LMS matches rows on them."""
+    from .reporting.lms_export import number, spreadsheet_text
+
     if value is None:
         return ""
     if isinstance(value, float):
-        return str(round(value, 6))
+        return number(value)
     text = str(value)
-    if column in _TEXT_COLUMNS and text[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + text
-    return text
+    return spreadsheet_text(text) if column in _TEXT_COLUMNS else text
 
 
 _TEXT_COLUMNS = frozenset({"last_name", "first_name", "email"})

@@ -419,8 +419,8 @@ def _commit(gb: Gradebook, work: Callable[[], T]) -> T:
 # --------------------------------------------------------------------------- course.yml -> gradebook
 
 def sync_roster(gb: Gradebook, course: Course) -> list[str]:
-    """Create or update every roster student (id, first and last name, email). Students who are
-    not on the roster are left as they are. Not committed here; returns one line per change."""
+    """Create or update every roster student (id, first and last name, email, LMS user id). Students
+    who are not on the roster are left as they are. Not committed here; returns one line per change."""
     from nbgrader.api import Student
 
     changes = []
@@ -429,10 +429,11 @@ def sync_roster(gb: Gradebook, course: Course) -> list[str]:
         student = known.get(s.id)
         if student is None:
             gb.db.add(Student(id=s.id, first_name=s.first_name or None, last_name=s.last_name or None,
-                              email=s.email or None))
+                              email=s.email or None, lms_user_id=s.lms_user_id or None))
             changes.append(f"student {s.id}")
             continue
-        wanted = {"first_name": s.first_name, "last_name": s.last_name, "email": s.email}
+        wanted = {"first_name": s.first_name, "last_name": s.last_name, "email": s.email,
+                  "lms_user_id": s.lms_user_id}
         for key, value in wanted.items():
             if value and getattr(student, key) != value:
                 setattr(student, key, value)

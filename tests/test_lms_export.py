@@ -1,0 +1,161 @@
+"""`nbgrader export --CourseCsvExport.lms=canvas|moodle`: the grades as an LMS's grade import reads them,
+from a real gradebook graded once by `course autograde` (ada submits; nora, on the roster, does not), with a
+second assignment in the gradebook and a TA's override of one of ada's grades."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.config import RosterStudent, load_course
+from autograder.reporting.lms_export import canvas_name, lms_table
+from conftest import course_with_students
+
+A = "transformer-block"
+QUIZ = "quiz-1"                           # in the gradebook only, due after the assignment (so listed after it)
+BIN = Path(sys.executable).parent
+ROSTER = ("id,first_name,last_name,email,lms_user_id,sis_user_id,sis_login_id,section\n"
+          'ada,Ada,"Lovelace, Countess",ada@example.edu,4211,S-0001,alovelace,"Sec 1, Tue"\n'
+          "nora,Nora,Noether,nora@example.edu,,,,\n")
+OVERRIDE = 8.0                            # the TA's layer_norm score for ada (the autograder gives 12)
+
+
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    folder: Path
+    auto_score: float                     # ada's layer_norm auto score
+    before: list[list[str]]               # the Canvas file before the TA's override
+    canvas: list[list[str]]               # ... and after it
+    moodle: list[list[str]]
+    filtered: list[list[str]]             # Canvas, --assignment transformer-block --student ada
+    long: dict[str, dict[str, str]]       # the plain export's transformer-block rows, by student id
+    canvas_bytes: bytes
+
+
+def export(folder: Path, name: str, *options: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]))
+    return subprocess.run([str(BIN / "nbgrader"), "export", "--to", name, *options], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def records(path: Path) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.reader(fh))
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Exported:
+    import datetime as dt
+
+    from nbgrader.api import Gradebook
+
+    folder = course_with_students(tmp_path_factory.mktemp("lms") / "course", ("ada",))
+    (folder / "roster.csv").write_text(ROSTER, encoding="utf-8")
+    graded = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", A, "--course-dir", str(folder)],
+                            capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    url = load_course(folder).gradebook_url
+    with Gradebook(url) as gb:
+        gb.add_assignment(QUIZ, duedate=dt.datetime(2099, 1, 1))
+    runs = {"before.csv": export(folder, "before.csv", "--CourseCsvExport.lms=canvas")}
+    with Gradebook(url) as gb:                                  # as formgrader saves a TA's score
+        grade = gb.find_grade("test_layer_norm", A, A, "ada")
+        auto_score = grade.auto_score
+        grade.manual_score = OVERRIDE
+        gb.db.commit()
+    runs["canvas.csv"] = export(folder, "canvas.csv", "--CourseCsvExport.lms=canvas")
+    runs["moodle.csv"] = export(folder, "moodle.csv", "--CourseCsvExport.lms=moodle")
+    runs["filtered.csv"] = export(folder, "filtered.csv", "--CourseCsvExport.lms=canvas", f"--assignment={A}",
+                                  "--student=ada")
+    runs["long.csv"] = export(folder, "long.csv")
+    for name, done in runs.items():
+        assert done.returncode == 0, (name, done.stderr[-2000:])
+    with open(folder / "long.csv", newline="", encoding="utf-8") as fh:
+        long = {r["student_id"]: r for r in csv.DictReader(fh) if r["assignment"] == A}
+    return Exported(folder, auto_score, records(folder / "before.csv"), records(folder / "canvas.csv"),
+                    records(folder / "moodle.csv"), records(folder / "filtered.csv"), long,
+                    (folder / "canvas.csv").read_bytes())
+
+
+def test_canvas_export_header_and_points_possible_row_are_canvas_s(exported):
+    """Does the Canvas file start with exactly Canvas's five student columns and one column per assignment,
+    then a `Points Possible` row of each assignment's maximum, and hold one row per student and nothing else?"""
+    assert exported.canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", A, QUIZ]
+    assert exported.canvas[1] == ["Points Possible", "", "", "", "", "100.0", "0.0"]
+    assert [r[3] for r in exported.canvas[2:]] == ["alovelace", "nora"]
+    assert {len(r) for r in exported.canvas} == {7}
+    assert not exported.canvas_bytes.startswith("\ufeff".encode()) and b"\r\n" not in exported.canvas_bytes
+
+
+def test_canvas_export_scores_are_the_gradebooks_with_the_override_and_zero_without_a_submission(exported):
+    """Is ada's Canvas score the plain export's final score (after the TA's override, which moved it by
+    exactly the override's change), and nora, who did not submit, 0 for both assignments?"""
+    ada_before, ada, nora = exported.before[2], exported.canvas[2], exported.canvas[3]
+    assert float(ada[5]) == float(exported.long["ada"]["score"]) > 0
+    assert float(ada[5]) - float(ada_before[5]) == pytest.approx(OVERRIDE - exported.auto_score)
+    assert exported.auto_score != OVERRIDE
+    assert (ada[6], nora[5], nora[6]) == ("0.0", "0.0", "0.0")
+    assert float(exported.long["nora"]["score"]) == 0.0
+
+
+def test_canvas_export_name_with_a_comma_reads_back_through_csv_reader(exported):
+    """Is "Lovelace, Countess, Ada" written quoted, so that csv.reader gives it back as one field?"""
+    assert b'"Lovelace, Countess, Ada",4211,' in exported.canvas_bytes
+    assert exported.canvas[2][0] == "Lovelace, Countess, Ada" and exported.canvas[3][0] == "Noether, Nora"
+
+
+def test_canvas_export_maps_roster_ids_to_the_sis_columns(exported):
+    """Do the roster's lms_user_id, sis_user_id, sis_login_id and section fill ID, SIS User ID, SIS Login ID
+    and Section, and does a student without them get their student id as SIS Login ID?"""
+    assert exported.canvas[2][:5] == ["Lovelace, Countess, Ada", "4211", "S-0001", "alovelace", "Sec 1, Tue"]
+    assert exported.canvas[3][:5] == ["Noether, Nora", "", "", "nora", ""]
+
+
+def test_canvas_export_keeps_only_the_assignment_and_student_asked_for(exported):
+    """With --assignment and --student, does the Canvas file hold that assignment's column and that
+    student's row alone?"""
+    assert exported.filtered[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", A]
+    assert exported.filtered[1] == ["Points Possible", "", "", "", "", "100.0"]
+    assert exported.filtered[2:] == [exported.canvas[2][:6]]
+
+
+def test_moodle_export_has_identifier_columns_and_no_points_row(exported):
+    """Does the Moodle file give names, Username, ID number and email, then the same scores as the Canvas
+    file, with every row after the header a student (Moodle stops at a row matching no user)?"""
+    assert exported.moodle[0] == ["First name", "Last name", "Username", "ID number", "Email address", A, QUIZ]
+    assert exported.moodle[1] == ["Ada", "Lovelace, Countess", "alovelace", "S-0001", "ada@example.edu",
+                                  *exported.canvas[2][5:]]
+    assert exported.moodle[2] == ["Nora", "Noether", "nora", "", "nora@example.edu", "0.0", "0.0"]
+    assert len(exported.moodle) == 3
+
+
+def test_lms_setting_with_an_unknown_value_is_refused_in_one_line(exported):
+    """Does `--CourseCsvExport.lms=blackboard` exit 2 with one line naming the setting and its values,
+    writing no file?"""
+    done = export(exported.folder, "bad.csv", "--CourseCsvExport.lms=blackboard")
+    assert done.returncode == 2
+    errors = [ln for ln in done.stderr.splitlines() if "CourseCsvExport.lms" in ln]
+    assert errors == ["nbgrader export: CourseCsvExport.lms is 'blackboard'; expected one of nbgrader, canvas, "
+                      "moodle"], done.stderr
+    assert "Traceback" not in done.stderr and not (exported.folder / "bad.csv").exists()
+
+
+def test_lms_table_names_and_logins_without_roster_columns():
+    """For a student on no roster and one with names only, is the Canvas name "Last, First" or the id, the
+    SIS Login ID the student id, and the score rounded as in the plain export?"""
+    rows = [{"student_id": "x1", "first_name": None, "last_name": None, "email": None, "assignment": A,
+             "score": 97.10924299999999},
+            {"student_id": "y2", "first_name": "=Yan", "last_name": "", "email": "y@e.edu", "assignment": A,
+             "score": 0.0}]
+    table = lms_table("canvas", [(A, 100.0)], rows, {"y2": RosterStudent("y2", "=Yan")}, {})
+    assert table[2:] == [["x1", "", "", "x1", "", "97.109243"], ["'=Yan", "", "", "y2", "", "0.0"]]
+    assert canvas_name({"student_id": "z", "first_name": "Zoë", "last_name": "Ångström"}) == "Ångström, Zoë"
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(lms_table("moodle", [(A, 100.0)], rows, {}, {}))
+    assert out.getvalue().splitlines()[1:] == [",,x1,,,97.109243", "'=Yan,,y2,,y@e.edu,0.0"]
