@@ -122,6 +122,15 @@ def _parser() -> argparse.ArgumentParser:
                        help="(re)write feedback pages from results.json and the gradebook (TA overrides and comments)")
     f.add_argument("assignment", help="an assignment from course.yml")
     f.add_argument("--student", type=_student, metavar="ID", help="only this student's page")
+    gs = sub.add_parser("gradescope", parents=[common],
+                        help="write ASSIGNMENT's Gradescope autograder zip (setup.sh, run_autograder, the engine, "
+                             "the assignment's course files and the course secret; see docs/gradescope.md)")
+    gs.add_argument("assignment", help="an assignment from course.yml")
+    gs.add_argument("--to", metavar="FILE",
+                    help="where to write the zip (default: gradescope/ASSIGNMENT-autograder.zip)")
+    gs.add_argument("--visibility", default="visible", metavar="WHEN",
+                    help="when students see their results on Gradescope: hidden, after_due_date, after_published "
+                         "or visible (results.json's visibility; default: visible)")
     sub.add_parser("doctor", parents=[common],
                    help="check which sandbox layers this machine supports, and the course folder when it holds a "
                    "course.yml (exit 1 if autograde would refuse)")
@@ -241,6 +250,17 @@ def _demo(course_dir: str, assignment: str | None, skip_validate: bool) -> int:
     count = len(api.submissions(load_course(demo), assignment))
     print(f"\n== course autograde {assignment}  ({count} example submissions)")
     return _autograde(demo, assignment, None, None)
+
+
+def _gradescope(course_dir: str, assignment: str, to: str | None, visibility: str) -> int:
+    from .gradescope import build_bundle
+    from .layout import CourseLayout
+
+    bundle = build_bundle(course_dir, assignment, to=to, visibility=visibility)
+    layout = CourseLayout(Path(course_dir).resolve())
+    print(f"wrote {layout.relative(bundle.path)} ({len(bundle.names)} files): upload it as the Gradescope "
+          f"assignment's autograder (Ubuntu base image); it holds the course secret, so keep it out of students' reach")
+    return 0
 
 
 def _serve(course_dir: str, assignment: str, idle_minutes: float, insecure: bool) -> int:
@@ -399,6 +419,8 @@ def _run(args: argparse.Namespace, early: tuple[StartedWorker, ...] = ()) -> int
         return _serve(args.course_dir, args.assignment, args.idle_minutes, args.insecure)
     if args.command == "feedback":
         return _feedback(args.course_dir, args.assignment, args.student)
+    if args.command == "gradescope":
+        return _gradescope(args.course_dir, args.assignment, args.to, args.visibility)
     if args.command == "doctor":
         from . import api
         return 0 if api.doctor(course_dir=args.course_dir, log=_log).ok else 1

@@ -10,6 +10,7 @@ the student, then the assignment:
     submitted/<student>/<assignment>/       what students handed in (only ever read)
     autograded/<student>/<assignment>/      results.json and copies of the submitted files
     feedback/<student>/<assignment>/        the student's page
+    gradescope/<assignment>-autograder.zip  `course gradescope`'s bundle (holds the course secret)
 
 The step folder names are nbgrader's defaults, so nbgrader's commands and ours agree.
 Nothing else in the project joins these names by hand.
@@ -34,6 +35,7 @@ Step = Literal["source", "release", "submitted", "autograded", "feedback"]
 STUDENT_STEPS: tuple[Step, ...] = ("submitted", "autograded", "feedback")
 INSTRUCTOR_CODE = "assignments"     # assignments/<package>/: trusted per-assignment code
 GRADERS = "graders"                 # assignments/<package>/graders/: pytest modules
+GRADESCOPE = "gradescope"           # gradescope/<assignment>-autograder.zip: `course gradescope`'s bundles
 
 # The project's bundled example class: examples/submitted/<student>/<assignment>/ and
 # examples/roster.csv, laid out like a course folder; `course demo` grades it in DEMO_DIR.
@@ -127,6 +129,15 @@ class CourseLayout:
 
     def graders(self, package: str) -> Path:
         return self.package(package) / GRADERS
+
+    @property
+    def gradescope_dir(self) -> Path:
+        """`gradescope/`: the autograder bundles `course gradescope` writes (never committed: each holds
+        the course secret)."""
+        return self.root / GRADESCOPE
+
+    def gradescope_bundle(self, assignment: str) -> Path:
+        return self.gradescope_dir / f"{assignment}-autograder.zip"
 
     def relative(self, path: Path) -> str:
         """`path` relative to the course folder when inside it, else as given: for messages, e.g.
