@@ -258,6 +258,8 @@ def run(root: str | Path, *, log: Callable[[str], None] = print) -> Path:
         doc = {"score": 0.0, "output": _GRADER_FAILED, "tests": [],
                "extra_data": {"error": f"{type(exc).__name__}: {exc}"}}
     doc["visibility"] = visibility if visibility in VISIBILITIES else "visible"
+    for test in doc.get("tests", []):        # a test's own visibility would override the submission's
+        test["visibility"] = doc["visibility"]
     atomic_write_text(out, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     log(f"run_autograder: score {doc.get('score')} written to {out}")
     return out

@@ -1,0 +1,211 @@
+"""`course gradescope`: the bundle's content, and run_autograder grading in a temporary /autograder.
+
+The bundle's run_autograder runs against this project's venv (setup.sh's apt-get and pip are not run
+here: its text is checked instead), with the engine bundled in the zip on its PYTHONPATH."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import pytest
+import yaml
+
+from autograder import gradescope
+from autograder.layout import EXAMPLES, INSTRUCTOR_CODE, ROSTER_FILE, STUDENT_STEPS, CourseLayout
+from conftest import ROOT, copy_course
+
+ASSIGNMENT, PACKAGE, NOTEBOOK = "transformer-block", "transformer_block", "transformer-block.ipynb"
+EXAMPLE = CourseLayout(ROOT / EXAMPLES)
+VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+
+
+@dataclass(frozen=True)
+class Built:
+    course: CourseLayout                 # the course the bundle was made from
+    bundle: gradescope.Bundle
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Built:
+    """The bundle of a course copy that also holds a second assignment, a submission, results and a gradebook."""
+    course = CourseLayout(copy_course(tmp_path_factory.mktemp("gs") / "course"))
+    data = yaml.safe_load(course.config.read_text())
+    data["assignments"].append({"name": "other-hw", "notebooks": ["other.ipynb"], "problems": {"f": {"points": 1}}})
+    course.config.write_text(yaml.safe_dump(data, sort_keys=False))
+    course.source("other-hw").mkdir(parents=True)
+    shutil.copy(course.release(ASSIGNMENT) / NOTEBOOK, course.source("other-hw") / "other.ipynb")
+    course.package("other_hw").mkdir()
+    (course.package("other_hw") / "reference.py").write_text("ANSWER = 42\n")
+    shutil.copytree(EXAMPLE.submission("edsger", ASSIGNMENT), course.submission("edsger", ASSIGNMENT))
+    course.autograded("edsger", ASSIGNMENT).mkdir(parents=True)
+    (course.root / "gradebook.db").write_bytes(b"")
+    bundle = gradescope.build_bundle(course.root, ASSIGNMENT, visibility="after_due_date")
+    return Built(course, bundle)
+
+
+def autograder_root(tmp_path: Path, bundle: gradescope.Bundle) -> Path:
+    """A fresh /autograder: the zip extracted into source/, an empty submission/."""
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(bundle.path) as zf:
+        zf.extractall(root / gradescope.SOURCE)
+        for info in zf.infolist():                    # zipfile drops the mode; Gradescope's unzip keeps it
+            os.chmod(root / gradescope.SOURCE / info.filename, info.external_attr >> 16 & 0o777)
+    (root / gradescope.SUBMISSION).mkdir()
+    return root
+
+
+def run_autograder(root: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    env = {**os.environ, gradescope.ROOT_ENV: str(root), gradescope.VENV_ENV: sys.prefix}
+    proc = subprocess.run([str(root / gradescope.SOURCE / "run_autograder")], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=root)
+    return proc, json.loads((root / gradescope.RESULTS / "results.json").read_text())
+
+
+def assert_gradescope_results(doc: dict) -> None:
+    """Does `doc` follow Gradescope's results.json specification (the keys it reads, their types)?"""
+    assert isinstance(doc["score"], float)
+    assert isinstance(doc.get("output", ""), str)
+    assert doc.get("visibility", "visible") in VISIBILITIES
+    assert doc.get("stdout_visibility", "hidden") in VISIBILITIES
+    assert isinstance(doc.get("execution_time", 0), (int, float))
+    for test in doc["tests"]:
+        assert isinstance(test["name"], str) and isinstance(test["output"], str)
+        assert isinstance(test["score"], float) and isinstance(test["max_score"], float)
+        assert test["visibility"] in VISIBILITIES and test["status"] in ("passed", "failed")
+
+
+def test_the_bundle_holds_the_assignment_and_nothing_of_the_rest_of_the_course(built):
+    """Are setup.sh, run_autograder, the engine, course.yml, the secret, the release notebook and the
+    graders in the zip, and no other assignment, submission, result, gradebook or roster?"""
+    names = set(built.bundle.names)
+    assert built.bundle.path == built.course.gradescope_bundle(ASSIGNMENT)
+    for name in ("setup.sh", "run_autograder", gradescope.SETTINGS, "engine/pyproject.toml", "engine/constraints.txt",
+                 "engine/autograder/gradescope.py", "engine/autograder/reporting/templates/feedback.html",
+                 "course/course.yml", "course/nbgrader_config.py", f"course/{gradescope.SECRET}",
+                 f"course/{INSTRUCTOR_CODE}/__init__.py", f"course/{INSTRUCTOR_CODE}/{PACKAGE}/reference.py",
+                 f"course/{INSTRUCTOR_CODE}/{PACKAGE}/graders/test_layer_norm.py"):
+        assert name in names, name
+    parts = {part for name in names for part in PurePosixPath(name).parts}
+    assert not parts & {*STUDENT_STEPS, "other-hw", "other_hw", "gradebook.db", ROSTER_FILE, "__pycache__"}
+    with zipfile.ZipFile(built.bundle.path) as zf:
+        bundled = yaml.safe_load(zf.read("course/course.yml"))
+        assert zf.read(f"course/{gradescope.SECRET}") == (built.course.root / ".course_secret").read_bytes()
+        assert json.loads(zf.read(gradescope.SETTINGS)) == {"assignment": ASSIGNMENT, "visibility": "after_due_date"}
+        assert zf.getinfo("run_autograder").external_attr >> 16 & 0o111
+    assert [a["name"] for a in bundled["assignments"]] == [ASSIGNMENT]
+    assert bundled["gradebook"] == "sqlite:///gradebook.db" and bundled["roster"] == ROSTER_FILE
+    assert built.bundle.path.stat().st_mode & 0o077 == 0          # it holds the secret
+
+
+def test_setup_and_run_scripts_parse_and_name_the_bundled_files(built, tmp_path):
+    """Do setup.sh and run_autograder pass `bash -n`, and does setup.sh install bubblewrap and the bundled
+    engine under its constraints, from files that are in the zip?"""
+    root = autograder_root(tmp_path, built.bundle)
+    for script in ("setup.sh", "run_autograder"):
+        subprocess.run(["bash", "-n", str(root / gradescope.SOURCE / script)], check=True)
+    setup = (root / gradescope.SOURCE / "setup.sh").read_text()
+    for needed in ("apt-get install", "bubblewrap", "libseccomp2", "-m venv",
+                   '-c "$source_dir/engine/constraints.txt"', '"$source_dir/engine"', 'course" doctor'):
+        assert needed in setup, needed
+    assert (root / gradescope.SOURCE / "engine" / "constraints.txt").is_file()
+
+
+def test_run_autograder_scores_as_course_autograde_does(built, tmp_path):
+    """Does a submission graded by run_autograder (its notebook in a subfolder, under another name) score
+    exactly what `course autograde --student` gives the same student in the course, with valid results?"""
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT, "--student", "edsger",
+                           "--course-dir", str(built.course.root), "--wait"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    local = json.loads(built.course.results_json("edsger", ASSIGNMENT).read_text())
+    assert 0 < local["score"] < local["max_score"]
+
+    root = autograder_root(tmp_path, built.bundle)
+    (root / gradescope.SUBMISSION / "work").mkdir()
+    shutil.copy(EXAMPLE.submission("edsger", ASSIGNMENT) / NOTEBOOK, root / gradescope.SUBMISSION / "work" / "hw.ipynb")
+    (root / gradescope.METADATA).write_text(json.dumps(
+        {"id": 1, "users": [{"email": "edsger@example.edu", "id": 7, "name": "Edsger Dijkstra", "sid": "edsger"}]}))
+    proc, doc = run_autograder(root)
+    assert proc.returncode == 0, proc.stderr
+    assert_gradescope_results(doc)
+    assert doc["score"] == local["score"]
+    assert [(t["name"], t["score"]) for t in doc["tests"]] == [(t["name"], t["score"]) for t in local["tests"]]
+    assert doc["extra_data"]["student"] == "edsger" and doc["extra_data"]["seed"] == local["extra_data"]["seed"]
+    assert doc["visibility"] == "after_due_date"
+    assert {t["visibility"] for t in doc["tests"]} == {"after_due_date"}   # a test's own would override it
+    assert doc["output"].startswith("Your notebook work/hw.ipynb was graded as transformer-block.ipynb.")
+
+
+def test_a_broken_notebook_gets_a_valid_results_json(built, tmp_path):
+    """Is a notebook that is not valid JSON, without submission metadata, scored 0 with a reason?"""
+    root = autograder_root(tmp_path, built.bundle)
+    shutil.copy(EXAMPLE.submission("ken", ASSIGNMENT) / NOTEBOOK, root / gradescope.SUBMISSION / NOTEBOOK)
+    proc, doc = run_autograder(root)
+    assert proc.returncode == 0, proc.stderr
+    assert_gradescope_results(doc)
+    assert doc["score"] == 0.0 and "not valid notebook JSON" in doc["output"]
+    assert doc["extra_data"]["student"] == gradescope.FALLBACK_STUDENT
+
+
+@pytest.mark.parametrize("venv", ["project", "missing"])
+def test_a_grader_that_cannot_run_still_writes_results(built, tmp_path, venv):
+    """When the bundled course cannot be read, or the venv is missing, is results.json still valid, 0,
+    and telling the student it is not their notebook's fault?"""
+    root = autograder_root(tmp_path, built.bundle)
+    shutil.copy(EXAMPLE.submission("edsger", ASSIGNMENT) / NOTEBOOK, root / gradescope.SUBMISSION / NOTEBOOK)
+    (root / gradescope.SOURCE / "course" / "course.yml").write_text("assignments: [")
+    env = {**os.environ, gradescope.ROOT_ENV: str(root),
+           gradescope.VENV_ENV: sys.prefix if venv == "project" else str(tmp_path / "no-venv")}
+    proc = subprocess.run([str(root / gradescope.SOURCE / "run_autograder")], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0
+    doc = json.loads((root / gradescope.RESULTS / "results.json").read_text())
+    assert_gradescope_results(doc)
+    assert doc["score"] == 0.0 and doc["tests"] == [] and "not a problem in your notebook" in doc["output"]
+
+
+@pytest.mark.parametrize(("files", "taken", "noted"), [
+    ({NOTEBOOK: "a", f"sub/{NOTEBOOK}": "b"}, "a", False),          # the top folder's first
+    ({f"sub/{NOTEBOOK}": "b", "other.ipynb": "c"}, "b", True),       # the one of that name, in a subfolder
+    ({"sub/my work.ipynb": "c"}, "c", True),                         # the only notebook, renamed
+    ({"a.ipynb": "a", "b.ipynb": "b"}, None, False),                 # two others: neither guessed
+    ({"__MACOSX/x.ipynb": "m", ".ipynb_checkpoints/y.ipynb": "k"}, None, False),
+])
+def test_place_notebooks_finds_the_notebook_sensibly(tmp_path, files, taken, noted):
+    """Which submitted notebook is graded as the assignment's, and is the student told when it was renamed?"""
+    submission, dest = tmp_path / "submission", tmp_path / "dest"
+    for name, text in files.items():
+        (submission / name).parent.mkdir(parents=True, exist_ok=True)
+        (submission / name).write_text(text)
+    notes = gradescope.place_notebooks(submission, dest, (NOTEBOOK,))
+    assert ((dest / NOTEBOOK).read_text() if (dest / NOTEBOOK).exists() else None) == taken
+    assert bool(notes) == noted
+
+
+def test_place_notebooks_follows_no_link(tmp_path):
+    """Is a submitted notebook that is a symbolic link left alone?"""
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (tmp_path / "secret.ipynb").write_text("secret")
+    (submission / NOTEBOOK).symlink_to(tmp_path / "secret.ipynb")
+    assert gradescope.place_notebooks(submission, tmp_path / "dest", (NOTEBOOK,)) == []
+    assert not (tmp_path / "dest" / NOTEBOOK).exists()
+
+
+@pytest.mark.parametrize(("users", "sid"), [
+    ([{"sid": "s123", "email": "a@b.edu", "id": 5}], "s123"),
+    ([{"sid": None, "email": "a@b.edu", "id": 5}], "a@b.edu"),
+    ([{"sid": "has space", "email": "", "id": 5}], "5"),
+    ([{"name": "x"}, {"sid": "second"}], gradescope.FALLBACK_STUDENT),
+    ([{"sid": "../up"}], gradescope.FALLBACK_STUDENT),
+    ("not a list", gradescope.FALLBACK_STUDENT),
+])
+def test_student_id_comes_from_the_first_user(users, sid):
+    """Is the id the first user's Student ID, else email, else Gradescope id, else a fixed one, never a path?"""
+    assert gradescope.student_id({"users": users}) == sid
