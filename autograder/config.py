@@ -26,7 +26,7 @@ from typing import Any, Literal
 from . import schema, usercache
 from .errors import ConfigError
 from .layout import CONFIG_FILE, CourseLayout
-from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, POSITIVE, Scope, pattern, setting
+from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, POSITIVE, Scope, pattern, setting, show
 
 CONFIG_NAME = CONFIG_FILE
 DTYPES = ("float64", "float32")
@@ -133,6 +133,10 @@ def _notebooks_exist(value: tuple[str, ...], path: str, scope: Scope) -> None:
 
 
 def _package_exists(value: str, path: str, scope: Scope) -> None:
+    if not IDENTIFIER.holds(value):      # a package derived from the name is not checked as a value given is
+        raise ConfigError(f"{path}: {show(value)} (the assignment's name with - as _) is not a Python identifier, "
+                          f"which graders import it as: set `package:` to one "
+                          f"(letters, digits and _, not first a digit)")
     layout = CourseLayout(scope["root"])
     if not layout.package(value).is_dir():
         raise ConfigError(f"{path}: folder {layout.relative(layout.package(value))} does not exist")

@@ -139,6 +139,25 @@ def test_config_course_yml_read_back_from_the_cache_is_the_same(tmp_path, monkey
                 course_data(odd)
 
 
+@pytest.mark.parametrize("name, package", [("hw.2", "hw.2"), ("02-hw", "02_hw")])
+def test_config_a_package_derived_from_the_name_must_be_an_identifier(tmp_path, name, package):
+    """With no `package:`, is a name whose package (the name with - as _) graders could not import
+    refused in one line naming `package`, even when its folders exist?"""
+    import copy
+
+    data = copy.deepcopy(GOOD)
+    del data["assignments"][0]["package"]
+    data["assignments"][0]["name"] = name
+    layout = CourseLayout(make_course(tmp_path, data))
+    layout.source("hw").rename(layout.source(name))
+    layout.package("hw").rename(layout.package(package))
+    with pytest.raises(ConfigError) as info:
+        load_course(tmp_path)
+    assert str(info.value) == (f'course.yml: assignments[0].package: "{package}" (the assignment\'s name with - as _) '
+                               f"is not a Python identifier, which graders import it as: set `package:` to one "
+                               f"(letters, digits and _, not first a digit)")
+
+
 def test_config_invalid_yaml_names_the_line(tmp_path):
     """Is a course.yml that is not valid YAML one error naming its line?"""
     course = make_course(tmp_path, "name: x\nassignments: [\n  - name: hw\n  bad: : :\n")
