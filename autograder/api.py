@@ -26,8 +26,8 @@ from .layout import (
     ROSTER_FILE,
     CourseLayout,
     copy_course,
+    name_problem,
     student_id_problem,
-    utf8_name,
     write_problems,
 )
 from .notebooks import (
@@ -156,8 +156,8 @@ def submissions(course: Course, assignment: str, student: str | None = None) -> 
     for name, mode in submission_entries(base):
         if name.startswith(".") or not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
             continue
-        if not utf8_name(name):
-            continue                        # no id a gradebook can hold; intake.ungraded_files says so
+        if name_problem(name) is not None:
+            continue                        # no id to print or store; intake.ungraded_files says so
         folder = layout.submission(name, assignment)
         if stat.S_ISLNK(mode) or os.path.lexists(folder):
             out.append((name, folder))

@@ -24,8 +24,9 @@ from typing import Protocol
 
 from .config import Assignment, Course
 from .grading.lateness import TIMESTAMP_FILE
-from .layout import utf8_name
-from .notebooks import shown_name, submission_entries
+from .layout import name_problem, utf8_name
+from .notebooks import submission_entries
+from .text import shown_name
 
 SECRET_FILE = "submission_secret.txt"     # written by nbgrader submit; release_feedback needs it
 BOOKKEEPING = (TIMESTAMP_FILE, SECRET_FILE)
@@ -76,9 +77,10 @@ def ungraded_files(course: Course, assignment: Assignment, results: Iterable[Gra
         path = base / name
         if stat.S_ISLNK(mode):
             continue                        # refused with a reason in that student's results
-        if stat.S_ISDIR(mode) and not utf8_name(name):
-            out.append(Ungraded(layout.relative(path), "the folder's name is not valid UTF-8, so nothing in it was "
-                                "graded; rename it to the student's id"))
+        why = name_problem(name) if stat.S_ISDIR(mode) else None
+        if why is not None:
+            out.append(Ungraded(layout.relative(path), f"the folder's name {why}, so nothing in it was graded; "
+                                f"rename it to the student's id"))
             continue
         if not stat.S_ISDIR(mode):
             out.append(Ungraded(layout.relative(path), f"a file directly in {layout.relative(base)}; expected "
@@ -96,7 +98,7 @@ def ungraded_files(course: Course, assignment: Assignment, results: Iterable[Gra
                 where = layout.relative(layout.submission(name, assignment.name))
                 what = "a notebook" if inner.endswith(".ipynb") else "a file"
                 out.append(Ungraded(layout.relative(item), f"{what} directly in the student's folder; expected "
-                                    f"{where}/{inner if inner.endswith('.ipynb') else '...'}"))
+                                    f"{where}/{shown_name(inner) if inner.endswith('.ipynb') else '...'}"))
     return tuple(out)
 
 
@@ -108,7 +110,7 @@ def _inside(course: Course, assignment: Assignment, student: str, graded: set[st
     for name, mode in _entries(folder):
         path = folder / name
         rel = layout.relative(path)
-        if name in expected or rel in graded or os.fspath(path) in graded:
+        if name in expected or {rel, os.fspath(path), shown_name(rel)} & graded:   # shown: read from results.json
             continue
         if not utf8_name(name):
             reason = "its name is not valid UTF-8, so it was not graded; rename it"

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .text import NAME_CONTROL
+
 CONFIG_FILE = "course.yml"
 NBGRADER_CONFIG = "nbgrader_config.py"
 RESULTS_JSON = "results.json"
@@ -48,15 +50,26 @@ COURSE_PARTS = (CONFIG_FILE, ROSTER_FILE, NBGRADER_CONFIG, "source", "release", 
 
 def student_id_problem(student: str) -> str | None:
     """Why `student` cannot be a student's folder under submitted/, autograded/ and feedback/ (empty,
-    a path that leaves the step folder, a hidden folder, a name the file system cannot hold), or None."""
+    a path that leaves the step folder, a hidden folder, a name that is not UTF-8 or holds a control
+    character), or None."""
     if not student:
         return "it is empty"
     if "/" in student or "\0" in student:
         return "it holds a '/' or a NUL character"
     if student.startswith("."):
         return "it starts with '.'"
-    if not utf8_name(student):
-        return "it is not valid UTF-8"
+    why = name_problem(student)
+    return f"it {why}" if why is not None else None
+
+
+def name_problem(name: str) -> str | None:
+    """Why a folder name under submitted/ cannot be a student id whatever it says: "is not valid UTF-8"
+    or "holds a control character" (an id is printed in the summary and stored in the gradebook,
+    where an escape sequence would rewrite a TA's terminal); None when it can."""
+    if not utf8_name(name):
+        return "is not valid UTF-8"
+    if NAME_CONTROL.search(name) is not None:
+        return "holds a control character"
     return None
 
 

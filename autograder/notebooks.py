@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .layout import utf8_name
-from .text import truncate
+from .text import shown_name, truncate
 
 READ_CHUNK = 1 << 20
 # A notebook with more code cells than this is not run: the grader keeps a record per cell, and no
@@ -49,8 +49,8 @@ def _kind(mode: int) -> str:
 
 def open_regular(path: Path) -> int:
     """A read-only descriptor on `path`, which must be a regular file that is not a symbolic link.
-    Raises RefusedFile with a one-line reason naming the file."""
-    name = path.name
+    Raises RefusedFile with a one-line reason naming the file (as shown_name writes it)."""
+    name = shown_name(path.name)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as exc:
@@ -81,7 +81,7 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
     try:
         size = os.fstat(fd).st_size
         if size > max_bytes:
-            raise RefusedFile(f"{path.name} is {size / 1024 / 1024:.1f} MB, over the "
+            raise RefusedFile(f"{shown_name(path.name)} is {size / 1024 / 1024:.1f} MB, over the "
                               f"{max_bytes / 1024 / 1024:g} MB limit")
         chunks, total = [], 0
         while True:
@@ -91,10 +91,10 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
             chunks.append(chunk)
             total += len(chunk)
             if total > max_bytes:      # it grew while being read
-                raise RefusedFile(f"{path.name} is over the {max_bytes / 1024 / 1024:g} MB limit")
+                raise RefusedFile(f"{shown_name(path.name)} is over the {max_bytes / 1024 / 1024:g} MB limit")
         return b"".join(chunks)
     except OSError as exc:
-        raise RefusedFile(f"{path.name}: could not be read ({exc.strerror or exc}).") from None
+        raise RefusedFile(f"{shown_name(path.name)}: could not be read ({exc.strerror or exc}).") from None
     finally:
         os.close(fd)
 
@@ -109,7 +109,7 @@ def hash_regular(path: Path, digest: hashlib._Hash) -> None:
                 break
             digest.update(chunk)
     except OSError as exc:
-        raise RefusedFile(f"{path.name}: could not be read ({exc.strerror or exc}).") from None
+        raise RefusedFile(f"{shown_name(path.name)}: could not be read ({exc.strerror or exc}).") from None
     finally:
         os.close(fd)
 
@@ -168,11 +168,6 @@ def submission_entries(folder: Path) -> list[tuple[str, int]]:
     except OSError:
         return []
     return sorted(out)
-
-
-def shown_name(name: str) -> str:
-    """A file name as it can be printed: bytes that are not UTF-8 as escapes ('zo\\xeb')."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 _DEF = re.compile(r"^(?:async\s+)?(def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
@@ -298,8 +293,9 @@ def _unreadable(path: Path | None, reason: str) -> LoadedNotebook:
 
 
 def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
-    """Read a submitted notebook (nbformat 4, or 3 converted) into its code cells."""
-    name = path.name
+    """Read a submitted notebook (nbformat 4, or 3 converted) into its code cells. Notes name it as
+    shown_name writes it (a submitted name may hold control characters)."""
+    name = shown_name(path.name)
     try:
         data_bytes = read_regular(path, int(max_mb * 1024 * 1024))
     except RefusedFile as exc:
@@ -373,8 +369,8 @@ def find_submission_notebooks(folder: Path,
     present = [folder / n for n, m in entries if stat.S_ISREG(m) and utf8_name(n)]
     refused = {n: m for n, m in entries if not stat.S_ISREG(m)}
     found: dict[str, Path | None] = {}
-    notes: list[str] = [f"{n} is {_kind(m)}, not a regular file, so it was not graded; submit the notebook "
-                        f"file itself." for n, m in refused.items() if utf8_name(n)]
+    notes: list[str] = [f"{shown_name(n)} is {_kind(m)}, not a regular file, so it was not graded; submit the "
+                        f"notebook file itself." for n, m in refused.items() if utf8_name(n)]
     notes += [f"{shown_name(n)}: its file name is not valid UTF-8, so it was not graded; rename it to "
               f"{' or '.join(expected)} and resubmit." for n, _ in entries if not utf8_name(n)]
     unmatched = [p for p in present if p.name not in expected]
@@ -387,10 +383,10 @@ def find_submission_notebooks(folder: Path,
         elif len(expected) == 1 and len(unmatched) == 1:
             stand_in = unmatched.pop()
             found[name] = stand_in
-            notes.append(f"Expected {name}; graded {stand_in.name} instead (please keep the file name).")
+            notes.append(f"Expected {name}; graded {shown_name(stand_in.name)} instead (please keep the file name).")
         else:
             found[name] = None
             notes.append(f"{name} was not submitted.")
     for extra in unmatched:
-        notes.append(f"{extra.name} is not part of this assignment and was ignored.")
+        notes.append(f"{shown_name(extra.name)} is not part of this assignment and was ignored.")
     return found, tuple(notes)

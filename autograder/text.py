@@ -1,9 +1,12 @@
-"""Small text helpers shared by every stage (truncation, articles).
+"""Small text helpers shared by every stage (truncation, articles, control characters written out).
 
 Standard library only and no imports from the rest of the package, so that any module may use it,
 the sandboxed child included.
 """
 from __future__ import annotations
+
+import os
+import re
 
 ELLIPSIS = "..."
 VOWELS = frozenset("aeiouAEIOU")
@@ -19,3 +22,34 @@ def truncate(text: str, limit: int) -> str:
 def with_article(word: str) -> str:
     """`word` with "a" or "an" in front, by its first letter: "an int", "a float"."""
     return f"an {word}" if word[:1] in VOWELS else f"a {word}"
+
+
+# Control characters: C0 but tab and newline, DEL, C1. Student text (outputs, messages) keeps its tabs
+# and newlines (a CRLF is a newline); a name (a file's or folder's, from a submission) shows them too,
+# since a newline in a name printed on a line would forge the next line.
+_CONTROLS = r"\x00-\x08\x0b-\x1f\x7f-\x9f"
+CONTROL = re.compile(rf"\r\n|[{_CONTROLS}]")
+NAME_CONTROL = re.compile(rf"[\t\n{_CONTROLS}]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    return "\n" if char == "\r\n" else f"\\x{ord(char):02x}"
+
+
+def visible(text: str, pattern: re.Pattern[str] = CONTROL) -> str:
+    """`text` with the control characters `pattern` finds written out as Python's repr shows them
+    (`\\x1b`), so that printed in a terminal or stored in a report they are seen, never acted on
+    (an escape sequence that erases or rewrites a line, a lone carriage return, NUL)."""
+    return text if pattern.search(text) is None else pattern.sub(_visible, text)
+
+
+def shown_name(name: str) -> str:
+    """A file or folder name (or a path) from a submission as it can be printed or written in a report:
+    bytes that are not UTF-8 as escapes ('zo\\xeb'), control characters tabs and newlines included
+    written out ('x\\x1b[2K', 'a\\nb')."""
+    try:
+        text = os.fsencode(name).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:          # a lone surrogate no file system name gives ('\ud800', from JSON)
+        text = name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return visible(text, NAME_CONTROL)

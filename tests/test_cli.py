@@ -184,6 +184,7 @@ def test_cli_a_seed_or_student_that_cannot_be_is_a_usage_error_and_nothing_is_gr
     ({"student": "."}, "student '.': not a student id (it starts with '.')"),
     ({"student": "a\0b"}, "student 'a\\x00b': not a student id (it holds a '/' or a NUL character)"),
     ({"student": "\udce9"}, "student '\\udce9': not a student id (it is not valid UTF-8)"),
+    ({"student": "a\x1b[2Kb"}, "student 'a\\x1b[2Kb': not a student id (it holds a control character)"),
 ])
 def test_api_refuses_a_seed_or_student_that_cannot_be_before_anything_is_touched(tmp_path, kwargs, message):
     """Do the Python API's autograde and feedback refuse such a seed or student (CourseError, one line)

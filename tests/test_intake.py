@@ -1,9 +1,11 @@
 """Every file under submitted/ that a batch does not grade is named, with the reason."""
 from __future__ import annotations
 
+from autograder.api import submissions
 from autograder.config import load_course
 from autograder.grading.results import SubmissionResult
 from autograder.intake import ungraded_files
+from autograder.text import NAME_CONTROL, shown_name
 
 ASSIGNMENT = "transformer-block"
 NB = "transformer-block.ipynb"
@@ -58,3 +60,40 @@ def test_one_students_run_reports_only_their_folder(course_copy):
     assert ungraded_files(course, course.assignment(ASSIGNMENT), [], "ada") == ()
     assert [u.path for u in ungraded_files(course, course.assignment(ASSIGNMENT), [], "xu")] == [
         "submitted/xu/transformer-block.ipynb"]
+
+
+def test_names_with_control_characters_are_written_out(course_copy):
+    """Are a submitted file, a notebook one level too high and a student folder whose names hold
+    control characters (escape sequences that would erase and rewrite the TA's terminal lines, a
+    newline that would forge one) reported with them written out, the folder as no student id, and
+    a renamed notebook graded in place (as results.json names it) not reported?"""
+    course = load_course(course_copy)
+    layout = course.layout
+    fake = "x\x1b[2K\x1b[1A\x1b[32mFAKE\x1b[0m\x1b]0;pwned\x07.txt"
+    stand_in = "tb\n\x1b[31m.ipynb"
+    layout.submission("ada", ASSIGNMENT).mkdir(parents=True)
+    for name in (NB, fake, "nl\nforged.txt"):
+        (layout.submission("ada", ASSIGNMENT) / name).write_text("{}")
+    layout.submission("bo", ASSIGNMENT).mkdir(parents=True)
+    (layout.submission("bo", ASSIGNMENT) / stand_in).write_text("{}")
+    layout.submission("ev\x1b[2Kil", ASSIGNMENT).mkdir(parents=True)
+    (layout.submission("ev\x1b[2Kil", ASSIGNMENT) / NB).write_text("{}")
+    (layout.submitted_dir / "xu").mkdir()
+    (layout.submitted_dir / "xu" / "a\x1b[2K.ipynb").write_text("{}")
+    bo = graded(course, "bo", stand_in)
+    results = [graded(course, "ada", NB), SubmissionResult(student="bo", assignment=ASSIGNMENT, state="graded",
+                                                           files=tuple(shown_name(f) for f in bo.files))]
+    ungraded = ungraded_files(course, course.assignment(ASSIGNMENT), results)
+    shown = {str(u) for u in ungraded}
+    ada = layout.relative(layout.submission("ada", ASSIGNMENT))
+    assert shown == {
+        f"{ada}/x\\x1b[2K\\x1b[1A\\x1b[32mFAKE\\x1b[0m\\x1b]0;pwned\\x07.txt: not a notebook of the assignment, "
+        f"so it was not graded",
+        f"{ada}/nl\\x0aforged.txt: not a notebook of the assignment, so it was not graded",
+        f"{layout.relative(layout.submitted_dir)}/ev\\x1b[2Kil: the folder's name holds a control character, so "
+        f"nothing in it was graded; rename it to the student's id",
+        f"{layout.relative(layout.submitted_dir / 'xu')}/a\\x1b[2K.ipynb: a notebook directly in the student's "
+        f"folder; expected {layout.relative(layout.submission('xu', ASSIGNMENT))}/a\\x1b[2K.ipynb",
+    }
+    assert not any(NAME_CONTROL.search(line) for line in shown)
+    assert [sid for sid, _ in submissions(course, ASSIGNMENT)] == ["ada", "bo"]     # ev... is no student

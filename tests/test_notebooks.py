@@ -94,6 +94,27 @@ def test_find_a_renamed_single_notebook_is_used_with_a_note(tmp_path):
     assert "Expected hw.ipynb; graded Copy of hw.ipynb" in notes[0]
 
 
+def test_notes_write_out_control_characters_of_submitted_names(tmp_path):
+    """Do the notes name a renamed notebook, an extra one and an unreadable one with their control
+    characters (an escape sequence, a newline) written out, so no report or terminal acts on them?"""
+    stand_in = write_nb(tmp_path / "tb\n\x1b[31m.ipynb", "x = 1")
+    extra = write_nb(tmp_path / "x\x1b[2K.ipynb", "y = 2")
+    found, notes = find_submission_notebooks(tmp_path, ("hw.ipynb",))
+    assert found == {"hw.ipynb": None}
+    assert notes == ("hw.ipynb was not submitted.", "tb\\x0a\\x1b[31m.ipynb is not part of this assignment and was "
+                     "ignored.", "x\\x1b[2K.ipynb is not part of this assignment and was ignored.")
+    extra.unlink()
+    found, notes = find_submission_notebooks(tmp_path, ("hw.ipynb",))
+    assert found == {"hw.ipynb": stand_in}
+    assert notes == ("Expected hw.ipynb; graded tb\\x0a\\x1b[31m.ipynb instead (please keep the file name).",)
+    stand_in.write_bytes(b"")
+    assert load_notebook(stand_in, max_mb=5).notes == (
+        "tb\\x0a\\x1b[31m.ipynb is an empty file; nothing could be graded.",)
+    (tmp_path / "a\x07.ipynb").mkdir()
+    assert load_notebook(tmp_path / "a\x07.ipynb", max_mb=5).notes == (
+        "a\\x07.ipynb is a folder, not a regular file, so it was not read.",)
+
+
 def test_find_missing_notebook_is_noted(tmp_path):
     """Does an empty submission folder say the notebook was not submitted?"""
     found, notes = find_submission_notebooks(tmp_path, ("hw.ipynb",))

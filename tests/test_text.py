@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.text import truncate, with_article
+from autograder.text import NAME_CONTROL, shown_name, truncate, visible, with_article
 
 
 def test_truncate_keeps_short_text():
@@ -30,3 +30,26 @@ def test_truncate_refuses_a_limit_too_small_for_the_ellipsis():
 def test_with_article_by_first_letter(word, expected):
     """Does the article follow the word's first letter?"""
     assert with_article(word) == expected
+
+
+@pytest.mark.parametrize(("name", "shown"), [
+    ("hw.ipynb", "hw.ipynb"),
+    ("x\x1b[2K\x1b[1A\x1b[32mFAKE\x1b[0m\x1b]0;pwned\x07.txt",
+     "x\\x1b[2K\\x1b[1A\\x1b[32mFAKE\\x1b[0m\\x1b]0;pwned\\x07.txt"),
+    ("a\tb\nc\r\nd\x00\x7f\x9b", "a\\x09b\\x0ac\\x0d\\x0ad\\x00\\x7f\\x9b"),
+    ("zo\udceb", "zo\\xeb"),                       # a byte that is not UTF-8, as os.listdir gives it
+    ("\ud800x", "\\ud800x"),                       # a lone surrogate read from JSON
+    ("caf\u00e9 \u2713.ipynb", "caf\u00e9 \u2713.ipynb"),
+])
+def test_shown_name_writes_out_control_characters_tabs_and_newlines_included(name, shown):
+    """Is a submitted name printable on one line as it is: every control character (tab and newline
+    too, which would forge a line) and every byte that is not UTF-8 written out as Python's repr
+    does, other text kept?"""
+    assert shown_name(name) == shown
+    assert NAME_CONTROL.search(shown) is None and shown_name(shown) == shown
+
+
+def test_visible_keeps_tabs_and_newlines_of_text():
+    """Does student text keep its tabs and newlines (a CRLF as a newline) while other control
+    characters are written out?"""
+    assert visible("a\tb\nc\r\nd\re\x1b[31m") == "a\tb\nc\nd\\x0de\\x1b[31m"

@@ -35,6 +35,7 @@ from nbformat.v4 import rwbase
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
 from autograder.notebooks import cell_kind, copied_cells
+from autograder.text import shown_name
 
 from .bounds import bound_result
 from .digest import Check, FailureGroup, ProblemDigest, ProblemTests, digest_key, problem_digest, problem_tests
@@ -210,7 +211,7 @@ def _read_notebook(path: Path, data: bytes | None = None) -> tuple[Any, str]:
         return nbformat.convert(_reads(text), 4), ""
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError,
             nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        return None, f"{path.name}: not annotated, not a readable notebook ({type(exc).__name__})"
+        return None, f"{shown_name(path.name)}: not annotated, not a readable notebook ({type(exc).__name__})"
 
 
 def _reads(text: str) -> Any:
@@ -318,11 +319,11 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
     A notebook that is not there, or cannot be read, is reported and left alone; this never
     raises for anything a student submitted.
     """
+    submitted = [Path(f).name for f in result.files]     # as on disk (bound_result writes names out)
     result = bound_result(result)          # the report quotes student text: capped and escaped as everywhere
     folder = Path(folder)
     arriving = arriving or {}
     reports = []
-    submitted = [Path(f).name for f in result.files]
 
     def arrived(path: Path) -> bytes | None:
         return arriving.get(path.name) if path.parent == folder else None
@@ -352,7 +353,8 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
             # UTF-8 form (UnicodeEncodeError): such a copy is left as submitted
             data = notebook_text(nb).encode("utf-8")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            reports.append(AnnotationReport(None, skipped=f"{path.name}: not annotated ({type(exc).__name__})"))
+            why = f"{shown_name(path.name)}: not annotated ({type(exc).__name__})"
+            reports.append(AnnotationReport(None, skipped=why))
             continue
         atomic_write_bytes(path, data)
         reports.append(AnnotationReport(path, annotated, restored))

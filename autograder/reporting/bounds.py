@@ -16,9 +16,9 @@ a terminal should see what the student's text held, not have it acted on. Tabs a
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from autograder.grading.results import SubmissionResult, TestResult
+from autograder.text import CONTROL, shown_name, visible
 
 MAX_NOTES = 40
 NOTE_CHARS = 1_000
@@ -35,20 +35,12 @@ FEEDBACK_MAX_BYTES = 2_000_000
 ELLIPSIS = " [...]"
 
 
-CONTROL = re.compile(r"\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f]")   # C0 but tab and newline, DEL, C1
-
-
-def _visible(match: re.Match[str]) -> str:
-    char = match.group()
-    return "\n" if char == "\r\n" else f"\\x{ord(char):02x}"
-
-
 def clip(text: str, limit: int) -> str:
     """`text` cut to at most `limit` characters, marked where it was cut; control characters but
     tab and newline written out (`\x00`), lone surrogates (which JSON can carry but UTF-8
     cannot) '?'."""
     if CONTROL.search(text) is not None:
-        text = CONTROL.sub(_visible, text[: 4 * limit + 1])
+        text = visible(text[: 4 * limit + 1])
     if len(text) > limit:
         text = text[: max(0, limit - len(ELLIPSIS))] + ELLIPSIS
     if text.isascii():                          # nothing to replace: the common case, kept cheap
@@ -94,7 +86,7 @@ def bound_result(result: SubmissionResult) -> SubmissionResult:
         result, tests=tuple(_bound_test(t) for t in result.tests),
         notes=clip_notes(result.notes), crash_reason=clip(result.crash_reason, ERROR_CHARS),
         grader_errors=tuple(clip(e, NOTE_CHARS) for e in result.grader_errors[:MAX_NOTES]),
-        files=tuple(clip(f, NAME_CHARS) for f in result.files[:20]))
+        files=tuple(clip(shown_name(f), NAME_CHARS) for f in result.files[:20]))
     _LAST[0] = (result, bounded)
     return bounded
 

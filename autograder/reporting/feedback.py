@@ -33,6 +33,7 @@ from markupsafe import Markup, escape
 
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
+from autograder.text import shown_name
 
 from .bounds import FEEDBACK_MAX_BYTES, bound_result, shrunk
 from .digest import (
@@ -444,8 +445,12 @@ def render_feedback(result: SubmissionResult, assignment: Assignment | None = No
 
 
 def feedback_filename(result: SubmissionResult) -> str:
-    """`<notebook-stem>.html` for the first graded notebook, else `feedback.html`."""
-    stem = Path(result.files[0]).stem if result.files else ""
+    """`<notebook-stem>.html` for the first graded notebook, else `feedback.html`; a stem holding
+    control characters is written out (shown_name), as results.json keeps it, and one that would
+    make too long a file name so (255 bytes) gives `feedback.html`."""
+    stem = shown_name(Path(result.files[0]).stem) if result.files else ""
+    if len(stem.encode("utf-8", "surrogateescape")) > 250:
+        stem = ""
     return f"{stem or 'feedback'}.html"
 
 

@@ -121,6 +121,35 @@ def test_grading_a_student_does_not_import_nbgrader(tmp_path):
     assert sum(score or 0 for score in grades.values()) == 100.0
 
 
+def test_names_with_control_characters_reach_no_terminal_or_report_as_they_are(tmp_path):
+    """Do a stray file, a renamed notebook and a student folder whose names hold escape sequences and
+    a newline show them written out (`\\x1b`) in the batch's output, results.json and the page, the
+    folder refused as a student id, while the others are graded and the batch exits 0?"""
+    folder = course_with_students(tmp_path / "course", ("ada", "alan"))
+    layout = CourseLayout(folder)
+    evil = layout.submission("ev\x1b[2Kil", "transformer-block")
+    shutil.copytree(layout.submission("ada", "transformer-block"), evil)
+    fake = "x\x1b[2K\x1b[1A\x1b[32mFAKE\x1b[0m\x1b]0;pwned\x07.txt"
+    (layout.submission("alan", "transformer-block") / fake).write_text("")
+    ada = layout.submission("ada", "transformer-block")
+    (ada / "transformer-block.ipynb").rename(ada / "tb\n\x1b[31m.ipynb")
+
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                           "--course-dir", str(folder)], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")])))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not any(c in done.stdout + done.stderr for c in "\x1b\x07"), done.stdout + done.stderr
+    assert "/x\\x1b[2K\\x1b[1A\\x1b[32mFAKE\\x1b[0m\\x1b]0;pwned\\x07.txt: not a notebook" in done.stdout
+    assert "/ev\\x1b[2Kil: the folder's name holds a control character" in done.stdout
+    scores = {sid: r["score"] for sid, r in results_of(folder).items()}
+    assert sorted(scores) == ["ada", "alan"] and scores["ada"] == 100.0
+    written = layout.results_json("ada", "transformer-block").read_text()
+    assert "tb\\\\x0a\\\\x1b[31m.ipynb" in written and "\\n\\u001b" not in written
+    page = next(layout.feedback("ada", "transformer-block").glob("*.html"))
+    assert page.name == "tb\\x0a\\x1b[31m.html" and "\x1b" not in page.read_text()
+    assert {sid for sid, _ in auto_scores(folder)} == {"ada", "alan"}
+
+
 def test_names_and_text_that_are_not_utf8_cost_only_their_own_submission(tmp_path):
     """Do a student folder and a notebook whose names are not UTF-8, and a notebook holding a lone
     surrogate escape, each get a reason, while the batch grades everyone and exits 0?"""
