@@ -35,14 +35,17 @@ class Lateness:
 
 
 def parse_timestamp(text: str, zone: str | Callable[[], str] = "") -> dt.datetime:
-    """nbgrader's '2026-12-14 23:59:00.123456 UTC' or an ISO 8601 time; naive times are UTC.
+    """nbgrader's '2026-12-14 23:59:00.123456 UTC' or an ISO 8601 time, as an aware time in UTC;
+    naive times are UTC.
 
     nbgrader writes the stamp with `%Z` of its `Exchange.timezone` (UTC unless configured), so a
     course or hub set to another zone writes the time zone database's abbreviation for it, or the
     offset where the zone has none ('+03'). An abbreviation is read as ZONE_ABBREVIATIONS says, or
     else in `zone`, the IANA name of that `Exchange.timezone` ('America/Los_Angeles': 'PST' in
     winter, 'PDT' in summer), or a function giving it, called only then. Anything else is a
-    ValueError, as any unreadable stamp."""
+    ValueError, as any unreadable stamp; so is a time that is not one in UTC (years 1 to 9999): an
+    offset of up to a day takes '0001-01-01T00:00:00+23:59' or '9999-12-31T23:59:59-23:59' out of
+    that range, which every later use (the gradebook's naive UTC, `nbgrader export`, the page) needs."""
     text = text.strip()
     if text.endswith(" UTC"):
         text = text[: -len(" UTC")] + "+00:00"
@@ -56,7 +59,12 @@ def parse_timestamp(text: str, zone: str | Callable[[], str] = "") -> dt.datetim
         if local.tzinfo is not None:
             raise
         value = _read_in_zone(local, abbreviation, zone)
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    try:
+        return value.astimezone(dt.UTC)
+    except OverflowError:
+        raise ValueError("not a time between the years 1 and 9999 once in UTC") from None
 
 
 # Abbreviations the time zone database gives (nbgrader's `%Z`) that mean one offset (hours from UTC)

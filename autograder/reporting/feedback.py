@@ -283,10 +283,9 @@ def _instructor_notes(review: Review) -> tuple[InstructorNote, ...]:
 
 def _readable_time(iso: str) -> str:
     try:
-        when = dt.datetime.fromisoformat(iso)
-    except ValueError:
+        return dt.datetime.fromisoformat(iso).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (ValueError, OverflowError):     # out of range in UTC: a results.json from before stamps were read in UTC
         return iso
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def feedback_view(result: SubmissionResult, assignment: Assignment | None = None,

@@ -246,6 +246,18 @@ def naive_utc(when: dt.datetime) -> dt.datetime:
     return when.astimezone(dt.UTC).replace(tzinfo=None) if when.tzinfo else when
 
 
+def submission_timestamp(result: SubmissionResult) -> dt.datetime | None:
+    """The time `result` was submitted as nbgrader keeps it (naive UTC), or None when it has none.
+    lateness.parse_timestamp gives times in UTC, so any it read converts; a results.json written
+    before it did may hold one that does not (out of range once in UTC), which is left out too."""
+    if not result.submitted_at:
+        return None
+    try:
+        return naive_utc(dt.datetime.fromisoformat(result.submitted_at))
+    except (ValueError, OverflowError):
+        return None
+
+
 def shown_url(url: str) -> str:
     """The gradebook's URL for messages, its password (if any) as ***."""
     if "@" not in url:
@@ -792,8 +804,8 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
     crashed = result.state == "crashed"
     try:
         submission = _submission(gb, assignment.name, result.student)
-        if result.submitted_at:
-            submission.timestamp = naive_utc(dt.datetime.fromisoformat(result.submitted_at))
+        if (when := submission_timestamp(result)) is not None:
+            submission.timestamp = when
         extension = assignment.extensions.get(result.student)
         submission.extension = extension.delta if extension is not None and extension.delta else None
         for i, snb in enumerate(sorted(submission.notebooks, key=lambda n: n.name)):

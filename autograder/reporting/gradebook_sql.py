@@ -38,7 +38,7 @@ from typing import Any
 from autograder.config import Assignment, Course
 from autograder.grading.results import SubmissionResult
 
-from .gradebook import comment_problem, naive_utc
+from .gradebook import comment_problem, naive_utc, submission_timestamp
 from .review import ProblemReview, Review
 
 # The columns of the tables written here, as nbgrader 0.9's schema has them (alembic head e43177bfe90b).
@@ -66,8 +66,9 @@ def _new_id() -> str:
 
 
 def sql_datetime(when: dt.datetime) -> str:
-    """A naive datetime as SQLAlchemy's SQLite DateTime stores it."""
-    return when.strftime("%Y-%m-%d %H:%M:%S.%f")
+    """A naive datetime as SQLAlchemy's SQLite DateTime stores it (a four-digit year, which strftime's
+    %Y does not give before the year 1000 and SQLAlchemy needs to read it back)."""
+    return when.isoformat(" ", "microseconds")
 
 
 def sql_interval(delta: dt.timedelta) -> str:
@@ -245,8 +246,8 @@ class SqlGradebook:
                                (cells.assignment_id, result.student)).fetchone()
             extension = a.extensions.get(result.student)
             delta = sql_interval(extension.delta) if extension is not None and extension.delta else None
-            when = (sql_datetime(naive_utc(dt.datetime.fromisoformat(result.submitted_at)))
-                    if result.submitted_at else None)
+            stamp = submission_timestamp(result)
+            when = sql_datetime(stamp) if stamp is not None else None
             if found is None:
                 sub = _new_id()
                 db.execute("INSERT INTO submitted_assignment (id, assignment_id, student_id, timestamp, extension) "

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +67,44 @@ def test_nbgrader_timestamps_are_read_and_bad_ones_noted(tmp_path):
     (tmp_path / "timestamp.txt").write_text("yesterday-ish")
     when, note = submission_time(tmp_path)
     assert when is None and "could not be read as a time" in note
+
+
+@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+23:59", "9999-12-31T23:59:59-23:59",
+                                   "0001-01-01 00:00:00 NZDT", "9999-12-31 23:59:59.999999 HST"])
+def test_a_stamp_out_of_range_once_in_utc_is_unread_not_an_overflow(tmp_path, stamp):
+    """Is a time whose offset takes it before the year 1 or past 9999 in UTC refused as unreadable
+    (a note, treated as on time), instead of an OverflowError where it is converted later?"""
+    with pytest.raises(ValueError, match="not a time between the years 1 and 9999 once in UTC"):
+        parse_timestamp(stamp)
+    (tmp_path / "timestamp.txt").write_text(stamp)
+    when, note = submission_time(tmp_path)
+    assert when is None
+    assert note == (f"timestamp.txt could not be read as a time ({stamp!r}: not a time between the years 1 and "
+                    f"9999 once in UTC); the submission was treated as on time.")
+
+
+@pytest.mark.parametrize(("stamp", "utc"), [
+    ("0001-01-01T00:00:00Z", dt.datetime(1, 1, 1)),
+    ("0001-01-01T23:59:00+23:59", dt.datetime(1, 1, 1)),
+    ("9999-12-31T00:00:00-23:59", dt.datetime(9999, 12, 31, 23, 59)),
+    ("9999-12-31 23:59:59.999999 UTC", dt.datetime(9999, 12, 31, 23, 59, 59, 999999)),
+    ("2026-12-15 11:00:00.000000 EST", dt.datetime(2026, 12, 15, 16)),
+    ("2026-12-15T11:00:00", dt.datetime(2026, 12, 15, 11)),
+])
+def test_every_stamp_read_is_in_utc_and_converts_wherever_it_is_stored(stamp, utc):
+    """Is a stamp read as an aware time in UTC, which the gradebook's naive UTC (as results.json
+    keeps it), its SQLite text (read back as SQLAlchemy reads it) and the page all take?"""
+    from autograder.grading.results import SubmissionResult
+    from autograder.reporting.feedback import _readable_time
+    from autograder.reporting.gradebook import submission_timestamp
+    from autograder.reporting.gradebook_sql import sql_datetime
+
+    when = parse_timestamp(stamp)
+    assert when.utcoffset() == dt.timedelta(0) and when.replace(tzinfo=None) == utc
+    result = SubmissionResult(student="ada", assignment="hw", state="graded", submitted_at=when.isoformat())
+    assert submission_timestamp(result) == utc
+    assert dt.datetime.fromisoformat(sql_datetime(utc)) == utc
+    assert _readable_time(when.isoformat()).endswith(" UTC")
 
 
 def test_an_extension_moves_the_students_due_date():
@@ -166,3 +206,34 @@ def test_a_batch_warns_of_an_unread_timestamp_and_reads_it_in_the_configured_zon
         fh.write('c.Exchange.timezone = "America/Los_Angeles"  # noqa: F821\n')
     batch = api.autograde(folder, "transformer-block", student="ada", workers=1, force=True, log=lines.append)
     assert batch.results[0].late_penalty == 10.0 and batch.results[0].timestamp_problem == ""
+
+
+@pytest.mark.slow
+def test_course_autograde_commits_the_grades_of_a_submission_whose_stamp_is_out_of_range(tmp_path):
+    """Does `course autograde` grade a submission whose timestamp.txt is out of range once in UTC as
+    on time, with the "timestamp unread" flag, commit its grades to the gradebook and exit 0; and
+    does a stamp in the year 1 reach the gradebook so that nbgrader reads it back?"""
+    import subprocess
+    import sys
+
+    from nbgrader.api import Gradebook
+
+    from autograder.layout import CourseLayout
+    from tests.conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    stamp_file = CourseLayout(folder).submission("ada", "transformer-block") / "timestamp.txt"
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    for stamp, stored in [("0001-01-01T00:00:00+23:59", None), ("9999-12-31T23:59:59-23:59", None),
+                          ("0001-01-01T00:00:00Z", dt.datetime(1, 1, 1))]:
+        stamp_file.write_text(stamp)
+        done = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                               "--course-dir", str(folder), "--force"], capture_output=True, text=True,
+                              timeout=600, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "OverflowError" not in done.stdout + done.stderr and "gradebook: ada" not in done.stderr
+        assert ("timestamp unread" in done.stdout) == (stored is None), done.stdout
+        with Gradebook(f"sqlite:///{folder / 'gradebook.db'}") as gb:
+            submission = gb.find_submission("transformer-block", "ada")
+            assert submission.score == 100.0
+            assert submission.timestamp == stored
