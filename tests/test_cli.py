@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from autograder.config import load_course
 from autograder.layout import CourseLayout
-from conftest import course_with_students
+from conftest import ROOT, course_with_students
+
+KNOWN = ", ".join(a.name for a in load_course(ROOT).assignments)     # the course's assignments, as errors list them
 
 
 def course(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -19,7 +22,7 @@ def course(*args: str, cwd=None) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("args, message", [
     (["autograde", "no-such-assignment"],
-     "course.yml: no assignment named 'no-such-assignment' (known: transformer-block)"),
+     f"course.yml: no assignment named 'no-such-assignment' (known: {KNOWN})"),
     (["autograde", "transformer-block", "--student", "nobody"],
      f"{CourseLayout(Path()).submission('nobody', 'transformer-block')}: no such submission folder"),
     (["validate", "transformer-block"], "release/transformer-block/transformer-block.ipynb: not found"),

@@ -40,7 +40,8 @@ def test_each_ungraded_entry_is_named_with_its_reason(course_copy):
                                  "submitted/<student>/transformer-block/<notebook>",
         "submitted/xu/transformer-block.ipynb": "a notebook directly in the student's folder; expected "
                                                 "submitted/xu/transformer-block/transformer-block.ipynb",
-        "submitted/xu/homework-9": "no assignment 'homework-9' in course.yml (it has: transformer-block)",
+        "submitted/xu/homework-9": f"no assignment 'homework-9' in course.yml (it has: "
+                                   f"{', '.join(sorted(a.name for a in course.assignments))})",
         "submitted/ada/transformer-block/scratch.ipynb": "not one of the assignment's notebooks "
                                                          "(transformer-block.ipynb), so it was not graded",
         "submitted/ada/transformer-block/data.csv": "not a notebook of the assignment, so it was not graded",
