@@ -162,7 +162,7 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
     a = course.assignment(assignment)
     layout = course.layout
     print()
-    print(format_summary(batch.results, a))
+    print(format_summary(batch.results, a, graders=layout.relative(layout.graders(a.package))))
     if batch.skipped:
         print(f"Not graded again (submission and graders unchanged since the last run; --force to regrade): "
               f"{', '.join(batch.skipped)}")

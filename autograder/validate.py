@@ -121,11 +121,6 @@ def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], l
         return grade_submission(course, assignment, label, folder, seed=12345, code=code)
 
 
-def _check_name(grader_error: str) -> str:
-    """The check a grader error ("<check>: <error>") is about."""
-    return grader_error.split(": ", 1)[0]
-
-
 def source_score_problems(result: SubmissionResult) -> list[str]:
     """One line per problem the source notebook does not get full marks in, naming its points and
     its first failing check with that check's message (the grader's own error when the grader
@@ -134,7 +129,9 @@ def source_score_problems(result: SubmissionResult) -> list[str]:
     if result.crashed:
         return [f"source scores {result.score:g}/{result.max_score:g} through the autograder, expected full marks "
                 f"(grading crashed: {result.crash_reason})"]
-    errors = {_check_name(e): e.split(": ", 1)[-1] for e in result.grader_errors}
+    from .grading.results import grader_error_parts
+
+    errors = dict(grader_error_parts(e) for e in result.grader_errors)
     problems = []
     for p in result.problem_scores():
         if abs(p.score - p.max_score) <= 1e-6:

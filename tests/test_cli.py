@@ -122,6 +122,25 @@ def test_cli_broken_graders_refuse_before_any_student_is_touched(tmp_path, break
     assert _scores(folder) == scores
 
 
+def test_cli_a_check_whose_grader_code_fails_is_named_once_in_the_summary(tmp_path):
+    """When a grader check fails in its own code for every student (an undefined name), does `course
+    autograde` exit 1 and say so once at the end, naming the check, the error's reason and how many
+    submissions it cost points, and flag each of those rows in the class table?"""
+    folder = course_with_students(tmp_path / "course", ("ada", "katherine"))
+    with open(CourseLayout(folder).graders("transformer_block") / "test_silu.py", "a") as fh:
+        fh.write("\n\ndef test_x(student):\n    student.silu(np2.ones(3))\n")
+    proc = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    errors = [ln for ln in proc.stdout.splitlines() if "GRADER ERROR in" in ln]
+    graders = CourseLayout(Path()).graders("transformer_block")
+    assert len(errors) == 1, proc.stdout
+    assert errors[0].startswith(f"GRADER ERROR in {graders}/test_silu.py::test_x (all 2 submissions): "
+                                f"NameError: name 'np2' is not defined; that check scored 0: "), errors[0]
+    for sid in ("ada", "katherine"):
+        row = next(ln for ln in proc.stdout.splitlines() if ln.startswith(sid + " "))
+        assert "grader error" in row, row
+
+
 def test_cli_an_extension_for_no_student_is_named_and_the_batch_goes_on(tmp_path):
     """Does an extension in course.yml for an id that is neither on the roster nor among the submissions (a
     typo: the student meant then pays the late penalty) get a warning naming the key, while the batch

@@ -143,6 +143,13 @@ class SubmissionResult:
         return tuple(seen)
 
 
+def grader_error_parts(grader_error: str) -> tuple[str, str]:
+    """The check a grader error ("<check>: <error>", SubmissionResult.grader_errors) is about, and
+    the error's one-line reason."""
+    check, _, reason = grader_error.partition(": ")
+    return check, reason or "error"
+
+
 # --------------------------------------------------------------------------- plain data
 
 _TEST_FIELDS = tuple(f.name for f in dataclasses.fields(TestResult))

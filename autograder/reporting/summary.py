@@ -8,6 +8,10 @@
 
     3 students, 2 graded: mean 21.25, median 21.25 of 30 (crashed excluded). Feedback pages: feedback/<student>/hw/
 
+A check whose grader code failed (SubmissionResult.grader_errors) flags its rows "grader error",
+and each distinct grader error gets one closing GRADER ERROR line naming the check, the error's
+reason and how many submissions it cost points.
+
 When the problem names would make the table (diagnoses aside) wider than WIDE characters, the
 problem columns are headed P1, P2, ... and a legend line names them.
 """
@@ -17,13 +21,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from autograder.config import Assignment
-from autograder.grading.results import SubmissionResult, SubmissionState
+from autograder.grading.results import SubmissionResult, SubmissionState, grader_error_parts
 from autograder.sandbox.isolation import OPTIONAL, REQUIRED
+from autograder.text import truncate
 
 from .results_json import format_points, ordered_problems, reported_score
 
 WIDE = 120
 GAP = "  "
+MAX_GRADER_ERRORS = 10      # GRADER ERROR lines at the most (a reason may differ from student to student)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class StudentRow:
     isolation: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     grader_failed: bool = False
+    grader_errors: tuple[str, ...] = ()   # "<check>: <error>" for checks whose grader code failed
     timestamp_problem: str = ""     # why timestamp.txt was not used: not judged late, whatever its time
 
     @classmethod
@@ -54,7 +61,8 @@ class StudentRow:
                            for p in ordered_problems(result)),
             on_roster=result.on_roster, late_penalty=result.late_penalty, notes=len(result.notes),
             diagnoses=result.diagnoses, isolation=result.isolation, files=result.files,
-            grader_failed=result.grader_failed, timestamp_problem=result.timestamp_problem)
+            grader_failed=result.grader_failed, grader_errors=result.grader_errors,
+            timestamp_problem=result.timestamp_problem)
 
     @property
     def crashed(self) -> bool:
@@ -67,6 +75,8 @@ def _flags(row: StudentRow) -> str:
         flags.append("not on roster")
     if row.crashed:
         flags.append("crashed")
+    if row.grader_errors:
+        flags.append("grader error")
     if row.late_penalty:
         flags.append(f"late -{format_points(row.late_penalty)}")
     if row.timestamp_problem:
@@ -94,9 +104,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
 
 
 def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment: Assignment, *,
-                   feedback_pages: str | None = None) -> str:
-    """A plain-text table of `results` (sorted by student) and a closing line with the class
-    mean and median and where the feedback pages are."""
+                   feedback_pages: str | None = None, graders: str = "graders") -> str:
+    """A plain-text table of `results` (sorted by student), a closing line with the class mean and
+    median and where the feedback pages are, and a GRADER ERROR line per distinct grader error
+    (`graders`: the graders' folder, as the instructor should read it)."""
     table = sorted((r if isinstance(r, StudentRow) else StudentRow.of(r) for r in results),
                    key=lambda r: r.student)
     problems = [p.name for p in assignment.problems]
@@ -139,7 +150,30 @@ def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment:
     if feedback_pages is not None:
         tail += f" Feedback pages: {feedback_pages}"
     sandbox = isolation_line(table)
-    return "\n".join([*lines, *([legend] if legend else []), "", tail, *([sandbox] if sandbox else [])]) + "\n"
+    errors = grader_error_lines(table, assignment, graders)
+    return "\n".join([*lines, *([legend] if legend else []), "", tail, *([sandbox] if sandbox else []),
+                      *([""] + errors if errors else [])]) + "\n"
+
+
+def grader_error_lines(rows: Sequence[StudentRow], assignment: Assignment, graders: str = "graders") -> list[str]:
+    """One line per distinct grader error (a check and its reason) among `rows`, in the order first
+    met: which check of `graders` failed in its own code, why, and in how many of the submissions
+    (each of which it scored 0)."""
+    reach: dict[tuple[str, str], set[str]] = {}
+    for r in rows:
+        for e in r.grader_errors:
+            reach.setdefault(grader_error_parts(e), set()).add(r.student)
+    lines = []
+    for (check, reason), students in list(reach.items())[:MAX_GRADER_ERRORS]:
+        n = len(rows)
+        count = ("1 submission" if n == 1 else f"all {n} submissions" if len(students) == n
+                 else f"{len(students)} of {n} submissions")
+        lines.append(f"GRADER ERROR in {graders.rstrip('/')}/{check} ({count}): {truncate(reason, 300)}; "
+                     f"that check scored 0: fix the grader and run `course autograde {assignment.name} --force`")
+    if len(reach) > MAX_GRADER_ERRORS:
+        lines.append(f"... and {len(reach) - MAX_GRADER_ERRORS} more grader errors (each results.json names its own "
+                     f"in extra_data.grader_errors)")
+    return lines
 
 
 def isolation_line(results: Sequence[SubmissionResult | StudentRow]) -> str:

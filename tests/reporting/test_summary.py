@@ -98,3 +98,50 @@ def test_a_row_keeps_the_figures_callers_read(bob, cy):
     assert dict(row.problems)["layer_norm"] == bob.problem_score("layer_norm")
     crashed = StudentRow.of(cy)
     assert crashed.crashed and crashed.grader_failed and crashed.reported_score == 0.0
+
+
+def test_a_grader_error_is_flagged_and_named_once_with_its_reason_and_reach(ada, assignment):
+    """When a grader check fails in its own code, is each such row flagged, and does the summary name
+    each distinct grader error once (not once per student) with its check, its one-line reason and
+    how many submissions it cost points, telling the instructor to fix the grader and regrade?"""
+    broken = "test_silu.py::test_x: NameError: name 'np2' is not defined"
+    other = "test_silu.py::test_y[float32]: AttributeError: module 'reference' has no attribute 'gelu'"
+    results = [ada,
+               submission("b", [check("silu", "test_x", 0.0, 5.0)], grader_errors=(broken,)),
+               submission("c", [check("silu", "test_x", 0.0, 5.0)], grader_errors=(broken, other))]
+    text = format_summary(results, assignment, graders="assignments/transformer_block/graders")
+    table = rows(text)
+    assert "grader error" in table["b"] and "grader error" in table["c"] and "grader error" not in table["ada"]
+    errors = [ln for ln in text.splitlines() if ln.startswith("GRADER ERROR")]
+    assert errors == [
+        "GRADER ERROR in assignments/transformer_block/graders/test_silu.py::test_x (2 of 3 submissions): "
+        "NameError: name 'np2' is not defined; that check scored 0: fix the grader and run "
+        "`course autograde transformer-block --force`",
+        "GRADER ERROR in assignments/transformer_block/graders/test_silu.py::test_y[float32] (1 of 3 submissions): "
+        "AttributeError: module 'reference' has no attribute 'gelu'; that check scored 0: fix the grader and run "
+        "`course autograde transformer-block --force`"]
+    compact = format_summary([StudentRow.of(r) for r in results], assignment,
+                             graders="assignments/transformer_block/graders")
+    assert compact == text
+
+
+def test_a_grader_error_in_every_submission_says_all(assignment):
+    """Does a grader error that every submission met say 'all N submissions', under graders/ by default?"""
+    broken = "test_silu.py::test_x: NameError: name 'np2' is not defined"
+    results = [submission(s, [check("silu", "test_x", 0.0, 5.0)], grader_errors=(broken,)) for s in "abc"]
+    errors = [ln for ln in format_summary(results, assignment).splitlines() if ln.startswith("GRADER ERROR")]
+    assert len(errors) == 1
+    assert errors[0].startswith("GRADER ERROR in graders/test_silu.py::test_x (all 3 submissions): NameError: ")
+
+
+def test_grader_errors_that_differ_by_student_take_a_bounded_number_of_lines(assignment):
+    """When a grader error's reason differs from student to student, are the lines capped, the last
+    one saying how many more there were and where they are?"""
+    results = [submission(f"s{i:02}", [check("silu", "test_x", 0.0, 5.0)],
+                          grader_errors=(f"test_silu.py::test_x: ValueError: shape ({i},) is wrong",))
+               for i in range(25)]
+    text = format_summary(results, assignment)
+    errors = [ln for ln in text.splitlines() if ln.startswith("GRADER ERROR")]
+    assert len(errors) == 10 and "(1 of 25 submissions)" in errors[0]
+    assert text.rstrip().splitlines()[-1] == ("... and 15 more grader errors (each results.json names its own "
+                                              "in extra_data.grader_errors)")
