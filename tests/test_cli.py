@@ -10,7 +10,7 @@ import pytest
 
 from autograder.config import load_course
 from autograder.layout import CourseLayout
-from conftest import ROOT, course_with_students
+from conftest import PROJECT, ROOT, course_with_students
 
 KNOWN = ", ".join(a.name for a in load_course(ROOT).assignments)     # the course's assignments, as errors list them
 
@@ -88,6 +88,10 @@ def _grader_does_not_import(folder: Path) -> None:
         fh.write("\ndef broken(:\n")
 
 
+# where _grader_does_not_import's broken line lands
+BROKEN_LINE = len((PROJECT.graders("transformer_block") / "test_silu.py").read_text().splitlines()) + 2
+
+
 def _grader_for_no_problem(folder: Path) -> None:
     graders = CourseLayout(folder).graders("transformer_block")
     (graders / "test_gelu.py").write_text((graders / "test_silu.py").read_text())
@@ -95,8 +99,9 @@ def _grader_for_no_problem(folder: Path) -> None:
 
 @pytest.mark.parametrize("breakage, args, message", [
     (_no_grader, ["--force"], "gelu: no grader file assignments/transformer_block/graders/test_gelu.py"),
-    (_grader_does_not_import, ["--force"], "test_silu.py: E   SyntaxError: invalid syntax"),
-    (_grader_does_not_import, ["--force", "--student", "ada"], "test_silu.py: E   SyntaxError: invalid syntax"),
+    (_grader_does_not_import, ["--force"], f"test_silu.py, line {BROKEN_LINE}: SyntaxError: invalid syntax, "
+                                           f"at 'def broken(:'"),
+    (_grader_does_not_import, ["--force", "--student", "ada"], f"test_silu.py, line {BROKEN_LINE}: SyntaxError"),
     (_grader_for_no_problem, ["--force", "--workers", "2"],
      "assignments/transformer_block/graders: graders could not be collected: test_gelu.py: no problem named 'gelu'"),
 ])

@@ -111,6 +111,18 @@ def test_validate_names_each_grader_error(course_copy):
     assert "PROBLEM: source: grader error in test_silu.py::test_silu_keeps_float32: ValueError: oops" in out
 
 
+def test_validate_names_the_file_and_line_of_a_grader_syntax_error(course_copy):
+    """With a syntax error in a grader file, does validate name the file, the line and its text?"""
+    grader = CourseLayout(course_copy).graders("transformer_block") / "test_silu.py"
+    line = len(grader.read_text().splitlines()) + 2
+    with open(grader, "a") as fh:
+        fh.write("\ndef broken(:\n")
+    proc = run_validate(course_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (f"graders could not be collected: test_silu.py, line {line}: SyntaxError: invalid syntax, "
+            f"at 'def broken(:'") in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize(("where", "text", "why"), [
     ("source", None, "not a readable notebook (Unterminated string starting at: line "),
     ("release", "{}\n", "not a readable notebook (Notebook could not be converted from version 1 to version 2 "

@@ -9,6 +9,8 @@ runtest protocol or through the session's lean loop, so both give the same outco
 """
 from __future__ import annotations
 
+import os
+import re
 import sys
 import traceback
 import zlib
@@ -23,6 +25,7 @@ import pytest
 
 from ..config import Assignment, Tolerance
 from ..sandbox.outcomes import StudentCodeError
+from ..text import truncate
 from .checks import Expect, NotGraded, NotRun
 from .diagnosis import Catalogue
 from .results import CheckOutcome, TestStatus
@@ -101,6 +104,49 @@ def classify(exc: BaseException | None, expect: Expect | None) -> _Outcome:
     return outcome
 
 
+# where a report names a file and line: Python's traceback and syntax error, pytest's short traceback
+_FILE_LINE = (re.compile(r'^(?:E)?\s*File "(?P<path>[^"]+)", line (?P<line>\d+)'),
+              re.compile(r"^(?P<path>[^\s:][^:]*):(?P<line>\d+): in "))
+
+
+def _location(line: str) -> re.Match[str] | None:
+    return next((m for m in (p.match(line) for p in _FILE_LINE) if m is not None), None)
+
+
+def collection_error(nodeid: str, report: str, graders: Path | None) -> str:
+    """One line for a grader file that could not be collected, from pytest's report of it: the error
+    (the report's last line), and where it arose when that is a file of the assignment (the folder
+    above `graders`): the line of a syntax error, or of the last such file's frame, with its text
+    (a relative path is the invocation folder's, as pytest's short traceback gives it).
+
+    "test_silu.py, line 57: SyntaxError: invalid syntax, at 'def broken(:'"
+    """
+    lines = report.strip().splitlines() or ["error"]
+    error = re.sub(r"^E\s+", "", lines[-1].strip())
+    if graders is not None:
+        graders = Path(os.path.realpath(graders))
+        for i in range(len(lines) - 1, -1, -1):
+            found = _location(lines[i])
+            if found is None:
+                continue
+            path = Path(os.path.realpath(found["path"]))
+            if not path.is_relative_to(graders.parent):
+                continue
+            name = os.path.relpath(path, graders)
+            where = f"{name}, line {found['line']}" if name == nodeid else f"{nodeid}: {name}, line {found['line']}"
+            text = _source_text(lines, i)
+            return f"{where}: {error}" + (f", at {truncate(text, 120)!r}" if text else "")
+    return f"{nodeid}: {error}"
+
+
+def _source_text(lines: list[str], i: int) -> str:
+    """The source line a report shows below its `File "...", line N` line i ("" when none)."""
+    if i + 1 >= len(lines) - 1:             # the next line is the error itself
+        return ""
+    text = re.sub(r"^E\s+", "", lines[i + 1].strip())
+    return "" if _location(lines[i + 1]) or set(text) <= set("^~ ") else text
+
+
 class GradingPlugin:
     """One instance per grader session; `begin` before each submission, `outcomes` after."""
 
@@ -110,6 +156,7 @@ class GradingPlugin:
         self.catalogue = catalogue
         self.checks: dict[str, CheckInfo] = {}     # node id -> what collection found, in run order
         self.collection_errors: list[str] = []
+        self._rootpath: Path | None = None
         self._problems = {p.name: p for p in assignment.problems}
         self._current: _Submission | None = None
         self._salts: dict[str, list[int]] = {}
@@ -149,6 +196,7 @@ class GradingPlugin:
 
     # ------------------------------------------------------------------ collection
     def pytest_configure(self, config: pytest.Config) -> None:
+        self._rootpath = config.rootpath            # the graders' folder (session.pytest_args)
         config.addinivalue_line("markers", "points(weight): the test's weight within its problem")
 
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
@@ -172,8 +220,8 @@ class GradingPlugin:
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            last = report.longreprtext.strip().splitlines()[-1]
-            self.collection_errors.append(f"{report.nodeid or 'graders'}: {last}")
+            self.collection_errors.append(collection_error(report.nodeid or "graders", report.longreprtext,
+                                                           self._rootpath))
 
     # ------------------------------------------------------------------ fixture values
     # Plain methods, used by the pytest fixtures below and by the session's lean loop alike.

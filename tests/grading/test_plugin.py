@@ -380,3 +380,20 @@ def test_rng_for_node_ids_asked_for_one_after_another_draws_each_ones_own_stream
         for nodeid in ("a.py::t[0]", "a.py::t[1]", "b.py::u", "a.py::t[0]"):
             want = np.random.default_rng([seed, zlib.crc32(nodeid.encode())])
             assert plugin.rng_for(nodeid).bit_generator.state == want.bit_generator.state
+
+
+@pytest.mark.parametrize("body, message", [
+    ("def test_double_x(student):\n    pass\n\ndef broken(:\n",
+     "test_double.py, line 4: SyntaxError: invalid syntax, at 'def broken(:'"),
+    ("def test_double_x(student):\n    pass\n  x = 1\n",
+     "test_double.py, line 3: IndentationError: unindent does not match any outer indentation level, at 'x = 1'"),
+    ("import numpy as np\nnp2.ones(3)\n\ndef test_double_x(student):\n    pass\n",
+     "test_double.py, line 2: NameError: name 'np2' is not defined, at 'np2.ones(3)'"),
+    ("import numpy as np\nfrom nosuchmodule import x\n",
+     "test_double.py, line 2: ModuleNotFoundError: No module named 'nosuchmodule', at 'from nosuchmodule import x'"),
+], ids=["syntax", "indentation", "name", "import"])
+def test_a_grader_that_does_not_import_is_named_with_its_file_and_line(tmp_path, body, message):
+    """Does a grader file that cannot be imported (a syntax error, an error at import) break the
+    session with its file, the line at fault and that line's text, not pytest's last report line?"""
+    with session(tmp_path, {"test_double": body}, double=1) as s:
+        assert s.broken == (f"graders could not be collected: {message}; no graders for problem(s) double",)
