@@ -331,7 +331,7 @@ def commit_in_background(course: Course, assignment: str, result: SubmissionResu
     from ..reporting.gradebook import mark_lock_holder, write_pending
 
     job = {"result": result_to_dict(result), "copy_from": str(copy_from) if copy_from is not None else None,
-           "key": key}
+           "key": key, "course_yml": _config_text(course)}
     record = write_pending(course, assignment, result.student, job)
     argv = [sys.executable, "-m", "autograder.batch.writer", "--course-dir", str(course.root),
             "--assignment", assignment, "--job", str(record), "--lock-fd", str(lock_fd)]
@@ -342,18 +342,44 @@ def commit_in_background(course: Course, assignment: str, result: SubmissionResu
     return popen.pid
 
 
+def _config_text(course: Course) -> str | None:
+    """course.yml as this command graded under it, for a background commit (see `job_course`)."""
+    try:
+        return course.layout.config.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def job_course(course_dir: str, record: Path) -> Course:
+    """The course a background commit writes under: course.yml as it is now, or, when it no longer
+    reads (an instructor half way through adding an assignment), as it was when the job's grades
+    were graded, kept in the job's record. Grades already graded are not lost to an edit of the
+    configuration made while they were being committed."""
+    from ..config import course_data, load_course, parse_course
+
+    try:
+        return load_course(course_dir)
+    except CourseError:
+        try:
+            text = json.loads(record.read_text(encoding="utf-8")).get("course_yml")
+        except (OSError, ValueError, AttributeError):
+            text = None
+        if not isinstance(text, str):
+            raise
+        return parse_course(course_data(text), Path(course_dir).resolve())
+
+
 def commit_job(course_dir: str, assignment_name: str, record: Path) -> int:
     """The detached writer: commit the job's grades, write its other files, then results.json with
     its key, and remove the record; on failure, say why next to it (for the next command)."""
     from ..api import gradebook_side_outputs, write_student_results
-    from ..config import load_course
     from ..reporting.gradebook import GradebookWriter, clear_pending
 
     failed = record.with_suffix(".failed")
     try:
         job = json.loads(record.read_text(encoding="utf-8"))
         result = result_from_dict(job["result"])
-        course = load_course(course_dir)
+        course = job_course(course_dir, record)
         assignment = course.assignment(assignment_name)
         deadline = time.monotonic() + BUSY_SECONDS
         while True:
@@ -450,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         from ..reporting.gradebook import hold_inherited_lock
 
         try:
-            course = load_course(args.course_dir)
+            course = load_course(args.course_dir) if args.job is None else job_course(args.course_dir, args.job)
         except CourseError as exc:             # course.yml changed since the command read it
             if args.job is None:
                 raise

@@ -91,6 +91,18 @@ class _DatabaseHeld:
             self.con = None
 
 
+def _run_writer(course: Path, record: Path) -> subprocess.CompletedProcess:
+    """The detached writer on `record`, holding the gradebook lock as the command passes it on."""
+    fd = os.open(course / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return subprocess.run([sys.executable, "-m", "autograder.batch.writer", "--course-dir", str(course),
+                               "--assignment", A, "--job", str(record), "--lock-fd", str(fd)],
+                              pass_fds=(fd,), capture_output=True, text=True, env=_env(), timeout=WAIT_SECONDS)
+    finally:
+        os.close(fd)
+
+
 @pytest.fixture
 def graded(tmp_path) -> Path:
     """A course whose class was graded once (so its gradebook exists)."""
@@ -176,20 +188,36 @@ def test_a_background_commit_that_fails_as_it_starts_is_reported_as_failed_with_
     config = CourseLayout(graded).config
     good = config.read_text()
     config.write_text(good + "colour: blue\n")
-    fd = os.open(graded / LOCK_FILE, os.O_RDWR | os.O_CREAT)    # the lock the command passes to its writer
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        writer = subprocess.run([sys.executable, "-m", "autograder.batch.writer", "--course-dir", str(graded),
-                                 "--assignment", A, "--job", str(record), "--lock-fd", str(fd)],
-                                pass_fds=(fd,), capture_output=True, text=True, env=_env(), timeout=WAIT_SECONDS)
-    finally:
-        os.close(fd)
+    writer = _run_writer(graded, record)
     assert writer.returncode == 1, writer.stderr
     config.write_text(good)
     nxt = _course_cmd(graded, "feedback", A, "--student", "ada")
     assert ("gradebook: the background commit of ada's grades for transformer-block failed (course.yml: colour: "
             "unknown key") in nxt.stderr, nxt.stderr
     assert "interrupted" not in nxt.stderr
+
+
+def test_a_background_commit_outlives_an_edit_that_breaks_course_yml(graded):
+    """When course.yml stops reading (an assignment half added) while grades graded under it are
+    being committed, does the background writer commit them under course.yml as it was when they were
+    graded (kept in its record), leaving nothing to report?"""
+    from autograder.api import graded_result
+    from autograder.config import load_course
+    from autograder.grading.results import result_to_dict
+    from autograder.reporting.gradebook import pending_file, write_pending
+
+    course = load_course(graded)
+    result = graded_result(course, course.assignment(A), "ada")
+    config = CourseLayout(graded).config
+    good = config.read_text()
+    record = write_pending(course, A, "ada", {"result": result_to_dict(result), "copy_from": None, "key": None,
+                                              "course_yml": good})
+    config.write_text(good + "assignments_extra: [\n")          # the instructor is half way through an edit
+    writer = _run_writer(graded, record)
+    config.write_text(good)
+    assert writer.returncode == 0, writer.stderr
+    assert not pending_file(course, A, "ada").exists() and not record.with_suffix(".failed").exists()
+    assert "background commit" not in _course_cmd(graded, "feedback", A, "--student", "ada").stderr
 
 
 def test_an_interrupted_background_commit_is_reported(graded):
