@@ -254,8 +254,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         todo = submissions(course, a.name, student)
         _check_grader_files(course, a)
         check_gradebook_url(course)                      # before the gradebook writer starts
-        _check_writable(course, [f(sid, a.name) for sid, _ in todo
-                                 for f in (course.layout.autograded, course.layout.feedback)])
+        _check_writable(course, [course.layout.autograded_dir, course.layout.feedback_dir],
+                        [[course.layout.autograded(sid, a.name), course.layout.feedback(sid, a.name)]
+                         for sid, _ in todo])
         secret = course_secret(course.secret_file)
     except BaseException:
         for forked in early:
@@ -537,7 +538,7 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
     course = load_course(course_dir)
     a = course.assignment(assignment)
     todo = submissions(course, a.name, student)
-    _check_writable(course, [course.layout.feedback(sid, a.name) for sid, _ in todo])
+    _check_writable(course, [course.layout.feedback_dir], [[course.layout.feedback(sid, a.name)] for sid, _ in todo])
     written, not_graded, no_secret, errors = [], [], [], []
     graded = []
     with open_gradebook(course) as gb:
@@ -647,9 +648,17 @@ def doctor(*, course_dir: str | Path | None = None, log: Log = _quiet) -> Doctor
     return report
 
 
-def _check_writable(course: Course, folders: list[Path]) -> None:
-    """Refuse, in one line before anything is graded, folders a command would write and cannot."""
-    problem = write_problems(folders, course.layout.relative)
+def _check_writable(course: Course, shared: list[Path], students: list[list[Path]]) -> None:
+    """Refuse, in one line before anything is graded, when this account cannot write what a command
+    writes: a folder every student's results go into (`shared`), or the folders of every student
+    (`students`: each student's folders). One student's folder alone (a file where it should be, a
+    folder left by another user) is that student's error, met when their results are written: the
+    others are still graded."""
+    problem = write_problems(shared, course.layout.relative)
+    if problem is None and students:
+        each = [write_problems(folders, course.layout.relative) for folders in students]
+        if all(each):
+            problem = write_problems([f for folders in students for f in folders], course.layout.relative)
     if problem is not None:
         raise CourseError(f"cannot write the results: {problem}")
 

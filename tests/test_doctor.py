@@ -110,3 +110,15 @@ def test_doctor_names_a_gradebook_whose_folder_cannot_hold_its_journal(shared_di
     problems = as_other_user(api.course_problems, course)
     assert any(p.startswith(f"{CONFIG_FILE}: gradebook: ") and "SQLite keeps its journal beside the file" in p
                for p in problems), problems
+
+
+def test_autograde_of_one_student_whose_folder_cannot_be_written_refuses_in_one_line(capsys, course_copy):
+    """With only ada to grade and autograded/ada/<assignment> a file, does autograde refuse up front
+    (exit 2, one line), while a class batch would grade the others (tests/security/test_files.py)?"""
+    layout = add_ada(course_copy)
+    layout.autograded("ada", ASSIGNMENT).parent.mkdir(parents=True)
+    layout.autograded("ada", ASSIGNMENT).write_text("not a folder\n")
+    assert cli.main(["autograde", ASSIGNMENT, "--student", "ada", "--course-dir", str(course_copy)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"course: error: cannot write the results: {layout.relative(layout.autograded('ada', ASSIGNMENT))}"
+                   f" is not a folder"]
