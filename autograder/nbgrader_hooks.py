@@ -222,6 +222,10 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             lms_ids = {s.id: s.lms_user_id or "" for s in gradebook.students}
         for line in _stale_due_dates(course, rows):
             self.log.warning(line)
+        for name in sorted({name for name, _ in assignments} - {a.name for a in course.assignments}):
+            self.log.warning("%s: in the gradebook but not in course.yml; its rows are exported as the gradebook "
+                             "holds them (`nbgrader db assignment remove %s` takes it out of the gradebook)",
+                             name, name)
         dest = self.to or "grades.csv"
         self.log.info("Exporting grades to %s", dest)
         with open_export(dest, "utf-8-sig" if self.excel else "utf-8") as fh:

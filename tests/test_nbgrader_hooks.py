@@ -225,6 +225,24 @@ def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_
     assert len(released) == 2 and all(p.suffix == ".html" for p in released)
 
 
+def test_export_warns_of_an_assignment_the_gradebook_has_and_course_yml_does_not(course_copy):
+    """When the gradebook still holds an assignment removed from course.yml, does the export say so,
+    naming it and how to take it out, while still exporting its rows?"""
+    import csv
+
+    from nbgrader.api import Gradebook
+
+    (course_copy / "roster.csv").write_text("id\nada\n")
+    with Gradebook(load_course(course_copy).gradebook_url) as gb:
+        gb.add_assignment("old-homework")
+    done = _export(course_copy)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("old-homework: in the gradebook but not in course.yml; its rows are exported as the gradebook holds them "
+            "(`nbgrader db assignment remove old-homework` takes it out of the gradebook)") in done.stderr
+    with open(course_copy / "grades.csv", newline="", encoding="utf-8") as fh:
+        assert [(r["assignment"], r["student_id"]) for r in csv.DictReader(fh)] == [("old-homework", "ada")]
+
+
 def test_export_keeps_formulas_out_of_names(course_copy):
     """Does `nbgrader export` write names a spreadsheet would run as formulas as plain text, while
     student ids stay exactly as the roster has them?"""
