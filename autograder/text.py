@@ -24,22 +24,27 @@ def with_article(word: str) -> str:
     return f"an {word}" if word[:1] in VOWELS else f"a {word}"
 
 
-# Control characters: C0 but tab and newline, DEL, C1. Student text (outputs, messages) keeps its tabs
-# and newlines (a CRLF is a newline); a name (a file's or folder's, from a submission) shows them too,
-# since a newline in a name printed on a line would forge the next line.
-_CONTROLS = r"\x00-\x08\x0b-\x1f\x7f-\x9f"
+# Control characters: C0 but tab and newline, DEL, C1, and Unicode's bidirectional embeddings, overrides
+# and isolates (U+202A-U+202E, U+2066-U+2069), which reorder the text after them on screen so that what a
+# reader sees is not what is there ("Trojan source"). Student text (outputs, messages) keeps its tabs and
+# newlines (a CRLF is a newline); a name (a file's or folder's, from a submission) shows them too, since
+# a newline in a name printed on a line would forge the next line.
+_CONTROLS = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
 CONTROL = re.compile(rf"\r\n|[{_CONTROLS}]")
 NAME_CONTROL = re.compile(rf"[\t\n{_CONTROLS}]")
 
 
 def _visible(match: re.Match[str]) -> str:
     char = match.group()
-    return "\n" if char == "\r\n" else f"\\x{ord(char):02x}"
+    if char == "\r\n":
+        return "\n"
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def visible(text: str, pattern: re.Pattern[str] = CONTROL) -> str:
     """`text` with the control characters `pattern` finds written out as Python's repr shows them
-    (`\\x1b`), so that printed in a terminal or stored in a report they are seen, never acted on
+    (`\\x1b`, `\\u202e`), so that printed in a terminal or stored in a report they are seen, never acted on
     (an escape sequence that erases or rewrites a line, a lone carriage return, NUL)."""
     return text if pattern.search(text) is None else pattern.sub(_visible, text)
 

@@ -40,6 +40,9 @@ def test_with_article_by_first_letter(word, expected):
     ("zo\udceb", "zo\\xeb"),                       # a byte that is not UTF-8, as os.listdir gives it
     ("\ud800x", "\\ud800x"),                       # a lone surrogate read from JSON
     ("caf\u00e9 \u2713.ipynb", "caf\u00e9 \u2713.ipynb"),
+    ("ada\u202egpj.exe", "ada\\u202egpj.exe"),               # a right-to-left override: shown as "adaexe.jpg"
+    ("\u2066x\u2069\u202a\u202d", "\\u2066x\\u2069\\u202a\\u202d"),
+    ("\u05e9\u05dc\u05d5\u05dd.ipynb", "\u05e9\u05dc\u05d5\u05dd.ipynb"),   # right-to-left letters are text, kept
 ])
 def test_shown_name_writes_out_control_characters_tabs_and_newlines_included(name, shown):
     """Is a submitted name printable on one line as it is: every control character (tab and newline
@@ -53,3 +56,10 @@ def test_visible_keeps_tabs_and_newlines_of_text():
     """Does student text keep its tabs and newlines (a CRLF as a newline) while other control
     characters are written out?"""
     assert visible("a\tb\nc\r\nd\re\x1b[31m") == "a\tb\nc\nd\\x0de\\x1b[31m"
+
+
+def test_visible_writes_out_bidirectional_overrides():
+    """Are the bidirectional embeddings, overrides and isolates (which make a line read differently
+    from what it holds) written out, while right-to-left letters and marks stay text?"""
+    shown = visible("score = 0 \u202e01 = score\u202c \u2067x\u2069 \u05d0\u200f")
+    assert shown == "score = 0 \\u202e01 = score\\u202c \\u2067x\\u2069 \u05d0\u200f"

@@ -55,6 +55,7 @@ from ..errors import CourseError
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from ..reporting.gradebook import GradebookReport
 from ..slowimports import skip_format_checkers
+from ..text import visible
 from .launch import exited
 from .wire import ATTACHED, Connection, WireClosed, dumps, socket_pair
 
@@ -315,7 +316,9 @@ def _import_nbgrader() -> None:
 
 
 def _one_line(text: str, limit: int = 500) -> str:
-    return " ".join(text.split())[:limit]
+    """An error's text as one printable line: whitespace runs as one space, control characters written
+    out (the text may quote a roster name or a path from a submission), at most `limit` characters."""
+    return visible(" ".join(text.split()))[:limit]
 
 
 def _busy(error: str) -> bool:

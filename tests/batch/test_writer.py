@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.batch.writer import GradebookProcess
+from autograder.batch.writer import GradebookProcess, _one_line
 from autograder.config import load_course
 from autograder.grading.results import SubmissionResult, TestResult
 
@@ -86,3 +86,10 @@ def test_a_writer_that_stops_mid_batch_is_reported_for_every_later_student(cours
     assert report.gradebook.recorded == ("ada",)
     assert [who for who, _ in report.gradebook.failed] == ["bob", "carol", "dan"]
     assert all("the gradebook writer stopped" in why and "\n" not in why for _, why in report.gradebook.failed)
+
+
+def test_an_error_line_has_its_control_characters_written_out():
+    """Is an error's text (which may quote a roster name or a path) one line whose escape sequences and
+    bidirectional overrides are written out rather than acted on by the terminal that shows it?"""
+    line = _one_line("gradebook: IntegrityError\n  name 'x\x1b[2K\x1b[1AFAKE\u202e'\r\n  ok")
+    assert line == "gradebook: IntegrityError name 'x\\x1b[2K\\x1b[1AFAKE\\u202e' ok"
