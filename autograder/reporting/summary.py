@@ -51,6 +51,7 @@ class StudentRow:
     grader_failed: bool = False
     grader_errors: tuple[str, ...] = ()   # "<check>: <error>" for checks whose grader code failed
     timestamp_problem: str = ""     # why timestamp.txt was not used: not judged late, whatever its time
+    stamped: bool = True            # whether the submission had a timestamp that was read
 
     @classmethod
     def of(cls, result: SubmissionResult) -> StudentRow:
@@ -62,7 +63,7 @@ class StudentRow:
             on_roster=result.on_roster, late_penalty=result.late_penalty, notes=len(result.notes),
             diagnoses=result.diagnoses, isolation=result.isolation, files=result.files,
             grader_failed=result.grader_failed, grader_errors=result.grader_errors,
-            timestamp_problem=result.timestamp_problem)
+            timestamp_problem=result.timestamp_problem, stamped=bool(result.submitted_at))
 
     @property
     def crashed(self) -> bool:
@@ -150,9 +151,28 @@ def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment:
     if feedback_pages is not None:
         tail += f" Feedback pages: {feedback_pages}"
     sandbox = isolation_line(table)
+    unstamped = unstamped_line(table, assignment)
     errors = grader_error_lines(table, assignment, graders)
     return "\n".join([*lines, *([legend] if legend else []), "", tail, *([sandbox] if sandbox else []),
+                      *([unstamped] if unstamped else []),
                       *([""] + errors if errors else [])]) + "\n"
+
+
+def unstamped_line(rows: Sequence[StudentRow], assignment: Assignment) -> str:
+    """When the assignment has a due date: which graded submissions had no timestamp.txt at all (so
+    none of them could be judged late), or "" when each had one (as nbgrader's collect and submit write)."""
+    if assignment.due is None:
+        return ""
+    graded = [r for r in rows if not r.crashed]
+    missing = [r.student for r in graded if not r.stamped and not r.timestamp_problem]
+    if not missing:
+        return ""
+    if len(missing) == len(graded) and len(graded) > 1:
+        return (f"Late policy: none of the {len(graded)} submissions has a timestamp.txt (nbgrader's collect "
+                f"and submit write one), so all were graded as on time.")
+    names = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    return (f"Late policy: {len(missing)} submission{'s' if len(missing) != 1 else ''} without a timestamp.txt "
+            f"(nbgrader's collect and submit write one), graded as on time: {names}.")
 
 
 def grader_error_lines(rows: Sequence[StudentRow], assignment: Assignment, graders: str = "graders") -> list[str]:

@@ -145,3 +145,28 @@ def test_grader_errors_that_differ_by_student_take_a_bounded_number_of_lines(ass
     assert len(errors) == 10 and "(1 of 25 submissions)" in errors[0]
     assert text.rstrip().splitlines()[-1] == ("... and 15 more grader errors (each results.json names its own "
                                               "in extra_data.grader_errors)")
+
+
+def _due(assignment):
+    import dataclasses
+    import datetime as dt
+
+    return dataclasses.replace(assignment, due=dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC))
+
+
+def test_submissions_without_a_timestamp_are_named_when_there_is_a_due_date(assignment):
+    """With a due date, are the graded submissions that had no timestamp.txt (so could not be judged
+    late) named in one line, those with one or with an unreadable one (flagged on their row) left out?"""
+    stamped = submission("ada", submitted_at="2026-12-10T10:00:00+00:00")
+    unread = submission("bob", timestamp_problem="timestamp.txt could not be read as a time")
+    text = format_summary([stamped, unread, submission("cy"), submission("dee")], _due(assignment))
+    line = [ln for ln in text.splitlines() if ln.startswith("Late policy:")]
+    assert line == ["Late policy: 2 submissions without a timestamp.txt (nbgrader's collect and submit write one), "
+                    "graded as on time: cy, dee."]
+    assert "Late policy" not in format_summary([stamped, unread, submission("cy")], assignment)   # no due date
+
+
+def test_a_class_without_any_timestamp_is_told_once(assignment):
+    """When no submission has a timestamp.txt (copied in by hand, say), does one line say all were on time?"""
+    text = format_summary([submission(s) for s in ("ada", "bob", "cy")], _due(assignment))
+    assert "Late policy: none of the 3 submissions has a timestamp.txt" in text and "ada," not in text
