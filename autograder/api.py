@@ -531,7 +531,7 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
     """(Re)write the feedback pages of graded submissions from results.json and the gradebook, so a
     TA's overrides and comments from formgrader reach the student's page; each page's folder also
     gets the submission's timestamp.txt and submission_secret.txt for `nbgrader release_feedback`."""
-    from .consistency import stale_due_dates
+    from .consistency import stale_results
     from .reporting.gradebook import open_gradebook, read_review
 
     _check_student(student)
@@ -564,8 +564,7 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
                 no_secret.append(sid)
             log(f"feedback {sid:<20} {course.layout.relative(page)}"
                 + ("  (with the gradebook's review)" if review is not None and review.changed else ""))
-    stale = stale_due_dates(a, graded)
-    if stale:
+    for stale in stale_results(a, graded):
         log(f"WARNING: {stale}")
     return FeedbackReport(a.name, tuple(written), tuple(not_graded), tuple(no_secret), tuple(errors))
 

@@ -344,10 +344,47 @@ def stale_due_dates(assignment: Assignment, results: Iterable[SubmissionResult])
         words = extension.describe() if extension is not None and extension.delta else ""
         if (result.due, result.extension) != (due.isoformat() if due is not None else "", words):
             stale.append(result.student)
+    return _stale_line(assignment, stale, "due date or extensions", "late penalty", "late penalties", "from before")
+
+
+def stale_points(assignment: Assignment, results: Iterable[SubmissionResult]) -> str:
+    """One line when course.yml's problems or points changed since some of `results` were graded (each
+    result keeps the points it was scored out of), "" otherwise: their scores in the gradebook, `nbgrader
+    export` and the pages are out of the old points until `course autograde` grades them again (a
+    changed course.yml makes it grade every submission again)."""
+    now = {p.name: p.points for p in assignment.problems}
+    stale: list[str] = []
+    changes: dict[str, str] = {}
+    for result in results:
+        if result.state != "graded":
+            continue
+        then = dict(result.problem_points)
+        if then == now:
+            continue
+        stale.append(result.student)
+        for name in [*now, *then]:
+            if then.get(name) != now.get(name) and name not in changes:
+                old = points_text(then[name]) if name in then else "none"
+                new = points_text(now[name]) if name in now else "none"
+                changes[name] = f"{name} {old} -> {new}"
+    return _stale_line(assignment, stale, "points", "score", "scores", "out of the old points",
+                       f" ({', '.join(list(changes.values())[:6])})")
+
+
+def _stale_line(assignment: Assignment, stale: list[str], what: str, one_name: str, names: str, state: str,
+                changes: str = "") -> str:
+    """'<assignment>: course.yml's <what> changed since <students> were graded<changes>; the <names> in the
+    gradebook, ... are <state> until ...', or "" when no student is stale."""
     if not stale:
         return ""
     named = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
     one = len(stale) == 1
-    return (f"{assignment.name}: course.yml's due date or extensions changed since {named} {'was' if one else 'were'} "
-            f"graded; the late {'penalty' if one else 'penalties'} in the gradebook, the export and the feedback pages "
-            f"{'is' if one else 'are'} from before until `course autograde {assignment.name}` grades again")
+    return (f"{assignment.name}: course.yml's {what} changed since {named} {'was' if one else 'were'} graded{changes}; "
+            f"the {one_name if one else names} in the gradebook, the export and the feedback pages "
+            f"{'is' if one else 'are'} {state} until `course autograde {assignment.name}` grades again")
+
+
+def stale_results(assignment: Assignment, results: Iterable[SubmissionResult]) -> list[str]:
+    """The lines of `stale_due_dates` and `stale_points` that apply to `results`."""
+    results = list(results)
+    return [line for line in (stale_due_dates(assignment, results), stale_points(assignment, results)) if line]

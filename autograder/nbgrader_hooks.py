@@ -220,7 +220,7 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             rows = self._rows(gradebook, course)
             assignments = [(a.name, a.max_score) for a in self._assignments(gradebook)]
             lms_ids = {s.id: s.lms_user_id or "" for s in gradebook.students}
-        for line in _stale_due_dates(course, rows):
+        for line in _stale_results(course, rows):
             self.log.warning(line)
         for name in sorted({name for name, _ in assignments} - {a.name for a in course.assignments}):
             self.log.warning("%s: in the gradebook but not in course.yml; its rows are exported as the gradebook "
@@ -319,19 +319,18 @@ def _through_system_folders(path: str) -> bool:
     return False
 
 
-def _stale_due_dates(course: Course, rows: list[dict[str, Any]]) -> list[str]:
+def _stale_results(course: Course, rows: list[dict[str, Any]]) -> list[str]:
     """A line per assignment whose late penalties in `rows` were taken against another due date or
-    extension than course.yml's now (`consistency.stale_due_dates`): the export's due and extension
-    columns are course.yml's, its penalties the last autograde's."""
+    extension than course.yml's now, and one per assignment whose scores are out of other points
+    (`consistency.stale_results`): the export's due, extension and max score columns are course.yml's,
+    its penalties and scores the last autograde's."""
     from .api import graded_result
-    from .consistency import stale_due_dates
+    from .consistency import stale_results
 
     out = []
     for a in course.assignments:
-        submitted = [r["student_id"] for r in rows if r["assignment"] == a.name and r["timestamp"]]
-        line = stale_due_dates(a, filter(None, (graded_result(course, a, sid) for sid in submitted)))
-        if line:
-            out.append(line)
+        graded = {r["student_id"] for r in rows if r["assignment"] == a.name}
+        out += stale_results(a, filter(None, (graded_result(course, a, sid) for sid in sorted(graded))))
     return out
 
 

@@ -168,3 +168,27 @@ def test_results_graded_against_another_due_date_or_extension_are_named():
               graded("dan", due, "1 day", submitted_at=""), graded("eve", due, "1 day", state="crashed")]
     assert stale_due_dates(a, before).startswith(
         "hw: course.yml's due date or extensions changed since kat, bob, cy were graded; the late penalties ")
+
+
+def test_results_scored_out_of_other_points_are_named_with_the_changes():
+    """Are the students whose results were scored out of points course.yml no longer gives named in one
+    line with each change (a problem's new points, a problem added), and those up to date or crashed left out?"""
+    from autograder.config import Assignment, Limits, Problem
+    from autograder.consistency import stale_points, stale_results
+    from autograder.grading.results import SubmissionResult
+
+    problems = (Problem(name="silu", points=8.0, grade_id="test_silu", notebook="hw.ipynb", tolerances={}),
+                Problem(name="relu", points=2.0, grade_id="test_relu", notebook="hw.ipynb", tolerances={}))
+    a = Assignment(name="hw", package="hw", notebooks=("hw.ipynb",), problems=problems, limits=Limits())
+
+    def graded(student: str, points: tuple[tuple[str, float], ...], state: str = "graded") -> SubmissionResult:
+        return SubmissionResult(student=student, assignment="hw", state=state, problem_points=points)
+
+    now = (("silu", 8.0), ("relu", 2.0))
+    assert stale_points(a, [graded("ada", now)]) == ""
+    before = [graded("ada", now), graded("bob", (("silu", 5.0),)), graded("cy", (("silu", 5.0),), "crashed")]
+    assert stale_points(a, before) == (
+        "hw: course.yml's points changed since bob was graded (silu 5 -> 8, relu none -> 2); the score in the "
+        "gradebook, the export and the feedback pages is out of the old points until `course autograde hw` "
+        "grades again")
+    assert stale_results(a, before) == [stale_points(a, before)]

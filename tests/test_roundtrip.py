@@ -345,7 +345,8 @@ def test_changing_points_after_submissions(trip):
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     out = course_cmd(trip.course, instructor, "release", A).stdout
     assert "grade cell test_silu: 5 -> 8 points" in out
-    assert "gradebook: grade cell transformer-block/transformer-block/test_silu: max score 5 -> 8" in out
+    assert "gradebook: grade cell transformer-block/transformer-block/test_silu: max score 5 -> 8; the " in out
+    assert "graded before keep their old scores until `course autograde transformer-block`" in out
     released = json.loads((trip.layout.release(A) / NB).read_text())
     assert any(c["metadata"].get("nbgrader", {}).get("points") == 8 for c in released["cells"])
     assert "| `silu` | 8 |" in "".join(released["cells"][0]["source"])

@@ -454,10 +454,11 @@ def sync_roster(gb: Gradebook, course: Course) -> list[str]:
     return changes
 
 
-def _sync_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> list[str]:
+def _sync_assignment(gb: Gradebook, course: Course, assignment: Assignment, *, releasing: bool = False) -> list[str]:
     """The assignment with its due date, notebooks and one grade cell per problem (max_score = points):
     created where missing, corrected where they differ from course.yml; every submission completed
-    with rows for every cell. Not committed here."""
+    with rows for every cell. Not committed here. `releasing`: a changed max score's line also says
+    what stays from before (`_regrade_note`), which a batch, grading again, need not."""
     from nbgrader.api import Assignment as GbAssignment
     from nbgrader.api import GradeCell, MissingEntry
     from nbgrader.api import Notebook as GbNotebook
@@ -492,12 +493,31 @@ def _sync_assignment(gb: Gradebook, course: Course, assignment: Assignment) -> l
             changes.append(f"grade cell {assignment.name}/{stem}/{p.grade_id}")
         elif cell.max_score != p.points:
             changes.append(f"grade cell {assignment.name}/{stem}/{p.grade_id}: max score "
-                           f"{cell.max_score:g} -> {p.points:g}")
+                           f"{cell.max_score:g} -> {p.points:g}"
+                           + (_regrade_note(row, cell, assignment, p.points) if releasing else ""))
             cell.max_score = p.points
     gb.db.flush()
     for submission in _incomplete(gb, row):
         _complete(gb, submission)
     return changes
+
+
+def _regrade_note(row: Any, cell: Any, assignment: Assignment, points: float) -> str:
+    """What a changed max score leaves behind: the submissions already graded keep scores out of the
+    old points until they are graded again, and a TA's score above the new points stays as it is
+    (named, for a TA to look at again)."""
+    if not row.submissions:
+        return ""
+    n = len(row.submissions)
+    who = "the 1 submission graded before keeps its" if n == 1 else f"the {n} submissions graded before keep their"
+    note = f"; {who} old scores until `course autograde {assignment.name}`"
+    above = sorted((g.student.id, g.manual_score) for g in cell.grades
+                   if g.manual_score is not None and g.manual_score > points)
+    if above:
+        shown = ", ".join(f"{sid} ({score:g})" for sid, score in above[:5]) + (
+            f" and {len(above) - 5} more" if len(above) > 5 else "")
+        note += f"; TA scores above {points:g} points, left as they are: {shown}"
+    return note
 
 
 def _incomplete(gb: Gradebook, row: Any) -> list[Any]:
@@ -672,7 +692,7 @@ def apply_release(course: Course, assignment: Assignment, release: tuple[Noteboo
     models = {"grade": GradeCell, "solution": SolutionCell, "task": TaskCell, "source": SourceCell}
 
     def work() -> list[str]:
-        changes = sync_roster(gb, course) + _sync_assignment(gb, course, assignment)
+        changes = sync_roster(gb, course) + _sync_assignment(gb, course, assignment, releasing=True)
         for row, what in _removals(gb, assignment, release):
             if _has_submission_data(row):
                 raise ReleaseError(f"{what}: submissions have grades or comments for it")

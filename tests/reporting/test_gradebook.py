@@ -506,3 +506,21 @@ def test_alembic_head_leaves_anything_but_one_plain_history_to_alembic(tmp_path,
     for name, text in scripts.items():
         (tmp_path / name).write_text(text)
     assert alembic_head(tmp_path) == head
+
+
+def test_a_release_that_changes_points_says_what_stays_from_before(course, assignment, ada):
+    """When a release changes a problem's points after grading, does its line say the graded submissions
+    keep their old scores until the next autograde, and name a TA's score now above the new points?"""
+    from autograder.reporting.gradebook import _regrade_note
+
+    release_into(course, assignment)
+    record_grades(course, assignment, [ada])
+    with Gradebook(course.gradebook_url) as gb:
+        gb.find_grade("test_silu", STEM, assignment.name, "ada").manual_score = 4.5
+        gb.db.commit()
+        row = gb.find_assignment(assignment.name)
+        cell = gb.find_grade_cell("test_silu", STEM, assignment.name)
+        assert _regrade_note(row, cell, assignment, 4.0) == (
+            "; the 1 submission graded before keeps its old scores until `course autograde transformer-block`"
+            "; TA scores above 4 points, left as they are: ada (4.5)")
+        assert "TA scores" not in _regrade_note(row, cell, assignment, 5.0)
