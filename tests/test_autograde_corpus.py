@@ -234,6 +234,20 @@ def test_corpus_functions_returning_none_are_told_no_result_and_no_misconception
     assert "Values changed" not in text and "No value error" not in text and "// or int(...)" not in text
 
 
+def test_corpus_fairness_cases_are_graded_for_what_they_are(graded):
+    """Does silu = ReLU fail the large-input checks too, SiLU in tanh form score full marks, a layer_norm
+    computed in float32 name only that (no stage such as eps handling), and a float64 mask fail only
+    multi_head_attention's masked float32 check?"""
+    results = graded["results"]
+    relu = {t["name"]: t["status"] for t in results["silu_relu"]["tests"] if "silu_survives_large_inputs" in t["name"]}
+    assert len(relu) == 2 and set(relu.values()) == {"failed"}, relu
+    assert results["silu_tanh"]["score"] == 100
+    assert {d for d in _diagnoses(results["ln_float32"]) if d.startswith("layer_norm.")} == set()
+    upcast = results["mha_mask_upcast"]
+    failed = [t["name"] for t in upcast["tests"] if _status(upcast, t) == "failed" and t["max_score"] > 0]
+    assert failed == ["test_multi_head_attention_keeps_float32[causal_mask]"], failed
+
+
 def test_corpus_cheater_scores_exactly_like_the_same_code_without_the_patch(graded):
     """Does patching np.allclose / np.isclose / np.testing change nothing at all?"""
     cheat, honest = graded["results"]["cheater"], graded["results"]["ln_unbiased"]

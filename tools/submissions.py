@@ -140,6 +140,27 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 '''
 
+SILU_RELU = '''
+def silu(x):
+    return np.maximum(x, 0.0)
+'''
+
+SILU_TANH = '''
+def silu(x):
+    return x * 0.5 * (1.0 + np.tanh(0.5 * x))
+'''
+
+LN_FLOAT32 = '''
+def layer_norm(x, gamma, beta, eps=1e-5):
+    x = x.astype(np.float32)
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    return gamma * (x - mean) / np.sqrt(var + eps) + beta
+'''
+
+MHA_MASK_UPCAST = _MHA_TEMPLATE.format(scores="Q @ np.swapaxes(K, -1, -2) / d_k ** 0.5", mask="mask", axis=-1).replace(
+    "scores = np.where(mask, scores, -np.inf)", "scores = scores + (1 - mask) * -1e9")
+
 COUNT_NO_LN = '''
 def count_block_params(d_model, d_ff, ffn, norm="layernorm"):
     d = d_model
@@ -322,6 +343,9 @@ MISTAKE_FORMS: dict[str, Form] = {
         "weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)")),
     "general.float32_upcast": _e("multi_head_attention", (_SCALE, "/ np.sqrt(d_k)")),
     "general.mutates_input": _e("layer_norm", ("centred = x - mean", "x -= mean\n    centred = x")),
+    "general.computed_in_lower_precision": _e("layer_norm", ("mean = np.mean(x, axis=-1, keepdims=True)",
+                                                             "x = x.astype(np.float32)\n    "
+                                                             "mean = np.mean(x, axis=-1, keepdims=True)")),
     "pre_ln_block.post_ln": Form("pre_ln_block", code=BLOCK_POST_LN),
     "pre_ln_block.missing_residual": Form("pre_ln_block", code=BLOCK_MISSING_RESIDUAL),
     "pre_ln_block.missing_attention_residual": Form("pre_ln_block", code=BLOCK_MISSING_ATTENTION_RESIDUAL),

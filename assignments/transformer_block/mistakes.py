@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from autograder.grading.diagnosis import Catalogue
+from autograder.grading.diagnosis import LOWER_PRECISION, Catalogue
 
 from . import reference as ref
 from .stages import register as _register_stages
@@ -290,8 +290,19 @@ catalogue.add("general.mutates_input", hint="""
 
 catalogue.add("general.float32_upcast", hint="""
     Float32 inputs came back as float64: under NumPy 2's promotion rules a NumPy float64 scalar
-    such as np.sqrt(d_k), or a float64 array of constants, turns a float32 array into float64. Use a
-    Python float (math.sqrt(d_k)) or the input's dtype (np.sqrt(d_k).astype(x.dtype)).""")
+    such as np.sqrt(d_k), or a float64 array (constants, or a boolean mask turned into numbers as
+    (1 - mask) * -1e9 does), turns a float32 array into float64. Use a Python float (math.sqrt(d_k)),
+    the input's dtype (np.sqrt(d_k).astype(x.dtype)), and np.where(mask, scores, -np.inf) for masks.""")
+
+catalogue.add(LOWER_PRECISION, hint="""
+    Your function seems to compute in float32 (or another lower precision) although its inputs are
+    float64: its answer does not change when x changes by less than float32 can tell apart, and is
+    off by about float32's rounding. Keep the input's dtype: drop the .astype(np.float32) or
+    np.float32(...) and compute with the arrays as they are given.""")
+
+# The engine recognises LOWER_PRECISION itself (autograder.grading.checks.Expect._lower_precision), before
+# the catalogue's variants and the probes of stages.py: a norm computed in float32 would otherwise trip the
+# probes' first precise property and be named as some stage (eps handling).
 
 
 # =========================================================================== multi_head_attention

@@ -36,7 +36,7 @@ from ..sandbox.outcomes import (
     StudentRaised,
     TimeBudgetExceeded,
 )
-from .diagnosis import Args, Catalogue, Kwargs, Mistake, ProbeContext
+from .diagnosis import LOWER_PRECISION, Args, Catalogue, Kwargs, Mistake, ProbeContext
 from .numeric import all_close, as_float, close_entries
 from .proxy import StudentFunction
 
@@ -175,6 +175,7 @@ class Expect:
     confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)    # likewise: outputs or errors
     verdicts: dict[tuple[str, float, float], bool] = field(default_factory=dict)  # likewise: variants on them
     wirings: dict[str, bool] = field(default_factory=dict)   # likewise: composites whose wiring `_trust_wiring` trusts
+    precision: dict[str, bool] = field(default_factory=dict)  # likewise: functions blind below float32's resolution
     seed: int = 0                             # the submission's seed (the wiring's changed inputs are drawn from it)
     failure: StudentCodeError | None = None   # how the last student call that failed ended
     _block_calls: list[tuple[str, Args, Kwargs, Any]] = field(default_factory=list)   # of the wirings built
@@ -493,8 +494,8 @@ class Expect:
         self.array(actual, what)
         if actual.dtype != np.dtype(dtype):
             self._fail(f"{what} returned dtype {actual.dtype}; expected {np.dtype(dtype)} "
-                       f"(keep the input's precision: a NumPy float64 scalar such as np.sqrt(d_k), or an "
-                       f"array of float64 constants, turns a float32 array into float64).")
+                       f"(keep the input's precision: a NumPy float64 scalar such as np.sqrt(d_k), or a float64 "
+                       f"array such as constants or a mask turned into numbers, turns a float32 array into float64).")
 
     def finite(self, actual: Any, what: str) -> None:
         arr = self.array(actual, what)
@@ -503,7 +504,8 @@ class Expect:
             if bad.any():
                 first = _index(int(np.flatnonzero(bad)[0]), arr.shape)
                 self._fail(f"{what} has {int(bad.sum())} NaN or infinite entries (first at index {first}); "
-                           f"look for overflow in exp or a division by zero.")
+                           f"look for overflow in exp, a division by zero, or a softmax over entries that are "
+                           f"all -inf (every one masked).")
 
     def close(self, actual: Any, expected: Any, *, what: str,
               call: tuple[str, Args, Kwargs] | None = None, tol: Tolerance | None = None) -> None:
@@ -541,17 +543,84 @@ class Expect:
         self._fail(" ".join(lines))
 
     def _diagnose(self, call: tuple[str, Args, Kwargs], actual: Any, tol: Tolerance) -> None:
-        """Record what explains a failed comparison: the catalogued variants that reproduce the
-        student's function (on these inputs and the confirmation inputs), else the probe's stages."""
+        """Record what explains a failed comparison: a computation in lower precision than the inputs'
+        (`_lower_precision`), else the catalogued variants that reproduce the student's function (on
+        these inputs and the confirmation inputs), else the probe's stages."""
         if self.catalogue is None:
             return
         fn, args, kwargs = call
+        if self._lower_precision(fn, tuple(args), dict(kwargs), actual):
+            m = self.catalogue[LOWER_PRECISION]
+            if m not in self.found:
+                self.found.append(m)
+            return
         matched = self.catalogue.match(fn, tuple(args), dict(kwargs), actual,
                                        rtol=max(tol.rtol, 1e-6), atol=max(tol.atol, 1e-8),
                                        student=self.confirmation(fn), verdicts=self.verdicts)
         for m in matched or self.localise(fn):
             if m not in self.found:
                 self.found.append(m)
+
+    def _lower_precision(self, name: str, args: Args, kwargs: Kwargs, actual: Any) -> bool:
+        """Does the student's `name` compute in a lower precision than its float64 inputs (an
+        .astype(np.float32) or np.float32(x) inside), which is all that is wrong with this answer?
+
+        Both must hold: (1) the answer is off by no more than float32 arithmetic explains: its largest
+        error beyond the float32 tolerance is at most `_FLOAT32_SLACK` times the largest error of the
+        reference run on the inputs cast to float32; (2) the function is blind below float32's
+        resolution: given the first float64 array argument rounded to float32 values, and the same
+        nudged by far less than float32 can resolve, it gives the very same answer twice, while the
+        reference's answers differ. A float64 computation always sees the nudge, so a mistake of its
+        own is never taken for this, and (1) keeps a bigger mistake from hiding behind it. (2) costs
+        two calls, made once per function and submission (`precision`); (1) is trusted numpy only.
+        Only when the catalogue registers LOWER_PRECISION (its hint is the assignment's)."""
+        if self.catalogue is None or LOWER_PRECISION not in self.catalogue or self.student is None \
+                or self.reference is None or self.precision.get(name) is False:
+            return False
+        at = next((i for i, a in enumerate(args)
+                   if isinstance(a, np.ndarray) and a.dtype == np.float64 and a.size), None)
+        if at is None or not isinstance(actual, np.ndarray) or actual.dtype != np.float64 \
+                or not np.all(np.isfinite(actual)):
+            return False
+        reference = self._reference(name)
+        try:
+            with np.errstate(all="ignore"):
+                expected = np.asarray(reference(*args, **kwargs))
+                emulated = np.asarray(reference(*_as_float32(args), **_as_float32(kwargs))).astype(np.float64)
+        except Exception:  # noqa: BLE001 - a reference that cannot run in float32 here: nothing to say
+            return False
+        if expected.dtype != np.float64 or expected.shape != actual.shape or emulated.shape != actual.shape:
+            return False
+        tol = self.tolerance_for(np.dtype(np.float32))
+        with np.errstate(all="ignore"):
+            excess = float(np.max(np.abs(actual - expected) - (tol.atol + tol.rtol * np.abs(expected))))
+            rounding = float(np.max(np.abs(emulated - expected)))
+        if not excess <= _FLOAT32_SLACK * rounding:
+            return False
+        if name not in self.precision:
+            self.precision[name] = self._blind_below_float32(name, reference, args, kwargs, at)
+        return self.precision[name]
+
+    def _blind_below_float32(self, name: str, reference: Callable[..., Any], args: Args, kwargs: Kwargs,
+                             at: int) -> bool:
+        """Does the student's `name` give the very same answer for args[at] rounded to float32 values
+        and for the same nudged below float32's resolution, where the reference's answers differ?"""
+        x = args[at].astype(np.float32).astype(np.float64)
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        nudged = x * (1.0 + 1e-9 * rng.uniform(-1.0, 1.0, size=x.shape))
+        if not np.array_equal(nudged.astype(np.float32), x.astype(np.float32)):
+            return False
+        first, second = args[:at] + (x,) + args[at + 1:], args[:at] + (nudged,) + args[at + 1:]
+        with np.errstate(all="ignore"):
+            if np.array_equal(np.asarray(reference(*first, **kwargs)), np.asarray(reference(*second, **kwargs))):
+                return False                 # the reference does not see the nudge either: nothing to tell
+        fn = getattr(self.student, name)
+        try:
+            a, b = fn(*first, **kwargs), fn(*second, **kwargs)
+        except StudentCodeError:
+            return False
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype.kind == "f" \
+            and a.shape == b.shape and np.array_equal(a, b)
 
     def equal(self, actual: Any, expected: Any, *, what: str, hint: str = "") -> None:
         """Exact equality for integers and other discrete answers (never shows the expected value)."""
@@ -599,6 +668,24 @@ class Expect:
         if diagnose:
             self.diagnose(diagnose)
         self._fail(f"{what} returned normally; expected it to raise {name}.")
+
+
+# How far beyond the float32 tolerance an answer computed in float32 may be, in units of the largest
+# error of the reference computed in float32 on the same inputs: the two roundings differ in order
+# of operations (np.var or a mean of squares, where the casts are), not in size; measured on this
+# course's norms, at most 0.93 of it on nearly constant tokens.
+_FLOAT32_SLACK = 4.0
+
+
+def _as_float32(value: Any) -> Any:
+    """`value` with every float64 array in it (in tuples, lists and dicts too) cast to float32."""
+    if isinstance(value, np.ndarray) and value.dtype == np.float64:
+        return value.astype(np.float32)
+    if isinstance(value, dict):
+        return {k: _as_float32(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_as_float32(v) for v in value)
+    return value
 
 
 def _name(fn: Callable[..., Any]) -> str:

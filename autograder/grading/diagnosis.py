@@ -36,6 +36,10 @@ from .numeric import all_close
 from .results import TestResult
 
 GENERAL = "general"
+# Recognised by the engine for any problem whose catalogue registers it (with the assignment's own
+# hint): the student's function computes in a lower precision than its float64 inputs (an
+# .astype(np.float32) inside). See `Expect._lower_precision`.
+LOWER_PRECISION = "general.computed_in_lower_precision"
 
 Args = tuple[Any, ...]
 Kwargs = dict[str, Any]

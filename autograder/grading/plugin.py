@@ -70,6 +70,7 @@ class _Submission:
     confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)   # outputs on fixed inputs
     verdicts: dict[tuple[str, float, float], bool] = field(default_factory=dict)  # variants against those
     wirings: dict[str, Any] = field(default_factory=dict)          # composite -> its wiring's verdict
+    precision: dict[str, bool] = field(default_factory=dict)       # function -> blind below float32's resolution
 
 
 def problem_of(path: Path) -> str:
@@ -267,6 +268,7 @@ class GradingPlugin:
                       catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None),
                       student=student, reference=self.reference, localised=current.localised,
                       confirmations=current.confirmations, verdicts=current.verdicts, wirings=current.wirings,
+                      precision=current.precision,
                       seed=current.seed)
 
     def _tolerance_for(self, problem: str) -> Callable[[Any], Tolerance]:

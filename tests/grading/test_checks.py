@@ -8,7 +8,7 @@ import pytest
 
 from autograder.config import Tolerance
 from autograder.grading.checks import Expect, NotGraded, building_blocks
-from autograder.grading.diagnosis import Catalogue
+from autograder.grading.diagnosis import LOWER_PRECISION, Catalogue
 from autograder.sandbox.outcomes import StudentRaised
 
 
@@ -352,3 +352,71 @@ def test_where_the_wrong_entries_sit_is_said_only_when_they_are_confined():
     wide[[1, 3, 5, 7, 9, 11, 13], 0] = True
     assert _where_pattern(wide) == ("Wrong entries only at axis -2 positions 1, 3, 5, 7, 9, 11 and more; "
                                     "axis -1 positions 0.")
+
+
+# --------------------------------------------------------------------------- computed in lower precision
+
+def _smooth(x, scale):
+    """A reference whose answer moves with every digit of x."""
+    return np.sin(3.0 * x) * scale
+
+
+SMOOTH = SimpleNamespace(smooth=_smooth)
+
+
+def precision_expect(student_fn, *, registered=True) -> tuple[Expect, Catalogue]:
+    cat = Catalogue()
+    if registered:
+        cat.add(LOWER_PRECISION, hint="You computed in float32.")
+    cat.add("smooth.stage", hint="A stage is off.", stage=True)
+    cat.probe("smooth")(lambda context: iter(["smooth.stage"]))
+    tolerances = {np.dtype(np.float64): Tolerance(1e-7, 1e-9), np.dtype(np.float32): Tolerance(1e-4, 1e-5)}
+    ex = Expect(problem="smooth", tolerance_for=lambda dtype: tolerances[np.dtype(dtype)], catalogue=cat,
+                last_call=lambda: None, student=FakeStudent(smooth=student_fn), reference=SMOOTH)
+    return ex, cat
+
+
+def _in_float32(x, scale):
+    return np.sin(3.0 * x.astype(np.float32)) * scale        # float64 again through `scale`
+
+
+def test_a_function_computed_in_float32_is_named_so_before_any_probe():
+    """Is a function that casts its float64 input to float32 named as computed in lower precision, and
+    not localised to a stage by the probe?"""
+    ex, _ = precision_expect(_in_float32)
+    x = np.linspace(-2.0, 2.0, 40) + 1e-3
+    failure(lambda: ex.matches_reference(ex.student.smooth, (x, np.float64(1.5)), what="smooth(x)"))
+    assert [m.id for m in ex.found] == [LOWER_PRECISION]
+
+
+def test_an_error_of_float32_size_made_in_float64_is_not_taken_for_lower_precision():
+    """A float64 function off by about float32's rounding still sees every digit of x: is it left to
+    the probe?"""
+    ex, _ = precision_expect(lambda x, scale: _smooth(x, scale) * (1.0 + 1e-6))
+    x = np.linspace(-2.0, 2.0, 40) + 1e-3
+    failure(lambda: ex.matches_reference(ex.student.smooth, (x, np.float64(1.5)), what="smooth(x)"))
+    assert [m.id for m in ex.found] == ["smooth.stage"]
+
+
+def test_a_bigger_mistake_made_in_float32_is_not_hidden_behind_the_precision():
+    """Is a function computed in float32 that is also wrong by far more than float32's rounding left to
+    the probe?"""
+    ex, _ = precision_expect(lambda x, scale: _in_float32(x, scale) + 1e-2)
+    x = np.linspace(-2.0, 2.0, 40) + 1e-3
+    failure(lambda: ex.matches_reference(ex.student.smooth, (x, np.float64(1.5)), what="smooth(x)"))
+    assert [m.id for m in ex.found] == ["smooth.stage"]
+
+
+def test_lower_precision_is_recognised_only_when_the_catalogue_registers_it():
+    """Without LOWER_PRECISION in the catalogue (no hint for it), does diagnosis go on as before?"""
+    ex, _ = precision_expect(_in_float32, registered=False)
+    x = np.linspace(-2.0, 2.0, 40) + 1e-3
+    failure(lambda: ex.matches_reference(ex.student.smooth, (x, np.float64(1.5)), what="smooth(x)"))
+    assert [m.id for m in ex.found] == ["smooth.stage"]
+
+
+def test_not_finite_message_names_a_softmax_whose_entries_are_all_masked():
+    """Does the NaN message name the usual causes, a softmax over entries that are all -inf among them?"""
+    msg = failure(lambda: make_expect().finite(np.array([1.0, np.nan]), "f(x)"))
+    assert msg == ("f(x) has 1 NaN or infinite entries (first at index (1,)); look for overflow in exp, a "
+                   "division by zero, or a softmax over entries that are all -inf (every one masked).")

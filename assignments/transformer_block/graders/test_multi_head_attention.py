@@ -54,10 +54,14 @@ def test_multi_head_attention_follows_any_boolean_mask(student, expect, rng):
 
 
 @pytest.mark.points(1)
-def test_multi_head_attention_keeps_float32(student, expect, rng):
-    """Given float32 inputs, does multi_head_attention return float32 values that agree with the reference?"""
-    what = "multi_head_attention on float32 inputs"
-    out = expect.matches_reference(student.multi_head_attention, _args(rng, CASE_LIST[0], np.float32), what=what)
+@pytest.mark.parametrize("masked", [False, True], ids=["no_mask", "causal_mask"])
+def test_multi_head_attention_keeps_float32(student, expect, rng, masked):
+    """Given float32 inputs, with and without a boolean mask, does multi_head_attention stay float32 and right?"""
+    # the masked case catches a boolean mask turned into float64 numbers, as `scores + (1 - mask) * -1e9`
+    # does: without a mask such code never runs, and the result stays float32
+    what = "multi_head_attention on float32 inputs" + (" with a boolean causal mask" if masked else "")
+    out = expect.matches_reference(student.multi_head_attention, _args(rng, CASE_LIST[0], np.float32, masked=masked),
+                                   what=what)
     with expect.excused_if_wired_right():
         expect_float32(expect, out, what)
 

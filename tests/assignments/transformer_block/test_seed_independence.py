@@ -27,8 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from autograder.config import load_course
-from autograder.grading.session import GraderSession, load_instructor_code
+from autograder.grading.session import GraderSession
 from autograder.sandbox.outcomes import CallResult, FunctionMissing, StudentRaised
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -107,15 +106,6 @@ class InProcessStudent:
         self.last_call = CallResult(value=copy.deepcopy(value), mutated=mutated,
                                     warnings=tuple(f"{w.category.__name__}: {w.message}" for w in caught))
         return self.last_call.value
-
-
-@pytest.fixture(scope="module")
-def session():
-    course = load_course(ROOT)
-    assignment = course.assignment("transformer-block")
-    s = GraderSession(assignment, load_instructor_code(course, assignment))
-    yield s
-    s.close()
 
 
 def _outcomes(session: GraderSession, namespace: dict[str, Any], seed: int) -> dict[str, tuple[str, tuple[str, ...]]]:

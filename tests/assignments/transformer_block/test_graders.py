@@ -1,0 +1,148 @@
+"""The graders judge what students really write fairly: a function that is not SiLU earns none of
+silu's large-input points while SiLU in any correct form earns them all; a mask applied as float64
+numbers is caught in float32; a norm computed in float32 is named for that, not for a stage it never
+got wrong.
+
+No sandbox here: the release notebook's setup cell and the solutions, with the student's cell last,
+run in-process (`InProcessStudent` of test_seed_independence), and the real graders run against it.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autograder.grading.diagnosis import LOWER_PRECISION
+from autograder.grading.session import GraderSession
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from submissions import (  # noqa: E402
+    LN_FLOAT32,
+    MHA_MASK_UPCAST,
+    MISTAKE_FORMS,
+    NOTEBOOK,
+    SILU_RELU,
+    mistake_cell,
+    release_notebook,
+    solution_code,
+)
+from test_seed_independence import InProcessStudent  # noqa: E402
+
+SEEDS = (17, 1_000_020)
+
+SILU_IN_OTHER_CORRECT_FORMS = {
+    "tanh": "def silu(x):\n    return x * 0.5 * (1.0 + np.tanh(0.5 * x))\n",
+    "logaddexp": "def silu(x):\n    return x * np.exp(-np.logaddexp(0.0, -x))\n",
+    "where_of_two_sigmoids": (
+        "def silu(x):\n"
+        "    with np.errstate(over='ignore', invalid='ignore'):\n"
+        "        return np.where(x >= 0, x / (1.0 + np.exp(-x)), x * np.exp(x) / (1.0 + np.exp(x)))\n"),
+    "clipped_exp": "def silu(x):\n    return x / (1.0 + np.exp(-np.clip(x, -500.0, 500.0)))\n",
+}
+
+NOT_SILU = {
+    "relu": SILU_RELU,
+    "gelu": "def silu(x):\n    return gelu(x)\n",
+}
+
+NORMS_IN_FLOAT32 = {
+    "layer_norm_astype": ("layer_norm", LN_FLOAT32),
+    "layer_norm_np_float32": ("layer_norm", (
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+        "    x = np.float32(x)\n"
+        "    centred = x - x.mean(axis=-1, keepdims=True)\n"
+        "    return gamma * centred / np.sqrt(np.mean(centred ** 2, axis=-1, keepdims=True) + eps) + beta\n")),
+    "rms_norm_astype": ("rms_norm", (
+        "def rms_norm(x, gamma, eps=1e-6):\n"
+        "    x = x.astype(np.float32)\n"
+        "    return gamma * x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)\n")),
+}
+
+
+def _namespace(*cells: str) -> dict[str, Any]:
+    """The notebook's globals after its setup cell, the solutions and then `cells`."""
+    setup = next(c for c in release_notebook().cells if c.cell_type == "code")
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    with contextlib.redirect_stdout(io.StringIO()):
+        for source in (setup.source, *solution_code().values(), *cells):
+            exec(compile(source, "<cell>", "exec"), namespace)
+    return namespace
+
+
+def _checks(session: GraderSession, seed: int, *cells: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Each graded check (worth points): its status and the mistakes it names."""
+    run = session.run({NOTEBOOK: InProcessStudent(_namespace(*cells))}, seed)
+    assert not run.broken
+    return {c.name.split("::")[1]: (c.status, c.diagnoses) for c in run.checks if c.weight > 0}
+
+
+def _failed(checks: dict[str, tuple[str, tuple[str, ...]]], problem: str) -> dict[str, tuple[str, ...]]:
+    return {name: diagnoses for name, (status, diagnoses) in checks.items()
+            if status != "passed" and name.startswith(f"test_{problem}_")}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("form", SILU_IN_OTHER_CORRECT_FORMS, ids=list(SILU_IN_OTHER_CORRECT_FORMS))
+def test_silu_in_another_correct_form_earns_every_silu_point(session, form, seed):
+    """Does SiLU written another correct way (tanh, logaddexp, np.where of the two sigmoids, a clipped
+    exp) pass every graded silu check, the large-input ones included?"""
+    assert _failed(_checks(session, seed, SILU_IN_OTHER_CORRECT_FORMS[form]), "silu") == {}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("form", NOT_SILU, ids=list(NOT_SILU))
+def test_a_silu_that_is_relu_or_gelu_earns_none_of_the_large_input_points(session, form, seed):
+    """ReLU and GELU agree with SiLU to machine precision from |x| = 50 on: does a silu that is one of
+    them still fail both large-input checks (and every other graded silu check)?"""
+    failed = _failed(_checks(session, seed, NOT_SILU[form]), "silu")
+    assert {"test_silu_survives_large_inputs[float64]", "test_silu_survives_large_inputs[float32]"} <= set(failed)
+    assert len(failed) == 6, failed
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_mask_applied_as_float64_numbers_fails_the_masked_float32_check_only(session, seed):
+    """`scores + (1 - mask) * -1e9` with the documented boolean mask makes float32 scores float64: does
+    exactly multi_head_attention's masked float32 check fail, naming the upcast, and pre_ln_block (which
+    only passes the mask on) lose nothing?"""
+    checks = _checks(session, seed, MHA_MASK_UPCAST)
+    failed = {name: diagnoses for name, (status, diagnoses) in checks.items() if status != "passed"}
+    assert failed == {"test_multi_head_attention_keeps_float32[causal_mask]": ("general.float32_upcast",)}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("form", NORMS_IN_FLOAT32, ids=list(NORMS_IN_FLOAT32))
+def test_a_norm_computed_in_float32_is_named_for_that_and_for_no_stage(session, form, seed):
+    """A norm that casts float64 x to float32 (its result float64 again through gamma) trips the probes'
+    first precise property: is every check it fails named as computed in lower precision, and only that?"""
+    problem, code = NORMS_IN_FLOAT32[form]
+    failed = _failed(_checks(session, seed, code), problem)
+    assert failed and set(failed.values()) == {(LOWER_PRECISION,)}, failed
+
+
+def test_small_float64_mistakes_are_not_taken_for_lower_precision(session):
+    """An error of float32's size made in float64 (eps doubled, eps left out) is not a lower precision:
+    is it still named as its catalogued mistake or stage?"""
+    doubled = solution_code()["layer_norm"].replace("np.sqrt(var + eps)", "np.sqrt(var + 2 * eps)")
+    failed = _failed(_checks(session, SEEDS[0], doubled), "layer_norm")
+    assert failed and all(LOWER_PRECISION not in d and d for d in failed.values()), failed
+    failed = _failed(_checks(session, SEEDS[0], mistake_cell("layer_norm.no_eps")[1]), "layer_norm")
+    assert failed and set(failed.values()) == {("layer_norm.no_eps",)}, failed
+
+
+@pytest.mark.parametrize("mistake_id", sorted(set(MISTAKE_FORMS) - {LOWER_PRECISION}))
+def test_no_catalogued_mistake_is_taken_for_lower_precision(session, mistake_id):
+    """Is every other catalogued mistake's student form, computed in float64, never named as lower precision?"""
+    checks = _checks(session, SEEDS[0], mistake_cell(mistake_id)[1])
+    assert not [name for name, (_, diagnoses) in checks.items() if LOWER_PRECISION in diagnoses]
+
+
+def test_the_correct_notebook_names_nothing(session):
+    """Does the solution pass every graded check on both seeds, naming no mistake?"""
+    for seed in SEEDS:
+        assert set(_checks(session, seed).values()) == {("passed", ())}
