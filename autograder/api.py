@@ -32,9 +32,9 @@ from .layout import (
 )
 from .notebooks import (
     RefusedFile,
-    more_code_cells_in,
-    more_code_cells_than,
     open_regular,
+    over_notebook_limits,
+    over_notebook_limits_file,
     read_regular,
     submission_entries,
 )
@@ -737,13 +737,15 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     layout = course.layout
     target = _inside(course, layout.autograded(sid, a.name))
     arriving: dict[str, bytes] = {}
+    max_bytes = int(a.limits.notebook_mb * 1024 * 1024)
     try:   # a notebook read before a later file fails is still written (as submitted)
-        _copy_for_formgrader(folder, target, max_bytes=int(a.limits.notebook_mb * 1024 * 1024), notebooks=arriving)
+        _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving)
         others = [target / name for name, mode in submission_entries(target)
                   if stat.S_ISREG(mode) and name.endswith(".ipynb") and name not in arriving]
-        # nbformat would need hundreds of MB for a notebook of very many cells
-        if not any(more_code_cells_in(data) for data in arriving.values()) and \
-                not any(more_code_cells_than(c) for c in others):
+        # nbformat would need hundreds of MB for a notebook of very many cells, outputs or other values:
+        # such a submission (refused by the grader too) is copied as submitted, without being parsed
+        if not any(over_notebook_limits(name, data) for name, data in arriving.items()) and \
+                not any(over_notebook_limits_file(c, max_bytes) for c in others):
             for report in annotate_autograded(result, a, target, layout.release(a.name), arriving=arriving):
                 if report.notebook is not None:
                     arriving.pop(report.notebook.name, None)

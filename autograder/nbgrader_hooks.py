@@ -46,6 +46,7 @@ from traitlets import Bool, Unicode, default
 from .config import Course, load_course
 from .errors import CourseError
 from .layout import NBGRADER_CONFIG, RESULTS_JSON
+from .notebooks import over_notebook_limits_file
 
 HOOKS = __name__
 # nbgrader's command-line apps that this engine routes: run with a course.yml that cannot be read,
@@ -140,7 +141,10 @@ class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
                 self.log.info("%s: %s/%s points (course autograde)", student, result.score, result.max_score)
         course = load_course(self.course_dir)
         ours = course.layout.autograded(student, assignment) / f"{notebook}.ipynb"
-        if ours.is_file():
+        max_bytes = int(course.assignment(assignment).limits.notebook_mb * 1024 * 1024)
+        # a copy over the cell or value limits (refused by the grader, copied as submitted) is not read
+        # again: nbgrader's own `nb` stands (nbformat needs about 2 KB per cell)
+        if ours.is_file() and not over_notebook_limits_file(ours, max_bytes):
             nb = nbformat.read(ours, as_version=4)
         return nb, resources
 

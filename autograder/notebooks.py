@@ -14,7 +14,6 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +26,11 @@ READ_CHUNK = 1 << 20
 # A notebook with more code cells than this is not run: the grader keeps a record per cell, and no
 # assignment needs thousands (a generated 100,000-cell notebook would cost the grader ~150 MB).
 MAX_CODE_CELLS = 5_000
+# Nor one with more cells of any kind (markdown and raw cells are parsed too: 431,000 raw cells once
+# cost the gradebook writer 811 MB), or more JSON values than this (outputs, lines, metadata entries,
+# attachments: each costs the parse memory). Counted from the bytes, before any parse.
+MAX_CELLS = 10_000
+MAX_NOTEBOOK_VALUES = 200_000
 
 
 class RefusedFile(Exception):
@@ -115,33 +119,72 @@ def hash_regular(path: Path, digest: hashlib._Hash) -> None:
 
 
 _CODE_CELL = re.compile(rb'"cell_type"\s*:\s*"code"')
+_PLAIN_STRING = re.compile(rb'"[^"]*"')         # a JSON string once its escaped quotes are taken out
 
 
-def more_code_cells_than(path: Path, limit: int = MAX_CODE_CELLS) -> bool:
-    """Whether the notebook file at `path` seems to hold more than `limit` code cells, judged from
-    its bytes without parsing it (parsing a notebook of many small cells costs far more memory)."""
-    fd = open_regular(path)
+@dataclass(frozen=True, slots=True)
+class NotebookCounts:
+    """What a notebook file holds, counted from its bytes without parsing it (see `notebook_counts`)."""
+    cells: int          # cells of every kind (each `"cell_type":` key)
+    code_cells: int     # code cells (each `"cell_type": "code"`)
+    values: int         # JSON values (every list item and object member, and the outermost value)
+
+
+def notebook_counts(data: bytes) -> NotebookCounts:
+    """Count the cells and JSON values of a notebook file's bytes without parsing it: a parse costs
+    memory per value (nbformat's, for the formgrader copy, about 2 KB per cell), so a notebook of
+    hundreds of thousands of tiny cells or outputs has to be refused before any parse. In valid JSON
+    a quote inside a string is always escaped, so `"cell_type"` between bare quotes is a key (or a
+    whole string value, which only overcounts); and once escaped backslashes and quotes are taken
+    out, every quote left opens or closes a string. At most three copies of `data` are alive at once
+    (the 1 MB pieces are scanned one at a time)."""
+    cells = data.count(b'"cell_type"')
+    code_cells = sum(1 for _ in _CODE_CELL.finditer(data))
+    plain = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    values, inside = 1, False
+    for start in range(0, len(plain), READ_CHUNK):
+        piece = plain[start:start + READ_CHUNK]
+        if inside:                              # a string that began in an earlier piece
+            end = piece.find(b'"')
+            if end < 0:
+                continue
+            piece, inside = piece[end + 1:], False
+        piece = _PLAIN_STRING.sub(b"s", piece)     # a string stays a value: `["x"]` is not empty
+        open_quote = piece.find(b'"')           # at most one is left: a string running into the next piece
+        if open_quote >= 0:
+            piece, inside = piece[:open_quote], True
+        piece = piece.translate(None, b" \t\n\r")
+        # every value but the outermost follows a comma or opens a non-empty list or object
+        values += (piece.count(b",") + piece.count(b"[") + piece.count(b"{")
+                   - piece.count(b"[]") - piece.count(b"{}"))
+    return NotebookCounts(cells=cells, code_cells=code_cells, values=values)
+
+
+def over_notebook_limits(name: str, data: bytes) -> str:
+    """Why the notebook file `data` (named `name` as shown_name writes it) is too costly to parse, or
+    "": more than MAX_CODE_CELLS code cells, MAX_CELLS cells of any kind, or MAX_NOTEBOOK_VALUES JSON
+    values. Such a notebook is not run, and its copy in autograded/ is not annotated (nor parsed)."""
+    counts = notebook_counts(data)
+    if counts.code_cells > MAX_CODE_CELLS:
+        return (f"{name} has {counts.code_cells:,} code cells, more than the {MAX_CODE_CELLS:,} that can be graded, "
+                f"so it was not run; remove generated cells and resubmit.")
+    if counts.cells > MAX_CELLS:
+        return (f"{name} has {counts.cells:,} cells (code, markdown and raw), more than the {MAX_CELLS:,} that can "
+                f"be graded, so it was not run; remove generated cells and resubmit.")
+    if counts.values > MAX_NOTEBOOK_VALUES:
+        return (f"{name} holds about {counts.values:,} JSON values (cells, outputs, lines of text, metadata), more "
+                f"than the {MAX_NOTEBOOK_VALUES:,} that can be graded, so it was not run; clear the outputs "
+                f"(Kernel > Restart & Clear Output), remove generated cells and resubmit.")
+    return ""
+
+
+def over_notebook_limits_file(path: Path, max_bytes: int) -> str:
+    """`over_notebook_limits` for the regular file `path` (see read_regular); a file over `max_bytes`
+    or that cannot be read gives that reason."""
     try:
-        return _more_code_cells(iter(lambda: os.read(fd, READ_CHUNK), b""), limit)
-    finally:
-        os.close(fd)
-
-
-def more_code_cells_in(data: bytes, limit: int = MAX_CODE_CELLS) -> bool:
-    """`more_code_cells_than` for a notebook file's bytes already read (the same chunks, the same answer)."""
-    return _more_code_cells((data[i:i + READ_CHUNK] for i in range(0, len(data), READ_CHUNK)), limit)
-
-
-def _more_code_cells(chunks: Iterable[bytes], limit: int) -> bool:
-    count, tail = 0, b""
-    for chunk in chunks:
-        block = tail + chunk
-        count += len(_CODE_CELL.findall(block))
-        tail = block[-32:]
-        count -= len(_CODE_CELL.findall(tail))     # counted again with the next chunk
-        if count > limit:
-            return True
-    return False
+        return over_notebook_limits(shown_name(path.name), read_regular(path, max_bytes))
+    except RefusedFile as exc:
+        return str(exc)
 
 
 def is_real_dir(path: Path) -> bool:
@@ -306,6 +349,9 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
         return _unreadable(path, reason)
     if not data_bytes:
         return _unreadable(path, f"{name} is an empty file; nothing could be graded.")
+    too_costly = over_notebook_limits(name, data_bytes)
+    if too_costly:
+        return _unreadable(path, too_costly)
     try:
         raw = data_bytes.decode("utf-8")
     except UnicodeDecodeError:

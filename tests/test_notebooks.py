@@ -186,3 +186,91 @@ def test_load_notes_a_copied_answer_cell_once_and_takes_the_last(tmp_path):
         "copies are not.")
     assert [c.source for c in loaded.cells][1::2] == ["def f(x):\n    return x", "def f(x):\n    return 2 * x"]
     assert len(loaded.cells) == 5
+
+
+def _generated_notebook(extra_cells: list[dict], **metadata: object) -> bytes:
+    """A notebook of one code cell defining `f`, then `extra_cells`, as compact JSON."""
+    code = {"cell_type": "code", "execution_count": None, "id": "a", "metadata": {}, "outputs": [],
+            "source": "def f():\n    return 1\n"}
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": metadata, "cells": [code, *extra_cells]},
+                      separators=(",", ":")).encode()
+
+
+def test_load_too_many_cells_of_any_kind_gives_a_reason_naming_the_limit(tmp_path):
+    """Are markdown and raw cells counted against a cap too (they are parsed like code cells), and is
+    such a notebook refused with its count and the limit rather than graded?"""
+    from autograder.notebooks import MAX_CELLS
+
+    for kind in ("markdown", "raw"):
+        path = tmp_path / f"{kind}.ipynb"
+        path.write_bytes(_generated_notebook([{"cell_type": kind, "metadata": {}, "source": ""}] * MAX_CELLS))
+        nb = load_notebook(path, max_mb=20)
+        assert not nb.readable and nb.cells == ()
+        assert nb.notes == (f"{kind}.ipynb has {MAX_CELLS + 1:,} cells (code, markdown and raw), more than the "
+                            f"{MAX_CELLS:,} that can be graded, so it was not run; remove generated cells and "
+                            f"resubmit.",)
+    path = tmp_path / "fine.ipynb"         # at the limit: graded
+    path.write_bytes(_generated_notebook([{"cell_type": "raw", "metadata": {}, "source": ""}] * (MAX_CELLS - 1)))
+    assert load_notebook(path, max_mb=20).readable
+
+
+def test_load_too_many_outputs_attachments_or_metadata_values_gives_a_reason(tmp_path):
+    """Are outputs, attachments and metadata entries, which a parse pays for one by one like cells,
+    capped as JSON values, with a reason naming the limit?"""
+    from autograder.notebooks import MAX_NOTEBOOK_VALUES
+
+    n = MAX_NOTEBOOK_VALUES
+    stream = {"output_type": "stream", "name": "stdout", "text": ""}
+    cases = {
+        "outputs": _generated_notebook([{"cell_type": "code", "execution_count": None, "metadata": {},
+                                         "outputs": [stream] * (n // 3), "source": ""}]),
+        "attachments": _generated_notebook([{"cell_type": "markdown", "metadata": {}, "source": "",
+                                             "attachments": {f"{i}.png": {"image/png": ""} for i in range(n // 2)}}]),
+        "metadata": _generated_notebook([], x=[{}] * n),
+        "lines": _generated_notebook([{"cell_type": "markdown", "metadata": {}, "source": ["a\n"] * n}]),
+    }
+    for what, data in cases.items():
+        path = tmp_path / f"{what}.ipynb"
+        path.write_bytes(data)
+        nb = load_notebook(path, max_mb=20)
+        assert not nb.readable, what
+        assert f"more than the {MAX_NOTEBOOK_VALUES:,} that can be graded, so it was not run" in nb.notes[0], what
+        assert nb.notes[0].startswith(f"{what}.ipynb holds about "), what
+
+
+def test_notebook_counts_match_the_parsed_json_whatever_the_strings_hold():
+    """Are the counts taken from the bytes those of the parsed notebook, with quotes, backslashes,
+    brackets, commas and `"cell_type": "code"` inside strings, and strings across the 1 MB pieces?"""
+    from autograder.notebooks import READ_CHUNK, notebook_counts
+
+    def values(v: object) -> int:
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        return 1 + sum(values(x) for x in items)
+
+    tricky = ['"cell_type": "code", [{,', "\\", '\\"', "\\\\\"", "{}", "[]", "x" * (READ_CHUNK - 7), ",]" * 1000]
+    cells = [{"cell_type": "markdown", "metadata": {"t": t, "l": [1, [], {}, [t]]}, "source": [t, t]} for t in tricky]
+    for separators in ((",", ":"), (", ", ": ")):
+        data = _generated_notebook(cells, empty={}, nested=[[[]]])
+        data = json.dumps(json.loads(data), separators=separators, indent=1 if separators[0] == "," else None).encode()
+        counts = notebook_counts(data)
+        assert (counts.cells, counts.code_cells) == (1 + len(tricky), 1)
+        assert abs(counts.values - values(json.loads(data))) <= 2
+
+
+def test_a_generated_notebook_of_431000_raw_cells_is_refused_before_it_is_parsed(tmp_path):
+    """Is the 19 MB notebook of 431,000 raw cells (which cost the gradebook writer 811 MB) refused
+    from its bytes, with the loading process's peak memory far below what parsing it costs?"""
+    import subprocess
+    import sys
+
+    path = tmp_path / "raw.ipynb"
+    path.write_bytes(_generated_notebook([{"cell_type": "raw", "metadata": {}, "source": ""}] * 431_000))
+    script = ("import json, re, sys; from pathlib import Path; from autograder.notebooks import load_notebook; "
+              "nb = load_notebook(Path(sys.argv[1]), max_mb=20); "
+              "hwm = re.search(r'VmHWM:\\s*(\\d+)', Path('/proc/self/status').read_text()).group(1); "
+              "print(json.dumps([nb.readable, nb.notes, int(hwm)]))")
+    # VmHWM: ru_maxrss would count pytest's own peak, from before the exec
+    out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True)
+    readable, notes, peak_kb = json.loads(out.stdout)
+    assert not readable and "has 431,001 cells (code, markdown and raw)" in notes[0]
+    assert peak_kb < 120 * 1024, f"{peak_kb / 1024:.0f} MB (json.loads alone would take ~170 MB)"

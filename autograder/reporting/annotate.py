@@ -34,7 +34,7 @@ from nbformat.v4 import rwbase
 
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
-from autograder.notebooks import cell_kind, copied_cells
+from autograder.notebooks import cell_kind, copied_cells, over_notebook_limits
 from autograder.text import shown_name
 
 from .bounds import bound_result
@@ -199,15 +199,18 @@ def _read_notebook(path: Path, data: bytes | None = None) -> tuple[Any, str]:
     """`nbformat.read(path, as_version=4)` without its validation: the notebook is validated once,
     as nbformat's writer would, when it is written back (`notebook_text`). With `data`, the bytes
     that are to be written at `path` are read instead of the file (as text, with universal newlines
-    as `open` reads it)."""
+    as `open` reads it). A notebook over the grader's cell or value limits (`over_notebook_limits`:
+    nbformat would need about 2 KB per cell) is not parsed at all."""
     try:
         if data is None:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        else:
-            text = data.decode("utf-8")
-            if "\r" in text:
-                text = text.replace("\r\n", "\n").replace("\r", "\n")
+            with open(path, "rb") as fh:
+                data = fh.read()
+        too_costly = over_notebook_limits(shown_name(path.name), data)
+        if too_costly:
+            return None, f"{shown_name(path.name)}: not annotated, too costly to read ({too_costly})"
+        text = data.decode("utf-8")
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
         return nbformat.convert(_reads(text), 4), ""
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError,
             nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:

@@ -9,6 +9,7 @@ import pytest
 from autograder.batch.writer import GradebookProcess, _one_line
 from autograder.config import load_course
 from autograder.grading.results import SubmissionResult, TestResult
+from autograder.layout import CourseLayout
 
 from .test_batch import auto_scores
 
@@ -93,3 +94,44 @@ def test_an_error_line_has_its_control_characters_written_out():
     bidirectional overrides are written out rather than acted on by the terminal that shows it?"""
     line = _one_line("gradebook: IntegrityError\n  name 'x\x1b[2K\x1b[1AFAKE\u202e'\r\n  ok")
     assert line == "gradebook: IntegrityError name 'x\\x1b[2K\\x1b[1AFAKE\\u202e' ok"
+
+
+def _writer_copies(course_dir: Path, student: str, notebook: bytes) -> tuple[dict, bytes]:
+    """(what tests.batch.writer_peak printed, the autograded copy's bytes) for a submission of `notebook`
+    sent to a real writer process with its folder to copy into autograded/."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    layout = CourseLayout(course_dir)
+    folder = layout.submission(student, "transformer-block")
+    folder.mkdir(parents=True)
+    (folder / "transformer-block.ipynb").write_bytes(notebook)
+    out = subprocess.run([sys.executable, "-m", "tests.batch.writer_peak", str(course_dir), student], cwd=ROOT,
+                         capture_output=True, text=True, check=True, timeout=300)
+    copy = layout.autograded(student, "transformer-block") / "transformer-block.ipynb"
+    return json.loads(out.stdout), copy.read_bytes()
+
+
+def test_the_writer_copies_a_notebook_of_431000_raw_cells_as_submitted_with_bounded_memory(course_copy):
+    """Does the writer copy a 19 MB notebook of 431,000 raw cells (over notebooks.MAX_CELLS) into
+    autograded/ byte for byte without parsing it, its peak memory staying near an ordinary student's
+    (parsing it with nbformat took the writer to 811 MB and stalled every later student's commit)?"""
+    import json
+
+    from conftest import PROJECT
+
+    released = PROJECT.release("transformer-block") / "transformer-block.ipynb"
+    normal, copy = _writer_copies(course_copy, "ada", released.read_bytes())
+    assert normal["recorded"] == ["ada"] and not normal["output_errors"]
+    assert b"course autograde" in copy                       # annotated, as usual
+    doc = json.loads(released.read_bytes())
+    doc["cells"] += [{"cell_type": "raw", "metadata": {}, "source": ""}] * 431_000
+    huge = json.dumps(doc, separators=(",", ":")).encode()
+    report, copy = _writer_copies(course_copy, "bob", huge)
+    assert report["recorded"] == ["bob"] and not report["output_errors"]
+    assert copy == huge                                      # as submitted: not annotated, never parsed
+    # the peak: the writer's own (its parent, tests.batch.writer_peak, holds less than this before it starts it)
+    assert report["peak_kb"] < normal["peak_kb"] + 80 * 1024, (normal["peak_kb"], report["peak_kb"])

@@ -169,6 +169,15 @@ def write_layout(attack: Attack, folder: Path, scratch: Scratch) -> None:
         doc["cells"].extend({"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {},
                              "outputs": [], "source": f"_x{i % 7} = {i}"} for i in range(100_000))
         nb.write_text(json.dumps(doc))
+    elif kind == "431k_raw_cells":      # 19.9 MB, under the corpus's 20 MB limit
+        doc = json.loads(twin_notebook(attack.twin))
+        doc["cells"] += [{"cell_type": "raw", "metadata": {}, "source": ""}] * 431_000
+        nb.write_text(json.dumps(doc, separators=(",", ":")))
+    elif kind == "outputs_flood":       # one code cell with 300,000 empty outputs (16 MB)
+        doc = json.loads(twin_notebook(attack.twin))
+        code = next(c for c in doc["cells"] if c["cell_type"] == "code")
+        code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ""}] * 300_000
+        nb.write_text(json.dumps(doc, separators=(",", ":")))
     elif kind == "200mb":
         with open(nb, "w") as fh:
             fh.write('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code", '
