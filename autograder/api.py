@@ -11,12 +11,12 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import Assignment, Course, load_course
+from .config import Assignment, Course, Limits, load_course
 from .errors import CourseError
 from .grading.results import SubmissionResult
 from .intake import BOOKKEEPING, ungraded_files
@@ -576,12 +576,30 @@ class DoctorReport:
     facts: tuple[str, ...]                        # about the machine (bubblewrap, user, namespaces, ...)
     error: str = ""                               # the sandbox did not start at all
     course: tuple[str, ...] = ()                  # what would stop autograde in the course folder
+    memory: str = ""                              # how a submission's memory is bounded here (memory_bound)
 
     @property
     def ok(self) -> bool:
         """Would `course autograde` grade here (without --insecure)?"""
         return (not self.error and not self.course
                 and all(applied for _, applied, required, _ in self.layers if required))
+
+
+def memory_bound(cgroup: bool, limits: Iterable[tuple[str, Limits]]) -> str:
+    """One line: how a submission's memory is bounded on this machine. In the cgroup (root), all its
+    processes together get memory_mb + 512 MB; without one (an ordinary user: no cgroup can be made,
+    and none is delegated to it), RLIMIT_AS bounds each process alone, so a submission that forks may
+    hold its template and `processes` forks, each at memory_mb. `limits`: (where they come from, the
+    limits), e.g. each assignment's; none: the defaults."""
+    shown = [(where, lim) for where, lim in limits] or [("the defaults", Limits())]
+    if cgroup:
+        each = "; ".join(f"{lim.memory_mb + 512:,} MB ({where})" for where, lim in shown)
+        return f"memory: all of a submission's processes together, in a cgroup: {each}"
+    worst = "; ".join(f"{lim.processes + 1} x {lim.memory_mb:,} MB = {(lim.processes + 1) * lim.memory_mb / 1024:,.0f} "
+                      f"GB ({where})" for where, lim in shown)
+    return (f"memory: PER PROCESS only on this machine (no cgroup for this user): each process of a submission "
+            f"may use limits.memory_mb, so at worst (limits.processes + 1) x memory_mb in all: {worst} "
+            f"(docs/security.md, \"Grading under an ordinary account\")")
 
 
 def course_problems(course_dir: str | Path) -> tuple[str, ...]:
@@ -636,7 +654,13 @@ def doctor(*, course_dir: str | Path | None = None, log: Log = _quiet) -> Doctor
         rows.append((layer, applied, layer in isolation.REQUIRED, note))
         mark = "ok " if applied else ("-- " if layer in isolation.OPTIONAL else "NO ")
         log(f"  {mark} {layer:<18} {note}")
-    report = DoctorReport(layers=tuple(rows), facts=facts, course=course)
+    limits: list[tuple[str, Limits]] = []
+    if course_dir is not None and not course:
+        with contextlib.suppress(CourseError, OSError):
+            limits = [(a.name, a.limits) for a in load_course(course_dir).assignments]
+    memory = memory_bound("cgroup" in info.layers, limits)
+    log(memory)
+    report = DoctorReport(layers=tuple(rows), facts=facts, course=course, memory=memory)
     if report.ok:
         log("course autograde will grade on this machine.")
     elif course and all(applied for _, applied, required, _ in rows if required):

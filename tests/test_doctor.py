@@ -122,3 +122,21 @@ def test_autograde_of_one_student_whose_folder_cannot_be_written_refuses_in_one_
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"course: error: cannot write the results: {layout.relative(layout.autograded('ada', ASSIGNMENT))}"
                    f" is not a folder"]
+
+
+def test_doctor_says_how_memory_is_bounded_and_the_worst_case_without_a_cgroup(capsys):
+    """Does `course doctor` say in one line whether a submission's memory is bounded in all (a cgroup:
+    memory_mb + 512) or per process only, then with the worst case, (processes + 1) x memory_mb?"""
+    from autograder.config import Limits, load_course
+
+    per_process = api.memory_bound(False, [("hw", Limits(processes=4, memory_mb=1024))])
+    assert per_process.startswith("memory: PER PROCESS only on this machine")
+    assert "5 x 1,024 MB = 5 GB (hw)" in per_process
+    assert "65 x 2,048 MB = 130 GB (the defaults)" in api.memory_bound(False, [])
+    assert api.memory_bound(True, []) == "memory: all of a submission's processes together, in a cgroup: 2,560 MB " \
+                                         "(the defaults)"
+    report = api.doctor(course_dir=ROOT, log=print)
+    out = capsys.readouterr().out
+    cgroup = any(layer == "cgroup" and applied for layer, applied, _, _ in report.layers)
+    limits = load_course(ROOT).assignment(ASSIGNMENT).limits
+    assert report.memory == api.memory_bound(cgroup, [(ASSIGNMENT, limits)]) and report.memory in out
