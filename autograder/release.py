@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Assignment, Course
-from .consistency import notebook_problems_found, write_points
+from .consistency import cell_name, notebook_problems_found, write_points
 from .errors import ReleaseError
 from .layout import CourseLayout
 from .markers import course_delimiters, marker_problems
@@ -118,7 +118,7 @@ def leak_check(layout: CourseLayout, assignment: Assignment) -> int:
         secret = instructor_only_lines(source_nb)
         checked += len(secret)
         rel = layout.relative(released)
-        for i, cell in enumerate(_cells(released, rel)):
+        for i, cell in enumerate(_cells(released, rel), start=1):     # numbered as Jupyter shows them
             text = _src(cell)
             for marker in MARKERS:
                 if marker in text:
@@ -181,6 +181,43 @@ def _restore(target: Path, previous: Path | None) -> None:
         os.rename(previous, target)
 
 
+def nbgrader_failure(output: str) -> str:
+    """What an nbgrader command that failed said, as one line: its last `[... | ERROR]` message with
+    the indented lines that continue it (nbgrader writes one message over several lines), but not
+    the generic "see the above traceback" ones (a logged traceback gives its exception line); else the
+    last line of error text, else the last line."""
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    blocks: list[list[str]] = []
+    current: list[str] | None = None
+    for line in lines:
+        if "| ERROR]" in line:
+            current = [line.split("| ERROR]", 1)[1].strip()]
+            blocks.append(current)
+        elif current is not None and line[:1].isspace() and not line.lstrip().startswith("Traceback"):
+            current.append(line.strip())
+        else:
+            current = None                          # the message ended (a traceback is not part of it)
+    generic = ("There was an error processing", "Please see the the above traceback", "Please see the above")
+    messages = [b[-1] if b[0].startswith("Traceback") else " ".join(b)      # a traceback: its exception line
+                for b in blocks if not b[0].startswith(generic)]
+    if messages:
+        return truncate(" ".join(messages[-1].split()), 400)
+    errors = [ln.strip() for ln in lines if "Error" in ln]
+    return errors[-1] if errors else (lines[-1].strip() if lines else "no output")
+
+
+def unversioned_cells(nb: dict[str, Any]) -> list[int]:
+    """Indexes of the cells whose nbgrader metadata has no `schema_version` (an empty `nbgrader: {}` or a
+    hand-written entry): nbgrader takes them for an old format and asks for `nbgrader update`."""
+    out = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        meta = cell.get("metadata") if isinstance(cell, dict) else None
+        nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
+        if isinstance(nbg, dict) and "schema_version" not in nbg:
+            out.append(i)
+    return out
+
+
 def release(course: Course, assignment: Assignment) -> ReleaseReport:
     """Generate release/<assignment>/ from source/<assignment>/ with nbgrader, points from course.yml,
     then check for leaks; record it in the gradebook. Nothing is changed unless every step succeeds."""
@@ -211,9 +248,11 @@ def release(course: Course, assignment: Assignment) -> ReleaseReport:
         build_db = f"sqlite:///{build.root / 'gradebook.db'}"
         proc = nbgrader(course, "generate_assignment", assignment.name, "--force", root=build.root, db_url=build_db)
         if proc.returncode != 0:
-            lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-            errors = [ln for ln in lines if "[ERROR]" in ln or "Error" in ln] or lines
-            why = errors[-1].strip() if errors else "no output"
+            why = nbgrader_failure(proc.stderr + proc.stdout)
+            stale = [f"{layout.relative(layout.source(assignment.name) / name)}: {cell_name(nb, i)}"
+                     for name, nb in sources.items() for i in unversioned_cells(nb)]
+            if stale and "old version" in why:
+                why += f" (nbgrader metadata without a schema_version: {'; '.join(stale[:5])})"
             raise ReleaseError(f"nbgrader generate_assignment {assignment.name} failed: {why} "
                                f"(nothing was changed)")
         checked = leak_check(build, assignment)

@@ -216,13 +216,17 @@ def _cell_sources(path: Path) -> list[tuple[str, str]]:
 
 
 def _differing_cells(made: list[tuple[str, str]], committed: list[tuple[str, str]]) -> str:
-    """Which cells differ, in words: "cells differ: 3, 7" or "22 cells, course release makes 24"."""
-    differ = [i for i, (a, b) in enumerate(zip(made, committed)) if a != b]
+    """Which cells differ, numbered from 1 as Jupyter shows them, in words: "cells 3 and 7 differ",
+    "cell 4 differs" or "22 cells, course release makes 24"."""
+    differ = [i + 1 for i, (a, b) in enumerate(zip(made, committed)) if a != b]
     shown = ", ".join(map(str, differ[:8])) + (f" and {len(differ) - 8} more" if len(differ) > 8 else "")
+    if len(differ) == 2:
+        shown = f"{differ[0]} and {differ[1]}"
     if len(made) != len(committed):
         return (f"{len(committed)} cells, course release makes {len(made)}"
-                + (f"; the first {min(len(made), len(committed))} differ at {shown}" if differ else ""))
-    return f"cells differ: {shown}"
+                + (f"; of the first {min(len(made), len(committed))}, cell{'s' if len(differ) > 1 else ''} "
+                   f"{shown} differ{'' if len(differ) > 1 else 's'}" if differ else ""))
+    return f"cell{'s' if len(differ) > 1 else ''} {shown} differ{'' if len(differ) > 1 else 's'}"
 
 
 def stale_release(course: Course, assignment: Assignment) -> list[str]:
@@ -232,7 +236,7 @@ def stale_release(course: Course, assignment: Assignment) -> list[str]:
     cells' types and sources compared with release/."""
     from .consistency import write_points
     from .layout import CourseLayout
-    from .release import nbgrader
+    from .release import nbgrader, nbgrader_failure
 
     layout = course.layout
     with tempfile.TemporaryDirectory(prefix="course-validate-release-") as tmp:
@@ -247,17 +251,16 @@ def stale_release(course: Course, assignment: Assignment) -> list[str]:
         proc = nbgrader(course, "generate_assignment", assignment.name, "--force", root=build.root,
                         db_url=f"sqlite:///{build.root / 'gradebook.db'}")
         if proc.returncode != 0:
-            lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
             return [f"release/ could not be compared with what course release makes of source/ now: nbgrader "
-                    f"generate_assignment failed: {truncate(lines[-1] if lines else 'no output', 200)}"]
+                    f"generate_assignment failed: {nbgrader_failure(proc.stderr + proc.stdout)}"]
         problems = []
         for name in assignment.notebooks:
             released = layout.release(assignment.name) / name
             made, committed = _cell_sources(build.release(assignment.name) / name), _cell_sources(released)
             if made != committed:
-                problems.append(f"{layout.relative(released)} is older than "
-                                f"{layout.relative(layout.source(assignment.name) / name)} and course.yml: "
-                                f"course release makes it differently now ({_differing_cells(made, committed)}); "
+                problems.append(f"{layout.relative(released)} is not what `course release` makes of "
+                                f"{layout.relative(layout.source(assignment.name) / name)} and course.yml now "
+                                f"({_differing_cells(made, committed)}), so students would get another notebook; "
                                 f"run `course release {assignment.name}`")
     return problems
 

@@ -93,7 +93,7 @@ def test_leak_check_names_the_notebook_and_cell(released, injected, message):
     try:
         with pytest.raises(ReleaseError, match=message) as info:
             leak_check(course.layout, a)
-        assert f"{CourseLayout(released).relative(path)}: cell 3" in str(info.value)
+        assert f"{CourseLayout(released).relative(path)}: cell 4 " in str(info.value)     # nb["cells"][3]
     finally:
         path.write_text(original)
 
@@ -275,3 +275,43 @@ def test_release_of_a_source_that_is_not_json_names_it_relative_to_the_course(co
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith(f"course: error: {CourseLayout(course_copy).relative(path)}: not a readable notebook")
     assert str(course_copy) not in proc.stderr
+
+
+def test_an_empty_nbgrader_entry_is_named_with_nbgrader_s_whole_message(course_copy):
+    """With a cell whose nbgrader metadata is an empty entry (which nbgrader takes for an old format), does
+    the one-line error give nbgrader's whole message, not its last line, and name the cell, with nothing
+    changed?"""
+    path = source_notebook(course_copy)
+    nb = json.loads(path.read_text())
+    index = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"
+                 and "nbgrader" not in c["metadata"])
+    nb["cells"][index]["metadata"]["nbgrader"] = {}
+    path.write_text(json.dumps(nb))
+    before = released_notebook(course_copy).read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
+                           "--course-dir", str(course_copy)], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "use an old version of the nbgrader metadata format" in proc.stderr
+    assert f"without a schema_version: {CourseLayout(course_copy).relative(path)}: cell {index + 1} (`" in proc.stderr
+    assert released_notebook(course_copy).read_bytes() == before
+
+
+def test_nbgrader_s_failure_is_its_last_message_or_its_traceback_s_exception():
+    """Is an nbgrader failure read as its last own message (continued over indented lines), a logged
+    traceback as its exception line, and nbgrader's generic closing lines skipped?"""
+    from autograder.release import nbgrader_failure
+
+    old_format = ("[GenerateAssignmentApp | INFO] Converting notebook x.ipynb\n"
+                  "[GenerateAssignmentApp | ERROR] One or more notebooks use an old version \n"
+                  "    of the metadata format. Please update it using:\n    nbgrader update .\n")
+    assert nbgrader_failure(old_format) == ("One or more notebooks use an old version of the metadata format. "
+                                            "Please update it using: nbgrader update .")
+    traceback = ("[App | ERROR] There was an error processing assignment: /tmp/x\n"
+                 "[App | ERROR] Traceback (most recent call last):\n"
+                 "      File \"clearsolutions.py\", line 168, in preprocess_cell\n        raise RuntimeError(\n"
+                 "    RuntimeError: Solution region detected in a non-solution cell\n"
+                 "[App | ERROR] There was an error processing assignment 'hw' for student '.'\n"
+                 "[App | ERROR] Please see the the above traceback for details on the specific errors\n")
+    assert nbgrader_failure(traceback) == "RuntimeError: Solution region detected in a non-solution cell"
+    assert nbgrader_failure("Traceback\nKeyError: 'x'\nexit\n") == "KeyError: 'x'"
+    assert nbgrader_failure("") == "no output"

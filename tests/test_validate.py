@@ -69,8 +69,9 @@ def test_validate_names_a_points_mismatch_with_both_numbers(course_copy):
                 f"points, course.yml gives 8 (run `course release`)") in out
         assert (f"PROBLEM: {where}/transformer-block/transformer-block.ipynb: silu: the points table in the intro "
                 f"gives 5, course.yml gives 8") in out
-    assert (f"PROBLEM: {shown(course_copy, 'release')} is older than {shown(course_copy, 'source')} and course.yml: "
-            f"course release makes it differently now (cells differ: 0); run `course release {ASSIGNMENT}`") in out
+    assert (f"PROBLEM: {shown(course_copy, 'release')} is not what `course release` makes of "
+            f"{shown(course_copy, 'source')} and course.yml now (cell 1 differs), so students would get another "
+            f"notebook; run `course release {ASSIGNMENT}`") in out
     assert f"validate {ASSIGNMENT}: 7 problem(s)" in out
 
 
@@ -151,7 +152,7 @@ def test_validate_runs_the_leak_check_on_the_release_as_committed(course_copy):
     path.write_text(json.dumps(nb))
     proc = run_validate(course_copy)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert (f"PROBLEM: {shown(course_copy, 'release')}: cell {cell} leaks an instructor-only line: "
+    assert (f"PROBLEM: {shown(course_copy, 'release')}: cell {cell + 1} leaks an instructor-only line: "
             f"'_r = np.random.default_rng(20240501)' (course release's leak check)") in proc.stdout
 
 
@@ -165,7 +166,7 @@ def test_validate_says_when_the_release_is_older_than_the_source(course_copy):
     path.write_text(json.dumps(nb))
     proc = run_validate(course_copy)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert (f"PROBLEM: {shown(course_copy, 'release')} is older than {shown(course_copy, 'source')} and course.yml: "
-            f"course release makes it differently now (cells differ: {cell}); run `course release {ASSIGNMENT}`") \
-        in proc.stdout
+    assert (f"PROBLEM: {shown(course_copy, 'release')} is not what `course release` makes of "
+            f"{shown(course_copy, 'source')} and course.yml now (cell {cell + 1} differs), so students would get "
+            f"another notebook; run `course release {ASSIGNMENT}`") in proc.stdout
     assert f"validate {ASSIGNMENT}: 1 problem(s)" in proc.stdout
