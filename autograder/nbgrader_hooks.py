@@ -231,17 +231,19 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                              "holds them (`nbgrader db assignment remove %s` takes it out of the gradebook)",
                              name, name)
         dest = self.to or "grades.csv"
+        if self.lms == "nbgrader":
+            records = [list(EXPORT_COLUMNS), *([_cell(key, row[key]) for key in EXPORT_COLUMNS] for row in rows)]
+            warnings = _identifier_warnings(rows)
+        else:
+            from .reporting.lms_export import lms_table
+
+            lms_file = lms_table(self.lms, assignments, rows, {s.id: s for s in course.students()}, lms_ids)
+            records, warnings = lms_file.records, list(lms_file.warnings)
+        for line in warnings:
+            self.log.warning(line)
         self.log.info("Exporting grades to %s", dest)
         with open_export(dest, "utf-8-sig" if self.excel else "utf-8") as fh:
-            if self.lms == "nbgrader":
-                writer = csv.DictWriter(fh, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
-                writer.writeheader()
-                writer.writerows({key: _cell(key, value) for key, value in row.items()} for row in rows)
-            else:
-                from .reporting.lms_export import lms_table
-
-                roster = {s.id: s for s in course.students()}
-                csv.writer(fh, lineterminator="\n").writerows(lms_table(self.lms, assignments, rows, roster, lms_ids))
+            csv.writer(fh, lineterminator="\n").writerows(records)
 
     def _assignments(self, gradebook: Any) -> list[Any]:
         """The gradebook's assignments that `--assignment` leaves in (all without it), in its order."""
@@ -339,9 +341,9 @@ def _stale_results(course: Course, rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _cell(column: str, value: Any) -> str:
-    """One exported field as text. Scores are rounded to 6 decimals (`lms_export.number`). A name or
-    email that a spreadsheet would take for a formula gets a leading apostrophe
-    (`lms_export.spreadsheet_text`); student ids are written as they are, since an LMS matches rows on them."""
+    """One exported field as text. Scores are rounded to 6 decimals (`lms_export.number`). A name that a
+    spreadsheet would take for a formula gets a leading apostrophe (`lms_export.spreadsheet_text`);
+    student ids and emails are written as they are, since rows are matched on them (`_identifier_warnings`)."""
     from .reporting.lms_export import number, spreadsheet_text
 
     if value is None:
@@ -352,7 +354,18 @@ def _cell(column: str, value: Any) -> str:
     return spreadsheet_text(text) if column in _TEXT_COLUMNS else text
 
 
-_TEXT_COLUMNS = frozenset({"last_name", "first_name", "email"})
+_TEXT_COLUMNS = frozenset({"last_name", "first_name"})
+
+
+def _identifier_warnings(rows: list[dict[str, Any]]) -> list[str]:
+    """A line per identifier column of the plain export (`student_id`, `email`) naming the students
+    whose value a spreadsheet would run as a formula (written exactly all the same)."""
+    from .reporting.lms_export import formula_warning
+
+    students = {r["student_id"]: r for r in rows}
+    lines = (formula_warning(column, ((sid, str(r[column] or "")) for sid, r in students.items()),
+                             "rows are matched on it") for column in ("student_id", "email"))
+    return [line for line in lines if line]
 
 
 # nbgrader's CsvExportPlugin columns, then the course's two.

@@ -33,6 +33,7 @@ class Exported:
     before: list[list[str]]               # the Canvas file before the TA's override
     canvas: list[list[str]]               # ... and after it
     moodle: list[list[str]]
+    moodle_log: str                       # the Moodle export's stderr (nbgrader's log: its warnings)
     filtered: list[list[str]]             # Canvas, --assignment transformer-block --student ada
     long: dict[str, dict[str, str]]       # the plain export's transformer-block rows, by student id
     canvas_bytes: bytes
@@ -79,7 +80,7 @@ def exported(tmp_path_factory) -> Exported:
     with open(folder / "long.csv", newline="", encoding="utf-8") as fh:
         long = {r["student_id"]: r for r in csv.DictReader(fh) if r["assignment"] == A}
     return Exported(folder, auto_score, records(folder / "before.csv"), records(folder / "canvas.csv"),
-                    records(folder / "moodle.csv"), records(folder / "filtered.csv"), long,
+                    records(folder / "moodle.csv"), runs["moodle.csv"].stderr, records(folder / "filtered.csv"), long,
                     (folder / "canvas.csv").read_bytes())
 
 
@@ -126,13 +127,18 @@ def test_canvas_export_keeps_only_the_assignment_and_student_asked_for(exported)
 
 
 def test_moodle_export_has_identifier_columns_and_no_points_row(exported):
-    """Does the Moodle file give names, Username, ID number and email, then the same scores as the Canvas
-    file, with every row after the header a student (Moodle stops at a row matching no user)?"""
-    assert exported.moodle[0] == ["First name", "Last name", "Username", "ID number", "Email address", A, QUIZ]
-    assert exported.moodle[1] == ["Ada", "Lovelace, Countess", "alovelace", "S-0001", "ada@example.edu",
+    """Does the Moodle file give names, Username and email, then the same scores as the Canvas file, with
+    every row after the header a student (Moodle stops at a row matching no user), and leave out ID number,
+    which nora has none of, with one warning line naming the column and her?"""
+    assert exported.moodle[0] == ["First name", "Last name", "Username", "Email address", A, QUIZ]
+    assert exported.moodle[1] == ["Ada", "Lovelace, Countess", "alovelace", "ada@example.edu",
                                   *exported.canvas[2][5:]]
-    assert exported.moodle[2] == ["Nora", "Noether", "nora", "", "nora@example.edu", "0.0", "0.0"]
+    assert exported.moodle[2] == ["Nora", "Noether", "nora", "nora@example.edu", "0.0", "0.0"]
     assert len(exported.moodle) == 3
+    warned = [ln for ln in exported.moodle_log.splitlines() if "ID number" in ln]
+    assert len(warned) == 1 and "ID number: left out of the Moodle file, since nora has none" in warned[0], \
+        exported.moodle_log
+    assert "WARNING" in warned[0] and "Traceback" not in exported.moodle_log
 
 
 def test_lms_setting_with_an_unknown_value_is_refused_in_one_line(exported):
@@ -153,9 +159,77 @@ def test_lms_table_names_and_logins_without_roster_columns():
              "score": 97.10924299999999},
             {"student_id": "y2", "first_name": "=Yan", "last_name": "", "email": "y@e.edu", "assignment": A,
              "score": 0.0}]
-    table = lms_table("canvas", [(A, 100.0)], rows, {"y2": RosterStudent("y2", "=Yan")}, {})
+    table = lms_table("canvas", [(A, 100.0)], rows, {"y2": RosterStudent("y2", "=Yan")}, {}).records
     assert table[2:] == [["x1", "", "", "x1", "", "97.109243"], ["'=Yan", "", "", "y2", "", "0.0"]]
     assert canvas_name({"student_id": "z", "first_name": "Zoë", "last_name": "Ångström"}) == "Ångström, Zoë"
     out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(lms_table("moodle", [(A, 100.0)], rows, {}, {}))
-    assert out.getvalue().splitlines()[1:] == [",,x1,,,97.109243", "'=Yan,,y2,,y@e.edu,0.0"]
+    csv.writer(out, lineterminator="\n").writerows(lms_table("moodle", [(A, 100.0)], rows, {}, {}).records)
+    assert out.getvalue().splitlines() == ["First name,Last name,Username,transformer-block", ",,x1,97.109243",
+                                           "'=Yan,,y2,0.0"]
+
+
+def _row(sid: str, email: str | None = None, first: str = "", last: str = "") -> dict:
+    return {"student_id": sid, "first_name": first, "last_name": last, "email": email, "assignment": A, "score": 1.0}
+
+
+def _roster(*students: RosterStudent) -> dict[str, RosterStudent]:
+    return {s.id: s for s in students}
+
+
+@pytest.mark.parametrize("blank", ["first", "later", "off-roster"])
+def test_moodle_file_never_has_an_empty_id_number_or_email_in_a_row(blank):
+    """Moodle's import keeps the previous row's user when the mapped field is empty (a first such row stops
+    the import, a later one credits the student before it): is a column with an empty cell in any row (first,
+    later, a student on no roster) left out, one warning line naming it and who lacks it, Username kept, and
+    a column every row fills kept?"""
+    full = [RosterStudent("ada", sis_user_id="S1"), RosterStudent("bob", sis_user_id="S2"),
+            RosterStudent("cy", sis_user_id="S3")]
+    rows = [_row("ada", "ada@e.edu"), _row("bob", "bob@e.edu"), _row("cy", "cy@e.edu")]
+    if blank == "first":
+        full[0], rows[0] = RosterStudent("ada"), _row("ada", " ")
+        who = "ada has"
+    elif blank == "later":
+        full[2], rows[2] = RosterStudent("cy"), _row("cy", None)
+        who = "cy has"
+    else:
+        rows.append(_row("zed"))
+        who = "zed has"
+    got = lms_table("moodle", [(A, 100.0)], rows, _roster(*full), {})
+    assert got.records[0] == ["First name", "Last name", "Username", A]
+    assert [r[2] for r in got.records[1:]] == [r["student_id"] for r in rows]
+    assert [w.split(", or fill")[0] for w in got.warnings] == [
+        f"ID number: left out of the Moodle file, since {who} none (Moodle's import gives a row whose ID number is "
+        f"empty the grades of the row before it); map Username",
+        f"Email address: left out of the Moodle file, since {who} none (Moodle's import gives a row whose Email "
+        f"address is empty the grades of the row before it); map Username"]
+    full_file = lms_table("moodle", [(A, 100.0)], rows[:2] if blank == "off-roster" else
+                          [_row(s.id, f"{s.id}@e.edu") for s in full], _roster(
+                              *(RosterStudent(s.id, sis_user_id=f"S-{s.id}") for s in full)), {})
+    assert full_file.records[0] == ["First name", "Last name", "Username", "ID number", "Email address", A]
+    assert all(all(r[2:5]) for r in full_file.records[1:]) and full_file.warnings == ()
+
+
+def test_canvas_rows_always_name_their_student():
+    """Canvas looks each row up on its own by ID, SIS User ID or SIS Login ID: does every row, a student on
+    no roster or with no LMS ids included, carry a SIS Login ID, with the five columns always written?"""
+    rows = [_row("ada"), _row("bob"), _row("zed")]
+    got = lms_table("canvas", [(A, 100.0)], rows, _roster(RosterStudent("ada", sis_user_id="S1", lms_user_id="9"),
+                                                          RosterStudent("bob")), {})
+    assert got.records[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    assert [r[3] for r in got.records[2:]] == ["ada", "bob", "zed"] and got.warnings == ()
+
+
+def test_identifiers_are_written_exactly_with_a_warning_and_names_neutralised():
+    """Is an id or email a spreadsheet would run as a formula (=, +, -, @, tab, CR) written exactly in the
+    columns an LMS matches on (an apostrophe would become part of it and match nobody), with one warning line
+    per column naming the students, while names and the section get an apostrophe?"""
+    rows = [_row("=cmd", "-x@e.edu", first="@Al", last="+Bo"), _row("ok", "ok@e.edu")]
+    roster = _roster(RosterStudent("=cmd", sis_user_id="+44", section="=S"), RosterStudent("ok", sis_user_id="S2"))
+    moodle = lms_table("moodle", [(A, 100.0)], rows, roster, {})
+    assert moodle.records[1] == ["'@Al", "'+Bo", "=cmd", "+44", "-x@e.edu", "1.0"]
+    assert [w.split(":")[0] for w in moodle.warnings] == ["Username", "ID number", "Email address"]
+    assert moodle.warnings[0].startswith("Username: =cmd starts with =, +, -, @, a tab or a carriage return, and "
+                                         "is written exactly since the LMS matches on it")
+    canvas = lms_table("canvas", [(A, 100.0)], rows, roster, {"=cmd": "@7"})
+    assert canvas.records[2] == ["'+Bo, @Al", "@7", "+44", "=cmd", "'=S", "1.0"]
+    assert [w.split(":")[0] for w in canvas.warnings] == ["ID", "SIS User ID", "SIS Login ID"]

@@ -245,7 +245,8 @@ def test_export_warns_of_an_assignment_the_gradebook_has_and_course_yml_does_not
 
 def test_export_keeps_formulas_out_of_names(course_copy):
     """Does `nbgrader export` write names a spreadsheet would run as formulas as plain text, while
-    student ids stay exactly as the roster has them?"""
+    student ids and emails (rows are matched on them) stay exactly as the roster has them, with one
+    warning line naming the student whose email a spreadsheet would run?"""
     import csv
 
     from nbgrader.api import Gradebook
@@ -261,7 +262,9 @@ def test_export_keeps_formulas_out_of_names(course_copy):
     with open(course_copy / "grades.csv", newline="", encoding="utf-8") as fh:
         rows = {row["student_id"]: row for row in csv.DictReader(fh)}
     assert (rows["eve"]["first_name"], rows["eve"]["last_name"], rows["eve"]["email"]) == (
-        "'=HYPERLINK(\"http://x\")", "'+Smith", "'@eve")
+        "'=HYPERLINK(\"http://x\")", "'+Smith", "@eve")
+    warned = [ln for ln in done.stderr.splitlines() if "a carriage return" in ln]
+    assert len(warned) == 1 and "email: eve starts with =, +, -, @" in warned[0], done.stderr
     assert rows["ann"]["last_name"] == "'-Lee" and rows["ann"]["first_name"] == "Ann"
     assert rows["ann"]["email"] == "ann@example.edu"
     assert {row["score"] for row in rows.values()} == {"0.0"}
