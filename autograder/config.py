@@ -248,6 +248,14 @@ class RosterStudent:
     section: str = ""
 
 
+def roster_id_problem(student: str) -> str | None:
+    """Why `student` cannot be an id on a roster (whitespace, `;`, `/`, `\\` or `,` in it: most likely a
+    CSV separated by `;` or tabs, read as one id per line), or None."""
+    if any(ch.isspace() or ch in ";/\\," for ch in student):
+        return "it holds whitespace, ';', '/', '\\' or ','"
+    return None
+
+
 # The roster's optional columns, each a RosterStudent field of the same name.
 ROSTER_COLUMNS = ("first_name", "last_name", "email", "lms_user_id", "sis_user_id", "sis_login_id", "section")
 
@@ -327,7 +335,7 @@ class Course:
             out = [(n, RosterStudent(ln.strip())) for n, ln in lines]
         first: dict[str, int] = {}
         for n, student in out:
-            if any(ch.isspace() or ch in ";/\\," for ch in student.id):
+            if roster_id_problem(student.id) is not None:
                 raise ConfigError(f"{name}: line {n}: {schema.show(student.id)} is not a student id (a CSV roster "
                                   f"is comma-separated, with an 'id' column; otherwise one id per line)")
             if first.setdefault(student.id, n) != n:

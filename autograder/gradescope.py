@@ -34,7 +34,6 @@ import csv
 import io
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -46,15 +45,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import Course, course_data, load_course
+from .config import Course, course_data, load_course, roster_id_problem
 from .errors import CourseError
 from .layout import (
     INSTRUCTOR_CODE,
     NBGRADER_CONFIG,
     ROSTER_FILE,
     CourseLayout,
+    student_id_problem,
 )
 from .reporting.results_json import VISIBILITIES, atomic_write_text
+from .text import shown_name, truncate
 
 ROOT_ENV = "COURSE_GRADESCOPE_ROOT"        # the /autograder folder (tests grade in a temporary one)
 VENV_ENV = "COURSE_GRADESCOPE_VENV"        # the venv setup.sh builds (tests use the project's own)
@@ -72,7 +73,6 @@ ENGINE_FILES = ("pyproject.toml", "constraints.txt")
 SOURCE, SUBMISSION, RESULTS, METADATA, WORK = "source", "submission", "results", "submission_metadata.json", "course"
 
 FALLBACK_STUDENT = "student"               # when the metadata names nobody usable
-_ID = re.compile(r"[A-Za-z0-9_@+-][A-Za-z0-9_@.+-]*")   # an id that is a folder name and a roster entry
 _SKIPPED = ("__MACOSX", ".ipynb_checkpoints")           # an archiver's and Jupyter's folders
 
 
@@ -113,7 +113,7 @@ def build_bundle(course_dir: str | Path, assignment: str, *, to: str | Path | No
         _stage_course(course, a.name, CourseLayout(stage / COURSE))
         (stage / SETTINGS).write_text(json.dumps({"assignment": a.name, "visibility": visibility}, indent=2) + "\n")
         _write_script(stage / "setup.sh", setup_script())
-        _write_script(stage / "run_autograder", run_script())
+        _write_script(stage / "run_autograder", run_script(visibility))
         load_course(stage / COURSE).assignment(a.name)          # the bundled course reads as it will on Gradescope
         return Bundle(dest, _zip(stage, dest))
 
@@ -211,10 +211,10 @@ chmod 0755 "$source_dir/run_autograder"
 """
 
 
-def run_script() -> str:
-    """run_autograder: the bundled engine (on PYTHONPATH) in setup.sh's venv. A valid results.json
-    even when Python cannot start."""
-    fallback = json.dumps({"score": 0.0, "output": _SETUP_FAILED, "visibility": "visible", "tests": []})
+def run_script(visibility: str = "visible") -> str:
+    """run_autograder: the bundled engine (on PYTHONPATH) in setup.sh's venv. A valid results.json, with
+    the bundle's `visibility`, even when Python cannot start."""
+    fallback = json.dumps({"score": 0.0, "output": _SETUP_FAILED, "visibility": visibility, "tests": []})
     return f"""#!/usr/bin/env bash
 # Gradescope runs this for every submission: grade /autograder/submission with the bundled course,
 # write /autograder/results/results.json ({ROOT_ENV} and {VENV_ENV} move the root and the venv).
@@ -271,7 +271,7 @@ def _grade(root: Path, assignment: str, log: Callable[[str], None]) -> dict[str,
         shutil.rmtree(work)
     shutil.copytree(root / SOURCE / COURSE, work)
     metadata = _metadata(root / METADATA)
-    student = student_id(metadata)
+    student, id_notes = student_id(metadata)
     user = _users(metadata)[0] if _users(metadata) else {}
     roster = io.StringIO()
     csv.writer(roster, lineterminator="\n").writerows([("id", "first_name", "email"),
@@ -279,10 +279,10 @@ def _grade(root: Path, assignment: str, log: Callable[[str], None]) -> dict[str,
     (work / ROSTER_FILE).write_text(roster.getvalue(), encoding="utf-8")
     course = load_course(work)
     a = course.assignment(assignment)
-    notes = place_notebooks(root / SUBMISSION, course.layout.submission(student, a.name), a.notebooks)
+    notes = id_notes + place_notebooks(root / SUBMISSION, course.layout.submission(student, a.name), a.notebooks)
     for note in notes:
         log(f"run_autograder: {note}")
-    command = [sys.executable, "-m", "autograder.cli", "autograde", a.name, "--student", student,
+    command = [sys.executable, "-m", "autograder.cli", "autograde", a.name, f"--student={student}",  # may start with -
                "--course-dir", str(work), "--wait"]
     log(f"run_autograder: {' '.join(shlex.quote(c) for c in command)}")
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -317,17 +317,37 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def student_id(metadata: dict[str, Any]) -> str:
-    """The id a submission is graded under (it seeds the hidden inputs): the first user's `sid`
-    (Gradescope's Student ID), else their email, else their Gradescope user id, else "student". A
-    group submission is graded once, under its first user."""
+_ID_KEYS = {"sid": "Student ID", "email": "email", "id": "Gradescope user id"}
+
+
+def student_id(metadata: dict[str, Any]) -> tuple[str, list[str]]:
+    """The id a submission is graded under (it seeds the hidden inputs), and a note for each value
+    given but passed over: the first user's `sid` (Gradescope's Student ID), else their email, else
+    their Gradescope user id, else "student". A value is taken when the course would take it as a
+    student id (`id_problem`). A group submission is graded once, under its first user."""
+    passed: list[tuple[str, str, str]] = []       # (key, value, why not)
+    chosen = FALLBACK_STUDENT
     for user in _users(metadata)[:1]:
-        for key in ("sid", "email", "id"):
+        for key in _ID_KEYS:
             value = user.get(key)
             text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
-            if _ID.fullmatch(text):
-                return text
-    return FALLBACK_STUDENT
+            why = id_problem(text) if text else None
+            if text and why is None:
+                chosen = text
+                break
+            if text and why is not None:
+                passed.append((key, text, why))
+    notes = [f"Your {_ID_KEYS[key]} on Gradescope ({shown_name(truncate(text, 60))!r}) cannot be a student id "
+             f"here ({why}), so this submission was graded as student {shown_name(truncate(chosen, 60))!r}."
+             for key, text, why in passed]
+    return chosen, notes
+
+
+def id_problem(text: str) -> str | None:
+    """Why `text` cannot be the id of a submission graded here, or None: the rule `course autograde
+    --student` applies (`layout.student_id_problem`: no path, hidden folder, control character, or more
+    than MAX_ID_BYTES) and the roster's (`config.roster_id_problem`: the id goes on the run's roster)."""
+    return student_id_problem(text) or roster_id_problem(text)
 
 
 def _notebooks(folder: Path) -> Iterator[Path]:
@@ -347,7 +367,7 @@ def place_notebooks(submission: Path, dest: Path, expected: tuple[str, ...]) -> 
     Each expected notebook is taken from the submission's top folder, else from the one subfolder
     that holds a file of that name; an assignment of one notebook takes the submission's only
     notebook whatever its name. Anything else is not copied (the grader then reports the missing
-    notebook). Only regular files are read."""
+    notebook, after a note naming the notebooks that were found). Only regular files are read."""
     dest.mkdir(parents=True, exist_ok=True)
     found = list(_notebooks(submission)) if submission.is_dir() else []
     notes = []
@@ -361,11 +381,25 @@ def place_notebooks(submission: Path, dest: Path, expected: tuple[str, ...]) -> 
         elif len(expected) == 1 and len(found) == 1:
             chosen = found[0]
         else:
+            if len(named) > 1:
+                notes.append(f"Your submission holds {_listed(named, submission)}, none of them in its top folder, "
+                             f"so none was graded as {name}. Submit one {name}.")
+            elif found:
+                notes.append(f"Your submission holds no notebook named {name}, so none was graded as {name} (it "
+                             f"holds {_listed(found, submission)}). Submit your notebook as {name}.")
             continue
         if chosen != submission / name:
             notes.append(f"Your notebook {chosen.relative_to(submission).as_posix()} was graded as {name}.")
         shutil.copyfile(chosen, dest / name, follow_symlinks=False)
     return notes
+
+
+def _listed(paths: list[Path], folder: Path, shown: int = 5) -> str:
+    """`paths` relative to `folder`, as a student reads them: "a.ipynb and work/b.ipynb"."""
+    names = [shown_name(p.relative_to(folder).as_posix()) for p in paths]
+    if len(names) > shown:
+        names = [*names[:shown], f"{len(names) - shown} more notebooks"]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,9 @@ CONFIG_FILE = "course.yml"
 NBGRADER_CONFIG = "nbgrader_config.py"
 RESULTS_JSON = "results.json"
 ROSTER_FILE = "roster.csv"          # the conventional roster name (course.yml's `roster` may say otherwise)
+# The longest student id, in UTF-8 bytes: a file name is at most 255 bytes, and the course writes files named
+# after the id with more around it (the background commit's `.<student>.json.<random>.tmp`).
+MAX_ID_BYTES = 200
 
 # nbgrader's names for its steps; the per-student ones hold <student>/<assignment>/
 Step = Literal["source", "release", "submitted", "autograded", "feedback"]
@@ -50,8 +53,8 @@ COURSE_PARTS = (CONFIG_FILE, ROSTER_FILE, NBGRADER_CONFIG, "source", "release", 
 
 def student_id_problem(student: str) -> str | None:
     """Why `student` cannot be a student's folder under submitted/, autograded/ and feedback/ (empty,
-    a path that leaves the step folder, a hidden folder, a name that is not UTF-8 or holds a control
-    character), or None."""
+    a path that leaves the step folder, a hidden folder, a name that is not UTF-8, holds a control
+    character or is too long), or None."""
     if not student:
         return "it is empty"
     if "/" in student or "\0" in student:
@@ -65,11 +68,14 @@ def student_id_problem(student: str) -> str | None:
 def name_problem(name: str) -> str | None:
     """Why a folder name under submitted/ cannot be a student id whatever it says: "is not valid UTF-8"
     or "holds a control character" (an id is printed in the summary and stored in the gradebook,
-    where an escape sequence would rewrite a TA's terminal); None when it can."""
+    where an escape sequence would rewrite a TA's terminal), or is longer than MAX_ID_BYTES (the files
+    named after it would not fit a file name); None when it can."""
     if not utf8_name(name):
         return "is not valid UTF-8"
     if NAME_CONTROL.search(name) is not None:
         return "holds a control character"
+    if len(name.encode("utf-8")) > MAX_ID_BYTES:
+        return f"is longer than {MAX_ID_BYTES} bytes"
     return None
 
 

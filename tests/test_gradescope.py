@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from autograder import gradescope
-from autograder.layout import EXAMPLES, INSTRUCTOR_CODE, ROSTER_FILE, STUDENT_STEPS, CourseLayout
+from autograder.layout import EXAMPLES, INSTRUCTOR_CODE, MAX_ID_BYTES, ROSTER_FILE, STUDENT_STEPS, CourseLayout
 from conftest import ROOT, copy_course
 
 ASSIGNMENT, PACKAGE, NOTEBOOK = "transformer-block", "transformer_block", "transformer-block.ipynb"
@@ -156,7 +156,7 @@ def test_a_broken_notebook_gets_a_valid_results_json(built, tmp_path):
 @pytest.mark.parametrize("venv", ["project", "missing"])
 def test_a_grader_that_cannot_run_still_writes_results(built, tmp_path, venv):
     """When the bundled course cannot be read, or the venv is missing, is results.json still valid, 0,
-    and telling the student it is not their notebook's fault?"""
+    telling the student it is not their notebook's fault, and with the bundle's visibility (after_due_date)?"""
     root = autograder_root(tmp_path, built.bundle)
     shutil.copy(EXAMPLE.submission("edsger", ASSIGNMENT) / NOTEBOOK, root / gradescope.SUBMISSION / NOTEBOOK)
     (root / gradescope.SOURCE / "course" / "course.yml").write_text("assignments: [")
@@ -168,14 +168,16 @@ def test_a_grader_that_cannot_run_still_writes_results(built, tmp_path, venv):
     doc = json.loads((root / gradescope.RESULTS / "results.json").read_text())
     assert_gradescope_results(doc)
     assert doc["score"] == 0.0 and doc["tests"] == [] and "not a problem in your notebook" in doc["output"]
+    assert doc["visibility"] == "after_due_date"
 
 
 @pytest.mark.parametrize(("files", "taken", "noted"), [
     ({NOTEBOOK: "a", f"sub/{NOTEBOOK}": "b"}, "a", False),          # the top folder's first
     ({f"sub/{NOTEBOOK}": "b", "other.ipynb": "c"}, "b", True),       # the one of that name, in a subfolder
     ({"sub/my work.ipynb": "c"}, "c", True),                         # the only notebook, renamed
-    ({"a.ipynb": "a", "b.ipynb": "b"}, None, False),                 # two others: neither guessed
+    ({"a.ipynb": "a", "b.ipynb": "b"}, None, True),                  # two others: neither guessed, both named
     ({"__MACOSX/x.ipynb": "m", ".ipynb_checkpoints/y.ipynb": "k"}, None, False),
+    ({f"x/{NOTEBOOK}": "x", f"y/{NOTEBOOK}": "y"}, None, True),      # two of that name in subfolders
 ])
 def test_place_notebooks_finds_the_notebook_sensibly(tmp_path, files, taken, noted):
     """Which submitted notebook is graded as the assignment's, and is the student told when it was renamed?"""
@@ -186,6 +188,20 @@ def test_place_notebooks_finds_the_notebook_sensibly(tmp_path, files, taken, not
     notes = gradescope.place_notebooks(submission, dest, (NOTEBOOK,))
     assert ((dest / NOTEBOOK).read_text() if (dest / NOTEBOOK).exists() else None) == taken
     assert bool(notes) == noted
+    if noted and taken is None:                  # the notebooks found are named, so the student can fix it
+        seen = [name for name in files if not name.startswith(("__MACOSX", "."))]
+        assert len(notes) == 1 and all(name in notes[0] for name in seen), notes
+
+
+def test_place_notebooks_names_what_it_found_when_nothing_fits(tmp_path):
+    """With a.ipynb and work/b.ipynb and no transformer-block.ipynb, does the note say exactly that?"""
+    submission = tmp_path / "submission"
+    (submission / "work").mkdir(parents=True)
+    (submission / "a.ipynb").write_text("a")
+    (submission / "work" / "b.ipynb").write_text("b")
+    assert gradescope.place_notebooks(submission, tmp_path / "dest", (NOTEBOOK,)) == [
+        f"Your submission holds no notebook named {NOTEBOOK}, so none was graded as {NOTEBOOK} (it holds a.ipynb "
+        f"and work/b.ipynb). Submit your notebook as {NOTEBOOK}."]
 
 
 def test_place_notebooks_follows_no_link(tmp_path):
@@ -205,7 +221,36 @@ def test_place_notebooks_follows_no_link(tmp_path):
     ([{"name": "x"}, {"sid": "second"}], gradescope.FALLBACK_STUDENT),
     ([{"sid": "../up"}], gradescope.FALLBACK_STUDENT),
     ("not a list", gradescope.FALLBACK_STUDENT),
+    ([{"sid": "zoë", "email": "z@b.edu"}], "zoë"),                        # as `course autograde --student zoë`
+    ([{"sid": "-s1", "email": "z@b.edu"}], "-s1"),
+    ([{"sid": "x" * (MAX_ID_BYTES + 1), "email": "z@b.edu", "id": 5}], "z@b.edu"),
+    ([{"sid": "ë" * (MAX_ID_BYTES // 2 + 1), "email": "", "id": 5}], "5"),   # bytes, not characters
+    ([{"sid": "a\x1b[2Kb", "email": "z@b.edu"}], "z@b.edu"),
 ])
 def test_student_id_comes_from_the_first_user(users, sid):
-    """Is the id the first user's Student ID, else email, else Gradescope id, else a fixed one, never a path?"""
-    assert gradescope.student_id({"users": users}) == sid
+    """Is the id the first user's Student ID, else email, else Gradescope id, else a fixed one, taken by the
+    rule the course takes student ids by (non-ASCII letters in, a path, control character or an id longer
+    than a file name allows out), with a note for the student when a Student ID was given and passed over?"""
+    chosen, notes = gradescope.student_id({"users": users})
+    assert chosen == sid
+    given = users[0].get("sid") if isinstance(users, list) and users else None
+    if given and given != sid:
+        assert len(notes) == 1 and notes[0].startswith("Your Student ID on Gradescope (") and f"'{sid}'" in notes[0]
+        assert "\x1b" not in notes[0] and len(notes[0]) < 300
+    else:
+        assert notes == []
+
+
+def test_a_student_id_too_long_for_a_file_name_is_graded_under_the_email(built, tmp_path):
+    """Does a 300-character Student ID grade the notebook under the student's email (not crash with "File
+    name too long" and score 0), and say so in results.json's output and on stdout?"""
+    root = autograder_root(tmp_path, built.bundle)
+    shutil.copy(EXAMPLE.submission("edsger", ASSIGNMENT) / NOTEBOOK, root / gradescope.SUBMISSION / NOTEBOOK)
+    (root / gradescope.METADATA).write_text(json.dumps({"users": [{"email": "ed@example.edu", "sid": "7" * 300}]}))
+    proc, doc = run_autograder(root)
+    assert proc.returncode == 0, proc.stderr
+    assert_gradescope_results(doc)
+    assert doc["extra_data"]["student"] == "ed@example.edu" and doc["score"] > 0
+    note = "graded as student 'ed@example.edu'"
+    assert doc["output"].startswith("Your Student ID on Gradescope (") and note in doc["output"].splitlines()[0]
+    assert f"longer than {MAX_ID_BYTES} bytes" in doc["output"] and note in proc.stdout
