@@ -74,3 +74,31 @@ def test_demo_scores_do_not_depend_on_the_hidden_draw(demo, tmp_path):
         again = json.loads(CourseLayout(folder).results_json(student, "transformer-block").read_text())
         assert again["extra_data"]["seed"] == 1 != first["extra_data"]["seed"]
         assert again["score"] == first["score"], student
+
+
+def test_a_cells_syntax_warning_reaches_results_json_and_the_page(tmp_path):
+    """A student compares strings with `is` (`norm is "layernorm"`), which interned strings let pass
+    in Jupyter and the grader's strings do not: is compiling the cell's SyntaxWarning a note, with the
+    cell and the line, in results.json and on the feedback page, beside the checks it costs?"""
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    layout = CourseLayout(folder)
+    path = layout.submission("ada", "transformer-block") / "transformer-block.ipynb"
+    nb = json.loads(path.read_text())
+    cell = next(c for c in nb["cells"]
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "count_block_params_solution")
+    source = "".join(cell["source"])
+    assert 'if norm == "layernorm"' in source
+    cell["source"] = source.replace('if norm == "layernorm"', 'if norm is "layernorm"')
+    path.write_text(json.dumps(nb))
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--student",
+                           "ada", "--course-dir", str(folder)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(layout.results_json("ada", "transformer-block").read_text())
+    notes = [n for n in results["extra_data"]["notes"] if "SyntaxWarning" in n]
+    assert len(notes) == 1 and "`def count_block_params`" in notes[0] and '"is" with a' in notes[0], notes
+    assert notes[0].endswith('`per_norm = 2 * d_model if norm is "layernorm" else d_model`')
+    assert notes[0] in results["output"] and results["score"] < 100
+    page = (layout.feedback("ada", "transformer-block") / "transformer-block.html").read_text()
+    assert "SyntaxWarning: &#34;is&#34; with a" in page

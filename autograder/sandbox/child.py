@@ -56,6 +56,8 @@ if TYPE_CHECKING:       # annotations only: nothing more is imported into the sa
 OUTPUT_CHARS = 8 * 1024           # default characters of output kept per cell or call (head and tail)
 MESSAGE_LIMIT = 2000              # characters of an exception message
 MAX_WARNINGS = 20
+MAX_COMPILE_WARNINGS = 3          # compile-time warnings noted per cell (the rest counted in one more note)
+MAX_COMPILE_NOTES = 20            # and per notebook
 SNAPSHOT_DEPTH = 8                # how deep argument containers are searched for arrays
 WARM_UP_ROUNDS = 12               # call requests (one-by-one and batched) in `warm_up`
 
@@ -64,6 +66,9 @@ _exec = exec
 _compile = compile
 _catch_warnings = warnings.catch_warnings
 _simplefilter = warnings.simplefilter
+# What compiling a cell may warn about its source: `x is "literal"`, an invalid escape sequence ("\\d",
+# a SyntaxWarning from Python 3.12, a DeprecationWarning before), `assert (x, "message")`, ...
+_COMPILE_WARNINGS = (SyntaxWarning, DeprecationWarning)
 _errstate = np.errstate
 _ndarray = np.ndarray
 _signature = inspect.signature
@@ -312,6 +317,7 @@ class Runner:
         self.reply_caps = _TRUSTED_CAPS
         self._notes: list[str] | None = None
         self._label = ""
+        self._compile_notes = 0                       # compile-time warnings noted so far (MAX_COMPILE_NOTES)
         ipython = _NoIPython(self)
         self.ns: dict[str, Any] = {
             "__name__": "__main__",
@@ -370,7 +376,7 @@ class Runner:
             source = "\n".join(lines)
             notes.append(f"{label}: ran the cell without its `{magic}` line")
         try:
-            code = _compile(source, filename, "exec", dont_inherit=True)
+            code = self._compile_noting(source, filename, label, notes)
         except SyntaxError as first_error:
             stripped, more = _strip_magics(label, source)
             if not more:
@@ -378,7 +384,7 @@ class Runner:
             notes.extend(more)
             source = stripped
             try:
-                code = _compile(source, filename, "exec", dont_inherit=True)
+                code = self._compile_noting(source, filename, label, notes)
             except SyntaxError as exc:
                 return None, notes, self._syntax_error(exc, filename, label, source)
             except Exception as exc:  # noqa: BLE001 - null bytes, too deeply nested, ...
@@ -387,6 +393,53 @@ class Runner:
             return None, notes, {"error_type": _type_name(exc), "message": _safe_str(exc), "where": ""}
         self._register(filename, label, source)
         return code, notes, None
+
+    def _compile_noting(self, source: str, filename: str, label: str, notes: list[str]) -> CodeType:
+        """`compile(source)`, with each warning compiling gave about the source added to `notes`
+        ("<label>: SyntaxWarning: "is" with a literal. Did you mean "=="? — line 3: `if norm is "ln":`"):
+        Jupyter shows such a warning once above the cell's output, where it is easily missed, and
+        code like `x is "literal"` can work there (interned strings) and not here. At most
+        MAX_COMPILE_WARNINGS per cell and MAX_COMPILE_NOTES per notebook; the compiled code, and a
+        SyntaxError, are what compile gives. A notebook that made some warning an error (`warnings.
+        simplefilter("error")`) compiles as it did, its warnings then not noted: as in Jupyter, the
+        cell's warning may be a SyntaxError."""
+        filters = getattr(warnings, "filters", None)
+        if type(filters) is not list or not all(type(f) is tuple and f and type(f[0]) is str and f[0] != "error"
+                                                for f in filters):
+            return _compile(source, filename, "exec", dont_inherit=True)
+        with _catch_warnings(record=True) as caught:
+            for category in _COMPILE_WARNINGS:
+                _simplefilter("always", category)
+            code = _compile(source, filename, "exec", dont_inherit=True)
+        found: list[str] = []
+        try:
+            self._compile_warnings(caught, source, filename, label, found)
+        except Exception:  # noqa: BLE001 - a warnings module the notebook replaced: the cell runs without notes
+            pass
+        room = max(0, MAX_COMPILE_NOTES - self._compile_notes)
+        shown = found[:min(MAX_COMPILE_WARNINGS, room)]
+        if len(found) > len(shown) and room > len(shown):
+            shown.append(f"{label}: more compile-time warnings like these, not shown")
+        self._compile_notes += len(shown)
+        notes.extend(shown)
+        return code
+
+    @staticmethod
+    def _compile_warnings(caught: Any, source: str, filename: str, label: str, found: list[str]) -> None:
+        """One note per distinct warning in `caught` about the cell `filename`, added to `found`."""
+        lines = source.split("\n")
+        for w in caught or ():
+            category = getattr(w.category, "__name__", "Warning")
+            if type(w.filename) is not str or w.filename != filename or type(category) is not str:
+                continue
+            line = w.lineno if type(w.lineno) is int else 0
+            text = lines[line - 1].strip()[:120] if 0 < line <= len(lines) else ""
+            where = f" \u2014 line {line}: `{text}`" if text else (f" \u2014 line {line}" if line else "")
+            note = f"{label}: {category[:60]}: {_safe_str(w.message, 200)}{where}"
+            if note not in found:
+                found.append(note)
+            if len(found) > 2 * MAX_COMPILE_WARNINGS:
+                break
 
     def _syntax_error(self, exc: SyntaxError, filename: str, label: str, source: str) -> dict[str, Any]:
         self._register(filename, label, source)

@@ -130,6 +130,32 @@ def test_syntax_error_is_reported_with_its_line(submit):
     assert report.cell(2).status == "ok"
 
 
+def test_compile_time_warnings_of_a_cell_are_notes_with_their_line(submit):
+    """Is a SyntaxWarning compiling a cell gives (`x is "literal"`, which Jupyter's interned strings can
+    let pass) a note naming the cell, the warning and its line, while the cell runs as compiled?"""
+    sb, report = run(submit, 'def pick(norm):\n    if norm is "layernorm":\n        return 1\n    return 2',
+                     'pattern = "\\d+"\nvalue = pick("layer" + "norm".strip())')
+    first, second = report.cell(1), report.cell(2)
+    assert first.status == second.status == "ok"
+    assert len(first.notes) == 1 and first.notes[0].startswith("the 1st code cell (`def pick`): SyntaxWarning: ")
+    assert '"is" with a' in first.notes[0] and first.notes[0].endswith(' \u2014 line 2: `if norm is "layernorm":`')
+    assert len(second.notes) == 1 and "invalid escape sequence" in second.notes[0]
+    assert second.notes[0].endswith("\u2014 line 1: `pattern = \"\\d+\"`")
+    assert sb.call("pick", ("layernorm",)).value == 2     # a string from the grader is not the interned literal
+
+
+def test_compile_time_warnings_are_bounded_per_cell_and_never_stop_a_cell(submit):
+    """Are a cell's many compile-time warnings cut to a few notes, and does a notebook that made warnings
+    errors get, as in Jupyter, a SyntaxError for a cell that warns?"""
+    many = "\n".join(f'a{i} = {i} is "x{i}"' for i in range(12))
+    _, report = run(submit, many, 'import warnings\nwarnings.simplefilter("error")', 'b = 1 is "y"', "c = 3")
+    notes = report.cell(1).notes
+    assert report.cell(1).status == "ok" and len(notes) == 4
+    assert notes[-1].endswith("more compile-time warnings like these, not shown")
+    assert (report.cell(3).status, report.cell(3).error_type, report.cell(3).notes) == ("error", "SyntaxError", ())
+    assert report.cell(4).status == "ok"
+
+
 def test_line_magics_and_shell_lines_are_skipped_with_notes(submit):
     """Are `%magic`, `!shell` and `x?` lines replaced by pass (indentation kept) and noted?"""
     sb, report = run(submit,
