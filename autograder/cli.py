@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 from . import __version__
 from .errors import CourseError
 from .slowimports import skip_format_checkers
+from .text import plural
 from .toolpath import tools_on_path
 
 # The engine (autograder.api, autograder.config) is imported where used: `course autograde`
@@ -180,8 +181,8 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
         for line in extension_problems(course, a, (r.student for r in batch.results)):
             print(f"WARNING: {line}")
     if batch.not_submitted:
-        print(f"no submission from {len(batch.not_submitted)} roster student(s), each scored 0 in the gradebook: "
-              f"{', '.join(batch.not_submitted)}")
+        missing = plural(len(batch.not_submitted), "roster student")
+        print(f"no submission from {missing}, each scored 0 in the gradebook: {', '.join(batch.not_submitted)}")
     for err in batch.gradebook_errors:
         print(f"gradebook: {err}", file=sys.stderr)
     for err in batch.output_errors:
@@ -198,7 +199,7 @@ def _feedback(course_dir: str, assignment: str, student: str | None) -> int:
     report = api.feedback(course_dir, assignment, student=student, log=_log)
     course = load_course(course_dir)
     layout = course.layout
-    print(f"\n{len(report.written)} feedback page(s) written under "
+    print(f"\n{plural(len(report.written), 'feedback page')} written under "
           f"{layout.relative(layout.feedback('<student>', report.assignment))}/")
     if report.not_graded:
         print(f"not graded yet (run `course autograde {report.assignment}`): {', '.join(report.not_graded)}")
@@ -226,7 +227,7 @@ def _validate(course_dir: str, assignment: str | None) -> int:
         report = api.validate(course_dir, name, log=_log)
         for problem in report.problems:
             print(f"PROBLEM: {problem}")
-        print(f"validate {name}: ok" if report.ok else f"validate {name}: {len(report.problems)} problem(s)")
+        print(f"validate {name}: ok" if report.ok else f"validate {name}: {plural(len(report.problems), 'problem')}")
         failed += not report.ok
     return 1 if failed else 0
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .layout import utf8_name
-from .text import shown_name, truncate
+from .text import plural, shown_name, truncate
 
 READ_CHUNK = 1 << 20
 # A notebook with more code cells than this is not run: the grader keeps a record per cell, and no
@@ -398,7 +398,8 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
         cells.append(CodeCell(index=i, source=src, label=cell_label(number, src), test_of=_test_of(cell)))
     notes += copied_cell_notes(name, raw_cells, source_key)
     if skipped:
-        notes.append(f"{name}: {skipped} code cell(s) had malformed source and were skipped.")
+        were = "was" if skipped == 1 else "were"
+        notes.append(f"{name}: {plural(skipped, 'code cell')} had malformed source and {were} skipped.")
     if not cells:
         notes.append(f"{name} has no code cells; none of your functions could be found.")
     return LoadedNotebook(path=path, cells=tuple(cells), notes=tuple(notes), readable=bool(cells))

@@ -1,4 +1,4 @@
-"""Small text helpers shared by every stage (truncation, articles, control characters written out).
+"""Small text helpers shared by every stage (truncation, plurals, articles, control characters written out).
 
 Standard library only and no imports from the rest of the package, so that any module may use it,
 the sandboxed child included.
@@ -17,6 +17,11 @@ def truncate(text: str, limit: int) -> str:
     if limit < len(ELLIPSIS):
         raise ValueError(f"limit must be at least {len(ELLIPSIS)}, got {limit}")
     return text if len(text) <= limit else text[: limit - len(ELLIPSIS)] + ELLIPSIS
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """`n` and the word for that many: "1 time", "2 times", "0 days"; `many` for an irregular plural."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def with_article(word: str) -> str:

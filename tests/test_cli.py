@@ -266,7 +266,7 @@ def test_cli_feedback_names_a_results_json_that_is_not_valid_and_writes_the_othe
         f"start byte)",
         f"feedback: {where['grace']}: not a results.json written by this grader (KeyError: 'extra_data')"]
     assert "not graded yet" not in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
-    assert page.is_file() and "1 feedback page(s) written" in proc.stdout
+    assert page.is_file() and "1 feedback page written" in proc.stdout
 
 
 @pytest.mark.parametrize("url, message", [

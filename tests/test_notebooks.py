@@ -140,7 +140,7 @@ def test_load_skips_a_code_cell_whose_source_lines_are_not_all_text(tmp_path):
     path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}))
     nb = load_notebook(path, max_mb=5)
     assert [(c.index, c.source) for c in nb.cells] == [(0, "x = 1\ny = 2"), (3, "w = 4")]
-    assert nb.notes == ("hw.ipynb: 2 code cell(s) had malformed source and were skipped.",)
+    assert nb.notes == ("hw.ipynb: 2 code cells had malformed source and were skipped.",)
     assert nb.cells[1].label == "the 4th code cell (`w = 4`)"
 
 

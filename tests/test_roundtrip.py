@@ -270,7 +270,7 @@ def test_autograde_reports_what_it_did_not_grade(trip):
     out = trip.log["autograde"].stdout
     assert ("not graded: submitted/xu/transformer-block.ipynb: a notebook directly in the student's folder; "
             "expected submitted/xu/transformer-block/transformer-block.ipynb") in out
-    assert "no submission from 1 roster student(s), each scored 0 in the gradebook: nora" in out
+    assert "no submission from 1 roster student, each scored 0 in the gradebook: nora" in out
 
 
 def test_formgraders_autograde_button_runs_our_engine(trip):

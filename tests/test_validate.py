@@ -72,7 +72,7 @@ def test_validate_names_a_points_mismatch_with_both_numbers(course_copy):
     assert (f"PROBLEM: {shown(course_copy, 'release')} is not what `course release` makes of "
             f"{shown(course_copy, 'source')} and course.yml now (cell 1 differs), so students would get another "
             f"notebook; run `course release {ASSIGNMENT}`") in out
-    assert f"validate {ASSIGNMENT}: 7 problem(s)" in out
+    assert f"validate {ASSIGNMENT}: 7 problems" in out
 
 
 def edit_reference(course, old: str, new: str) -> None:
@@ -96,7 +96,7 @@ def test_validate_names_the_problem_and_check_the_source_loses_points_in(course_
                            "first failing check test_silu.py::test_silu_matches_reference[vector]: "
                            "silu on x of shape (9,) is off in 9 of 9 entries"), line
     assert line.endswith("(and 5 more failing checks)"), line
-    assert f"validate {ASSIGNMENT}: 1 problem(s)" in proc.stdout
+    assert f"validate {ASSIGNMENT}: 1 problem" in proc.stdout
 
 
 def test_validate_names_each_grader_error(course_copy):
@@ -169,4 +169,4 @@ def test_validate_says_when_the_release_is_older_than_the_source(course_copy):
     assert (f"PROBLEM: {shown(course_copy, 'release')} is not what `course release` makes of "
             f"{shown(course_copy, 'source')} and course.yml now (cell {cell + 1} differs), so students would get "
             f"another notebook; run `course release {ASSIGNMENT}`") in proc.stdout
-    assert f"validate {ASSIGNMENT}: 1 problem(s)" in proc.stdout
+    assert f"validate {ASSIGNMENT}: 1 problem" in proc.stdout

@@ -30,6 +30,7 @@ from ..errors import CourseError
 from ..grading.engine import crashed_result
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from ..layout import CONFIG_FILE
+from ..text import plural
 from .pool import PoolInfo, WorkerStats
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
@@ -358,7 +359,7 @@ class DaskPool:
                     left = len(futures) - yielded
                     raise ClusterUnavailable(
                         f"Dask scheduler {self.address}: the connection to it was lost mid-batch ({why}); "
-                        f"{left} submission(s) not graded, left as they were; run the command again to "
+                        f"{plural(left, 'submission')} not graded, left as they were; run the command again to "
                         f"finish") from None
                 result = crashed_result(self.assignment, task.student, task.seed, task.on_roster,
                                         f"grading stopped: its Dask worker failed ({why})", self._layers)

@@ -302,5 +302,6 @@ def prune_subsumed(tests: Sequence[TestResult]) -> tuple[TestResult, ...]:
     for t in tests:
         kept = [(d, h) for d, h in zip(t.diagnoses, t.hints + ("",) * len(t.diagnoses))
                 if (t.problem, d) not in drop]
-        out.append(replace(t, diagnoses=tuple(d for d, _ in kept), hints=tuple(h for _, h in kept)))
+        out.append(replace(t, diagnoses=tuple(d for d, _ in kept), hints=tuple(h for _, h in kept),
+                           stages=tuple(s for s in t.stages if (t.problem, s) not in drop)))
     return tuple(out)

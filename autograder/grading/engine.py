@@ -37,10 +37,11 @@ from ..layout import CourseLayout
 from ..notebooks import CodeCell, LoadedNotebook, find_submission_notebooks, load_notebook
 from ..sandbox.host import SandboxHost
 from ..sandbox.outcomes import NotebookFailed
+from ..text import plural
 from .diagnosis import prune_subsumed
 from .lateness import lateness, submission_time
 from .proxy import StudentProxy
-from .results import SubmissionResult, TestResult
+from .results import CheckOutcome, SubmissionResult, TestResult
 from .session import GraderRun, GraderSession, InstructorCode, load_instructor_code
 
 __all__ = ["Submission", "Execution", "Scored", "LatePenalty", "NoNotebook", "InstructorCode",
@@ -190,7 +191,8 @@ class Scored:
 
 def score(run: GraderRun, assignment: Assignment) -> Scored:
     """Each problem's points shared out among its checks in proportion to their weights (all or
-    nothing per check); diagnoses that another explains better are dropped."""
+    nothing per check); diagnoses that another explains better are dropped; a check not graded
+    for a building block that itself waits for a failing one names that one (`root_cause_note`)."""
     totals: dict[str, float] = {}
     for c in run.checks:
         totals[c.problem] = totals.get(c.problem, 0.0) + c.weight
@@ -198,15 +200,40 @@ def score(run: GraderRun, assignment: Assignment) -> Scored:
     tests = []
     for c in run.checks:
         max_score = points.get(c.problem, 0.0) * c.weight / totals[c.problem] if totals[c.problem] else 0.0
+        note = root_cause_note(c, run.checks, assignment) if c.needs and c.status == "not_graded" else ""
         tests.append(TestResult(
             name=c.name, problem=c.problem, score=max_score if c.status == "passed" else 0.0,
-            max_score=max_score, status=c.status, output=c.output, description=c.description,
-            diagnoses=c.diagnoses, hints=c.hints, detail=c.detail, duration=c.duration))
+            max_score=max_score, status=c.status, output=f"{c.output} {note}" if note else c.output,
+            description=c.description, diagnoses=c.diagnoses, hints=c.hints, detail=c.detail,
+            duration=c.duration, stages=c.stages))
     order = {p.name: i for i, p in enumerate(assignment.problems)}
     tests.sort(key=lambda t: order.get(t.problem, len(order)))
     errors = tuple(f"{c.name}: {c.detail.splitlines()[-1] if c.detail else 'error'}"
                    for c in run.checks if c.internal_error)
     return Scored(tests=prune_subsumed(tests), grader_errors=errors, broken=run.broken)
+
+
+def root_cause_note(check: CheckOutcome, checks: tuple[CheckOutcome, ...], assignment: Assignment) -> str:
+    """For a check not graded because its building block `check.needs` failed: when checks of that
+    block were not graded in turn, for a block of its own that fails its own checks (and so on
+    down), a sentence naming the deepest such block and its problem's number ("Your `split_heads`
+    also fails its own checks (problem 3), and `multi_head_attention` builds on it: fix that
+    first."), else "". Read from this submission's outcomes alone: no call is made for it."""
+    numbers = {p.name: i for i, p in enumerate(assignment.problems, start=1)}
+    failing = {c.problem for c in checks if c.status == "failed" and c.weight > 0 and not c.internal_error}
+    waits: dict[str, str] = {}               # problem -> the first block its not-graded checks wait for
+    for c in checks:
+        if c.status == "not_graded" and c.needs:
+            waits.setdefault(c.problem, c.needs)
+    chain = [check.needs]                    # the block, the block it waits for, ...
+    while waits.get(chain[-1], check.problem) not in (check.problem, *chain):
+        chain.append(waits[chain[-1]])
+    deepest = max((i for i, block in enumerate(chain) if block in failing and block in numbers), default=0)
+    if deepest == 0:
+        return ""
+    block, above = chain[deepest], chain[deepest - 1]
+    return (f"Your `{block}` also fails its own checks (problem {numbers[block]}), and `{above}` builds on it: "
+            f"fix that first.")
 
 
 # --------------------------------------------------------------------------- late policy
@@ -240,7 +267,7 @@ def capped(notes: list[str] | tuple[str, ...], limit: int) -> tuple[str, ...]:
 
 
 def restart_note(restarts: int) -> str:
-    return (f"Your functions were restarted {restarts} time(s) after one hung or crashed (from the state "
+    return (f"Your functions were restarted {plural(restarts, 'time')} after one hung or crashed (from the state "
             f"your notebook left, without running it again); only the checks that called it lost points.")
 
 

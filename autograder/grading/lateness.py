@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Assignment
+from ..text import plural
 
 TIMESTAMP_FILE = "timestamp.txt"   # written by nbgrader's collect/submit into each submission folder
 TIMESTAMP_MAX_BYTES = 4096
@@ -28,9 +29,9 @@ class Lateness:
             return ""
         whose = f"your due date (with your extension of {self.extension})" if self.extension else "the due date"
         if self.fraction >= 1:
-            return (f"Submitted {self.late_days} day(s) after {whose}, past the last accepted day: late "
+            return (f"Submitted {plural(self.late_days, 'day')} after {whose}, past the last accepted day: late "
                     f"penalty of 100% ({penalty_points:g} points, all of the autograder's score).")
-        return (f"Submitted {self.late_days} day(s) after {whose}: late penalty of "
+        return (f"Submitted {plural(self.late_days, 'day')} after {whose}: late penalty of "
                 f"{self.fraction:.0%} ({penalty_points:g} points).")
 
 

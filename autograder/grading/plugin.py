@@ -53,6 +53,8 @@ class _Outcome:
     detail: str = ""
     diagnoses: tuple[str, ...] = ()
     hints: tuple[str, ...] = ()
+    stages: tuple[str, ...] = ()
+    needs: str = ""
     duration: float = 0.0
     internal_error: bool = False
     ran: bool = False
@@ -85,10 +87,12 @@ def classify(exc: BaseException | None, expect: Expect | None) -> _Outcome:
     if expect is not None:
         outcome.diagnoses = tuple(m.id for m in expect.found)
         outcome.hints = tuple(m.hint for m in expect.found)
+        outcome.stages = tuple(m.id for m in expect.found if m.stage)
     if exc is None:
         outcome.passed = True
     elif isinstance(exc, NotGraded):
         outcome.not_graded = True
+        outcome.needs = exc.block
         outcome.output = outcome.detail = exc.feedback
     elif isinstance(exc, NotRun):
         outcome.not_run = True
@@ -188,7 +192,7 @@ class GradingPlugin:
             out.append(CheckOutcome(
                 name=nodeid, problem=info.problem, weight=info.weight, status=_status(o), output=o.output,
                 description=info.description, diagnoses=o.diagnoses, hints=o.hints, detail=o.detail,
-                duration=round(o.duration, 4), internal_error=o.internal_error))
+                duration=round(o.duration, 4), internal_error=o.internal_error, stages=o.stages, needs=o.needs))
         return tuple(out)
 
     def problems_without_tests(self) -> tuple[str, ...]:

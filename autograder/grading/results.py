@@ -37,6 +37,8 @@ class CheckOutcome:
     detail: str = ""          # instructor-only detail
     duration: float = 0.0
     internal_error: bool = False   # the grader's own code failed in this check (not the student's)
+    stages: tuple[str, ...] = ()   # the diagnoses that are a probe's localised stage, not a catalogued mistake
+    needs: str = ""           # not_graded: the building block (another problem's function) it waits for
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class TestResult:
     hints: tuple[str, ...] = ()       # one sentence per diagnosis, same order
     detail: str = ""          # instructor-only detail (full assertion text, replay info)
     duration: float = 0.0
+    stages: tuple[str, ...] = ()      # those diagnoses that are a probe's guess of the stage where the output first
+                                      # goes wrong (`Mistake.stage`), not a catalogued mistake reproduced exactly
 
     @property
     def passed(self) -> bool:

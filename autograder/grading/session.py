@@ -229,7 +229,7 @@ class GraderSession:
             broken.append(f"no grader checks collected from {code.graders} ({out.getvalue().strip()[-500:]})")
         missing = self.plugin.problems_without_tests()
         if missing:
-            broken.append("no graders for problem(s) " + ", ".join(missing))
+            broken.append(f"no graders for {'problem' if len(missing) == 1 else 'problems'} " + ", ".join(missing))
         self.broken = tuple(("graders could not be collected: " + "; ".join(broken),) if broken else ())
 
     def _plan(self, item: pytest.Item) -> _LeanPlan:

@@ -7,7 +7,8 @@ Here every grade cell (`Problem.grade_id`) gets, in place of the outputs the stu
 left in it, one output written from the SubmissionResult:
 
 - lost points: an `error` output (shown like a traceback) listing the failed checks with their
-  messages, recognised misconceptions with their hints, checks that could not be graded,
+  messages, recognised misconceptions (or, for a probe's guess, where the output first goes wrong)
+  with their hints, checks that could not be graded,
   advice, and advice not run (the function gave no result to look at); the parametrised cases
   and identical failures grouped as on the feedback page;
 - full marks: a one-line `stream` output;
@@ -35,15 +36,15 @@ from nbformat.v4 import rwbase
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
 from autograder.notebooks import cell_kind, copied_cells, over_notebook_limits
-from autograder.text import shown_name
+from autograder.text import plural, shown_name
 
 from .bounds import bound_result
 from .digest import Check, FailureGroup, ProblemDigest, ProblemTests, digest_key, problem_digest, problem_tests
 from .notebook_text import notebook_text
-from .results_json import atomic_write_bytes, format_points, misconception_name, student_error
+from .results_json import atomic_write_bytes, diagnosis_heading, format_points, student_error
 
 OUTPUT_NAME = "course autograde"      # `ename` of our error outputs: what produced them
-MARKS = {"failed": "\u2717", "not_graded": "not graded:"}
+MARKS = {"failed": "\u2717", "not_graded": "not graded (no points):"}
 SHOWN_CASES = 3                       # failing cases of one check written out in full
 RED, GREEN, YELLOW, BOLD, RESET = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[1m", "\x1b[0m"
 
@@ -109,15 +110,16 @@ def _group_lines(groups: Iterable[FailureGroup], kind: str) -> list[str]:
 
 def problem_report(problem: ProblemDigest) -> str:
     """The text for one grade cell: score, failures, misconceptions, not graded, advice, passed count."""
-    graded = problem.graded_cases
+    graded = problem.graded_checks
     head = f"{OUTPUT_NAME}: {_points(problem.score)} / {_points(problem.max_score)} points for {problem.name}"
     if not problem.checks:
         return f"{head}: no checks ran for this problem."
-    lines = [f"{BOLD}{head}{RESET}, {graded - problem.count('failed') - problem.count('not_graded')} "
-             f"of {graded} checks passed"]
+    passed_count = graded - len(problem.of_kind("failed")) - len(problem.of_kind("not_graded"))
+    lines = [f"{BOLD}{head}{RESET}, {passed_count} of {plural(graded, 'check')} passed"]
     lines += _group_lines(problem.failures, "failed")
+    stages = problem.stages
     for diagnosis, hint in problem.diagnoses:
-        lines.append(f"{YELLOW}Recognised misconception: {misconception_name(diagnosis)}{RESET} ({diagnosis})")
+        lines.append(f"{YELLOW}{diagnosis_heading(diagnosis, stages)}{RESET} ({diagnosis})")
         if hint:
             lines += _indent(hint)
     lines += _group_lines(problem.not_graded, "not_graded")
@@ -131,7 +133,7 @@ def problem_report(problem: ProblemDigest) -> str:
             lines += _indent(message)
     passed = problem.of_kind("passed")
     if passed and lines[1:]:
-        lines.append(f"{GREEN}{len(passed)} other check{'s' if len(passed) != 1 else ''} passed{RESET}: "
+        lines.append(f"{GREEN}{plural(len(passed), 'other check')} passed{RESET}: "
                      + ", ".join(c.function for c in passed))
     return "\n".join(lines)
 

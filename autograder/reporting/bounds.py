@@ -58,8 +58,9 @@ def clip_notes(notes: tuple[str, ...], count: int = MAX_NOTES, chars: int = NOTE
 
 
 def _bound_test(t: TestResult) -> TestResult:
-    if (not t.diagnoses and not t.hints and len(t.output) <= OUTPUT_CHARS and len(t.detail) <= DETAIL_CHARS
-            and len(t.name) <= NAME_CHARS and len(t.problem) <= NAME_CHARS and len(t.description) <= DESCRIPTION_CHARS
+    if (not t.diagnoses and not t.hints and not t.stages and len(t.output) <= OUTPUT_CHARS
+            and len(t.detail) <= DETAIL_CHARS and len(t.name) <= NAME_CHARS and len(t.problem) <= NAME_CHARS
+            and len(t.description) <= DESCRIPTION_CHARS
             and (joined := t.name + t.problem + t.output + t.description + t.detail).isascii()
             and CONTROL.search(joined) is None):
         return t        # within every cap, nothing to replace (most tests): checked without a clip per field
@@ -67,12 +68,13 @@ def _bound_test(t: TestResult) -> TestResult:
     name, problem = clip(t.name, NAME_CHARS), clip(t.problem, NAME_CHARS)
     output, description = clip(t.output, OUTPUT_CHARS), clip(t.description, DESCRIPTION_CHARS)
     hints = tuple(clip(h, HINT_CHARS) for h in t.hints[:len(diagnoses)])
+    stages = tuple(clip(s, NAME_CHARS) for s in t.stages[:MAX_DIAGNOSES])
     detail = clip(t.detail, DETAIL_CHARS)
-    if (name, problem, output, description, diagnoses, hints, detail) == \
-            (t.name, t.problem, t.output, t.description, t.diagnoses, t.hints, t.detail):
+    if (name, problem, output, description, diagnoses, hints, stages, detail) == \
+            (t.name, t.problem, t.output, t.description, t.diagnoses, t.hints, t.stages, t.detail):
         return t                                # already within every cap (the usual test)
     return dataclasses.replace(t, name=name, problem=problem, output=output, description=description,
-                               diagnoses=diagnoses, hints=hints, detail=detail)
+                               diagnoses=diagnoses, hints=hints, stages=stages, detail=detail)
 
 
 def bound_result(result: SubmissionResult) -> SubmissionResult:

@@ -14,7 +14,8 @@ syntax error shows up as eight NameErrors. This module groups them, without chan
   an earlier failed cell defines are attached to that cell's note as its consequences.
 
 Everything here is rendered by the feedback page and by the grade-cell annotations; both show
-only student-safe fields (`output`, `description`, diagnoses and hints), never `detail`.
+only student-safe fields (`output`, `description`, diagnoses, hints and which diagnoses are only a
+probe's localised stage), never `detail`.
 """
 from __future__ import annotations
 
@@ -196,6 +197,11 @@ class ProblemDigest:
         return sum(not is_advice(c.test) for check in self.checks for c in check.cases)
 
     @property
+    def graded_checks(self) -> int:
+        """Checks (grader functions) worth points: what the reports count, as their cards show checks."""
+        return sum(check.max_score > 0 for check in self.checks)
+
+    @property
     def full_marks(self) -> bool:
         return bool(self.checks) and self.count("failed") == 0 and self.count("not_graded") == 0
 
@@ -216,6 +222,12 @@ class ProblemDigest:
                     if d not in seen or (not seen[d] and hint):
                         seen[d] = hint
         return tuple(seen.items())
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """Those diagnoses that are a probe's guess of the stage where the output first goes wrong,
+        not a catalogued mistake (`TestResult.stages`)."""
+        return tuple(dict.fromkeys(s for check in self.checks for c in check.cases for s in c.test.stages))
 
 
 def group_alike(checks: tuple[Check, ...]) -> tuple[FailureGroup, ...]:
@@ -277,8 +289,8 @@ def digest_key(tests: ProblemTests) -> tuple[object, ...]:
     report's part for the problem may be kept by this key for the next student."""
     index, name, score, max_score, mine = tests
     return (index, name, score, max_score,
-            tuple((t.name, t.problem, t.score, t.max_score, t.status, t.output, t.description, t.diagnoses, t.hints)
-                  for _, t in mine))
+            tuple((t.name, t.problem, t.score, t.max_score, t.status, t.output, t.description, t.diagnoses, t.hints,
+                   t.stages) for _, t in mine))
 
 
 def digest_problems(result: SubmissionResult) -> tuple[ProblemDigest, ...]:

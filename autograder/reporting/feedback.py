@@ -2,7 +2,8 @@
 
 Like nbgrader's generate_feedback, the page is written as
 `feedback/<student>/<assignment>/<notebook-stem>.html`. It shows only what a student may see:
-scores, each test's student-safe `output`, recognised misconceptions with their hints, and the
+scores, each test's student-safe `output`, recognised misconceptions with their hints (a probe's
+guess of the stage where the output first goes wrong is headed as such, not as recognised), and the
 notes from running the notebook. It never shows a test's instructor `detail`, the hidden-input
 seed or anything else kept for instructors in results.json's `extra_data`. Every value is
 escaped by Jinja2's autoescape, so text that came from student code cannot become markup.
@@ -33,7 +34,7 @@ from markupsafe import Markup, escape
 
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
-from autograder.text import shown_name
+from autograder.text import plural, shown_name
 
 from .bounds import FEEDBACK_MAX_BYTES, bound_result, shrunk
 from .digest import (
@@ -47,7 +48,14 @@ from .digest import (
     problem_digest,
     problem_tests,
 )
-from .results_json import atomic_write_text, format_points, misconception_name, reported_score, student_error
+from .results_json import (
+    atomic_write_text,
+    diagnosis_heading,
+    format_points,
+    misconception_name,
+    reported_score,
+    student_error,
+)
 from .review import Review
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -58,6 +66,7 @@ class Misconception:
     id: str
     name: str
     hint: str
+    heading: str          # "Recognised misconception: <name>"; a probe's guess: "Where it first goes wrong: <name>"
 
 
 @dataclass(frozen=True)
@@ -121,9 +130,10 @@ class ProblemView:
     full_marks: bool
     needs_reading: bool   # lost points, not graded, advice or no checks: gets its own section
     has_checks: bool
-    failed: int           # failed cases
-    not_graded: int       # cases that could not be graded
-    graded: int           # cases worth points
+    failed: int           # failed checks (a parametrised check with any failed case is one)
+    not_graded: int       # checks that could not be graded (none of their cases failed)
+    graded: int           # checks worth points
+    graded_passed: int    # of those, the checks passed
     misconceptions: tuple[Misconception, ...]
     failures: tuple[FailureView, ...]
     skipped: tuple[FailureView, ...]      # checks that could not be graded
@@ -163,9 +173,9 @@ class FeedbackView:
     max_score: str
     raw_score: str        # before the late penalty ("" when there is none)
     late_penalty: str     # points, as the gradebook holds them (fixed when the submission was autograded)
-    passed: int
-    total: int
-    not_graded: int
+    passed: int           # checks (grader functions, all their cases) passed, of
+    total: int            # the checks worth points; the page counts checks throughout, as its cards do
+    not_graded: int       # checks that could not be graded (no points)
     notes: tuple[NoteView, ...]
     problems: tuple[ProblemView, ...]
     common_failure: str   # the one message of every check when all of them failed alike, else ""
@@ -221,8 +231,10 @@ def _problem_view(p: ProblemDigest) -> ProblemView:
         number=p.number, name=p.name, score=format_points(p.score), max_score=format_points(p.max_score),
         auto_score="",
         full_marks=p.full_marks, needs_reading=p.needs_reading, has_checks=bool(p.checks),
-        failed=p.count("failed"), not_graded=p.count("not_graded"), graded=p.graded_cases,
-        misconceptions=tuple(Misconception(d, misconception_name(d), hint) for d, hint in p.diagnoses),
+        failed=len(p.of_kind("failed")), not_graded=len(p.of_kind("not_graded")), graded=p.graded_checks,
+        graded_passed=p.graded_checks - len(p.of_kind("failed")) - len(p.of_kind("not_graded")),
+        misconceptions=tuple(Misconception(d, misconception_name(d), hint, diagnosis_heading(d, p.stages))
+                             for d, hint in p.diagnoses),
         failures=tuple(_failure_view(g) for g in p.failures),
         skipped=tuple(_failure_view(g) for g in p.not_graded),
         advice=tuple(_check_view(c) for c in p.advice),
@@ -327,8 +339,8 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         max_score=format_points(result.max_score or sum(float(p.max_score) for p in problems)),
         raw_score=format_points(raw) if late else "",
         late_penalty=format_points(penalty) if late else "",
-        passed=sum(t.passed for t in graded),
-        total=len(graded),
+        passed=sum(p.graded_passed for p in problems),
+        total=sum(p.graded for p in problems),
         not_graded=sum(p.not_graded for p in problems),
         notes=tuple(NoteView(g.first, g.repeats, g.consequences, g.undefined)
                     for g in group_notes(result.notes)),
@@ -372,10 +384,6 @@ def rich(text: object) -> Markup:
         last = m.end()
     parts.append(_wrap_joints(escaped[last:]))
     return Markup("".join(parts))
-
-
-def plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 _KEPT: dict[tuple[Hashable, ...], Markup] = {}    # (macro's name, its arguments) -> its markup

@@ -176,11 +176,25 @@ def _student_output(result: SubmissionResult) -> str:
     return "\n\n".join(parts)
 
 
+def diagnosis_heading(diagnosis: str, stages: tuple[str, ...]) -> str:
+    """How a report introduces a diagnosis: a catalogued mistake the student's function reproduces
+    exactly is recognised ("Recognised misconception: Unbiased variance"); a stage a probe localised
+    the error to is a guess of where the output first goes wrong, and says so ("Where it first goes
+    wrong: Statistics across tokens")."""
+    if diagnosis in stages:
+        return f"Where it first goes wrong: {misconception_name(diagnosis)}"
+    return f"Recognised misconception: {misconception_name(diagnosis)}"
+
+
 def _with_hints(test: TestResult) -> str:
-    """The test's message followed by each recognised misconception and its hint."""
+    """The test's message followed by each diagnosis and its hint: a recognised mistake, or where a
+    probe found the output first goes wrong."""
     lines = [test.output] if test.output else []
     for diagnosis, hint in zip(test.diagnoses, test.hints):
-        lines.append(f"Recognised mistake ({misconception_name(diagnosis)}): {hint}")
+        if diagnosis in test.stages:
+            lines.append(f"Where it first goes wrong ({misconception_name(diagnosis)}): {hint}")
+        else:
+            lines.append(f"Recognised mistake ({misconception_name(diagnosis)}): {hint}")
     return "\n".join(lines)
 
 
@@ -237,6 +251,7 @@ def _instructor_test(number: str, t: TestResult) -> dict[str, Any]:
         "max_score": t.max_score,
         "diagnoses": list(t.diagnoses),
         "hints": list(t.hints),
+        **({"stages": list(t.stages)} if t.stages else {}),
         "output": t.output,
         "description": t.description,
         "detail": t.detail,
@@ -353,7 +368,7 @@ def _entries(numbered: tuple[tuple[str, TestResult], ...], *, student: bool) -> 
         if type(t.score) is not float or type(t.max_score) is not float:
             raise ValueError("a score that is not a float: not kept")
         key = (number, t.name, t.problem, t.status, t.score.hex(), t.max_score.hex(), t.output,
-               t.diagnoses, t.hints, t.description, t.detail)
+               t.diagnoses, t.hints, t.stages, t.description, t.detail)
         kept = _ENTRIES.pop(key, None)
         if kept is None:
             entry = _instructor_test(number, t)
@@ -409,6 +424,7 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
             output=_text(t.get("output")), description=_text(t.get("description")),
             diagnoses=tuple(_text(d) for d in t.get("diagnoses", [])),
             hints=tuple(_text(h) for h in t.get("hints", [])), detail=_text(t.get("detail")),
+            stages=tuple(_text(s) for s in t.get("stages", [])),
             duration=_number(t.get("duration", 0.0))) for t in extra["tests"])
         problems = [(p["problem"], _number(p["max_score"])) for p in extra["problems"]]
         state: SubmissionState = "graded" if extra["state"] == "graded" else "crashed"

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder.text import with_article
+from autograder.text import plural, with_article
 
 __all__ = [
     "Caps", "TRUSTED_CAPS", "UNCAPPED", "ProtocolError", "EncodeError",
@@ -677,7 +677,7 @@ class Channel:
                 _os_close(fd)
             if not data:
                 raise EOFError("the other end closed the connection")
-            raise ProtocolError(f"expected {count} file descriptor(s)")
+            raise ProtocolError(f"expected {plural(count, 'file descriptor')}")
         return fds
 
     def close(self) -> None:

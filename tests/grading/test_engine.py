@@ -238,6 +238,63 @@ def test_score_keeps_the_diagnosis_seen_in_more_checks():
     assert [t.diagnoses for t in engine.score(run, a).tests] == [("first.x",), ("first.x",)]
 
 
+def test_score_keeps_which_diagnoses_are_a_probes_localised_stages():
+    """Does a test keep which of its diagnoses are a probe's localised stages, and drop a pruned one from them?"""
+    a = assignment(first=4)
+    run = GraderRun(checks=(
+        outcome("first", "a", 1.0, "failed", diagnoses=("first.x", "first.stage"), hints=("X", "S"),
+                stages=("first.stage",)),
+        outcome("first", "b", 1.0, "failed", diagnoses=("first.x",), hints=("X",)),
+        outcome("first", "c", 1.0, "failed", diagnoses=("first.other",), hints=("O",), stages=("first.other",)),
+    ), broken=())
+    assert [(t.diagnoses, t.stages) for t in engine.score(run, a).tests] == \
+        [(("first.x",), ()), (("first.x",), ()), (("first.other",), ("first.other",))]
+
+
+NEEDS_MHA = "Not graded: this check needs your `mha`, which failed on its inputs (it raised ValueError)."
+
+
+def test_a_check_not_graded_for_a_block_that_waits_for_a_failing_block_names_that_one():
+    """When `block` is not graded because its `mha` is not graded because its `split` fails its own
+    checks, does block's message name `split` and its problem's number, from the outcomes alone?"""
+    a = assignment(split=10, merge=5, mha=20, block=20)
+    run = GraderRun(checks=(
+        outcome("split", "s", 1.0, "failed", output="split returned shape (2, 3)"),
+        outcome("merge", "m", 1.0),
+        outcome("mha", "a1", 1.0, "not_graded", output="Not graded: ... `split` ...", needs="split"),
+        outcome("mha", "a2", 1.0, "failed", output="mha raised ValueError"),
+        outcome("block", "b", 1.0, "not_graded", output=NEEDS_MHA, needs="mha"),
+    ), broken=())
+    tests = {t.name.split("::")[1]: t for t in engine.score(run, a).tests}
+    assert tests["b"].output == (f"{NEEDS_MHA} Your `split` also fails its own checks (problem 1), and `mha` builds "
+                                 f"on it: fix that first.")
+    assert tests["a1"].output == "Not graded: ... `split` ..."      # its own block is named already
+    assert (tests["b"].score, tests["b"].status) == (0.0, "not_graded")
+
+
+def test_no_root_cause_is_named_when_the_blocks_below_pass_or_wait_in_a_circle():
+    """Is nothing added when the block's own blocks pass their checks, or when blocks wait for each other?"""
+    a = assignment(split=10, mha=20, block=20)
+    passing = GraderRun(checks=(
+        outcome("split", "s", 1.0),
+        outcome("mha", "a1", 1.0, "not_graded", output="x", needs="split"),
+        outcome("block", "b", 1.0, "not_graded", output=NEEDS_MHA, needs="mha"),
+    ), broken=())
+    circle = GraderRun(checks=(
+        outcome("split", "s", 1.0, "not_graded", output="y", needs="mha"),
+        outcome("mha", "a1", 1.0, "not_graded", output="x", needs="split"),
+        outcome("block", "b", 1.0, "not_graded", output=NEEDS_MHA, needs="mha"),
+    ), broken=())
+    for run in (passing, circle):
+        assert [t.output for t in engine.score(run, a).tests if t.problem == "block"] == [NEEDS_MHA]
+
+
+def test_the_restart_note_counts_in_words():
+    """Does the restart note say "1 time" and "2 times", never "time(s)"?"""
+    assert "restarted 1 time after" in engine.restart_note(1)
+    assert "restarted 2 times after" in engine.restart_note(2)
+
+
 def test_apply_late_policy_takes_a_share_per_started_day_and_everything_past_the_last_day():
     """Is a submission 1.5 days late charged 2 days' share, one 3 days late charged everything, one on time nothing?"""
     a = assignment(first=10)
@@ -245,9 +302,9 @@ def test_apply_late_policy_takes_a_share_per_started_day_and_everything_past_the
     late = engine.apply_late_policy(80.0, a, DUE + dt.timedelta(hours=36), "ada")
     too_late = engine.apply_late_policy(80.0, a, DUE + dt.timedelta(days=3), "ada")
     assert (on_time.points, on_time.note) == (0.0, "")
-    assert late.points == 40.0 and "2 day(s) after the due date" in late.note
+    assert late.points == 40.0 and "2 days after the due date" in late.note
     assert too_late.points == 80.0 and too_late.note == (
-        "Submitted 3 day(s) after the due date, past the last accepted day: late penalty of 100% (80 points, all "
+        "Submitted 3 days after the due date, past the last accepted day: late penalty of 100% (80 points, all "
         "of the autograder's score).")
     assert engine.apply_late_policy(80.0, a, None, "ada").points == 0.0
 

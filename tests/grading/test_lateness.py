@@ -120,7 +120,7 @@ def test_an_extension_moves_the_students_due_date():
     assert lateness(a, at(days=1), "bob").late_days == 1
     late = lateness(a, at(days=3), "ada")
     assert (late.late_days, late.fraction, late.extension) == (1, pytest.approx(0.1), "2 days")
-    assert late.note(5.0) == ("Submitted 1 day(s) after your due date (with your extension of 2 days): "
+    assert late.note(5.0) == ("Submitted 1 day after your due date (with your extension of 2 days): "
                               "late penalty of 10% (5 points).")
 
 

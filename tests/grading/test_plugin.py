@@ -207,7 +207,7 @@ def test_a_module_for_an_unknown_problem_breaks_the_session(tmp_path):
     """Is a grader module whose name matches no problem reported (and its problem's lack of graders), not ignored?"""
     s = session(tmp_path, {"test_other": "def test_other_x():\n    pass\n"}, double=1)
     assert any("no problem named 'other'" in e for e in s.broken)
-    assert any("no graders for problem(s) double" in e for e in s.broken)
+    assert any("no graders for problem double" in e for e in s.broken)
     graded = s.run({"hw.ipynb": FakeProxy()}, seed=1)
     assert graded.broken == s.broken and graded.checks == ()
     s.close()
@@ -225,6 +225,19 @@ def test_a_check_that_cannot_be_graded_gets_its_own_status_and_no_points(tmp_pat
     assert (t.status, t.score, t.max_score) == ("not_graded", 0.0, 4.0)
     assert t.output.startswith("Not graded: this check needs your `halve`")
     assert not t.passed and not any(c.internal_error for c in graded.checks)
+    assert [c.needs for c in graded.checks] == ["halve"]       # the block it waits for, for the engine
+
+
+def test_an_outcome_tells_a_probes_stages_from_catalogued_mistakes():
+    """Does a check's outcome keep, beside its diagnoses, which of them are a probe's localised stages?"""
+    from types import SimpleNamespace
+
+    from autograder.grading.diagnosis import Mistake
+    from autograder.grading.plugin import classify
+
+    found = [Mistake("double.off_by_one", "Known."), Mistake("double.scaling", "A stage.", stage=True)]
+    outcome = classify(AssertionError("off"), SimpleNamespace(found=found))
+    assert outcome.diagnoses == ("double.off_by_one", "double.scaling") and outcome.stages == ("double.scaling",)
 
 
 def test_advice_carries_no_points(tmp_path):
@@ -396,4 +409,4 @@ def test_a_grader_that_does_not_import_is_named_with_its_file_and_line(tmp_path,
     """Does a grader file that cannot be imported (a syntax error, an error at import) break the
     session with its file, the line at fault and that line's text, not pytest's last report line?"""
     with session(tmp_path, {"test_double": body}, double=1) as s:
-        assert s.broken == (f"graders could not be collected: {message}; no graders for problem(s) double",)
+        assert s.broken == (f"graders could not be collected: {message}; no graders for problem double",)

@@ -117,7 +117,7 @@ def test_each_grade_cell_gets_the_reasons_for_its_points(copy, assignment):
     assert "All tests passed!" not in "".join(out.values())
     assert out["test_merge_heads"].startswith(f"{OUTPUT_NAME}: 5 / 5 points for merge_heads")
     ln = squash(out["test_layer_norm"])
-    assert ln.startswith(f"{OUTPUT_NAME}: 13.5 / 15 points for layer_norm, 6 of 7 checks passed")
+    assert ln.startswith(f"{OUTPUT_NAME}: 13.5 / 15 points for layer_norm, 1 of 2 checks passed")
     assert "Does layer_norm match the reference for several shapes?" in ln and "nearly_constant" in ln
     assert "Recognised misconception: eps outside sqrt (layer_norm.eps_outside_sqrt)" in ln
     assert squash(MUTATED) in ln and "advice (no points)" in ln
@@ -465,3 +465,25 @@ def test_outputs_kept_from_earlier_students_give_the_notebook_annotated_afresh(t
     tests = next(t for t in annotate.problem_tests(dora) if t[1] == "layer_norm")
     first, again = (annotate._problem_output(dora, tests, "layer_norm") for _ in range(2))
     assert first == again and first is not again and first.get("traceback") is not again.get("traceback")
+
+
+def test_a_grade_cell_heads_a_probes_guess_as_where_it_first_goes_wrong():
+    """In formgrader's copy too, is a localised stage headed "Where it first goes wrong" and a
+    catalogued mistake "Recognised misconception", and do checks not graded say they earn no points?"""
+    from autograder.reporting.annotate import problem_report
+    from autograder.reporting.digest import digest_problems
+
+    from .conftest import check, submission
+
+    stage, known = "layer_norm.statistics_across_tokens", "layer_norm.unbiased_variance"
+    result = submission("fay", [
+        check("layer_norm", "test_a", 0.0, 6.0, output="off", diagnoses=(stage,), hints=("Per token.",),
+              stages=(stage,)),
+        check("layer_norm", "test_b", 0.0, 6.0, output="off", diagnoses=(known,), hints=("Divide by d.",)),
+        check("layer_norm", "test_c", 0.0, 3.0, status="not_graded", output="Not graded: needs your `x`."),
+    ])
+    text = problem_report(digest_problems(result)[0])
+    assert f"Where it first goes wrong: Statistics across tokens\x1b[0m ({stage})" in text
+    assert f"Recognised misconception: Unbiased variance\x1b[0m ({known})" in text
+    assert "Recognised misconception: Statistics" not in text
+    assert "not graded (no points):" in text and "0 of 3 checks passed" in text

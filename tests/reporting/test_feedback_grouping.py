@@ -80,7 +80,7 @@ def test_a_note_keeps_its_error_without_the_place_it_happened():
                      "defined (the 8th code cell (`out = silu(x)`), line 2: `out = silu(x`)")
     assert old.error == new.error == "NameError: name 'silu' is not defined"
     assert old.undefined == new.undefined == "silu"
-    assert parse_note("Submitted 1 day(s) after the due date").error == ""
+    assert parse_note("Submitted 1 day after the due date").error == ""
 
 
 def test_a_cascade_of_name_errors_goes_under_the_cell_that_failed_to_define_the_name():

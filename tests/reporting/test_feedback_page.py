@@ -176,8 +176,8 @@ def test_a_check_that_could_not_run_shows_its_reason_and_is_not_a_failure():
     shown = squash(page.on_screen)
     assert shown.count(squash(NEEDS_SPLIT)) == 2
     assert "With your own split_heads and merge_heads, does attention agree? Not graded" in shown
-    assert "4. multi_head_attention 18 / 20 1 not graded" in shown
-    assert "5. pre_ln_block 16 / 20 \u2717 1 of 4 failed 1 not graded" in shown
+    assert "4. multi_head_attention 18 / 20 1 not graded (no points)" in shown
+    assert "5. pre_ln_block 16 / 20 \u2717 1 of 4 checks failed 1 not graded (no points)" in shown
     assert "2 could not be graded" in shown
 
 
@@ -187,8 +187,8 @@ def test_advice_worth_no_points_is_shown_as_advice():
     shown = squash(page.on_screen)
     assert shown.count("Advice (no points)") == 2
     assert squash(MUTATED) in shown and squash(WARNED) in shown
-    assert "1. layer_norm 13.5 / 15 \u2717 1 of 7 failed" in shown
-    assert "23 of 35 checks passed" in shown
+    assert "1. layer_norm 13.5 / 15 \u2717 1 of 2 checks failed" in shown
+    assert "18 of 25 checks passed" in shown
 
 
 def test_advice_with_nothing_to_look_at_is_shown_as_not_run_never_passed():
@@ -258,3 +258,49 @@ def test_a_submission_where_every_check_failed_alike_gets_one_message():
     assert page.on_screen.count(why) == 1 and page.articles == 1
     assert "All 9 checks stopped here" in page.on_screen
     assert set(page.links) <= page.ids
+
+
+def test_the_overview_the_headline_and_the_cards_count_the_same_checks():
+    """Do the overview's badge, the total's line and the cards count checks (grader functions, not
+    their cases), so that "3 of 3 checks failed" stands beside "All 3 checks failed"?"""
+    page = read(dora_result())
+    shown = squash(page.on_screen)
+    assert "2. split_heads 0 / 10 \u2717 3 of 3 checks failed" in shown
+    assert "All 3 checks failed with the same error" in shown
+    assert "1. layer_norm 13.5 / 15 \u2717 1 of 2 checks failed" in shown     # one check, 1 of its 6 cases
+    assert "1 of 6 cases failed" in shown
+    assert "18 of 25 checks passed. 2 could not be graded (no points)." in shown
+    assert " cases failed" not in shown[:shown.index("1. layer_norm 13.5 / 15 points")]
+
+
+def test_checks_not_graded_say_they_earned_no_points():
+    """Does the overview's badge for checks that could not be graded say they earned no points?"""
+    shown = squash(read(dora_result()).on_screen)
+    assert "4. multi_head_attention 18 / 20 1 not graded (no points)" in shown
+    assert re.search(r"\d+ not graded(?! \(no points\))", shown) is None
+
+
+STAGE = "layer_norm.statistics_across_tokens"
+STAGE_HINT = "The mean and variance must be taken over each token's features (the last axis)."
+KNOWN = "layer_norm.unbiased_variance"
+KNOWN_HINT = "Divide by d, not d - 1."
+
+
+def staged_result():
+    """layer_norm: one check whose error a probe localised to a stage; rms_norm: a catalogued mistake."""
+    return submission("fay", [
+        check("layer_norm", "test_layer_norm_matches_reference", 0.0, 12.0, output="off in 40 of 40 entries",
+              diagnoses=(STAGE,), hints=(STAGE_HINT,), stages=(STAGE,)),
+        check("rms_norm", "test_rms_norm_matches_reference", 0.0, 5.0, output="off in 8 of 40 entries",
+              diagnoses=(KNOWN,), hints=(KNOWN_HINT,)),
+    ])
+
+
+def test_a_probes_guess_is_headed_as_where_it_first_goes_wrong_not_as_recognised():
+    """Is a stage a probe localised the error to headed "Where it first goes wrong", while a catalogued
+    mistake reproduced exactly keeps "Recognised misconception"?"""
+    shown = squash(read(staged_result()).on_screen)
+    assert "Where it first goes wrong: Statistics across tokens" in shown
+    assert "Recognised misconception: Statistics across tokens" not in shown
+    assert "Recognised misconception: Unbiased variance" in shown
+    assert squash(STAGE_HINT) in shown and squash(KNOWN_HINT) in shown

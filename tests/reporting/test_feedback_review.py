@@ -92,7 +92,7 @@ def test_a_late_submission_changed_by_a_ta_states_the_penalty_fixed_at_autograde
     and give the penalty in points as the gradebook holds it (fixed when autograded), tied to the
     autograder's score rather than to the changed one?"""
     late = dataclasses.replace(ada, late_penalty=6.0, notes=(
-        "Submitted 2 day(s) after the due date: late penalty of 20% (6 points).",))
+        "Submitted 2 days after the due date: late penalty of 20% (6 points).",))
     text = text_of(render_feedback(late, assignment, review_for(late, late_penalty=6.0, split_heads=(7.0, 0.0))))
     assert "21 / 30 points" in text
     assert "The autograder gave 30 points; your instructor changed that to 27 (see below)." in text

@@ -192,3 +192,26 @@ def test_a_recognised_mistake_is_explained_in_the_tests_output(bob):
 
     first = to_results_json(bob)["tests"][0]
     assert first["output"].endswith(f"Recognised mistake (Unbiased variance): {HINT}")
+
+
+def test_a_probes_guess_is_worded_as_one_and_reads_back_as_a_stage():
+    """Is a localised stage introduced as where the output first goes wrong (not as a recognised
+    mistake) in the student's output, kept apart in extra_data, and read back as a stage?"""
+    import json as json_module
+
+    from autograder.reporting.results_json import result_from_json
+
+    stage, known = "layer_norm.statistics_across_tokens", "layer_norm.unbiased_variance"
+    result = submission("fay", [
+        check("layer_norm", "test_a", 0.0, 6.0, output="off", diagnoses=(stage,), hints=("Per token.",),
+              stages=(stage,)),
+        check("layer_norm", "test_b", 0.0, 6.0, output="off", diagnoses=(known,), hints=("Divide by d.",)),
+    ])
+    doc = to_results_json(result)
+    first, second = doc["tests"]
+    assert first["output"].endswith("Where it first goes wrong (Statistics across tokens): Per token.")
+    assert "Recognised" not in first["output"]
+    assert second["output"].endswith("Recognised mistake (Unbiased variance): Divide by d.")
+    assert doc["extra_data"]["tests"][0]["stages"] == [stage] and "stages" not in doc["extra_data"]["tests"][1]
+    back, _ = result_from_json(json_module.loads(json_module.dumps(doc)))
+    assert [t.stages for t in back.tests] == [(stage,), ()]
