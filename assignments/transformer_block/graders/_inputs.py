@@ -121,3 +121,19 @@ def expect_clean_call(student, expect, fn, *args, what: str, if_warned: str | No
     expect.no_warnings(what)
     if out is None:
         expect.not_run(f"`{getattr(fn, '__name__', fn)}` returned None")
+
+
+def expect_an_answer(out, x, what: str) -> None:
+    """A property of an answer is credited only to something that could be one: finite, not one number
+    everywhere, not the input `x` handed back. A placeholder (`return np.zeros_like(x)`, `return x`)
+    is trivially unchanged by reordering tokens or by doubling a weight, and earns nothing here."""
+    if not isinstance(out, np.ndarray) or out.shape != np.shape(x) or out.dtype.kind not in "fc":
+        return                                  # the shape and dtype checks say what is wrong
+    if not np.isfinite(out).all():
+        raise AssertionError(f"{what} has NaN or infinite entries, so this property cannot be credited.")
+    if out.size > 1 and np.ptp(out) == 0:
+        raise AssertionError(f"{what} returned the same number ({out.flat[0]:g}) everywhere: a placeholder, "
+                             f"which this property holds of trivially, so it earns no points.")
+    if np.array_equal(out, x):
+        raise AssertionError(f"{what} returned its input x unchanged: a placeholder, which this property "
+                             f"holds of trivially, so it earns no points.")

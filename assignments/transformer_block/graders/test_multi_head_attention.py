@@ -14,6 +14,7 @@ from assignments.transformer_block.graders._inputs import (
     CASE_IDS,
     CASE_LIST,
     causal_mask,
+    expect_an_answer,
     expect_clean_call,
     expect_float32,
     projections,
@@ -78,6 +79,7 @@ def test_multi_head_attention_is_equivariant_to_token_order(student, expect, rng
     with expect.excused_if_wired_right():
         expect.shape(out, x.shape, f"multi_head_attention on x of shape {x.shape}")
         expect.shape(out_perm, x.shape, what)
+        expect_an_answer(out, x, f"multi_head_attention on x of shape {x.shape}")
         expect.close(out_perm, out[perm], what=what + " (compared with your outputs, reordered)")
 
 
@@ -94,6 +96,7 @@ def test_multi_head_attention_causal_mask_hides_later_tokens(student, expect, rn
     with expect.excused_if_wired_right():
         expect.shape(out, x.shape, what)
         expect.shape(out_changed, x.shape, what)
+        expect_an_answer(out, x, what)
         expect.close(out_changed[..., :k + 1, :], out[..., :k + 1, :],
                      what=f"{what} (earlier tokens' outputs, once only later tokens change)")
 

@@ -11,6 +11,7 @@ import pytest
 
 from assignments.transformer_block.graders._inputs import (
     CASE_LIST,
+    expect_an_answer,
     expect_clean_call,
     expect_float32,
     swiglu_weights,
@@ -52,6 +53,7 @@ def test_swiglu_ffn_gates_only_the_W_gate_branch(student, expect, rng):
     with expect.excused_if_wired_right():
         expect.shape(out, x.shape, "swiglu_ffn on x of shape (5, 8)")
         expect.shape(out_doubled, x.shape, what)
+        expect_an_answer(out, x, "swiglu_ffn on x of shape (5, 8)")
         expect.close(out_doubled, 2.0 * out, what=what + " (compared with twice your output for W_up)")
 
 

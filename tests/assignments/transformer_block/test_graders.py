@@ -22,6 +22,7 @@ from autograder.grading.session import GraderSession
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import graders_session  # noqa: E402
 from submissions import (  # noqa: E402
     LN_FLOAT32,
     MHA_MASK_UPCAST,
@@ -34,6 +35,7 @@ from submissions import (  # noqa: E402
 )
 from test_seed_independence import InProcessStudent  # noqa: E402
 
+session = graders_session.fixture()
 SEEDS = (17, 1_000_020)
 
 SILU_IN_OTHER_CORRECT_FORMS = {
@@ -146,3 +148,23 @@ def test_the_correct_notebook_names_nothing(session):
     """Does the solution pass every graded check on both seeds, naming no mistake?"""
     for seed in SEEDS:
         assert set(_checks(session, seed).values()) == {("passed", ())}
+
+
+PLACEHOLDERS = {
+    "mha_zeros": ("multi_head_attention", "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):\n"
+                                          "    return np.zeros_like(x)\n"),
+    "mha_input": ("multi_head_attention", "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):\n"
+                                          "    return x.copy()\n"),
+    "swiglu_zeros": ("swiglu_ffn", "def swiglu_ffn(x, W_gate, W_up, W_down):\n    return np.zeros_like(x)\n"),
+}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("form", PLACEHOLDERS, ids=list(PLACEHOLDERS))
+def test_a_placeholder_earns_no_point_of_a_property_it_holds_trivially(session, form, seed):
+    """Does a placeholder that returns zeros or its input (unchanged by reordering the tokens, by later
+    tokens under a causal mask, by doubling W_up) fail every graded check of its problem?"""
+    problem, cell = PLACEHOLDERS[form]
+    checks = _checks(session, seed, cell)
+    graded = [name for name in checks if name.startswith(f"test_{problem}_")]
+    assert graded and set(_failed(checks, problem)) == set(graded)

@@ -34,6 +34,11 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tools"))
 from submissions import MISTAKE_FORMS, NOTEBOOK, mistake_cell, release_notebook, solution_code  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import graders_session  # noqa: E402
+
+session = graders_session.fixture()
+
 # Six ordinary seeds catch an outcome that flips on many draws; a rarer flip needs its draw. Two
 # seeds whose draws flipped one on earlier graders: 29 made layer_norm.no_eps fail
 # test_layer_norm_keeps_float32 (ordinary tokens: ~3% of draws), and 622 drew a random mask that let
