@@ -394,7 +394,7 @@ def load_course(course_dir: str | Path = ".") -> Course:
 
 
 YAML_CACHE = "course-yml"           # usercache kind of course.yml's data
-_PARSER = "unique-keys"              # in the cache key: data cached before keys given twice were refused is not used
+_PARSER = "unique-text-keys"         # in the cache key: data cached by an older reading of course.yml is not used
 _TAG = "\0yaml"                      # the key marking a date or time in the cached data
 
 
@@ -418,7 +418,10 @@ def course_data(text: str) -> Any:
 def _unique_keys(base: Any) -> Any:
     """`base` (a PyYAML loader class) refusing a mapping that gives a key twice: PyYAML keeps the
     last silently, so an edit that adds `layer_norm: {points: 3}` below the old line would change
-    the points without a word (and "unknown keys are errors" could not see it)."""
+    the points without a word (and "unknown keys are errors" could not see it). Every key of
+    course.yml is a name (a problem, a dtype, a student id), so a plain key is read as the text
+    written: an extension for student `0042` is for "0042", not the octal number 34 (nor `012345`
+    5349, `yes` True, `2026-01-01` a date), as the roster's ids are text too."""
     import yaml
 
     class UniqueKeys(base):  # type: ignore[misc]
@@ -428,6 +431,8 @@ def _unique_keys(base: Any) -> Any:
                 for key_node, _ in node.value:
                     if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                         continue
+                    if not key_node.style:          # plain, not quoted: its text, whatever it looks like
+                        key_node.tag = "tag:yaml.org,2002:str"
                     first = seen.setdefault((key_node.tag, key_node.value), key_node.start_mark)
                     if first is not key_node.start_mark:
                         raise yaml.constructor.ConstructorError(
@@ -521,7 +526,9 @@ Keys not listed here are errors, and so are a key given twice in one mapping (`c
 lines) and a value of the wrong type: `course` names the key path
 in one line, e.g. `course.yml: assignments[0].limits.cell_seconds: expected a positive number, got -1`.
 A key left out, or set to nothing (`key:` or `key: null`), takes its default; a mapping given in
-part keeps the defaults of the keys it leaves out. Dtype keys: {", ".join(DTYPES)}.
+part keeps the defaults of the keys it leaves out. Dtype keys: {", ".join(DTYPES)}. A key is the text
+written, whatever YAML would make of it as a value: student `0042` in `extensions` is "0042" (as in
+the roster), not the number 34.
 """)
 
 

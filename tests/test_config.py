@@ -123,7 +123,7 @@ def test_config_the_shipped_course_file_reads_the_same_with_either_yaml_loader()
 def test_config_course_yml_read_back_from_the_cache_is_the_same(tmp_path, monkeypatch):
     """Is course.yml's data, read back from the user's cache by a later command, exactly what
     PyYAML reads (a later read does not parse), dates and times included; and are data that JSON
-    would change (integer keys, sets, NaN) never cached?"""
+    would change (sets, NaN, bytes) never cached?"""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))       # a cache of this test's own
     shipped = (ROOT / "course.yml").read_text(encoding="utf-8")
     for text in (shipped, "due: 2026-12-14 23:59:00+01:30\nday: 2026-12-14\nnaive: 2026-12-14 08:00:00.5\n"):
@@ -131,7 +131,8 @@ def test_config_course_yml_read_back_from_the_cache_is_the_same(tmp_path, monkey
         with monkeypatch.context() as m:
             m.setattr(config, "parse_yaml", lambda *a: pytest.fail("parsed again"))
             assert repr(course_data(text)) == repr(yaml.safe_load(text))
-    for odd in ("1: one\n", "x: .nan\n", "s: !!set {a, b}\n", "b: !!binary aGk=\n"):
+    assert course_data("1: one\n") == {"1": "one"}                  # a key is its text (`_unique_keys`)
+    for odd in ("x: .nan\n", "s: !!set {a, b}\n", "b: !!binary aGk=\n"):
         assert repr(course_data(odd)) == repr(yaml.safe_load(odd))
         with monkeypatch.context() as m:
             m.setattr(config, "parse_yaml", lambda *a: pytest.fail("not cached"))
@@ -367,3 +368,13 @@ def test_config_a_course_yml_that_is_not_utf8_is_one_line_naming_it(tmp_path):
         load_course(tmp_path)
     line, offset = len(text.splitlines()) + 1, len(text) + len(b"# caf")
     assert str(info.value) == f"course.yml: line {line}: not UTF-8 (byte 0xe9 at offset {offset}); save it as UTF-8"
+
+
+def test_config_student_ids_that_yaml_would_read_as_numbers_or_dates_are_their_text(tmp_path):
+    """Is an extension written for student 0042 (or 012345, 2026001, yes, 2026-01-01) for the id as
+    written, as the roster's ids are text, not for the number, truth value or date YAML reads it as?"""
+    ids = ["0042", "012345", "2026001", "yes", "2026-01-01", "1e3"]
+    text = yaml.safe_dump(mutate("assignments.0.extensions", "EXTENSIONS"))
+    text = text.replace("EXTENSIONS", "{" + ", ".join(f"{sid}: {{days: 1}}" for sid in ids) + "}")
+    course = load_course(make_course(tmp_path, text))
+    assert sorted(course.assignment("hw").extensions) == sorted(ids)
