@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 
 ELLIPSIS = "..."
 VOWELS = frozenset("aeiouAEIOU")
@@ -63,3 +64,22 @@ def shown_name(name: str) -> str:
     except UnicodeEncodeError:          # a lone surrogate no file system name gives ('\ud800', from JSON)
         text = name.encode("utf-8", "backslashreplace").decode("utf-8")
     return visible(text, NAME_CONTROL)
+
+
+def display_width(text: str) -> int:
+    """How many terminal columns `text` takes: a wide character (East Asian wide or full-width: '李')
+    two, a combining mark or zero-width character none, any other one."""
+    if text.isascii():
+        return len(text)
+    width = 0
+    for char in text:
+        if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+            continue
+        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return width
+
+
+def pad(text: str, width: int, *, right: bool = False) -> str:
+    """`text` padded with spaces to `width` terminal columns (`display_width`), on the left when `right`."""
+    fill = " " * max(0, width - display_width(text))
+    return fill + text if right else text + fill

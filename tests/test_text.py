@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.text import NAME_CONTROL, shown_name, truncate, visible, with_article
+from autograder.text import NAME_CONTROL, display_width, pad, shown_name, truncate, visible, with_article
 
 
 def test_truncate_keeps_short_text():
@@ -63,3 +63,12 @@ def test_visible_writes_out_bidirectional_overrides():
     from what it holds) written out, while right-to-left letters and marks stay text?"""
     shown = visible("score = 0 \u202e01 = score\u202c \u2067x\u2069 \u05d0\u200f")
     assert shown == "score = 0 \\u202e01 = score\\u202c \\u2067x\\u2069 \u05d0\u200f"
+
+
+@pytest.mark.parametrize(("text", "width"), [
+    ("ada", 3), ("zo\u00eb", 3), ("zoe\u0308", 3), ("\u674e\u96f7", 4), ("\uff21b", 3), ("a\u200bb", 2), ("", 0),
+])
+def test_display_width_counts_terminal_columns(text, width):
+    """Are wide characters two columns, combining marks and zero-width characters none, others one?"""
+    assert display_width(text) == width
+    assert display_width(pad(text, 6)) == 6 and pad(text, 6, right=True).endswith(text)

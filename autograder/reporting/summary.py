@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult, SubmissionState, grader_error_parts
 from autograder.sandbox.isolation import OPTIONAL, REQUIRED
-from autograder.text import truncate
+from autograder.text import display_width, pad, truncate
 
 from .results_json import format_points, ordered_problems, reported_score
 
@@ -95,10 +95,10 @@ def _problem_score(row: StudentRow, problem: str) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    widths = [max(display_width(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
-        out = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        out = [pad(c, w, right=i in right) for i, (c, w) in enumerate(zip(cells, widths))]
         return GAP.join(out).rstrip()
 
     return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]

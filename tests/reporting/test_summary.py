@@ -170,3 +170,14 @@ def test_a_class_without_any_timestamp_is_told_once(assignment):
     """When no submission has a timestamp.txt (copied in by hand, say), does one line say all were on time?"""
     text = format_summary([submission(s) for s in ("ada", "bob", "cy")], _due(assignment))
     assert "Late policy: none of the 3 submissions has a timestamp.txt" in text and "ada," not in text
+
+
+def test_wide_characters_keep_the_columns_aligned(assignment):
+    """Does a student id of wide characters (two terminal columns each) keep every later column where
+    the others have it?"""
+    from autograder.text import display_width
+
+    text = format_summary([submission("\u674e\u96f7"), submission("ada")], assignment)
+    lines = text.splitlines()[:4]
+    starts = {display_width(ln[: ln.index(" 0/")]) for ln in lines[2:4]}
+    assert len(starts) == 1, lines
