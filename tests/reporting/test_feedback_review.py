@@ -106,3 +106,16 @@ def test_a_late_submission_changed_by_a_ta_states_the_penalty_fixed_at_autograde
     commented = text_of(render_feedback(late, assignment, review_for(late, 6.0, comments=(("", "Well done."),))))
     assert "24 / 30 points" in commented and "30 points less a late penalty of 6 points." in commented
     assert "The autograder gave" not in commented and "Includes your instructor's review (see below)." in commented
+
+
+def test_the_every_check_failed_card_gives_the_autograder_s_score_beside_a_ta_s_change(assignment):
+    """When every check failed alike (an unreadable notebook) and a TA then gave points, does the one
+    failure card give the autograder's 0 as the autograder's, the total above it the TA's score?"""
+    from .conftest import check, submission
+
+    why = "Your notebook could not be run (nb.ipynb is not valid notebook JSON)."
+    ike = submission("ike", [check(p, f"test_{p}_{i}", 0.0, 2.0, output=why)
+                             for p in ("layer_norm", "split_heads", "silu") for i in range(3)])
+    text = text_of(render_feedback(ike, assignment, review_for(ike, silu=(4.0, 0.0))))
+    card = text[text.index("Every check failed with the same error"):]
+    assert "0 / 30 points from the autograder" in card and "4 / 30" not in card
