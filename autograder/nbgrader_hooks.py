@@ -43,7 +43,7 @@ from nbgrader.plugins.export import CsvExportPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Unicode, default
 
-from .config import Course, load_course
+from .config import Course, Extension, load_course
 from .errors import CourseError
 from .layout import NBGRADER_CONFIG, RESULTS_JSON
 from .notebooks import over_notebook_limits_file
@@ -224,7 +224,7 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             rows = self._rows(gradebook, course)
             assignments = [(a.name, a.max_score) for a in self._assignments(gradebook)]
             lms_ids = {s.id: s.lms_user_id or "" for s in gradebook.students}
-        for line in _stale_results(course, rows):
+        for line in [*_stale_results(course, rows), *self._extension_notes]:
             self.log.warning(line)
         for name in sorted({name for name, _ in assignments} - {a.name for a in course.assignments}):
             self.log.warning("%s: in the gradebook but not in course.yml; its rows are exported as the gradebook "
@@ -260,8 +260,10 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
         students = {str(s) for s in self.student}
         names = {a.name: a for a in course.assignments}
         rows = []
+        self._extension_notes: list[str] = []
         for assignment in self._assignments(gradebook):
             ours = names.get(assignment.name)
+            elsewhere: list[str] = []             # students given another extension in the gradebook
             for student in gradebook.students:
                 if students and student.id not in students:
                     continue
@@ -277,11 +279,22 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                     penalty = submission.late_submission_penalty
                     row.update(timestamp=submission.timestamp, raw_score=submission.score,
                                late_submission_penalty=penalty, score=max(0.0, submission.score - penalty))
+                    mine = ours.extensions.get(student.id) if ours is not None else None
+                    if ours is not None and submission.extension and submission.extension != (mine and mine.delta):
+                        given = Extension(days=submission.extension.days, hours=submission.extension.seconds / 3600)
+                        elsewhere.append(f"{student.id} ({given.describe()})")
                 ext = ours.extensions.get(student.id) if ours is not None else None
                 due = ours.due_for(student.id) if ours is not None and ext is not None else None
                 row["extension"] = ext.describe() if ext is not None else ""
                 row["extended_duedate"] = naive_utc(due) if due is not None else ""
                 rows.append(row)
+            if elsewhere:
+                self._extension_notes.append(
+                    f"{assignment.name}: the gradebook gives {', '.join(elsewhere[:5])}"
+                    f"{f' and {len(elsewhere) - 5} more' if len(elsewhere) > 5 else ''} another extension than "
+                    f"course.yml; extensions are course.yml's (assignments[].extensions): the export and the late "
+                    f"penalty follow it, and the next `course autograde {assignment.name}` writes it into the "
+                    f"gradebook")
         return rows
 
 

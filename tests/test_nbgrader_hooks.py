@@ -403,3 +403,24 @@ def test_export_to_stdout_or_a_fifo_writes_into_it_and_replaces_nothing(course_c
     assert done.returncode == 0, done.stderr[-2000:]
     assert received and received[0].decode("utf-8") == piped.stdout
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and not (course_copy / "grades.fifo.tmp").exists()
+
+
+def test_export_warns_of_an_extension_given_in_the_gradebook_and_not_in_course_yml(course_copy):
+    """When a TA gave ada an extension through nbgrader's gradebook (course.yml gives her none), does the
+    export say that extensions are course.yml's and that it follows course.yml, naming her and the
+    gradebook's extension?"""
+    import datetime as dt
+
+    from nbgrader.api import Gradebook
+
+    (course_copy / "roster.csv").write_text("id\nada\n")
+    with Gradebook(load_course(course_copy).gradebook_url) as gb:
+        gb.add_assignment("transformer-block")
+        gb.add_student("ada")
+        gb.add_submission("transformer-block", "ada")
+        gb.find_submission("transformer-block", "ada").extension = dt.timedelta(days=10, hours=12)
+        gb.db.commit()
+    done = _export(course_copy)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("transformer-block: the gradebook gives ada (10 days and 12 hours) another extension than course.yml; "
+            "extensions are course.yml's") in done.stderr
