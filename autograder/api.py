@@ -21,6 +21,7 @@ from .errors import CourseError
 from .grading.results import SubmissionResult
 from .intake import BOOKKEEPING, ungraded_files
 from .layout import (
+    CONFIG_FILE,
     DEMO_DIR,
     EXAMPLES,
     ROSTER_FILE,
@@ -625,6 +626,27 @@ def course_problems(course_dir: str | Path) -> tuple[str, ...]:
     return tuple(problems)
 
 
+def course_notes(course_dir: str | Path) -> tuple[str, ...]:
+    """What `course doctor` says of a course folder where nothing stops `course autograde`
+    (`course_problems` found nothing): what it checked, and what would stop nbgrader's own commands
+    there (an exchange folder that does not exist: `release_assignment`, `submit` and `collect` need
+    it). Nothing when the folder holds no course.yml."""
+    if not CourseLayout(Path(course_dir)).config.is_file():
+        return ()
+    try:
+        course = load_course(course_dir)
+    except CourseError:
+        return ()
+    names = ", ".join(a.name for a in course.assignments)
+    notes = [f"{CONFIG_FILE} read (assignments: {names}); the gradebook's URL, "
+             f"{course.layout.relative(course.layout.autograded_dir)}/ and "
+             f"{course.layout.relative(course.layout.feedback_dir)}/ can be used"]
+    if course.exchange is not None and not course.exchange.is_dir():
+        notes.append(f"the exchange folder {course.exchange} ({CONFIG_FILE}: exchange) does not exist: nbgrader's "
+                     f"release_assignment, submit and collect need it (grading does not)")
+    return tuple(notes)
+
+
 def doctor(*, course_dir: str | Path | None = None, log: Log = _quiet) -> DoctorReport:
     """Start the sandbox as `course autograde` would, run a probe notebook, report every layer; with
     `course_dir` holding a course.yml, check that course too (config, gradebook, folders written)."""
@@ -638,6 +660,8 @@ def doctor(*, course_dir: str | Path | None = None, log: Log = _quiet) -> Doctor
     course = course_problems(course_dir) if course_dir is not None else ()
     for problem in course:
         log(f"course: {problem}")
+    for note in course_notes(course_dir) if course_dir is not None and not course else ():
+        log(f"course: {note}")
     host = SandboxHost(insecure=True)
     try:
         info = host.start()

@@ -140,3 +140,18 @@ def test_doctor_says_how_memory_is_bounded_and_the_worst_case_without_a_cgroup(c
     cgroup = any(layer == "cgroup" and applied for layer, applied, _, _ in report.layers)
     limits = load_course(ROOT).assignment(ASSIGNMENT).limits
     assert report.memory == api.memory_bound(cgroup, [(ASSIGNMENT, limits)]) and report.memory in out
+
+
+def test_doctor_in_a_sound_course_says_what_it_checked_and_names_a_missing_exchange(course_copy):
+    """In a course where nothing stops grading, does the course check say what it read, and name an
+    exchange folder that does not exist (nbgrader's exchange commands need it, grading does not)?"""
+    assert api.course_problems(course_copy) == ()
+    (note,) = api.course_notes(course_copy)
+    assert note.startswith(f"{CONFIG_FILE} read (assignments: {ASSIGNMENT}); ")
+    config = CourseLayout(course_copy).config
+    config.write_text(config.read_text(encoding="utf-8") + "exchange: /nonexistent/exchange\n", encoding="utf-8")
+    assert api.course_problems(course_copy) == ()
+    assert api.course_notes(course_copy)[1] == (
+        f"the exchange folder /nonexistent/exchange ({CONFIG_FILE}: exchange) does not exist: nbgrader's "
+        f"release_assignment, submit and collect need it (grading does not)")
+    assert api.course_notes(course_copy.parent / "not-a-course") == ()
