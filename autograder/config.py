@@ -331,6 +331,10 @@ class Course:
                 row = dict(zip(header, (v.strip() for v in fields), strict=False))
                 if row.get("id"):
                     out.append((n, RosterStudent(row["id"], **{c: row.get(c) or "" for c in ROSTER_COLUMNS})))
+                elif any(row.values()):         # a row of empty cells (a spreadsheet's) is no student
+                    given = ", ".join(f"{k} {schema.show(v)}" for k, v in row.items() if v and k != "id")
+                    raise ConfigError(f"{name}: line {n}: a student with no id ({given}); give each student an "
+                                      f"id, or remove the line")
         else:
             out = [(n, RosterStudent(ln.strip())) for n, ln in lines]
         first: dict[str, int] = {}

@@ -324,12 +324,15 @@ def test_config_a_key_given_twice_is_an_error_naming_both_lines(tmp_path, monkey
     ('id,first_name\nada,"Ada\nMarie"\n\nbob,Bob\nada,"A.\nL."\nbob,"B.\n\nB."\n',
      "roster.csv: line 6: student 'ada' is listed twice (first on line 2)"),
     ('id\nada\n"' + "x" * 200_000, "roster.csv: line 3: not valid CSV (field larger than field limit"),
+    ("id,first_name,email\nada,Ada,\n,,\n,Bob,bob@x.edu\n",
+     'roster.csv: line 4: a student with no id (first_name "Bob", email "bob@x.edu"); give each student an id'),
 ])
 def test_config_a_roster_that_cannot_be_read_as_meant_is_an_error_naming_the_line(tmp_path, roster, error):
     """Is a roster separated by `;` (read as one id per line, it would put a student named
     "id;first_name;..." in the gradebook), a student listed twice (the later row would replace the first's
-    name and email), a header without `id`, or a file that is not UTF-8 (saved as Latin-1) an error naming
-    the line (the line a record starts on, when a quoted name before it holds a line break)?"""
+    name and email), a header without `id`, a student without an id (never graded nor in the gradebook; a
+    row of empty cells is no student), or a file that is not UTF-8 (saved as Latin-1) an error naming the
+    line (the line a record starts on, when a quoted name before it holds a line break)?"""
     course = load_course(make_course(tmp_path, GOOD))
     (tmp_path / "roster.csv").write_bytes(roster if isinstance(roster, bytes) else roster.encode())
     with pytest.raises(ConfigError) as info:
