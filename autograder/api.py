@@ -66,12 +66,15 @@ def assignment_names(course_dir: str | Path, assignment: str | None) -> list[str
     return [a.name for a in course.assignments]
 
 
-def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> ReleaseReport:
+def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet, drop_grades: bool = False) -> ReleaseReport:
+    """`course release`: the student notebooks from the source, points from course.yml, recorded in the
+    gradebook. `drop_grades`: a cell the release no longer has goes from the gradebook even when
+    submissions have grades or comments for it (with them), instead of the release being refused."""
     from .release import release as run_release
 
     course = load_course(course_dir)
     a = course.assignment(assignment)
-    report = run_release(course, a)
+    report = run_release(course, a, drop_grades=drop_grades)
     for name, changes in report.points_written:
         where = course.layout.relative(course.layout.source(a.name) / name)
         log(f"points from course.yml written into {where}: {'; '.join(changes)}")

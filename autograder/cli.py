@@ -87,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("release", parents=[common],
                        help="generate the student notebooks in release/ and check them for leaks")
     r.add_argument("assignment", nargs="?", help="an assignment from course.yml (default: every one)")
+    r.add_argument("--drop-grades", action="store_true",
+                   help="let the release remove cells (a grade_id renamed, a notebook dropped) that submissions "
+                        "have grades or comments for, with those grades and comments (refused without it)")
     v = sub.add_parser("validate", parents=[common],
                        help="run source and release notebooks in a real kernel and through the autograder")
     v.add_argument("assignment", nargs="?", help="an assignment from course.yml (default: every one)")
@@ -211,11 +214,11 @@ def _feedback(course_dir: str, assignment: str, student: str | None) -> int:
     return 1 if report.errors else 0
 
 
-def _release(course_dir: str, assignment: str | None) -> int:
+def _release(course_dir: str, assignment: str | None, drop_grades: bool = False) -> int:
     from . import api
 
     for name in api.assignment_names(course_dir, assignment):
-        api.release(course_dir, name, log=_log)
+        api.release(course_dir, name, log=_log, drop_grades=drop_grades)
     return 0
 
 
@@ -404,7 +407,7 @@ def _run(args: argparse.Namespace, early: tuple[StartedWorker, ...] = ()) -> int
     if getattr(args, "course_dir", None) is not None:
         _unfinished_commits(args.course_dir)
     if args.command == "release":
-        return _release(args.course_dir, args.assignment)
+        return _release(args.course_dir, args.assignment, args.drop_grades)
     if args.command == "validate":
         return _validate(args.course_dir, args.assignment)
     if args.command == "autograde":

@@ -218,9 +218,10 @@ def unversioned_cells(nb: dict[str, Any]) -> list[int]:
     return out
 
 
-def release(course: Course, assignment: Assignment) -> ReleaseReport:
+def release(course: Course, assignment: Assignment, *, drop_grades: bool = False) -> ReleaseReport:
     """Generate release/<assignment>/ from source/<assignment>/ with nbgrader, points from course.yml,
-    then check for leaks; record it in the gradebook. Nothing is changed unless every step succeeds."""
+    then check for leaks; record it in the gradebook. Nothing is changed unless every step succeeds.
+    `drop_grades`: see `reporting.gradebook.apply_release`."""
     from .reporting import gradebook
 
     layout = course.layout
@@ -257,12 +258,13 @@ def release(course: Course, assignment: Assignment) -> ReleaseReport:
                                f"(nothing was changed)")
         checked = leak_check(build, assignment)
         cells = gradebook.read_release_cells(build_db, assignment)
-        gradebook.check_release(course, assignment, cells)
+        if not drop_grades:
+            gradebook.check_release(course, assignment, cells)
 
         target = layout.release(assignment.name)
         previous = _swap_in(build.release(assignment.name), target)
         try:
-            recorded = gradebook.apply_release(course, assignment, cells)
+            recorded = gradebook.apply_release(course, assignment, cells, drop_grades=drop_grades)
         except BaseException:
             _restore(target, previous)
             raise

@@ -680,12 +680,16 @@ def check_release(course: Course, assignment: Assignment, release: tuple[Noteboo
         raise ReleaseError(
             f"gradebook {shown_url(course.gradebook_url)}: {assignment.name}: the new release no longer has "
             f"{', '.join(blocked)}, which submissions have grades or comments for; put it back in the source "
-            f"notebook, or remove those submissions' grades first (nothing was changed)")
+            f"notebook, or run `course release {assignment.name} --drop-grades` to remove it with those grades "
+            f"and comments (nothing was changed)")
 
 
-def apply_release(course: Course, assignment: Assignment, release: tuple[NotebookCells, ...]) -> tuple[str, ...]:
+def apply_release(course: Course, assignment: Assignment, release: tuple[NotebookCells, ...], *,
+                  drop_grades: bool = False) -> tuple[str, ...]:
     """Record the release's cells in the gradebook, with the roster, due date and max scores from
-    course.yml, in one transaction; returns one line per entry created, changed or removed."""
+    course.yml, in one transaction; returns one line per entry created, changed or removed. A cell
+    (or notebook) the release no longer has that submissions have grades or comments for is refused,
+    unless `drop_grades`: then it goes with them, and its line says so."""
     from nbgrader.api import GradeCell, SolutionCell, SourceCell, TaskCell
     from nbgrader.api import Notebook as GbNotebook
 
@@ -694,7 +698,8 @@ def apply_release(course: Course, assignment: Assignment, release: tuple[Noteboo
     def work() -> list[str]:
         changes = sync_roster(gb, course) + _sync_assignment(gb, course, assignment, releasing=True)
         for row, what in _removals(gb, assignment, release):
-            if _has_submission_data(row):
+            graded = _has_submission_data(row)
+            if graded and not drop_grades:
                 raise ReleaseError(f"{what}: submissions have grades or comments for it")
             if isinstance(row, GbNotebook):
                 for kind in CELL_KINDS:
@@ -706,7 +711,7 @@ def apply_release(course: Course, assignment: Assignment, release: tuple[Noteboo
                 _delete_cell(gb, row)
             if isinstance(row, GbNotebook):
                 gb.db.delete(row)
-            changes.append(f"removed {what}")
+            changes.append(f"removed {what}" + (" with the grades and comments submissions had for it" * graded))
         gb.db.flush()
         gb.db.expire_all()
         a = gb.find_assignment(assignment.name)

@@ -293,6 +293,32 @@ def test_a_release_adds_cells_after_submissions_and_refuses_to_drop_graded_ones(
     assert auto_scores(course, assignment, "ada")["silu"] == 5.0
 
 
+def test_a_release_told_to_drop_grades_removes_a_graded_cell_with_its_grades(course, assignment, ada):
+    """With `--drop-grades` (a grade_id renamed after grading), is the refusal's advice followed: the cell
+    the release no longer has goes with the grades submissions had for it, and its line says so?"""
+    from nbgrader.api import MissingEntry
+
+    from autograder.errors import ReleaseError
+    from autograder.reporting.gradebook import NotebookCells, apply_release, check_release
+
+    release_into(course, assignment)
+    record_grades(course, assignment, [ada])
+    renamed = dataclasses.replace(assignment, problems=tuple(
+        dataclasses.replace(p, grade_id="test_silu_v2") if p.name == "silu" else p for p in assignment.problems))
+    grade = {p.grade_id: {"max_score": p.points, "cell_type": "code"} for p in renamed.problems}
+    spec = NotebookCells(STEM, None, {"grade": grade, "solution": {}, "task": {}, "source": {}})
+    with pytest.raises(ReleaseError, match="or run `course release transformer-block --drop-grades` to remove it"):
+        check_release(course, renamed, (spec,))
+    changes = apply_release(course, renamed, (spec,), drop_grades=True)
+    assert (f"removed grade cell {STEM}/test_silu with the grades and comments submissions had for it"
+            in "; ".join(changes))
+    with Gradebook(course.gradebook_url) as gb:
+        with pytest.raises(MissingEntry):
+            gb.find_grade("test_silu", STEM, assignment.name, "ada")
+        assert gb.find_grade("test_silu_v2", STEM, assignment.name, "ada").auto_score is None
+        assert gb.find_grade("test_layer_norm", STEM, assignment.name, "ada").auto_score == 15.0
+
+
 def test_each_grade_row_is_the_one_nbgraders_find_grade_returns(course, assignment, ada, bob):
     """Does the one-query lookup of a submission's grade rows give, for every grade cell, the row
     nbgrader's find_grade gives, fall back to find_grade for a task cell, and raise MissingEntry
