@@ -58,7 +58,10 @@ class CellOutcome:
             where = "" if not self.where else f" ({self.where})" if self.where.startswith("line ") \
                 else f" (at {self.where})"
             text = f": {truncate(self.message, 300)}" if self.message else ""
-            return f"{_capital(self.name)} raised {self.error_type}{text}{where}"
+            hint = ""
+            if self.error_type == "ModuleNotFoundError":    # scipy, torch, ...: not there when grading
+                hint = "; that module is not installed where notebooks are graded: write it with numpy"
+            return f"{_capital(self.name)} raised {self.error_type}{text}{where}{hint}"
         if self.status in ("timeout", "crashed", "not_run"):
             return f"{_capital(self.name)} {self.message}"
         return ""

@@ -1,0 +1,16 @@
+"""What a sandbox run's outcomes say to the student."""
+from __future__ import annotations
+
+
+def test_a_cell_that_imports_a_module_grading_lacks_says_so():
+    """Does a cell stopped by ModuleNotFoundError (scipy, installed in the student's Jupyter but not where
+    notebooks are graded) say that the module is missing there, and other errors keep their sentence?"""
+    from autograder.sandbox.outcomes import CellOutcome
+
+    missing = CellOutcome(3, "error", error_type="ModuleNotFoundError", message="No module named 'scipy'",
+                          where="line 1: `from scipy.special import expit`", label="the 4th code cell (`from scipy`)")
+    assert missing.note == ("The 4th code cell (`from scipy`) raised ModuleNotFoundError: No module named 'scipy' "
+                            "(line 1: `from scipy.special import expit`); that module is not installed where "
+                            "notebooks are graded: write it with numpy")
+    other = CellOutcome(3, "error", error_type="NameError", message="name 'x' is not defined", label="cell 4")
+    assert other.note == "Cell 4 raised NameError: name 'x' is not defined"
