@@ -483,8 +483,10 @@ class Runner:
         self._notes = None
         return out
 
-    def run_notebook(self) -> bool:
-        """Read the "run" request, run its cells (reporting each), send "ready". False at end of stream."""
+    def run_notebook(self, settle: Callable[[], bool] | None = None) -> bool:
+        """Read the "run" request, run its cells (reporting each), send "ready". False at end of stream,
+        or when `settle` (called once the cells have run, before "ready") says this process is not
+        to serve the problems."""
         try:
             request = self.chan.recv(trusted=False)
         except EOFError:
@@ -521,6 +523,8 @@ class Runner:
                 return False
             if request["op"] != "cells":
                 return False
+        if settle is not None and not settle():
+            return False
         self.chan.send_frame(done + frame({"op": "ready"}))
         return True
 

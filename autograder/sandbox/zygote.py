@@ -55,6 +55,8 @@ SWEEP_ROUNDS = 500
 # the submission's own namespaces (bubblewrap's, around the zygote, hold the network's)
 SUBMISSION_NAMESPACES = (linux.CLONE_NEWUSER | linux.CLONE_NEWPID | linux.CLONE_NEWNS | linux.CLONE_NEWIPC
                          | linux.CLONE_NEWUTS)
+HANDED_OVER = 75                  # a template's exit code once a single-threaded copy of it serves the problems
+HANDOVER_SECONDS = 5.0            # how long that copy waits for the supervisor to take it as the template
 LINGER_WAIT = 0.005               # seconds a sweep waits for a killed problem process before moving on
 # Each process names itself by its role (its comm: what ps, top and perf show; `tools/sandbox_roles.py`
 # adds up CPU by these names). A student's code may rename its own process: a name is for
@@ -607,6 +609,7 @@ class Supervisor:
         self.first_template = first_template       # socket for a template to start without being asked
         self.exits: dict[int, int] = {}             # pid -> returncode of children reaped here
         self.frozen = False
+        self.handover: int | None = None            # read end of the pipe the template names its successor on
         self.lingering = False                      # a process signalled by the last sweep may not have ended yet
         self.dirs_made: list[str] = []
         self.problem_times: tuple[int, int, int] | None = None     # the problems' folder's times as mounted
@@ -666,7 +669,26 @@ class Supervisor:
         for pid, code in _reaped():
             self.exits[pid] = code
             if pid == self.template:
-                self.template = None
+                self.template = self._successor() if code == HANDED_OVER else None
+
+    def _successor(self) -> int | None:
+        """The template's single-threaded copy, once the template handed over to it (see
+        `_hand_over`): the pid the template wrote, if it is a live child of this process (as the
+        template's orphan, it is). Read once; the pipe is closed."""
+        fd, self.handover = self.handover, None
+        if fd is None:
+            return None
+        try:
+            raw = os.read(fd, 8)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if len(raw) != 8:
+            return None
+        pid = int.from_bytes(raw, "big")
+        found = _descendants(os.getpid()).get(pid)
+        return pid if found is not None and found[1] == os.getpid() and found[0] not in ("Z", "X") else None
 
     def _sweep(self, keep: set[int], *, linger: int = 0) -> tuple[int, bool]:
         """SIGKILL every process below this one except `keep`, until none is left.
@@ -818,16 +840,23 @@ class Supervisor:
             return False
 
     def _start_template(self, nb_fd: int) -> None:
+        if self.handover is not None:
+            os.close(self.handover)
+        read, write = os.pipe()
+        os.set_blocking(read, False)
         pid = _fork_bare()
         if pid == 0:
             code = 70
             try:
                 _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+                os.close(read)
                 code = _template(nb_fd, self.limits, self.student_filter, self.notebook_dir,
-                                 self.problem_dir, isolated=self.isolated, ours=self.ours)
+                                 self.problem_dir, isolated=self.isolated, ours=self.ours, handover_fd=write)
             finally:
                 os._exit(code)
         os.close(nb_fd)
+        os.close(write)
+        self.handover = read
         self.template = pid
 
 
@@ -859,14 +888,58 @@ def _rlimits(limits: dict[str, Any], isolated: bool, ours: int) -> list[str]:
     return layers
 
 
+def _hand_over(handover_fd: int) -> bool:
+    """Once the notebook has run: make sure the process the problems are forked from runs nothing
+    of the notebook's any more. A thread the notebook left running (or a timer's helper thread)
+    would keep changing the template's memory between problems, which every later problem
+    process inherits: one that watches the problems' folder could tell a process forked alone
+    for a wiring's block call what an earlier problem process did. With more than one thread,
+    the template forks a copy of itself (threads do not survive fork), names it to the
+    supervisor on `handover_fd` and exits, taking its threads with it; the copy, once the
+    supervisor has reaped the template and so taken the copy as the template (its orphan is the
+    supervisor's child), serves the problems. True in the process that is to serve them; False
+    when the copy cannot take over (then the notebook's state is lost, as when a template ends)."""
+    if _threads() <= 1:                            # the usual case: one stat call
+        _close(handover_fd)
+        return True
+    template, supervisor = os.getpid(), os.getppid()
+    try:
+        pid = _fork()                              # os.fork: Python's state made right for one thread
+    except OSError:
+        return False
+    if pid != 0:
+        try:
+            os.write(handover_fd, pid.to_bytes(8, "big"))
+        finally:
+            _exit(HANDED_OVER)
+    _close(handover_fd)
+    end = time.monotonic() + HANDOVER_SECONDS
+    proc = f"/proc/{template}"
+    while True:                                    # its /proc entry goes when the supervisor reaps it
+        try:
+            _stat(proc)
+        except FileNotFoundError:
+            break
+        except OSError:
+            return False
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.0002)
+    linux.set_parent_death_signal(signal.SIGKILL)
+    # a fork handler of the notebook's could have started a thread in this copy too
+    return os.getppid() == supervisor and _threads() == 1
+
+
 def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, notebook_dir: str, problem_dir: str, *,
-              isolated: bool, ours: int = 3) -> int:
+              isolated: bool, ours: int = 3, handover_fd: int | None = None) -> int:
     from autograder.sandbox import child, protocol
 
     _name_template()
     linux.set_parent_death_signal(signal.SIGKILL)
     os.setsid()
-    _only_fds(nb_fd)
+    if handover_fd is None:
+        handover_fd = _open(_DEVNULL, _O_RDWR)
+    _only_fds(nb_fd, handover_fd)
     chan = protocol.Channel.from_fd(nb_fd)
     layers: list[str] = []
     try:
@@ -897,7 +970,7 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
     chan.send({"op": "hello", "pid": os.getpid(), "layers": layers})
     runner = child.Runner(chan)
     channel = protocol.Channel.from_fd
-    if not runner.run_notebook():
+    if not runner.run_notebook(_partial(_hand_over, handover_fd)):
         return 0
 
     exits: dict[int, int] = {}                     # problem processes that ended: pid -> returncode

@@ -138,6 +138,42 @@ def test_a_call_made_alone_sees_only_the_notebooks_state_and_is_no_restart(submi
     assert run.restarts == 0
 
 
+THREAD_IN_TEMPLATE = """
+import os, threading, time
+_state = {"ticks": 0, "seen": 0}
+_problem = os.path.join(os.path.dirname(os.getcwd()), "problem")
+def _watch():
+    while True:
+        _state["ticks"] += 1
+        if os.path.exists(os.path.join(_problem, "marker")):
+            _state["seen"] = 1
+        time.sleep(0.0005)
+threading.Thread(target=_watch, daemon=True).start()
+time.sleep(0.01)
+
+def mark():
+    open(os.path.join(os.environ["HOME"], "marker"), "w").close()
+    time.sleep(0.1)
+    return 0
+
+def seen():
+    return [_state["seen"], _state["ticks"]]
+"""
+
+
+def test_a_thread_the_notebook_left_running_does_not_reach_the_problems(submit):
+    """With a thread of the notebook still running once it has run (one that watches the problems'
+    folder), is every problem forked from a template that no longer changes: a copy of it without
+    the thread, which never sees what a problem process wrote?"""
+    run = submit([THREAD_IN_TEMPLATE])
+    p = run.problem("p")
+    first = p.call_alone("seen").value
+    assert p.call_alone("mark").value == 0
+    time.sleep(0.05)
+    second = p.call_alone("seen").value
+    assert second == first and first[0] == 0, (first, second)
+
+
 @pytest.mark.parametrize("name", ["spin", "sleep_forever"])
 def test_an_endless_call_times_out_and_the_next_call_gets_a_fresh_fork(submit, name):
     """Does a call that never returns raise CallTimeout after ~call_seconds, and the next call run in
