@@ -123,6 +123,11 @@ def building_blocks(reference: Callable[..., Any]) -> tuple[str, ...]:
 _BLOCKS: weakref.WeakKeyDictionary[Callable[..., Any], tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
+# The wiring of a composite's own blocks must move, on a changed input, farther than this many times
+# the tolerance from the composite's answer: blocks answering almost nothing, tuned to keep the wiring
+# just within the tolerance of a placeholder on one input and just outside it on another, do not pass.
+MOVE_FACTOR = 100.0
+
 # The composite itself could not run at all: nothing a building block did explains that.
 _OWN_FAILURES = (FunctionMissing, NotCallable, NotebookFailed)
 
@@ -279,8 +284,8 @@ class Expect:
             return out
         if composite:
             del self._block_calls[:]
-            if self._agrees(out, self._wired(reference, args, kwargs), tol, equal_nan=True):
-                self._trust_wiring(name)         # NotGraded when its building blocks cannot be trusted
+            if self._agrees_wired(out, self._wired(reference, args, kwargs), expected, tol):
+                self._trust_wiring(name, [(tuple(args), kwargs, out)])   # NotGraded when its blocks cannot be trusted
                 return out
         if if_not_finite and isinstance(out, np.ndarray) and out.dtype.kind in "fc" \
                 and not np.all(np.isfinite(out)):
@@ -332,8 +337,7 @@ class Expect:
                 if self._agrees(out, expected, None):
                     return True
                 try:
-                    return composite and self._agrees(out, self._wired(reference, args, kwargs), None,
-                                                      equal_nan=True)
+                    return composite and self._agrees_wired(out, self._wired(reference, args, kwargs), expected, None)
                 except NotGraded:
                     return False
 
@@ -366,12 +370,13 @@ class Expect:
                 except NotGraded:
                     del self.found[found:]
                     raise
+                expected = np.asarray(reference(*c.args, **c.kwargs))
                 if not (isinstance(c.value, np.ndarray) and c.value.dtype == wired.dtype
-                        and self._agrees(c.value, wired, None, equal_nan=True)):
+                        and self._agrees_wired(c.value, wired, expected, None)):
                     raise
             try:
                 for name in dict.fromkeys(c.function for c, _ in composites):
-                    self._trust_wiring(name)
+                    self._trust_wiring(name, [(c.args, c.kwargs, c.value) for c, _ in composites if c.function == name])
             finally:
                 del self.found[found:]
 
@@ -393,44 +398,55 @@ class Expect:
 
     def _student_block(self, name: str) -> Callable[..., Any]:
         student_fn = getattr(self.student, name)
+        return self._block(name, lambda args, kwargs: student_fn(*args, **kwargs),
+                           lambda args, kwargs, out: self._block_calls.append((name, args, kwargs, out)))
+
+    def _block(self, name: str, call: Callable[[Args, Kwargs], Any],
+               record: Callable[[Args, Kwargs, np.ndarray], object]) -> Callable[..., Any]:
+        """The student's building block `name` as the reference wiring calls it, made by `call`:
+        _BlockFailed when it fails or returns something the wiring cannot use; each answer recorded."""
         reference_fn = self._reference(name)
 
         def block(*args: Any, **kwargs: Any) -> Any:
             try:
-                out = student_fn(*args, **kwargs)
+                out = call(tuple(args), dict(kwargs))
             except StudentCodeError as exc:
                 raise _BlockFailed(name, exc.feedback) from None
             want = np.shape(reference_fn(*args, **kwargs))
             if not isinstance(out, np.ndarray) or out.dtype.kind not in "biufc" or out.shape != want:
                 raise _BlockFailed(name, f"`{name}` returned {_describe_type(out)} where an array of "
                                          f"shape {want} was needed")
-            self._block_calls.append((name, tuple(args), dict(kwargs), out))
+            record(tuple(args), dict(kwargs), out)
             return out
         return block
 
-    def _trust_wiring(self, composite: str) -> None:
+    def _trust_wiring(self, composite: str, calls: list[tuple[Args, Kwargs, Any]]) -> None:
         """Before the student's `composite` earns points for agreeing with the wiring of their own
         building blocks, and not with the reference: the wiring is only a fair stand-in for the
         reference when each building block it called gives an answer that depends on its input and
         on nothing else. Tested on the first check of the composite (in a submission) that would
         give such points, and again on each next one as long as the test fails: each block call of
         the check's wiring is made again in a process forked for it alone, where nothing the
-        composite did can reach it, and must give the same answer; and again alone on a changed
-        input (its data plus noise drawn from the submission's seed), where it must give another
-        answer. Otherwise the composite could earn the points
-        without computing anything: a building block returning zeros (or, once the composite has
-        run, switching to zeros) makes the wiring's answer one the composite can return unseen.
+        composite did can reach it, and must give the same answer; then the whole wiring is built
+        again on a changed input of the composite's first call in `calls` ((args, kwargs, answer):
+        its data plus noise drawn from the submission's seed), each block call again alone, and the
+        composite's answer must not agree with that wiring too (even within MOVE_FACTOR times the
+        tolerance), nor may the wiring have NaN or
+        infinite entries where the reference has numbers. Otherwise the composite could earn the
+        points without computing anything: building blocks returning zeros or almost zero (or,
+        once the composite has run, switching to that) make the wiring's answer one the composite
+        can return unseen.
         NotGraded, naming the block, when the wiring cannot be trusted. Once it was, the wirings of
         the composite's later checks are taken as they come: a composite that passed this test has
         computed its answer from real intermediate values once already."""
         if self.wirings.get(composite):
             return
-        problem = self._wiring_problem(composite)
+        problem = self._wiring_problem(composite, calls)
         if problem is not None:
             raise problem
         self.wirings[composite] = True
 
-    def _wiring_problem(self, composite: str) -> NotGraded | None:
+    def _wiring_problem(self, composite: str, calls: list[tuple[Args, Kwargs, Any]]) -> NotGraded | None:
         method = getattr(type(self.student), "call_alone", None)
         if method is None:
             return None                          # a stand-in for the notebook without processes: nothing to fork
@@ -444,7 +460,8 @@ class Expect:
                                           f"so it is checked through your own `{block}`, which {what}. It earns no "
                                           f"points until `{block}` {until}.")
 
-        for name, args, kwargs, out in list(self._block_calls):
+        made = list(self._block_calls)
+        for name, args, kwargs, out in made:
             try:
                 again = alone(name, args, kwargs)
             except StudentCodeError as exc:
@@ -454,19 +471,70 @@ class Expect:
                 return refused(name, "gave another answer when called again on the same input in a fresh copy of "
                                      "your notebook's state: it depends on what ran before it",
                                "gives the same answer for the same input")
+        reference = self._reference(composite)
+        for args, kwargs, answer in calls:
             changed = _changed_input(args, rng)
             if changed is None:
                 continue
+            remade: list[tuple[str, np.ndarray]] = []
+            blocks = {name: self._remade_block(name, alone, remade) for name in building_blocks(reference)}
             try:
-                other = alone(name, changed, kwargs)
-            except StudentCodeError as exc:
-                return refused(name, f"failed on a slightly changed input ({exc.feedback.rstrip('.')})",
+                with np.errstate(all="ignore"):
+                    wired = np.asarray(reference(*changed, **kwargs, **blocks))
+            except _BlockFailed as failed:
+                return refused(failed.block, f"failed on a slightly changed input ({failed.reason.rstrip('.')})",
                                "works on inputs like these")
-            if isinstance(other, np.ndarray) and other.shape == out.shape \
-                    and np.array_equal(other, again, equal_nan=True):
-                return refused(name, "gives the very same answer for a different input, so the check cannot see "
-                                     f"what `{composite}` computed", "depends on its input")
+            expected = np.asarray(reference(*changed, **kwargs))
+            if not self._agrees_wired(wired, wired, expected, None):
+                block = next((n for n, out in remade if out.dtype.kind in "fc" and not np.all(np.isfinite(out))),
+                             remade[-1][0] if remade else composite)
+                return refused(block, "gives NaN or infinite values where the reference has numbers",
+                               "gives numbers there")
+            tol = self.tolerance_for(expected.dtype)
+            margin = Tolerance(rtol=tol.rtol * MOVE_FACTOR, atol=tol.atol * MOVE_FACTOR)
+            if self._agrees(answer, wired, margin, equal_nan=True):
+                return self._unmoved(composite, made, remade, refused)
+            break
         return None
+
+    def _remade_block(self, name: str, alone: Callable[[str, Args, Kwargs], Any],
+                      remade: list[tuple[str, np.ndarray]]) -> Callable[..., Any]:
+        """The student's block `name`, each call made alone, its answers appended to `remade`."""
+        def call(args: Args, kwargs: Kwargs) -> Any:
+            return alone(name, args, kwargs)
+
+        def record(args: Args, kwargs: Kwargs, out: np.ndarray) -> None:
+            remade.append((name, out))
+        return self._block(name, call, record)
+
+    def _unmoved(self, composite: str, before: list[tuple[str, Args, Kwargs, Any]],
+                 after: list[tuple[str, np.ndarray]], refused: Callable[[str, str, str], NotGraded]) -> NotGraded:
+        """Why the wiring on a changed input still agrees with the composite's answer: the first
+        block whose answer did not move (by more than the tolerance) from one it gave before."""
+        for name, out in after:
+            tol = self.tolerance_for(out.dtype)
+            for n, _, _, was in before:
+                if n == name and isinstance(was, np.ndarray) and was.shape == out.shape \
+                        and all_close(out, was, rtol=tol.rtol, atol=tol.atol, equal_nan=True):
+                    how = "the very same answer" if np.array_equal(out, was, equal_nan=True) else \
+                        "almost the same answer (within the tolerance)"
+                    return refused(name, f"gives {how} for a different input, so the check cannot see what "
+                                         f"`{composite}` computed", "depends on its input")
+        block = after[-1][0] if after else composite
+        return refused(block, f"gives answers so small that the wiring's answer stays within the tolerance of "
+                              f"`{composite}`'s on a different input, so the check cannot see what `{composite}` "
+                              f"computed", "depends on its input")
+
+    def _agrees_wired(self, actual: Any, wired: np.ndarray, expected: np.ndarray, tol: Tolerance | None) -> bool:
+        """`_agrees(actual, wired, equal_nan=True)`, where the wiring's NaN or infinite entries count
+        only where the reference's answer `expected` is not finite either (e.g. a row whose keys
+        were all masked out): a building block poisoning the wiring with NaN makes no NaN answer right."""
+        if not self._agrees(actual, wired, tol, equal_nan=True):
+            return False
+        if wired.dtype.kind not in "fc" or np.all(np.isfinite(wired)):
+            return True
+        return (expected.shape == wired.shape and expected.dtype.kind in "fc"
+                and not np.any(~np.isfinite(wired) & np.isfinite(expected)))
 
     def _agrees(self, actual: Any, expected: np.ndarray, tol: Tolerance | None, *, equal_nan: bool = False) -> bool:
         """Same shape and every entry within tolerance; NaN matches NaN only with `equal_nan` (when

@@ -420,3 +420,53 @@ def test_not_finite_message_names_a_softmax_whose_entries_are_all_masked():
     msg = failure(lambda: make_expect().finite(np.array([1.0, np.nan]), "f(x)"))
     assert msg == ("f(x) has 1 NaN or infinite entries (first at index (1,)); look for overflow in exp, a "
                    "division by zero, or a softmax over entries that are all -inf (every one masked).")
+
+
+def test_a_block_answering_almost_nothing_cannot_stand_in_for_the_reference():
+    """When a block returns 1e-30 times its answer, is a composite that returns what the wiring gives
+    with almost nothing for the block (agreeing within the tolerance, not exactly) not graded?"""
+    ex = process_expect({}, double=lambda x: 1e-30 * x, double_plus_one=lambda x: 0 * x + 1)
+    with pytest.raises(NotGraded) as info:
+        ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+    assert info.value.block == "double"
+    assert "almost the same answer (within the tolerance) for a different input" in info.value.feedback
+    assert not ex.wirings
+
+
+def test_nan_from_a_block_counts_only_where_the_reference_is_not_finite():
+    """Does a composite giving NaN where the wiring of its own blocks does earn nothing when the
+    reference has a number there, and still pass where the reference is not finite either?"""
+    def double(x):
+        out = 2 * np.asarray(x, dtype=float)
+        out[0] = np.nan
+        return out
+
+    def double_plus_one(x):
+        return double(x) + 1
+
+    ex = process_expect({}, double=double, double_plus_one=double_plus_one)
+    msg = failure(lambda: ex.matches_reference(ex.student.double_plus_one, (X,), what="f"))
+    assert "NaN" in msg or "finite" in msg, msg
+    assert not ex.wirings
+    x = X.copy()
+    x[0] = np.nan                                       # the reference gives NaN there too
+    ex = process_expect({}, double=double, double_plus_one=double_plus_one)
+    ex.matches_reference(ex.student.double_plus_one, (x,), what="f")
+
+
+def test_a_wiring_whose_answer_turns_nan_on_a_changed_input_is_not_trusted():
+    """When the blocks give NaN only on inputs other than the check's own, is the wiring not trusted?"""
+    seen = {}
+
+    def double(x):
+        key = np.asarray(x).tobytes()
+        seen.setdefault(key, len(seen))
+        out = 3 * np.asarray(x, dtype=float)
+        if seen[key] > 0:
+            out[:] = np.nan
+        return out
+
+    ex = process_expect({}, double=double, double_plus_one=lambda x: 3 * x + 1)
+    with pytest.raises(NotGraded) as info:
+        ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+    assert "NaN or infinite values where the reference has numbers" in info.value.feedback

@@ -753,6 +753,151 @@ print("Score: 100/100 -- all tests passed")
 print("PASSED " * 100, file=_sys.stderr)
 '''
 
+# The composites are the twin's placeholders returning zeros; the building blocks are right
+# except in a "degenerate" mode, switched on by the composite's own call and carried to the
+# processes forked alone for the wiring's block calls through state kept outside the composite's
+# process: a thread of the notebook left running in the template (TEMPLATE_THREAD: it sees the
+# marker file the composite writes in the problems' folder and sets the mode in the template's
+# memory, which every later fork inherits), or memory shared across fork, a process of the
+# notebook still running, a timer's signal handler in the template (SHARED_STATE_CHANNELS).
+MODE_BLOCKS = r"""
+_own_merge, _own_silu = merge_heads, silu
+def merge_heads(x):
+    out = _own_merge(x)
+    return out * 1e-30 if _mode() == "MH" else out
+
+def silu(x):
+    if _mode() == "FF":
+        return (np.asarray(x) * 1e-30).astype(np.asarray(x).dtype)
+    return _own_silu(x)
+
+def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    _set("MH")
+    return np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, W_O.dtype))
+
+def swiglu_ffn(x, W_gate, W_up, W_down):
+    _set("FF")
+    return np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, W_down.dtype))
+"""
+
+TEMPLATE_THREAD = r"""
+import numpy as np, threading as _th, time as _time
+_PROBLEM = _os.path.join(_os.path.dirname(_os.getcwd()), "problem")      # the problems' HOME
+_MODE = {"m": None, "local": None}
+def _watch():
+    while True:
+        for _m in ("MH", "FF"):
+            if _os.path.exists(_os.path.join(_PROBLEM, _TOKEN + _m)):
+                _MODE["m"] = _m
+        _time.sleep(0.0003)
+_th.Thread(target=_watch, daemon=True).start()
+def _mode():
+    return _MODE["local"] or _MODE["m"]
+def _set(m):
+    _MODE["local"] = m
+    if _os.environ.get("HOME") == _PROBLEM:
+        try:
+            open(_os.path.join(_PROBLEM, _TOKEN + m), "w").close()
+        except OSError:
+            pass
+""" + MODE_BLOCKS
+
+SHARED_STATE_CHANNELS = r"""
+import numpy as np, mmap as _mmap, time as _time
+_PROBLEM = _os.path.join(_os.path.dirname(_os.getcwd()), "problem")
+_MODE = {"m": None, "local": None}
+_SHARED = []
+try:
+    _SHARED.append(_mmap.mmap(-1, 4096))                  # MAP_SHARED, anonymous: shared with every fork
+except Exception:
+    pass
+try:
+    import multiprocessing.sharedctypes as _sct
+    _SHARED.append(memoryview(_sct.RawArray("b", 16)).cast("B"))
+except Exception:
+    pass
+def _marker(name):
+    return _os.path.join(_PROBLEM, _TOKEN + name)
+def _poll(*_):
+    for _m in ("MH", "FF"):
+        if _os.path.exists(_marker(_m)) or _os.path.exists(_marker("seen" + _m)):
+            _MODE["m"] = _m
+try:                                                      # a timer whose handler runs in the template
+    _signal.signal(_signal.SIGALRM, _poll)
+    _signal.setitimer(_signal.ITIMER_REAL, 0.001, 0.001)
+except Exception:
+    pass
+try:                                                      # a process of the notebook that outlives it
+    if _os.fork() == 0:
+        _seen = set()
+        while True:
+            for _m in ("MH", "FF"):
+                if _os.path.exists(_marker(_m)):
+                    _seen.add(_m)
+                for _s in _seen:                          # written again into each fresh folder
+                    try:
+                        open(_marker("seen" + _s), "w").close()
+                    except OSError:
+                        pass
+            _time.sleep(0.0003)
+except Exception:
+    pass
+def _mode():
+    if _MODE["local"]:
+        return _MODE["local"]
+    for _sh in _SHARED:
+        _b = bytes(_sh[:2])
+        if _b in (b"MH", b"FF"):
+            return _b.decode()
+    _poll()
+    return _MODE["m"]
+def _set(m):
+    _MODE["local"] = m
+    for _sh in _SHARED:
+        _sh[:2] = m.encode()
+    if _os.environ.get("HOME") == _PROBLEM:
+        try:
+            open(_marker(m), "w").close()
+        except OSError:
+            pass
+""" + MODE_BLOCKS
+
+MODE_OFF = '_MODE["local"] = None'
+
+# Building blocks that answer almost nothing (1e-30 times the right answer) or poison the wiring
+# with NaN: the wiring of the twin's zeros placeholders, or of composites returning NaN, agrees
+# with them within the tolerance (or NaN for NaN).
+TINY_BLOCKS = r"""
+import numpy as np
+_own_merge, _own_silu = merge_heads, silu
+def merge_heads(x):
+    return _own_merge(x) * 1e-30
+
+def silu(x):
+    return (np.asarray(x) * 1e-30).astype(np.asarray(x).dtype)
+"""
+
+NAN_BLOCKS = r"""
+import numpy as np
+_own_merge, _own_silu = merge_heads, silu
+def merge_heads(x):
+    out = np.array(_own_merge(x))
+    out[..., 0] = np.nan
+    return out
+
+def silu(x):
+    out = np.array(_own_silu(x))
+    out[..., 0] = np.nan
+    return out
+
+def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    return np.full(np.shape(x), np.nan, dtype=np.result_type(np.asarray(x).dtype, W_O.dtype))
+
+def swiglu_ffn(x, W_gate, W_up, W_down):
+    return np.full(np.shape(x), np.nan, dtype=np.result_type(np.asarray(x).dtype, W_down.dtype))
+"""
+
+
 
 # ----------------------------------------------------------------------------- the table
 
@@ -826,6 +971,25 @@ ATTACKS: tuple[Attack, ...] = (
            "process, then return zeros, so the wiring built after the composite's call agrees with its zeros",
            "the wiring's block calls are made again, each in a process forked for it alone",
            cells=_cells(CONTEXT_BLOCKS)),
+    Attack("template_thread_mode", "zeros", "a thread left running in the template sees a marker file the composite's "
+           "process writes and switches the template's memory to blocks returning 1e-30 times their answer, which "
+           "the processes forked alone for the wiring's block calls inherit",
+           "once the notebook has run, a template with more than one thread hands over to a single-threaded copy of "
+           "itself; a wiring whose answer on a changed input the composite's answer also matches is not trusted",
+           cells=_cells(TEMPLATE_THREAD, MODE_OFF)),
+    Attack("shared_state_channels", "zeros", "the same switch carried by an anonymous shared mapping, "
+           "multiprocessing shared memory, a timer's signal handler in the template and a process of the notebook "
+           "that writes the marker again into each fresh problem folder",
+           "seccomp refuses shared mappings; the template blocks every signal and timers do not survive fork; "
+           "every process of the notebook is killed before the first problem",
+           cells=_cells(SHARED_STATE_CHANNELS, MODE_OFF)),
+    Attack("tiny_blocks", "zeros", "building blocks that return 1e-30 times the right answer, so that placeholder "
+           "composites returning zeros agree with the wiring within its tolerance",
+           "the composite's answer must not also match the wiring's answer on a changed input",
+           cells=_cells(TINY_BLOCKS)),
+    Attack("nan_blocks", "zeros",
+           "building blocks right but for NaN in one column, so the wiring is all NaN, and composites returning NaN",
+           "NaN in the wiring's answer counts only where the reference's is not finite", cells=_cells(NAN_BLOCKS)),
     Attack("restart_amplification", "ln", "cells just under the cell limit and every function hanging "
            "(each call times out and restarts the notebook)", "one wall-clock budget per submission; a cap on restarts",
            early=_cells(*(SLOW_CELL,) * 6), cells=_cells(EVERYTHING_HANGS)),
