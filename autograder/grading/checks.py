@@ -284,7 +284,9 @@ class Expect:
             return out
         if composite:
             del self._block_calls[:]
-            if self._agrees_wired(out, self._wired(reference, args, kwargs), expected, tol):
+            wired = self._wired(reference, args, kwargs)
+            if self._agrees(out, wired, tol, equal_nan=True):
+                self._finite_where_reference_is(wired, expected)     # NotGraded when a block's NaN is all it shows
                 self._trust_wiring(name, [(tuple(args), kwargs, out)])   # NotGraded when its blocks cannot be trusted
                 return out
         if if_not_finite and isinstance(out, np.ndarray) and out.dtype.kind in "fc" \
@@ -370,9 +372,13 @@ class Expect:
                 except NotGraded:
                     del self.found[found:]
                     raise
-                expected = np.asarray(reference(*c.args, **c.kwargs))
                 if not (isinstance(c.value, np.ndarray) and c.value.dtype == wired.dtype
-                        and self._agrees_wired(c.value, wired, expected, None)):
+                        and self._agrees(c.value, wired, None, equal_nan=True)):
+                    raise
+                try:
+                    self._finite_where_reference_is(wired, np.asarray(reference(*c.args, **c.kwargs)))
+                except NotGraded:
+                    del self.found[found:]
                     raise
             try:
                 for name in dict.fromkeys(c.function for c, _ in composites):
@@ -524,6 +530,17 @@ class Expect:
         return refused(block, f"gives answers so small that the wiring's answer stays within the tolerance of "
                               f"`{composite}`'s on a different input, so the check cannot see what `{composite}` "
                               f"computed", "depends on its input")
+
+    def _finite_where_reference_is(self, wired: np.ndarray, expected: np.ndarray) -> None:
+        """NotGraded, naming the first block that gave NaN or infinite values, when the wiring of the
+        student's blocks (which the composite's answer agrees with) is not finite where the
+        reference's answer is: there the composite is checked against nothing, as when a block fails
+        (a `merge_heads` with NaN in one column makes the whole wiring NaN)."""
+        if self._agrees_wired(wired, wired, expected, None):
+            return
+        bad = [n for n, _, _, out in self._block_calls if out.dtype.kind in "fc" and not np.all(np.isfinite(out))]
+        block = bad[0] if bad else (self._block_calls[-1][0] if self._block_calls else "")
+        raise NotGraded(block, "it gave NaN or infinite values where the reference's answer has numbers")
 
     def _agrees_wired(self, actual: Any, wired: np.ndarray, expected: np.ndarray, tol: Tolerance | None) -> bool:
         """`_agrees(actual, wired, equal_nan=True)`, where the wiring's NaN or infinite entries count

@@ -434,8 +434,8 @@ def test_a_block_answering_almost_nothing_cannot_stand_in_for_the_reference():
 
 
 def test_nan_from_a_block_counts_only_where_the_reference_is_not_finite():
-    """Does a composite giving NaN where the wiring of its own blocks does earn nothing when the
-    reference has a number there, and still pass where the reference is not finite either?"""
+    """Is a composite giving NaN where the wiring of its own blocks does not graded (naming the block)
+    when the reference has a number there, and does it still pass where the reference is not finite?"""
     def double(x):
         out = 2 * np.asarray(x, dtype=float)
         out[0] = np.nan
@@ -445,8 +445,9 @@ def test_nan_from_a_block_counts_only_where_the_reference_is_not_finite():
         return double(x) + 1
 
     ex = process_expect({}, double=double, double_plus_one=double_plus_one)
-    msg = failure(lambda: ex.matches_reference(ex.student.double_plus_one, (X,), what="f"))
-    assert "NaN" in msg or "finite" in msg, msg
+    with pytest.raises(NotGraded) as info:
+        ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+    assert info.value.block == "double" and "NaN or infinite values" in info.value.feedback
     assert not ex.wirings
     x = X.copy()
     x[0] = np.nan                                       # the reference gives NaN there too
