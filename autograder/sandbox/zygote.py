@@ -103,6 +103,16 @@ def _threads() -> int:
     return links - 2 if links > 2 else 0
 
 
+def _threads_of(pid: int) -> int:
+    """How many threads process `pid` has, seen from outside it (0 when /proc cannot tell): what the
+    supervisor checks of a template, whose own code the notebook may have replaced."""
+    try:
+        links = _stat(f"/proc/{pid}/task").st_nlink
+    except OSError:
+        return 0
+    return links - 2 if links > 2 else 0
+
+
 def _fork_bare() -> int:
     """Fork a problem process (from the template) or a template (from the supervisor). With one
     thread, fork(2) is called straight from libc: Python's at-fork handlers are skipped, and
@@ -688,7 +698,9 @@ class Supervisor:
             return None
         pid = int.from_bytes(raw, "big")
         found = _descendants(os.getpid()).get(pid)
-        return pid if found is not None and found[1] == os.getpid() and found[0] not in ("Z", "X") else None
+        if found is None or found[1] != os.getpid() or found[0] in ("Z", "X"):
+            return None
+        return pid if _threads_of(pid) <= 1 else None     # a copy with threads is no successor (swept)
 
     def _sweep(self, keep: set[int], *, linger: int = 0) -> tuple[int, bool]:
         """SIGKILL every process below this one except `keep`, until none is left.
@@ -758,6 +770,8 @@ class Supervisor:
                 chan.send({"op": "template"})
             elif op == "clean":
                 self._reap()
+                if self.template is not None and _threads_of(self.template) > 1:
+                    self.template = None       # a thread in it could change what the next problem starts from
                 exits = dict(self.exits)
                 killed, clean = self._sweep({self.template} if self.template else set(), linger=1)
                 frozen = self._freeze() if not self.frozen else True

@@ -174,6 +174,30 @@ def test_a_thread_the_notebook_left_running_does_not_reach_the_problems(submit):
     assert second == first and first[0] == 0, (first, second)
 
 
+SUBVERTED_THREAD_CHECK = """
+import sys
+for _module in list(sys.modules.values()):
+    if hasattr(_module, "_threads") and callable(_module._threads):
+        _module._threads = lambda: 1          # the template's own check now sees one thread
+""" + THREAD_IN_TEMPLATE
+
+
+def test_a_thread_kept_by_a_template_whose_check_the_notebook_replaced_does_not_reach_the_problems(submit):
+    """When the notebook also replaced the template's own count of its threads (it ran in that
+    process), does the supervisor, counting them from outside, keep every problem from a template
+    with a thread: no problem process sees what another wrote?"""
+    run = submit([SUBVERTED_THREAD_CHECK])
+    p = run.problem("p")
+    outcomes = []
+    for name in ("seen", "mark", "seen"):
+        try:
+            outcomes.append(p.call_alone(name).value)
+        except Exception as exc:  # noqa: BLE001 - a template refused is an outcome too
+            outcomes.append(type(exc).__name__)
+        time.sleep(0.05)
+    assert not any(isinstance(o, list) and o[0] == 1 for o in outcomes), outcomes
+
+
 @pytest.mark.parametrize("name", ["spin", "sleep_forever"])
 def test_an_endless_call_times_out_and_the_next_call_gets_a_fresh_fork(submit, name):
     """Does a call that never returns raise CallTimeout after ~call_seconds, and the next call run in
