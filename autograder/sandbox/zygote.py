@@ -70,7 +70,7 @@ _fork, _waitpid, _exit, _close, _chdir = os.fork, os.waitpid, os._exit, os.close
 _WNOHANG = os.WNOHANG
 _open, _dup2, _closerange, _environ = os.open, os.dup2, os.closerange, os.environ
 _DEVNULL, _O_RDWR, _FD_CEILING, _fsencode = b"/dev/null", os.O_RDWR, 1 << 16, os.fsencode
-_gc_freeze = gc.freeze
+_gc_freeze, _gc_callbacks = gc.freeze, gc.callbacks
 # Signal functions from _signal, not signal: signal's are Python wrappers that turn every signal
 # number and handler they return into enum members through the module's globals (which the notebook
 # may rebind): ~40 copied pages of enum machinery in every problem process (pthread_sigmask), ~0.45
@@ -1029,6 +1029,9 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
     # problem process then walks only what that process made, instead of writing to (and so
     # copying) every page of the inherited heap.
     _gc_freeze()
+    # A collection in the template would call the notebook's gc callbacks there, between problems:
+    # code of the notebook's changing the state the next problem is forked from.
+    _gc_callbacks.clear()
     # No signal reaches the template from now on: a handler the notebook installed would run here,
     # between problems, and change the state every later problem is forked from (a problem's code
     # signalling its parent could so pass data to the next problem). Each problem process gets
@@ -1065,6 +1068,16 @@ def _import_numpy_random() -> None:
             del sys.modules["hmac"]
 
 
+def _refuse_audit_hooks(event: str, _args: tuple[object, ...]) -> None:
+    """An audit hook, added before any notebook runs, that keeps a notebook from adding its own
+    (`sys.addaudithook` adds no hook when an earlier one raises RuntimeError for that event). A
+    notebook's hook would run its code in the template after the notebook has run, on the template's
+    own events (each fork is a ctypes call, which is audited), so that the processes forked from it
+    could differ from one another by what they are forked for."""
+    if event == "sys.addaudithook":
+        raise RuntimeError("audit hooks are not available where notebooks are graded")
+
+
 def main(argv: list[str]) -> int:
     fd = int(argv[argv.index("--fd") + 1])
     linux.set_name(ROLE_NAMES["zygote"])
@@ -1082,6 +1095,7 @@ def main(argv: list[str]) -> int:
     from autograder.sandbox import child, protocol
 
     child.warm_up()                               # specialised bytecode for every fork (see warm_up)
+    sys.addaudithook(_refuse_audit_hooks)         # before any notebook: see _refuse_audit_hooks
     gc.collect(1)                                 # the warm-up's leftovers, before they are frozen
     gc.freeze()                                   # the same for every fork of this process
     chan = protocol.Channel.from_fd(fd)

@@ -198,6 +198,37 @@ def test_a_thread_kept_by_a_template_whose_check_the_notebook_replaced_does_not_
     assert not any(isinstance(o, list) and o[0] == 1 for o in outcomes), outcomes
 
 
+HOOKS_IN_TEMPLATE = """
+import gc, sys
+_seen = {"events": 0, "collections": 0, "hook": True}
+def _hook(event, args):
+    _seen["events"] += 1
+try:
+    sys.addaudithook(_hook)
+except RuntimeError:
+    _seen["hook"] = False
+gc.callbacks.append(lambda phase, info: _seen.__setitem__("collections", _seen["collections"] + 1))
+
+def seen():
+    return [_seen["events"], _seen["collections"]]
+
+def collected():
+    gc.collect()
+    return seen()
+"""
+
+
+def test_hooks_the_notebook_set_do_not_run_in_the_template(submit):
+    """With an audit hook and a gc callback set by the notebook (code that could run in the template on
+    its own events and collections, between problems), is the hook never added (no event counted, even
+    the notebook's own) and is every process forked alone from the same state?"""
+    run = submit([HOOKS_IN_TEMPLATE])
+    p = run.problem("p")
+    outcomes = [p.call_alone("seen").value for _ in range(3)]
+    assert outcomes[0] == outcomes[1] == outcomes[2] and outcomes[0][0] == 0, outcomes
+    assert p.call_alone("collected").value == outcomes[0], "a collection calls no callback of the notebook's"
+
+
 @pytest.mark.parametrize("name", ["spin", "sleep_forever"])
 def test_an_endless_call_times_out_and_the_next_call_gets_a_fresh_fork(submit, name):
     """Does a call that never returns raise CallTimeout after ~call_seconds, and the next call run in
