@@ -54,6 +54,8 @@ def parse_timestamp(text: str, zone: str | Callable[[], str] = "") -> dt.datetim
         value = dt.datetime.fromisoformat(text)
     except ValueError:
         when, _, abbreviation = text.rpartition(" ")
+        if not when:                               # one word ('garbage'): no time before a zone
+            raise ValueError("not a time (nbgrader writes '2026-12-14 23:59:00.000000 UTC')") from None
         if not abbreviation.isalpha():
             raise
         local = dt.datetime.fromisoformat(when)

@@ -67,6 +67,10 @@ def test_nbgrader_timestamps_are_read_and_bad_ones_noted(tmp_path):
     (tmp_path / "timestamp.txt").write_text("yesterday-ish")
     when, note = submission_time(tmp_path)
     assert when is None and "could not be read as a time" in note
+    (tmp_path / "timestamp.txt").write_text("garbage\n")
+    assert submission_time(tmp_path)[1].startswith(
+        "timestamp.txt could not be read as a time ('garbage': not a time (nbgrader writes '2026-12-14 "
+        "23:59:00.000000 UTC'))"), "one word is named as no time, not as an empty time before a zone"
 
 
 @pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+23:59", "9999-12-31T23:59:59-23:59",
