@@ -132,6 +132,34 @@ MOVE_FACTOR = 100.0
 _OWN_FAILURES = (FunctionMissing, NotCallable, NotebookFailed)
 
 
+VANISHING = 1e-3   # a block's answer this much smaller than the reference block's is no stand-in for it
+
+
+def _unlike_an_answer(out: np.ndarray, expected: np.ndarray) -> str | None:
+    """Why a building block's answer `out` cannot stand in for the reference block's `expected` (on the
+    same input) in a wiring, or None: NaN or infinite entries where the reference has numbers, one
+    number everywhere where the reference varies, or a size (largest entry) below VANISHING times
+    the reference's. A wrong block a student writes (axes swapped, a variance off, ReLU for SiLU) gives
+    values of the reference's size; zeros, a constant or 1e-30 times the answer make a wiring whose
+    answer a composite can give without computing anything."""
+    if out.dtype.kind not in "fc" or expected.dtype.kind not in "fc" or out.shape != expected.shape:
+        return None
+    real = np.isfinite(expected)
+    if not np.isfinite(out[real]).all():
+        return "gives NaN or infinite values where the reference has numbers"
+    if not real.any() or expected.size < 2:
+        return None
+    scale = float(np.max(np.abs(expected[real])))
+    if scale == 0.0:
+        return None
+    if float(np.ptp(expected[real])) > 0.0 and float(np.ptp(out[real])) == 0.0:
+        return f"gives the same number ({float(out[real].flat[0]) + 0.0:g}) everywhere"     # + 0.0: -0 as 0
+    size = float(np.max(np.abs(out[real])))
+    if size < VANISHING * scale:
+        return f"gives answers about {size / scale:.0e} times the size they should have"
+    return None
+
+
 def _changed_input(args: Args, rng: np.random.Generator) -> Args | None:
     """`args` with its first floating-point array (a building block's data) plus noise of its own
     scale; None when there is none."""
@@ -467,6 +495,13 @@ class Expect:
                                           f"points until `{block}` {until}.")
 
         made = list(self._block_calls)
+        for name, args, kwargs, out in made:
+            with np.errstate(all="ignore"):
+                expected = np.asarray(self._reference(name)(*args, **kwargs))
+            unlike = _unlike_an_answer(out, expected)
+            if unlike is not None:
+                return refused(name, f"{unlike} in the composite's wiring",
+                               "gives answers like the reference's (a wrong answer of the right size is fine)")
         for name, args, kwargs, out in made:
             try:
                 again = alone(name, args, kwargs)

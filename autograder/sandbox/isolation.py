@@ -43,7 +43,7 @@ from . import linux
 REQUIRED = ("bubblewrap", "allow-list-fs", "no-network", "unprivileged-uid", "user-namespace",
             "pid-namespace", "mount-namespace", "fresh-proc", "private-scratch", "no-capabilities",
             "no-new-privs", "non-dumpable", "seccomp", "rlimits", "process-limit")
-OPTIONAL = ("cgroup", "ipc-namespace", "uts-namespace")
+OPTIONAL = ("cgroup", "ipc-namespace", "uts-namespace", "random-pids")
 
 DESCRIPTIONS = {
     "bubblewrap": "the sandbox runs in bubblewrap (new PID, network, IPC, UTS namespaces)",
@@ -64,6 +64,7 @@ DESCRIPTIONS = {
     "cgroup": "pids.max and a memory limit around the sandbox",
     "ipc-namespace": "per submission",
     "uts-namespace": "per submission",
+    "random-pids": "each problem process gets a process id at random (no channel through the id counter)",
 }
 
 SANDBOX_UID = 1_999_999_999        # used when the grader runs as root: owns no file on the machine

@@ -77,6 +77,7 @@ _gc_freeze, _gc_callbacks = gc.freeze, gc.callbacks
 # ms and ~70 pages in every supervisor (setting each handler back to its default).
 _sigmask, _SIG_BLOCK, _SIG_SETMASK = _signal.pthread_sigmask, _signal.SIG_BLOCK, _signal.SIG_SETMASK
 _ALL_SIGNALS = _signal.valid_signals()
+_sigpending, _sigtimedwait = _signal.sigpending, _signal.sigtimedwait
 _libc_sigmask = getattr(ctypes.PyDLL(None, use_errno=True), "pthread_sigmask", None)    # PyDLL: the GIL held
 _WORD_BITS = 8 * ctypes.sizeof(ctypes.c_ulong)
 _SigsetWords = ctypes.c_ulong * (1024 // _WORD_BITS)
@@ -101,6 +102,28 @@ def _threads() -> int:
     except OSError:
         return 0
     return links - 2 if links > 2 else 0
+
+
+def _pid_max() -> int | None:
+    """The kernel's largest process id (None when it cannot be read, or too small to scatter in)."""
+    try:
+        with open("/proc/sys/kernel/pid_max", "rb") as fh:
+            value = int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+    return value if value > 4096 else None
+
+
+def _drain_signals() -> None:
+    """Take every signal pending for the template (it blocks them all): a problem process could
+    otherwise signal the template and a later one read that in /proc/<parent>/status, a channel
+    between problems (say, from a composite's process to the processes its building blocks' calls
+    are made again in, alone). One sigpending call when there is none."""
+    if not _sigpending():
+        return
+    for _ in range(1 << 20):                       # real-time signals queue, up to RLIMIT_SIGPENDING
+        if _sigtimedwait(_ALL_SIGNALS, 0) is None:
+            return
 
 
 def _threads_of(pid: int) -> int:
@@ -620,6 +643,8 @@ class Supervisor:
         self.exits: dict[int, int] = {}             # pid -> returncode of children reaped here
         self.frozen = False
         self.handover: int | None = None            # read end of the pipe the template names its successor on
+        self.pid_max = _pid_max()                    # None: process ids are not scattered (_scatter_pids)
+        self.pids_scattered = False
         self.lingering = False                      # a process signalled by the last sweep may not have ended yet
         self.dirs_made: list[str] = []
         self.problem_times: tuple[int, int, int] | None = None     # the problems' folder's times as mounted
@@ -675,6 +700,24 @@ class Supervisor:
             pass
 
     # ---- process bookkeeping
+    def _scatter_pids(self) -> None:
+        """Set the submission's PID namespace to hand out its next process id at random: ids come
+        in order, so a problem process that forks to move the counter (or just notes its own id)
+        could tell a later one what it did (that one forked alone, say, for a building block's
+        call made again), a channel between problems. Done where this process may (it holds the
+        capability over the namespace it made: as root); `self.pids_scattered` says whether it could."""
+        if self.pid_max is None:
+            return
+        try:
+            fd = os.open("/proc/sys/kernel/ns_last_pid", os.O_WRONLY)
+            try:
+                os.write(fd, str(300 + int.from_bytes(os.urandom(4), "big") % (self.pid_max - 600)).encode())
+            finally:
+                os.close(fd)
+            self.pids_scattered = True
+        except (OSError, ValueError):
+            self.pid_max = None                    # not here: never tried again
+
     def _reap(self, *_: object) -> None:
         for pid, code in _reaped():
             self.exits[pid] = code
@@ -756,6 +799,9 @@ class Supervisor:
         if self.first_template is not None:
             self._start_template(self.first_template)
             self.first_template = None
+        self._scatter_pids()
+        if self.pids_scattered:
+            self.layers.append("random-pids")
         chan.send({"op": "up", "layers": self.layers, "problems": self.problems})
         while True:
             try:
@@ -770,6 +816,7 @@ class Supervisor:
                 chan.send({"op": "template"})
             elif op == "clean":
                 self._reap()
+                self._scatter_pids()
                 if self.template is not None and _threads_of(self.template) > 1:
                     self.template = None       # a thread in it could change what the next problem starts from
                 exits = dict(self.exits)
@@ -1002,6 +1049,7 @@ def _template(nb_fd: int, limits: dict[str, Any], student_filter: bytes, noteboo
 
     def fork(fd: int) -> None:
         _drain_children()                  # how earlier problem processes ended is not asked after a fork
+        _drain_signals()
         exits.clear()
         try:
             pid = _fork_bare()

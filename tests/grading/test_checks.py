@@ -246,9 +246,28 @@ def test_a_wrong_block_that_depends_on_its_input_alone_stands_in_for_the_referen
     assert ex.student.alone == ["double", "double"], "checked once per composite and submission"
 
 
+def _pattern(x):
+    """Values of an ordinary size that do not depend on x's values."""
+    return np.arange(x.size, dtype=float).reshape(x.shape) - x.size / 2
+
+
+def test_a_block_answering_zeros_or_one_number_cannot_stand_in_for_the_reference():
+    """When a block returns zeros (or one number) whatever its input, is a composite agreeing with that
+    wiring not graded, naming what the block gives, before any call is made again?"""
+    for block, said in ((lambda x: 0 * x, "gives the same number (0) everywhere"),
+                        (lambda x: 0 * x + 7, "gives the same number (7) everywhere")):
+        ex = process_expect({}, double=block, double_plus_one=lambda x, b=block: b(x) + 1)
+        with pytest.raises(NotGraded) as info:
+            ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+        assert info.value.block == "double" and f"`double`, which {said} in the composite's wiring" \
+            in info.value.feedback
+        assert ex.student.alone == [] and not ex.wirings
+
+
 def test_a_block_that_ignores_its_input_cannot_stand_in_for_the_reference():
-    """When a block returns zeros whatever its input, is a composite agreeing with that wiring not graded?"""
-    ex = process_expect({}, double=lambda x: 0 * x, double_plus_one=lambda x: 0 * x + 1)
+    """When a block returns values of an ordinary size whatever its input, is a composite agreeing with
+    that wiring not graded?"""
+    ex = process_expect({}, double=_pattern, double_plus_one=lambda x: _pattern(x) + 1)
     with pytest.raises(NotGraded) as info:
         ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
     assert info.value.block == "double"
@@ -264,11 +283,11 @@ def test_a_block_that_changes_once_the_composite_ran_cannot_stand_in_for_the_ref
     state = {"composite_ran": False}
 
     def double(x):
-        return 0 * x if state["composite_ran"] else 2 * x
+        return _pattern(x) if state["composite_ran"] else 2 * x
 
     def double_plus_one(x):
         state["composite_ran"] = True
-        return 0 * x + 1
+        return _pattern(x) + 1
 
     ex = process_expect(state, double=double, double_plus_one=double_plus_one)
     with pytest.raises(NotGraded) as info:
@@ -429,7 +448,7 @@ def test_a_block_answering_almost_nothing_cannot_stand_in_for_the_reference():
     with pytest.raises(NotGraded) as info:
         ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
     assert info.value.block == "double"
-    assert "almost the same answer (within the tolerance) for a different input" in info.value.feedback
+    assert "`double`, which gives answers about 5e-31 times the size they should have" in info.value.feedback
     assert not ex.wirings
 
 

@@ -2,6 +2,7 @@
 template, the per-submission budget, caps on what comes back, batched calls, clean-up."""
 from __future__ import annotations
 
+import itertools
 import os
 import select
 import signal
@@ -227,6 +228,48 @@ def test_hooks_the_notebook_set_do_not_run_in_the_template(submit):
     outcomes = [p.call_alone("seen").value for _ in range(3)]
     assert outcomes[0] == outcomes[1] == outcomes[2] and outcomes[0][0] == 0, outcomes
     assert p.call_alone("collected").value == outcomes[0], "a collection calls no callback of the notebook's"
+
+
+SIGNALS_TO_TEMPLATE = """
+import os, signal
+
+def arm():
+    os.kill(os.getppid(), signal.SIGUSR1)
+    os.kill(os.getppid(), signal.SIGRTMIN)
+    return 0
+
+def pending():
+    bits = 0
+    for line in open("/proc/%d/status" % os.getppid()):
+        if line.startswith(("ShdPnd:", "SigPnd:")):
+            bits |= int(line.split()[1], 16)
+    return [bool(bits >> (signal.SIGUSR1 - 1) & 1), bool(bits >> (signal.SIGRTMIN - 1) & 1)]
+"""
+
+
+def test_a_signal_a_problem_process_sent_the_template_does_not_reach_the_next_one(submit):
+    """When a problem process signals the template (which blocks every signal, so they stay pending),
+    does a process forked after it find none of them pending there: no bit passes from one problem
+    process to the next through the template's pending signals?"""
+    run = submit([SIGNALS_TO_TEMPLATE])
+    p = run.problem("p")
+    assert p.call_alone("pending").value == [False, False]
+    assert p.call_alone("arm").value == 0
+    assert p.call_alone("pending").value == [False, False]
+
+
+def test_process_ids_of_problem_processes_do_not_follow_one_another(submit):
+    """Where the sandbox reports random-pids (as root: the supervisor may set its namespace's next id),
+    is each process forked alone given an id at random, so that one cannot learn from its own id what
+    an earlier one did (forked to move the counter, say)? Without the layer, ids come in order."""
+    run = submit(["import os\ndef me():\n    return os.getpid()"])
+    p = run.problem("p")
+    pids = [p.call_alone("me").value for _ in range(6)]
+    steps = [b - a for a, b in itertools.pairwise(pids)]
+    in_order = all(0 < step < 50 for step in steps)
+    assert in_order != ("random-pids" in run.isolation), (pids, run.isolation)
+    if os.geteuid() == 0:
+        assert "random-pids" in run.isolation
 
 
 @pytest.mark.parametrize("name", ["spin", "sleep_forever"])
