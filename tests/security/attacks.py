@@ -899,6 +899,85 @@ def swiglu_ffn(x, W_gate, W_up, W_down):
 
 
 
+# Building blocks told apart from the processes forked alone for the wiring's calls by a channel
+# between problem processes: a signal a composite's process leaves pending in the template (read in
+# /proc/<parent>/status), or the process id counter, moved by forking (read in the later process's
+# own id). In the composite's process they return zeros, and in the first process forked alone
+# after it (the same input again) too; on the changed input they are right.
+# The blocks and composites both attacks share: `_zeros_here(*_MERGE)` / `_zeros_here(*_SILU)` say
+# whether this process is one to answer zeros in.
+_SWITCHED_BLOCKS = r"""
+_own_merge, _own_silu = merge_heads, silu
+def merge_heads(x):
+    x = np.asarray(x)
+    *lead, h, n, d = x.shape
+    return np.zeros((*lead, n, h * d), x.dtype) if _zeros_here(*_MERGE) else _own_merge(x)
+def silu(x):
+    return np.zeros_like(np.asarray(x)) if _zeros_here(*_SILU) else _own_silu(x)
+def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    _LOCAL["on"] = True
+    return np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, W_O.dtype))
+def swiglu_ffn(x, W_gate, W_up, W_down):
+    _LOCAL["on"] = True
+    return np.zeros(np.shape(x), dtype=np.result_type(np.asarray(x).dtype, W_down.dtype))
+"""
+
+PENDING_SIGNAL_BLOCKS = r"""
+import os as _os
+import numpy as np
+_LOCAL = {"on": False}
+_MERGE, _SILU = (10, 12), (35, 36)
+def _pending():
+    bits = 0
+    try:
+        for line in open("/proc/%d/status" % _os.getppid()):
+            if line.startswith(("ShdPnd:", "SigPnd:")):
+                bits |= int(line.split()[1], 16)
+    except OSError:
+        pass
+    return bits
+def _send(s):
+    try:
+        _os.kill(_os.getppid(), s)
+    except OSError:
+        pass
+def _zeros_here(arm, used):
+    if _LOCAL["on"]:
+        _send(arm)
+        return True
+    bits = _pending()
+    if bits >> (arm - 1) & 1 and not bits >> (used - 1) & 1:
+        _send(used)
+        return True
+    return False
+""" + _SWITCHED_BLOCKS
+
+PID_COUNTER_BLOCKS = r"""
+import os as _os
+import numpy as np
+_LOCAL = {"on": False}
+_MERGE, _SILU = (600, 603), (800, 800)
+def _burn_to(residue):
+    for _ in range(1100):
+        try:
+            pid = _os.fork()
+        except OSError:
+            return
+        if pid == 0:
+            _os._exit(0)
+        _os.waitpid(pid, 0)
+        if (pid + 1) % 1024 == residue:
+            return
+def _zeros_here(residue, mine):
+    if _LOCAL["on"]:
+        _burn_to(residue)
+        return True
+    return _os.getpid() % 1024 == mine
+""" + _SWITCHED_BLOCKS
+
+LOCAL_OFF = '_LOCAL["on"] = False'
+
+
 # ----------------------------------------------------------------------------- the table
 
 @dataclass(frozen=True)
@@ -990,6 +1069,17 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("nan_blocks", "zeros",
            "building blocks right but for NaN in one column, so the wiring is all NaN, and composites returning NaN",
            "NaN in the wiring's answer counts only where the reference's is not finite", cells=_cells(NAN_BLOCKS)),
+    Attack("pending_signal_blocks", "zeros", "building blocks that return zeros in a composite's process and in "
+           "the first process forked alone after it, told by a signal the composite's process left pending in the "
+           "template (read in /proc/<parent>/status), and are right on the changed input",
+           "the template takes every signal pending for it before each fork; a block whose answers in the "
+           "composite's wiring are zeros, one number or vanishingly small cannot stand in for the reference",
+           cells=_cells(PENDING_SIGNAL_BLOCKS, LOCAL_OFF)),
+    Attack("pid_counter_blocks", "zeros", "the same blocks told apart by the process id counter, moved by forking in "
+           "the composite's process and read as the later process's own id",
+           "each problem process gets a process id at random (random-pids, as root); a block whose answers in the "
+           "composite's wiring are zeros, one number or vanishingly small cannot stand in for the reference",
+           cells=_cells(PID_COUNTER_BLOCKS, LOCAL_OFF)),
     Attack("restart_amplification", "ln", "cells just under the cell limit and every function hanging "
            "(each call times out and restarts the notebook)", "one wall-clock budget per submission; a cap on restarts",
            early=_cells(*(SLOW_CELL,) * 6), cells=_cells(EVERYTHING_HANGS)),
