@@ -417,7 +417,8 @@ def test_export_warns_of_an_extension_given_in_the_gradebook_and_not_in_course_y
     with Gradebook(load_course(course_copy).gradebook_url) as gb:
         gb.add_assignment("transformer-block")
         gb.add_student("ada")
-        gb.add_submission("transformer-block", "ada")
+        with gb.db.no_autoflush:             # nbgrader's add_submission would warn of its own half-made rows
+            gb.add_submission("transformer-block", "ada")
         gb.find_submission("transformer-block", "ada").extension = dt.timedelta(days=10, hours=12)
         gb.db.commit()
     done = _export(course_copy)
