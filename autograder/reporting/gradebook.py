@@ -249,7 +249,10 @@ def naive_utc(when: dt.datetime) -> dt.datetime:
 def submission_timestamp(result: SubmissionResult) -> dt.datetime | None:
     """The time `result` was submitted as nbgrader keeps it (naive UTC), or None when it has none.
     lateness.parse_timestamp gives times in UTC, so any it read converts; a results.json written
-    before it did may hold one that does not (out of range once in UTC), which is left out too."""
+    before it did may hold one that does not (out of range once in UTC), which is left out too.
+    The gradebook's timestamp is always this one, None included: nbgrader's autograde keeps an earlier
+    grading's time when the folder has none, but the late penalty here is judged from the folder
+    alone, and formgrader would otherwise show a regraded submission late that was graded on time."""
     if not result.submitted_at:
         return None
     try:
@@ -829,8 +832,7 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
     crashed = result.state == "crashed"
     try:
         submission = _submission(gb, assignment.name, result.student)
-        if (when := submission_timestamp(result)) is not None:
-            submission.timestamp = when
+        submission.timestamp = submission_timestamp(result)     # the graded folder's time, None if it had none
         extension = assignment.extensions.get(result.student)
         submission.extension = extension.delta if extension is not None and extension.delta else None
         for i, snb in enumerate(sorted(submission.notebooks, key=lambda n: n.name)):

@@ -255,8 +255,8 @@ class SqlGradebook:
                 review = self._first_grades(cells, sub, result)
             else:
                 sub = found[0]
-                db.execute("UPDATE submitted_assignment SET extension = ?, timestamp = coalesce(?, timestamp) "
-                           "WHERE id = ?", (delta, when, sub))
+                db.execute("UPDATE submitted_assignment SET extension = ?, timestamp = ? WHERE id = ?",
+                           (delta, when, sub))
                 review = self._grades_again(cells, sub, result)
             db.execute("COMMIT")
         except BaseException:

@@ -79,6 +79,27 @@ def test_first_grades_and_regrades_leave_the_rows_nbgraders_api_leaves(tmp_path,
     assert len(rows(courses["sql"])["grade"]) == 3 * (len(assignment.problems) + 1)
 
 
+def test_a_regrade_without_a_usable_timestamp_clears_the_earlier_one(tmp_path, assignment, empty_gradebook,  # noqa: F811
+                                                                   ada, monkeypatch):
+    """When a submission graded late is graded again from a folder whose timestamp.txt is gone or
+    unreadable (so on time, no penalty), does the gradebook drop the earlier time, through plain SQL
+    and through nbgrader's API alike, rather than keep showing the submission late?"""
+    late = dataclasses.replace(ada, late_penalty=1.5, submitted_at="2026-12-15T01:00:00+01:00")
+    unread = dataclasses.replace(ada, timestamp_problem="timestamp.txt could not be read as a time")
+    for how in ("sql", "api"):
+        course = released(tmp_path, how, assignment, empty_gradebook)
+        with monkeypatch.context() as patch:
+            if how == "api":
+                patch.setattr(gradebook_sql.SqlGradebook, "open", classmethod(lambda cls, course, a: None))
+            for result, stamp in ((late, "2026-12-15 00:00:00.000000"), (unread, None)):
+                with GradebookWriter(course, assignment) as writer:
+                    assert writer.plain_sql == (how == "sql") and writer.record(result) is None
+                (row,) = rows(course)["submitted_assignment"]
+                (notebook,) = rows(course)["submitted_notebook"]
+                assert row[1] == stamp, (how, row)
+                assert notebook[3] == (result.late_penalty or None), (how, notebook)
+
+
 def test_the_journal_is_kept_only_while_the_batch_writes(tmp_path, assignment, empty_gradebook, ada, bob):  # noqa: F811
     """While a batch writes, is SQLite's journal file kept between submissions (PERSIST), and once it
     is done is the gradebook back in nbgrader's DELETE mode with no journal file left; and is a
