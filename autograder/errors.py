@@ -15,3 +15,7 @@ class ReleaseError(CourseError):
 
 class SandboxUnavailable(CourseError):
     """The sandbox cannot be set up on this machine (one line: why, and how to fix it)."""
+
+
+class ExportError(CourseError):
+    """An export would give grades to the wrong students or be refused as a whole; nothing is written."""

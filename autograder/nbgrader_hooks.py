@@ -44,7 +44,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Unicode, default
 
 from .config import Course, Extension, load_course
-from .errors import CourseError
+from .errors import CourseError, ExportError
 from .layout import NBGRADER_CONFIG, RESULTS_JSON
 from .notebooks import over_notebook_limits_file
 
@@ -190,15 +190,17 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
     did not submit, the same values and filters), written by the csv module: nbgrader's own plugin
     joins the fields with commas unquoted, so a name holding a comma or quotes would shift the columns.
 
-    The file is UTF-8 without a byte-order mark, as nbgrader writes it and as LMS importers expect;
-    `excel` (`nbgrader export --CourseCsvExport.excel=True`) starts it with one, so that Excel reads
-    "Zoë" rather than "ZoÃ«" (Excel takes a CSV file without the mark for the system's legacy code page).
+    The file is UTF-8 without a byte-order mark, as nbgrader writes it (Canvas's and Moodle's grade
+    imports read it with or without one); `excel` (`nbgrader export --CourseCsvExport.excel=True`)
+    starts it with one, so that Excel reads "Zoë" rather than "ZoÃ«" (Excel takes a CSV file without
+    the mark for the system's legacy code page).
     `lms` (`canvas`, `moodle`) writes the same rows' scores one row per student, one column per
-    assignment, with the roster's LMS ids (`reporting.lms_export`)."""
+    assignment, with the roster's LMS ids (`reporting.lms_export`); students that file could not tell
+    apart stop the export (one line, exit 2, no file)."""
 
     course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
-    excel = Bool(False, help="start the CSV file with a UTF-8 byte-order mark, for Excel (LMS importers may "
-                             "refuse one)").tag(config=True)
+    excel = Bool(False, help="start the CSV file with a UTF-8 byte-order mark, for Excel (Canvas's and Moodle's "
+                             "grade imports read the file either way)").tag(config=True)
     lms = Unicode("nbgrader", help="the file's form: `nbgrader` (a row per assignment and student, as above), "
                                    "`canvas` or `moodle` (a row per student, a column per assignment, as that "
                                    "LMS's grade import reads it; see autograder/reporting/lms_export.py)"
@@ -237,7 +239,11 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
         else:
             from .reporting.lms_export import lms_table
 
-            lms_file = lms_table(self.lms, assignments, rows, {s.id: s for s in course.students()}, lms_ids)
+            try:
+                lms_file = lms_table(self.lms, assignments, rows, {s.id: s for s in course.students()}, lms_ids)
+            except ExportError as exc:        # students the file could not tell apart: nothing written
+                print(f"nbgrader export: {exc}", file=sys.stderr, flush=True)
+                raise SystemExit(2) from None
             records, warnings = lms_file.records, list(lms_file.warnings)
         for line in warnings:
             self.log.warning(line)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from autograder.config import RosterStudent, load_course
+from autograder.errors import ExportError
 from autograder.reporting.lms_export import canvas_name, lms_table
 from conftest import course_with_students
 
@@ -197,11 +198,12 @@ def test_moodle_file_never_has_an_empty_id_number_or_email_in_a_row(blank):
     got = lms_table("moodle", [(A, 100.0)], rows, _roster(*full), {})
     assert got.records[0] == ["First name", "Last name", "Username", A]
     assert [r[2] for r in got.records[1:]] == [r["student_id"] for r in rows]
-    assert [w.split(", or fill")[0] for w in got.warnings] == [
+    assert [w.split(", or fill")[0] for w in got.warnings if w.startswith(("ID number", "Email address"))] == [
         f"ID number: left out of the Moodle file, since {who} none (Moodle's import gives a row whose ID number is "
         f"empty the grades of the row before it); map Username",
         f"Email address: left out of the Moodle file, since {who} none (Moodle's import gives a row whose Email "
         f"address is empty the grades of the row before it); map Username"]
+    assert len(got.warnings) == 2 + (blank == "off-roster")
     full_file = lms_table("moodle", [(A, 100.0)], rows[:2] if blank == "off-roster" else
                           [_row(s.id, f"{s.id}@e.edu") for s in full], _roster(
                               *(RosterStudent(s.id, sis_user_id=f"S-{s.id}") for s in full)), {})
@@ -216,7 +218,8 @@ def test_canvas_rows_always_name_their_student():
     got = lms_table("canvas", [(A, 100.0)], rows, _roster(RosterStudent("ada", sis_user_id="S1", lms_user_id="9"),
                                                           RosterStudent("bob")), {})
     assert got.records[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
-    assert [r[3] for r in got.records[2:]] == ["ada", "bob", "zed"] and got.warnings == ()
+    assert [r[3] for r in got.records[2:]] == ["ada", "bob", "zed"]
+    assert [w.split(":")[0] for w in got.warnings] == ["zed"]          # off the roster (see below)
 
 
 def test_identifiers_are_written_exactly_with_a_warning_and_names_neutralised():
@@ -231,5 +234,164 @@ def test_identifiers_are_written_exactly_with_a_warning_and_names_neutralised():
     assert moodle.warnings[0].startswith("Username: =cmd starts with =, +, -, @, a tab or a carriage return, and "
                                          "is written exactly since the LMS matches on it")
     canvas = lms_table("canvas", [(A, 100.0)], rows, roster, {"=cmd": "@7"})
-    assert canvas.records[2] == ["'+Bo, @Al", "@7", "+44", "=cmd", "'=S", "1.0"]
+    assert canvas.records[2] == ["'+Bo, @Al", "", "+44", "=cmd", "'=S", "1.0"]     # an ID is a number (below)
     assert [w.split(":")[0] for w in canvas.warnings] == ["ID", "SIS User ID", "SIS Login ID"]
+    assert canvas.warnings[0].startswith("ID: left empty for =cmd, whose lms_user_id ('@7') is not a whole number")
+
+
+@pytest.mark.parametrize("column", ["ID number", "Email address"])
+def test_moodle_leaves_out_an_id_number_or_email_two_students_share(column):
+    """Moodle's import gives every row with the same mapped value to one user (the later row's grades
+    replacing the earlier's): is an ID number or email that two students share (differing only in case
+    and spaces, as Moodle's database compares them) left out, with one warning naming the column, the
+    students and the value, while the other column and Username stay?"""
+    roster = _roster(RosterStudent("ada", sis_user_id="S1"), RosterStudent("bob", sis_user_id="S2"),
+                     RosterStudent("cy", sis_user_id="S3"))
+    rows = [_row("ada", "ada@e.edu"), _row("bob", "bob@e.edu"), _row("cy", "cy@e.edu")]
+    if column == "ID number":
+        roster["cy"] = RosterStudent("cy", sis_user_id=" s1 ")
+    else:
+        rows[2] = _row("cy", "ADA@e.edu")
+    got = lms_table("moodle", [(A, 100.0)], rows, roster, {})
+    kept = "Email address" if column == "ID number" else "ID number"
+    assert got.records[0] == ["First name", "Last name", "Username", kept, A]
+    shared = "S1" if column == "ID number" else "ada@e.edu"
+    field = "sis_user_id" if column == "ID number" else "email"
+    assert got.warnings == (
+        f"{column}: left out of the Moodle file, since ada and cy share '{shared}' (Moodle's import gives the rows "
+        f"of one {column} to one user, the later row's grades replacing the earlier's); map Username, or correct "
+        f"the roster's {field} column",)
+
+
+@pytest.mark.parametrize("lms", ["moodle", "canvas"])
+def test_a_login_two_students_share_stops_the_export(lms):
+    """The login column (Moodle's Username, Canvas's SIS Login ID) is the one always written: when two
+    students have the same login (one's sis_login_id is the other's student id), is the export refused
+    with one line naming the column, the students and the value, rather than a file whose import gives
+    both rows to one student?"""
+    roster = _roster(RosterStudent("ada", sis_login_id="bob"), RosterStudent("bob"), RosterStudent("cy"))
+    with pytest.raises(ExportError) as raised:
+        lms_table(lms, [(A, 100.0)], [_row("ada"), _row("bob"), _row("cy")], roster, {})
+    column = "Username" if lms == "moodle" else "SIS Login ID"
+    message = str(raised.value)
+    assert message.startswith(f"{column}: ada and bob share 'bob' (the roster's sis_login_id, or the student id "
+                              f"without one), so {lms.capitalize()}'s import would give their rows to one student")
+    assert message.endswith("no file written: give each student their own sis_login_id") and "\n" not in message
+
+
+def test_moodle_takes_a_zero_identifier_for_none():
+    """Moodle's importer skips a mapped value PHP calls empty, '0' included, and gives that row's grades to
+    the student above: is an ID number '0' left out like a missing one, and a Username '0' refused?"""
+    roster = _roster(RosterStudent("ada", sis_user_id="S1"), RosterStudent("bob", sis_user_id="0"))
+    got = lms_table("moodle", [(A, 100.0)], [_row("ada", "a@e.edu"), _row("bob", "b@e.edu")], roster, {})
+    assert got.records[0] == ["First name", "Last name", "Username", "Email address", A]
+    assert got.warnings[0].startswith("ID number: left out of the Moodle file, since bob has none ('0' is none to "
+                                      "Moodle)")
+    with pytest.raises(ExportError, match=r"^Username: zero is '0', which Moodle's import takes for no username"):
+        lms_table("moodle", [(A, 100.0)], [_row("ada"), _row("zero")], _roster(RosterStudent("zero", sis_login_id="0")),
+                  {})
+
+
+def test_canvas_leaves_empty_an_id_or_sis_user_id_two_students_share():
+    """Canvas tries ID, then SIS User ID, then SIS Login ID on each row, skipping an empty cell, and two rows
+    that find one student both go to it: is an ID two students share (0042 and 42: Canvas reads a number)
+    or a SIS User ID they share left empty for them alone, one warning per column, the logins kept?"""
+    roster = _roster(RosterStudent("ada", lms_user_id="0042", sis_user_id="S1"),
+                     RosterStudent("bob", lms_user_id="42", sis_user_id="S2"),
+                     RosterStudent("cy", lms_user_id="7", sis_user_id="s2"), RosterStudent("dee", lms_user_id="8"))
+    got = lms_table("canvas", [(A, 100.0)], [_row(s) for s in ("ada", "bob", "cy", "dee")], roster, {})
+    assert [r[1:4] for r in got.records[2:]] == [["", "S1", "ada"], ["", "", "bob"], ["7", "", "cy"],
+                                                 ["8", "", "dee"]]
+    assert [w.split(" (")[0] for w in got.warnings] == [
+        "ID: left empty for ada and bob, since ada and bob share '0042'",
+        "SIS User ID: left empty for bob and cy, since bob and cy share 'S2'"]
+    assert got.warnings[0].endswith("so these rows are matched on SIS User ID or SIS Login ID; correct the roster's "
+                                    "lms_user_id column")
+
+
+def test_canvas_leaves_empty_an_id_that_is_not_a_number():
+    """Canvas reads the ID column as its own numeric user id ('12ab' as 12, another student): is an
+    lms_user_id that is not a whole number left out of ID, with a warning naming the student, and a
+    numeric one (spaces trimmed) kept?"""
+    got = lms_table("canvas", [(A, 100.0)], [_row("ada"), _row("bob")], {}, {"ada": "12ab", "bob": " 31 "})
+    assert [r[1] for r in got.records[2:]] == ["", "31"]
+    assert got.warnings == (
+        "ID: left empty for ada, whose lms_user_id ('12ab') is not a whole number: Canvas reads ID as its own user "
+        "id, a number (of '12ab' it keeps 12, another student), so these rows are matched on SIS User ID or SIS "
+        "Login ID; correct the roster's lms_user_id column",)
+
+
+@pytest.mark.parametrize("lms", ["canvas", "moodle"])
+def test_a_student_in_the_gradebook_but_not_on_the_roster_is_named_in_a_warning(lms):
+    """A student the gradebook holds but the roster does not is exported under their student id alone: is
+    there one warning naming them and the column, and none when the course has no roster at all?"""
+    rows = [_row("ada", "a@e.edu"), _row("zed", "z@e.edu"), _row("yan", "y@e.edu")]
+    got = lms_table(lms, [(A, 100.0)], rows, _roster(RosterStudent("ada")), {})
+    column = "Username" if lms == "moodle" else "SIS Login ID"
+    assert [w for w in got.warnings if w.startswith("zed")] == [
+        f"zed and yan: in the gradebook but not on the roster, so the file names these students by student id alone "
+        f"({column}), which {lms.capitalize()} matches only if it is the login"
+        + (", and a row that matches no user stops the whole Moodle import" if lms == "moodle" else "")
+        + "; add them to the roster with their LMS ids"]
+    assert not [w for w in lms_table(lms, [(A, 100.0)], rows, {}, {}).warnings if "not on the roster" in w]
+
+
+def test_moodle_warns_of_assignments_not_out_of_100():
+    """Moodle's file carries no maximum and a grade item its import creates is out of 100 (grades capped at
+    the item's maximum): is there one warning naming each assignment out of other points and saying that a
+    grade over 100 stops the import, and none when every assignment is out of 100?"""
+    roster = _roster(RosterStudent("ada", sis_user_id="S1"))
+    got = lms_table("moodle", [(A, 120.0), ("quiz", 100.0), ("lab", 12.5)], [_row("ada", "a@e.edu")], roster, {})
+    assert got.warnings == (
+        f"Maximum grade: {A} is out of 120.0, lab is out of 12.5, not 100: the Moodle file carries no maximum, a "
+        f"grade item Moodle's import creates is out of 100, and Moodle caps a grade at its item's maximum; create "
+        f"the grade item with this maximum before importing and map the column to it; a grade above 100 also stops "
+        f"the whole import unless the site allows unlimited grades",)
+    assert lms_table("moodle", [(A, 100.0)], [_row("ada", "a@e.edu")], roster, {}).warnings == ()
+    assert lms_table("canvas", [(A, 120.0)], [_row("ada")], {}, {}).warnings == ()      # its Points Possible row
+
+
+def test_scores_are_plain_decimals():
+    """Is a tiny score written 0.00005, not Python's 5e-05 (which neither LMS reads as a number), and a
+    whole one still 100.0?"""
+    rows = [{**_row("ada"), "score": 5e-05}, {**_row("ada"), "assignment": "quiz", "score": 100}]
+    got = lms_table("canvas", [(A, 100.0), ("quiz", 1e-05)], rows, {}, {})
+    assert got.records[1][5:] == ["100.0", "0.00001"] and got.records[2][5:] == ["0.00005", "100.0"]
+
+
+def test_export_with_a_shared_login_writes_nothing_and_says_why_in_one_line(tmp_path):
+    """Through `nbgrader export --CourseCsvExport.lms=moodle`: with two roster students sharing a login,
+    does the export exit 2 with one line naming them, no traceback and no file?"""
+    from nbgrader.api import Gradebook
+
+    folder = course_with_students(tmp_path / "course", ())
+    (folder / "roster.csv").write_text("id,sis_login_id\nada,alove\nbob,ALOVE\n", encoding="utf-8")
+    with Gradebook(load_course(folder).gradebook_url) as gb:
+        gb.add_assignment(A)
+    done = export(folder, "moodle.csv", "--CourseCsvExport.lms=moodle")
+    assert done.returncode == 2, done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if "Username" in ln]
+    assert len(lines) == 1 and lines[0].startswith("nbgrader export: Username: ada and bob share 'alove'"), done.stderr
+    assert "Traceback" not in done.stderr and not (folder / "moodle.csv").exists()
+
+
+@pytest.mark.parametrize("lms", ["canvas", "moodle"])
+def test_a_student_without_a_submission_who_is_not_due_yet_is_named(lms):
+    """A student who has not submitted is exported with 0, which the LMS shows as their grade: is there one
+    line per assignment naming those whose due date, or whose own extension, is still ahead, and none for
+    a student past due or one who submitted?"""
+    import datetime as dt
+
+    now = dt.datetime(2026, 3, 1, 12, 0)
+    past, ahead = now - dt.timedelta(days=1), now + dt.timedelta(hours=1)
+    rows = [{**_row(sid, f"{sid}@e.edu"), "timestamp": stamp, "duedate": due, "extended_duedate": extended}
+            for sid, stamp, due, extended in (("ada", "", past, ""), ("bob", "", past, ahead),
+                                              ("cy", past, ahead, ""), ("dee", "", ahead, ""))]
+    roster = _roster(*(RosterStudent(r["student_id"], sis_user_id=f"S-{r['student_id']}") for r in rows))
+    got = lms_table(lms, [(A, 100.0)], rows, roster, {}, now=now)
+    assert got.warnings == (
+        f"{A}: bob and dee have not submitted and are not due yet (the due date, or an extension, is still ahead), "
+        f"but are exported with 0, which the LMS will show as the grade; export after the due date, or without "
+        f"this assignment (--assignment)",)
+    assert [r[-1] for r in got.records[-4:]] == ["1.0"] * 4          # the scores themselves are unchanged
+    assert lms_table(lms, [(A, 100.0)], rows, roster, {}, now=ahead + dt.timedelta(seconds=1)).warnings == ()

@@ -3,22 +3,48 @@ assignment (`nbgrader export --CourseCsvExport.lms=canvas` or `=moodle`).
 
 Built from the rows of the course's long export (`nbgrader_hooks.CourseCsvExport`: one per assignment
 and student, the score after the late penalty, TA overrides included, 0 without a submission), so both
-files always carry the same numbers. What each LMS needs:
+files always carry the same numbers. What each importer does with the file, as read in its source
+(Canvas: `app/models/gradebook_importer.rb` in instructure/canvas-lms and the upload script that
+creates new assignments; Moodle: `grade/import/csv/classes/load_data.php`, `grade/import/lib.php`,
+`lib/csvlib.class.php` and the `get_record` of `lib/dml`), and what this module does about it:
 
-- Canvas (Grades > Import): the columns `Student`, `ID`, `SIS User ID`, `SIS Login ID`, `Section`,
-  then one per assignment, titled with its name in Canvas (a title Canvas does not know makes a new
-  assignment, so the file has no other columns), and a second row `Points Possible` giving each
-  assignment's maximum. Canvas finds each row's student by `ID`, `SIS User ID` or `SIS Login ID`, row
-  by row; `SIS Login ID` is never empty here (the student id when the roster has no login), so every
-  row names its student. `Student` is the name as Canvas writes it, "Last, First".
+- Canvas (Grades > Import). The header must start `Student`, `ID`, then either `SIS Login ID` or
+  `SIS User ID`, `SIS Login ID`, and end its student columns with `Section`; every later column is an
+  assignment, found by its exact title (a title Canvas does not know makes a new assignment, so the
+  file has no other columns). A row whose first cell holds `Points Possible` is not a student: its
+  cells give the points of the assignments the import creates (an existing assignment keeps its
+  own), so the file writes it second, as Canvas's own export does. Each row's student is looked up
+  on its own, in order: `ID` (read as a whole number: Canvas's own user id), then `SIS User ID`,
+  then `SIS Login ID` (each exact, an empty cell skipped), then the `Student` name; a row matching
+  nobody is offered as an unknown student. `SIS Login ID` is never empty here (the student id when
+  the roster has no login). Two rows that find the same student both go to that student, the later
+  row's grades standing, and the other student's are lost; so an `ID` or `SIS User ID` two students
+  share (compared trimmed and ignoring case, to be safe) is left empty for them (Canvas goes on to the
+  next column), an `ID` that is not a number is left empty (Canvas would read "12ab" as 12, someone
+  else), and a shared `SIS Login ID` stops the export (`ExportError`). `Student` is "Last, First", as
+  Canvas's export writes it.
 - Moodle (Grades > Import > CSV file): any columns; the import is told which one identifies the user
   (`Username`, `ID number` or `Email address` here) and which grade item each other column fills (or
   that it starts a new one). Every row must be a user: a row that matches none stops the whole
-  import, so there is no `Points Possible` row. Moodle's importer (grade/import/csv/classes/load_data.php)
-  looks a user up only when the mapped field is not empty and keeps the user of the row before
-  otherwise: a first row with an empty field stops the import, a later one gives its grades to the
-  previous row's student. So `Username` (never empty) is always written, and `ID number` and `Email
-  address` only when every row has one (`LmsFile.warnings` says which column was left out, and for whom).
+  import, so there is no `Points Possible` row. The importer looks a user up only when the mapped
+  field is not empty to PHP ('' or '0') and keeps the user of the row before otherwise: a first such
+  row stops the import, a later one gives its grades to the previous row's student. Two rows with the
+  same value find the same user (with several users of that value Moodle takes one, noting it only
+  in its debugging output), and the later row's grades replace the earlier's. So `Username` (never
+  empty) is always written, and a shared or '0' `Username` stops the export; `ID number` and `Email
+  address` are written only when every row has its own (`LmsFile.warnings` says which column was
+  left out, and for whom). Values are compared trimmed and ignoring case, as Moodle's database
+  usually compares them. The file has no maximum: a grade item the import creates is out of 100, and
+  Moodle caps a grade at its item's maximum (and refuses the whole file for a grade above 100 unless
+  the site allows unlimited grades), so a warning names each assignment out of other points.
+
+Both importers read UTF-8, with or without a byte-order mark (Moodle removes it; Canvas finds
+`Student` within the first header cell), and quoted fields holding commas, quotes or newlines.
+Scores are plain decimals (`number`: "0.00005", never "5e-05"). A student in the gradebook but not
+on a roster the course has is named by the student id alone; a warning says so, since the LMS
+matches them only if that is their login. A student without a submission is exported with 0, as in
+nbgrader's export; while their due date (or extension) is still ahead a warning names them, since
+the LMS would show that 0 as their grade.
 
 Cells a spreadsheet would run as a formula (starting with =, +, -, @, a tab or a carriage return): a
 name or a section, which nothing matches on, gets a leading apostrophe (`spreadsheet_text`); an
@@ -28,20 +54,27 @@ address`) is written exactly, since an apostrophe would become part of it and ma
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import RosterStudent
+from ..errors import ExportError
 from ..text import shown_name
 
 LMS_FORMATS = ("nbgrader", "canvas", "moodle")
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CANVAS_POINTS_ROW = "Points Possible"
 MOODLE_COLUMNS = ("First name", "Last name", "Username", "ID number", "Email address")
-MOODLE_OPTIONAL = {"ID number": "sis_user_id", "Email address": "email"}   # written only when every row has one
-# The columns an LMS matches a row's student on: written exactly, never with an apostrophe.
-IDENTIFIERS = frozenset({"ID", "SIS User ID", "SIS Login ID", "Username", "ID number", "Email address"})
+MOODLE_OPTIONAL = ("ID number", "Email address")     # written only when every row has its own
+# The columns an LMS matches a row's student on (written exactly, never with an apostrophe), each with
+# the roster column it comes from.
+ROSTER_FIELD = {"ID": "lms_user_id", "SIS User ID": "sis_user_id", "SIS Login ID": "sis_login_id",
+                "Username": "sis_login_id", "ID number": "sis_user_id", "Email address": "email"}
+IDENTIFIERS = frozenset(ROSTER_FIELD)
+LOGIN = {"canvas": "SIS Login ID", "moodle": "Username"}   # never empty: the student id without a login
+MOODLE_MAX = 100.0                   # the maximum of a grade item Moodle's import creates
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")      # what makes a spreadsheet read a cell as a formula
 
 
@@ -53,14 +86,19 @@ class LmsFile:
 
 
 def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence[Mapping[str, Any]],
-              roster: Mapping[str, RosterStudent], lms_ids: Mapping[str, str]) -> LmsFile:
+              roster: Mapping[str, RosterStudent], lms_ids: Mapping[str, str],
+              now: dt.datetime | None = None) -> LmsFile:
     """The CSV records of the `lms` file ('canvas' or 'moodle'), and its warnings.
 
     `assignments`: (name, max score) of each exported assignment, in order; `rows`: the long export's
-    rows (raw values; `student_id`, `first_name`, `last_name`, `email`, `assignment`, `score`);
+    rows (raw values; `student_id`, `first_name`, `last_name`, `email`, `assignment`, `score`, and
+    where known `timestamp`, `duedate`, `extended_duedate`, naive UTC as nbgrader keeps them);
     `roster`: the roster's students by id (their SIS ids and section); `lms_ids`: the gradebook's
     `lms_user_id` by student id. A student on no roster has only their id as `SIS Login ID`/`Username`.
-    Moodle's `ID number` and `Email address` columns are left out unless every student has one."""
+    Moodle's `ID number` and `Email address` columns are left out unless every student has their own;
+    Canvas's `ID` and `SIS User ID` are left empty where they cannot tell students apart. An
+    ExportError (one line) when the login column cannot: no file would import right. `now` (naive
+    UTC, default the clock) tells which students without a submission are not due yet."""
     scores: dict[tuple[str, str], Any] = {(r["student_id"], r["assignment"]): r["score"] for r in rows}
     students = {r["student_id"]: r for r in rows}          # one row each, for the name and email, in order
     names = [name for name, _ in assignments]
@@ -69,8 +107,9 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
         who = roster.get(sid) or RosterStudent(sid)
         login = who.sis_login_id or sid
         if lms == "canvas":
-            ids = {"Student": spreadsheet_text(canvas_name(row)), "ID": lms_ids.get(sid) or who.lms_user_id,
-                   "SIS User ID": who.sis_user_id, "SIS Login ID": login, "Section": spreadsheet_text(who.section)}
+            ids = {"Student": spreadsheet_text(canvas_name(row)),
+                   "ID": (lms_ids.get(sid) or who.lms_user_id).strip(), "SIS User ID": who.sis_user_id,
+                   "SIS Login ID": login, "Section": spreadsheet_text(who.section)}
         else:
             ids = {"First name": spreadsheet_text(str(row["first_name"] or "")),
                    "Last name": spreadsheet_text(str(row["last_name"] or "")), "Username": login,
@@ -78,27 +117,177 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
         for column, value in ids.items():
             columns.setdefault(column, []).append(value)
     sids = list(students)
-    warnings = []
     header = list(CANVAS_COLUMNS if lms == "canvas" else MOODLE_COLUMNS)
-    for column in MOODLE_OPTIONAL if lms == "moodle" else ():
-        missing = [sid for sid, value in zip(sids, columns.get(column, [])) if not value.strip()]
-        if missing:
-            header.remove(column)
-            warnings.append(f"{column}: left out of the Moodle file, since {listed(missing)} "
-                            f"{'has' if len(missing) == 1 else 'have'} none (Moodle's import gives a row whose "
-                            f"{column} is empty the grades of the row before it); map Username, or fill the "
-                            f"roster's {MOODLE_OPTIONAL[column]} column")
+    login_problem(lms, sids, columns.get(LOGIN[lms], []))
+    warnings = []
+    if lms == "moodle":
+        for column in MOODLE_OPTIONAL:
+            line = moodle_column_problem(column, sids, columns.get(column, []))
+            if line:
+                header.remove(column)
+                warnings.append(line)
+    else:
+        warnings += canvas_blanked_ids(sids, columns)
     for column in header:
         if column in IDENTIFIERS:
             line = formula_warning(column, zip(sids, columns.get(column, [])), "the LMS matches on it")
             if line:
                 warnings.append(line)
+    off_roster = [sid for sid in sids if roster and sid not in roster]
+    if off_roster:
+        warnings.append(off_roster_warning(lms, off_roster))
+    if lms == "moodle":
+        warnings += filter(None, [moodle_maxima_warning(assignments)])
+    warnings += not_due_yet(rows, now or dt.datetime.now(dt.UTC).replace(tzinfo=None))
     table = [[*header, *names]]
     if lms == "canvas":
         table.append([CANVAS_POINTS_ROW, *[""] * (len(header) - 1), *(number(m) for _, m in assignments)])
     for i, sid in enumerate(sids):
         table.append([*(columns[c][i] for c in header), *(number(scores.get((sid, name), 0.0)) for name in names)])
     return LmsFile(table, tuple(warnings))
+
+
+def same_text(value: str) -> str:
+    """An identifier as an LMS's database compares it: trimmed, ignoring case."""
+    return value.strip().casefold()
+
+
+def shared_values(sids: Sequence[str], values: Sequence[str],
+                  key: Callable[[str], Any] = same_text) -> list[tuple[str, list[str]]]:
+    """(value, students) for each non-empty value more than one student has (compared by `key`), in order."""
+    groups: dict[Any, tuple[str, list[str]]] = {}
+    for sid, value in zip(sids, values):
+        if value.strip():
+            groups.setdefault(key(value), (value, []))[1].append(sid)
+    return [(value, who) for value, who in groups.values() if len(who) > 1]
+
+
+def shared_text(groups: Sequence[tuple[str, list[str]]], shown: int = 3) -> str:
+    """"ada and bob share 'S1'; cy and dee share 'S2'" for a one-line message."""
+    parts = [f"{listed(who)} share '{shown_name(value.strip())}'" for value, who in groups[:shown]]
+    if len(groups) > shown:
+        parts.append(f"{len(groups) - shown} more values are shared")
+    return "; ".join(parts)
+
+
+def php_empty(value: str) -> bool:
+    """Whether Moodle's importer takes a (trimmed) cell for no value at all: PHP's empty() is true of
+    '' and of '0'."""
+    return value.strip() in ("", "0")
+
+
+def login_problem(lms: str, sids: Sequence[str], logins: Sequence[str]) -> None:
+    """An ExportError when the login column (`SIS Login ID`, `Username`: always written, the last
+    identifier an LMS has) cannot tell the students apart: a value two share, or a Moodle '0'."""
+    column, system = LOGIN[lms], lms.capitalize()
+    groups = shared_values(sids, logins)
+    if groups:
+        raise ExportError(f"{column}: {shared_text(groups)} (the roster's sis_login_id, or the student id without "
+                          f"one), so {system}'s import would give their rows to one student, the later row's grades "
+                          f"replacing the other's; no file written: give each student their own sis_login_id")
+    zero = [sid for sid, login in zip(sids, logins) if lms == "moodle" and php_empty(login)]
+    if zero:
+        raise ExportError(f"Username: {listed(zero)} {'is' if len(zero) == 1 else 'are'} '0', which Moodle's import "
+                          f"takes for no username (the row's grades would go to the student above it); no file "
+                          f"written: give them a sis_login_id in the roster")
+
+
+def moodle_column_problem(column: str, sids: Sequence[str], values: Sequence[str]) -> str | None:
+    """The warning for a Moodle identifier column that cannot be written (some student has none, or
+    two share one), or None."""
+    missing = [sid for sid, value in zip(sids, values) if php_empty(value)]
+    groups = shared_values(sids, values)
+    if not missing and not groups:
+        return None
+    reasons, effects = [], []
+    if missing:
+        zero = " ('0' is none to Moodle)" if any(value.strip() == "0" for value in values) else ""
+        reasons.append(f"{listed(missing)} {'has' if len(missing) == 1 else 'have'} none{zero}")
+        effects.append(f"gives a row whose {column} is empty the grades of the row before it")
+    if groups:
+        reasons.append(shared_text(groups))
+        effects.append(f"gives the rows of one {column} to one user, the later row's grades replacing the earlier's")
+    fix = " and ".join(verb for verb, wanted in (("fill", missing), ("correct", groups)) if wanted)
+    return (f"{column}: left out of the Moodle file, since {' and '.join(reasons)} (Moodle's import "
+            f"{' and '.join(effects)}); map Username, or {fix} the roster's {ROSTER_FIELD[column]} column")
+
+
+def canvas_id_key(value: str) -> int:
+    """A Canvas `ID` as Canvas's import reads it: a whole number."""
+    return int(value)
+
+
+def canvas_blanked_ids(sids: Sequence[str], columns: dict[str, list[str]]) -> list[str]:
+    """Empties, in `columns`, each `ID` that is not a whole number and each `ID` or `SIS User ID` that
+    two students share (Canvas goes on to the next identifier of a row whose cell is empty); a
+    warning line for each column changed."""
+    lines = []
+    ids = columns.get("ID", [])
+    odd = [i for i, value in enumerate(ids) if value and not (value.isascii() and value.isdigit())]
+    if odd:
+        lines.append(f"ID: left empty for {listed([sids[i] for i in odd])}, whose lms_user_id "
+                     f"('{shown_name(ids[odd[0]])}'{', ...' if len(odd) > 1 else ''}) is not a whole number: Canvas "
+                     f"reads ID as its own user id, a number (of '12ab' it keeps 12, another student), so these rows "
+                     f"are matched on SIS User ID or SIS Login ID; correct the roster's lms_user_id column")
+        for i in odd:
+            ids[i] = ""
+    for column, key, after in (("ID", canvas_id_key, "SIS User ID or SIS Login ID"),
+                               ("SIS User ID", same_text, "SIS Login ID")):
+        values = columns.get(column, [])
+        groups = shared_values(sids, values, key)
+        if not groups:
+            continue
+        blanked = {sid for _, who in groups for sid in who}
+        lines.append(f"{column}: left empty for {listed([s for s in sids if s in blanked])}, since "
+                     f"{shared_text(groups)} (Canvas's import would give their rows to one student, the later "
+                     f"row's grades replacing the other's), so these rows are matched on {after}; correct the "
+                     f"roster's {ROSTER_FIELD[column]} column")
+        for i, sid in enumerate(sids):
+            if sid in blanked:
+                values[i] = ""
+    return lines
+
+
+def off_roster_warning(lms: str, students: Sequence[str]) -> str:
+    """The line for students in the gradebook but not on the course's roster: their rows name them by
+    the student id alone."""
+    stop = ", and a row that matches no user stops the whole Moodle import" if lms == "moodle" else ""
+    return (f"{listed(students)}: in the gradebook but not on the roster, so the file names "
+            f"{'this student' if len(students) == 1 else 'these students'} by student id alone ({LOGIN[lms]}), "
+            f"which {lms.capitalize()} matches only if it is the login{stop}; add them to the roster with their "
+            f"LMS ids")
+
+
+def not_due_yet(rows: Iterable[Mapping[str, Any]], now: dt.datetime) -> list[str]:
+    """A line per assignment naming the students without a submission whose due date (their
+    extension's, when they have one) is still ahead of `now`: their 0 is not a grade yet, but the LMS
+    would show it as one."""
+    waiting: dict[str, list[str]] = {}
+    for row in rows:
+        due = row.get("extended_duedate") or row.get("duedate")
+        if not row.get("timestamp") and isinstance(due, dt.datetime) and due > now:
+            waiting.setdefault(row["assignment"], []).append(row["student_id"])
+    lines = []
+    for name, who in waiting.items():
+        has, is_ = ("has", "is") if len(who) == 1 else ("have", "are")
+        lines.append(f"{name}: {listed(who)} {has} not submitted and {is_} not due yet (the due date, or an "
+                     f"extension, is still ahead), but {is_} exported with 0, which the LMS will show as the grade; "
+                     f"export after the due date, or without this assignment (--assignment)")
+    return lines
+
+
+def moodle_maxima_warning(assignments: Sequence[tuple[str, float]]) -> str | None:
+    """The line naming the assignments out of other points than a grade item Moodle's import creates
+    (100), or None: Moodle caps a grade at its item's maximum, and the file carries none."""
+    other = [(name, top) for name, top in assignments if float(top) != MOODLE_MAX]
+    if not other:
+        return None
+    over = any(float(top) > MOODLE_MAX for _, top in other)
+    return (f"Maximum grade: {', '.join(f'{name} is out of {number(top)}' for name, top in other)}, not 100: the "
+            f"Moodle file carries no maximum, a grade item Moodle's import creates is out of 100, and Moodle caps a "
+            f"grade at its item's maximum; create the grade item with this maximum before importing and map the "
+            f"column to it" + ("; a grade above 100 also stops the whole import unless the site allows unlimited "
+                               "grades" if over else ""))
 
 
 def canvas_name(row: Mapping[str, Any]) -> str:
@@ -110,8 +299,10 @@ def canvas_name(row: Mapping[str, Any]) -> str:
 
 def number(value: Any) -> str:
     """A score as written in the exports: rounded to 6 decimals (the gradebook's sums of fractional
-    points read like 97.10924299999999 otherwise)."""
-    return str(round(float(value), 6))
+    points read like 97.10924299999999 otherwise), in plain decimals ("0.00005", never Python's
+    "5e-05", which no LMS reads as a number), with at least one decimal ("100.0")."""
+    text = f"{round(float(value), 6) + 0.0:.6f}".rstrip("0")      # + 0.0: no "-0.0"
+    return text + "0" if text.endswith(".") else text
 
 
 def spreadsheet_text(text: str) -> str:
