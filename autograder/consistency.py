@@ -377,14 +377,44 @@ def _stale_line(assignment: Assignment, stale: list[str], what: str, one_name: s
     gradebook, ... are <state> until ...', or "" when no student is stale."""
     if not stale:
         return ""
-    named = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
+    named = _named(stale)
     one = len(stale) == 1
     return (f"{assignment.name}: course.yml's {what} changed since {named} {'was' if one else 'were'} graded{changes}; "
             f"the {one_name if one else names} in the gradebook, the export and the feedback pages "
             f"{'is' if one else 'are'} {state} until `course autograde {assignment.name}` grades again")
 
 
-def stale_results(assignment: Assignment, results: Iterable[SubmissionResult]) -> list[str]:
-    """The lines of `stale_due_dates` and `stale_points` that apply to `results`."""
+def grader_failures(assignment: Assignment, results: Iterable[SubmissionResult]) -> str:
+    """One line when some of `results` were graded while the graders failed (a check whose grader code
+    raised, scored 0 for the student; or a submission whose grading crashed, with no score), "" otherwise:
+    `course autograde` said GRADER ERROR at the time, but the gradebook, the export and the pages carry
+    those grades on without a word until the graders are fixed and the submissions graded again."""
     results = list(results)
-    return [line for line in (stale_due_dates(assignment, results), stale_points(assignment, results)) if line]
+    errors = [r.student for r in results if r.state == "graded" and r.grader_errors]
+    crashed = [r.student for r in results if r.crashed]
+    if not errors and not crashed:
+        return ""
+    parts = []
+    if errors:
+        one = len(errors) == 1
+        parts.append(f"the {'grade' if one else 'grades'} of {_named(errors)} {'counts' if one else 'count'} 0 for "
+                     f"checks whose grader code failed (GRADER ERROR)")
+    if crashed:
+        parts.append(f"{_named(crashed)} {'has' if len(crashed) == 1 else 'have'} no autograder score (grading "
+                     f"crashed)")
+    return (f"{assignment.name}: {' and '.join(parts)}; the gradebook, the export and the feedback pages show "
+            f"{'this' if len(errors) + len(crashed) == 1 else 'these'} until the graders are fixed and "
+            f"`course autograde {assignment.name} --force` grades again (or a TA grades by hand in formgrader)")
+
+
+def _named(students: list[str]) -> str:
+    """'ada', 'ada, bob', 'ada, bob, cy, dee, eve and 2 more'."""
+    return ", ".join(students[:5]) + (f" and {len(students) - 5} more" if len(students) > 5 else "")
+
+
+def stale_results(assignment: Assignment, results: Iterable[SubmissionResult]) -> list[str]:
+    """The lines of `stale_due_dates`, `stale_points` and `grader_failures` that apply to `results`."""
+    results = list(results)
+    lines = (stale_due_dates(assignment, results), stale_points(assignment, results),
+             grader_failures(assignment, results))
+    return [line for line in lines if line]

@@ -346,9 +346,9 @@ def _through_system_folders(path: str) -> bool:
 
 def _stale_results(course: Course, rows: list[dict[str, Any]]) -> list[str]:
     """A line per assignment whose late penalties in `rows` were taken against another due date or
-    extension than course.yml's now, and one per assignment whose scores are out of other points
-    (`consistency.stale_results`): the export's due, extension and max score columns are course.yml's,
-    its penalties and scores the last autograde's."""
+    extension than course.yml's now, one per assignment whose scores are out of other points, and one
+    per assignment with grades taken while a grader failed (`consistency.stale_results`): the export's
+    due, extension and max score columns are course.yml's, its penalties and scores the last autograde's."""
     from .api import graded_result
     from .consistency import stale_results
 

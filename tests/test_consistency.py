@@ -191,4 +191,32 @@ def test_results_scored_out_of_other_points_are_named_with_the_changes():
         "hw: course.yml's points changed since bob was graded (silu 5 -> 8, relu none -> 2); the score in the "
         "gradebook, the export and the feedback pages is out of the old points until `course autograde hw` "
         "grades again")
-    assert stale_results(a, before) == [stale_points(a, before)]
+    assert stale_results(a, before) == [stale_points(a, before),
+                                        "hw: cy has no autograder score (grading crashed); the gradebook, the export "
+                                        "and the feedback pages show this until the graders are fixed and `course "
+                                        "autograde hw --force` grades again (or a TA grades by hand in formgrader)"]
+
+
+def test_results_graded_while_a_grader_failed_are_named():
+    """Are the students whose grades count 0 for a check whose grader code failed, and those whose grading
+    crashed, named in one line, and those graded cleanly (or not graded at all) left out?"""
+    from autograder.config import Assignment, Limits
+    from autograder.consistency import grader_failures, stale_results
+    from autograder.grading.results import SubmissionResult
+
+    a = Assignment(name="hw", package="hw", notebooks=("hw.ipynb",), problems=(), limits=Limits())
+
+    def graded(student: str, *errors: str, state: str = "graded") -> SubmissionResult:
+        return SubmissionResult(student=student, assignment="hw", state=state, grader_errors=errors)
+
+    clean = [graded("ada"), graded("bob")]
+    assert grader_failures(a, clean) == "" and stale_results(a, clean) == []
+    failed = [*clean, *(graded(s, "test_silu.py::test_silu_shape: RuntimeError: oops") for s in "cdefgh"),
+              graded("kat", state="crashed")]
+    assert grader_failures(a, failed) == (
+        "hw: the grades of c, d, e, f, g and 1 more count 0 for checks whose grader code failed (GRADER ERROR) "
+        "and kat has no autograder score (grading crashed); the gradebook, the export and the feedback pages show "
+        "these until the graders are fixed and `course autograde hw --force` grades again (or a TA grades by hand "
+        "in formgrader)")
+    assert grader_failures(a, failed[:3]).startswith("hw: the grade of c counts 0 for checks whose grader code")
+    assert stale_results(a, failed) == [grader_failures(a, failed)]

@@ -154,6 +154,20 @@ def test_generate_feedback_keeps_the_page_of_a_submission_that_is_not_notebook_j
         (layout.autograded("ken", "transformer-block") / "transformer-block.ipynb").read_bytes()
 
 
+def _warns(folder, warning: str | None) -> None:
+    """That `nbgrader export` and `course feedback` on `folder` succeed with `warning` as their one
+    warning line, or with none."""
+    from autograder import api
+
+    done = _export(folder)
+    assert done.returncode == 0, done.stderr
+    expected = [] if warning is None else [f"[ExportApp | WARNING] {warning}"]
+    assert [ln for ln in done.stderr.splitlines() if "WARNING" in ln] == expected, done.stderr
+    lines: list[str] = []
+    api.feedback(folder, "transformer-block", log=lines.append)
+    assert [ln for ln in lines if ln.startswith("WARNING")] == ([] if warning is None else [f"WARNING: {warning}"])
+
+
 def test_export_and_feedback_warn_when_course_yml_changed_the_due_date_since_grading(tmp_path):
     """With an extension for alan (late by 10 hours) added to course.yml after his penalty was taken, do
     `nbgrader export` and `course feedback` say once that the penalty is from before and to run `course
@@ -174,21 +188,39 @@ def test_export_and_feedback_warn_when_course_yml_changed_the_due_date_since_gra
     warning = ("transformer-block: course.yml's due date or extensions changed since alan was graded; the late "
                "penalty in the gradebook, the export and the feedback pages is from before until `course autograde "
                "transformer-block` grades again")
-    done = _export(folder)
-    assert done.returncode == 0, done.stderr
-    assert [ln for ln in done.stderr.splitlines() if "WARNING" in ln] == [f"[ExportApp | WARNING] {warning}"]
-    lines: list[str] = []
-    api.feedback(folder, "transformer-block", log=lines.append)
-    assert [ln for ln in lines if ln.startswith("WARNING")] == [f"WARNING: {warning}"]
+    _warns(folder, warning)
     graded = subprocess.run(autograde, capture_output=True, text=True, timeout=600)
     assert graded.returncode == 0, graded.stdout + graded.stderr
-    done = _export(folder)
-    assert done.returncode == 0 and "WARNING" not in done.stderr, done.stderr
-    lines.clear()
-    api.feedback(folder, "transformer-block", log=lines.append)
-    assert not [ln for ln in lines if ln.startswith("WARNING")]
+    _warns(folder, None)
     assert api.graded_result(load_course(folder), load_course(folder).assignment("transformer-block"),
                              "alan").late_penalty == 0
+
+
+def test_export_and_feedback_warn_of_grades_taken_while_a_grader_failed(tmp_path):
+    """With a grader that raises for every submission (GRADER ERROR in `course autograde`), do `nbgrader
+    export` and `course feedback` say afterwards whose grades count 0 for it, and, once the grader is fixed
+    and `course autograde --force` has run, no longer?"""
+    import subprocess
+    import sys
+
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    grader = CourseLayout(folder).graders("transformer_block") / "test_silu.py"
+    fixed = grader.read_text()
+    broken = 'def test_silu_is_checked(student):\n    """Broken on purpose."""\n    raise RuntimeError("a bug")\n'
+    grader.write_text(f"{fixed}\n\n{broken}")
+    autograde = [sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir", str(folder)]
+    graded = subprocess.run(autograde, capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 1 and "GRADER ERROR" in graded.stdout + graded.stderr, graded.stdout + graded.stderr
+    warning = ("transformer-block: the grade of ada counts 0 for checks whose grader code failed (GRADER ERROR); "
+               "the gradebook, the export and the feedback pages show this until the graders are fixed and `course "
+               "autograde transformer-block --force` grades again (or a TA grades by hand in formgrader)")
+    _warns(folder, warning)
+    grader.write_text(fixed)
+    graded = subprocess.run([*autograde, "--force"], capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    _warns(folder, None)
 
 
 def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_exchange(tmp_path):
