@@ -248,6 +248,20 @@ def test_corpus_fairness_cases_are_graded_for_what_they_are(graded):
     assert failed == ["test_multi_head_attention_keeps_float32[causal_mask]"], failed
 
 
+def test_corpus_a_post_ln_block_on_a_wrong_layer_norm_is_told_it_is_post_ln(graded):
+    """A Post-LN block on the student's own layer_norm, which uses the sample variance: does results.json
+    name Post-LN in every failed pre_ln_block check (no stage such as the residual path), and does the page
+    give its hint as a recognised misconception, with no "Where it first goes wrong"?"""
+    course, result = graded["course"], graded["results"]["block_post_ln_on_wrong_layer_norm"]
+    block = [t for t in result["tests"] if "problem:pre_ln_block" in t["tags"] and _status(result, t) == "failed"
+             and t["max_score"] > 0]
+    assert block and {tuple(tag for tag in t["tags"] if tag.startswith("diagnosis:")) for t in block} == {
+        ("diagnosis:pre_ln_block.post_ln",)}
+    page = (course.feedback("block_post_ln_on_wrong_layer_norm", ASSIGNMENT) / f"{Path(NB).stem}.html").read_text()
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    assert "which is the Post-LN ordering" in text and "Where it first goes wrong" not in text
+
+
 def test_corpus_cheater_scores_exactly_like_the_same_code_without_the_patch(graded):
     """Does patching np.allclose / np.isclose / np.testing change nothing at all?"""
     cheat, honest = graded["results"]["cheater"], graded["results"]["ln_unbiased"]

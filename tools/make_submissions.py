@@ -155,6 +155,10 @@ CORPUS: list[Case] = [
                      "pre_ln_block cannot be checked through it there (not graded), and graded through it elsewhere"),
     Case("block_post_ln", variants=(("pre_ln_block", BLOCK_POST_LN),), lose=("pre_ln_block",),
          diagnoses=("pre_ln_block.post_ln",)),
+    Case("block_post_ln_on_wrong_layer_norm", variants=(("layer_norm", LN_UNBIASED), ("pre_ln_block", BLOCK_POST_LN)),
+         lose=("layer_norm", "pre_ln_block"), diagnoses=("layer_norm.unbiased_variance", "pre_ln_block.post_ln"),
+         description="a Post-LN block on the student's own layer_norm, which uses the sample variance: the block is "
+                     "named Post-LN (its variant run on that layer_norm), not localised to its residual path"),
     Case("block_missing_residual", variants=(("pre_ln_block", BLOCK_MISSING_RESIDUAL),),
          lose=("pre_ln_block",), diagnoses=("pre_ln_block.missing_residual",)),
     Case("block_missing_attention_residual", variants=(("pre_ln_block", BLOCK_MISSING_ATTENTION_RESIDUAL),),

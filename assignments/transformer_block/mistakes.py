@@ -383,15 +383,20 @@ catalogue.add("multi_head_attention.softmax_overflow", hint="""
 # =========================================================================== pre_ln_block
 # Reference: h = x + MHA(LN1(x)); out = h + FFN(LN2(h)). Most variants share LN1(x) and the attention
 # on it: the helpers are `shared`, so a check's variants compute them once.
+# Like the reference, each variant takes the block's building blocks as keyword-only parameters, the
+# reference's by default: the engine also runs it on the student's own layer_norm and
+# multi_head_attention, so that a Post-LN block built on a wrong layer_norm is still named Post-LN.
+_LN, _MHA = ref.layer_norm, ref.multi_head_attention
+
 
 @catalogue.shared
-def _ln(x, p, which):
-    return ref.layer_norm(x, p[f"ln{which}_gamma"], p[f"ln{which}_beta"])
+def _ln(x, p, which, layer_norm=_LN):
+    return layer_norm(x, p[f"ln{which}_gamma"], p[f"ln{which}_beta"])
 
 
 @catalogue.shared
-def _mha(x, p, n_heads, mask):
-    return ref.multi_head_attention(x, p["W_Q"], p["W_K"], p["W_V"], p["W_O"], n_heads, mask)
+def _mha(x, p, n_heads, mask, multi_head_attention=_MHA):
+    return multi_head_attention(x, p["W_Q"], p["W_K"], p["W_V"], p["W_O"], n_heads, mask)
 
 
 @catalogue.shared
@@ -408,89 +413,91 @@ def _exact_gelu(x):
 @catalogue.mistake("pre_ln_block.post_ln", hint="""
     Your block normalises after each residual addition, which is the Post-LN ordering. In a Pre-LN
     block the LayerNorm goes inside each branch: h = x + MHA(LN1(x)) and out = h + FFN(LN2(h)).""")
-def block_post_ln(x, params, n_heads, mask=None):
-    return ref.post_ln_block(x, params, n_heads, mask)
+def block_post_ln(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    h = _ln(x + _mha(x, params, n_heads, mask, multi_head_attention), params, 1, layer_norm)
+    return _ln(h + _ffn(h, params), params, 2, layer_norm)
 
 
 @catalogue.mistake("pre_ln_block.missing_residual", hint="""
     Neither sublayer's output seems added back to its input. Keep both residual connections:
     h = x + MHA(LN1(x)) and out = h + FFN(LN2(h)).""")
-def block_missing_residual(x, params, n_heads, mask=None):
-    h = _mha(_ln(x, params, 1), params, n_heads, mask)
-    return _ffn(_ln(h, params, 2), params)
+def block_missing_residual(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    h = _mha(_ln(x, params, 1, layer_norm), params, n_heads, mask, multi_head_attention)
+    return _ffn(_ln(h, params, 2, layer_norm), params)
 
 
 @catalogue.mistake("pre_ln_block.missing_attention_residual", hint="""
     The attention output seems to replace x instead of being added to it. Compute
     h = x + MHA(LN1(x)).""")
-def block_missing_attention_residual(x, params, n_heads, mask=None):
-    h = _mha(_ln(x, params, 1), params, n_heads, mask)
-    return h + _ffn(_ln(h, params, 2), params)
+def block_missing_attention_residual(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    h = _mha(_ln(x, params, 1, layer_norm), params, n_heads, mask, multi_head_attention)
+    return h + _ffn(_ln(h, params, 2, layer_norm), params)
 
 
 @catalogue.mistake("pre_ln_block.missing_feed_forward_residual", hint="""
     The feed-forward output seems to replace h instead of being added to it. Return
     h + FFN(LN2(h)).""")
-def block_missing_ffn_residual(x, params, n_heads, mask=None):
-    h = x + _mha(_ln(x, params, 1), params, n_heads, mask)
-    return _ffn(_ln(h, params, 2), params)
+def block_missing_ffn_residual(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    h = x + _mha(_ln(x, params, 1, layer_norm), params, n_heads, mask, multi_head_attention)
+    return _ffn(_ln(h, params, 2, layer_norm), params)
 
 
 @catalogue.mistake("pre_ln_block.residual_adds_normalised_input", hint="""
     The residual seems to add the normalised input (LN(x) + MHA(LN(x))) rather than x itself.
     Normalise only the branch input and add the branch output to the un-normalised stream.""")
-def block_residual_adds_normalised_input(x, params, n_heads, mask=None):
-    a = _ln(x, params, 1)
-    h = a + _mha(a, params, n_heads, mask)
-    f = _ln(h, params, 2)
+def block_residual_adds_normalised_input(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    a = _ln(x, params, 1, layer_norm)
+    h = a + _mha(a, params, n_heads, mask, multi_head_attention)
+    f = _ln(h, params, 2, layer_norm)
     return f + _ffn(f, params)
 
 
 @catalogue.mistake("pre_ln_block.post_ln_feed_forward_only", hint="""
     The attention half looks Pre-LN but the feed-forward half looks Post-LN (LN2 applied after
     adding the residual). Use the same Pre-LN pattern in both halves: out = h + FFN(LN2(h)).""")
-def block_ln_after_residual_in_ffn_only(x, params, n_heads, mask=None):
-    h = x + _mha(_ln(x, params, 1), params, n_heads, mask)
-    return _ln(h + _ffn(h, params), params, 2)
+def block_ln_after_residual_in_ffn_only(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    h = x + _mha(_ln(x, params, 1, layer_norm), params, n_heads, mask, multi_head_attention)
+    return _ln(h + _ffn(h, params), params, 2, layer_norm)
 
 
 @catalogue.mistake("pre_ln_block.shared_layer_norm", hint="""
     Both sublayers seem to use the first LayerNorm's gamma and beta. The feed-forward branch has
     its own LayerNorm: use ln2_gamma and ln2_beta there.""")
-def block_shared_layer_norm(x, params, n_heads, mask=None):
-    h = x + _mha(_ln(x, params, 1), params, n_heads, mask)
-    return h + _ffn(_ln(h, params, 1), params)
+def block_shared_layer_norm(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    h = x + _mha(_ln(x, params, 1, layer_norm), params, n_heads, mask, multi_head_attention)
+    return h + _ffn(_ln(h, params, 1, layer_norm), params)
 
 
 @catalogue.mistake("pre_ln_block.relu_instead_of_gelu", hint="""
     The feed-forward network seems to use ReLU. This block uses GELU (the tanh form) between the
     two linear layers.""")
-def block_relu_instead_of_gelu(x, params, n_heads, mask=None):
-    h = x + _mha(_ln(x, params, 1), params, n_heads, mask)
-    return h + _ffn(_ln(h, params, 2), params, lambda z: np.maximum(z, 0.0))
+def block_relu_instead_of_gelu(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    h = x + _mha(_ln(x, params, 1, layer_norm), params, n_heads, mask, multi_head_attention)
+    return h + _ffn(_ln(h, params, 2, layer_norm), params, lambda z: np.maximum(z, 0.0))
 
 
 @catalogue.mistake("pre_ln_block.no_activation", hint="""
     The feed-forward network seems to have no activation between its two linear layers. Apply
     gelu to x @ W1 + b1 before multiplying by W2.""")
-def block_no_ffn_activation(x, params, n_heads, mask=None):
-    h = x + _mha(_ln(x, params, 1), params, n_heads, mask)
-    return h + _ffn(_ln(h, params, 2), params, lambda z: z)
+def block_no_ffn_activation(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    h = x + _mha(_ln(x, params, 1, layer_norm), params, n_heads, mask, multi_head_attention)
+    return h + _ffn(_ln(h, params, 2, layer_norm), params, lambda z: z)
 
 
 @catalogue.mistake("pre_ln_block.mask_not_passed", hint="""
     The block's attention seems to ignore the mask. Pass the block's mask argument on to
     multi_head_attention.""")
-def block_mask_not_passed(x, params, n_heads, mask=None):
-    return ref.pre_ln_block(x, params, n_heads, None)
+def block_mask_not_passed(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    return ref.pre_ln_block(x, params, n_heads, None, layer_norm=layer_norm,
+                            multi_head_attention=multi_head_attention)
 
 
 @catalogue.mistake("pre_ln_block.exact_gelu", hint="""
     The feed-forward network seems to use the exact erf-based GELU. This assignment uses the tanh
     approximation of GELU, the form your notebook's gelu implements.""")
-def gelu_exact_instead_of_tanh(x, params, n_heads, mask=None):
-    h = x + _mha(_ln(x, params, 1), params, n_heads, mask)
-    return h + _ffn(_ln(h, params, 2), params, _exact_gelu)
+def gelu_exact_instead_of_tanh(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    h = x + _mha(_ln(x, params, 1, layer_norm), params, n_heads, mask, multi_head_attention)
+    return h + _ffn(_ln(h, params, 2, layer_norm), params, _exact_gelu)
 
 
 # =========================================================================== silu

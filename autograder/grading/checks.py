@@ -10,7 +10,10 @@ No double penalty. A reference function whose building blocks are keyword-only p
 is a composite: its checks accept the reference's answer, or the answer the reference wiring gives
 when it is built, on the trusted side, from the student's own building blocks (each called through
 the proxy). When a building block cannot be called on a check's inputs and the student's composite
-does not give the reference's answer, the check is not graded (`NotGraded`).
+does not give the reference's answer, the check is not graded (`NotGraded`). Nor does a wrong
+building block hide a mistake of the composite's own: a composite that fails is also compared with
+the catalogued variants that take the building blocks, run on the student's own
+(`_match_on_own_blocks`).
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from ..sandbox.outcomes import (
     StudentRaised,
     TimeBudgetExceeded,
 )
-from .diagnosis import LOWER_PRECISION, Args, Catalogue, Kwargs, Mistake, ProbeContext
+from .diagnosis import LOWER_PRECISION, Args, Catalogue, Kwargs, Mistake, ProbeContext, Verdicts
 from .numeric import all_close, as_float, close_entries
 from .proxy import StudentFunction
 
@@ -206,7 +209,7 @@ class Expect:
     calls: list[StudentCall] = field(default_factory=list)
     localised: dict[str, tuple[Mistake, ...]] = field(default_factory=dict)   # shared by a submission's tests
     confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)    # likewise: outputs or errors
-    verdicts: dict[tuple[str, float, float], bool] = field(default_factory=dict)  # likewise: variants on them
+    verdicts: Verdicts = field(default_factory=dict)    # likewise: the variants on them
     wirings: dict[str, bool] = field(default_factory=dict)   # likewise: composites whose wiring `_trust_wiring` trusts
     precision: dict[str, bool] = field(default_factory=dict)  # likewise: functions blind below float32's resolution
     seed: int = 0                             # the submission's seed (the wiring's changed inputs are drawn from it)
@@ -431,8 +434,7 @@ class Expect:
             raise NotGraded(failed.block, failed.reason) from None
 
     def _student_block(self, name: str) -> Callable[..., Any]:
-        student_fn = getattr(self.student, name)
-        return self._block(name, lambda args, kwargs: student_fn(*args, **kwargs),
+        return self._block(name, self._student_caller(name),
                            lambda args, kwargs, out: self._block_calls.append((name, args, kwargs, out)))
 
     def _block(self, name: str, call: Callable[[Args, Kwargs], Any],
@@ -665,7 +667,8 @@ class Expect:
     def _diagnose(self, call: tuple[str, Args, Kwargs], actual: Any, tol: Tolerance) -> None:
         """Record what explains a failed comparison: a computation in lower precision than the inputs'
         (`_lower_precision`), else the catalogued variants that reproduce the student's function (on
-        these inputs and the confirmation inputs), else the probe's stages."""
+        these inputs and the confirmation inputs; for a composite, wired from the reference's building
+        blocks, else from the student's own), else the probe's stages."""
         if self.catalogue is None:
             return
         fn, args, kwargs = call
@@ -674,12 +677,34 @@ class Expect:
             if m not in self.found:
                 self.found.append(m)
             return
-        matched = self.catalogue.match(fn, tuple(args), dict(kwargs), actual,
-                                       rtol=max(tol.rtol, 1e-6), atol=max(tol.atol, 1e-8),
-                                       student=self.confirmation(fn), verdicts=self.verdicts)
+        rtol, atol = max(tol.rtol, 1e-6), max(tol.atol, 1e-8)
+        matched = self.catalogue.match(fn, tuple(args), dict(kwargs), actual, rtol=rtol, atol=atol,
+                                       student=self.confirmation(fn), verdicts=self.verdicts) \
+            or self._match_on_own_blocks(fn, tuple(args), dict(kwargs), actual, rtol=rtol, atol=atol)
         for m in matched or self.localise(fn):
             if m not in self.found:
                 self.found.append(m)
+
+    def _match_on_own_blocks(self, name: str, args: Args, kwargs: Kwargs, actual: Any, *,
+                             rtol: float, atol: float) -> tuple[Mistake, ...]:
+        """For a composite: the catalogued variants that take its building blocks, run on the student's
+        own blocks (each called through the proxy), on these inputs and on the confirmation inputs
+        alike. A Post-LN block built on a layer_norm with the sample variance is then named as Post-LN,
+        rather than localised to a stage that only the wrong layer_norm made fail. A block that fails
+        on a variant's inputs makes that variant not match."""
+        if self.catalogue is None or self.student is None or self.reference is None:
+            return ()
+        blocks = {b: self._block(b, self._student_caller(b), lambda *_: None)
+                  for b in building_blocks(self._reference(name))}
+        if not blocks:
+            return ()
+        return self.catalogue.match(name, args, kwargs, actual, rtol=rtol, atol=atol,
+                                    student=self.confirmation(name), verdicts=self.verdicts, blocks=blocks)
+
+    def _student_caller(self, name: str) -> Callable[[Args, Kwargs], Any]:
+        """Calls the student's `name` (through the proxy) with (args, kwargs)."""
+        fn = getattr(self.student, name)
+        return lambda args, kwargs: fn(*args, **kwargs)
 
     def _lower_precision(self, name: str, args: Args, kwargs: Kwargs, actual: Any) -> bool:
         """Does the student's `name` compute in a lower precision than its float64 inputs (an

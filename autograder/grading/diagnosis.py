@@ -21,11 +21,19 @@ problem (`@catalogue.probe("layer_norm")`) localises the error instead: it calls
 function (through the proxy) on inputs built to isolate one stage at a time, and yields the ids of
 the stages whose property fails (registered with `catalogue.add(id, hint=..., stage=True)`). Probes
 use fixed inputs of their own, so what they find does not depend on the hidden-input seed.
+
+A variant of a composite (a reference function whose building blocks are keyword-only parameters,
+see `autograder.grading.checks`) may take those blocks as keyword-only parameters of its own, with
+the reference's blocks as defaults. `match(..., blocks=)` then runs it on the blocks given (the
+student's own, called through the proxy): a Post-LN block wired from a student's wrong layer_norm is
+Post-LN all the same, and is named so.
 """
 from __future__ import annotations
 
+import contextlib
+import inspect
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
@@ -44,6 +52,10 @@ LOWER_PRECISION = "general.computed_in_lower_precision"
 Args = tuple[Any, ...]
 Kwargs = dict[str, Any]
 Calls = list[tuple[Args, Kwargs]]     # (args, kwargs) of each call of a function
+Blocks = Mapping[str, Callable[..., Any]]    # building block name -> the function to wire in
+# Whether a variant reproduced the student on the confirmation calls: (id, rtol, atol) for the variant
+# as written, (id, rtol, atol, "own blocks") for it run on the student's own building blocks.
+Verdicts = dict[tuple[Any, ...], bool]
 
 
 @dataclass(frozen=True)
@@ -192,46 +204,64 @@ class Catalogue:
 
     def match(self, problem: str, args: Args, kwargs: Kwargs, actual: Any, *,
               rtol: float, atol: float, student: Callable[[int], Any] | None = None,
-              verdicts: dict[tuple[str, float, float], bool] | None = None) -> tuple[Mistake, ...]:
+              verdicts: Verdicts | None = None, blocks: Blocks | None = None) -> tuple[Mistake, ...]:
         """Every variant for `problem` whose output on (args, kwargs) matches `actual`. With `student`
         (the student's output on the problem's i-th confirmation call, raising if it fails), a variant
         must also match the student on every confirmation call. `student.known(i)`, when `student`
         has it, tells whether the i-th output is at hand without calling the student's function.
         `verdicts`, kept by the caller for one submission (the same `student`), remembers whether
         a variant matched the student on the confirmation calls at given tolerances: every failed
-        check of a problem asks it again of the same outputs."""
+        check of a problem asks it again of the same outputs.
+        With `blocks` (a composite's building blocks by name), only the variants that take them as
+        keyword-only parameters run, each with these blocks wired in, on this check's inputs and on
+        the confirmation calls alike."""
         if not isinstance(actual, np.ndarray) and not isinstance(actual, (int, float, np.number)):
             return ()
         variants = self.for_problem(problem)
+        if blocks is not None:
+            variants = tuple(m for m in variants if _takes_blocks(m, blocks))
         known = getattr(student, "known", None)
-        if student is not None and known is not None and variants:
+        if student is not None and variants:
             calls = self.confirmation_calls(problem)
-            if all(known(i) for i in range(len(calls))):
+            if blocks is not None or (known is not None and all(known(i) for i in range(len(calls)))):
                 # The student's outputs on the confirmation calls are at hand already (an earlier
-                # check of this submission asked for them): a variant they rule out could not be
-                # named below, so it is not run on this check's inputs at all.
-                variants = tuple(m for m in variants
-                                 if self._confirmed(m, calls, student, rtol=rtol, atol=atol, verdicts=verdicts))
-        self._memo = {}
-        try:
+                # check of this submission asked for them), or the variants run on the student's own
+                # blocks, whose every call is a call of the student's code (so the verdicts, kept for
+                # the submission, are asked once): a variant they rule out could not be named below,
+                # so it is not run on this check's inputs at all.
+                with self._sharing():
+                    variants = tuple(m for m in variants if self._confirmed(
+                        m, calls, student, rtol=rtol, atol=atol, verdicts=verdicts, blocks=blocks))
+        with self._sharing():
             found = [m for m in variants
-                     if _variant_agrees(_variant_output(m, args, kwargs), np.asarray(actual), rtol=rtol, atol=atol)]
-        finally:
-            self._memo = None
+                     if _variant_agrees(_variant_output(m, args, {**kwargs, **(blocks or {})}), np.asarray(actual),
+                                        rtol=rtol, atol=atol)]
         if student is not None and found:
             calls = self.confirmation_calls(problem)
-            found = [m for m in found if self._confirmed(m, calls, student, rtol=rtol, atol=atol, verdicts=verdicts)]
+            with self._sharing():
+                found = [m for m in found
+                         if self._confirmed(m, calls, student, rtol=rtol, atol=atol, verdicts=verdicts, blocks=blocks)]
         return tuple(found)
 
+    @contextlib.contextmanager
+    def _sharing(self) -> Iterator[None]:
+        """While inside, `shared` helpers give the result of an earlier call on the same arguments."""
+        self._memo = {}
+        try:
+            yield
+        finally:
+            self._memo = None
+
     def _confirmed(self, m: Mistake, calls: Calls, student: Callable[[int], Any], *, rtol: float, atol: float,
-                   verdicts: dict[tuple[str, float, float], bool] | None = None) -> bool:
-        """The variant reproduces the student's function on every confirmation call."""
-        key = (m.id, rtol, atol)
+                   verdicts: Verdicts | None = None, blocks: Blocks | None = None) -> bool:
+        """The variant (on `blocks`, when given) reproduces the student's function on every confirmation call."""
+        key: tuple[Any, ...] = (m.id, rtol, atol) if blocks is None else (m.id, rtol, atol, "own blocks")
         if verdicts is not None and key in verdicts:
             return verdicts[key]
         try:
-            agrees = all(_variant_agrees(self._confirmation_output(m, i, a, k), np.asarray(student(i)),
-                                         rtol=rtol, atol=atol)
+            agrees = all(_variant_agrees(self._confirmation_output(m, i, a, k) if blocks is None
+                                         else _variant_output(m, a, {**k, **blocks}),
+                                         np.asarray(student(i)), rtol=rtol, atol=atol)
                          for i, (a, k) in enumerate(calls))
         except Exception:  # noqa: BLE001 - the student's function failed on a confirmation input
             agrees = False
@@ -246,6 +276,15 @@ class Catalogue:
         if key not in self._confirmation_outputs:
             self._confirmation_outputs[key] = _variant_output(m, args, kwargs)
         return self._confirmation_outputs[key]
+
+
+def _takes_blocks(m: Mistake, blocks: Blocks) -> bool:
+    """Does the variant take every one of `blocks` as a keyword-only parameter?"""
+    try:
+        params = inspect.signature(m.variant).parameters      # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return all(name in params and params[name].kind is inspect.Parameter.KEYWORD_ONLY for name in blocks)
 
 
 def _identity(value: Any) -> Any:

@@ -27,7 +27,7 @@ from ..config import Assignment, Tolerance
 from ..sandbox.outcomes import StudentCodeError
 from ..text import truncate
 from .checks import Expect, NotGraded, NotRun
-from .diagnosis import Catalogue
+from .diagnosis import Catalogue, Verdicts
 from .results import CheckOutcome, TestStatus
 from .rngs import SeededState, pcg64_states
 
@@ -70,7 +70,7 @@ class _Submission:
     outcomes: dict[str, _Outcome] = field(default_factory=dict)
     localised: dict[str, Any] = field(default_factory=dict)         # what probes found, per problem
     confirmations: dict[tuple[str, int], Any] = field(default_factory=dict)   # outputs on fixed inputs
-    verdicts: dict[tuple[str, float, float], bool] = field(default_factory=dict)  # variants against those
+    verdicts: Verdicts = field(default_factory=dict)               # variants against those
     wirings: dict[str, Any] = field(default_factory=dict)          # composite -> its wiring's verdict
     precision: dict[str, bool] = field(default_factory=dict)       # function -> blind below float32's resolution
 

@@ -210,6 +210,45 @@ def test_matches_reference_charges_a_wiring_mistake_on_top_of_a_wrong_block():
     assert [m.id for m in ex.found] == ["double_plus_one.plus_two"]
 
 
+def _plus_two(x, *, double=_double):
+    """A wiring mistake of double_plus_one that takes its building block, as the reference does."""
+    return double(x) + 2.0
+
+
+def test_a_wiring_mistake_on_top_of_a_wrong_block_is_named_from_the_students_own_block():
+    """A composite that adds two to its own wrong double (3x + 2) matches neither the reference, nor the
+    wiring of its blocks, nor the variant on the reference's double (2x + 2): is the variant run on the
+    student's own double, named, and confirmed on the confirmation inputs through that double as well?"""
+    cat = Catalogue()
+    cat.add("double_plus_one.plus_two", hint="One, not two.", variant=_plus_two)
+    cat.confirm_with("double_plus_one", lambda: [((np.array([0.5, 3.0]),), {})])
+    doubled: list[int] = []
+
+    def double(x):
+        doubled.append(x.size)
+        return 3 * x
+    ex = wired_expect(cat, double=double, double_plus_one=lambda x: 3 * x + 2)
+    failure(lambda: ex.matches_reference(ex.student.double_plus_one, (X,), what="f(x)"))
+    assert [m.id for m in ex.found] == ["double_plus_one.plus_two"]
+    assert 2 in doubled, "the variant ran on the student's double on the confirmation input"
+    assert ex.verdicts == {("double_plus_one.plus_two", 1e-6, 1e-8, "own blocks"): True}
+
+
+def test_a_composite_mistake_no_variant_explains_on_the_students_blocks_is_not_named():
+    """Is a composite wrong in another way (3x + 5 on its own 3x) named nothing, and a variant that does
+    not take the building blocks never run on the student's own?"""
+    cat = Catalogue()
+    cat.add("double_plus_one.plus_two", hint="One, not two.", variant=_plus_two)
+    cat.add("double_plus_one.plus_five", hint="Five.", variant=lambda x: 3 * x + 5)   # no blocks: as written only
+    cat.confirm_with("double_plus_one", lambda: [((np.array([0.5, 3.0]),), {})])
+    ex = wired_expect(cat, double=lambda x: 3 * x, double_plus_one=lambda x: 3 * x + 5.5)
+    failure(lambda: ex.matches_reference(ex.student.double_plus_one, (X,), what="f(x)"))
+    assert ex.found == []
+    ex = wired_expect(cat, double=lambda x: 3 * x, double_plus_one=lambda x: 3 * x + 5)
+    failure(lambda: ex.matches_reference(ex.student.double_plus_one, (X,), what="f(x)"))
+    assert [m.id for m in ex.found] == ["double_plus_one.plus_five"], "matched as written, where it applies"
+
+
 class ProcessStudent(FakeStudent):
     """A FakeStudent whose functions share `state` (as a notebook's globals), with `call_alone` as
     the proxy's: the call made on a fresh copy of the state the notebook left (`initial`)."""

@@ -174,3 +174,30 @@ def test_a_variant_is_compared_with_the_students_confirmation_outputs_once_per_s
     shifting = cat.match("f", (x,), {}, 2 * x, rtol=1e-7, atol=1e-9, student=lambda i: np.array([4.0, 5.0]),
                          verdicts={})
     assert [m.id for m in shifting] == ["f.plus"]
+
+
+def test_with_blocks_only_the_variants_that_take_them_run_on_them():
+    """With `blocks`, do only the variants taking those blocks as keyword-only parameters run, with the
+    blocks given, on the check's and the confirmation inputs (not their outputs kept for the catalogue),
+    their verdicts kept apart from those of the variants as written?"""
+    def plus_two(x, *, g=np.negative):
+        return g(x) + 2.0
+
+    cat = Catalogue()
+    cat.add("f.plus_two", hint="Two.", variant=plus_two)
+    cat.add("f.plain", hint="Plain.", variant=lambda x: x + 2.0)     # equal to plus_two on g = identity
+    cat.confirm_with("f", lambda: [((np.array([1.0, 2.0]),), {})])
+    x = np.array([3.0, 4.0])
+    verdicts: dict = {}
+
+    def student(i):
+        return np.array([3.0, 4.0])            # the student's f on the confirmation input: g(x) + 2, g = x
+
+    found = cat.match("f", (x,), {}, x + 2.0, rtol=1e-7, atol=1e-9, student=student, verdicts=verdicts,
+                      blocks={"g": lambda v: v})
+    assert [m.id for m in found] == ["f.plus_two"]
+    assert verdicts == {("f.plus_two", 1e-7, 1e-9, "own blocks"): True}
+    as_written = cat.match("f", (x,), {}, x + 2.0, rtol=1e-7, atol=1e-9, student=student, verdicts=verdicts)
+    assert [m.id for m in as_written] == ["f.plain"], "plus_two on its own g (negation) is -x + 2"
+    assert cat.match("f", (x,), {}, x + 2.0, rtol=1e-7, atol=1e-9, student=student, verdicts={},
+                     blocks={"g": lambda v: 2 * v}) == ()

@@ -1,7 +1,7 @@
 """The graders judge what students really write fairly: a function that is not SiLU earns none of
 silu's large-input points while SiLU in any correct form earns them all; a mask applied as float64
 numbers is caught in float32; a norm computed in float32 is named for that, not for a stage it never
-got wrong.
+got wrong; a block's own mistake is named even when the layer_norm or attention it calls is wrong too.
 
 No sandbox here: the release notebook's setup cell and the solutions, with the student's cell last,
 run in-process (`InProcessStudent` of test_seed_independence), and the real graders run against it.
@@ -168,3 +168,50 @@ def test_a_placeholder_earns_no_point_of_a_property_it_holds_trivially(session, 
     checks = _checks(session, seed, cell)
     graded = [name for name in checks if name.startswith(f"test_{problem}_")]
     assert graded and set(_failed(checks, problem)) == set(graded)
+
+
+# --------------------------------------------------------------------------- the block on wrong building blocks
+# A student's pre_ln_block calls their own layer_norm and multi_head_attention: when one of those is wrong
+# too, the block's catalogued variants are run on the student's own (Expect._match_on_own_blocks).
+
+BLOCK_MISTAKES = sorted(m for m, form in MISTAKE_FORMS.items() if form.function == "pre_ln_block")
+# Wrong building blocks under a block: every catalogued layer_norm mistake but the one that modifies x in
+# place (its caller's output shows it, and the caller is charged: tests/tools/test_public_checks.py), and
+# a few of multi_head_attention's (masking, scale, heads).
+WRONG_BLOCKS = sorted([m for m, form in MISTAKE_FORMS.items()
+                       if form.function == "layer_norm" and m != "general.mutates_input"]
+                      + ["multi_head_attention.mask_ignored", "multi_head_attention.missing_scale",
+                         "multi_head_attention.reshape_without_transpose"])
+
+
+def _named_in_block(session: GraderSession, seed: int, *cells: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+    """pre_ln_block's graded checks that did not pass (with what they name), and every id they name."""
+    failed = _failed(_checks(session, seed, *cells), "pre_ln_block")
+    return failed, {d for diagnoses in failed.values() for d in diagnoses}
+
+
+@pytest.mark.parametrize("wrong", WRONG_BLOCKS)
+def test_a_post_ln_block_on_a_wrong_building_block_is_named_post_ln(session, wrong):
+    """A Post-LN block calling a wrong layer_norm (the sample variance, eps outside the root, ...) or a wrong
+    multi_head_attention: is every pre_ln_block check it fails named Post-LN, and nothing else (no stage
+    such as the residual path, which only the wrong building block made fail)?"""
+    failed, named = _named_in_block(session, SEEDS[0], mistake_cell(wrong)[1], mistake_cell("pre_ln_block.post_ln")[1])
+    assert failed and named == {"pre_ln_block.post_ln"}, failed
+    assert all(failed.values()), failed
+
+
+@pytest.mark.parametrize("mistake_id", BLOCK_MISTAKES)
+@pytest.mark.parametrize("wrong", ["layer_norm.unbiased_variance", "multi_head_attention.missing_scale"])
+def test_each_block_mistake_on_a_wrong_building_block_is_named_as_itself(session, mistake_id, wrong):
+    """Is each catalogued block mistake, on a layer_norm with the sample variance or an attention without
+    its scale, named as itself by every pre_ln_block check it fails, and no other mistake or stage?"""
+    failed, named = _named_in_block(session, SEEDS[0], mistake_cell(wrong)[1], mistake_cell(mistake_id)[1])
+    assert failed and named == {mistake_id}, failed
+    assert all(failed.values()), failed
+
+
+@pytest.mark.parametrize("wrong", WRONG_BLOCKS)
+def test_a_right_block_on_a_wrong_building_block_is_charged_nothing(session, wrong):
+    """Does a correctly wired block on a wrong layer_norm or attention pass every pre_ln_block check, with
+    nothing named (the running of variants on the student's blocks finds no mistake where there is none)?"""
+    assert _named_in_block(session, SEEDS[0], mistake_cell(wrong)[1]) == ({}, set())

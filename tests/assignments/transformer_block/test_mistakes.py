@@ -90,11 +90,36 @@ def test_every_id_the_graders_diagnose_is_catalogued():
 
 @pytest.mark.parametrize("mistake_id,problem", VARIANT_CASES, ids=VARIANT_IDS)
 def test_variant_accepts_the_problems_signature(mistake_id, problem):
-    """Does the variant accept exactly the arguments the reference function for its problem accepts?"""
-    reference_params = [(p.name, p.default) for p in inspect.signature(getattr(ref, problem)).parameters.values()
-                        if p.kind is not p.KEYWORD_ONLY]     # keyword-only: the building blocks to wire in
-    variant = CATALOGUE[mistake_id].variant
-    assert [(p.name, p.default) for p in inspect.signature(variant).parameters.values()] == reference_params
+    """Does the variant accept exactly the arguments the reference function for its problem accepts, and
+    any keyword-only parameter of its own is one of the reference's building blocks, with the same default?"""
+    reference = inspect.signature(getattr(ref, problem)).parameters.values()
+    variant = inspect.signature(CATALOGUE[mistake_id].variant).parameters.values()
+    assert [(p.name, p.default) for p in variant if p.kind is not p.KEYWORD_ONLY] == \
+        [(p.name, p.default) for p in reference if p.kind is not p.KEYWORD_ONLY]   # keyword-only: the blocks
+    blocks = {p.name: p.default for p in reference if p.kind is p.KEYWORD_ONLY}
+    assert all(p.name in blocks and p.default is blocks[p.name] for p in variant if p.kind is p.KEYWORD_ONLY)
+
+
+@pytest.mark.parametrize("mistake", CATALOGUE.for_problem("pre_ln_block"), ids=lambda m: m.id)
+def test_every_block_variant_can_be_wired_from_the_students_own_layer_norm_and_attention(mistake):
+    """Does every pre_ln_block variant take layer_norm and multi_head_attention (keyword-only), and build
+    on the ones it is given, so that the engine can run it on the student's own?"""
+    params = inspect.signature(mistake.variant).parameters
+    assert {"layer_norm", "multi_head_attention"} <= {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    (args, kwargs), *_ = problem_calls("pre_ln_block")
+    used = []
+
+    def layer_norm(x, gamma, beta, eps=1e-5):
+        used.append("layer_norm")
+        return 2.0 * ref.layer_norm(x, gamma, beta, eps)
+
+    def multi_head_attention(*a):
+        used.append("multi_head_attention")
+        return 2.0 * ref.multi_head_attention(*a)
+
+    wired = mistake.variant(*args, **kwargs, layer_norm=layer_norm, multi_head_attention=multi_head_attention)
+    assert set(used) == {"layer_norm", "multi_head_attention"}
+    assert far_apart(np.asarray(wired), np.asarray(mistake.variant(*args, **kwargs)))
 
 
 # --------------------------------------------------------------------------- behaviour on random inputs
