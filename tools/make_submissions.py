@@ -52,6 +52,7 @@ from submissions import (
     SWIGLU_INFINITE_LOOP,
     Case,
     build,
+    mistake_cell,
     solution_index,
 )
 
@@ -159,6 +160,10 @@ CORPUS: list[Case] = [
          lose=("layer_norm", "pre_ln_block"), diagnoses=("layer_norm.unbiased_variance", "pre_ln_block.post_ln"),
          description="a Post-LN block on the student's own layer_norm, which uses the sample variance: the block is "
                      "named Post-LN (its variant run on that layer_norm), not localised to its residual path"),
+    Case("block_layer_norm_eps", variants=(mistake_cell("pre_ln_block.smaller_layer_norm_eps"),),
+         lose=("pre_ln_block",), diagnoses=("pre_ln_block.smaller_layer_norm_eps",),
+         description="the block passes eps=1e-6 to both of its LayerNorms: charged by the float64 checks, "
+                     "named for it; the float32 check's tokens are spread so that eps cannot show there"),
     Case("block_missing_residual", variants=(("pre_ln_block", BLOCK_MISSING_RESIDUAL),),
          lose=("pre_ln_block",), diagnoses=("pre_ln_block.missing_residual",)),
     Case("block_missing_attention_residual", variants=(("pre_ln_block", BLOCK_MISSING_ATTENTION_RESIDUAL),),

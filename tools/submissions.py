@@ -361,6 +361,9 @@ MISTAKE_FORMS: dict[str, Form] = {
                                                       'ffn_in @ p["W1"] + p["b1"]')),
     "pre_ln_block.mask_not_passed": _e("pre_ln_block", ("n_heads, mask=mask)", "n_heads)")),
     "pre_ln_block.exact_gelu": Form("pre_ln_block", code=BLOCK_EXACT_GELU),
+    "pre_ln_block.smaller_layer_norm_eps": _e("pre_ln_block", (
+        'layer_norm(x, p["ln1_gamma"], p["ln1_beta"])', 'layer_norm(x, p["ln1_gamma"], p["ln1_beta"], eps=1e-6)'), (
+        'layer_norm(h, p["ln2_gamma"], p["ln2_beta"])', 'layer_norm(h, p["ln2_gamma"], p["ln2_beta"], eps=1e-6)')),
     "silu.sigmoid_only": _e("silu", ("return x * sigmoid", "return sigmoid")),
     "silu.relu": _e("silu", ("return x * sigmoid", "return np.maximum(x, 0.0)")),
     "silu.sign_flipped": _e("silu", ("np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))",

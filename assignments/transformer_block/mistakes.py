@@ -387,11 +387,13 @@ catalogue.add("multi_head_attention.softmax_overflow", hint="""
 # reference's by default: the engine also runs it on the student's own layer_norm and
 # multi_head_attention, so that a Post-LN block built on a wrong layer_norm is still named Post-LN.
 _LN, _MHA = ref.layer_norm, ref.multi_head_attention
+_OTHER_LN_EPS = 1e-6     # the LayerNorm epsilon of several libraries' transformer configurations
 
 
 @catalogue.shared
-def _ln(x, p, which, layer_norm=_LN):
-    return layer_norm(x, p[f"ln{which}_gamma"], p[f"ln{which}_beta"])
+def _ln(x, p, which, layer_norm=_LN, eps=None):
+    gamma, beta = p[f"ln{which}_gamma"], p[f"ln{which}_beta"]
+    return layer_norm(x, gamma, beta) if eps is None else layer_norm(x, gamma, beta, eps=eps)
 
 
 @catalogue.shared
@@ -498,6 +500,14 @@ def block_mask_not_passed(x, params, n_heads, mask=None, *, layer_norm=_LN, mult
 def gelu_exact_instead_of_tanh(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
     h = x + _mha(_ln(x, params, 1, layer_norm), params, n_heads, mask, multi_head_attention)
     return h + _ffn(_ln(h, params, 2, layer_norm), params, _exact_gelu)
+
+
+@catalogue.mistake("pre_ln_block.smaller_layer_norm_eps", hint="""
+    Your block seems to give its LayerNorms a smaller eps than the course's, as some libraries' transformer
+    settings do. Call layer_norm without an eps argument, so that both LayerNorms use the eps it defaults to.""")
+def block_smaller_layer_norm_eps(x, params, n_heads, mask=None, *, layer_norm=_LN, multi_head_attention=_MHA):
+    h = x + _mha(_ln(x, params, 1, layer_norm, _OTHER_LN_EPS), params, n_heads, mask, multi_head_attention)
+    return h + _ffn(_ln(h, params, 2, layer_norm, _OTHER_LN_EPS), params)
 
 
 # =========================================================================== silu

@@ -54,6 +54,16 @@ def tokens(rng: np.random.Generator, shape, dtype=np.float64) -> np.ndarray:
     return (shift + scale * rng.standard_normal(shape)).astype(dtype)
 
 
+def tokens_with_spread(rng: np.random.Generator, shape, low: float, high: float, dtype=np.float64) -> np.ndarray:
+    """Tokens as `tokens` draws them, each then stretched about its own mean to a standard deviation drawn
+    between `low` and `high`: wide enough that eps (added to a variance of at least low ** 2) moves a
+    LayerNorm's output by far less than a float32 tolerance."""
+    x = tokens(rng, shape)
+    std = rng.uniform(low, high, size=(*shape[:-1], 1))
+    centre = x.mean(axis=-1, keepdims=True)
+    return (centre + (x - centre) * (std / x.std(axis=-1, keepdims=True))).astype(dtype)
+
+
 def scale_and_shift(rng: np.random.Generator, d: int, dtype=np.float64):
     """LayerNorm gamma near 1 and beta near 0, but not exactly, so swapping or dropping them shows."""
     return normal(rng, (d,), scale=0.3, loc=1.0, dtype=dtype), normal(rng, (d,), scale=0.3, dtype=dtype)

@@ -12,6 +12,7 @@ from assignments.transformer_block.graders._inputs import (
     normal,
     scale_and_shift,
     tokens,
+    tokens_with_spread,
 )
 from autograder.config import Tolerance
 
@@ -39,11 +40,9 @@ def _float32_args(rng, shape):
     So those mistakes agree here on every student's inputs, not on some students' only (with the
     spread of `tokens`, std down to about 0.3, leaving eps out failed this check on ~3% of draws);
     they are charged by the float64 checks and the nearly-constant tokens, on every draw."""
-    x = tokens(rng, shape)
-    std = rng.uniform(4.0, 6.0, size=(*shape[:-1], 1))
-    x = x.mean(axis=-1, keepdims=True) + (x - x.mean(axis=-1, keepdims=True)) * (std / x.std(axis=-1, keepdims=True))
+    x = tokens_with_spread(rng, shape, 4.0, 6.0, np.float32)
     gamma, beta = scale_and_shift(rng, shape[-1], np.float32)
-    return x.astype(np.float32), gamma, beta
+    return x, gamma, beta
 
 
 @pytest.mark.points(6)

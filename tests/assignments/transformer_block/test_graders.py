@@ -1,7 +1,8 @@
 """The graders judge what students really write fairly: a function that is not SiLU earns none of
 silu's large-input points while SiLU in any correct form earns them all; a mask applied as float64
 numbers is caught in float32; a norm computed in float32 is named for that, not for a stage it never
-got wrong; a block's own mistake is named even when the layer_norm or attention it calls is wrong too.
+got wrong; a block's own mistake is named even when the layer_norm or attention it calls is wrong too;
+a block that gives its LayerNorms eps = 1e-6 is named for it, and only the float64 checks see it.
 
 No sandbox here: the release notebook's setup cell and the solutions, with the student's cell last,
 run in-process (`InProcessStudent` of test_seed_independence), and the real graders run against it.
@@ -11,11 +12,15 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from assignments.transformer_block import reference as ref
+from assignments.transformer_block.graders._inputs import CASE_LIST
 from autograder.grading.diagnosis import LOWER_PRECISION
 from autograder.grading.session import GraderSession
 
@@ -34,6 +39,10 @@ from submissions import (  # noqa: E402
     solution_code,
 )
 from test_seed_independence import InProcessStudent  # noqa: E402
+
+with warnings.catch_warnings():      # the graders' `points` mark is registered by the grading plugin only
+    warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+    from assignments.transformer_block.graders import test_pre_ln_block as block_graders
 
 session = graders_session.fixture()
 SEEDS = (17, 1_000_020)
@@ -215,3 +224,30 @@ def test_a_right_block_on_a_wrong_building_block_is_charged_nothing(session, wro
     """Does a correctly wired block on a wrong layer_norm or attention pass every pre_ln_block check, with
     nothing named (the running of variants on the student's blocks finds no mistake where there is none)?"""
     assert _named_in_block(session, SEEDS[0], mistake_cell(wrong)[1]) == ({}, set())
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_block_giving_its_layer_norms_eps_1e_6_is_named_for_it_in_the_float64_checks(session, seed):
+    """A block passing eps=1e-6 to its LayerNorms: does every pre_ln_block check it fails name that, the
+    float32 check and the residual-path check (where eps cannot show) pass, and nothing else lose points?"""
+    checks = _checks(session, seed, mistake_cell("pre_ln_block.smaller_layer_norm_eps")[1])
+    failed = {name: diagnoses for name, (status, diagnoses) in checks.items() if status != "passed"}
+    assert set(failed.values()) == {("pre_ln_block.smaller_layer_norm_eps",)}, failed
+    assert set(failed) == {name for name in checks if name.startswith("test_pre_ln_block_")} - {
+        "test_pre_ln_block_keeps_float32", "test_pre_ln_block_is_identity_when_sublayers_output_zero"}
+
+
+def test_the_float32_check_of_the_block_cannot_see_the_layer_norms_eps():
+    """On the float32 check's inputs, drawn 2000 times, does the block with its LayerNorms' eps 1e-6 (or
+    none at all) stay within half the float32 tolerance of the reference, so that it passes that check on
+    every student's inputs alike (with the spread of ordinary tokens it failed on about 15% of draws)?"""
+    tol = {"rtol": 2e-4, "atol": 2e-5}         # course.yml: pre_ln_block's float32 tolerance
+    worst = 0.0
+    for seed in range(2000):
+        x, params, h, mask = block_graders._args(ref, np.random.default_rng(seed), CASE_LIST[4], 64, np.float32,
+                                                 masked=True, spread=(2.0, 3.0))
+        expected = ref.pre_ln_block(x, params, h, mask).astype(np.float64)
+        for eps in (1e-6, 0.0):
+            out = ref.pre_ln_block(x, params, h, mask, layer_norm=lambda z, g, b, eps=eps: ref.layer_norm(z, g, b, eps))
+            worst = max(worst, float(np.max(np.abs(out - expected) / (tol["atol"] + tol["rtol"] * np.abs(expected)))))
+    assert worst < 0.5, worst
