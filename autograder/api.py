@@ -246,6 +246,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     """
     started = time.perf_counter()
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
+    from .consistency import require_release
     from .grading.seeds import SEED_EXPECTED, course_secret, is_seed
     from .reporting.gradebook import GradebookReport, acquire_gradebook_lock, check_gradebook_url
 
@@ -256,6 +257,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         course = load_course(course_dir)
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
+        require_release(course, a)                       # as `course validate` refuses it
         _check_grader_files(course, a)
         check_gradebook_url(course)                      # before the gradebook writer starts
         _check_writable(course, [course.layout.autograded_dir, course.layout.feedback_dir],

@@ -228,6 +228,8 @@ def _validate(course_dir: str, assignment: str | None) -> int:
     failed = 0
     for name in api.assignment_names(course_dir, assignment):
         report = api.validate(course_dir, name, log=_log)
+        for warning in report.warnings:
+            print(f"WARNING: {warning}")
         for problem in report.problems:
             print(f"PROBLEM: {problem}")
         print(f"validate {name}: ok" if report.ok else f"validate {name}: {plural(len(report.problems), 'problem')}")

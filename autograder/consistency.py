@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Assignment, Course, Problem
+from .errors import CourseError
 from .layout import CourseLayout
 from .text import truncate
 
@@ -302,6 +303,39 @@ def grader_file_problems(course: Course, assignment: Assignment, *, strays: bool
         if p.name not in have:
             out.append(f"{p.name}: no grader file {layout.relative(layout.graders(assignment.package))}/"
                        f"test_{p.name}.py")
+    return out
+
+
+def require_release(course: Course, assignment: Assignment) -> None:
+    """Refuse (CourseError, one line) an assignment with a notebook not released yet: its students
+    have not been given it, so nothing submitted for it can be validated or graded against it."""
+    layout = course.layout
+    for name in assignment.notebooks:
+        path = layout.release(assignment.name) / name
+        if not path.is_file():
+            raise CourseError(f"{layout.relative(path)}: not found (run `course release {assignment.name}` first)")
+
+
+def uncollected_checks(course: Course, assignment: Assignment) -> list[str]:
+    """A public function of a grader file that takes the `student` fixture but is not named
+    `test*`: pytest does not collect it, so it never runs and its weight goes to the file's other
+    checks. One line each (a warning: such a function may be a helper the checks call). A file that
+    does not parse is left to the graders' own collection, which names the line."""
+    layout = course.layout
+    out = []
+    for g in grader_files(layout, assignment):
+        try:
+            tree = ast.parse(g.path.read_text(encoding="utf-8"), filename=str(g.path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name.startswith(("test", "_")):
+                continue
+            args = node.args
+            if "student" in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
+                out.append(f"{layout.relative(g.path)}, line {node.lineno}: {node.name}() takes the student fixture "
+                           f"but is not run as a check (pytest collects only functions named test_*); rename it "
+                           f"test_{g.problem}_..., or to _{node.name} if it is a helper")
     return out
 
 

@@ -24,7 +24,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 from .config import Assignment, Course
-from .consistency import extension_problems, graders_problems, points_problems
+from .consistency import extension_problems, graders_problems, points_problems, require_release, uncollected_checks
 from .errors import CourseError
 from .text import truncate
 from .toolpath import tools_on_path
@@ -57,6 +57,7 @@ class ValidationReport:
     source_score: tuple[float, float]     # (score, max) of the source through the autograder
     release_score: tuple[float, float]
     problems: tuple[str, ...]             # empty when everything holds
+    warnings: tuple[str, ...] = ()        # worth a look, but not failing the validation
 
     @property
     def ok(self) -> bool:
@@ -270,10 +271,7 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
     timeout = max(assignment.limits.cell_seconds, 60)
     source_nbs = [course.layout.source(assignment.name) / n for n in assignment.notebooks]
     release_nbs = [course.layout.release(assignment.name) / n for n in assignment.notebooks]
-    for nb in release_nbs:
-        if not nb.is_file():
-            raise CourseError(f"{course.layout.relative(nb)}: not found "
-                              f"(run `course release {assignment.name}` first)")
+    require_release(course, assignment)
 
     read = {nb: read_notebook(nb, course.layout.relative(nb)) for nb in source_nbs + release_nbs}
     problems += release_leaks(course, assignment)
@@ -298,4 +296,4 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
                         + (f" ({rel_err})" if rel_err else ""))
     return ValidationReport(assignment=assignment.name, source_runs=source_runs, release_runs=release_runs,
                             source_score=(source.score, source.max_score), release_score=(rel_score, rel_max),
-                            problems=tuple(problems))
+                            problems=tuple(problems), warnings=tuple(uncollected_checks(course, assignment)))

@@ -26,10 +26,13 @@ def course(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["autograde", "transformer-block", "--student", "nobody"],
      f"{CourseLayout(Path()).submission('nobody', 'transformer-block')}: no such submission folder"),
     (["validate", "transformer-block"], "release/transformer-block/transformer-block.ipynb: not found"),
+    (["autograde", "transformer-block"],
+     "release/transformer-block/transformer-block.ipynb: not found (run `course release transformer-block` first)"),
 ])
 def test_cli_user_errors_are_one_line(course_copy, args, message):
-    """Does each mistake on the command line or in the course folder give one line and exit code 2?"""
-    if args[0] == "validate":
+    """Does each mistake on the command line or in the course folder give one line and exit code 2
+    (an assignment never released refused by `course autograde` as by `course validate`)?"""
+    if "release/" in message:
         (CourseLayout(course_copy).release("transformer-block") / "transformer-block.ipynb").unlink()
     proc = course(*args, "--course-dir", str(course_copy))
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -92,6 +95,11 @@ def _grader_does_not_import(folder: Path) -> None:
 BROKEN_LINE = len((PROJECT.graders("transformer_block") / "test_silu.py").read_text().splitlines()) + 2
 
 
+def _points_mark_mistyped(folder: Path) -> None:
+    grader = CourseLayout(folder).graders("transformer_block") / "test_silu.py"
+    grader.write_text(grader.read_text().replace("@pytest.mark.points(", "@pytest.mark.point(", 1))
+
+
 def _grader_for_no_problem(folder: Path) -> None:
     graders = CourseLayout(folder).graders("transformer_block")
     (graders / "test_gelu.py").write_text((graders / "test_silu.py").read_text())
@@ -102,14 +110,16 @@ def _grader_for_no_problem(folder: Path) -> None:
     (_grader_does_not_import, ["--force"], f"test_silu.py, line {BROKEN_LINE}: SyntaxError: invalid syntax, "
                                            f"at 'def broken(:'"),
     (_grader_does_not_import, ["--force", "--student", "ada"], f"test_silu.py, line {BROKEN_LINE}: SyntaxError"),
+    (_points_mark_mistyped, ["--force"], "test_silu.py::test_silu_matches_reference: unknown mark @pytest.mark.point "
+                                         "(a check's weight is @pytest.mark.points(w)"),
     (_grader_for_no_problem, ["--force", "--workers", "2"],
      "assignments/transformer_block/graders: graders could not be collected: test_gelu.py: no problem named 'gelu'"),
 ])
 def test_cli_broken_graders_refuse_before_any_student_is_touched(tmp_path, breakage, args, message):
     """When the graders do not match course.yml (a problem without its grader file, a grader that does
-    not import, a grader for no problem), does `course autograde` refuse in one line (exit 2), leaving
-    every student's results.json, page and gradebook grades as they were, rather than grading the whole
-    class as crashed with 0?"""
+    not import, a mistyped points mark, a grader for no problem), does `course autograde` refuse in
+    one line (exit 2), leaving every student's results.json, page and gradebook grades as they were,
+    rather than grading the whole class as crashed with 0?"""
     folder = course_with_students(tmp_path / "course", ("ada", "katherine"))
     first = course("autograde", "transformer-block", "--course-dir", str(folder))
     assert first.returncode == 0, first.stdout + first.stderr

@@ -16,6 +16,7 @@ from autograder.consistency import (
     graders_problems,
     notebook_problems_found,
     points_problems,
+    uncollected_checks,
     write_points,
 )
 from conftest import PROJECT
@@ -126,6 +127,25 @@ def test_a_grader_with_no_problem_and_a_function_the_notebook_lacks_are_named(co
             "transformer-block in course.yml") in problems
     assert f"silu: the grader calls silu(), which {WHERE} does not define" in problems
     assert len(problems) == 2
+
+
+def test_a_grader_function_pytest_does_not_collect_is_named_only_when_it_takes_student(course_copy):
+    """Is a public grader function taking `student` but not named test_* named with its file and
+    line, and are checks, private helpers and functions without `student` left alone?"""
+    course = load_course(course_copy)
+    a = course.assignment(ASSIGNMENT)
+    assert uncollected_checks(course, a) == []
+    (course.layout.graders(a.package) / "test_silu.py").write_text(
+        "def test_silu_a(student):\n    pass\n\n"
+        "def silu_b(student, expect, rng):\n    pass\n\n"
+        "async def check_silu_c(rng, *, student):\n    pass\n\n"
+        "def _call(student):\n    pass\n\n"
+        "def inputs(rng):\n    pass\n\n"
+        "class Helper:\n    def silu_d(self, student):\n        pass\n")
+    found = uncollected_checks(course, a)
+    where = "assignments/transformer_block/graders/test_silu.py"
+    assert [f.split(" takes")[0] for f in found] == [f"{where}, line 4: silu_b()", f"{where}, line 7: check_silu_c()"]
+    assert "pytest collects only functions named test_*" in found[0]
 
 
 def test_consistency_names_an_extension_for_no_student(course_copy):

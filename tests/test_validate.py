@@ -124,6 +124,25 @@ def test_validate_names_the_file_and_line_of_a_grader_syntax_error(course_copy):
             f"at 'def broken(:'") in proc.stdout, proc.stdout
 
 
+def test_validate_refuses_a_mistyped_mark_and_warns_of_a_check_pytest_does_not_collect(course_copy):
+    """With `@pytest.mark.point` for `points` in one grader and a check not named test_* in another,
+    does validate fail naming the file and test of the unknown mark, and warn of the uncollected
+    check with its file and line (rather than say ok with the weights silently changed)?"""
+    graders = CourseLayout(course_copy).graders("transformer_block")
+    silu = graders / "test_silu.py"
+    silu.write_text(silu.read_text().replace("@pytest.mark.points(", "@pytest.mark.point(", 1))
+    rms = graders / "test_rms_norm.py"
+    text = rms.read_text()
+    line = text[:text.index("def test_rms_norm_applies_gamma_per_feature")].count("\n") + 1
+    rms.write_text(text.replace("def test_rms_norm_applies_gamma_per_feature", "def rms_norm_applies_gamma"))
+    proc = run_validate(course_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert ("graders could not be collected: test_silu.py::test_silu_matches_reference: unknown mark "
+            "@pytest.mark.point (a check's weight is @pytest.mark.points(w)") in proc.stdout, proc.stdout
+    assert (f"WARNING: assignments/transformer_block/graders/test_rms_norm.py, line {line}: rms_norm_applies_gamma() "
+            f"takes the student fixture but is not run as a check") in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize(("where", "text", "why"), [
     ("source", None, "not a readable notebook (Unterminated string starting at: line "),
     ("release", "{}\n", "not a readable notebook (Notebook could not be converted from version 1 to version 2 "

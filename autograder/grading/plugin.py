@@ -118,6 +118,12 @@ def _location(line: str) -> re.Match[str] | None:
     return next((m for m in (p.match(line) for p in _FILE_LINE) if m is not None), None)
 
 
+def registered_marks(config: pytest.Config) -> set[str]:
+    """The marks a grader may carry: `points` and pytest's own (parametrize, skip, xfail, ...), as
+    registered in the session's `markers` ini lines ("name(args): what it does")."""
+    return {line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")}
+
+
 def collection_error(nodeid: str, report: str, graders: Path | None) -> str:
     """One line for a grader file that could not be collected, from pytest's report of it: the error
     (the report's last line), and where it arose when that is a file of the assignment (the folder
@@ -207,6 +213,7 @@ class GradingPlugin:
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
         groups: dict[tuple[str, str], list[pytest.Item]] = {}
+        known = registered_marks(config)
         for item in items:
             problem = problem_of(item.path)
             if problem not in self._problems:
@@ -214,6 +221,12 @@ class GradingPlugin:
                     f"{item.path.name}: no problem named {problem!r} in course.yml")
                 continue
             func = getattr(item, "originalname", None) or item.name
+            unknown = sorted({m.name for m in item.iter_markers()} - known)
+            if unknown:
+                # a mistyped `points` would otherwise leave the check at the default weight, unseen
+                self.collection_errors.append(
+                    f"{item.path.name}::{func}: unknown mark {', '.join(f'@pytest.mark.{n}' for n in unknown)} "
+                    f"(a check's weight is @pytest.mark.points(w); graders may use {', '.join(sorted(known))})")
             groups.setdefault((str(item.path), func), []).append(item)
         for members in groups.values():
             marker = members[0].get_closest_marker("points")

@@ -410,3 +410,21 @@ def test_a_grader_that_does_not_import_is_named_with_its_file_and_line(tmp_path,
     session with its file, the line at fault and that line's text, not pytest's last report line?"""
     with session(tmp_path, {"test_double": body}, double=1) as s:
         assert s.broken == (f"graders could not be collected: {message}; no graders for problem double",)
+
+
+def test_an_unknown_mark_on_a_check_breaks_the_session_naming_file_and_test(tmp_path):
+    """Is a mark pytest does not know (`point` for `points`, on the test or on its module) a
+    collection error naming the file and the test once, rather than a check left at weight 1?"""
+    body = ("import pytest\n\n@pytest.mark.point(3)\n@pytest.mark.parametrize('x', [1, 2])\n"
+            "def test_double_x(student, x):\n    pass\n\n@pytest.mark.points(1)\n"
+            "@pytest.mark.skipif(False, reason='pytest marks are known')\ndef test_double_y(student):\n    pass\n")
+    with session(tmp_path, {"test_double": body}, double=1) as s:
+        assert len(s.broken) == 1 and s.broken[0].count("unknown mark") == 1, s.broken
+        assert s.broken[0].startswith("graders could not be collected: test_double.py::test_double_x: unknown mark "
+                                      "@pytest.mark.point (a check's weight is @pytest.mark.points(w)")
+    with session(tmp_path, {"test_double": "import pytest\n\npytestmark = pytest.mark.slow\n\n"
+                                           "def test_double_y(student):\n    pass\n"}, double=1) as s:
+        assert s.broken == ("graders could not be collected: test_double.py::test_double_y: unknown mark "
+                            "@pytest.mark.slow (a check's weight is @pytest.mark.points(w); graders may use "
+                            "filterwarnings, parametrize, points, skip, skipif, tryfirst, trylast, usefixtures, "
+                            "xfail)",)
