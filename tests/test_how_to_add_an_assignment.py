@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,10 +47,32 @@ def script(folder: Path, name: str) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-@pytest.fixture(scope="module")
-def followed(tmp_path_factory):
-    """The scratch course after steps 1-6, with the output of each command."""
-    folder = copy_course(tmp_path_factory.mktemp("recipe") / "course")
+def forget(folder: Path) -> None:
+    """Take the page's assignment out of a course copy, when the course it was copied from holds it
+    already (an instructor who followed the page keeps its files): its course.yml entry (the item
+    `- name: activations` and the lines indented below it) and its folders. The recipe is then
+    applied to the course as it was before, not on top of an earlier following of it."""
+    layout = CourseLayout(folder)
+    lines = layout.config.read_text(encoding="utf-8").splitlines(keepends=True)
+    item = re.compile(rf"^(?P<indent>\s*)- name: {NAME}\s*(#.*)?$")
+    for i, line in enumerate(lines):
+        found = item.match(line)
+        if found is None:
+            continue
+        end = i + 1
+        while end < len(lines) and (not lines[end].strip()
+                                    or len(lines[end]) - len(lines[end].lstrip()) > len(found["indent"])):
+            end += 1
+        del lines[i:end]
+        break
+    layout.config.write_text("".join(lines), encoding="utf-8")
+    for path in (layout.source(NAME), layout.release(NAME), folder / "assignments" / NAME):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def apply_files(folder: Path) -> None:
+    """Steps 1-3 of the page: the course.yml entry, the page's files and the notebook script's run."""
+    forget(folder)
     layout = CourseLayout(folder)
     files = blocks()
     note, text = files.pop("course.yml")
@@ -60,7 +83,17 @@ def followed(tmp_path_factory):
         (folder / path).write_text(text, encoding="utf-8")
     layout.source(NAME).mkdir(parents=True)
     script(folder, "make_activations_notebook.py")
+
+
+@pytest.fixture(scope="module")
+def followed(tmp_path_factory):
+    """The scratch course after steps 1-6, with the output of each command (the submission script
+    run twice, as an instructor trying it again would)."""
+    folder = copy_course(tmp_path_factory.mktemp("recipe") / "course")
+    layout = CourseLayout(folder)
+    apply_files(folder)
     out = {"release": course(folder, "release", NAME), "validate": course(folder, "validate", NAME)}
+    script(folder, "make_activations_submission.py")
     script(folder, "make_activations_submission.py")
     out["autograde"] = course(folder, "autograde", NAME)
     return layout, out
@@ -101,3 +134,30 @@ def test_recipe_autograde_scores_the_trial_submission_as_the_page_says(followed)
     page = " ".join(RECIPE.read_text(encoding="utf-8").split())
     assert failed[0]["output"] in page
     assert (layout.feedback("ada", NAME) / f"{NAME}.html").is_file()
+
+
+def test_recipe_python_files_pass_the_projects_lint(followed):
+    """Do the page's Python files, kept in the course folder as the page says, pass `make lint`'s
+    ruff check (lines of 120 characters at most, import order, ...)?"""
+    layout, _ = followed
+    files = [path for path in blocks() if path.endswith(".py")]
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--config",
+                           str(ROOT / "pyproject.toml"), *files], cwd=layout.root, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_recipe_applies_again_to_a_course_that_followed_it(followed, tmp_path):
+    """Applied to a copy of a course that already followed the page (as the course this test copies
+    does once an instructor keeps the page's files), does the recipe start again from the course as
+    it was, leaving course.yml with one entry for the assignment?"""
+    layout, _ = followed
+    before = copy_course(tmp_path / "before")
+    again = shutil.copytree(layout.root, tmp_path / "again", ignore=shutil.ignore_patterns("__pycache__"))
+    forget(again)
+    forget(before)
+    assert CourseLayout(again).config.read_text() == CourseLayout(before).config.read_text()
+    assert not CourseLayout(again).source(NAME).exists() and not (again / "assignments" / NAME).exists()
+    apply_files(again)
+    assert CourseLayout(again).config.read_text().count(f"- name: {NAME}\n") == 1
+    assert (CourseLayout(again).source(NAME) / f"{NAME}.ipynb").is_file()
