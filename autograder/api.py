@@ -5,6 +5,7 @@ Each takes a course folder and returns a report object; none prints except throu
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from .config import Assignment, Course, Limits, load_course
 from .errors import CourseError
+from .grading.lateness import TIMESTAMP_FILE
 from .grading.results import SubmissionResult
 from .intake import BOOKKEEPING, ungraded_files
 from .layout import (
@@ -134,11 +136,13 @@ class BatchResult:
     not_submitted: tuple[str, ...] = ()   # roster students with no submission (a zero in the gradebook)
     gradebook_changes: tuple[str, ...] = ()   # entries created or corrected from course.yml first
     committing: tuple[str, ...] = ()      # students whose grades a detached writer is still committing
+    unreadable: tuple[str, ...] = ()      # "<path> could not be read (<why>)...": submissions not graded
 
     @property
     def grader_failed(self) -> bool:
-        """True when the grader itself failed somewhere (not when students did)."""
-        return (bool(self.gradebook_errors) or bool(self.output_errors)
+        """True when the grader itself failed somewhere (not when students did), or could not read a
+        submission."""
+        return (bool(self.gradebook_errors) or bool(self.output_errors) or bool(self.unreadable)
                 or any(r.grader_failed for r in self.results))
 
 
@@ -190,6 +194,39 @@ def _refusal(course: Course, folder: Path) -> str | None:
         if not stat.S_ISDIR(mode):
             return f"{relative(path)} is not a folder, so {relative(folder)} was not graded."
     return None
+
+
+def _unreadable(course: Course, folder: Path) -> str | None:
+    """Why the grader cannot read a submission folder it can reach (its own permissions, a failing
+    disk), or None: the folder cannot be listed, or one of its notebooks or its timestamp.txt cannot
+    be opened. Grading it would score a student 0 for the machine's fault, so it is not graded. A
+    link or a folder that is not one is the student's matter (`_refusal`), and a file that opens is
+    read as usual; nothing is read here."""
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return None
+        with os.scandir(folder) as it:
+            names = [e.name for e in it if e.name.endswith(".ipynb") or e.name == TIMESTAMP_FILE]
+    except OSError as exc:
+        return _not_read(course, folder, folder, exc)
+    for name in sorted(names):
+        path = folder / name
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
+            os.close(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY))
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ELOOP):     # gone, or replaced by a link: graded as usual
+                return _not_read(course, folder, path, exc)
+    return None
+
+
+def _not_read(course: Course, folder: Path, path: Path, exc: OSError) -> str:
+    """The line for a submission the grader cannot read."""
+    relative = course.layout.relative
+    return (f"{relative(path)} could not be read ({exc.strerror or exc}), so {relative(folder)} was not graded "
+            f"and its student's earlier grades stand; make it readable to the grader and run `course autograde` "
+            f"again")
 
 
 def _check_grader_files(course: Course, a: Assignment) -> None:
@@ -257,6 +294,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         course = load_course(course_dir)
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
+        # a folder or file the grader itself cannot read is the machine's problem, not the student's:
+        # not graded (their earlier grades stand), named, and the batch exits 1
+        unreadable = {sid: why for sid, folder in todo if (why := _unreadable(course, folder))}
+        todo = [(sid, folder) for sid, folder in todo if sid not in unreadable]
         require_release(course, a)                       # as `course validate` refuses it
         _check_grader_files(course, a)
         check_gradebook_url(course)                      # before the gradebook writer starts
@@ -418,14 +459,15 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             book = gradebook.finish()
     output_errors.extend(book.output_errors)
     results = tuple(rows[sid] for sid, _ in todo if sid in rows)
-    graded = {sid for sid, _ in todo}
+    graded = {sid for sid, _ in todo} | set(unreadable)
     return BatchResult(assignment=a.name, results=results, gradebook_errors=book.gradebook.messages,
                        autograded_dir=course.layout.autograded_dir, feedback_dir=course.layout.feedback_dir,
                        seconds=round(time.perf_counter() - started, 2), skipped=tuple(skipped),
                        output_errors=tuple(output_errors),
                        ungraded=tuple(str(u) for u in ungraded_files(course, a, results, student)),
                        not_submitted=() if student else tuple(s for s in course.roster() if s not in graded),
-                       gradebook_changes=book.gradebook.created, committing=tuple(committing))
+                       gradebook_changes=book.gradebook.created, committing=tuple(committing),
+                       unreadable=tuple(unreadable.values()))
 
 
 def _greeted(early: Sequence[StartedWorker], course: Course, a: Assignment, *, insecure: bool, version: str,

@@ -179,6 +179,8 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
         print(f"gradebook: from course.yml: {api.summarise_changes(batch.gradebook_changes)}")
     for line in batch.ungraded:
         print(f"not graded: {line}")
+    for line in batch.unreadable:
+        print(f"not graded: {line}", file=sys.stderr)
     if student is None:
         from .consistency import extension_problems
         for line in extension_problems(course, a, (r.student for r in batch.results)):

@@ -134,6 +134,8 @@ class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
             batch = api.autograde(self.course_dir, assignment, student=student, log=self.log.info)
         for line in (*batch.gradebook_errors, *batch.output_errors, *batch.ungraded):
             self.log.warning(line)
+        for line in batch.unreadable:
+            self.log.error("not graded: %s", line)
         for result in batch.results:
             if result.state == "crashed":
                 self.log.error("%s: the grader failed for this submission (see its results.json)", student)

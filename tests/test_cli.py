@@ -156,6 +156,43 @@ def test_cli_a_check_whose_grader_code_fails_is_named_once_in_the_summary(tmp_pa
         assert "grader error" in row, row
 
 
+@pytest.mark.parametrize("what", ["notebook", "folder"])
+def test_cli_a_submission_the_grader_cannot_read_is_not_graded_and_its_grades_stand(tmp_path, what):
+    """When the grader cannot read a graded student's notebook or submission folder (its permissions),
+    does `course autograde --force` grade the others, leave that student's grades, results.json and
+    page as they were (rather than score a 0 for the machine's fault or call the notebook not
+    submitted), name the file in one line and exit 1?"""
+    import os
+
+    folder = course_with_students(tmp_path / "course", ("ada", "katherine"))
+    first = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert first.returncode == 0, first.stdout + first.stderr
+    scores, outputs = _scores(folder), _outputs(folder)
+    submission = CourseLayout(folder).submission("katherine", "transformer-block")
+    target = submission / "transformer-block.ipynb" if what == "notebook" else submission
+    # root reads anything: without these two capabilities its permissions hold for it too
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    mode = target.stat().st_mode
+    target.chmod(0)
+    try:
+        proc = subprocess.run([*drop, sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                               "--course-dir", str(folder), "--force"], capture_output=True, text=True, timeout=300)
+    finally:
+        target.chmod(mode)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    relative = CourseLayout(Path())
+    shown = relative.submission("katherine", "transformer-block")
+    assert [ln for ln in proc.stderr.splitlines() if ln.startswith("not graded:")] == [
+        f"not graded: {shown / 'transformer-block.ipynb' if what == 'notebook' else shown} could not be read "
+        f"(Permission denied), so {shown} was not graded and its student's earlier grades stand; make it readable "
+        f"to the grader and run `course autograde` again"]
+    assert any(ln.startswith("graded    ada ") for ln in proc.stdout.splitlines()), proc.stdout
+    assert "katherine" not in proc.stdout, proc.stdout
+    assert _scores(folder) == scores
+    assert {k: v for k, v in _outputs(folder).items() if "katherine" in k} == \
+        {k: v for k, v in outputs.items() if "katherine" in k}
+
+
 def test_cli_an_extension_for_no_student_is_named_and_the_batch_goes_on(tmp_path):
     """Does an extension in course.yml for an id that is neither on the roster nor among the submissions (a
     typo: the student meant then pays the late penalty) get a warning naming the key, while the batch
