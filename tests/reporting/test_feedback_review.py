@@ -78,6 +78,15 @@ def test_a_full_marks_problem_whose_score_a_ta_lowered_leaves_full_marks(ada, as
     assert not parse(html).errors
 
 
+def test_changes_that_cancel_out_do_not_say_the_score_was_changed_to_itself(ada, assignment):
+    """When a TA takes 2 points off one problem and gives 2 extra credit on another, does the page say the
+    problems' scores changed and the total did not, rather than "gave 30; changed that to 30"?"""
+    text = text_of(render_feedback(ada, assignment, review_for(ada, silu=(3.0, 0.0), split_heads=(None, 2.0))))
+    assert "30 / 30 points" in text and "changed that to" not in text
+    assert ("Your instructor changed the scores of some problems, which leaves the autograder's 30 points as they "
+            "were (see below).") in text
+
+
 def test_an_extension_shows_the_students_own_due_date(ada, assignment):
     """Does a student with an extension see their due date and the extension?"""
     extended = dataclasses.replace(ada, due="2026-12-16T23:59:00+00:00", extension="2 days")
