@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -24,21 +25,53 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 from .config import Assignment, Course
-from .consistency import extension_problems, graders_problems, points_problems, require_release, uncollected_checks
+from .consistency import (
+    cell_name,
+    extension_problems,
+    graders_problems,
+    points_problems,
+    require_release,
+    uncollected_checks,
+)
 from .errors import CourseError
 from .text import truncate
 from .toolpath import tools_on_path
 
 if TYPE_CHECKING:
     from .grading.results import SubmissionResult
+    from .grading.session import InstructorCode
 
 
 @dataclass(frozen=True)
 class CellError:
-    index: int
+    index: int                  # from 0, as nbformat counts (`cell_name` shows it as Jupyter does)
     ename: str
     evalue: str
     grade_id: str | None
+    line: int | None = None     # the line of the cell the error arose at, when its traceback tells
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# how a kernel's traceback or error names a line of the cell it ran: IPython's "Cell In[7], line 4", and
+# the temporary file it compiled the cell as ("/tmp/ipykernel_123/2614311265.py, line 4")
+_CELL_LINE = re.compile(r"Cell In\[(?P<count>\d+)\], line (?P<line>\d+)")
+_TEMPORARY_FILE = re.compile(r"(?:[^\s()\"']*/)?\d+\.py, line (?P<line>\d+)")
+
+
+def cell_error(index: int, cell: nbformat.NotebookNode, out: dict[str, Any]) -> CellError:
+    """Cell `index`'s error output `out` as a CellError: the line of that cell its traceback
+    stops at, and IPython's temporary file name in the error's text said as "line 4 of the cell"."""
+    gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    evalue = _TEMPORARY_FILE.sub(lambda m: f"line {m['line']} of the cell", str(out.get("evalue", "")))
+    traceback = _ANSI.sub("", "\n".join(str(t) for t in out.get("traceback", [])))
+    lines = [int(m["line"]) for m in _CELL_LINE.finditer(traceback) if int(m["count"]) == cell.get("execution_count")]
+    return CellError(index, str(out.get("ename", "?")), truncate(evalue, 200), gid, lines[-1] if lines else None)
+
+
+def cell_error_text(nb: nbformat.NotebookNode, error: CellError) -> str:
+    """'cell 8 (`test_relu`) raised AssertionError at line 5 of the cell: ...', numbered from 1."""
+    at = f" at line {error.line} of the cell" if error.line and "of the cell" not in error.evalue else ""
+    return f"{cell_name(nb, error.index)} raised {error.ename}{at}" + (f": {error.evalue}" if error.evalue else "")
 
 
 @dataclass(frozen=True)
@@ -100,20 +133,16 @@ def execute_notebook(path: Path, nb: nbformat.NotebookNode, *, timeout: float) -
         finally:
             if km.has_kernel:
                 km.shutdown_kernel(now=True)
-    errors = []
-    for i, cell in enumerate(nb.cells):
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-                errors.append(CellError(i, out.get("ename", "?"), truncate(str(out.get("evalue", "")), 200), gid))
+    errors = [cell_error(i, cell, out) for i, cell in enumerate(nb.cells)
+              for out in cell.get("outputs", []) if out.get("output_type") == "error"]
     return NotebookRun(path=path, cells=len(nb.cells), errors=tuple(errors),
                        seconds=round(time.perf_counter() - started, 2))
 
 
-def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], label: str) -> SubmissionResult:
-    from .grading.engine import grade_submission, load_instructor_code
+def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], label: str,
+                code: InstructorCode) -> SubmissionResult:
+    from .grading.engine import grade_submission
 
-    code = load_instructor_code(course, assignment)
     with tempfile.TemporaryDirectory(prefix="course-validate-") as tmp:
         folder = Path(tmp) / label / assignment.name
         folder.mkdir(parents=True)
@@ -266,8 +295,24 @@ def stale_release(course: Course, assignment: Assignment) -> list[str]:
     return problems
 
 
+def release_score_problems(released: SubmissionResult, source: SubmissionResult) -> list[str]:
+    """The line saying the release does not score zero through the autograder, or that grading it
+    crashed (then no check ran, and its 0 says nothing), or nothing."""
+    if released.crashed:
+        same = source.crashed and source.crash_reason == released.crash_reason
+        why = "grading crashed, as for the source" if same else f"grading crashed: {released.crash_reason}"
+        return [f"release: no check ran through the autograder, so its {released.score:g}/{released.max_score:g} "
+                f"does not show that the stubs score nothing ({why})"]
+    if released.score != 0:
+        return [f"release scores {released.score:g}/{released.max_score:g} through the autograder, expected 0"]
+    return []
+
+
 def validate(course: Course, assignment: Assignment) -> ValidationReport:
+    from .grading.engine import load_instructor_code
+
     problems: list[str] = consistency_problems(course, assignment)
+    code = load_instructor_code(course, assignment)      # before the kernels: a module that fails stops here
     timeout = max(assignment.limits.cell_seconds, 60)
     source_nbs = [course.layout.source(assignment.name) / n for n in assignment.notebooks]
     release_nbs = [course.layout.release(assignment.name) / n for n in assignment.notebooks]
@@ -277,23 +322,19 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
     problems += release_leaks(course, assignment)
     problems += stale_release(course, assignment)
     source_runs = tuple(execute_notebook(nb, read[nb], timeout=timeout) for nb in source_nbs)
+    shown = course.layout.relative
     for run in source_runs:
-        for e in run.errors:
-            problems.append(f"source {run.path.name}: cell {e.index} raised {e.ename}: {e.evalue}")
+        problems += [f"source {shown(run.path)}: {cell_error_text(read[run.path], e)}" for e in run.errors]
     release_runs = tuple(execute_notebook(nb, read[nb], timeout=timeout) for nb in release_nbs)
     for run in release_runs:
-        for e in run.errors:
-            if e.ename != "NotImplementedError":
-                problems.append(f"release {run.path.name}: cell {e.index} raised {e.ename} (only NotImplementedError "
-                                f"from an unfinished stub is expected): {e.evalue}")
+        problems += [f"release {shown(run.path)}: {cell_error_text(read[run.path], e)} (only NotImplementedError "
+                     f"from an unfinished stub is expected)" for e in run.errors if e.ename != "NotImplementedError"]
 
-    source = _grade_file(course, assignment, source_nbs, "source-notebook")
-    released = _grade_file(course, assignment, release_nbs, "release-notebook")
+    source = _grade_file(course, assignment, source_nbs, "source-notebook", code)
+    released = _grade_file(course, assignment, release_nbs, "release-notebook", code)
     problems += source_score_problems(source)
-    rel_score, rel_max, rel_err = released.score, released.max_score, released.crash_reason
-    if rel_err or rel_score != 0:
-        problems.append(f"release scores {rel_score:g}/{rel_max:g} through the autograder, expected 0"
-                        + (f" ({rel_err})" if rel_err else ""))
+    problems += release_score_problems(released, source)
     return ValidationReport(assignment=assignment.name, source_runs=source_runs, release_runs=release_runs,
-                            source_score=(source.score, source.max_score), release_score=(rel_score, rel_max),
-                            problems=tuple(problems), warnings=tuple(uncollected_checks(course, assignment)))
+                            source_score=(source.score, source.max_score),
+                            release_score=(released.score, released.max_score), problems=tuple(problems),
+                            warnings=tuple(uncollected_checks(course, assignment)))

@@ -137,6 +137,31 @@ def test_cli_broken_graders_refuse_before_any_student_is_touched(tmp_path, break
     assert _scores(folder) == scores
 
 
+@pytest.mark.parametrize("module, text, error", [
+    ("reference.py", "\ndef broken(:\n", "SyntaxError: invalid syntax"),
+    ("reference.py", "\nraise ValueError('oops')\n", "ValueError: oops"),
+    ("mistakes.py", "\nimport torch_is_not_installed_here\n",
+     "ModuleNotFoundError: No module named 'torch_is_not_installed_here'"),
+], ids=["syntax", "raises", "missing-module"])
+@pytest.mark.parametrize("command", [["autograde"], ["autograde", "--student", "ada"], ["validate"]],
+                         ids=["autograde", "student", "validate"])
+def test_cli_an_instructor_module_that_does_not_import_is_one_line_naming_its_file_and_line(
+        tmp_path, module, text, error, command):
+    """When reference.py or mistakes.py fails on import, do `course autograde` (a batch, one student)
+    and `course validate` say so in one line naming the file relative to the course and the line at
+    fault, with exit code 2, rather than a traceback or the error without its file?"""
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    path = CourseLayout(folder).package("transformer_block") / module
+    line = len(path.read_text().splitlines()) + 2
+    with open(path, "a") as fh:
+        fh.write(text)
+    proc = course(command[0], "transformer-block", *command[1:], "--course-dir", str(folder))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    shown = CourseLayout(Path()).package("transformer_block") / module
+    assert proc.stderr == f"course: error: {shown}, line {line}: {error}\n", proc.stderr
+    assert "Traceback" not in proc.stdout
+
+
 def test_cli_a_check_whose_grader_code_fails_is_named_once_in_the_summary(tmp_path):
     """When a grader check fails in its own code for every student (an undefined name), does `course
     autograde` exit 1 and say so once at the end, naming the check, the error's reason and how many

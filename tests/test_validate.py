@@ -1,13 +1,16 @@
 """`course validate`: source and release run in a real Jupyter kernel, and through the autograder."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 
 import pytest
 
+from autograder.grading.results import TestResult
 from autograder.layout import CourseLayout
+from conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -41,15 +44,26 @@ def test_validate_source_runs_clean_release_fails_only_in_stubs(course_copy):
 
 
 def test_validate_reports_a_source_cell_that_raises(course_copy):
-    """Does a source notebook with a broken cell fail validation, naming the cell and the error?"""
+    """Does a source notebook with broken cells fail validation, naming the notebook by its path in the
+    course, each cell as Jupyter numbers it (from 1) with its grade id, the line of the cell and the
+    error, a syntax error's line said as the cell's rather than IPython's temporary file's?"""
     path = CourseLayout(course_copy).source(ASSIGNMENT) / NB
     nb = json.loads(path.read_text())
     setup = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
     nb["cells"][setup]["source"] = "".join(nb["cells"][setup]["source"]) + "\nundefined_name_here\n"
+    named = nb["cells"][setup]["source"].splitlines().index("undefined_name_here") + 1
+    test = next(i for i, c in enumerate(nb["cells"])
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "test_layer_norm")
+    nb["cells"][test]["source"] = "".join(nb["cells"][test]["source"]).rstrip("\n") + "\ndef broken(:\n"
+    broken = len(nb["cells"][test]["source"].splitlines())
     path.write_text(json.dumps(nb))
     proc = run_validate(course_copy)
     assert proc.returncode == 1
-    assert f"PROBLEM: source transformer-block.ipynb: cell {setup} raised NameError" in proc.stdout
+    where = f"PROBLEM: source {shown(course_copy, 'source')}"
+    assert (f"{where}: cell {setup + 1} (`setup`) raised NameError at line {named} of the cell: name "
+            f"'undefined_name_here' is not defined") in proc.stdout, proc.stdout
+    assert (f"{where}: cell {test + 1} (`test_layer_norm`) raised SyntaxError: invalid syntax "
+            f"(line {broken} of the cell)\n") in proc.stdout, proc.stdout
 
 
 def test_validate_names_a_points_mismatch_with_both_numbers(course_copy):
@@ -101,15 +115,20 @@ def test_validate_names_the_problem_and_check_the_source_loses_points_in(course_
 
 def test_validate_names_each_grader_error(course_copy):
     """With a reference silu that raises, does validate say the grader failed, check by check, and
-    with the error, rather than only a lower score?"""
-    edit_reference(course_copy, SILU_RETURN, '        raise ValueError("oops")\n')
+    with the error and the line of reference.py it arose at, rather than only a lower score?"""
+    raising = '        raise ValueError("oops")'
+    edit_reference(course_copy, SILU_RETURN, raising + "\n")
+    layout = CourseLayout(course_copy)
+    path = layout.package("transformer_block") / "reference.py"
+    at = f"{layout.relative(path)}, line {path.read_text().splitlines().index(raising) + 1}"
     proc = run_validate(course_copy)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = proc.stdout
     assert ("PROBLEM: source: silu scores 0/5 through the autograder, expected full marks; first failing check "
-            "test_silu.py::test_silu_matches_reference[vector]: grader error: ValueError: oops") in out
-    assert "PROBLEM: source: grader error in test_silu.py::test_silu_matches_reference[vector]: ValueError: oops" in out
-    assert "PROBLEM: source: grader error in test_silu.py::test_silu_keeps_float32: ValueError: oops" in out
+            f"test_silu.py::test_silu_matches_reference[vector]: grader error: {at}: ValueError: oops") in out
+    assert (f"PROBLEM: source: grader error in test_silu.py::test_silu_matches_reference[vector]: {at}: "
+            f"ValueError: oops") in out
+    assert f"PROBLEM: source: grader error in test_silu.py::test_silu_keeps_float32: {at}: ValueError: oops" in out
 
 
 def test_validate_names_the_file_and_line_of_a_grader_syntax_error(course_copy):
@@ -122,6 +141,8 @@ def test_validate_names_the_file_and_line_of_a_grader_syntax_error(course_copy):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (f"graders could not be collected: test_silu.py, line {line}: SyntaxError: invalid syntax, "
             f"at 'def broken(:'") in proc.stdout, proc.stdout
+    assert ("PROBLEM: release: no check ran through the autograder, so its 0/100 does not show that the stubs "
+            "score nothing (grading crashed, as for the source)\n") in proc.stdout, proc.stdout
 
 
 def test_validate_refuses_a_mistyped_mark_and_warns_of_a_check_pytest_does_not_collect(course_copy):
@@ -189,3 +210,24 @@ def test_validate_says_when_the_release_is_older_than_the_source(course_copy):
             f"{shown(course_copy, 'source')} and course.yml now (cell {cell + 1} differs), so students would get "
             f"another notebook; run `course release {ASSIGNMENT}`") in proc.stdout
     assert f"validate {ASSIGNMENT}: 1 problem" in proc.stdout
+
+
+def test_a_release_whose_grading_crashed_is_not_said_to_score_what_was_expected():
+    """When the release could not be graded (no check ran), does validate say so, with the reason when
+    it is not the source's, rather than "scores 0/N, expected 0"; and a release scoring points still
+    says how many?"""
+    from autograder.config import load_course
+    from autograder.grading.engine import crashed_result
+    from autograder.validate import release_score_problems
+
+    assignment = load_course(ROOT).assignment(ASSIGNMENT)
+    broken = crashed_result(assignment, "release-notebook", 1, True, "graders could not be collected: oops")
+    other = crashed_result(assignment, "source-notebook", 1, True, "the sandbox host stopped")
+    assert release_score_problems(broken, other) == [
+        "release: no check ran through the autograder, so its 0/100 does not show that the stubs score nothing "
+        "(grading crashed: graders could not be collected: oops)"]
+    assert "expected 0" not in release_score_problems(broken, broken)[0]
+    scoring = dataclasses.replace(broken, state="graded", crash_reason="", tests=(
+        TestResult(name="test_silu.py::test_x", problem="silu", score=5.0, max_score=5.0, status="passed"),))
+    assert release_score_problems(scoring, other) == [
+        "release scores 5/100 through the autograder, expected 0"]

@@ -213,6 +213,7 @@ class Expect:
     wirings: dict[str, bool] = field(default_factory=dict)   # likewise: composites whose wiring `_trust_wiring` trusts
     precision: dict[str, bool] = field(default_factory=dict)  # likewise: functions blind below float32's resolution
     seed: int = 0                             # the submission's seed (the wiring's changed inputs are drawn from it)
+    reference_file: str = "reference.py"      # the reference module's file, as messages name it
     failure: StudentCodeError | None = None   # how the last student call that failed ended
     _block_calls: list[tuple[str, Args, Kwargs, Any]] = field(default_factory=list)   # of the wirings built
 
@@ -418,8 +419,11 @@ class Expect:
                 del self.found[found:]
 
     def _reference(self, name: str) -> Callable[..., Any]:
-        if self.reference is None or not callable(getattr(self.reference, name, None)):
-            raise RuntimeError(f"the reference module has no function {name!r}")
+        if self.reference is None:
+            raise RuntimeError(f"{self.reference_file} does not exist (the graders compare {name} with its "
+                               f"function of that name)")
+        if not callable(getattr(self.reference, name, None)):
+            raise RuntimeError(f"{self.reference_file} has no function {name!r}")
         function: Callable[..., Any] = getattr(self.reference, name)
         return function
 

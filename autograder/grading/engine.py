@@ -208,7 +208,7 @@ def score(run: GraderRun, assignment: Assignment) -> Scored:
             duration=c.duration, stages=c.stages))
     order = {p.name: i for i, p in enumerate(assignment.problems)}
     tests.sort(key=lambda t: order.get(t.problem, len(order)))
-    errors = tuple(f"{c.name}: {c.detail.splitlines()[-1] if c.detail else 'error'}"
+    errors = tuple(f"{c.name}: {c.error or (c.detail.splitlines()[-1] if c.detail else 'error')}"
                    for c in run.checks if c.internal_error)
     return Scored(tests=prune_subsumed(tests), grader_errors=errors, broken=run.broken)
 

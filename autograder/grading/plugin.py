@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from ..config import Assignment, Tolerance
+from ..layout import GRADERS
 from ..sandbox.outcomes import StudentCodeError
 from ..text import truncate
 from .checks import Expect, NotGraded, NotRun
@@ -34,6 +35,60 @@ from .rngs import SeededState, pcg64_states
 INTERNAL_ERROR = ("The grader could not finish this check (an error on our side, not yours); "
                   "your instructor can see the details.")
 FIXTURES = frozenset({"problem", "student", "seed", "rng", "tol", "ref", "expect"})
+FIXTURE_ORDER = ("student", "expect", "rng", "ref", "tol", "seed", "problem")   # as a message lists them
+
+
+@dataclass(frozen=True)
+class InstructorFolder:
+    """The assignment's instructor code, assignments/<package>/ (`path`; the graders below it), and
+    how messages show it (`shown`, relative to the course folder; "" names its files alone)."""
+    path: Path
+    shown: str = ""
+
+    def name(self, file: str) -> str:
+        """How a message names one of its files: "assignments/activations/reference.py"."""
+        return f"{self.shown}/{file}" if self.shown else file
+
+    def locate(self, exc: BaseException) -> tuple[str, int, bool] | None:
+        """Where in this folder `exc` arose: (its file relative to the folder, the line, whether the
+        file is a grader's) of the innermost frame of its traceback inside the folder (a SyntaxError
+        in one of its files: that file and line); None when nothing of it is inside."""
+        folder = Path(os.path.realpath(self.path))
+        frames = [(f.filename, f.lineno or 0) for f in traceback.extract_tb(exc.__traceback__)]
+        if isinstance(exc, SyntaxError) and exc.filename:
+            frames.append((str(exc.filename), exc.lineno or 0))
+        for filename, line in reversed(frames):
+            file = Path(os.path.realpath(filename))
+            if file.is_relative_to(folder):
+                return file.relative_to(folder).as_posix(), line, file.is_relative_to(folder / GRADERS)
+        return None
+
+    def origin(self, exc: BaseException) -> str:
+        """Where an error a check met arose, when that is the assignment's own code outside the graders
+        (reference.py, mistakes.py, a helper of theirs): "assignments/activations/reference.py, line 7"
+        for the innermost frame of `exc`'s traceback inside this folder; "" when that frame is a
+        grader's (the grader is at fault) or no frame is inside it."""
+        found = self.locate(exc)
+        if found is None or found[2]:
+            return ""
+        return f"{self.name(found[0])}, line {found[1]}"
+
+
+def fixture_missing(exc: pytest.FixtureLookupError) -> str:
+    """pytest's complaint about a fixture it could not give, in one line, the grading fixtures
+    first among those available: "fixture 'rgn' not found; available: student, expect, rng, ..."."""
+    try:
+        text = exc.formatrepr().errorstring
+    except Exception:  # noqa: BLE001 - a pytest whose internals differ: the fixture's name is enough
+        return f"fixture {exc.argname!r} not found"
+    lines = [line.strip() for line in text.splitlines() if line.strip() and "pytest --fixtures" not in line]
+    available = next((line for line in lines if line.startswith("available fixtures:")), None)
+    said = [line for line in lines if line is not available]
+    if available is not None:
+        names = [n.strip() for n in available.partition(":")[2].split(",") if n.strip()]
+        ordered = [n for n in FIXTURE_ORDER if n in names] + [n for n in names if n not in FIXTURE_ORDER]
+        said.append("available: " + ", ".join(ordered))
+    return "; ".join(said) or f"fixture {exc.argname!r} not found"
 
 
 @dataclass(frozen=True)
@@ -57,6 +112,7 @@ class _Outcome:
     needs: str = ""
     duration: float = 0.0
     internal_error: bool = False
+    error: str = ""                 # an internal error in one line, for instructors (`internal_reason`)
     ran: bool = False
 
 
@@ -81,8 +137,9 @@ def problem_of(path: Path) -> str:
     return stem[len("test_"):] if stem.startswith("test_") else stem
 
 
-def classify(exc: BaseException | None, expect: Expect | None) -> _Outcome:
-    """A check's outcome from the exception it ended with (None: it passed)."""
+def classify(exc: BaseException | None, expect: Expect | None, folder: InstructorFolder | None = None) -> _Outcome:
+    """A check's outcome from the exception it ended with (None: it passed); `folder`: the
+    assignment's instructor code, for where an internal error arose (`internal_reason`)."""
     outcome = _Outcome(ran=True)
     if expect is not None:
         outcome.diagnoses = tuple(m.id for m in expect.found)
@@ -106,7 +163,21 @@ def classify(exc: BaseException | None, expect: Expect | None) -> _Outcome:
         outcome.internal_error = True
         outcome.output = INTERNAL_ERROR
         outcome.detail = "".join(traceback.format_exception(exc)).strip()[-4000:]
+        outcome.error = internal_reason(exc, outcome.detail, folder)
     return outcome
+
+
+def internal_reason(exc: BaseException, detail: str, folder: InstructorFolder | None) -> str:
+    """An error of the grader's side in one line, for the instructor alone (results.json's
+    extra_data, the command's output; the student is told only INTERNAL_ERROR): a fixture pytest
+    could not give, or the error as its traceback `detail` ends, after the file and line where it
+    arose when that is the assignment's code outside the graders (the reference, the mistakes
+    catalogue): "assignments/activations/reference.py, line 7: AttributeError: ..."."""
+    if isinstance(exc, pytest.FixtureLookupError):
+        return fixture_missing(exc)
+    error = detail.splitlines()[-1] if detail else type(exc).__name__
+    where = folder.origin(exc) if folder is not None else ""
+    return f"{where}: {error}" if where else error
 
 
 # where a report names a file and line: Python's traceback and syntax error, pytest's short traceback
@@ -161,10 +232,12 @@ def _source_text(lines: list[str], i: int) -> str:
 class GradingPlugin:
     """One instance per grader session; `begin` before each submission, `outcomes` after."""
 
-    def __init__(self, assignment: Assignment, *, reference: ModuleType | None, catalogue: Catalogue | None):
+    def __init__(self, assignment: Assignment, *, reference: ModuleType | None, catalogue: Catalogue | None,
+                 folder: InstructorFolder | None = None):
         self.assignment = assignment
         self.reference = reference
         self.catalogue = catalogue
+        self.folder = folder            # assignments/<package>/: where errors of its code are named
         self.checks: dict[str, CheckInfo] = {}     # node id -> what collection found, in run order
         self.collection_errors: list[str] = []
         self._rootpath: Path | None = None
@@ -194,11 +267,13 @@ class GradingPlugin:
         for nodeid, info in self.checks.items():
             o = self.current.outcomes.get(nodeid)
             if o is None or not o.ran:
-                o = _Outcome(internal_error=True, output=INTERNAL_ERROR, detail="the check did not run")
+                o = _Outcome(internal_error=True, output=INTERNAL_ERROR, detail="the check did not run",
+                             error="the check did not run")
             out.append(CheckOutcome(
                 name=nodeid, problem=info.problem, weight=info.weight, status=_status(o), output=o.output,
                 description=info.description, diagnoses=o.diagnoses, hints=o.hints, detail=o.detail,
-                duration=round(o.duration, 4), internal_error=o.internal_error, stages=o.stages, needs=o.needs))
+                duration=round(o.duration, 4), internal_error=o.internal_error, stages=o.stages, needs=o.needs,
+                error=o.error))
         return tuple(out)
 
     def problems_without_tests(self) -> tuple[str, ...]:
@@ -285,7 +360,7 @@ class GradingPlugin:
                       catalogue=self.catalogue, last_call=lambda: getattr(student, "last_call", None),
                       student=student, reference=self.reference, localised=current.localised,
                       confirmations=current.confirmations, verdicts=current.verdicts, wirings=current.wirings,
-                      precision=current.precision,
+                      precision=current.precision, reference_file=self.reference_file,
                       seed=current.seed)
 
     def _tolerance_for(self, problem: str) -> Callable[[Any], Tolerance]:
@@ -295,9 +370,14 @@ class GradingPlugin:
             memo = self._tolerances[problem] = _memoised(self._problems[problem].tolerance)
         return memo
 
+    @property
+    def reference_file(self) -> str:
+        """The reference module's file as messages name it."""
+        return self.folder.name("reference.py") if self.folder is not None else "reference.py"
+
     def reference_module(self) -> ModuleType:
         if self.reference is None:
-            raise RuntimeError("this assignment has no reference module")
+            raise RuntimeError(f"{self.reference_file} does not exist (the `ref` fixture is that module)")
         return self.reference
 
     # ------------------------------------------------------------------ fixtures
@@ -341,7 +421,7 @@ class GradingPlugin:
         if call.when == "call" or (call.when == "setup" and report.failed):
             exc = None if report.passed else (call.excinfo.value if call.excinfo is not None else None)
             if report.passed or exc is not None:
-                outcome = classify(exc, item.stash.get(_EXPECT_KEY, None))
+                outcome = classify(exc, item.stash.get(_EXPECT_KEY, None), self.folder)
                 outcome.duration = call.duration
                 self.record(item.nodeid, outcome)
         return report

@@ -39,6 +39,7 @@ class CheckOutcome:
     internal_error: bool = False   # the grader's own code failed in this check (not the student's)
     stages: tuple[str, ...] = ()   # the diagnoses that are a probe's localised stage, not a catalogued mistake
     needs: str = ""           # not_graded: the building block (another problem's function) it waits for
+    error: str = ""           # internal_error: why, in one line (instructor-only), when known
 
 
 @dataclass(frozen=True)

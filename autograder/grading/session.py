@@ -51,26 +51,37 @@ from greenlet import getcurrent, greenlet
 
 from .. import usercache
 from ..config import Assignment, Course
+from ..errors import CourseError
+from ..text import truncate
 from .diagnosis import Catalogue
-from .plugin import FIXTURES, GradingPlugin, TestCaseFixtures, classify, problem_of
+from .plugin import FIXTURES, GradingPlugin, InstructorFolder, TestCaseFixtures, classify, problem_of
 from .proxy import StudentProxy
 from .results import CheckOutcome
 
 
 @dataclass(frozen=True)
 class InstructorCode:
-    """The assignment's trusted code: reference module, mistakes catalogue, graders folder."""
+    """The assignment's trusted code: reference module, mistakes catalogue, graders folder (and its
+    package folder, assignments/<package>/ above it, as messages name it: relative to the course)."""
     reference: ModuleType | None
     catalogue: Catalogue | None
     graders: Path
+    shown: str = ""
+
+    @property
+    def folder(self) -> InstructorFolder:
+        return InstructorFolder(self.graders.parent, self.shown)
 
 
 def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCode:
-    """Import assignments/<package>/{reference,mistakes}.py with the course folder on sys.path."""
+    """Import assignments/<package>/{reference,mistakes}.py with the course folder on sys.path (each
+    optional); one that fails to import is a CourseError naming its file and line (`import_failure`)."""
     root = str(course.root)
     if root not in sys.path:
         sys.path.insert(0, root)
     base = f"assignments.{assignment.package}"
+    package = course.layout.package(assignment.package)
+    folder = InstructorFolder(package, course.layout.relative(package))
 
     def optional(name: str) -> ModuleType | None:
         try:
@@ -78,14 +89,28 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
         except ModuleNotFoundError as exc:
             if exc.name in (f"{base}.{name}",):
                 return None
-            raise
+            raise import_failure(exc, f"{name}.py", folder) from None
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the instructor's module raised, in one line
+            raise import_failure(exc, f"{name}.py", folder) from None
 
     with usercache.bytecode():
         mistakes = optional("mistakes")
         reference = optional("reference")
     return InstructorCode(reference=reference,
                           catalogue=getattr(mistakes, "catalogue", None) if mistakes else None,
-                          graders=course.layout.graders(assignment.package))
+                          graders=course.layout.graders(assignment.package), shown=folder.shown)
+
+
+def import_failure(exc: BaseException, module: str, folder: InstructorFolder) -> CourseError:
+    """An instructor module (`module`, a file of `folder`) that failed to import, in one line: the
+    file of the folder where the error arose (the module itself, or one it imports, such as the
+    reference imported by mistakes.py) and the line of its innermost frame there, then the error:
+    "assignments/activations/reference.py, line 3: SyntaxError: '(' was never closed"."""
+    found = folder.locate(exc)
+    text = exc.msg if isinstance(exc, SyntaxError) and found is not None else str(exc)
+    lines = text.strip().splitlines()
+    why = truncate(f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__, 300)
+    return CourseError(f"{folder.name(found[0])}, line {found[1]}: {why}" if found else f"{folder.name(module)}: {why}")
 
 
 _CHECK_ENDED = object()     # what a check greenlet hands its parent when its check has ended
@@ -199,7 +224,8 @@ class GraderSession:
         self.code = code
         self.lean = lean
         self.ahead = ahead          # each problem's first calls made ahead, together (module docstring)
-        self.plugin = GradingPlugin(assignment, reference=code.reference, catalogue=code.catalogue)
+        self.plugin = GradingPlugin(assignment, reference=code.reference, catalogue=code.catalogue,
+                                    folder=code.folder)
         self.runs = 0
         self._closed = False
         self._idle: list[greenlet] = []             # check greenlets parked between checks (_check_greenlet)
@@ -314,7 +340,7 @@ class GraderSession:
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - pytest.fail/skip are BaseExceptions; classified as pytest would
-            outcome = classify(exc, expect)
+            outcome = classify(exc, expect, plugin.folder)
         else:
             outcome = classify(None, expect)
         outcome.duration = time.perf_counter() - started

@@ -17,6 +17,7 @@ problem columns are headed P1, P2, ... and a legend line names them.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ from .results_json import format_points, ordered_problems, reported_score
 WIDE = 120
 GAP = "  "
 MAX_GRADER_ERRORS = 10      # GRADER ERROR lines at the most (a reason may differ from student to student)
+# a reason that starts by naming the file where the error arose outside the graders (plugin.internal_reason)
+_AROSE_IN = re.compile(r"^(?P<file>\S+\.py), line \d+: ")
 
 
 @dataclass(frozen=True)
@@ -188,8 +191,10 @@ def grader_error_lines(rows: Sequence[StudentRow], assignment: Assignment, grade
         n = len(rows)
         count = ("1 submission" if n == 1 else f"all {n} submissions" if len(students) == n
                  else f"{len(students)} of {n} submissions")
+        arose = _AROSE_IN.match(reason)
+        fix = arose["file"] if arose else "the grader"
         lines.append(f"GRADER ERROR in {graders.rstrip('/')}/{check} ({count}): {truncate(reason, 300)}; "
-                     f"that check scored 0: fix the grader and run `course autograde {assignment.name} --force`")
+                     f"that check scored 0: fix {fix} and run `course autograde {assignment.name} --force`")
     if len(reach) > MAX_GRADER_ERRORS:
         lines.append(f"... and {len(reach) - MAX_GRADER_ERRORS} more grader errors (each results.json names its own "
                      f"in extra_data.grader_errors)")

@@ -3,6 +3,7 @@ messages, internal errors kept apart, seeded rng per test; graders collected onc
 lean loop and pytest's own protocol giving the same outcomes."""
 from __future__ import annotations
 
+import importlib.util
 import re
 import textwrap
 import zlib
@@ -428,3 +429,98 @@ def test_an_unknown_mark_on_a_check_breaks_the_session_naming_file_and_test(tmp_
                             "@pytest.mark.slow (a check's weight is @pytest.mark.points(w); graders may use "
                             "filterwarnings, parametrize, points, skip, skipif, tryfirst, trylast, usefixtures, "
                             "xfail)",)
+
+
+def instructor_code(tmp_path: Path, reference: str | None, graders: dict[str, str]) -> InstructorCode:
+    """A package folder as assignments/<package>/ holds it: reference.py (imported as the session's
+    reference module; None: no such file) and graders/, shown in messages as assignments/hw."""
+    package = tmp_path / "hw"
+    (package / "graders").mkdir(parents=True)
+    for name, body in graders.items():
+        (package / "graders" / f"{name}.py").write_text(textwrap.dedent(body))
+    module = None
+    if reference is not None:
+        (package / "reference.py").write_text(textwrap.dedent(reference))
+        spec = importlib.util.spec_from_file_location(f"reference_{tmp_path.name}", package / "reference.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return InstructorCode(module, None, package / "graders", shown="assignments/hw")
+
+
+class Doubler:
+    """Stands for a notebook whose `double` is right (a named function, as the reference's is)."""
+    last_call = None
+
+    def for_problem(self, problem):
+        return self
+
+    def double(self, x):
+        return 2 * x
+
+
+BROKEN_REFERENCE = """\
+import numpy as np
+
+
+def double(x):
+    x = np.asarray(x)
+    return (2 * x).astype(x.dtyp)
+"""
+AGAINST_REFERENCE = {"test_double": """
+    def test_double_matches(student, expect):
+        expect.matches_reference(student.double, (2.0,), what="double of 2")
+"""}
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "pytest"])
+def test_an_error_in_the_reference_names_its_file_and_line_beside_the_check(tmp_path, lean):
+    """When a check fails because the reference function raises, does the grader error name
+    reference.py and the line at fault (beside the check), while the student sees only that the
+    error is on our side?"""
+    code = instructor_code(tmp_path, BROKEN_REFERENCE, AGAINST_REFERENCE)
+    with GraderSession(assignment(double=1), code, lean=lean) as s:
+        graded = s.run({"hw.ipynb": Doubler()}, seed=7)
+    scored = score(graded, assignment(double=1))
+    assert scored.grader_errors == ("test_double.py::test_double_matches: assignments/hw/reference.py, line 6: "
+                                    "AttributeError: 'numpy.ndarray' object has no attribute 'dtyp'",)
+    assert [t.output for t in scored.tests] == [INTERNAL_ERROR]
+
+
+def test_an_error_in_the_grader_itself_names_no_other_file(tmp_path):
+    """Does a grader whose own line raises (after calling the reference fine) keep the plain reason?"""
+    code = instructor_code(tmp_path, "def double(x):\n    return 2 * x\n", {"test_double": """
+        def test_double_then_breaks(student, ref):
+            ref.double(1)
+            {}["no such key"]
+    """})
+    with GraderSession(assignment(double=1), code) as s:
+        graded = s.run({"hw.ipynb": FakeProxy()}, seed=7)
+    assert score(graded, assignment(double=1)).grader_errors == (
+        "test_double.py::test_double_then_breaks: KeyError: 'no such key'",)
+
+
+def test_a_missing_reference_module_is_named_as_the_file_that_does_not_exist(tmp_path):
+    """With no reference.py, does a check comparing with the reference say that
+    assignments/<package>/reference.py does not exist, rather than that a module lacks a function?"""
+    code = instructor_code(tmp_path, None, AGAINST_REFERENCE)
+    with GraderSession(assignment(double=1), code) as s:
+        graded = s.run({"hw.ipynb": Doubler()}, seed=7)
+    (error,) = score(graded, assignment(double=1)).grader_errors
+    assert error.startswith("test_double.py::test_double_matches: RuntimeError: assignments/hw/reference.py does "
+                            "not exist"), error
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "pytest"])
+def test_a_fixture_typo_is_named_in_one_line_with_the_fixtures_there_are(tmp_path, lean):
+    """Does a grader asking for a fixture that does not exist (`rgn`) get one line naming it and the
+    grading fixtures first among those available, instead of pytest's FixtureLookupError repr?"""
+    code = instructor_code(tmp_path, "def double(x):\n    return 2 * x\n", {"test_double": """
+        def test_double_typo(student, expect, rgn):
+            assert student.double(1) == 2
+    """})
+    with GraderSession(assignment(double=1), code, lean=lean) as s:
+        graded = s.run({"hw.ipynb": FakeProxy()}, seed=7)
+    (error,) = score(graded, assignment(double=1)).grader_errors
+    assert error.startswith("test_double.py::test_double_typo: fixture 'rgn' not found; available: student, "
+                            "expect, rng, ref, tol, seed, problem"), error
+    assert "\n" not in error and "FixtureRequest" not in error

@@ -3,13 +3,16 @@ outcomes, messages, restarts and failure counts of calls made one by one, whatev
 or raises among them."""
 from __future__ import annotations
 
+import importlib.util
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from autograder.config import Assignment, Limits, Problem, Tolerance
+from autograder.errors import CourseError
 from autograder.grading import session as session_module
+from autograder.grading.plugin import InstructorFolder
 from autograder.grading.proxy import StudentProxy
 from autograder.grading.session import OPTIONAL_PLUGINS, GraderSession, InstructorCode, pytest_args
 from autograder.notebooks import cell_label
@@ -375,3 +378,26 @@ def test_graders_asking_for_pytests_own_fixtures_get_them(host, tmp_path):
     plain = pytest_args(tmp_path / "plain")
     for plugin, _ in OPTIONAL_PLUGINS:
         assert f"no:{plugin}" in plain
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("import numpy as np\n\n\ndef relu(x:\n    return x\n",
+     "assignments/hw/reference.py, line 4: SyntaxError: '(' was never closed"),
+    ("def relu(x):\n    return x\n\n\nraise ValueError('oops')\n",
+     "assignments/hw/reference.py, line 5: ValueError: oops"),
+    ("import numpy as np\nimport nosuchmodule_for_a_test\n",
+     "assignments/hw/reference.py, line 2: ModuleNotFoundError: No module named 'nosuchmodule_for_a_test'"),
+    ("def scale():\n    return 1 / 0\n\n\nFACTOR = scale()\n",
+     "assignments/hw/reference.py, line 2: ZeroDivisionError: division by zero"),
+], ids=["syntax", "raises", "missing-module", "inner-frame"])
+def test_an_instructor_module_that_fails_to_import_is_one_line_naming_its_file_and_line(tmp_path, body, message):
+    """Is reference.py (or mistakes.py) failing on import a CourseError of one line naming the file
+    relative to the course, the line of its innermost frame in that file, and the error?"""
+    file = tmp_path / "reference.py"
+    file.write_text(body)
+    spec = importlib.util.spec_from_file_location(f"reference_{tmp_path.name}", file)
+    with pytest.raises((SyntaxError, ValueError, ImportError, ZeroDivisionError)) as raised:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    error = session_module.import_failure(raised.value, "reference.py", InstructorFolder(tmp_path, "assignments/hw"))
+    assert isinstance(error, CourseError)
+    assert str(error) == message

@@ -134,6 +134,19 @@ def test_a_grader_error_in_every_submission_says_all(assignment):
     assert errors[0].startswith("GRADER ERROR in graders/test_silu.py::test_x (all 3 submissions): NameError: ")
 
 
+def test_a_grader_error_that_arose_in_the_reference_says_to_fix_that_file(assignment):
+    """When the grader error's reason names the reference file and line it arose at, does the GRADER
+    ERROR line keep naming the check, and tell the instructor to fix that file rather than the grader?"""
+    error = ("test_silu.py::test_x: assignments/transformer_block/reference.py, line 7: AttributeError: "
+             "'numpy.ndarray' object has no attribute 'dtyp'")
+    results = [submission("a", [check("silu", "test_x", 0.0, 5.0)], grader_errors=(error,))]
+    errors = [ln for ln in format_summary(results, assignment).splitlines() if ln.startswith("GRADER ERROR")]
+    assert errors == [
+        "GRADER ERROR in graders/test_silu.py::test_x (1 submission): assignments/transformer_block/reference.py, "
+        "line 7: AttributeError: 'numpy.ndarray' object has no attribute 'dtyp'; that check scored 0: fix "
+        "assignments/transformer_block/reference.py and run `course autograde transformer-block --force`"]
+
+
 def test_grader_errors_that_differ_by_student_take_a_bounded_number_of_lines(assignment):
     """When a grader error's reason differs from student to student, are the lines capped, the last
     one saying how many more there were and where they are?"""
