@@ -323,16 +323,19 @@ def test_canvas_leaves_empty_an_id_that_is_not_a_number():
 
 @pytest.mark.parametrize("lms", ["canvas", "moodle"])
 def test_a_student_in_the_gradebook_but_not_on_the_roster_is_named_in_a_warning(lms):
-    """A student the gradebook holds but the roster does not is exported under their student id alone: is
-    there one warning naming them and the column, and none when the course has no roster at all?"""
+    """A student the gradebook holds but the roster does not is exported with the gradebook's name and their
+    student id as the login: is there one warning naming them and the column, telling how to remove a student
+    who left (`nbgrader db student remove`), and none when the course has no roster at all?"""
     rows = [_row("ada", "a@e.edu"), _row("zed", "z@e.edu"), _row("yan", "y@e.edu")]
     got = lms_table(lms, [(A, 100.0)], rows, _roster(RosterStudent("ada")), {})
     column = "Username" if lms == "moodle" else "SIS Login ID"
+    held = "name and email" if lms == "moodle" else "name"
     assert [w for w in got.warnings if w.startswith("zed")] == [
-        f"zed and yan: in the gradebook but not on the roster, so the file names these students by student id alone "
-        f"({column}), which {lms.capitalize()} matches only if it is the login"
+        f"zed and yan: in the gradebook but not on the roster, so the file gives these students only the gradebook's "
+        f"{held} and the student id as {column}, which {lms.capitalize()} matches only if it is the login"
         + (", and a row that matches no user stops the whole Moodle import" if lms == "moodle" else "")
-        + "; add them to the roster with their LMS ids"]
+        + "; add them to the roster with their LMS ids, or take a student who left the course out of the gradebook "
+          "with `nbgrader db student remove <id> --force` (--force: their grades are deleted too)"]
     assert not [w for w in lms_table(lms, [(A, 100.0)], rows, {}, {}).warnings if "not on the roster" in w]
 
 

@@ -41,8 +41,9 @@ creates new assignments; Moodle: `grade/import/csv/classes/load_data.php`, `grad
 Both importers read UTF-8, with or without a byte-order mark (Moodle removes it; Canvas finds
 `Student` within the first header cell), and quoted fields holding commas, quotes or newlines.
 Scores are plain decimals (`number`: "0.00005", never "5e-05"). A student in the gradebook but not
-on a roster the course has is named by the student id alone; a warning says so, since the LMS
-matches them only if that is their login. A student without a submission is exported with 0, as in
+on a roster the course has gets the gradebook's name (and email) and their student id as the login;
+a warning says so, since the LMS matches them only if that is their login, and tells how to take out
+of the gradebook a student who left the course. A student without a submission is exported with 0, as in
 nbgrader's export; while their due date (or extension) is still ahead a warning names them, since
 the LMS would show that 0 as their grade.
 
@@ -249,13 +250,15 @@ def canvas_blanked_ids(sids: Sequence[str], columns: dict[str, list[str]]) -> li
 
 
 def off_roster_warning(lms: str, students: Sequence[str]) -> str:
-    """The line for students in the gradebook but not on the course's roster: their rows name them by
-    the student id alone."""
+    """The line for students in the gradebook but not on the course's roster: their rows hold the
+    gradebook's name (and email) and the student id as the login, no SIS id."""
     stop = ", and a row that matches no user stops the whole Moodle import" if lms == "moodle" else ""
-    return (f"{listed(students)}: in the gradebook but not on the roster, so the file names "
-            f"{'this student' if len(students) == 1 else 'these students'} by student id alone ({LOGIN[lms]}), "
-            f"which {lms.capitalize()} matches only if it is the login{stop}; add them to the roster with their "
-            f"LMS ids")
+    held = "name and email" if lms == "moodle" else "name"
+    return (f"{listed(students)}: in the gradebook but not on the roster, so the file gives "
+            f"{'this student' if len(students) == 1 else 'these students'} only the gradebook's {held} and the "
+            f"student id as {LOGIN[lms]}, which {lms.capitalize()} matches only if it is the login{stop}; add them "
+            f"to the roster with their LMS ids, or take a student who left the course out of the gradebook with "
+            f"`nbgrader db student remove <id> --force` (--force: their grades are deleted too)")
 
 
 def not_due_yet(rows: Iterable[Mapping[str, Any]], now: dt.datetime) -> list[str]:
