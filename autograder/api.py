@@ -137,6 +137,9 @@ class BatchResult:
     gradebook_changes: tuple[str, ...] = ()   # entries created or corrected from course.yml first
     committing: tuple[str, ...] = ()      # students whose grades a detached writer is still committing
     unreadable: tuple[str, ...] = ()      # "<path> could not be read (<why>)...": submissions not graded
+    # "<student>: ..." for a new submission whose earlier one has a TA's overrides, extra credit or
+    # comments in the gradebook: they still stand (nbgrader keeps them), for the TA to review
+    standing_reviews: tuple[str, ...] = ()
 
     @property
     def grader_failed(self) -> bool:
@@ -265,7 +268,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     batch stopped at any point and run again finishes with every grade present once: a submission
     whose content, seed and graders are unchanged since its results.json was written with its key
     is not graded again unless `force` (see grading.fingerprint); it is listed in
-    `BatchResult.skipped`, and its grades are written again. `progress(done, total)` is called as
+    `BatchResult.skipped`, and its grades are written again. A submission whose content changed
+    since then, and whose earlier one got a TA's overrides, extra credit or comments in the
+    gradebook (kept there, as nbgrader keeps them), gets a WARNING line naming them
+    (`BatchResult.standing_reviews`). `progress(done, total)` is called as
     results arrive. `BatchResult.results` holds one compact row per student (the full results stay
     on disk), in student order, whatever the workers.
 
@@ -312,6 +318,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     rows: dict[str, StudentRow] = {}
     skipped: list[str] = []
     output_errors: list[str] = []
+    standing: list[str] = []
     with contextlib.ExitStack() as stack:
         for forked in early:
             stack.callback(forked.close)         # when it was not used (closing it twice is harmless)
@@ -333,7 +340,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             start_writer()
         from .batch.pool import make_pool
         from .batch.worker import Task
-        from .grading.fingerprint import graders_version, grading_key, submission_hash
+        from .grading.fingerprint import graders_version, grading_key, resubmitted, submission_hash
         from .grading.seeds import student_seed
         from .reporting.summary import StudentRow
 
@@ -349,6 +356,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         layers = info.layers if info is not None else ()
         keys: dict[str, str] = {}
         refused: set[str] = set()
+        changed: set[str] = set()           # graded before, and submitted again since (other content)
         folders = dict(todo)
         tasks: list[Task] = []
         # known without grading, in student order: a refusal, or None for a result read back from
@@ -374,6 +382,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 ready.append((sid, _refused(a, sid, s_seed, on_roster, refusal, layers)))
             else:
                 tasks.append(task)
+                before = _stored_result(course, a, sid)
+                if before is not None and resubmitted(before[1], keys[sid]):
+                    changed.add(sid)
 
         def arriving() -> Iterator[tuple[SubmissionResult, bool]]:
             for sid, known in ready:
@@ -394,6 +405,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         def settle(acks: list[Recorded]) -> None:
             """Once the writer has a student's grades in (or has given up on them), the key."""
             for ack in acks:
+                for line in ack.warnings:
+                    standing.append(line)
+                    log(f"WARNING: {line}")
                 waiting = pending.pop(ack.student, None)
                 if waiting is not None:
                     output_errors.extend(write_student_results(course, a, ack.student, *waiting))
@@ -418,7 +432,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             page_template.join()
             output_errors.extend(_write_page(course, a, sid, result, None, fresh=fresh))
             copy = needs_formgrader_copy(course, a, sid, fresh=fresh, refused=sid in refused)
-            if detach:
+            if detach and not (sid in changed and _reviewed(course, a, sid)):
                 writer_waits = False
                 waiting = pending.get(sid)            # the key, added by the writer after its commit
                 lock = acquire_gradebook_lock(course, notice=log)
@@ -437,7 +451,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 if writer_waits:
                     writer_waits = False
                     start_writer()
-                gradebook.record(result, copy_from=folders[sid] if copy else None, encoded=pool.encoded(result))
+                gradebook.record(result, copy_from=folders[sid] if copy else None, encoded=pool.encoded(result),
+                                 resubmitted=sid in changed)
             log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
                 f"{result.score:6.2f}/{result.max_score:g}"
                 + ("" if result.on_roster else "  (not on the roster)")
@@ -467,7 +482,16 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                        ungraded=tuple(str(u) for u in ungraded_files(course, a, results, student)),
                        not_submitted=() if student else tuple(s for s in course.roster() if s not in graded),
                        gradebook_changes=book.gradebook.created, committing=tuple(committing),
-                       unreadable=tuple(unreadable.values()))
+                       unreadable=tuple(unreadable.values()),
+                       standing_reviews=tuple(standing))
+
+
+def _reviewed(course: Course, a: Assignment, sid: str) -> bool:
+    """Whether the gradebook may hold a person's review of the student's earlier submission (then a
+    one-student command waits for the commit, to report it): True unless a plain read says no."""
+    from .reporting.gradebook_sql import has_person_review
+
+    return has_person_review(course, a.name, sid) is not False
 
 
 def _greeted(early: Sequence[StartedWorker], course: Course, a: Assignment, *, insecure: bool, version: str,

@@ -9,8 +9,13 @@ copies the submission's notebooks into autograded/ for the formgrader, annotated
 the gradebook holds a person's overrides or comments for them (api.gradebook_side_outputs):
 
     writer -> {"op": "open", "created": [...]}              or {"op": "failed", "message"}
-    driver -> {"op": "record", "copy_from": null | "<submission folder>"} + <result_to_dict>   (attached: batch.wire)
-    writer -> {"op": "recorded", "student", "error": null | "<why>", "output_errors": [...]}
+    driver -> {"op": "record", "copy_from": null | "<submission folder>", "resubmitted": bool}
+              + <result_to_dict>   (attached: batch.wire)
+    writer -> {"op": "recorded", "student", "error": null | "<why>", "output_errors": [...], "warnings": [...]}
+
+`resubmitted` (a submission whose content changed since it was last graded) asks the writer for a
+warning when the gradebook still holds a TA's overrides, extra credit or comments from the earlier
+submission (reporting.review.resubmission_warning), which nbgrader keeps on a regrade.
     driver -> {"op": "done"}                                 (then the writer exits)
 
 The driver takes the course's gradebook lock (reporting.gradebook.acquire_gradebook_lock) and
@@ -75,6 +80,7 @@ class Recorded:
     student: str
     error: str | None = None                 # why the grades were not committed (rolled back), or None
     output_errors: tuple[str, ...] = ()      # "<student>: <why>" for its files that could not be written
+    warnings: tuple[str, ...] = ()           # "<student>: ..." a TA should know (a resubmission's standing review)
 
 
 @dataclass(frozen=True)
@@ -124,12 +130,13 @@ class GradebookProcess:
         conn.sock.settimeout(OPEN_SECONDS)
         self._conn = conn
 
-    def record(self, result: SubmissionResult, *, copy_from: Path | None = None, encoded: bytes | None = None
-               ) -> None:
+    def record(self, result: SubmissionResult, *, copy_from: Path | None = None, encoded: bytes | None = None,
+               resubmitted: bool = False) -> None:
         """Queue one result for the gradebook (returns without waiting for the commit); with
         `copy_from` (the submission folder), the formgrader copy is written too. `encoded`, when
         given, is `result_to_dict(result)` already encoded by batch.wire (as a worker sent it): it is
-        sent as it is."""
+        sent as it is. `resubmitted`: the submission changed since it was last graded (its
+        acknowledgement then warns of a TA's review still standing from the earlier one)."""
         if self._gone:                          # checked first: a writer that stopped has no connection left
             self._ack(Recorded(result.student, self._gone))
             return
@@ -137,7 +144,8 @@ class GradebookProcess:
             raise RuntimeError("GradebookProcess used before start()")
         self._waiting.append(result.student)
         try:
-            self._conn.send({"op": "record", "copy_from": str(copy_from) if copy_from is not None else None},
+            self._conn.send({"op": "record", "copy_from": str(copy_from) if copy_from is not None else None,
+                             "resubmitted": resubmitted},
                             attached=encoded if encoded is not None else dumps(result_to_dict(result)))
         except OSError:                         # it is gone: what it said before it went (why it stopped)
             self._conn.sock.settimeout(LAST_WORDS_SECONDS)
@@ -172,7 +180,8 @@ class GradebookProcess:
             student = self._waiting.popleft()
             error = msg.get("error")
             self._ack(Recorded(student, None if error is None else str(error),
-                               tuple(str(e) for e in msg.get("output_errors", ()))))
+                               tuple(str(e) for e in msg.get("output_errors", ())),
+                               tuple(str(w) for w in msg.get("warnings", ()))))
 
     def _ack(self, ack: Recorded) -> None:
         self._acks.append(ack)
@@ -426,6 +435,7 @@ def serve(fd: int, course_dir: str, assignment_name: str) -> int:
     from ..api import gradebook_side_outputs
     from ..config import load_course
     from ..reporting.gradebook import GradebookWriter
+    from ..reporting.review import resubmission_warning
 
     conn = Connection.from_fd(fd)
     try:
@@ -458,7 +468,9 @@ def serve(fd: int, course_dir: str, assignment_name: str) -> int:
             review = writer.review(result.student) if error is None else None
             folder = Path(msg["copy_from"]) if msg.get("copy_from") else None
             written = gradebook_side_outputs(course, assignment, result.student, folder, result, review)
-            conn.send({"op": "recorded", "student": result.student, "error": error, "output_errors": written})
+            standing = resubmission_warning(review) if review is not None and msg.get("resubmitted") else None
+            conn.send({"op": "recorded", "student": result.student, "error": error, "output_errors": written,
+                       "warnings": [standing] if standing else []})
     finally:
         writer.__exit__(None, None, None)
     return 0

@@ -79,9 +79,27 @@ def submission_hash(folder: Path) -> str:
     return digest.hexdigest()
 
 
+KEY_SEPARATOR = "/"
+
+
 def grading_key(graders: str, submission: str, *, seed: int, on_roster: bool,
                 isolation: tuple[str, ...] = ()) -> str:
-    """The key stored with a result: equal keys mean grading again would give the same result."""
+    """The key stored with a result: equal keys mean grading again would give the same result. It
+    ends with the submission's own hash (`submission_of`), so a later run can tell a new submission
+    from the same one graded again under other graders (a course.yml change, --force)."""
     text = (f"graders {graders}\0submission {submission}\0seed {seed}\0roster {on_roster}"
             f"\0isolation {','.join(sorted(isolation))}")
-    return hashlib.sha256(text.encode()).hexdigest()
+    return f"{hashlib.sha256(text.encode()).hexdigest()}{KEY_SEPARATOR}{submission}"
+
+
+def submission_of(key: str) -> str:
+    """The submission hash a grading key ends with ("" for a key without one)."""
+    _, sep, submission = key.partition(KEY_SEPARATOR)
+    return submission if sep else ""
+
+
+def resubmitted(before: str, now: str) -> bool:
+    """Whether the submission graded under key `now` differs from the one graded under `before` (False
+    when either key does not tell: empty, or written before keys held the submission hash)."""
+    old, new = submission_of(before), submission_of(now)
+    return bool(old and new) and old != new

@@ -358,3 +358,31 @@ class SqlGradebook:
                                        (name, of_snb[snb])).fetchone()
             out.append((comment_problem(self.assignment, name, (source and source[0]) or ""), text.strip()))
         return tuple(out)
+
+
+def has_person_review(course: Course, assignment: str, student: str) -> bool | None:
+    """Whether the gradebook holds, for `student`'s submission of `assignment`, anything a person set
+    (a manual score, extra credit, a comment), read with plain SQL without taking the course's lock;
+    None when it cannot tell (not an SQLite gradebook of nbgrader's schema, or busy)."""
+    path = sqlite_path(course.gradebook_url)
+    if path is None or not path.is_file():
+        return None
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return None
+    submitted = ("JOIN submitted_notebook sn ON sn.id = {0}.notebook_id "
+                 "JOIN submitted_assignment sa ON sa.id = sn.assignment_id "
+                 "JOIN assignment a ON a.id = sa.assignment_id "
+                 "WHERE a.name = ? AND a.course_id = ? AND sa.student_id = ?")
+    ids = (assignment, course.course_id, student)
+    try:
+        found = conn.execute(
+            f"SELECT 1 FROM grade g {submitted.format('g')} AND (g.manual_score IS NOT NULL OR "
+            f"COALESCE(g.extra_credit, 0) != 0) UNION ALL SELECT 1 FROM comment c {submitted.format('c')} "
+            f"AND TRIM(COALESCE(c.manual_comment, '')) != '' LIMIT 1", ids + ids).fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return found is not None

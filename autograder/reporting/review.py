@@ -49,3 +49,30 @@ class Review:
     @property
     def changed(self) -> bool:
         return any(p.overridden for p in self.problems) or bool(self.comments)
+
+
+def resubmission_warning(review: Review) -> str | None:
+    """The line telling a TA that what people set in the gradebook on a student's earlier submission
+    (an override, extra credit, a comment) still stands on the new one `review` was committed for
+    (its auto scores the new submission's), or None when nothing was set. nbgrader keeps them on a
+    regrade, as it should; the TA decides whether they still apply."""
+    scores = [p for p in review.problems if p.manual_score is not None and p.manual_score != p.auto_score]
+    extra = [p for p in review.problems if p.extra_credit]
+    items = []
+    if scores:
+        each = [f"{p.problem} ({p.manual_score:g} of {p.max_score:g}; the autograder now gives "
+                f"{'none' if p.auto_score is None else format(p.auto_score, 'g')})" for p in scores]
+        items.append(f"a TA's score{'s' if len(scores) > 1 else ''} for {_joined(each)}")
+    if extra:
+        items.append(f"extra credit on {_joined([f'{p.problem} ({p.extra_credit:+g})' for p in extra])}")
+    if review.comments:
+        items.append("a comment" if len(review.comments) == 1 else f"{len(review.comments)} comments")
+    if not items:
+        return None
+    one = len(scores) + len(extra) + len(review.comments) == 1
+    return (f"{review.student}: {_joined(items)} {'was' if one else 'were'} set on an earlier submission and "
+            f"still {'stands' if one else 'stand'}: review {'it' if one else 'them'} in formgrader")
+
+
+def _joined(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

@@ -1,0 +1,65 @@
+"""A TA's overrides and comments on a submission stay in the gradebook when the student submits again
+(nbgrader keeps a person's grades on a regrade): `course autograde` says so, once per student, when the
+submission's content changed, and not when the same files are graded again."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.layout import CourseLayout
+from tests.conftest import course_with_students
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+A = "transformer-block"
+COMMENT = "Divide by the root of the mean of squares."
+WARNING = ("WARNING: ada: a TA's score for rms_norm (4 of 5; the autograder now gives 5) and a comment were set on "
+           "an earlier submission and still stand: review them in formgrader")
+
+
+def _course_cmd(course: Path, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", *args, "--course-dir", str(course)],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")])))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _override(course: Path, sid: str) -> None:
+    """As a TA saves them in formgrader: rms_norm's score set to 4 of 5, a comment on its solution cell."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+        grade = gb.find_grade("test_rms_norm", A, A, sid)
+        assert grade.auto_score == 5.0
+        grade.manual_score = 4.0
+        gb.find_comment("rms_norm_solution", A, A, sid).manual_comment = COMMENT
+        gb.db.commit()
+
+
+def test_a_resubmission_warns_of_the_ta_review_that_still_stands(tmp_path):
+    """After a TA's override and comment, does grading ada's changed submission (a newer timestamp.txt; a
+    one-student run, which would commit in the background) print one WARNING line naming them while the
+    gradebook keeps them, and do `--force` on the same files and a student without any review print none?"""
+    course = course_with_students(tmp_path / "course", ("ada", "alan"))
+    _course_cmd(course, "release", A)
+    _course_cmd(course, "autograde", A)
+    _override(course, "ada")
+    (CourseLayout(course).submission("ada", A) / "timestamp.txt").write_text("2026-12-13 09:30:00.000000 UTC")
+    (CourseLayout(course).submission("alan", A) / "timestamp.txt").write_text("2026-12-13 09:30:00.000000 UTC")
+    out = _course_cmd(course, "autograde", A, "--student", "ada")
+    assert [line for line in out.splitlines() if "WARNING" in line] == [WARNING], out
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+        grade = gb.find_grade("test_rms_norm", A, A, "ada")
+        assert (grade.auto_score, grade.manual_score, grade.needs_manual_grade) == (5.0, 4.0, True)
+        assert gb.find_comment("rms_norm_solution", A, A, "ada").manual_comment == COMMENT
+    again = _course_cmd(course, "autograde", A, "--student", "ada", "--force")
+    assert "graded    ada" in again and "WARNING" not in again, again
+    alan = _course_cmd(course, "autograde", A)
+    assert "graded    alan" in alan and "WARNING" not in alan, alan
