@@ -641,6 +641,37 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
     return FeedbackReport(a.name, tuple(written), tuple(not_graded), tuple(no_secret), tuple(errors))
 
 
+def refresh_pages(course: Course, a: Assignment, students: Iterable[str]) -> list[str]:
+    """For `nbgrader release_feedback`: each student's page (of those graded) written afresh, as
+    `course feedback` writes it, when it no longer is the page of their results.json and the gradebook
+    (a TA changed an override or comment since); returns a line for each page written or that could
+    not be checked (released as it is)."""
+    from .reporting.feedback import feedback_filename, render_feedback
+    from .reporting.gradebook import open_gradebook, read_review
+
+    lines = []
+    with open_gradebook(course) as gb:
+        for sid in students:
+            stored = _stored_result(course, a, sid)
+            if stored is None:
+                continue
+            result = stored[0]
+            page = course.layout.feedback(sid, a.name) / feedback_filename(result)
+            try:
+                review = read_review(gb, a, sid)
+                if _holds(page, render_feedback(result, a, review).encode("utf-8")):
+                    continue
+                _feedback_folder(course, a, sid, result, review)
+            except Exception as exc:  # noqa: BLE001 - that page is released as it is, and said so
+                lines.append(f"{sid}: {course.layout.relative(page)} could not be checked against the gradebook "
+                             f"({type(exc).__name__}: {exc}), so it is released as it is; run `course feedback "
+                             f"{a.name} --student {sid}` and release again".splitlines()[0][:500])
+                continue
+            lines.append(f"{sid}: {course.layout.relative(page)} was not the page of results.json and the "
+                         f"gradebook (changed since `course feedback`): written afresh before release")
+    return lines
+
+
 @dataclass(frozen=True)
 class DoctorReport:
     """What `course doctor` found: each isolation layer with whether it applied, and why not."""

@@ -21,7 +21,9 @@ sets, from course.yml:
   `--CourseCsvExport.lms=canvas` or `moodle`: one row per student, as that LMS's grade import reads it);
 - `ExchangeFactory.release_feedback = CourseReleaseFeedback`: `nbgrader release_feedback` leaves out,
   naming each, the students whose submission did not come through the exchange (no
-  `submission_secret.txt`), instead of stopping at the first of them.
+  `submission_secret.txt`), instead of stopping at the first of them; and first writes afresh (a
+  warning line each) the pages that are no longer those of results.json and the gradebook (a TA
+  changed a score or comment after `course feedback`), so a student never gets an older page.
 """
 from __future__ import annotations
 
@@ -399,12 +401,17 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
     folder, each student whose feedback folder has no `submission_secret.txt` or `timestamp.txt`
     (a submission put in submitted/ by hand, not through `nbgrader submit`: the exchange has no way
     to hand it back). nbgrader's own stops at the first such student with a FileNotFoundError, and
-    the students its folder listing reaches after that get nothing."""
+    the students its folder listing reaches after that get nothing.
+
+    The pages it releases are first checked against results.json and the gradebook, and one a TA
+    made out of date (an override or comment changed after `course feedback`) is written afresh, with
+    a warning naming it: nbgrader releases the files of feedback/ as they are."""
 
     def copy_files(self) -> None:
         before = self.coursedir.student_id_exclude
         excluded = {s for s in (before or "").split(",") if s}
         skipped = []
+        released: dict[str, list[str]] = {}                       # assignment -> students
         for page_folder in sorted(glob.glob(self.src_path)):      # feedback/<student or *>/<assignment>
             student = os.path.basename(os.path.dirname(page_folder.rstrip(os.sep)))
             if student in excluded or not glob.glob(os.path.join(glob.escape(page_folder), "*.html")):
@@ -416,11 +423,32 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
                 self.log.warning("%s: no %s (not submitted through nbgrader's exchange), so its feedback cannot "
                                  "be released; left out", os.path.relpath(page_folder, self.coursedir.root),
                                  " or ".join(missing))
+            else:
+                released.setdefault(os.path.basename(page_folder.rstrip(os.sep)), []).append(student)
+        for line in self._refreshed(released):
+            self.log.warning("%s", line)
         self.coursedir.student_id_exclude = ",".join(sorted(excluded | set(skipped)))
         try:
             super().copy_files()
         finally:
             self.coursedir.student_id_exclude = before
+
+    def _refreshed(self, released: dict[str, list[str]]) -> list[str]:
+        """The pages of `released` (assignment -> students) written afresh (api.refresh_pages)."""
+        from . import api
+
+        try:
+            course = load_course(self.coursedir.root)
+        except CourseError as exc:
+            return [f"the pages cannot be checked against the gradebook ({exc}); released as they are"]
+        lines = []
+        for name, students in released.items():
+            try:
+                lines += api.refresh_pages(course, course.assignment(name), students)
+            except CourseError as exc:
+                lines.append(f"{name}: the pages cannot be checked against the gradebook ({exc}); released as "
+                             f"they are")
+        return lines
 
 
 def config_problems(course: Course) -> list[str]:

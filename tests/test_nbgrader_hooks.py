@@ -223,38 +223,82 @@ def test_export_and_feedback_warn_of_grades_taken_while_a_grader_failed(tmp_path
     _warns(folder, None)
 
 
-def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_exchange(tmp_path):
-    """When one student's notebook was put in submitted/ by hand (no submission_secret.txt), does `nbgrader
-    release_feedback` release everyone else's page and name that student's folder in a warning, instead of
-    stopping at them with a FileNotFoundError?"""
-    import os
+def _graded_with_an_exchange(tmp_path, students: tuple[str, ...], through_exchange: tuple[str, ...]):
+    """A course of `students` with an exchange, graded by `course autograde`; those `through_exchange`
+    have the submission_secret.txt that `nbgrader submit` leaves."""
     import subprocess
     import sys
-    from pathlib import Path
 
     from conftest import course_with_students
 
-    folder = course_with_students(tmp_path / "course", ("ada", "alan", "grace"))
+    folder = course_with_students(tmp_path / "course", students)
     layout = CourseLayout(folder)
-    for sid in ("ada", "grace"):                      # as `nbgrader submit` leaves it
+    for sid in through_exchange:
         (layout.submission(sid, "transformer-block") / "submission_secret.txt").write_text(f"secret-{sid}")
     config = folder / "course.yml"
     config.write_text(config.read_text() + "exchange: ../exchange\n")
     (tmp_path / "exchange").mkdir()
     (tmp_path / "exchange").chmod(0o777)              # nbgrader's exchange is writable by all
+    for args in (("release",), ("autograde",)):
+        done = subprocess.run([sys.executable, "-m", "autograder.cli", *args, "transformer-block", "--course-dir",
+                               str(folder)], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+    return folder
+
+
+def _release_feedback(folder):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
-    graded = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir",
-                             str(folder)], capture_output=True, text=True, timeout=600)
-    assert graded.returncode == 0, graded.stdout + graded.stderr
     proc = subprocess.run([str(bin_dir / "nbgrader"), "release_feedback", "transformer-block"], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    warnings = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
+    return [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
+
+
+def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_exchange(tmp_path):
+    """When one student's notebook was put in submitted/ by hand (no submission_secret.txt), does `nbgrader
+    release_feedback` release everyone else's page and name that student's folder in a warning, instead of
+    stopping at them with a FileNotFoundError?"""
+    folder = _graded_with_an_exchange(tmp_path, ("ada", "alan", "grace"), ("ada", "grace"))
+    layout = CourseLayout(folder)
+    warnings = _release_feedback(folder)
     alan = layout.relative(layout.feedback("alan", "transformer-block"))
     assert len(warnings) == 1 and f"{alan}: no submission_secret.txt" in warnings[0]
     released = sorted((tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK).iterdir())
     assert len(released) == 2 and all(p.suffix == ".html" for p in released)
+
+
+def test_release_feedback_writes_afresh_a_page_older_than_the_gradebook(tmp_path):
+    """When a TA overrides a score and comments in formgrader after `course feedback`, and runs `nbgrader
+    release_feedback` without `course feedback` again, is the released page the one with the override and
+    comment (written afresh, with one warning line naming the student's page), and the next release silent?"""
+    from nbgrader.api import Gradebook
+
+    from autograder import api
+
+    folder = _graded_with_an_exchange(tmp_path, ("ada", "alan"), ("ada", "alan"))
+    api.feedback(folder, "transformer-block")
+    with Gradebook(f"sqlite:///{folder / 'gradebook.db'}", "dl-attention") as gb:
+        gb.find_grade("test_rms_norm", "transformer-block", "transformer-block", "ada").manual_score = 4.0
+        gb.find_comment("rms_norm_solution", "transformer-block", "transformer-block", "ada").manual_comment = \
+            "Divide by the root of the mean of squares."
+        gb.db.commit()
+    page = CourseLayout(folder).feedback("ada", "transformer-block") / "transformer-block.html"
+    assert "Divide by the root" not in page.read_text(encoding="utf-8")
+    warnings = _release_feedback(folder)
+    assert len(warnings) == 1 and warnings[0].endswith(
+        "ada: feedback/ada/transformer-block/transformer-block.html was not the page of results.json and the "
+        "gradebook (changed since `course feedback`): written afresh before release"), warnings
+    exchange = tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK
+    released = {p.read_text(encoding="utf-8") for p in exchange.iterdir()}
+    ada = [text for text in released if "Divide by the root of the mean of squares." in text]
+    assert len(released) == 2 and len(ada) == 1 and "Your instructor set the score to 4 of 5 points" in ada[0]
+    assert _release_feedback(folder) == []
 
 
 def test_export_warns_of_an_assignment_the_gradebook_has_and_course_yml_does_not(course_copy):
