@@ -201,7 +201,11 @@ def read(cls: type, data: Any, path: str = "", *, base: Any = None, given: Mappi
          parent: Scope | None = None) -> Any:
     """An instance of dataclass `cls` from the YAML mapping `data` at key path `path`."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{path or 'top level'}: expected a mapping, got {show(data)}")
+        hint = ""
+        if isinstance(data, (int, float)) and not isinstance(data, bool) and \
+                "points" in {f.name for f in dataclasses.fields(cls)}:
+            hint = f" (a problem's points go under its name: `{path.rsplit('.', 1)[-1]}: {{points: {show(data)}}}`)"
+        raise ConfigError(f"{path or 'top level'}: expected a mapping, got {show(data)}{hint}")
     return Scope(cls, data, path, base=base, given=given, parent=parent).build()
 
 

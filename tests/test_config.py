@@ -209,6 +209,9 @@ def test_config_invalid_yaml_names_the_line(tmp_path):
      "assignments[0].extensions.ada.days: expected a number >= 0, got -1"),
     (mutate("assignments.0.extensions", {"ada": {"weeks": 1}}), "assignments[0].extensions.ada.weeks: unknown key"),
     (mutate("assignments.0.extensions", ["ada"]), "assignments[0].extensions: expected a mapping, got a list"),
+    (mutate("assignments.0.problems.silu", 4),
+     "assignments[0].problems.silu: expected a mapping, got 4 (a problem's points go under its name: "
+     "`silu: {points: 4}`)"),
     (mutate("sandbox_cpus", "sometimes"), 'sandbox_cpus: expected one of spread, off, got "sometimes"'),
 ])
 def test_config_bad_file_names_the_key_path(tmp_path, data, expected):
