@@ -200,11 +200,10 @@ def _refusal(course: Course, folder: Path) -> str | None:
 
 
 def _unreadable(course: Course, folder: Path) -> str | None:
-    """Why the grader cannot read a submission folder it can reach (its own permissions, a failing
-    disk), or None: the folder cannot be listed, or one of its notebooks or its timestamp.txt cannot
-    be opened. Grading it would score a student 0 for the machine's fault, so it is not graded. A
-    link or a folder that is not one is the student's matter (`_refusal`), and a file that opens is
-    read as usual; nothing is read here."""
+    """"<path> could not be read (<why>)" when the grader cannot read a submission folder it can reach
+    (permissions, a failing disk), or None: the folder cannot be listed, or one of its notebooks or
+    its timestamp.txt cannot be opened. A link or a folder that is not one is the student's matter
+    (`_refusal`), and a file that opens is read as usual; nothing is read here."""
     try:
         if not stat.S_ISDIR(os.lstat(folder).st_mode):
             return None
@@ -225,11 +224,28 @@ def _unreadable(course: Course, folder: Path) -> str | None:
 
 
 def _not_read(course: Course, folder: Path, path: Path, exc: OSError) -> str:
-    """The line for a submission the grader cannot read."""
-    relative = course.layout.relative
-    return (f"{relative(path)} could not be read ({exc.strerror or exc}), so {relative(folder)} was not graded "
-            f"and its student's earlier grades stand; make it readable to the grader and run `course autograde` "
-            f"again")
+    return f"{course.layout.relative(path)} could not be read ({exc.strerror or exc})"
+
+
+def _split_unreadable(course: Course, a: Assignment, todo: list[tuple[str, Path]],
+                      log: Log) -> dict[str, str]:
+    """The students of `todo` whose submission the grader cannot read (`_unreadable`) and who have an
+    earlier result: student -> the line naming the file. They are not graded, so a 0 for a file
+    nobody could read (the machine's permissions, more likely than not) never replaces their grades.
+    One without an earlier result is graded as before (0, the reason on their page: the student may
+    have made it so), with a WARNING for the TA."""
+    kept = {}
+    for sid, folder in todo:
+        why = _unreadable(course, folder)
+        if why is None:
+            continue
+        if _stored_result(course, a, sid) is not None:
+            kept[sid] = (f"{why}, so {course.layout.relative(folder)} was not graded and its student's earlier "
+                         f"grades stand; make it readable to the grader and run `course autograde` again")
+        else:
+            log(f"WARNING: {sid}: {why}; graded 0 with that reason on their page (if the grader's permissions "
+                f"are at fault, fix them and run `course autograde` again)")
+    return kept
 
 
 def _check_grader_files(course: Course, a: Assignment) -> None:
@@ -300,9 +316,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         course = load_course(course_dir)
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
-        # a folder or file the grader itself cannot read is the machine's problem, not the student's:
-        # not graded (their earlier grades stand), named, and the batch exits 1
-        unreadable = {sid: why for sid, folder in todo if (why := _unreadable(course, folder))}
+        # a folder or file the grader cannot read: earlier grades stand, named, and the batch exits 1
+        unreadable = _split_unreadable(course, a, todo, log)
         todo = [(sid, folder) for sid, folder in todo if sid not in unreadable]
         require_release(course, a)                       # as `course validate` refuses it
         _check_grader_files(course, a)

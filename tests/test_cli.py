@@ -218,6 +218,30 @@ def test_cli_a_submission_the_grader_cannot_read_is_not_graded_and_its_grades_st
         {k: v for k, v in outputs.items() if "katherine" in k}
 
 
+def test_cli_an_unreadable_first_submission_is_graded_with_its_reason_and_named_to_the_ta(tmp_path):
+    """When the grader cannot read the notebook of a student with no earlier result (a student may
+    submit it so), is it graded 0 with the reason on their page, as any unusable file is, the batch
+    exiting 0, and is the TA told in a WARNING line naming the file?"""
+    import os
+
+    folder = course_with_students(tmp_path / "course", ("ada", "katherine"))
+    notebook = CourseLayout(folder).submission("katherine", "transformer-block") / "transformer-block.ipynb"
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    notebook.chmod(0)
+    try:
+        proc = subprocess.run([*drop, sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                               "--course-dir", str(folder)], capture_output=True, text=True, timeout=300)
+    finally:
+        notebook.chmod(0o644)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shown = CourseLayout(Path()).submission("katherine", "transformer-block") / "transformer-block.ipynb"
+    assert f"WARNING: katherine: {shown} could not be read (Permission denied); graded 0 with that reason on " \
+           f"their page" in proc.stdout, proc.stdout
+    assert _scores(folder)["katherine"] == 0 and _scores(folder)["ada"] > 0
+    page = CourseLayout(folder).feedback("katherine", "transformer-block") / "transformer-block.html"
+    assert "could not be read" in page.read_text(encoding="utf-8")
+
+
 def test_cli_an_extension_for_no_student_is_named_and_the_batch_goes_on(tmp_path):
     """Does an extension in course.yml for an id that is neither on the roster nor among the submissions (a
     typo: the student meant then pays the late penalty) get a warning naming the key, while the batch
