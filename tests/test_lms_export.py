@@ -398,3 +398,38 @@ def test_a_student_without_a_submission_who_is_not_due_yet_is_named(lms):
         f"this assignment (--assignment)",)
     assert [r[-1] for r in got.records[-4:]] == ["1.0"] * 4          # the scores themselves are unchanged
     assert lms_table(lms, [(A, 100.0)], rows, roster, {}, now=ahead + dt.timedelta(seconds=1)).warnings == ()
+
+
+def test_canvas_name_with_points_possible_is_not_taken_for_the_points_row():
+    """Canvas takes any row whose first cell contains "Points Possible" for the points row: is a student so named
+    written with "Points possible", found by their SIS Login ID, with one warning naming them?"""
+    rows = [_row("pp", first="Points Possible", last="Smith"), _row("ok", first="Ada", last="Lovelace")]
+    got = lms_table("canvas", [(A, 100.0)], rows, {}, {})
+    assert [r[0] for r in got.records] == ["Student", "Points Possible", "Smith, Points possible", "Lovelace, Ada"]
+    assert got.records[2][3] == "pp"
+    named = [w for w in got.warnings if w.startswith("Student:")]
+    assert len(named) == 1 and "the name of pp contains 'Points Possible'" in named[0], got.warnings
+
+
+@pytest.mark.parametrize("name", ['Jr\\", Smith', "Smith, Jr\\"])
+def test_moodle_names_php_would_misread_are_written_with_slashes(name):
+    """Moodle reads the file with PHP's fgetcsv, whose escape is a backslash: is a quoted name with a backslash
+    before a quote or at its end written with '/' for it (the row then has as many cells as the header), with a
+    warning, while a backslash PHP reads right stays?"""
+    rows = [_row("odd", last=name), _row("fine", last="Back\\slash, Ada")]
+    got = lms_table("moodle", [(A, 100.0)], rows, {}, {})
+    assert got.records[1][1] == name.replace("\\", "/") and got.records[2][1] == "Back\\slash, Ada"
+    named = [w for w in got.warnings if w.startswith("Name:")]
+    assert len(named) == 1 and "the name of odd has a backslash" in named[0], got.warnings
+
+
+def test_moodle_identifiers_php_would_misread_are_refused():
+    """Is a Username PHP would misread an ExportError naming the student, and such an email left out with a
+    warning?"""
+    rows = [_row("ada", email='ada"\\"@e.edu'), _row("bob", email="bob@e.edu")]
+    got = lms_table("moodle", [(A, 100.0)], rows, {}, {})
+    assert "Email address" not in got.records[0]
+    assert any(w.startswith("Email address: left out of the Moodle file, since ada has a backslash") for w in
+               got.warnings), got.warnings
+    with pytest.raises(ExportError, match=r"^Username: ada has a backslash before a quote"):
+        lms_table("moodle", [(A, 100.0)], rows, {"ada": RosterStudent("ada", sis_login_id="a,b\\")}, {})

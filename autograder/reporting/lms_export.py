@@ -39,7 +39,18 @@ creates new assignments; Moodle: `grade/import/csv/classes/load_data.php`, `grad
   the site allows unlimited grades), so a warning names each assignment out of other points.
 
 Both importers read UTF-8, with or without a byte-order mark (Moodle removes it; Canvas finds
-`Student` within the first header cell), and quoted fields holding commas, quotes or newlines.
+`Student` within the first header cell), and quoted fields holding commas, quotes or newlines. Two
+readings differ from the CSV the file is written as:
+- Canvas takes any row whose first cell contains `Points Possible` (that case) for the points row, so a
+  student whose name contains it would be no row at all and their grades would become the points of new
+  assignments: the name is written with `Points possible` (Canvas finds the row by its SIS Login ID,
+  never empty) and a warning names the student.
+- Moodle reads the file with PHP's `fgetcsv`, whose escape character is a backslash: inside a quoted
+  field a backslash before a quote keeps the quote from closing it, so a field written quoted with a
+  backslash before a quote or at its end swallows the cells after it, and Moodle refuses the file
+  for its uneven rows (`php_misreads`). A name (never matched on) is written with `/` for its
+  backslashes and a warning; `Username` stops the export (`ExportError`); `ID number` and `Email
+  address` are left out, as for a shared value.
 Scores are plain decimals (`number`: "0.00005", never "5e-05"). A student in the gradebook but not
 on a roster the course has gets the gradebook's name (and email) and their student id as the login;
 a warning says so, since the LMS matches them only if that is their login, and tells how to take out
@@ -108,19 +119,19 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
         who = roster.get(sid) or RosterStudent(sid)
         login = who.sis_login_id or sid
         if lms == "canvas":
-            ids = {"Student": spreadsheet_text(canvas_name(row)),
+            ids = {"Student": spreadsheet_text(canvas_name(row).replace(CANVAS_POINTS_ROW, "Points possible")),
                    "ID": (lms_ids.get(sid) or who.lms_user_id).strip(), "SIS User ID": who.sis_user_id,
                    "SIS Login ID": login, "Section": spreadsheet_text(who.section)}
         else:
-            ids = {"First name": spreadsheet_text(str(row["first_name"] or "")),
-                   "Last name": spreadsheet_text(str(row["last_name"] or "")), "Username": login,
+            ids = {"First name": moodle_name(str(row["first_name"] or "")),
+                   "Last name": moodle_name(str(row["last_name"] or "")), "Username": login,
                    "ID number": who.sis_user_id, "Email address": str(row["email"] or "").strip()}
         for column, value in ids.items():
             columns.setdefault(column, []).append(value)
     sids = list(students)
     header = list(CANVAS_COLUMNS if lms == "canvas" else MOODLE_COLUMNS)
     login_problem(lms, sids, columns.get(LOGIN[lms], []))
-    warnings = []
+    warnings = list(filter(None, [name_warning(lms, sids, students)]))
     if lms == "moodle":
         for column in MOODLE_OPTIONAL:
             line = moodle_column_problem(column, sids, columns.get(column, []))
@@ -191,6 +202,11 @@ def login_problem(lms: str, sids: Sequence[str], logins: Sequence[str]) -> None:
         raise ExportError(f"Username: {listed(zero)} {'is' if len(zero) == 1 else 'are'} '0', which Moodle's import "
                           f"takes for no username (the row's grades would go to the student above it); no file "
                           f"written: give them a sis_login_id in the roster")
+    misread = [sid for sid, login in zip(sids, logins) if lms == "moodle" and php_misreads(login)]
+    if misread:
+        raise ExportError(f"Username: {listed(misread)} {'has' if len(misread) == 1 else 'have'} a backslash before "
+                          f"a quote or at the end of a quoted value, which Moodle's CSV reader takes for an escape "
+                          f"(the row's cells would run together); no file written: correct their sis_login_id")
 
 
 def moodle_column_problem(column: str, sids: Sequence[str], values: Sequence[str]) -> str | None:
@@ -198,6 +214,12 @@ def moodle_column_problem(column: str, sids: Sequence[str], values: Sequence[str
     two share one), or None."""
     missing = [sid for sid, value in zip(sids, values) if php_empty(value)]
     groups = shared_values(sids, values)
+    misread = [sid for sid, value in zip(sids, values) if php_misreads(value)]
+    if misread:
+        return (f"{column}: left out of the Moodle file, since {listed(misread)} "
+                f"{'has' if len(misread) == 1 else 'have'} a backslash before a quote or at the end of a quoted "
+                f"value, which Moodle's CSV reader takes for an escape (the row's cells would run together); "
+                f"map Username, or correct the roster's {ROSTER_FIELD[column]} column")
     if not missing and not groups:
         return None
     reasons, effects = [], []
@@ -298,6 +320,38 @@ def canvas_name(row: Mapping[str, Any]) -> str:
     or the student id."""
     last, first = str(row["last_name"] or ""), str(row["first_name"] or "")
     return ", ".join(n for n in (last, first) if n) or str(row["student_id"])
+
+
+def php_misreads(value: str) -> bool:
+    """Whether PHP's `fgetcsv` (Moodle's reader; escape character a backslash) reads `value` otherwise than
+    written by Python's csv writer: the writer encloses it in quotes (it holds a comma, a quote or a line
+    break) and a backslash stands before a quote in it or at its end, where the closing quote follows."""
+    quoted = any(c in value for c in ',"\r\n')
+    return quoted and ('\\"' in value or value.endswith("\\"))
+
+
+def moodle_name(text: str) -> str:
+    """A Moodle file's first or last name: as `spreadsheet_text`, with `/` for its backslashes where PHP
+    would misread them (`php_misreads`); Moodle's import never reads a name, so nothing is lost."""
+    text = text.replace("\\", "/") if php_misreads(text) else text
+    return spreadsheet_text(text)
+
+
+def name_warning(lms: str, sids: Sequence[str], students: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """One line naming the students whose name the file writes otherwise than the gradebook holds it so
+    the LMS reads the file right (`Points Possible` for Canvas, a backslash PHP misreads for Moodle), or None."""
+    if lms == "canvas":
+        changed = [sid for sid in sids if CANVAS_POINTS_ROW in canvas_name(students[sid])]
+        why = (f"contains '{CANVAS_POINTS_ROW}', which makes Canvas's import take a row for the points row; "
+               f"written with 'Points possible' (Canvas finds the row by its SIS Login ID)")
+    else:
+        changed = [sid for sid in sids if any(php_misreads(str(students[sid][key] or ""))
+                                              for key in ("first_name", "last_name"))]
+        why = ("has a backslash before a quote or at the end of a quoted value, which Moodle's CSV reader takes for "
+               "an escape; written with '/' for it (Moodle's import matches on Username, never on a name)")
+    if not changed:
+        return None
+    return f"{'Student' if lms == 'canvas' else 'Name'}: the name of {listed(changed)} {why}"
 
 
 def number(value: Any) -> str:
