@@ -177,6 +177,12 @@ def rms_norm_missing_gamma(x, gamma, eps=1e-6):
 
 # =========================================================================== heads
 # Reference split: (..., n, d) -> reshape (..., n, h, d_k) -> swap axes -> (..., h, n, d_k).
+# Like the reference, the attention variants take split_heads and merge_heads as keyword-only parameters,
+# the reference's by default: the engine also runs them on the student's own, so that an attention without
+# its scale that calls a split_heads interleaving the features is still named for the scale. A variant whose
+# mistake is a plain reshape in place of one of them takes both all the same and calls the other only.
+_SPLIT, _MERGE = ref.split_heads, ref.merge_heads
+
 
 def _split_reshape_only(x, n_heads):
     """(..., n, d) reshaped straight to (..., h, n, d_k): each 'head' gets a block of tokens."""
@@ -203,15 +209,22 @@ def _merge_interleaved(x):
     return np.moveaxis(x, -3, -1).reshape(*lead, n, h * d_k)       # (..., n, d)
 
 
-def _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *, split=ref.split_heads,
-               merge=ref.merge_heads, scale=lambda d_model, d_k: math.sqrt(d_k), softmax_axis=-1,
+@catalogue.shared
+def _heads(x, W, n_heads, split):
+    """x projected by W and cut into heads by `split`: (..., n, d) -> (..., h, n, d_k). Shared, so that
+    the variants of one check call a student's split_heads once per projection, not once per variant."""
+    return split(x @ W, n_heads)
+
+
+def _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *, split=_SPLIT, merge=_MERGE,
+               scale=lambda d_model, d_k: math.sqrt(d_k), softmax_axis=-1,
                masking="before_softmax", project_out=True, transpose_weights=False):
     """The reference attention with one knob turned; defaults reproduce the reference."""
     if transpose_weights:
         W_Q, W_K, W_V, W_O = W_Q.T, W_K.T, W_V.T, W_O.T
     d_model = x.shape[-1]
     d_k = d_model // n_heads
-    Q, K, V = (split(x @ W, n_heads) for W in (W_Q, W_K, W_V))      # (..., h, n, d_k)
+    Q, K, V = (_heads(x, W, n_heads, split) for W in (W_Q, W_K, W_V))   # (..., h, n, d_k)
     scores = Q @ np.swapaxes(K, -1, -2) / scale(d_model, d_k)       # (..., h, n, n)
     if mask is not None and masking == "before_softmax":
         scores = np.where(mask, scores, -np.inf)
@@ -236,8 +249,9 @@ def split_heads_reshape_without_transpose(x, n_heads):
     Your attention seems to split the heads by a plain reshape of (n, d_model) into
     (n_heads, n, d_k), which mixes tokens into the wrong heads. Split with split_heads, or reshape
     to (..., n, n_heads, d_k) and swap the token and head axes.""")
-def mha_reshape_without_transpose(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, split=_split_reshape_only)
+def mha_reshape_without_transpose(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                                  split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, split=_split_reshape_only, merge=merge_heads)
 
 
 @catalogue.mistake("merge_heads.reshape_without_transpose", hint="""
@@ -251,8 +265,9 @@ def merge_heads_without_transpose(x):
     Your attention seems to merge the heads by reshaping (n_heads, n, d_k) straight to
     (n, d_model), which interleaves tokens. Merge with merge_heads, or swap the head and token axes
     back before the reshape.""")
-def mha_merge_without_transpose(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, merge=_merge_reshape_only)
+def mha_merge_without_transpose(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                                split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, split=split_heads, merge=_merge_reshape_only)
 
 
 @catalogue.mistake("multi_head_attention.reshape_without_transpose_both_ways", hint="""
@@ -309,70 +324,89 @@ catalogue.add(LOWER_PRECISION, hint="""
 
 @catalogue.mistake("multi_head_attention.missing_scale", hint="""
     The attention scores seem unscaled. Divide Q K^T by sqrt(d_k) before the softmax.""")
-def mha_missing_scale(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, scale=lambda d, d_k: 1.0)
+def mha_missing_scale(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                      split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, scale=lambda d, d_k: 1.0,
+                      split=split_heads, merge=merge_heads)
 
 
 @catalogue.mistake("multi_head_attention.scale_by_d_k", hint="""
     The scores seem divided by d_k itself. Scale them by the square root of d_k.""")
-def mha_scale_by_d_k(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, scale=lambda d, d_k: d_k)
+def mha_scale_by_d_k(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                     split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, scale=lambda d, d_k: d_k,
+                      split=split_heads, merge=merge_heads)
 
 
 @catalogue.mistake("multi_head_attention.scale_by_d_model", hint="""
     The scores seem divided by d_model. Each head's dot products run over d_k features, so divide
     by sqrt(d_k).""")
-def mha_scale_by_d_model(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, scale=lambda d, d_k: d)
+def mha_scale_by_d_model(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                         split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, scale=lambda d, d_k: d,
+                      split=split_heads, merge=merge_heads)
 
 
 @catalogue.mistake("multi_head_attention.scale_by_sqrt_d_model", hint="""
     The scores seem divided by sqrt(d_model), the single-head scale. With several heads each dot
     product has only d_k terms: divide by sqrt(d_k) with d_k = d_model // n_heads.""")
-def mha_scale_by_sqrt_d_model(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, scale=lambda d, d_k: math.sqrt(d))
+def mha_scale_by_sqrt_d_model(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                              split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, scale=lambda d, d_k: math.sqrt(d),
+                      split=split_heads, merge=merge_heads)
 
 
 @catalogue.mistake("multi_head_attention.softmax_wrong_axis", hint="""
     The softmax seems to run down the columns of the score matrix (over queries). Normalise each
     query's row over the keys: softmax along the last axis.""")
-def mha_softmax_wrong_axis(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, softmax_axis=-2)
+def mha_softmax_wrong_axis(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                           split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, softmax_axis=-2,
+                      split=split_heads, merge=merge_heads)
 
 
 @catalogue.mistake("multi_head_attention.mask_inverted", hint="""
     Your mask seems inverted: True entries were blocked. In this assignment True means the query
     may attend to that key, so set the scores where the mask is False to -inf.""")
-def mha_mask_inverted(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, masking="inverted")
+def mha_mask_inverted(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                      split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, masking="inverted",
+                      split=split_heads, merge=merge_heads)
 
 
 @catalogue.mistake("multi_head_attention.mask_ignored", hint="""
     The mask argument seems to have no effect. Where mask is False, replace the score with -inf
     before the softmax.""")
-def mha_mask_ignored(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, None)
+def mha_mask_ignored(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                     split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, None, split=split_heads, merge=merge_heads)
 
 
 @catalogue.mistake("multi_head_attention.mask_after_softmax", hint="""
     The blocked weights seem zeroed after the softmax, so the remaining weights no longer sum to
     one. Apply the mask to the scores (set them to -inf) before the softmax.""")
-def mha_mask_after_softmax(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, masking="after_softmax")
+def mha_mask_after_softmax(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                           split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, masking="after_softmax",
+                      split=split_heads, merge=merge_heads)
 
 
 @catalogue.mistake("multi_head_attention.missing_output_projection", hint="""
     Your output looks like the merged heads without the output projection. Multiply the merged
     heads by W_O.""")
-def mha_missing_output_projection(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, project_out=False)
+def mha_missing_output_projection(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                                  split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, project_out=False,
+                      split=split_heads, merge=merge_heads)
 
 
 @catalogue.mistake("multi_head_attention.weights_transposed", hint="""
     The projections seem to use W.T, the nn.Linear convention. Here weights multiply from the
     right: Q = x @ W_Q, and likewise for K, V and the output.""")
-def mha_weights_transposed(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, transpose_weights=True)
+def mha_weights_transposed(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
+                           split_heads=_SPLIT, merge_heads=_MERGE):
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, transpose_weights=True,
+                      split=split_heads, merge=merge_heads)
 
 
 catalogue.add("multi_head_attention.softmax_overflow", hint="""
@@ -542,13 +576,16 @@ catalogue.add("silu.exp_overflow", hint="""
 
 
 # =========================================================================== swiglu_ffn
-# Reference: (silu(x W_gate) * (x W_up)) W_down.
+# Reference: (silu(x W_gate) * (x W_up)) W_down. The variants that call silu take it as a keyword-only
+# parameter, as the reference does, so that the engine also runs them on the student's own silu.
+_SILU = ref.silu
+
 
 @catalogue.mistake("swiglu_ffn.gate_on_up_branch", hint="""
     SiLU seems to be applied to the up branch instead of the gate branch. Use
     silu(x @ W_gate) * (x @ W_up).""")
-def swiglu_gate_on_up_branch(x, W_gate, W_up, W_down):
-    return ((x @ W_gate) * ref.silu(x @ W_up)) @ W_down
+def swiglu_gate_on_up_branch(x, W_gate, W_up, W_down, *, silu=_SILU):
+    return ((x @ W_gate) * silu(x @ W_up)) @ W_down
 
 
 @catalogue.mistake("swiglu_ffn.no_silu", hint="""
@@ -573,15 +610,15 @@ def swiglu_gelu_instead_of_silu(x, W_gate, W_up, W_down):
 @catalogue.mistake("swiglu_ffn.silu_on_both_branches", hint="""
     SiLU seems to be applied to both branches. Only the gate branch goes through silu; the up
     branch stays linear.""")
-def swiglu_silu_on_both_branches(x, W_gate, W_up, W_down):
-    return (ref.silu(x @ W_gate) * ref.silu(x @ W_up)) @ W_down
+def swiglu_silu_on_both_branches(x, W_gate, W_up, W_down, *, silu=_SILU):
+    return (silu(x @ W_gate) * silu(x @ W_up)) @ W_down
 
 
 @catalogue.mistake("swiglu_ffn.silu_after_product", hint="""
     SiLU seems to be applied after multiplying the two branches. Apply silu to the gate branch
     first, then multiply by the up branch.""")
-def swiglu_silu_after_product(x, W_gate, W_up, W_down):
-    return ref.silu((x @ W_gate) * (x @ W_up)) @ W_down
+def swiglu_silu_after_product(x, W_gate, W_up, W_down, *, silu=_SILU):
+    return silu((x @ W_gate) * (x @ W_up)) @ W_down
 
 
 # =========================================================================== count_block_params

@@ -1,7 +1,8 @@
 """The graders judge what students really write fairly: a function that is not SiLU earns none of
 silu's large-input points while SiLU in any correct form earns them all; a mask applied as float64
 numbers is caught in float32; a norm computed in float32 is named for that, not for a stage it never
-got wrong; a block's own mistake is named even when the layer_norm or attention it calls is wrong too;
+got wrong; a block's own mistake is named even when the layer_norm or attention it calls is wrong too,
+and so is an attention's on wrong split_heads or merge_heads and a SwiGLU's on a wrong silu;
 a block that gives its LayerNorms eps = 1e-6 is named for it, and only the float64 checks see it.
 
 No sandbox here: the release notebook's setup cell and the solutions, with the student's cell last,
@@ -251,3 +252,65 @@ def test_the_float32_check_of_the_block_cannot_see_the_layer_norms_eps():
             out = ref.pre_ln_block(x, params, h, mask, layer_norm=lambda z, g, b, eps=eps: ref.layer_norm(z, g, b, eps))
             worst = max(worst, float(np.max(np.abs(out - expected) / (tol["atol"] + tol["rtol"] * np.abs(expected)))))
     assert worst < 0.5, worst
+
+
+# --------------------------------------------------------------------------- attention, SwiGLU on wrong blocks
+# The same for the other two composites: a student's multi_head_attention calls their own split_heads and
+# merge_heads, their swiglu_ffn their own silu (softmax and gelu are given in the setup cell). A mistake of
+# the composite's own, on a wrong building block, is named as itself, not as a stage the block made fail.
+
+WRONG_HEADS = ["merge_heads.interleaved_features", "merge_heads.reshape_without_transpose",
+               "split_heads.interleaved_features", "split_heads.reshape_without_transpose"]
+# Attention's mistakes that leave the cutting and joining of heads to split_heads and merge_heads.
+ATTENTION_ON_HEADS = ["multi_head_attention.mask_after_softmax", "multi_head_attention.mask_ignored",
+                      "multi_head_attention.mask_inverted", "multi_head_attention.missing_output_projection",
+                      "multi_head_attention.missing_scale", "multi_head_attention.scale_by_d_k",
+                      "multi_head_attention.scale_by_d_model", "multi_head_attention.scale_by_sqrt_d_model",
+                      "multi_head_attention.softmax_wrong_axis", "multi_head_attention.weights_transposed"]
+# Attention's mistakes that cut or join the heads by a plain reshape of their own, calling the student's
+# other heads function, here wrong in another way. (With that one wrong by a plain reshape too, the
+# attention is the catalogued reshape both ways as written, and is named so.)
+ATTENTION_ON_ONE_HEADS_FUNCTION = [
+    ("multi_head_attention.reshape_without_transpose", "merge_heads.interleaved_features"),
+    ("multi_head_attention.merge_without_transpose", "split_heads.interleaved_features"),
+]
+WRONG_SILU = ["silu.relu", "silu.sigmoid_only", "silu.sign_flipped"]
+# SwiGLU's mistakes that still call silu (the others, a gate of no activation, sigmoid or gelu, do not).
+SWIGLU_ON_SILU = ["swiglu_ffn.gate_on_up_branch", "swiglu_ffn.silu_after_product", "swiglu_ffn.silu_on_both_branches"]
+
+
+def _named_as_on_right_blocks(session: GraderSession, problem: str, mistake_id: str, wrong: str) -> None:
+    """The student forms of `mistake_id` and of the wrong building block `wrong` in one notebook: does every
+    check of `problem` that fails name `mistake_id` and nothing else, or else name nothing (a check of a
+    property that names nothing either with the building blocks right), and does at least one name it?"""
+    failed = _failed(_checks(session, SEEDS[0], mistake_cell(wrong)[1], mistake_cell(mistake_id)[1]), problem)
+    named_on_right_blocks = {name for name, diagnoses in
+                             _failed(_checks(session, SEEDS[0], mistake_cell(mistake_id)[1]), problem).items()
+                             if diagnoses}
+    assert {d for diagnoses in failed.values() for d in diagnoses} == {mistake_id}, failed
+    assert all(failed[name] for name in failed if name in named_on_right_blocks), failed
+
+
+@pytest.mark.parametrize("wrong", WRONG_HEADS)
+@pytest.mark.parametrize("mistake_id", ATTENTION_ON_HEADS)
+def test_an_attention_mistake_on_wrong_heads_is_named_as_itself(session, mistake_id, wrong):
+    """An attention without its scale, with its mask inverted, ... calling a split_heads or merge_heads that
+    interleaves the features or reshapes without the transpose: is it named as that mistake, by every check
+    that names it with the heads right, and nothing else (no stage such as the heads or the output projection)?"""
+    _named_as_on_right_blocks(session, "multi_head_attention", mistake_id, wrong)
+
+
+@pytest.mark.parametrize(("mistake_id", "wrong"), ATTENTION_ON_ONE_HEADS_FUNCTION)
+def test_heads_cut_by_a_reshape_in_attention_on_the_other_wrong_heads_function_are_named_so(session, mistake_id, wrong):
+    """An attention that splits (or merges) its heads by a plain reshape of its own, calling a merge_heads
+    (or split_heads) that interleaves the features: is it named for its own reshape, and only that?"""
+    _named_as_on_right_blocks(session, "multi_head_attention", mistake_id, wrong)
+
+
+@pytest.mark.parametrize("wrong", WRONG_SILU)
+@pytest.mark.parametrize("mistake_id", SWIGLU_ON_SILU)
+def test_a_swiglu_mistake_on_a_wrong_silu_is_named_as_itself(session, mistake_id, wrong):
+    """A SwiGLU that gates the up branch, or applies silu after the product or to both branches, calling a
+    silu that is ReLU, the sigmoid alone or x * sigmoid(-x): is it named as that mistake, by every check that
+    names it with silu right, and nothing else (no stage such as the gate's activation or the up branch)?"""
+    _named_as_on_right_blocks(session, "swiglu_ffn", mistake_id, wrong)
