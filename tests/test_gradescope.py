@@ -1,7 +1,9 @@
 """`course gradescope`: the bundle's content, and run_autograder grading in a temporary /autograder.
 
-The bundle's run_autograder runs against this project's venv (setup.sh's apt-get and pip are not run
-here: its text is checked instead), with the engine bundled in the zip on its PYTHONPATH."""
+Most tests run the bundle's run_autograder against this project's venv, with the engine bundled in
+the zip on its PYTHONPATH. One (root only) runs the bundle as Gradescope does: setup.sh for real
+(apt-get, a fresh venv pip installed from PyPI), then run_autograder at its default paths, inside a
+bubblewrap container whose /autograder, /opt/course-autograder, /root and /tmp are temporary folders."""
 from __future__ import annotations
 
 import json
@@ -9,6 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -18,7 +22,8 @@ import yaml
 
 from autograder import gradescope
 from autograder.layout import EXAMPLES, INSTRUCTOR_CODE, MAX_ID_BYTES, ROSTER_FILE, STUDENT_STEPS, CourseLayout
-from conftest import ROOT, copy_course
+from autograder.sandbox.isolation import REQUIRED
+from conftest import ROOT, copy_course, course_with_students
 
 ASSIGNMENT, PACKAGE, NOTEBOOK = "transformer-block", "transformer_block", "transformer-block.ipynb"
 EXAMPLE = CourseLayout(ROOT / EXAMPLES)
@@ -254,3 +259,111 @@ def test_a_student_id_too_long_for_a_file_name_is_graded_under_the_email(built, 
     note = "graded as student 'ed@example.edu'"
     assert doc["output"].startswith("Your Student ID on Gradescope (") and note in doc["output"].splitlines()[0]
     assert f"longer than {MAX_ID_BYTES} bytes" in doc["output"] and note in proc.stdout
+
+
+# --------------------------------------------------------------------------- the bundle as Gradescope runs it
+
+STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"   # Ubuntu's, in Gradescope's image
+VENV_FOLDER = PurePosixPath(gradescope.DEFAULT_VENV).parent                       # /opt/course-autograder
+IMAGE_HIDDEN = ("proc", "dev", "tmp", "root", VENV_FOLDER.parts[1], PurePosixPath(gradescope.DEFAULT_ROOT).name)
+
+
+def in_container(image: Path, command: list[str], *, network: bool = True, venv_writable: bool = True) -> list[str]:
+    """`command` as Gradescope runs it in its container, as root, with the standard PATH, HOME=/root and
+    no other variable, in /autograder: bwrap with a new root (a tmpfs) holding the machine's own folders
+    except that /autograder is `image`/autograder, /opt/course-autograder `image`/opt, /root `image`/home
+    and /tmp a fresh tmpfs. The machine's /autograder, /opt and /root are never written: the new root's
+    mount points are made in its tmpfs. Without `network` the container has loopback only."""
+    opt = VENV_FOLDER
+    args = ["bwrap", "--die-with-parent", "--unshare-pid", "--tmpfs", "/"]
+    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
+        if entry.name in IMAGE_HIDDEN:
+            continue
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(entry.path), entry.path]
+        elif entry.is_dir():
+            args += ["--bind", entry.path, entry.path]
+        elif entry.is_file():
+            args += ["--ro-bind", entry.path, entry.path]
+    args += ["--dev-bind", "/dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", str(opt.parent)]
+    for entry in sorted(os.scandir(opt.parent) if os.path.isdir(opt.parent) else [], key=lambda e: e.name):
+        if entry.name != opt.name:
+            args += ["--bind", entry.path, entry.path]
+    args += ["--dir", str(opt), "--bind" if venv_writable else "--ro-bind", str(image / "opt"), str(opt),
+             "--dir", gradescope.DEFAULT_ROOT, "--bind", str(image / "autograder"), gradescope.DEFAULT_ROOT,
+             "--dir", "/root", "--bind", str(image / "home"), "/root", "--chdir", gradescope.DEFAULT_ROOT]
+    if not network:
+        args.append("--unshare-net")
+    return [*args, "--", "env", "-i", f"PATH={STANDARD_PATH}", "HOME=/root", *command]
+
+
+def machine_state() -> tuple[bool, list[str]]:
+    """What the container must leave alone: whether /autograder exists, and what /opt holds."""
+    opt = Path(VENV_FOLDER.parent)
+    return os.path.lexists(gradescope.DEFAULT_ROOT), sorted(os.listdir(opt)) if opt.is_dir() else []
+
+
+def image_parent() -> str | None:
+    """Where the image goes: the venv is about 600 MB in thousands of files, which a disk mounted with
+    `discard` takes most of a minute to delete; so in /dev/shm when it is a large enough tmpfs."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and shutil.disk_usage(shm).free > 4 * 2**30 else None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="setup.sh runs apt-get, as on Gradescope: root only (CI's first pass)")
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="setup.sh runs apt-get: a Debian or Ubuntu machine only")
+def test_setup_sh_and_run_autograder_grade_as_on_gradescope(tmp_path):
+    """Built as Gradescope builds its image (run_autograder copied to /autograder, `bash setup.sh` as
+    root: apt-get, a venv pip installed in /opt/course-autograder), does the bundle grade at its default
+    paths, without network and without writing to the venv, a correct notebook 100/100 and a weak one
+    exactly as `course autograde` here, in valid results.json? (About a minute, most of it pip.) Debian
+    stands in for Gradescope's Ubuntu; setup.sh's apt-get works on the machine's own packages (those CI
+    installs anyway), everything else on temporary folders, removed at the end."""
+    students = ("ada", "barbara")                       # all correct; two mistakes (83.82)
+    course = CourseLayout(course_with_students(tmp_path / "course", students))
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT, "--course-dir",
+                           str(course.root), "--wait"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    local = {s: json.loads(course.results_json(s, ASSIGNMENT).read_text()) for s in students}
+    assert local["ada"]["score"] == local["ada"]["max_score"] > local["barbara"]["score"] > 0
+    bundle = gradescope.build_bundle(course.root, ASSIGNMENT, to=tmp_path / "autograder.zip")
+
+    before = machine_state()
+    with tempfile.TemporaryDirectory(prefix="course-gradescope-image-", dir=image_parent()) as folder:
+        image = Path(folder)
+        root = autograder_root(image, bundle)
+        shutil.copy2(root / gradescope.SOURCE / "run_autograder", root / "run_autograder")  # as Gradescope's build
+        (image / "opt").mkdir()
+        (image / "home").mkdir()
+        started = time.monotonic()
+        setup = subprocess.run(in_container(image, ["bash", f"{gradescope.DEFAULT_ROOT}/{gradescope.SOURCE}/setup.sh"]),
+                               capture_output=True, text=True, timeout=1500)
+        took = time.monotonic() - started
+        assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+        assert "course autograde will grade on this machine." in setup.stdout, setup.stdout[-3000:]
+        assert (image / "opt" / "venv" / "bin" / "python").exists()
+        print(f"setup.sh: {took:.0f} s")
+
+        for student in students:
+            for folder_name in (gradescope.SUBMISSION, gradescope.RESULTS, gradescope.WORK):
+                shutil.rmtree(root / folder_name, ignore_errors=True)
+            (root / gradescope.SUBMISSION).mkdir()
+            (root / gradescope.RESULTS).mkdir()
+            shutil.copy(course.submission(student, ASSIGNMENT) / NOTEBOOK, root / gradescope.SUBMISSION / NOTEBOOK)
+            (root / gradescope.METADATA).write_text(json.dumps(
+                {"id": 1, "users": [{"email": f"{student}@example.edu", "id": 7, "name": student, "sid": student}]}))
+            started = time.monotonic()
+            run = subprocess.run(in_container(image, [f"{gradescope.DEFAULT_ROOT}/run_autograder"], network=False,
+                                              venv_writable=False), capture_output=True, text=True, timeout=600)
+            print(f"run_autograder ({student}): {time.monotonic() - started:.1f} s")
+            assert run.returncode == 0, run.stderr
+            doc = json.loads((root / gradescope.RESULTS / "results.json").read_text())
+            assert_gradescope_results(doc)
+            assert f"all {len(REQUIRED)} required isolation layers applied" in run.stdout, run.stdout[-3000:]
+            assert doc["extra_data"]["student"] == student, doc.get("extra_data")
+            assert doc["score"] == local[student]["score"], (student, doc["score"], local[student]["score"])
+            assert (doc["score"] == doc["max_score"] == 100) == (student == "ada"), (student, doc["score"])
+            assert [(t["name"], t["score"]) for t in doc["tests"]] == [
+                (t["name"], t["score"]) for t in local[student]["tests"]]
+    assert machine_state() == before
