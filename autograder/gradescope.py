@@ -182,7 +182,8 @@ venv="${{{VENV_ENV}:-{DEFAULT_VENV}}}"
 export DEBIAN_FRONTEND=noninteractive
 
 apt-get update -q
-apt-get install -y -q --no-install-recommends bubblewrap libseccomp2 ca-certificates
+# --no-upgrade: what the image already has stays as it is (only what is missing is installed)
+apt-get install -y -q --no-upgrade --no-install-recommends bubblewrap libseccomp2 ca-certificates
 
 python=""
 for candidate in python3 python3.13 python3.12 python3.11; do
@@ -200,8 +201,8 @@ version="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 
 mkdir -p "$(dirname "$venv")"
 "$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \\
+"$venv/bin/python" -m pip install --quiet --no-cache-dir --disable-pip-version-check --upgrade pip
+"$venv/bin/python" -m pip install --quiet --no-cache-dir --disable-pip-version-check \\
     -c "$source_dir/{ENGINE}/constraints.txt" "$source_dir/{ENGINE}"
 "$venv/bin/python" -m compileall -q "$source_dir/{ENGINE}/autograder" "$source_dir/{COURSE}/{INSTRUCTOR_CODE}"
 chmod 0755 "$source_dir/run_autograder"
