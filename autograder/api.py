@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -140,6 +140,12 @@ class BatchResult:
     # "<student>: ..." for a new submission whose earlier one has a TA's overrides, extra credit or
     # comments in the gradebook: they still stand (nbgrader keeps them), for the TA to review
     standing_reviews: tuple[str, ...] = ()
+    # a one-student run's student whose submission was unchanged and already fully written (results.json
+    # with its key, page, formgrader copy, the same grades in the gradebook, no person's review): nothing written
+    already_graded: tuple[str, ...] = ()
+    # students committed in the background whose gradebook could not be read for a person's changes:
+    # their row shows the autograder's scores
+    review_unread: tuple[str, ...] = ()
 
     @property
     def grader_failed(self) -> bool:
@@ -296,7 +302,13 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     returns without waiting for it (`BatchResult.committing` names the student): the writer holds
     the course's gradebook lock, which every command opening the gradebook waits for, and it adds
     the grading key to results.json only after the commit. Every gradebook writer of a batch holds
-    that lock too (taken here, passed to it).
+    that lock too (taken here, passed to it). It waits after all when a plain read of the gradebook
+    finds a person's review of the student (so that their row has the gradebook's scores); it names
+    the student in `BatchResult.review_unread` when that read cannot tell; and it writes nothing when
+    the submission is unchanged and all of it is written already (`BatchResult.already_graded`).
+
+    Each row of `BatchResult.results` whose scores a person changed in the gradebook (an override,
+    extra credit) carries the gradebook's scores, as the writer committed them (`StudentRow.with_review`).
 
     `early`: grading worker processes started for this course folder and assignment before this
     call (batch.launch; `course autograde` forks them before its own imports): the pool's first
@@ -334,6 +346,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     skipped: list[str] = []
     output_errors: list[str] = []
     standing: list[str] = []
+    already: list[str] = []
+    unread: list[str] = []
     with contextlib.ExitStack() as stack:
         for forked in early:
             stack.callback(forked.close)         # when it was not used (closing it twice is harmless)
@@ -357,6 +371,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         from .batch.worker import Task
         from .grading.fingerprint import graders_version, grading_key, resubmitted, submission_hash
         from .grading.seeds import student_seed
+        from .reporting.gradebook_sql import has_person_review, holds_grades
         from .reporting.summary import StudentRow
 
         roster = set(course.roster())
@@ -423,6 +438,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 for line in ack.warnings:
                     standing.append(line)
                     log(f"WARNING: {line}")
+                if ack.review is not None and ack.student in rows:     # what the student gets, for the summary
+                    rows[ack.student] = rows[ack.student].with_review(ack.review)
                 waiting = pending.pop(ack.student, None)
                 if waiting is not None:
                     output_errors.extend(write_student_results(course, a, ack.student, *waiting))
@@ -434,7 +451,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         page_template = _prepare_page_soon()
         for result, fresh in arriving():
             sid = result.student
-            rows[sid] = StudentRow.of(result)
+            rows[sid] = replace(StudentRow.of(result), unchanged=not fresh)
             if fresh:
                 # at once, so the student's results are readable now; without the key until the
                 # commit, so a batch stopped before it grades this submission again
@@ -445,9 +462,17 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             # the page at once, without the gradebook's review: the writer rewrites it if people
             # changed grades or commented there
             page_template.join()
-            output_errors.extend(_write_page(course, a, sid, result, None, fresh=fresh))
+            page_errors, page_written = _write_page(course, a, sid, result, None, fresh=fresh)
+            output_errors.extend(page_errors)
             copy = needs_formgrader_copy(course, a, sid, fresh=fresh, refused=sid in refused)
-            if detach and not (sid in changed and _reviewed(course, a, sid)):
+            # A person's review in the gradebook (a plain read; None: it cannot tell) makes a one-student
+            # run wait for its commit: the writer's acknowledgement brings the gradebook's scores for the
+            # summary, and a resubmission's warning (which waits also when it cannot tell).
+            seen = has_person_review(course, a.name, sid) if detach else None
+            if (detach and not fresh and not copy and not page_written and seen is False
+                    and holds_grades(course, a, result)):
+                already.append(sid)                   # everything of it is written already: nothing to do
+            elif detach and not (seen is True or (seen is None and sid in changed)):
                 writer_waits = False
                 waiting = pending.get(sid)            # the key, added by the writer after its commit
                 lock = acquire_gradebook_lock(course, notice=log)
@@ -456,6 +481,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                                          key=waiting[1] if waiting is not None else None, lock_fd=lock)
                     committing.append(sid)
                     pending.pop(sid, None)
+                    if seen is None:
+                        unread.append(sid)
                 except OSError as exc:                # committed here instead, as a batch does
                     log(f"gradebook: no background commit ({exc}); committing now")
                     gradebook.start(lock)
@@ -480,7 +507,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 progress(len(rows), len(todo))
             settle(gradebook.recorded())
         pool.close()                             # the workers go before the wait for the gradebook
-        if committing:
+        if committing or already:
             book = WriterReport(GradebookReport())
         else:
             if writer_waits:                     # nothing arrived: the writer still creates the entries
@@ -498,15 +525,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                        not_submitted=() if student else tuple(s for s in course.roster() if s not in graded),
                        gradebook_changes=book.gradebook.created, committing=tuple(committing),
                        unreadable=tuple(unreadable.values()),
-                       standing_reviews=tuple(standing))
-
-
-def _reviewed(course: Course, a: Assignment, sid: str) -> bool:
-    """Whether the gradebook may hold a person's review of the student's earlier submission (then a
-    one-student command waits for the commit, to report it): True unless a plain read says no."""
-    from .reporting.gradebook_sql import has_person_review
-
-    return has_person_review(course, a.name, sid) is not False
+                       standing_reviews=tuple(standing), already_graded=tuple(already), review_unread=tuple(unread))
 
 
 def _greeted(early: Sequence[StartedWorker], course: Course, a: Assignment, *, insecure: bool, version: str,
@@ -836,14 +855,16 @@ def _previous_result(course: Course, a: Assignment, sid: str, key: str) -> Submi
 
 
 def _write_page(course: Course, a: Assignment, sid: str, result: SubmissionResult, review: Review | None, *,
-                fresh: bool) -> list[str]:
-    """The student's feedback page (when graded afresh, or missing); its failure is one line."""
+                fresh: bool) -> tuple[list[str], bool]:
+    """The student's feedback page (when graded afresh, or missing): its failure as one line, and
+    whether it was written (or tried)."""
     from .reporting.feedback import feedback_filename
 
     feedback = course.layout.feedback(sid, a.name)
     if not fresh and (feedback / feedback_filename(result)).is_file():
-        return []
-    return _run_steps(sid, [("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review))])
+        return [], False
+    return _run_steps(sid, [("writing the feedback page",
+                             lambda: _feedback_folder(course, a, sid, result, review))]), True
 
 
 def write_student_results(course: Course, a: Assignment, sid: str, result: SubmissionResult,

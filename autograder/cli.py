@@ -167,14 +167,21 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
     layout = course.layout
     print()
     print(format_summary(batch.results, a, graders=layout.relative(layout.graders(a.package))))
-    if batch.skipped:
-        print(f"Not graded again (submission and graders unchanged since the last run; --force to regrade): "
-              f"{', '.join(batch.skipped)}")
+    if batch.already_graded:
+        print(f"Already graded: {', '.join(batch.already_graded)} (submission and graders unchanged since the last "
+              f"run): nothing was graded or written; --force grades again")
+    rewritten = [sid for sid in batch.skipped if sid not in batch.already_graded]
+    if rewritten:
+        print(f"Not graded again (submission and graders unchanged since the last run: results kept, grades "
+              f"written to the gradebook again; --force to regrade): {', '.join(rewritten)}")
     print(f"\nresults.json: {layout.relative(layout.results_json('<student>', a.name))}")
     print(f"feedback:     {layout.relative(layout.feedback('<student>', a.name))}/")
     if batch.committing:
         print(f"gradebook: {', '.join(batch.committing)}'s grades are being committed in the background "
               f"(course commands wait for it; --wait to wait here)")
+    if batch.review_unread:
+        print(f"gradebook: a TA's changes for {', '.join(batch.review_unread)} could not be read now, so the table "
+              f"shows the autograder's scores (--wait, or the feedback page, shows the final ones)")
     if batch.gradebook_changes:
         print(f"gradebook: from course.yml: {api.summarise_changes(batch.gradebook_changes)}")
     for line in batch.ungraded:

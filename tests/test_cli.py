@@ -390,3 +390,50 @@ def test_cli_a_gradebook_the_writer_could_not_open_is_one_line_before_anything_i
     assert len(lines) == 1 and lines[0].startswith("course: error: " + message.format(folder=folder)), lines
     assert "hunter2" not in proc.stdout + proc.stderr
     assert not CourseLayout(folder).autograded_dir.exists() and not CourseLayout(folder).feedback_dir.exists()
+
+
+def _row(stdout: str, sid: str) -> list[str]:
+    return next(ln for ln in stdout.splitlines() if ln.startswith(sid + " ")).split()
+
+
+def test_cli_the_summary_shows_a_tas_change_and_an_unchanged_student_is_said_to_be_already_graded(tmp_path):
+    """After a TA lowered one of ada's scores in the gradebook, does `course autograde` (one student, and the
+    class) show her total as the student gets it (the gradebook's, as `nbgrader export` has it), marked, with
+    the autograder's own beside it; and does a run for alan, unchanged and without a review, say he was
+    already graded and write nothing at all (no background commit, no "1 graded")?"""
+    from nbgrader.api import Gradebook
+
+    a = "transformer-block"
+    folder = course_with_students(tmp_path / "course", ("ada", "alan"))
+    first = course("autograde", a, "--course-dir", str(folder))
+    assert first.returncode == 0, first.stdout + first.stderr
+    auto = float(next(cell for cell in _row(first.stdout, "ada") if "/" in cell).split("/")[0])
+    with Gradebook(f"sqlite:///{folder / 'gradebook.db'}", "dl-attention") as gb:
+        grade = gb.find_grade("test_rms_norm", a, a, "ada")
+        assert grade.auto_score == 5.0
+        grade.manual_score = 4.0
+        gb.db.commit()
+    final = f"{auto - 1:g}/"
+    one = course("autograde", a, "--student", "ada", "--course-dir", str(folder))
+    assert one.returncode == 0, one.stdout + one.stderr
+    row = _row(one.stdout, "ada")
+    assert "4*" in row and any(cell.startswith(final) and cell.endswith("*") for cell in row), one.stdout
+    assert f"TA changed, autograder {auto:g}" in " ".join(row), one.stdout
+    assert "in the background" not in one.stdout and "Already graded" not in one.stdout
+    assert _scores(folder)["ada"] == auto - 1
+    outputs, book = _outputs(folder), (folder / "gradebook.db").read_bytes()
+    alan = course("autograde", a, "--student", "alan", "--course-dir", str(folder))
+    assert alan.returncode == 0, alan.stdout + alan.stderr
+    assert ("Already graded: alan (submission and graders unchanged since the last run): nothing was graded or "
+            "written; --force grades again") in alan.stdout, alan.stdout
+    assert "1 student, already graded, unchanged since the last run (not graded again)" in alan.stdout
+    assert "1 graded" not in alan.stdout and "in the background" not in alan.stdout
+    assert "Not graded again" not in alan.stdout and "unchanged" in " ".join(_row(alan.stdout, "alan"))
+    assert _outputs(folder) == outputs and (folder / "gradebook.db").read_bytes() == book
+    assert not (folder / ".gradebook-pending").exists()
+    batch = course("autograde", a, "--course-dir", str(folder))
+    assert batch.returncode == 0, batch.stdout + batch.stderr
+    assert any(cell.startswith(final) and cell.endswith("*") for cell in _row(batch.stdout, "ada")), batch.stdout
+    assert "2 students, all 2 already graded, unchanged since the last run (not graded again)" in batch.stdout
+    assert "Not graded again (submission and graders unchanged since the last run: results kept, grades " \
+           "written to the gradebook again; --force to regrade): ada, alan" in batch.stdout

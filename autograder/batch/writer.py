@@ -11,7 +11,11 @@ the gradebook holds a person's overrides or comments for them (api.gradebook_sid
     writer -> {"op": "open", "created": [...]}              or {"op": "failed", "message"}
     driver -> {"op": "record", "copy_from": null | "<submission folder>", "resubmitted": bool}
               + <result_to_dict>   (attached: batch.wire)
-    writer -> {"op": "recorded", "student", "error": null | "<why>", "output_errors": [...], "warnings": [...]}
+    writer -> {"op": "recorded", "student", "error": null | "<why>", "output_errors": [...], "warnings": [...],
+               "review": null | <reporting.review.scores_to_plain>}
+
+`review` (when a person changed a score in the gradebook: an override, extra credit) carries the
+gradebook's scores as committed, so the batch's summary shows what the student gets.
 
 `resubmitted` (a submission whose content changed since it was last graded) asks the writer for a
 warning when the gradebook still holds a TA's overrides, extra credit or comments from the earlier
@@ -59,6 +63,7 @@ from ..config import Course
 from ..errors import CourseError
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from ..reporting.gradebook import GradebookReport
+from ..reporting.review import Review, scores_from_plain, scores_to_plain
 from ..slowimports import skip_format_checkers
 from ..text import visible
 from .launch import exited
@@ -81,6 +86,7 @@ class Recorded:
     error: str | None = None                 # why the grades were not committed (rolled back), or None
     output_errors: tuple[str, ...] = ()      # "<student>: <why>" for its files that could not be written
     warnings: tuple[str, ...] = ()           # "<student>: ..." a TA should know (a resubmission's standing review)
+    review: Review | None = None             # the gradebook's scores when a person changed one (no comments)
 
 
 @dataclass(frozen=True)
@@ -179,9 +185,13 @@ class GradebookProcess:
         elif op == "recorded" and self._waiting:
             student = self._waiting.popleft()
             error = msg.get("error")
+            try:
+                review = scores_from_plain(msg["review"]) if msg.get("review") is not None else None
+            except ValueError:
+                review = None                   # the summary shows the autograder's scores
             self._ack(Recorded(student, None if error is None else str(error),
                                tuple(str(e) for e in msg.get("output_errors", ())),
-                               tuple(str(w) for w in msg.get("warnings", ()))))
+                               tuple(str(w) for w in msg.get("warnings", ())), review))
 
     def _ack(self, ack: Recorded) -> None:
         self._acks.append(ack)
@@ -470,7 +480,8 @@ def serve(fd: int, course_dir: str, assignment_name: str) -> int:
             written = gradebook_side_outputs(course, assignment, result.student, folder, result, review)
             standing = resubmission_warning(review) if review is not None and msg.get("resubmitted") else None
             conn.send({"op": "recorded", "student": result.student, "error": error, "output_errors": written,
-                       "warnings": [standing] if standing else []})
+                       "warnings": [standing] if standing else [],
+                       "review": scores_to_plain(review) if review is not None and review.scores_changed else None})
     finally:
         writer.__exit__(None, None, None)
     return 0

@@ -324,7 +324,7 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         raw = review.raw_score
         if review.late_penalty is not None:      # the gradebook's penalty: what nbgrader export takes off
             penalty = review.late_penalty
-        score = round(max(0.0, raw - penalty), 6)
+        score = review.final_score(result.late_penalty)
         if review.scores_changed and result.state != "crashed":
             auto_score = format_points(result.raw_score)
             if penalty > 0 and result.raw_score > 0 and penalty == result.late_penalty:

@@ -360,29 +360,66 @@ class SqlGradebook:
         return tuple(out)
 
 
-def has_person_review(course: Course, assignment: str, student: str) -> bool | None:
-    """Whether the gradebook holds, for `student`'s submission of `assignment`, anything a person set
-    (a manual score, extra credit, a comment), read with plain SQL without taking the course's lock;
-    None when it cannot tell (not an SQLite gradebook of nbgrader's schema, or busy)."""
+# The rows of one student's submission of one assignment (`{0}`: the table whose notebook_id is the
+# submitted notebook's), for the plain reads below; parameters: assignment name, course id, student.
+_OF_STUDENT = ("JOIN submitted_assignment sa ON sa.id = sn.assignment_id JOIN assignment a ON a.id = sa.assignment_id "
+               "WHERE a.name = ? AND a.course_id = ? AND sa.student_id = ?")     # of submitted notebooks `sn`
+_SUBMITTED = "JOIN submitted_notebook sn ON sn.id = {0}.notebook_id " + _OF_STUDENT
+
+
+def _read_only(course: Course) -> sqlite3.Connection | None:
+    """The course's SQLite gradebook opened for reading, without the course's lock; None when it is not
+    an SQLite file or cannot be opened."""
     path = sqlite_path(course.gradebook_url)
     if path is None or not path.is_file():
         return None
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
     except sqlite3.Error:
         return None
-    submitted = ("JOIN submitted_notebook sn ON sn.id = {0}.notebook_id "
-                 "JOIN submitted_assignment sa ON sa.id = sn.assignment_id "
-                 "JOIN assignment a ON a.id = sa.assignment_id "
-                 "WHERE a.name = ? AND a.course_id = ? AND sa.student_id = ?")
+
+
+def has_person_review(course: Course, assignment: str, student: str) -> bool | None:
+    """Whether the gradebook holds, for `student`'s submission of `assignment`, anything a person set
+    (a manual score, extra credit, a comment), read with plain SQL without taking the course's lock;
+    None when it cannot tell (not an SQLite gradebook of nbgrader's schema, or busy)."""
+    conn = _read_only(course)
+    if conn is None:
+        return None
     ids = (assignment, course.course_id, student)
     try:
         found = conn.execute(
-            f"SELECT 1 FROM grade g {submitted.format('g')} AND (g.manual_score IS NOT NULL OR "
-            f"COALESCE(g.extra_credit, 0) != 0) UNION ALL SELECT 1 FROM comment c {submitted.format('c')} "
+            f"SELECT 1 FROM grade g {_SUBMITTED.format('g')} AND (g.manual_score IS NOT NULL OR "
+            f"COALESCE(g.extra_credit, 0) != 0) UNION ALL SELECT 1 FROM comment c {_SUBMITTED.format('c')} "
             f"AND TRIM(COALESCE(c.manual_comment, '')) != '' LIMIT 1", ids + ids).fetchone()
     except sqlite3.Error:
         return None
     finally:
         conn.close()
     return found is not None
+
+
+def holds_grades(course: Course, assignment: Assignment, result: SubmissionResult) -> bool:
+    """Whether the gradebook already holds `result`'s grades as `SqlGradebook.record` writes them (each
+    problem's auto score and the late penalty), read with plain SQL without taking the course's lock;
+    False when it does not or cannot tell."""
+    conn = _read_only(course)
+    if conn is None:
+        return False
+    ids = (assignment.name, course.course_id, result.student)
+    try:
+        scores = {(notebook, cell): auto for notebook, cell, auto in conn.execute(
+            f"SELECT n.name, c.name, g.auto_score FROM grade g JOIN base_cell c ON c.id = g.cell_id "
+            f"JOIN notebook n ON n.id = c.notebook_id {_SUBMITTED.format('g')}", ids)}
+        penalty = conn.execute(f"SELECT SUM(COALESCE(sn.late_submission_penalty, 0)) FROM submitted_notebook sn "
+                               f"{_OF_STUDENT}", ids).fetchone()[0]
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    crashed = result.state == "crashed"
+    for p in assignment.problems:
+        key = (Path(p.notebook).stem, p.grade_id)
+        if key not in scores or scores[key] != (None if crashed else result.problem_score(p.name)):
+            return False
+    return bool(penalty is not None and abs(penalty - (result.late_penalty or 0.0)) < 1e-9)

@@ -50,6 +50,41 @@ class Review:
     def changed(self) -> bool:
         return any(p.overridden for p in self.problems) or bool(self.comments)
 
+    def final_score(self, late_penalty: float) -> float:
+        """What the student gets: the gradebook's scores (a person's changes included) less the late
+        penalty, the gradebook's when it was read (else `late_penalty`, the result's), never below 0:
+        the feedback page's total and `nbgrader export`'s score."""
+        penalty = self.late_penalty if self.late_penalty is not None else late_penalty
+        return round(max(0.0, self.raw_score - penalty), 6)
+
+
+def scores_to_plain(review: Review) -> dict[str, object]:
+    """The scores of `review` (not its comments) as plain JSON data, for the batch's writer to send back."""
+    return {"student": review.student, "assignment": review.assignment, "late_penalty": review.late_penalty,
+            "problems": [[p.problem, p.max_score, p.auto_score, p.manual_score, p.extra_credit]
+                         for p in review.problems]}
+
+
+def scores_from_plain(data: object) -> Review:
+    """`scores_to_plain`'s data back as a Review without comments; ValueError when it is not such data."""
+    def number(value: object, *, optional: bool = False) -> float | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"review scores: expected a number, got {value!r}"[:200])
+        return float(value)
+
+    if not isinstance(data, dict) or not isinstance(data.get("problems"), list):
+        raise ValueError("review scores: expected a mapping with a list of problems")
+    problems = []
+    for row in data["problems"]:
+        if not isinstance(row, list) or len(row) != 5 or not isinstance(row[0], str):
+            raise ValueError(f"review scores: not a problem's row: {row!r}"[:200])
+        problems.append(ProblemReview(row[0], number(row[1]) or 0.0, number(row[2], optional=True),
+                                      number(row[3], optional=True), number(row[4]) or 0.0))
+    return Review(str(data.get("student", "")), str(data.get("assignment", "")), tuple(problems),
+                  late_penalty=number(data.get("late_penalty"), optional=True))
+
 
 def resubmission_warning(review: Review) -> str | None:
     """The line telling a TA that what people set in the gradebook on a student's earlier submission

@@ -12,6 +12,16 @@ A check whose grader code failed (SubmissionResult.grader_errors) flags its rows
 and each distinct grader error gets one closing GRADER ERROR line naming the check, the error's
 reason and how many submissions it cost points.
 
+When the gradebook holds a person's change to a student's scores (a TA's override or extra credit in
+formgrader), the row shows what the student gets, as the feedback page and `nbgrader export` show it:
+the changed problems' scores and the total are the gradebook's, marked *, and the flags give the
+autograder's own total ("TA changed, autograder 25"); a line under the table says what * means.
+
+    ada            15*          10     5  30/30*   graded   TA changed, autograder 25
+
+A submission unchanged since the last run (not graded again) is flagged "unchanged", and the closing
+line counts those apart from the ones graded now.
+
 When the problem names would make the table (diagnoses aside) wider than WIDE characters, the
 problem columns are headed P1, P2, ... and a legend line names them.
 """
@@ -19,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult, SubmissionState, grader_error_parts
@@ -27,9 +37,14 @@ from autograder.sandbox.isolation import OPTIONAL, REQUIRED
 from autograder.text import display_width, pad, truncate
 
 from .results_json import format_points, ordered_problems, reported_score
+from .review import Review
 
 WIDE = 120
 GAP = "  "
+CHANGED = "*"               # marks a score a person changed in the gradebook
+CHANGED_LEGEND = (f"{CHANGED} a TA's change in the gradebook (an override or extra credit in formgrader): what "
+                  f"the student gets, as on their feedback page and in `nbgrader export`; flags give the "
+                  f"autograder's total.")
 MAX_GRADER_ERRORS = 10      # GRADER ERROR lines at the most (a reason may differ from student to student)
 # a reason that starts by naming the file where the error arose outside the graders (plugin.internal_reason)
 _AROSE_IN = re.compile(r"^(?P<file>\S+\.py), line \d+: ")
@@ -55,6 +70,11 @@ class StudentRow:
     grader_errors: tuple[str, ...] = ()   # "<check>: <error>" for checks whose grader code failed
     timestamp_problem: str = ""     # why timestamp.txt was not used: not judged late, whatever its time
     stamped: bool = True            # whether the submission had a timestamp that was read
+    unchanged: bool = False         # not graded again: the same submission and graders as the last run
+    # With a person's change to a score in the gradebook (`with_review`): each changed problem's score
+    # as the gradebook holds it, and what the student gets in all (late penalty taken); else () and None.
+    reviewed: tuple[tuple[str, float], ...] = ()
+    final_score: float | None = None
 
     @classmethod
     def of(cls, result: SubmissionResult) -> StudentRow:
@@ -72,9 +92,26 @@ class StudentRow:
     def crashed(self) -> bool:
         return self.state == "crashed"
 
+    @property
+    def total(self) -> float:
+        """What the student gets: the gradebook's total when a person changed a score, else the reported score."""
+        return self.reported_score if self.final_score is None else self.final_score
+
+    def with_review(self, review: Review | None) -> StudentRow:
+        """This row with the gradebook's `review` of the submission (as committed): the scores a person
+        changed and the student's final score, as the feedback page computes them (Review.final_score)."""
+        if review is None or not review.scores_changed:
+            return replace(self, reviewed=(), final_score=None)
+        return replace(self, reviewed=tuple((p.problem, p.score) for p in review.problems if p.overridden),
+                       final_score=review.final_score(self.late_penalty))
+
 
 def _flags(row: StudentRow) -> str:
     flags = []
+    if row.final_score is not None:
+        flags.append(f"TA changed, autograder {format_points(row.reported_score)}")
+    if row.unchanged:
+        flags.append("unchanged")
     if not row.on_roster:
         flags.append("not on roster")
     if row.crashed:
@@ -91,6 +128,9 @@ def _flags(row: StudentRow) -> str:
 
 
 def _problem_score(row: StudentRow, problem: str) -> str:
+    changed = dict(row.reviewed).get(problem)
+    if changed is not None:
+        return f"{format_points(changed)}{CHANGED}"
     if row.crashed:
         return "-"
     earned = dict(row.problems).get(problem)
@@ -123,7 +163,8 @@ def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment:
 
     rows = []
     for r in table:
-        total = f"{format_points(r.reported_score)}/{format_points(r.max_score or max_score)}"
+        total = (f"{format_points(r.total)}/{format_points(r.max_score or max_score)}"
+                 + (CHANGED if r.final_score is not None else ""))
         rows.append([r.student, *(_problem_score(r, p) for p in problems), total, r.state, _flags(r),
                      ", ".join(r.diagnoses)])
 
@@ -140,9 +181,9 @@ def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment:
         legend = "Problems: " + ", ".join(
             f"{s} {p}" + (f" ({format_points(points[p])})" if p in points else "") for s, p in zip(short, problems))
 
-    graded = [r.reported_score for r in table if not r.crashed]
+    graded = [r.total for r in table if not r.crashed]
     n = len(table)
-    tail = f"{n} student{'s' if n != 1 else ''}, {len(graded)} graded"
+    tail = f"{n} student{'s' if n != 1 else ''}, {_graded_count(table, len(graded))}"
     if graded:
         import statistics  # here: a batch imports this module (StudentRow) before its first result
 
@@ -156,9 +197,21 @@ def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment:
     sandbox = isolation_line(table)
     unstamped = unstamped_line(table, assignment)
     errors = grader_error_lines(table, assignment, graders)
-    return "\n".join([*lines, *([legend] if legend else []), "", tail, *([sandbox] if sandbox else []),
+    changed = [CHANGED_LEGEND] if any(r.final_score is not None for r in table) else []
+    return "\n".join([*lines, *([legend] if legend else []), *changed, "", tail, *([sandbox] if sandbox else []),
                       *([unstamped] if unstamped else []),
                       *([""] + errors if errors else [])]) + "\n"
+
+
+def _graded_count(rows: Sequence[StudentRow], graded: int) -> str:
+    """How many were graded (not crashed), those unchanged since the last run (not graded again) told apart."""
+    unchanged = sum(r.unchanged for r in rows)
+    if not unchanged:
+        return f"{graded} graded"
+    if unchanged == len(rows):
+        return ("already graded, unchanged since the last run (not graded again)" if unchanged == 1
+                else f"all {unchanged} already graded, unchanged since the last run (not graded again)")
+    return f"{graded - unchanged} graded now, {unchanged} already graded (unchanged since the last run)"
 
 
 def unstamped_line(rows: Sequence[StudentRow], assignment: Assignment) -> str:

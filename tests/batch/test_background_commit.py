@@ -120,6 +120,9 @@ def test_the_one_student_command_returns_before_the_commit_and_the_next_command_
         done = _course_cmd(graded, "autograde", A, "--student", "ada", "--force")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "committed in the background" in done.stdout
+        # the database held, a TA's changes cannot be read without waiting: the table says whose scores it shows
+        assert ("gradebook: a TA's changes for ada could not be read now, so the table shows the autograder's "
+                "scores") in done.stdout, done.stdout
         doc = _results(graded, "ada")
         assert doc["score"] == 100.0
         assert "grading_key" not in doc["extra_data"], "the key comes only after the commit"

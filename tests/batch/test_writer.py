@@ -39,6 +39,32 @@ def test_the_writer_commits_each_result_it_is_sent(course_copy):
     assert scores[("bob", "test_layer_norm")] == 0.0
 
 
+def test_the_acknowledgement_brings_the_gradebooks_scores_when_a_person_changed_one(course_copy):
+    """After a TA set one of ada's scores in the gradebook, does the writer's acknowledgement of her next
+    result bring the gradebook's scores (her new auto score, the TA's score), and bob's, without any
+    person's change, none?"""
+    from nbgrader.api import Gradebook
+
+    a = load_course(course_copy).assignment("transformer-block")
+    first = a.problems[0]
+    with GradebookProcess(course_copy, a.name) as gb:
+        gb.record(result(course_copy, "ada", 12.0))
+        assert [ack.review for ack in gb.recorded(wait=True)] == [None]
+        gb.finish()
+    with Gradebook(f"sqlite:///{course_copy / 'gradebook.db'}", "dl-attention") as book:
+        book.find_grade(first.grade_id, a.name, a.name, "ada").manual_score = 14.0
+        book.db.commit()
+    with GradebookProcess(course_copy, a.name) as gb:
+        gb.record(result(course_copy, "ada", 10.0))
+        gb.record(result(course_copy, "bob", 3.0))
+        ada, bob = gb.recorded(wait=True)
+        gb.finish()
+    assert ada.error is None and ada.review is not None and bob.review is None
+    changed = ada.review.problem(first.name)
+    assert (changed.auto_score, changed.manual_score, changed.score) == (10.0, 14.0, 14.0)
+    assert ada.review.final_score(0.0) == 14.0 and ada.review.comments == ()
+
+
 def test_a_gradebook_that_cannot_be_opened_is_reported_for_every_student(course_copy):
     """When the gradebook cannot be opened, is every student's result reported as not written, in one line each?"""
     yml = course_copy / "course.yml"

@@ -181,3 +181,31 @@ def test_a_regrade_reads_every_row_through_an_index(tmp_path, assignment, empty_
             if full:
                 scans[statement] = full
     assert scans == {}
+
+
+def test_holds_grades_says_whether_recording_a_result_again_would_change_its_grades(
+        tmp_path, assignment, empty_gradebook, ada, bob, cy):  # noqa: F811
+    """Read without the course's lock, does the gradebook hold a result once it is recorded (a crashed one
+    too), and not before, nor for other scores, another late penalty, a student never recorded, a grade row
+    gone, or a gradebook that is not an SQLite file?"""
+    course = released(tmp_path, "sql", assignment, empty_gradebook)
+    late = dataclasses.replace(ada, late_penalty=1.5)
+    assert not gradebook_sql.holds_grades(course, assignment, late)
+    with GradebookWriter(course, assignment) as writer:
+        assert [writer.record(r) for r in (late, cy)] == [None, None]
+    assert gradebook_sql.holds_grades(course, assignment, late)
+    assert gradebook_sql.holds_grades(course, assignment, cy)
+    assert not gradebook_sql.holds_grades(course, assignment, ada), "another late penalty"
+    assert not gradebook_sql.holds_grades(course, assignment, dataclasses.replace(bob, student="ada",
+                                                                                   late_penalty=1.5))
+    assert not gradebook_sql.holds_grades(course, assignment, bob), "never recorded"
+    db = sqlite3.connect(course.root / "gradebook.db")
+    db.execute("DELETE FROM grade WHERE id IN (SELECT g.id FROM grade g JOIN base_cell c ON c.id = g.cell_id "
+               "JOIN submitted_notebook sn ON sn.id = g.notebook_id JOIN submitted_assignment sa "
+               "ON sa.id = sn.assignment_id WHERE sa.student_id = 'cy' AND c.name = 'test_silu')")
+    db.commit()
+    db.close()
+    assert not gradebook_sql.holds_grades(course, assignment, cy), "a grade row gone"
+    elsewhere = dataclasses.replace(course, gradebook_url="postgresql://somewhere/gradebook")
+    assert not gradebook_sql.holds_grades(elsewhere, assignment, late)
+    assert gradebook_sql.has_person_review(elsewhere, assignment.name, "ada") is None

@@ -31,3 +31,33 @@ def test_nothing_set_or_a_score_the_autograder_now_agrees_with_gives_no_line():
     """No line when people set nothing, or when the TA's score is what the autograder now gives too."""
     assert resubmission_warning(_review(ProblemReview("rms_norm", 5.0, 0.0))) is None
     assert resubmission_warning(_review(ProblemReview("rms_norm", 5.0, 5.0, 5.0))) is None
+
+
+def test_a_reviews_scores_cross_as_plain_data_without_its_comments():
+    """Do a review's scores survive the trip through JSON (the writer's acknowledgement), comments left out,
+    and is data that is not such a review refused in one line?"""
+    import json
+
+    import pytest
+
+    from autograder.reporting.review import scores_from_plain, scores_to_plain
+
+    review = Review("ada", "transformer-block", (ProblemReview("rms_norm", 5.0, None, 4.0),
+                                                 ProblemReview("silu", 5.0, 2.5, None, 1.0)),
+                    comments=(("", "Nice."),), late_penalty=1.5)
+    back = scores_from_plain(json.loads(json.dumps(scores_to_plain(review))))
+    assert back == Review("ada", "transformer-block", review.problems, (), late_penalty=1.5)
+    assert back.final_score(0.0) == review.final_score(0.0) == 6.0
+    for bad in (None, {"problems": "x"}, {"problems": [["silu", 5.0, "5", None, 0.0]]}, {"problems": [[1, 2]]},
+                {"problems": [["silu", 5.0, True, None, 0.0]]}):
+        with pytest.raises(ValueError, match=r"^review scores: "):
+            scores_from_plain(bad)
+
+
+def test_the_final_score_takes_the_gradebooks_penalty_else_the_given_one_never_below_zero():
+    """Is the final score the gradebook's scores less its late penalty (the result's when the gradebook's
+    was not read), and 0 rather than less?"""
+    problems = (ProblemReview("rms_norm", 5.0, 5.0, 4.0), ProblemReview("silu", 5.0, 1.0, None, 0.5))
+    assert Review("ada", "a", problems, late_penalty=2.0).final_score(9.0) == 3.5
+    assert Review("ada", "a", problems).final_score(1.0) == 4.5
+    assert Review("ada", "a", problems).final_score(10.0) == 0.0

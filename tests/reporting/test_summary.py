@@ -194,3 +194,77 @@ def test_wide_characters_keep_the_columns_aligned(assignment):
     lines = text.splitlines()[:4]
     starts = {display_width(ln[: ln.index(" 0/")]) for ln in lines[2:4]}
     assert len(starts) == 1, lines
+
+
+def _reviewed(bob, *problems, late_penalty=None):
+    """bob's row with the gradebook's review of his submission: his own auto scores, a person's changes."""
+    from autograder.reporting.review import ProblemReview, Review
+
+    auto = dict(StudentRow.of(bob).problems)
+    changes = {name: rest for name, *rest in problems}
+    return Review("bob", "transformer-block", tuple(
+        ProblemReview(name, points, auto[name], *changes.get(name, ())) for name, points in
+        (("layer_norm", 15.0), ("split_heads", 10.0), ("silu", 5.0))), late_penalty=late_penalty)
+
+
+def test_a_tas_change_shows_what_the_student_gets_marked_with_the_autograders_total(bob, assignment):
+    """With a TA's override (split_heads 0 -> 8) and extra credit (silu +1) in the gradebook, does bob's row
+    show those problems' scores and the total the student gets, marked *, the autograder's own total in the
+    flags, a line saying what * means, and the class mean of what students get?"""
+    row = StudentRow.of(bob).with_review(_reviewed(bob, ("split_heads", 8.0), ("silu", None, 1.0)))
+    text = format_summary([row], assignment)
+    line = rows(text)["bob"]
+    assert line.split()[1:6] == ["7.5", "8*", "6*", "21.5/30*", "graded"]
+    assert "TA changed, autograder 12.5, not on roster, 2 notes" in line
+    assert [ln for ln in text.splitlines() if ln.startswith("* ")] == [
+        "* a TA's change in the gradebook (an override or extra credit in formgrader): what the student gets, as on "
+        "their feedback page and in `nbgrader export`; flags give the autograder's total."]
+    assert "mean 21.5, median 21.5 of 30" in text.splitlines()[-1]
+
+
+def test_the_final_score_is_the_feedback_pages_with_the_gradebooks_late_penalty(bob, assignment):
+    """With a TA's override and the gradebook's late penalty, is the row's total the one bob's feedback page
+    shows (the gradebook's scores less its penalty)?"""
+    from autograder.reporting.feedback import feedback_view
+
+    review = _reviewed(bob, ("split_heads", 8.0), late_penalty=2.0)
+    row = StudentRow.of(bob).with_review(review)
+    assert row.final_score == 18.5
+    assert feedback_view(bob, assignment, review).score == "18.5"
+    assert rows(format_summary([row], assignment))["bob"].split()[4] == "18.5/30*"
+
+
+def test_a_review_without_a_changed_score_leaves_the_row_as_the_autograder_gave_it(bob, assignment):
+    """A comment alone, a TA's score equal to the autograder's, or no review: is the row unmarked, as it was?"""
+    from autograder.reporting.review import Review
+
+    plain = format_summary([bob], assignment)
+    same = _reviewed(bob, ("split_heads", 0.0))
+    commented = Review("bob", "transformer-block", same.problems, (("split_heads", "Check the axes."),))
+    for review in (same, commented, None):
+        row = StudentRow.of(bob).with_review(review)
+        assert row.final_score is None and row.reviewed == ()
+        assert format_summary([row], assignment) == plain
+    changed = StudentRow.of(bob).with_review(_reviewed(bob, ("split_heads", 8.0)))
+    assert changed.with_review(None) == StudentRow.of(bob), "a review taken back leaves the autograder's row"
+
+
+def test_unchanged_submissions_are_flagged_and_counted_apart_from_those_graded_now(ada, bob, cy, assignment):
+    """Are submissions not graded again (unchanged since the last run) flagged "unchanged" and counted
+    apart in the closing line, for one student alone, for a whole class, and for a mix?"""
+    from dataclasses import replace
+
+    def unchanged(result):
+        return replace(StudentRow.of(result), unchanged=True)
+
+    alone = format_summary([unchanged(ada)], assignment)
+    assert "unchanged" in rows(alone)["ada"]
+    assert alone.splitlines()[-1].startswith(
+        "1 student, already graded, unchanged since the last run (not graded again): mean 30"), alone
+    assert "1 graded" not in alone
+    everyone = format_summary([unchanged(ada), unchanged(bob)], assignment).splitlines()[-1]
+    assert everyone.startswith("2 students, all 2 already graded, unchanged since the last run (not graded again):")
+    mixed = format_summary([unchanged(ada), bob, cy], assignment).splitlines()[-1]
+    assert mixed.startswith("3 students, 1 graded now, 1 already graded (unchanged since the last run): "
+                            "mean 21.25"), mixed
+    assert "unchanged" not in rows(format_summary([bob], assignment))["bob"]
