@@ -403,6 +403,8 @@ def test_cli_the_summary_shows_a_tas_change_and_an_unchanged_student_is_said_to_
     already graded and write nothing at all (no background commit, no "1 graded")?"""
     from nbgrader.api import Gradebook
 
+    from autograder.reporting.gradebook import PENDING_DIR
+
     a = "transformer-block"
     folder = course_with_students(tmp_path / "course", ("ada", "alan"))
     first = course("autograde", a, "--course-dir", str(folder))
@@ -430,7 +432,7 @@ def test_cli_the_summary_shows_a_tas_change_and_an_unchanged_student_is_said_to_
     assert "1 graded" not in alan.stdout and "in the background" not in alan.stdout
     assert "Not graded again" not in alan.stdout and "unchanged" in " ".join(_row(alan.stdout, "alan"))
     assert _outputs(folder) == outputs and (folder / "gradebook.db").read_bytes() == book
-    assert not (folder / ".gradebook-pending").exists()
+    assert not (folder / PENDING_DIR).exists()
     batch = course("autograde", a, "--course-dir", str(folder))
     assert batch.returncode == 0, batch.stdout + batch.stderr
     assert any(cell.startswith(final) and cell.endswith("*") for cell in _row(batch.stdout, "ada")), batch.stdout
