@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import Assignment, Course, Limits, load_course
-from .errors import CourseError
+from .errors import ConfigError, CourseError
 from .grading.lateness import TIMESTAMP_FILE
 from .grading.results import SubmissionResult
 from .intake import BOOKKEEPING, ungraded_files
@@ -60,11 +60,20 @@ def _quiet(_: str) -> None:
     pass
 
 
-def assignment_names(course_dir: str | Path, assignment: str | None) -> list[str]:
-    """[assignment] when it is in course.yml, or every assignment's name when it is None."""
+def assignment_names(course_dir: str | Path, assignment: str | None, *, set_up: bool = True) -> list[str]:
+    """[assignment] when it is in course.yml and set up (`Course.assignment`), or every assignment's
+    name when it is None: each of them set up, unless not `set_up` (a ConfigError names the first
+    that is not, and what it lacks)."""
     course = load_course(course_dir)
     if assignment is not None:
         return [course.assignment(assignment).name]
+    for a in course.assignments if set_up else ():
+        problems = course.setup_problems(a)
+        if problems:
+            ready = [b.name for b in course.assignments if not course.setup_problems(b)]
+            alone = f": name one to do it alone (set up: {', '.join(ready)})" if ready else ""
+            raise ConfigError(f"{problems[0]}; without an assignment the command does every one in "
+                              f"{CONFIG_FILE}{alone}")
     return [a.name for a in course.assignments]
 
 
@@ -105,10 +114,19 @@ def summarise_changes(changes: tuple[str, ...]) -> str:
     return "; ".join(rest + counted)
 
 
-def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet) -> ValidationReport:
+def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet,
+             missing_as_problems: bool = False) -> ValidationReport:
+    """`course validate` of one assignment. With `missing_as_problems`, an assignment that course.yml
+    declares but the course folder does not hold yet (`Course.setup_problems`) is a report of those
+    problems, nothing run, rather than a ConfigError (`course validate` of every assignment)."""
+    from .validate import ValidationReport
     from .validate import validate as run_validate
 
     course = load_course(course_dir)
+    missing = course.setup_problems(course.entry(assignment)) if missing_as_problems else ()
+    if missing:
+        log(f"{assignment}: not set up in the course folder yet, so nothing was run")
+        return ValidationReport(assignment, (), (), (0.0, 0.0), (0.0, 0.0), problems=missing)
     report = run_validate(course, course.assignment(assignment))
     for run in report.source_runs:
         log(f"source  {run.path.relative_to(course.root)}: {run.cells} cells ran in a Jupyter kernel in "
@@ -777,6 +795,11 @@ def course_notes(course_dir: str | Path) -> tuple[str, ...]:
     notes = [f"{CONFIG_FILE} read (assignments: {names}); the gradebook's URL, "
              f"{course.layout.relative(course.layout.autograded_dir)}/ and "
              f"{course.layout.relative(course.layout.feedback_dir)}/ can be used"]
+    for a in course.assignments:
+        problems = course.setup_problems(a)
+        if problems:
+            notes.append(f"{a.name} is not set up yet, so commands for it stop (those for the other assignments "
+                         f"do not): {'; '.join(problems)}")
     if course.exchange is not None and not course.exchange.is_dir():
         notes.append(f"the exchange folder {course.exchange} ({CONFIG_FILE}: exchange) does not exist: nbgrader's "
                      f"release_assignment, submit and collect need it (grading does not)")

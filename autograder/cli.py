@@ -235,8 +235,8 @@ def _validate(course_dir: str, assignment: str | None) -> int:
     from . import api
 
     failed = 0
-    for name in api.assignment_names(course_dir, assignment):
-        report = api.validate(course_dir, name, log=_log)
+    for name in api.assignment_names(course_dir, assignment, set_up=False):
+        report = api.validate(course_dir, name, log=_log, missing_as_problems=assignment is None)
         for warning in report.warnings:
             print(f"WARNING: {warning}")
         for problem in report.problems:
@@ -252,7 +252,7 @@ def _demo(course_dir: str, assignment: str | None, skip_validate: bool) -> int:
 
     demo = api.prepare_demo(course_dir)
     print(f"demo course folder: {demo}")
-    assignment = assignment or api.assignment_names(demo, None)[0]
+    assignment = assignment or api.assignment_names(demo, None, set_up=False)[0]
     print(f"\n== course release {assignment}")
     api.release(demo, assignment, log=_log)
     if not skip_validate:

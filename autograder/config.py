@@ -124,22 +124,12 @@ class Problem:
         return self.tolerances.get(name, self.tolerances["float64"])
 
 
-def _notebooks_exist(value: tuple[str, ...], path: str, scope: Scope) -> None:
-    layout = CourseLayout(scope["root"])
-    for i, name in enumerate(value):
-        source = layout.source(scope["name"]) / name
-        if not source.is_file():
-            raise ConfigError(f"{path}[{i}]: source notebook {layout.relative(source)} does not exist")
-
-
-def _package_exists(value: str, path: str, scope: Scope) -> None:
+def _package_importable(value: str, path: str, scope: Scope) -> None:
+    """Whether its folder exists is asked of the assignment alone (`Course.setup_problems`)."""
     if not IDENTIFIER.holds(value):      # a package derived from the name is not checked as a value given is
         raise ConfigError(f"{path}: {show(value)} (the assignment's name with - as _) is not a Python identifier, "
                           f"which graders import it as: set `package:` to one "
                           f"(letters, digits and _, not first a digit)")
-    layout = CourseLayout(scope["root"])
-    if not layout.package(value).is_dir():
-        raise ConfigError(f"{path}: folder {layout.relative(layout.package(value))} does not exist")
 
 
 def _grade_ids_unique(value: tuple[Problem, ...], path: str, scope: Scope) -> None:
@@ -168,9 +158,9 @@ class Assignment:
     """One assignment: its notebooks, problems, limits and due date."""
     name: str = setting(check=FOLDER_NAME, help="the folder name under source/, release/ and submitted/<student>/")
     package: str = setting(check=IDENTIFIER, derive=lambda s: s["name"].replace("-", "_"),
-                           default_doc="the name with - as _", check_scope=_package_exists,
+                           default_doc="the name with - as _", check_scope=_package_importable,
                            help="`assignments/<package>/`: the reference, mistakes catalogue and graders")
-    notebooks: tuple[str, ...] = setting(check=NON_EMPTY, item_check=NOTEBOOK_FILE, check_scope=_notebooks_exist,
+    notebooks: tuple[str, ...] = setting(check=NON_EMPTY, item_check=NOTEBOOK_FILE,
                                          help="the notebook files students submit, in source/<name>/")
     problems: tuple[Problem, ...] = setting(keyed_by="name", check_scope=_grade_ids_unique,
                                             help="one entry per student function, in the order reports list them")
@@ -213,10 +203,17 @@ class Defaults:
 
 
 def _names_unique(value: tuple[Assignment, ...], path: str, scope: Scope) -> None:
-    names = [a.name for a in value]
-    for i, n in enumerate(names):
-        if n in names[:i]:
-            raise ConfigError(f"{path}[{i}].name: {n!r} is used twice")
+    """Two entries of one name (most likely an entry copied for a new assignment and not renamed)
+    would share every folder named after it; said before anything asks for those folders."""
+    layout = CourseLayout(scope["root"])
+    first: dict[str, int] = {}
+    for i, a in enumerate(value):
+        if first.setdefault(a.name, i) != i:
+            source, release, submitted = (f"{layout.relative(p)}/" for p in (
+                layout.source(a.name), layout.release(a.name), layout.submission("<student>", a.name)))
+            raise ConfigError(f"{path}[{i}].name: {a.name!r} is used twice (also {path}[{first[a.name]}].name): "
+                              f"each assignment needs a name of its own, as both would use {source}, {release} "
+                              f"and {submitted}")
 
 
 def _gradebook_url(url: str, scope: Scope) -> str:
@@ -296,11 +293,41 @@ class Course:
         return CourseLayout(self.root)
 
     def assignment(self, name: str) -> Assignment:
+        """The assignment `name`, set up in the course folder: a ConfigError in one line when course.yml
+        has no such assignment, or when it lacks its folder of instructor code or a source notebook
+        (the first of `setup_problems`). Only what concerns that assignment stops a command: an
+        assignment declared before its files are written leaves the others' commands alone."""
+        a = self.entry(name)
+        problems = self.setup_problems(a)
+        if problems:
+            raise ConfigError(problems[0])
+        return a
+
+    def entry(self, name: str) -> Assignment:
+        """The assignment `name` as course.yml declares it, whether or not its files exist yet."""
         for a in self.assignments:
             if a.name == name:
                 return a
         known = ", ".join(a.name for a in self.assignments) or "none"
         raise ConfigError(f"{CONFIG_NAME}: no assignment named {name!r} (known: {known})")
+
+    def setup_problems(self, a: Assignment) -> tuple[str, ...]:
+        """What the course folder lacks of assignment `a`, one line each naming the assignment, its key in
+        course.yml and the path: its folder of instructor code (`assignments/<package>/`), then each
+        source notebook. Empty when it is set up."""
+        layout = self.layout
+        index = next(i for i, other in enumerate(self.assignments) if other.name == a.name)
+        where = f"{CONFIG_NAME}: assignments[{index}]"
+        out = []
+        if not layout.package(a.package).is_dir():
+            out.append(f"{where}.package: assignment {a.name}: folder {layout.relative(layout.package(a.package))} "
+                       f"does not exist (its reference and graders go there)")
+        for i, notebook in enumerate(a.notebooks):
+            source = layout.source(a.name) / notebook
+            if not source.is_file():
+                out.append(f"{where}.notebooks[{i}]: assignment {a.name}: source notebook {layout.relative(source)} "
+                           f"does not exist")
+        return tuple(out)
 
     def roster(self) -> tuple[str, ...]:
         """Student ids from the roster file (CSV with an `id` column, or one id per line)."""
@@ -532,7 +559,9 @@ in one line, e.g. `course.yml: assignments[0].limits.cell_seconds: expected a po
 A key left out, or set to nothing (`key:` or `key: null`), takes its default; a mapping given in
 part keeps the defaults of the keys it leaves out. Dtype keys: {", ".join(DTYPES)}. A key is the text
 written, whatever YAML would make of it as a value: student `0042` in `extensions` is "0042" (as in
-the roster), not the number 34.
+the roster), not the number 34. Each assignment's `name` must be its own. That its folder
+`assignments/<package>/` and its source notebooks exist is checked when a command asks for that
+assignment: one declared before its files are written stops only the commands about it.
 """)
 
 

@@ -258,6 +258,79 @@ def test_cli_an_extension_for_no_student_is_named_and_the_batch_goes_on(tmp_path
     assert "late -10" in next(ln for ln in proc.stdout.splitlines() if ln.startswith("alan "))
 
 
+# A second assignment declared in course.yml before its instructor code or source notebook exist.
+NOT_SET_UP = "  - name: activations\n    notebooks: [activations.ipynb]\n    problems:\n      relu: {points: 4}\n"
+NOT_SET_UP_ERROR = ("course.yml: assignments[1].package: assignment activations: folder assignments/activations "
+                    "does not exist (its reference and graders go there)")
+
+
+def declare_an_assignment_not_set_up(folder: Path) -> None:
+    config = CourseLayout(folder).config
+    config.write_text(config.read_text(encoding="utf-8") + NOT_SET_UP, encoding="utf-8")
+
+
+def test_cli_an_assignment_not_set_up_leaves_the_live_assignments_commands_alone(tmp_path):
+    """With a second assignment declared in course.yml before its package and notebook exist, do
+    `course autograde`, `course feedback` and `course gradescope` of the live assignment, and `nbgrader
+    export`, work as before (exit 0, ada graded, her page written, her row exported)?"""
+    import csv
+    import os
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    declare_an_assignment_not_set_up(folder)
+    graded = course("autograde", "transformer-block", "--student", "ada", "--wait", "--course-dir", str(folder))
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert CourseLayout(folder).results_json("ada", "transformer-block").is_file()
+    fed = course("feedback", "transformer-block", "--course-dir", str(folder))
+    assert fed.returncode == 0, fed.stdout + fed.stderr
+    assert "1 feedback page written under feedback/<student>/transformer-block/" in fed.stdout
+    bundled = course("gradescope", "transformer-block", "--to", str(tmp_path / "tb.zip"), "--course-dir", str(folder))
+    assert bundled.returncode == 0, bundled.stdout + bundled.stderr
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    exported = subprocess.run([str(bin_dir / "nbgrader"), "export", "--to", "grades.csv"], cwd=folder, env=env,
+                              capture_output=True, text=True, timeout=300)
+    assert exported.returncode == 0, exported.stderr
+    with open(folder / "grades.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["assignment"], r["student_id"]) for r in rows if float(r["score"]) > 0] == [("transformer-block", "ada")]
+
+
+@pytest.mark.parametrize("args", [["autograde", "activations"], ["feedback", "activations"],
+                                  ["release", "activations"], ["validate", "activations"],
+                                  ["gradescope", "activations"], ["serve", "activations"], ["release"]])
+def test_cli_a_command_about_an_assignment_not_set_up_is_one_line_naming_it(course_copy, args):
+    """Is a command about the assignment not set up, or `course release` of every assignment, one line
+    naming the assignment, its key in course.yml and the missing folder (exit 2), with nothing released?"""
+    declare_an_assignment_not_set_up(course_copy)
+    release = CourseLayout(course_copy).release("transformer-block") / "transformer-block.ipynb"
+    before = release.stat().st_mtime_ns
+    proc = course(*args, "--course-dir", str(course_copy))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"course: error: {NOT_SET_UP_ERROR}"), proc.stderr
+    if args == ["release"]:
+        assert lines[0].endswith("; without an assignment the command does every one in course.yml: name one to do "
+                                 "it alone (set up: transformer-block)")
+    assert release.stat().st_mtime_ns == before
+
+
+@pytest.mark.slow
+def test_cli_validate_of_every_assignment_names_what_one_not_set_up_lacks(course_copy):
+    """Does `course validate` with no assignment validate the live one (ok) and report each missing part
+    of the one not set up as a PROBLEM naming its key and path, exiting 1?"""
+    declare_an_assignment_not_set_up(course_copy)
+    proc = course("validate", "--course-dir", str(course_copy))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "validate transformer-block: ok" in lines
+    assert [ln for ln in lines if ln.startswith("PROBLEM:")] == [
+        f"PROBLEM: {NOT_SET_UP_ERROR}",
+        "PROBLEM: course.yml: assignments[1].notebooks[0]: assignment activations: source notebook "
+        "source/activations/activations.ipynb does not exist"]
+    assert lines[-1] == "validate activations: 2 problems"
+
+
 def test_a_batch_forks_one_early_worker_per_submission_folder_up_to_its_workers(tmp_path):
     """`course autograde` sizes the workers it forks before its imports by the student folders that
     hold the assignment (a folder or a link, not a dot folder, not another assignment's), never more

@@ -176,8 +176,6 @@ def test_config_invalid_yaml_names_the_line(tmp_path):
     (mutate("assignments.0.problems.layer_norm.pointz", 3),
      "assignments[0].problems.layer_norm.pointz: unknown key"),
     (mutate("colour", "blue"), "colour: unknown key"),
-    (mutate("assignments.0.notebooks", ["missing.ipynb"]),
-     "assignments[0].notebooks[0]: source notebook source/hw/missing.ipynb does not exist"),
     (mutate("defaults.tolerances.float64.rtol", -1e-6),
      "defaults.tolerances.float64.rtol: expected a number >= 0, got -1e-06"),
     (mutate("assignments.0.problems.silu.tolerances.float32.atol", -1),
@@ -203,7 +201,6 @@ def test_config_invalid_yaml_names_the_line(tmp_path):
      "assignments[1].name: 'hw' is used twice"),
     (mutate("defaults.limits.cell_seconds", True),
      "defaults.limits.cell_seconds: expected a positive number, got True"),
-    (mutate("assignments.0.package", "nope"), "assignments[0].package: folder assignments/nope does not exist"),
     ("name: [unclosed", "not valid YAML"),
     (mutate("assignments.0.extensions", {"ada": {"days": -1}}),
      "assignments[0].extensions.ada.days: expected a number >= 0, got -1"),
@@ -219,6 +216,73 @@ def test_config_bad_file_names_the_key_path(tmp_path, data, expected):
     message = error_for(tmp_path, data)
     assert message.startswith("course.yml")
     assert expected in message
+
+
+def test_config_an_assignment_not_set_up_stops_only_what_asks_for_it(tmp_path):
+    """With a second assignment declared before its instructor code and source notebook exist, does the
+    course still load and give the first assignment, while asking for the second is one line naming it,
+    its key in course.yml and the folder missing, and `setup_problems` lists every missing part?"""
+    data = mutate("assignments.1", {"name": "activations", "notebooks": ["activations.ipynb", "extra.ipynb"],
+                                    "problems": {"relu": {"points": 4}}})
+    course = load_course(make_course(tmp_path, data))
+    assert course.assignment("hw").name == "hw" and course.setup_problems(course.entry("hw")) == ()
+    with pytest.raises(ConfigError) as info:
+        course.assignment("activations")
+    assert str(info.value) == ("course.yml: assignments[1].package: assignment activations: folder "
+                               "assignments/activations does not exist (its reference and graders go there)")
+    CourseLayout(tmp_path).package("activations").mkdir(parents=True)
+    (CourseLayout(tmp_path).source("activations")).mkdir(parents=True)
+    (CourseLayout(tmp_path).source("activations") / "extra.ipynb").write_text("{}")
+    assert course.setup_problems(course.entry("activations")) == (
+        "course.yml: assignments[1].notebooks[0]: assignment activations: source notebook "
+        "source/activations/activations.ipynb does not exist",)
+    with pytest.raises(ConfigError, match=r"^course\.yml: assignments\[1\]\.notebooks\[0\]: assignment activations: "):
+        course.assignment("activations")
+    (CourseLayout(tmp_path).source("activations") / "activations.ipynb").write_text("{}")
+    assert course.assignment("activations").notebooks == ("activations.ipynb", "extra.ipynb")
+
+
+@pytest.mark.parametrize("where, message", [
+    ("package", "assignments[0].package: assignment hw: folder assignments/hw does not exist"),
+    ("notebook", "assignments[0].notebooks[0]: assignment hw: source notebook source/hw/hw.ipynb does not exist"),
+])
+def test_config_a_missing_package_or_notebook_is_named_when_the_assignment_is_asked_for(tmp_path, where, message):
+    """Is an assignment whose instructor-code folder or source notebook is gone refused in one line
+    naming the key, the path and the assignment, when a command asks for it?"""
+    layout = CourseLayout(make_course(tmp_path, GOOD))
+    if where == "package":
+        layout.package("hw").rmdir()
+    else:
+        (layout.source("hw") / "hw.ipynb").unlink()
+    course = load_course(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        course.assignment("hw")
+    assert str(info.value).startswith(f"course.yml: {message}")
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("copied, index, first", [
+    ({"name": "hw", "notebooks": ["activations.ipynb"], "problems": {"relu": {"points": 4}}}, 1, 0),
+    ({"name": "hw", "package": "activations", "notebooks": ["hw.ipynb"], "problems": {"silu": {"points": 1}}}, 1, 0),
+])
+def test_config_an_entry_copied_and_not_renamed_is_a_name_used_twice(tmp_path, copied, index, first):
+    """When an instructor copies an assignment's entry for a new one and edits its notebooks or package
+    but not its name, is the error that the name is used twice, naming both keys, rather than that
+    the copy's notebook or folder does not exist?"""
+    message = error_for(tmp_path, mutate(f"assignments.{index}", copied))
+    assert message.startswith(f"course.yml: assignments[{index}].name: 'hw' is used twice (also "
+                              f"assignments[{first}].name): each assignment needs a name of its own")
+
+
+def test_config_a_copy_renamed_to_another_assignments_name_is_a_name_used_twice(tmp_path):
+    """With three entries, the third a copy of the first renamed to the second's name (whose folders
+    hold other notebooks), is the error the name used twice, naming both keys?"""
+    data = mutate("assignments.1", {"name": "activations", "notebooks": ["activations.ipynb"],
+                                    "problems": {"relu": {"points": 4}}})
+    data["assignments"].append({**data["assignments"][0], "name": "activations", "notebooks": ["hw2.ipynb"]})
+    message = error_for(tmp_path, data)
+    assert message.startswith("course.yml: assignments[2].name: 'activations' is used twice (also "
+                              "assignments[1].name)")
 
 
 @pytest.mark.parametrize("due", ["2026-12-14", '"2026-12-14"'])

@@ -155,3 +155,19 @@ def test_doctor_in_a_sound_course_says_what_it_checked_and_names_a_missing_excha
         f"the exchange folder /nonexistent/exchange ({CONFIG_FILE}: exchange) does not exist: nbgrader's "
         f"release_assignment, submit and collect need it (grading does not)")
     assert api.course_notes(course_copy.parent / "not-a-course") == ()
+
+
+def test_doctor_names_an_assignment_not_set_up_without_stopping_grading(course_copy):
+    """With a second assignment declared before its package and notebook exist, does the course check
+    find nothing that stops grading the live one, and say in one note what the other lacks?"""
+    config = CourseLayout(course_copy).config
+    config.write_text(config.read_text(encoding="utf-8") + "  - name: activations\n    notebooks: [activations.ipynb]\n"
+                      "    problems:\n      relu: {points: 4}\n", encoding="utf-8")
+    assert api.course_problems(course_copy) == ()
+    notes = api.course_notes(course_copy)
+    assert notes[0].startswith(f"{CONFIG_FILE} read (assignments: {ASSIGNMENT}, activations); ")
+    assert notes[1] == (
+        "activations is not set up yet, so commands for it stop (those for the other assignments do not): "
+        "course.yml: assignments[1].package: assignment activations: folder assignments/activations does not "
+        "exist (its reference and graders go there); course.yml: assignments[1].notebooks[0]: assignment "
+        "activations: source notebook source/activations/activations.ipynb does not exist")

@@ -161,3 +161,29 @@ def test_recipe_applies_again_to_a_course_that_followed_it(followed, tmp_path):
     apply_files(again)
     assert CourseLayout(again).config.read_text().count(f"- name: {NAME}\n") == 1
     assert (CourseLayout(again).source(NAME) / f"{NAME}.ipynb").is_file()
+
+
+def test_recipe_step_1_alone_stops_only_the_new_assignments_commands_as_the_page_says(tmp_path):
+    """After step 1 alone, and again with the instructor-code folder but no notebook, does a command
+    about the new assignment print the line the page shows, while a command about the course's
+    live assignment still works; and does an entry copied without a new name print the page's line?"""
+    import yaml
+
+    folder = copy_course(tmp_path / "course")
+    forget(folder)
+    layout = CourseLayout(folder)
+    live = yaml.safe_load(layout.config.read_text(encoding="utf-8"))
+    _, text = blocks()["course.yml"]
+    layout.config.write_text(layout.config.read_text(encoding="utf-8") + text.split("\n", 1)[1], encoding="utf-8")
+    page = " ".join(RECIPE.read_text(encoding="utf-8").split())
+    for step in ("declared", "package folder made"):
+        proc = course(folder, "release", NAME)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert f"`{proc.stderr.strip()}`" in page, f"{step}: {proc.stderr}"
+        (folder / "assignments" / NAME).mkdir(parents=True, exist_ok=True)
+    first = live["assignments"][0]["name"]
+    assert course(folder, "feedback", first).returncode == 0
+    live["assignments"].append(dict(live["assignments"][0]))
+    layout.config.write_text(yaml.safe_dump(live, sort_keys=False), encoding="utf-8")
+    proc = course(folder, "feedback", first)
+    assert proc.returncode == 2 and f"`{proc.stderr.strip()}`" in page, proc.stderr
