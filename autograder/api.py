@@ -475,7 +475,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 # commit, so a batch stopped before it grades this submission again
                 written = write_student_results(course, a, sid, result, None)
                 output_errors.extend(written)
-                if not written and result.state == "graded" and keys[sid]:
+                if not written and keys[sid]:        # a crashed one too: its key tells a resubmission
                     pending[sid] = (result, keys[sid])
             # the page at once, without the gradebook's review: the writer rewrites it if people
             # changed grades or commented there
@@ -892,9 +892,11 @@ def _write_page(course: Course, a: Assignment, sid: str, result: SubmissionResul
 
 def write_student_results(course: Course, a: Assignment, sid: str, result: SubmissionResult,
                         key: str | None) -> list[str]:
-    """autograded/<student>/<assignment>/results.json, atomically. Its grading key (when given, and
-    the submission did not crash) marks the student as done (see grading.fingerprint): it is
-    written only once the gradebook holds their grades. Its failure is one line.
+    """autograded/<student>/<assignment>/results.json, atomically. Its grading key (when given) marks
+    the student as done (see grading.fingerprint): it is written only once the gradebook holds their
+    grades. A crashed result is graded again all the same (`_previous_result`), but keeps its key, so
+    that the next run tells a new submission from the same one (a TA may have scored the crashed one
+    by hand: `BatchResult.standing_reviews`). Its failure is one line.
 
     Without `key` the file is written without waiting for the disk (no fsync): a results.json
     without its key is graded again by the next `course autograde` anyway, so one that a crash of
@@ -903,7 +905,7 @@ def write_student_results(course: Course, a: Assignment, sid: str, result: Submi
 
     def results() -> None:
         _inside(course, course.layout.autograded(sid, a.name))
-        text = render_results_json(result, grading_key=key if result.state == "graded" else None)
+        text = render_results_json(result, grading_key=key)
         atomic_write_text(course.layout.results_json(sid, a.name), text, sync=key is not None)
 
     return _run_steps(sid, [("writing results.json", results)])

@@ -1,6 +1,7 @@
 """A TA's overrides and comments on a submission stay in the gradebook when the student submits again
 (nbgrader keeps a person's grades on a regrade): `course autograde` says so, once per student, when the
-submission's content changed, and not when the same files are graded again."""
+submission's content changed, and not when the same files are graded again; also when the earlier
+submission's grading crashed and a TA graded it by hand."""
 from __future__ import annotations
 
 import os
@@ -29,13 +30,13 @@ def _course_cmd(course: Path, *args: str) -> str:
     return done.stdout
 
 
-def _override(course: Path, sid: str) -> None:
+def _override(course: Path, sid: str, auto: float | None = 5.0) -> None:
     """As a TA saves them in formgrader: rms_norm's score set to 4 of 5, a comment on its solution cell."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
         grade = gb.find_grade("test_rms_norm", A, A, sid)
-        assert grade.auto_score == 5.0
+        assert grade.auto_score == auto
         grade.manual_score = 4.0
         gb.find_comment("rms_norm_solution", A, A, sid).manual_comment = COMMENT
         gb.db.commit()
@@ -63,3 +64,46 @@ def test_a_resubmission_warns_of_the_ta_review_that_still_stands(tmp_path):
     assert "graded    ada" in again and "WARNING" not in again, again
     alan = _course_cmd(course, "autograde", A)
     assert "graded    alan" in alan and "WARNING" not in alan, alan
+
+
+def _crash(course: Path, sid: str, monkeypatch: pytest.MonkeyPatch, *, background: bool) -> None:
+    """Grade `sid` alone in this process with the sandbox failing under it, as a killed sandbox process
+    makes a submission `crashed`: results.json and a gradebook row without automatic scores (committed
+    by a detached writer when `background`, as `course autograde --student` does; waited for here)."""
+    from autograder import api
+    from autograder.config import load_course
+    from autograder.grading import engine
+    from autograder.reporting.gradebook import acquire_gradebook_lock
+    from autograder.sandbox.outcomes import SandboxError
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise SandboxError("the sandbox's process was killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(engine, "grade_submission", killed)
+        patch.setenv("PATH", os.pathsep.join([str(BIN), os.environ.get("PATH", "")]))
+        batch = api.autograde(course, A, student=sid, workers=1, background_commit=background)
+    assert [row.state for row in batch.results] == ["crashed"], batch.results
+    assert batch.committing == ((sid,) if background else ())
+    os.close(acquire_gradebook_lock(load_course(course)))     # the detached writer has committed
+
+
+def test_a_resubmission_after_a_crash_warns_of_the_ta_grade_that_still_stands(tmp_path, monkeypatch):
+    """When a student's grading crashed and a TA scored it by hand, does their next, changed submission
+    get the WARNING line (the TA's score still stands on it), while a student whose same files are
+    graded again after the crash gets none?"""
+    course = course_with_students(tmp_path / "course", ("ada", "alan"))
+    _course_cmd(course, "release", A)
+    for sid in ("ada", "alan"):
+        _crash(course, sid, monkeypatch, background=sid == "ada")
+        _override(course, sid, auto=None)
+    (CourseLayout(course).submission("ada", A) / "timestamp.txt").write_text("2026-12-13 09:30:00.000000 UTC")
+    out = _course_cmd(course, "autograde", A)
+    assert "graded    ada" in out and "graded    alan" in out, out
+    assert [line for line in out.splitlines() if "WARNING" in line] == [WARNING], out
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+        for sid in ("ada", "alan"):
+            grade = gb.find_grade("test_rms_norm", A, A, sid)
+            assert (grade.auto_score, grade.manual_score) == (5.0, 4.0), sid
