@@ -155,6 +155,9 @@ class BatchResult:
     gradebook_changes: tuple[str, ...] = ()   # entries created or corrected from course.yml first
     committing: tuple[str, ...] = ()      # students whose grades a detached writer is still committing
     unreadable: tuple[str, ...] = ()      # "<path> could not be read (<why>)...": submissions not graded
+    # "<folder>: not graded: ..." for the submission of a student taken out of the course (on neither
+    # the roster nor the gradebook, which had their grades): left as it is, and not graded
+    removed: tuple[str, ...] = ()
     # "<student>: ..." for a new submission whose earlier one has a TA's overrides, extra credit or
     # comments in the gradebook: they still stand (nbgrader keeps them), for the TA to review
     standing_reviews: tuple[str, ...] = ()
@@ -272,6 +275,35 @@ def _split_unreadable(course: Course, a: Assignment, todo: list[tuple[str, Path]
     return kept
 
 
+def _split_removed(course: Course, a: Assignment, todo: list[tuple[str, Path]]) -> dict[str, str]:
+    """The students of `todo` taken out of the course, student -> the line naming their folder: on
+    neither the roster nor the gradebook, though their results.json has its grading key, which it
+    gets only once the gradebook holds their grades (someone removed them since: `nbgrader db student
+    remove --force`, as README says to for a student who left). Grading them would put them back in
+    the gradebook and the export. A student off the roster whom the gradebook never held is graded
+    (flagged "not on roster"), as before; so is everyone when the gradebook cannot be read with plain
+    SQL or holds no submission of the assignment (started afresh: nobody was taken out of it)."""
+    from .reporting.gradebook_sql import gradebook_students
+
+    roster = set(course.roster())
+    off = [(sid, folder) for sid, folder in todo if sid not in roster]
+    held = gradebook_students(course, a.name) if off else None
+    if held is None:
+        return {}
+    where = course.layout.relative(course.roster_file) if course.roster_file is not None else None
+    removed = {}
+    for sid, folder in off:
+        stored = _stored_result(course, a, sid) if sid not in held else None
+        if stored is None or not stored[1]:
+            continue
+        readd = (f"add them to {where} (or run `nbgrader db student add {sid}`)" if where is not None
+                 else f"run `nbgrader db student add {sid}`")
+        removed[sid] = (f"{course.layout.relative(folder)}: not graded: {sid} was taken out of the gradebook, "
+                        f"which had their grades, and is not on the roster; the folder is left as it is. To grade "
+                        f"{sid} again, {readd}")
+    return removed
+
+
 def _check_grader_files(course: Course, a: Assignment) -> None:
     """Refuse (CourseError) a batch with a problem that has no grader file, before the gradebook or
     any student's results are touched: that is the course's mistake (a typo in course.yml, a grader
@@ -346,6 +378,11 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         course = load_course(course_dir)
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
+        # a student taken out of the course: their folder is named in a WARNING, not graded
+        removed = _split_removed(course, a, todo)
+        for line in removed.values():
+            log(f"WARNING: {line}")
+        todo = [(sid, folder) for sid, folder in todo if sid not in removed]
         # a folder or file the grader cannot read: earlier grades stand, named, and the batch exits 1
         unreadable = _split_unreadable(course, a, todo, log)
         todo = [(sid, folder) for sid, folder in todo if sid not in unreadable]
@@ -542,7 +579,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                        ungraded=tuple(str(u) for u in ungraded_files(course, a, results, student)),
                        not_submitted=() if student else tuple(s for s in course.roster() if s not in graded),
                        gradebook_changes=book.gradebook.created, committing=tuple(committing),
-                       unreadable=tuple(unreadable.values()),
+                       unreadable=tuple(unreadable.values()), removed=tuple(removed.values()),
                        standing_reviews=tuple(standing), already_graded=tuple(already), review_unread=tuple(unread))
 
 

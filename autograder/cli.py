@@ -199,7 +199,7 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
         print(f"gradebook: {err}", file=sys.stderr)
     for err in batch.output_errors:
         print(f"output: {err}", file=sys.stderr)
-    if not batch.results:
+    if not batch.results and not batch.removed:
         print(f"no submissions found under {layout.relative(layout.submission('<student>', a.name))}/")
     return 1 if batch.grader_failed else 0
 

@@ -423,3 +423,24 @@ def holds_grades(course: Course, assignment: Assignment, result: SubmissionResul
         if key not in scores or scores[key] != (None if crashed else result.problem_score(p.name)):
             return False
     return bool(penalty is not None and abs(penalty - (result.late_penalty or 0.0)) < 1e-9)
+
+
+def gradebook_students(course: Course, assignment: str) -> frozenset[str] | None:
+    """The ids of every student the gradebook holds, read with plain SQL without taking the course's
+    lock; None when it cannot tell (not an SQLite gradebook of nbgrader's schema, or busy), and when it
+    holds no submission of `assignment` at all (a gradebook started afresh, which nobody was taken
+    out of)."""
+    conn = _read_only(course)
+    if conn is None:
+        return None
+    try:
+        any_submission = conn.execute("SELECT 1 FROM submitted_assignment sa JOIN assignment a ON a.id = "
+                                      "sa.assignment_id WHERE a.name = ? AND a.course_id = ? LIMIT 1",
+                                      (assignment, course.course_id)).fetchone()
+        if any_submission is None:
+            return None
+        return frozenset(str(row[0]) for row in conn.execute("SELECT id FROM student"))
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()

@@ -209,3 +209,21 @@ def test_holds_grades_says_whether_recording_a_result_again_would_change_its_gra
     elsewhere = dataclasses.replace(course, gradebook_url="postgresql://somewhere/gradebook")
     assert not gradebook_sql.holds_grades(elsewhere, assignment, late)
     assert gradebook_sql.has_person_review(elsewhere, assignment.name, "ada") is None
+
+
+def test_the_students_a_gradebook_holds_are_read_once_it_has_a_submission(tmp_path, assignment, empty_gradebook,  # noqa: F811
+                                                                          ada, bob):
+    """Does `gradebook_students` name every student the gradebook holds (one without a submission too),
+    without the one taken out of it, and say it cannot tell (None) while the gradebook has no submission
+    of the assignment (started afresh) or for a database that is not an SQLite file?"""
+    course = released(tmp_path, "sql", assignment, empty_gradebook)
+    assert gradebook_sql.gradebook_students(course, assignment.name) is None
+    with GradebookWriter(course, assignment) as writer:
+        assert writer.record(ada) is None and writer.record(bob) is None
+    with Gradebook(course.gradebook_url) as gb:
+        gb.add_student("zoe")
+        gb.remove_student("ada")
+    assert gradebook_sql.gradebook_students(course, assignment.name) == {"bob", "zoe"}
+    assert gradebook_sql.gradebook_students(course, "another-assignment") is None
+    elsewhere = dataclasses.replace(course, gradebook_url="postgresql://grader@db.example/gradebook")
+    assert gradebook_sql.gradebook_students(elsewhere, assignment.name) is None
