@@ -204,16 +204,25 @@ class Defaults:
 
 def _names_unique(value: tuple[Assignment, ...], path: str, scope: Scope) -> None:
     """Two entries of one name (most likely an entry copied for a new assignment and not renamed)
-    would share every folder named after it; said before anything asks for those folders."""
+    would share every folder named after it; said before anything asks for those folders. So would
+    two names that differ only in case (`HW1`, `hw1`) on a file system that ignores case (macOS,
+    Windows), where source/HW1 and source/hw1 are one folder: refused on every machine, so a course
+    folder works wherever it is copied."""
     layout = CourseLayout(scope["root"])
     first: dict[str, int] = {}
     for i, a in enumerate(value):
-        if first.setdefault(a.name, i) != i:
-            source, release, submitted = (f"{layout.relative(p)}/" for p in (
-                layout.source(a.name), layout.release(a.name), layout.submission("<student>", a.name)))
-            raise ConfigError(f"{path}[{i}].name: {a.name!r} is used twice (also {path}[{first[a.name]}].name): "
+        j = first.setdefault(a.name.casefold(), i)
+        if j == i:
+            continue
+        source, release, submitted = (f"{layout.relative(p)}/" for p in (
+            layout.source(a.name), layout.release(a.name), layout.submission("<student>", a.name)))
+        if value[j].name == a.name:
+            raise ConfigError(f"{path}[{i}].name: {a.name!r} is used twice (also {path}[{j}].name): "
                               f"each assignment needs a name of its own, as both would use {source}, {release} "
                               f"and {submitted}")
+        raise ConfigError(f"{path}[{i}].name: {a.name!r} differs from {path}[{j}].name {value[j].name!r} only in "
+                          f"case: on a file system that ignores case (macOS, Windows) both would use {source}, "
+                          f"{release} and {submitted}; give each assignment a name of its own")
 
 
 def _gradebook_url(url: str, scope: Scope) -> str:

@@ -285,6 +285,25 @@ def test_config_a_copy_renamed_to_another_assignments_name_is_a_name_used_twice(
                               "assignments[1].name)")
 
 
+@pytest.mark.parametrize("other", ["HW", "Hw"])
+def test_config_names_that_differ_only_in_case_are_refused(tmp_path, other):
+    """With `hw` and a second assignment `HW` (one folder under source/ on macOS and Windows), is the
+    error one line naming both keys and both names, on this machine too, before any folder is looked for?"""
+    data = mutate("assignments.1", {**GOOD["assignments"][0], "name": other, "notebooks": ["hw2.ipynb"]})
+    message = error_for(tmp_path, data)
+    assert message.startswith(f"course.yml: assignments[1].name: {other!r} differs from assignments[0].name 'hw' "
+                              f"only in case: on a file system that ignores case (macOS, Windows) both would use "
+                              f"source/{other}/")
+    assert "is used twice" not in message
+
+
+def test_config_names_that_differ_beyond_case_load(tmp_path):
+    """Are `hw` and `hw1` (unlike `hw` and `HW`) two assignments of one course?"""
+    data = mutate("assignments.1", {**GOOD["assignments"][0], "name": "hw1", "notebooks": ["hw.ipynb"]})
+    course = load_course(make_course(tmp_path, data))
+    assert [a.name for a in course.assignments] == ["hw", "hw1"]
+
+
 @pytest.mark.parametrize("due", ["2026-12-14", '"2026-12-14"'])
 def test_config_a_due_date_alone_is_the_end_of_that_day(tmp_path, monkeypatch, due):
     """Is `due:` given as a date alone the end of that day, 23:59:59 UTC, whether YAML reads it as a
