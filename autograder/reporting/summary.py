@@ -19,6 +19,11 @@ autograder's own total ("TA changed, autograder 25"); a line under the table say
 
     ada            15*          10     5  30/30*   graded   TA changed, autograder 25
 
+The class mean and median leave out crashed submissions (the autograder has no score for them), except
+one a TA scored by hand in the gradebook: that student has a grade, the one their feedback page and
+`nbgrader export` give, and it counts; the closing line names such students ("including crashed cy,
+scored by a TA").
+
 A submission unchanged since the last run (not graded again) is flagged "unchanged", and the closing
 line counts those apart from the ones graded now.
 
@@ -150,8 +155,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
 def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment: Assignment, *,
                    feedback_pages: str | None = None, graders: str = "graders") -> str:
     """A plain-text table of `results` (sorted by student), a closing line with the class mean and
-    median and where the feedback pages are, and a GRADER ERROR line per distinct grader error
-    (`graders`: the graders' folder, as the instructor should read it)."""
+    median (of the graded submissions and the crashed ones a TA scored by hand) and where the feedback
+    pages are, and a GRADER ERROR line per distinct grader error (`graders`: the graders' folder, as
+    the instructor should read it)."""
     table = sorted((r if isinstance(r, StudentRow) else StudentRow.of(r) for r in results),
                    key=lambda r: r.student)
     problems = [p.name for p in assignment.problems]
@@ -181,16 +187,17 @@ def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment:
         legend = "Problems: " + ", ".join(
             f"{s} {p}" + (f" ({format_points(points[p])})" if p in points else "") for s, p in zip(short, problems))
 
-    graded = [r.total for r in table if not r.crashed]
+    counted = [r.total for r in table if _counted(r)]
     n = len(table)
-    tail = f"{n} student{'s' if n != 1 else ''}, {_graded_count(table, len(graded))}"
-    if graded:
+    tail = f"{n} student{'s' if n != 1 else ''}, {_graded_count(table, sum(not r.crashed for r in table))}"
+    if counted:
         import statistics  # here: a batch imports this module (StudentRow) before its first result
 
-        tail += (f": mean {format_points(statistics.fmean(graded))}, "
-                 f"median {format_points(statistics.median(graded))} of {format_points(max_score)}")
-        if len(graded) < n:
-            tail += " (crashed excluded)"
+        tail += (f": mean {format_points(statistics.fmean(counted))}, "
+                 f"median {format_points(statistics.median(counted))} of {format_points(max_score)}")
+        covers = _mean_covers(table)
+        if covers:
+            tail += f" ({covers})"
     tail += "."
     if feedback_pages is not None:
         tail += f" Feedback pages: {feedback_pages}"
@@ -201,6 +208,28 @@ def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment:
     return "\n".join([*lines, *([legend] if legend else []), *changed, "", tail, *([sandbox] if sandbox else []),
                       *([unstamped] if unstamped else []),
                       *([""] + errors if errors else [])]) + "\n"
+
+
+def _counted(row: StudentRow) -> bool:
+    """Whether the class mean and median count `row`: a graded submission, or a crashed one a TA scored
+    by hand (its total is then the gradebook's, what the student gets)."""
+    return not row.crashed or row.final_score is not None
+
+
+def _mean_covers(rows: Sequence[StudentRow]) -> str:
+    """What the mean covers beyond the graded submissions: "" when every submission was graded."""
+    by_hand = [r.student for r in rows if r.crashed and r.final_score is not None]
+    left_out = sum(not _counted(r) for r in rows)
+    parts = [f"including crashed {_names(by_hand)}, scored by a TA"] if by_hand else []
+    if left_out:
+        parts.append(f"{left_out} other crashed excluded" if by_hand else "crashed excluded")
+    return "; ".join(parts)
+
+
+def _names(students: Sequence[str], shown: int = 5) -> str:
+    """The first `shown` of `students`, and how many more there are."""
+    more = len(students) - shown
+    return ", ".join(students[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _graded_count(rows: Sequence[StudentRow], graded: int) -> str:
@@ -226,9 +255,8 @@ def unstamped_line(rows: Sequence[StudentRow], assignment: Assignment) -> str:
     if len(missing) == len(graded) and len(graded) > 1:
         return (f"Late policy: none of the {len(graded)} submissions has a timestamp.txt (nbgrader's collect "
                 f"and submit write one), so all were graded as on time.")
-    names = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     return (f"Late policy: {len(missing)} submission{'s' if len(missing) != 1 else ''} without a timestamp.txt "
-            f"(nbgrader's collect and submit write one), graded as on time: {names}.")
+            f"(nbgrader's collect and submit write one), graded as on time: {_names(missing)}.")
 
 
 def grader_error_lines(rows: Sequence[StudentRow], assignment: Assignment, graders: str = "graders") -> list[str]:

@@ -249,6 +249,46 @@ def test_a_review_without_a_changed_score_leaves_the_row_as_the_autograder_gave_
     assert changed.with_review(None) == StudentRow.of(bob), "a review taken back leaves the autograder's row"
 
 
+
+def _scored_by_hand(result, **manual):
+    """The gradebook's review of a crashed `result` whose problems a TA scored by hand (no automatic score)."""
+    from autograder.reporting.review import ProblemReview, Review
+
+    return Review(result.student, "transformer-block", tuple(
+        ProblemReview(name, points, None, manual.get(name)) for name, points in
+        (("layer_norm", 15.0), ("split_heads", 10.0), ("silu", 5.0))))
+
+
+def test_a_crashed_submission_a_ta_scored_by_hand_counts_in_the_mean_as_on_its_feedback_page(ada, bob, cy,
+                                                                                              assignment):
+    """When a TA scored cy's crashed submission by hand (10 + 5 + 0), does the class mean and median count
+    cy's 15, the total on cy's feedback page, and does the closing line say the mean includes cy?"""
+    from autograder.reporting.feedback import feedback_view
+
+    review = _scored_by_hand(cy, layer_norm=10.0, split_heads=5.0, silu=0.0)
+    row = StudentRow.of(cy).with_review(review)
+    assert feedback_view(cy, assignment, review).score == "15"
+    text = format_summary([ada, bob, row], assignment)
+    assert rows(text)["cy"].split()[1:6] == ["10*", "5*", "0*", "15/30*", "crashed"]
+    last = text.splitlines()[-1]
+    assert last == "3 students, 2 graded: mean 19.17, median 15 of 30 (including crashed cy, scored by a TA)."
+
+
+def test_the_closing_line_tells_crashed_scored_by_a_ta_from_crashed_left_out(ada, cy, assignment):
+    """With cy's crashed submission scored by a TA and dan's crashed and not, does the mean count ada and cy
+    only, and does the closing line name cy and count dan as excluded; with dan alone crashed, is it the
+    plain "crashed excluded"?"""
+    dan = submission("dan", [], state="crashed", crash_reason="the notebook could not be run")
+    cy_row = StudentRow.of(cy).with_review(_scored_by_hand(cy, layer_norm=15.0, split_heads=3.0))
+    last = format_summary([ada, cy_row, dan], assignment).splitlines()[-1]
+    assert last == ("3 students, 1 graded: mean 24, median 24 of 30 (including crashed cy, scored by a TA; "
+                    "1 other crashed excluded).")
+    assert format_summary([ada, dan], assignment).splitlines()[-1] == (
+        "2 students, 1 graded: mean 30, median 30 of 30 (crashed excluded).")
+    alone = format_summary([cy_row], assignment).splitlines()[-1]
+    assert alone == "1 student, 0 graded: mean 18, median 18 of 30 (including crashed cy, scored by a TA)."
+
+
 def test_unchanged_submissions_are_flagged_and_counted_apart_from_those_graded_now(ada, bob, cy, assignment):
     """Are submissions not graded again (unchanged since the last run) flagged "unchanged" and counted
     apart in the closing line, for one student alone, for a whole class, and for a mix?"""
