@@ -199,9 +199,26 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
         print(f"gradebook: {err}", file=sys.stderr)
     for err in batch.output_errors:
         print(f"output: {err}", file=sys.stderr)
-    if not batch.results and not batch.removed:
-        print(f"no submissions found under {layout.relative(layout.submission('<student>', a.name))}/")
+    if not batch.results:
+        where = f"{layout.relative(layout.submission('<student>', a.name))}/"
+        print(nothing_graded(where, unreadable=len(batch.unreadable), removed=len(batch.removed)))
     return 1 if batch.grader_failed else 0
+
+
+def nothing_graded(where: str, *, unreadable: int, removed: int) -> str:
+    """The closing line of a `course autograde` that graded nobody: no submission under `where`, or
+    every one found was left ungraded, each named in a line above: `unreadable` the grader could not
+    read (their earlier grades stand), `removed` of students taken out of the course."""
+    found = unreadable + removed
+    if not found:
+        return f"no submissions found under {where}"
+    why = []
+    if unreadable:
+        why.append(f"{unreadable} could not be read (earlier grades stand)")
+    if removed:
+        why.append(f"{removed} of {'a student' if removed == 1 else 'students'} taken out of the course")
+    return (f"nothing was graded: {plural(found, 'submission')} found under {where}, none gradable: "
+            f"{' and '.join(why)}; each is named above")
 
 
 def _feedback(course_dir: str, assignment: str, student: str | None) -> int:

@@ -181,29 +181,35 @@ def test_cli_a_check_whose_grader_code_fails_is_named_once_in_the_summary(tmp_pa
         assert "grader error" in row, row
 
 
+def _autograde_unreadable(target: Path, folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """`course autograde transformer-block *args` of the course `folder` while `target` (a submission's
+    notebook or folder) has no permissions, which are then put back."""
+    import os
+
+    # root reads anything: without these two capabilities its permissions hold for it too
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    mode = target.stat().st_mode
+    target.chmod(0)
+    try:
+        return subprocess.run([*drop, sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                               "--course-dir", str(folder), *args], capture_output=True, text=True, timeout=300)
+    finally:
+        target.chmod(mode)
+
+
 @pytest.mark.parametrize("what", ["notebook", "folder"])
 def test_cli_a_submission_the_grader_cannot_read_is_not_graded_and_its_grades_stand(tmp_path, what):
     """When the grader cannot read a graded student's notebook or submission folder (its permissions),
     does `course autograde --force` grade the others, leave that student's grades, results.json and
     page as they were (rather than score a 0 for the machine's fault or call the notebook not
     submitted), name the file in one line and exit 1?"""
-    import os
-
     folder = course_with_students(tmp_path / "course", ("ada", "katherine"))
     first = course("autograde", "transformer-block", "--course-dir", str(folder))
     assert first.returncode == 0, first.stdout + first.stderr
     scores, outputs = _scores(folder), _outputs(folder)
     submission = CourseLayout(folder).submission("katherine", "transformer-block")
     target = submission / "transformer-block.ipynb" if what == "notebook" else submission
-    # root reads anything: without these two capabilities its permissions hold for it too
-    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
-    mode = target.stat().st_mode
-    target.chmod(0)
-    try:
-        proc = subprocess.run([*drop, sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
-                               "--course-dir", str(folder), "--force"], capture_output=True, text=True, timeout=300)
-    finally:
-        target.chmod(mode)
+    proc = _autograde_unreadable(target, folder, "--force")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     relative = CourseLayout(Path())
     shown = relative.submission("katherine", "transformer-block")
@@ -218,21 +224,46 @@ def test_cli_a_submission_the_grader_cannot_read_is_not_graded_and_its_grades_st
         {k: v for k, v in outputs.items() if "katherine" in k}
 
 
+def test_cli_a_batch_whose_every_submission_is_unreadable_says_so_not_that_none_was_found(tmp_path):
+    """When the grader cannot read the one submission found (graded before), does `course autograde` end
+    by saying it found one and graded none, naming why, rather than that it found no submission?"""
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    first = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert first.returncode == 0, first.stdout + first.stderr
+    notebook = CourseLayout(folder).submission("ada", "transformer-block") / "transformer-block.ipynb"
+    proc = _autograde_unreadable(notebook, folder, "--force")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "no submissions found" not in proc.stdout, proc.stdout
+    where = f"{CourseLayout(Path()).submission('<student>', 'transformer-block')}/"
+    assert proc.stdout.splitlines()[-1] == (f"nothing was graded: 1 submission found under {where}, none gradable: "
+                                            f"1 could not be read (earlier grades stand); each is named above")
+
+
+@pytest.mark.parametrize("unreadable, removed, line", [
+    (0, 0, "no submissions found under {where}"),
+    (0, 1, "nothing was graded: 1 submission found under {where}, none gradable: 1 of a student taken out of the "
+           "course; each is named above"),
+    (0, 2, "nothing was graded: 2 submissions found under {where}, none gradable: 2 of students taken out of the "
+           "course; each is named above"),
+    (2, 1, "nothing was graded: 3 submissions found under {where}, none gradable: 2 could not be read (earlier "
+           "grades stand) and 1 of a student taken out of the course; each is named above"),
+])
+def test_cli_the_closing_line_of_a_batch_that_graded_nobody_says_why(unreadable, removed, line):
+    """Does a batch that graded nobody end with "no submissions found" only when none was, and else say
+    how many it found and why none was graded (unreadable, students taken out of the course)?"""
+    from autograder.cli import nothing_graded
+
+    where = f"{CourseLayout(Path()).submission('<student>', 'hw')}/"
+    assert nothing_graded(where, unreadable=unreadable, removed=removed) == line.format(where=where)
+
+
 def test_cli_an_unreadable_first_submission_is_graded_with_its_reason_and_named_to_the_ta(tmp_path):
     """When the grader cannot read the notebook of a student with no earlier result (a student may
     submit it so), is it graded 0 with the reason on their page, as any unusable file is, the batch
     exiting 0, and is the TA told in a WARNING line naming the file?"""
-    import os
-
     folder = course_with_students(tmp_path / "course", ("ada", "katherine"))
     notebook = CourseLayout(folder).submission("katherine", "transformer-block") / "transformer-block.ipynb"
-    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
-    notebook.chmod(0)
-    try:
-        proc = subprocess.run([*drop, sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
-                               "--course-dir", str(folder)], capture_output=True, text=True, timeout=300)
-    finally:
-        notebook.chmod(0o644)
+    proc = _autograde_unreadable(notebook, folder)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     shown = CourseLayout(Path()).submission("katherine", "transformer-block") / "transformer-block.ipynb"
     assert f"WARNING: katherine: {shown} could not be read (Permission denied); graded 0 with that reason on " \

@@ -79,6 +79,9 @@ def test_a_student_taken_out_of_the_course_is_not_graded_back_in(tmp_path, monke
     alone = _course_cmd(course, "autograde", A, "--student", "alan")
     assert [line for line in alone.splitlines() if "WARNING" in line] == [WARNING], alone
     assert "no submissions found" not in alone, alone
+    where = f"{CourseLayout(Path()).submission('<student>', A)}/"
+    assert alone.splitlines()[-1] == (f"nothing was graded: 1 submission found under {where}, none gradable: 1 of "
+                                      f"a student taken out of the course; each is named above"), alone
     assert _students() == {"ada", "grace"} and _files(folder) == before
 
     _run(course, str(BIN / "nbgrader"), "db", "student", "add", "alan")
