@@ -68,6 +68,15 @@ class NotRun(Exception):
         super().__init__(self.feedback)
 
 
+def _breaks(holds: Callable[..., object], answers: list[np.ndarray]) -> bool:
+    """Do `answers` break the property `holds` (it raises AssertionError on them)?"""
+    try:
+        holds(*answers)
+    except AssertionError:
+        return True
+    return False
+
+
 def no_result(function: str, exc: Exception) -> str:
     """Why a call of the student's `function` gave no result, in a few words: "`f` raised
     NotImplementedError" (the full error is in the failed checks that make the same call)."""
@@ -383,13 +392,20 @@ class Expect:
         return self.localised[name]
 
     @contextlib.contextmanager
-    def excused_if_wired_right(self) -> Iterator[None]:
+    def excused_if_wired_right(self, holds: Callable[..., object] | None = None) -> Iterator[None]:
         """A check of a property of a composite (equivariance, a dtype, ...) that fails inside this
         block is excused when every call this test made to the composite gives exactly what the
         reference wiring gives on top of the student's own building blocks (same shape, dtype and
         values within tolerance): the failure then comes from a building block, charged there.
         When a building block fails on those inputs the check is not graded (NotGraded), and the
-        mistakes recorded inside the block go with the property, as for a value check not graded."""
+        mistakes recorded inside the block go with the property, as for a value check not graded.
+
+        `holds`, when given, is the property itself: called with one answer per call this test made
+        to the composite (in order), it raises AssertionError when they break the property. A
+        composite with a mistake of its own (charged by its value checks) is then excused too when
+        the wiring's answers on its own blocks break the property as well: the property fails
+        because of a building block, and is charged there. Only the property goes in such a block;
+        whether the answers are answers at all (shape, placeholders) is checked before it."""
         found = len(self.found)
         try:
             yield
@@ -398,9 +414,19 @@ class Expect:
             if not composites or not all(building_blocks(r) for _, r in composites):
                 raise
             del self._block_calls[:]
-            for c, reference in composites:
+            wirings: dict[int, np.ndarray] = {}       # the call's index -> its wiring, made once
+            if holds is not None:
                 try:
-                    wired = self._wired(reference, c.args, c.kwargs)
+                    wirings.update(enumerate(self._wired(r, c.args, c.kwargs) for c, r in composites))
+                except NotGraded:
+                    del self.found[found:]
+                    raise
+                if self._broken_by_blocks(holds, composites, list(wirings.values())):
+                    del self.found[found:]
+                    return
+            for i, (c, reference) in enumerate(composites):
+                try:
+                    wired = wirings[i] if i in wirings else self._wired(reference, c.args, c.kwargs)
                 except NotGraded:
                     del self.found[found:]
                     raise
@@ -417,6 +443,16 @@ class Expect:
                     self._trust_wiring(name, [(c.args, c.kwargs, c.value) for c, _ in composites if c.function == name])
             finally:
                 del self.found[found:]
+
+    def _broken_by_blocks(self, holds: Callable[..., object],
+                          composites: list[tuple[StudentCall, Callable[..., Any]]], wirings: list[np.ndarray]) -> bool:
+        """Do the `wirings` of the calls `composites` made (the reference wiring on the student's own
+        building blocks) break the property `holds`, where the reference's own answers keep it? A
+        wiring with NaN or infinite entries where the reference has numbers tells nothing (False)."""
+        expected = [np.asarray(reference(*c.args, **c.kwargs)) for c, reference in composites]
+        if not all(self._agrees_wired(w, w, e, None) for w, e in zip(wirings, expected)):
+            return False
+        return _breaks(holds, wirings) and not _breaks(holds, expected)
 
     def _reference(self, name: str) -> Callable[..., Any]:
         if self.reference is None:

@@ -369,6 +369,25 @@ def test_a_property_failure_is_excused_only_when_the_wiring_matches():
     failure(lambda: check(lambda x: 3 * x + 5))       # mis-wired: the property failure stands
 
 
+def test_a_property_a_wrong_block_breaks_is_excused_though_the_composite_has_its_own_mistake():
+    """With `holds`, is a property failure excused when the wiring of the composite's own blocks breaks the
+    property too (even though the composite is wrong in its own way), and does it stand when the wiring keeps
+    it? The property: shifting x by 1 moves the answer by exactly 2."""
+    def check(block, composite):
+        ex = wired_expect(double=block, double_plus_one=composite)
+        out, out_shifted = ex.call(ex.student.double_plus_one, X), ex.call(ex.student.double_plus_one, X + 1)
+
+        def moves_by_two(a, b):
+            ex.close(b - a, np.full_like(X, 2.0), what="f shifted")
+        with ex.excused_if_wired_right(holds=moves_by_two):
+            moves_by_two(out, out_shifted)
+
+    check(lambda x: x ** 2, lambda x: x ** 2 + 5)            # the block breaks it: excused (the +5 is a value mistake)
+    check(lambda x: x ** 2, lambda x: 3 * x + 1)             # so does the block, whatever the composite does with it
+    failure(lambda: check(lambda x: 2 * x, lambda x: x ** 2 + 1))     # the block keeps it: the composite's failure
+    failure(lambda: check(lambda x: 2 * x, lambda x: 3 * x + 1))
+
+
 def test_excuse_needs_the_same_dtype():
     """Is a dtype failure excused only when the student's own blocks give that dtype too?"""
     x32 = X.astype(np.float32)

@@ -2,7 +2,8 @@
 silu's large-input points while SiLU in any correct form earns them all; a mask applied as float64
 numbers is caught in float32; a norm computed in float32 is named for that, not for a stage it never
 got wrong; a block's own mistake is named even when the layer_norm or attention it calls is wrong too,
-and so is an attention's on wrong split_heads or merge_heads and a SwiGLU's on a wrong silu;
+and so is an attention's on wrong split_heads or merge_heads and a SwiGLU's on a wrong silu (and an
+attention's property that only its wrong split_heads breaks is not charged to it);
 a block that gives its LayerNorms eps = 1e-6 is named for it, and only the float64 checks see it.
 
 No sandbox here: the release notebook's setup cell and the solutions, with the student's cell last,
@@ -314,3 +315,27 @@ def test_a_swiglu_mistake_on_a_wrong_silu_is_named_as_itself(session, mistake_id
     silu that is ReLU, the sigmoid alone or x * sigmoid(-x): is it named as that mistake, by every check that
     names it with silu right, and nothing else (no stage such as the gate's activation or the up branch)?"""
     _named_as_on_right_blocks(session, "swiglu_ffn", mistake_id, wrong)
+
+
+# --------------------------------------------------------------------------- a property a wrong building block breaks
+# A property of a composite that the reference wiring on the student's own building blocks breaks too is the
+# building block's fault (charged in its own problem): the composite's property check does not charge it,
+# even when the composite has a small mistake of its own (charged by the value checks).
+
+ATTENTION_PROPERTIES = ["test_multi_head_attention_is_equivariant_to_token_order",
+                        "test_multi_head_attention_causal_mask_hides_later_tokens"]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("mistake_id", ["multi_head_attention.missing_scale", "multi_head_attention.scale_by_d_k"])
+def test_a_property_only_a_wrong_split_heads_breaks_is_not_charged_to_attention(session, seed, mistake_id):
+    """An attention without its scale (or scaled by d_k), calling a split_heads that reshapes without the
+    transpose (mixing tokens): do the equivariance and causal-mask checks pass, as they do with split_heads
+    right, while the value checks still fail and name the attention's own mistake?"""
+    wrong = mistake_cell("split_heads.reshape_without_transpose")[1]
+    checks = _checks(session, seed, wrong, mistake_cell(mistake_id)[1])
+    on_right_heads = _checks(session, seed, mistake_cell(mistake_id)[1])
+    assert all(on_right_heads[name][0] == "passed" for name in ATTENTION_PROPERTIES), on_right_heads
+    assert {name: checks[name][0] for name in ATTENTION_PROPERTIES} == dict.fromkeys(ATTENTION_PROPERTIES, "passed")
+    failed = _failed(checks, "multi_head_attention")
+    assert failed and {d for diagnoses in failed.values() for d in diagnoses} == {mistake_id}, failed
