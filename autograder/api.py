@@ -525,7 +525,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             # summary, and a resubmission's warning (which waits also when it cannot tell).
             seen = has_person_review(course, a.name, sid) if detach else None
             if (detach and not fresh and not copy and not page_written and seen is False
-                    and holds_grades(course, a, result)):
+                    and holds_grades(course, a, result) and not _page_shows_review(course, a, sid, result)):
                 already.append(sid)                   # everything of it is written already: nothing to do
             elif detach and not (seen is True or (seen is None and sid in changed)):
                 writer_waits = False
@@ -914,6 +914,13 @@ def _previous_result(course: Course, a: Assignment, sid: str, key: str) -> Submi
     return stored[0]
 
 
+def _page_shows_review(course: Course, a: Assignment, sid: str, result: SubmissionResult) -> bool:
+    """Whether the student's feedback page on disk was written with a person's review."""
+    from .reporting.feedback import feedback_filename, shows_review
+
+    return shows_review(course.layout.feedback(sid, a.name) / feedback_filename(result))
+
+
 def _write_page(course: Course, a: Assignment, sid: str, result: SubmissionResult, review: Review | None, *,
                 fresh: bool) -> tuple[list[str], bool]:
     """The student's feedback page (when graded afresh, or missing): its failure as one line, and
@@ -1016,7 +1023,8 @@ def gradebook_side_outputs(course: Course, a: Assignment, sid: str, folder: Path
     if feedback is not None:
         steps.append(("copying timestamp.txt and submission_secret.txt into feedback/",
                       lambda: _copy_bookkeeping(course, a, sid, feedback)))
-    if review is not None and review.changed:
+    if review is not None and (review.changed or _page_shows_review(course, a, sid, result)):
+        # with the review, or without it once the people who changed grades took their changes back
         steps.append(("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review)))
     return _run_steps(sid, steps)
 def _feedback_folder(course: Course, a: Assignment, sid: str, result: SubmissionResult,

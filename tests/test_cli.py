@@ -543,3 +543,42 @@ def test_cli_the_summary_shows_a_tas_change_and_an_unchanged_student_is_said_to_
     assert "2 students, all 2 already graded, unchanged since the last run (not graded again)" in batch.stdout
     assert "Not graded again (submission and graders unchanged since the last run: results kept, grades " \
            "written to the gradebook again; --force to regrade): ada, alan" in batch.stdout
+
+
+def _page_text(folder: Path, sid: str) -> str:
+    from autograder.reporting.feedback import shows_review
+
+    page = CourseLayout(folder).feedback(sid, "transformer-block") / "transformer-block.html"
+    return ("REVIEWED " if shows_review(page) else "") + page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("run", ["student", "batch"])
+def test_cli_a_page_is_written_again_when_the_ta_takes_a_change_back(tmp_path, run):
+    """When a TA overrides a score and later takes the override back (manual score None again), does the next
+    `course autograde` (one student, or the class) write the student's page again without the review, so it
+    shows the autograder's total as the summary and the gradebook do, not the override?"""
+    from nbgrader.api import Gradebook
+
+    a = "transformer-block"
+    args = ("--student", "ada") if run == "student" else ()
+    folder = course_with_students(tmp_path / "course", ("ada", "alan"))
+    first = course("autograde", a, "--course-dir", str(folder))
+    assert first.returncode == 0, first.stdout + first.stderr
+    plain = _page_text(folder, "ada")
+    assert not plain.startswith("REVIEWED ")
+
+    def override(score: float | None) -> None:
+        with Gradebook(f"sqlite:///{folder / 'gradebook.db'}", "dl-attention") as gb:
+            gb.find_grade("test_rms_norm", a, a, "ada").manual_score = score
+            gb.db.commit()
+
+    override(4.0)
+    changed = course("autograde", a, *args, "--wait", "--course-dir", str(folder))
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    assert _page_text(folder, "ada").startswith("REVIEWED ") and "your instructor changed that" in \
+        _page_text(folder, "ada")
+    override(None)
+    back = course("autograde", a, *args, "--wait", "--course-dir", str(folder))
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "*" not in " ".join(_row(back.stdout, "ada")), back.stdout
+    assert _page_text(folder, "ada") == plain

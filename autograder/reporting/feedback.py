@@ -451,6 +451,20 @@ def render_feedback(result: SubmissionResult, assignment: Assignment | None = No
     return page
 
 
+# In a page written with a person's review (overrides, extra credit or comments) and only there: the
+# heading of its "From your instructor" section (templates/feedback.html).
+REVIEW_MARKER = b'id="review-title"'
+
+
+def shows_review(page: Path) -> bool:
+    """Whether the feedback page `page` was written with a person's review (False when it is missing
+    or unreadable): a page that shows one is written again once the review is taken back."""
+    try:
+        return REVIEW_MARKER in page.read_bytes()
+    except OSError:
+        return False
+
+
 def feedback_filename(result: SubmissionResult) -> str:
     """`<notebook-stem>.html` for the first graded notebook, else `feedback.html`; a stem holding
     control characters is written out (shown_name), as results.json keeps it, and one that would
