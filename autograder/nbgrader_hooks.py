@@ -46,7 +46,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Unicode, default
 
 from .config import Course, Extension, load_course
-from .errors import CourseError, ExportError
+from .errors import ConfigError, CourseError, ExportError
 from .layout import NBGRADER_CONFIG, RESULTS_JSON
 from .notebooks import over_notebook_limits_file
 
@@ -211,13 +211,21 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                   ).tag(config=True)
 
     def export(self, gradebook: Any) -> None:
-        from .reporting.gradebook import gradebook_lock, sync_roster
         from .reporting.lms_export import LMS_FORMATS
 
         if self.lms not in LMS_FORMATS:       # before anything is synced or written
             print(f"nbgrader export: CourseCsvExport.lms is {self.lms!r}; expected one of "
                   f"{', '.join(LMS_FORMATS)}", file=sys.stderr, flush=True)
             raise SystemExit(2)               # not an Exception: nbgrader would print a traceback
+        try:
+            self._export(gradebook)
+        except ConfigError as exc:            # a broken course.yml or roster: one line, as `course` prints it
+            print(f"nbgrader export: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+
+    def _export(self, gradebook: Any) -> None:
+        from .reporting.gradebook import gradebook_lock, sync_roster
+
         course = load_course(self.course_dir)
         gradebook.db.commit()             # no read transaction held while waiting for a writer
         with gradebook_lock(course):      # grades still being committed in the background land first

@@ -354,6 +354,19 @@ def test_moodle_warns_of_assignments_not_out_of_100():
     assert lms_table("canvas", [(A, 120.0)], [_row("ada")], {}, {}).warnings == ()      # its Points Possible row
 
 
+def test_moodle_warns_of_grades_above_100():
+    """Moodle's import refuses the whole file for a grade above 100 (unless the site allows unlimited grades):
+    is a student whose extra credit takes them over 100 named, with the assignment, in one warning, and is
+    there none at 100 or in a Canvas file?"""
+    roster = _roster(RosterStudent("ada", sis_user_id="S1"), RosterStudent("bob", sis_user_id="S2"))
+    rows = [{**_row("ada", "a@e.edu"), "score": 105.0}, {**_row("bob", "b@e.edu"), "score": 100.0}]
+    got = lms_table("moodle", [(A, 100.0)], rows, roster, {})
+    assert got.warnings == (f"Grade above 100: ada 105.0 in {A}: Moodle's import refuses the whole file for a grade "
+                            f"above 100 unless the site allows unlimited grades (Site administration > Grades > "
+                            f"General settings), and caps a grade at its grade item's maximum",)
+    assert lms_table("canvas", [(A, 100.0)], rows, roster, {}).warnings == ()
+
+
 def test_scores_are_plain_decimals():
     """Is a tiny score written 0.00005, not Python's 5e-05 (which neither LMS reads as a number), and a
     whole one still 100.0?"""
@@ -376,6 +389,23 @@ def test_export_with_a_shared_login_writes_nothing_and_says_why_in_one_line(tmp_
     lines = [ln for ln in done.stderr.splitlines() if "Username" in ln]
     assert len(lines) == 1 and lines[0].startswith("nbgrader export: Username: ada and bob share 'alove'"), done.stderr
     assert "Traceback" not in done.stderr and not (folder / "moodle.csv").exists()
+
+
+@pytest.mark.parametrize("lms", ["nbgrader", "canvas"])
+def test_export_with_a_broken_roster_says_so_in_one_line(tmp_path, lms):
+    """With a roster row that has no id, does `nbgrader export` (plain or for an LMS) exit 2 with one line
+    naming the roster file and its line, as `course` commands do, rather than a traceback, and write no file?"""
+    from nbgrader.api import Gradebook
+
+    folder = course_with_students(tmp_path / "course", ())
+    (folder / "roster.csv").write_text("id,first_name\nada,Ada\n,Nobody\n", encoding="utf-8")
+    with Gradebook(load_course(folder).gradebook_url) as gb:
+        gb.add_assignment(A)
+    done = export(folder, "grades.csv", f"--CourseCsvExport.lms={lms}")
+    assert done.returncode == 2, done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if "roster.csv" in ln]
+    assert len(lines) == 1 and lines[0].startswith("nbgrader export: roster.csv: line 3"), done.stderr
+    assert "Traceback" not in done.stderr and not (folder / "grades.csv").exists()
 
 
 @pytest.mark.parametrize("lms", ["canvas", "moodle"])
@@ -421,6 +451,8 @@ def test_moodle_names_php_would_misread_are_written_with_slashes(name):
     assert got.records[1][1] == name.replace("\\", "/") and got.records[2][1] == "Back\\slash, Ada"
     named = [w for w in got.warnings if w.startswith("Name:")]
     assert len(named) == 1 and "the name of odd has a backslash" in named[0], got.warnings
+    two = lms_table("moodle", [(A, 100.0)], [_row("odd", last=name), _row("odder", first=name)], {}, {})
+    assert any(w.startswith("Name: the names of odd and odder have a backslash") for w in two.warnings), two.warnings
 
 
 def test_moodle_identifiers_php_would_misread_are_refused():

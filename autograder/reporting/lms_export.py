@@ -149,7 +149,7 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
     if off_roster:
         warnings.append(off_roster_warning(lms, off_roster))
     if lms == "moodle":
-        warnings += filter(None, [moodle_maxima_warning(assignments)])
+        warnings += filter(None, [moodle_maxima_warning(assignments), moodle_over_warning(names, sids, scores)])
     warnings += not_due_yet(rows, now or dt.datetime.now(dt.UTC).replace(tzinfo=None))
     table = [[*header, *names]]
     if lms == "canvas":
@@ -315,6 +315,20 @@ def moodle_maxima_warning(assignments: Sequence[tuple[str, float]]) -> str | Non
                                "grades" if over else ""))
 
 
+def moodle_over_warning(names: Sequence[str], sids: Sequence[str],
+                        scores: Mapping[tuple[str, str], Any]) -> str | None:
+    """The line naming the grades above 100 (extra credit, say), or None: Moodle's import stops at such a
+    grade, refusing the whole file, unless the site allows unlimited grades."""
+    over = [f"{shown_name(sid)} {number(scores[sid, name])} in {name}" for name in names for sid in sids
+            if float(scores.get((sid, name), 0.0)) > MOODLE_MAX]
+    if not over:
+        return None
+    shown = ", ".join(over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")
+    return (f"Grade above 100: {shown}: Moodle's import refuses the whole file for a grade above 100 unless the "
+            f"site allows unlimited grades (Site administration > Grades > General settings), and caps a grade at "
+            f"its grade item's maximum")
+
+
 def canvas_name(row: Mapping[str, Any]) -> str:
     """The student as Canvas's own gradebook file names them: "Last, First", or the one name there is,
     or the student id."""
@@ -351,7 +365,10 @@ def name_warning(lms: str, sids: Sequence[str], students: Mapping[str, Mapping[s
                "an escape; written with '/' for it (Moodle's import matches on Username, never on a name)")
     if not changed:
         return None
-    return f"{'Student' if lms == 'canvas' else 'Name'}: the name of {listed(changed)} {why}"
+    whose = f"the name of {listed(changed)}" if len(changed) == 1 else f"the names of {listed(changed)}"
+    if len(changed) > 1:
+        why = why.replace("contains '", "contain '", 1).replace("has a backslash", "have a backslash", 1)
+    return f"{'Student' if lms == 'canvas' else 'Name'}: {whose} {why}"
 
 
 def number(value: Any) -> str:
