@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime as dt
+import difflib
 import hashlib
 import importlib.util
 import io
@@ -277,7 +278,9 @@ class Course:
     roster_file: Path | None = setting(None, key="roster", resolve=_in_course,
                                        help="CSV with an `id` column (optional: `first_name`, `last_name`, `email`, "
                                             "and for an LMS's grade import `lms_user_id`, `sis_user_id`, "
-                                            "`sis_login_id` (default: the id), `section`), or one student id per line")
+                                            "`sis_login_id` (default: the id), `section`; other columns are left "
+                                            "alone, but one spelt like these, as `firstname` or `SIS User ID`, is an "
+                                            "error), or one student id per line")
     gradebook_url: str = setting("sqlite:///gradebook.db", key="gradebook", resolve=_gradebook_url,
                                  help="nbgrader's gradebook: any SQLAlchemy URL; a relative SQLite path starts at "
                                       "the course folder")
@@ -363,6 +366,12 @@ class Course:
             if "id" not in header:
                 raise ConfigError(f"{name}: line {lines[0][0]}: expected an 'id' column in the comma-separated header "
                                   f"(optional: {', '.join(ROSTER_COLUMNS)}), got {schema.show(lines[0][1])}")
+            for column in header:
+                meant = _roster_column_meant(column)
+                if meant is not None:
+                    raise ConfigError(f"{name}: line {lines[0][0]}: column {schema.show(column)} is not one the "
+                                      f"roster reads; did you mean {meant!r}? (its columns: id, "
+                                      f"{', '.join(ROSTER_COLUMNS)}; other columns are left alone)")
             for n, fields in rows[1:]:
                 row = dict(zip(header, (v.strip() for v in fields), strict=False))
                 if row.get("id"):
@@ -382,6 +391,20 @@ class Course:
                 raise ConfigError(f"{name}: line {n}: student {student.id!r} is listed twice (first on line "
                                   f"{first[student.id]})")
         return tuple(student for _, student in out)
+
+
+def _roster_column_meant(column: str) -> str | None:
+    """The roster column a header cell that is not one was most likely meant to be ("firstname",
+    "First Name", "SIS User ID", "e-mail": a typo or an LMS's spelling, which would leave that column
+    silently unread), or None for one of the roster's own or a column nothing like them (left alone)."""
+    if column in ("id", *ROSTER_COLUMNS):
+        return None
+    squeezed = "".join(c for c in column.casefold() if c.isalnum())
+    for known in ("id", *ROSTER_COLUMNS):
+        plain = known.replace("_", "")
+        if squeezed == plain or (len(squeezed) > 4 and difflib.SequenceMatcher(None, squeezed, plain).ratio() >= 0.85):
+            return known
+    return None
 
 
 def _csv_rows(text: str, name: str) -> list[tuple[int, list[str]]]:

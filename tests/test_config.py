@@ -412,18 +412,33 @@ def test_config_a_key_given_twice_is_an_error_naming_both_lines(tmp_path, monkey
     ('id\nada\n"' + "x" * 200_000, "roster.csv: line 3: not valid CSV (field larger than field limit"),
     ("id,first_name,email\nada,Ada,\n,,\n,Bob,bob@x.edu\n",
      'roster.csv: line 4: a student with no id (first_name "Bob", email "bob@x.edu"); give each student an id'),
+    ("id,firstname,last_name\nada,Ada,Lovelace\n",
+     "roster.csv: line 1: column \"firstname\" is not one the roster reads; did you mean 'first_name'?"),
+    ("id,First Name,SIS User ID\nada,Ada,S1\n",
+     "roster.csv: line 1: column \"First Name\" is not one the roster reads; did you mean 'first_name'?"),
+    ("\nid,e-mail\nada,ada@x.edu\n",
+     "roster.csv: line 2: column \"e-mail\" is not one the roster reads; did you mean 'email'?"),
 ])
 def test_config_a_roster_that_cannot_be_read_as_meant_is_an_error_naming_the_line(tmp_path, roster, error):
     """Is a roster separated by `;` (read as one id per line, it would put a student named
     "id;first_name;..." in the gradebook), a student listed twice (the later row would replace the first's
     name and email), a header without `id`, a student without an id (never graded nor in the gradebook; a
-    row of empty cells is no student), or a file that is not UTF-8 (saved as Latin-1) an error naming the
-    line (the line a record starts on, when a quoted name before it holds a line break)?"""
+    row of empty cells is no student), a column misspelt or spelt as an LMS does ("firstname", "SIS User
+    ID": it would be left unread), or a file that is not UTF-8 (saved as Latin-1) an error naming the line
+    (the line a record starts on, when a quoted name before it holds a line break)?"""
     course = load_course(make_course(tmp_path, GOOD))
     (tmp_path / "roster.csv").write_bytes(roster if isinstance(roster, bytes) else roster.encode())
     with pytest.raises(ConfigError) as info:
         course.students()
     assert str(info.value).startswith(error) and "\n" not in str(info.value)
+
+
+def test_config_a_roster_keeps_columns_of_its_own_unread(tmp_path):
+    """Are columns nothing like the roster's own (an LMS's "Student", "Notes", "Canvas ID") left alone, the
+    student read as without them?"""
+    course = load_course(make_course(tmp_path, GOOD))
+    (tmp_path / "roster.csv").write_text("id,Student,first_name,Notes,Canvas ID\nada,x,Ada,late joiner,12\n")
+    assert [(s.id, s.first_name) for s in course.students()] == [("ada", "Ada")]
 
 
 def test_config_a_roster_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
