@@ -275,6 +275,25 @@ def _split_unreadable(course: Course, a: Assignment, todo: list[tuple[str, Path]
     return kept
 
 
+def removed_from_course(course: Course, a: Assignment, students: Iterable[str]) -> set[str]:
+    """Those of `students` taken out of the course (`_split_removed` says how it is told): graded, and
+    then removed from both the roster and the gradebook; their folders stay, but nothing is graded,
+    written or released for them."""
+    from .reporting.gradebook_sql import gradebook_students
+
+    roster = set(course.roster())
+    off = [sid for sid in students if sid not in roster]
+    held = gradebook_students(course, a.name) if off else None
+    if held is None:
+        return set()
+    gone = set()
+    for sid in off:
+        stored = _stored_result(course, a, sid) if sid not in held else None
+        if stored is not None and stored[1]:
+            gone.add(sid)
+    return gone
+
+
 def _split_removed(course: Course, a: Assignment, todo: list[tuple[str, Path]]) -> dict[str, str]:
     """The students of `todo` taken out of the course, student -> the line naming their folder: on
     neither the roster nor the gradebook, though their results.json has its grading key, which it
@@ -283,18 +302,11 @@ def _split_removed(course: Course, a: Assignment, todo: list[tuple[str, Path]]) 
     the gradebook and the export. A student off the roster whom the gradebook never held is graded
     (flagged "not on roster"), as before; so is everyone when the gradebook cannot be read with plain
     SQL or holds no submission of the assignment (started afresh: nobody was taken out of it)."""
-    from .reporting.gradebook_sql import gradebook_students
-
-    roster = set(course.roster())
-    off = [(sid, folder) for sid, folder in todo if sid not in roster]
-    held = gradebook_students(course, a.name) if off else None
-    if held is None:
-        return {}
+    gone = removed_from_course(course, a, [sid for sid, _ in todo])
     where = course.layout.relative(course.roster_file) if course.roster_file is not None else None
     removed = {}
-    for sid, folder in off:
-        stored = _stored_result(course, a, sid) if sid not in held else None
-        if stored is None or not stored[1]:
+    for sid, folder in todo:
+        if sid not in gone:
             continue
         readd = (f"add them to {where} (or run `nbgrader db student add {sid}`)" if where is not None
                  else f"run `nbgrader db student add {sid}`")
@@ -632,6 +644,7 @@ class FeedbackReport:
     not_graded: tuple[str, ...]       # students with a submission but no results.json yet
     no_secret: tuple[str, ...]        # pages that `nbgrader release_feedback` cannot release (no secret)
     errors: tuple[str, ...]           # "<student>: <why>", or "<results.json>: <why>" when it cannot be read
+    removed: tuple[str, ...] = ()     # students taken out of the course (removed_from_course): no page written
 
 
 def graded_result(course: Course, a: Assignment, sid: str) -> SubmissionResult | None:
@@ -702,8 +715,11 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
     _check_writable(course, [course.layout.feedback_dir], [[course.layout.feedback(sid, a.name)] for sid, _ in todo])
     written, not_graded, no_secret, errors = [], [], [], []
     graded = []
+    removed = removed_from_course(course, a, [sid for sid, _ in todo])
     with open_gradebook(course) as gb:
         for sid, _ in todo:
+            if sid in removed:
+                continue
             try:
                 stored = _read_results_json(course, a, sid)
             except CourseError as exc:       # named, rather than taken for a submission not graded yet
@@ -727,7 +743,8 @@ def feedback(course_dir: str | Path, assignment: str, *, student: str | None = N
                 + ("  (with the gradebook's review)" if review is not None and review.changed else ""))
     for stale in stale_results(a, graded):
         log(f"WARNING: {stale}")
-    return FeedbackReport(a.name, tuple(written), tuple(not_graded), tuple(no_secret), tuple(errors))
+    return FeedbackReport(a.name, tuple(written), tuple(not_graded), tuple(no_secret), tuple(errors),
+                          tuple(sid for sid, _ in todo if sid in removed))
 
 
 def refresh_pages(course: Course, a: Assignment, students: Iterable[str]) -> list[str]:

@@ -232,6 +232,10 @@ def _feedback(course_dir: str, assignment: str, student: str | None) -> int:
           f"{layout.relative(layout.feedback('<student>', report.assignment))}/")
     if report.not_graded:
         print(f"not graded yet (run `course autograde {report.assignment}`): {', '.join(report.not_graded)}")
+    if report.removed:
+        print(f"taken out of the course (on neither the roster nor the gradebook, which had their grades), so no "
+              f"page was written: {', '.join(report.removed)}; add them to the roster (or `nbgrader db student add`) "
+              f"and run `course autograde {report.assignment}` to grade them again")
     if report.no_secret:
         print(f"no submission_secret.txt (not submitted through nbgrader's exchange), so `nbgrader "
               f"release_feedback` cannot release them (it leaves them out, naming each): {', '.join(report.no_secret)}")

@@ -433,13 +433,33 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
                                  " or ".join(missing))
             else:
                 released.setdefault(os.path.basename(page_folder.rstrip(os.sep)), []).append(student)
+        gone = self._removed(released)
+        for students in released.values():
+            students[:] = [sid for sid in students if sid not in gone]
         for line in self._refreshed(released):
             self.log.warning("%s", line)
-        self.coursedir.student_id_exclude = ",".join(sorted(excluded | set(skipped)))
+        self.coursedir.student_id_exclude = ",".join(sorted(excluded | set(skipped) | gone))
         try:
             super().copy_files()
         finally:
             self.coursedir.student_id_exclude = before
+
+    def _removed(self, released: dict[str, list[str]]) -> set[str]:
+        """The students of `released` taken out of the course (api.removed_from_course), each named in a
+        warning: their pages are not released."""
+        from . import api
+
+        try:
+            course = load_course(self.coursedir.root)
+            gone = set()
+            for name, students in released.items():
+                gone |= api.removed_from_course(course, course.assignment(name), students)
+        except CourseError:
+            return set()                        # _refreshed says the pages cannot be checked
+        for sid in sorted(gone):
+            self.log.warning("%s: taken out of the course (on neither the roster nor the gradebook, which had "
+                             "their grades), so their feedback is not released; left out", sid)
+        return gone
 
     def _refreshed(self, released: dict[str, list[str]]) -> list[str]:
         """The pages of `released` (assignment -> students) written afresh (api.refresh_pages)."""

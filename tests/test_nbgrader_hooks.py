@@ -501,3 +501,35 @@ def test_export_warns_of_an_extension_given_in_the_gradebook_and_not_in_course_y
     assert done.returncode == 0, done.stderr[-2000:]
     assert ("transformer-block: the gradebook gives ada (10 days and 12 hours) another extension than course.yml; "
             "extensions are course.yml's") in done.stderr
+
+
+def test_a_student_taken_out_of_the_course_gets_no_page_written_nor_released(tmp_path):
+    """After alan (graded, submitted through the exchange) is taken off the roster and out of the gradebook, does
+    `course feedback` leave his page as it was and name him, and `nbgrader release_feedback` release only ada's
+    page, with one warning naming alan?"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    folder = _graded_with_an_exchange(tmp_path, ("ada", "alan"), ("ada", "alan"))
+    (folder / "roster.csv").write_text("id\nada\n")
+    config = folder / "course.yml"
+    if "roster:" not in config.read_text():
+        config.write_text(config.read_text() + "roster: roster.csv\n")
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    removed = subprocess.run([str(bin_dir / "nbgrader"), "db", "student", "remove", "alan", "--force"], cwd=folder,
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert removed.returncode == 0, removed.stderr
+    page = CourseLayout(folder).feedback("alan", "transformer-block") / "transformer-block.html"
+    before = page.stat().st_mtime_ns
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "feedback", "transformer-block", "--course-dir",
+                           str(folder)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 feedback page written" in done.stdout and "taken out of the course" in done.stdout, done.stdout
+    assert "so no page was written: alan;" in done.stdout and page.stat().st_mtime_ns == before
+    warnings = _release_feedback(folder)
+    assert len(warnings) == 1 and "alan: taken out of the course" in warnings[0], warnings
+    released = list((tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK).iterdir())
+    assert len(released) == 1 and "ada" in released[0].read_text(encoding="utf-8")
