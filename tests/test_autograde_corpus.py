@@ -432,4 +432,4 @@ def test_corpus_late_submission_loses_the_policys_share(graded):
     """Does a submission 1.5 days late (2 started days at 10 % a day) score 80, with the reason in its notes?"""
     r = graded["results"]["late"]
     assert r["score"] == 80
-    assert "Submitted 2 days after the due date: late penalty of 20% (20 points)." in _notes(r)
+    assert "Submitted 36 hours after the due date, counted as 2 days: late penalty of 20% (20 points)." in _notes(r)

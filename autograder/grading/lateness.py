@@ -23,16 +23,34 @@ class Lateness:
     fraction: float         # share of the score taken off, 0..1
     due: dt.datetime | None = None   # the student's due date, extension included
     extension: str = ""     # the student's extension in words ("2 days"), "" when none
+    late_seconds: float = 0.0   # how late, past the due date and grace; 0 when on time (or not known)
 
     def note(self, penalty_points: float) -> str:
         if self.late_days == 0:
             return ""
         whose = f"your due date (with your extension of {self.extension})" if self.extension else "the due date"
+        counted = plural(self.late_days, "day")
+        how_late = late_words(self.late_seconds) if self.late_seconds > 0 else counted
+        if how_late != counted:                  # every day started counts: 36 hours count as 2 days
+            whose += f", counted as {counted}"
         if self.fraction >= 1:
-            return (f"Submitted {plural(self.late_days, 'day')} after {whose}, past the last accepted day: late "
+            return (f"Submitted {how_late} after {whose}, past the last accepted day: late "
                     f"penalty of 100% ({penalty_points:g} points, all of the autograder's score).")
-        return (f"Submitted {plural(self.late_days, 'day')} after {whose}: late penalty of "
+        return (f"Submitted {how_late} after {whose}: late penalty of "
                 f"{self.fraction:.0%} ({penalty_points:g} points).")
+
+
+def late_words(seconds: float) -> str:
+    """How late, in words a student reads at a glance: "25 minutes", "36 hours", "1 day", "3 days 4
+    hours" (rounded up to the minute, from an hour on to the hour)."""
+    minutes = math.ceil(seconds / 60)
+    if minutes < 60:
+        return plural(minutes, "minute")
+    hours = math.ceil(seconds / 3600)
+    if hours < 48 and hours % 24:
+        return plural(hours, "hour")
+    days, hours = divmod(hours, 24)
+    return plural(days, "day") + (f" {plural(hours, 'hour')}" if hours else "")
 
 
 def parse_timestamp(text: str, zone: str | Callable[[], str] = "") -> dt.datetime:
@@ -161,5 +179,5 @@ def lateness(assignment: Assignment, submitted_at: dt.datetime | None, student: 
         return Lateness(submitted_at, 0, 0.0, due, words)
     days = math.ceil(late / 86400)
     if policy.max_late_days is not None and days > policy.max_late_days:
-        return Lateness(submitted_at, days, 1.0, due, words)
-    return Lateness(submitted_at, days, min(1.0, policy.penalty_per_day * days), due, words)
+        return Lateness(submitted_at, days, 1.0, due, words, late)
+    return Lateness(submitted_at, days, min(1.0, policy.penalty_per_day * days), due, words, late)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autograder.config import Assignment, LatePolicy, Limits
-from autograder.grading.lateness import lateness, parse_timestamp, submission_time
+from autograder.grading.lateness import late_words, lateness, parse_timestamp, submission_time
 
 DUE = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
 
@@ -241,3 +241,22 @@ def test_course_autograde_commits_the_grades_of_a_submission_whose_stamp_is_out_
             submission = gb.find_submission("transformer-block", "ada")
             assert submission.score == 100.0
             assert submission.timestamp == stored
+
+
+@pytest.mark.parametrize("seconds, words", [(1, "1 minute"), (61, "2 minutes"), (3600, "1 hour"),
+                                            (36 * 3600, "36 hours"), (86400, "1 day"), (2 * 86400, "2 days"),
+                                            (3 * 86400 + 3 * 3600 + 1, "3 days 4 hours")])
+def test_late_words_say_how_late_at_a_glance(seconds, words):
+    """Is how late a submission was said in minutes under an hour, hours under two days (a whole day as a day),
+    then days and hours, each rounded up?"""
+    assert late_words(seconds) == words
+
+
+def test_a_note_says_how_late_and_how_many_days_that_counts_as():
+    """Is a submission 36 hours late (2 days at 10% each: every day started counts) told "36 hours after the due
+    date, counted as 2 days", and one exactly a day late just "1 day"?"""
+    a = assignment(penalty_per_day=0.1)
+    assert lateness(a, at(hours=36)).note(20.0) == (
+        "Submitted 36 hours after the due date, counted as 2 days: late penalty of 20% (20 points).")
+    assert lateness(a, at(days=1)).note(10.0) == (
+        "Submitted 1 day after the due date: late penalty of 10% (10 points).")
