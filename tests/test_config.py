@@ -293,7 +293,7 @@ def test_config_names_that_differ_only_in_case_are_refused(tmp_path, other):
     message = error_for(tmp_path, data)
     assert message.startswith(f"course.yml: assignments[1].name: {other!r} differs from assignments[0].name 'hw' "
                               f"only in case: on a file system that ignores case (macOS, Windows) both would use "
-                              f"source/{other}/")
+                              f"{CourseLayout(Path()).source(other)}/")
     assert "is used twice" not in message
 
 
