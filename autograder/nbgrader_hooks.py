@@ -34,7 +34,7 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -108,6 +108,19 @@ def _running_app() -> str:
     return type(Application.instance()).__name__ if Application.initialized() else ""
 
 
+def leveled(logger: Any) -> Callable[[str], None]:
+    """A `log` for the engine's progress lines that hands each to `logger` at its own level: a line
+    the engine starts with 'WARNING: ' or 'ERROR: ' (as `course` prints it) is logged as a warning or
+    an error, without the prefix the logger adds again; every other line as information."""
+    def log(line: str) -> None:
+        for prefix, method in (("WARNING: ", logger.warning), ("ERROR: ", logger.error)):
+            if line.startswith(prefix):
+                method("%s", line[len(prefix):])
+                return
+        logger.info("%s", line)
+    return log
+
+
 def _ids(resources: dict[str, Any]) -> tuple[str, str, str]:
     info = resources.get("nbgrader") or {}
     return str(info.get("student", "")), str(info.get("assignment", "")), str(info.get("notebook", ""))
@@ -133,7 +146,7 @@ class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
         # nbgrader calls this once per notebook; the first call grades the submission and writes
         # results.json, so the assignment's other notebooks find it unchanged and are not graded again.
         with _grading, tools_on_path():
-            batch = api.autograde(self.course_dir, assignment, student=student, log=self.log.info)
+            batch = api.autograde(self.course_dir, assignment, student=student, log=leveled(self.log))
         for line in (*batch.gradebook_errors, *batch.output_errors, *batch.ungraded):
             self.log.warning(line)
         for line in batch.unreadable:

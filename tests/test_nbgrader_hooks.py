@@ -533,3 +533,30 @@ def test_a_student_taken_out_of_the_course_gets_no_page_written_nor_released(tmp
     assert len(warnings) == 1 and "alan: taken out of the course" in warnings[0], warnings
     released = list((tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK).iterdir())
     assert len(released) == 1 and "ada" in released[0].read_text(encoding="utf-8")
+
+
+def test_the_engines_warnings_reach_nbgraders_log_as_warnings():
+    """Under `nbgrader autograde`, is a progress line the engine marks 'WARNING: ' (a student taken out of
+    the course, --insecure, a timestamp without a late penalty) logged at warning level, and the rest as info?"""
+    import logging
+
+    from autograder.nbgrader_hooks import leveled
+
+    records: list[logging.LogRecord] = []
+    logger = logging.getLogger("test-leveled")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger.addHandler(handler)
+    try:
+        log = leveled(logger)
+        log("WARNING: alan: not graded, taken out of the gradebook")
+        log("ERROR: the writer failed")
+        log("grading 2 submissions with 1 worker")
+    finally:
+        logger.removeHandler(handler)
+    assert [(r.levelno, r.getMessage()) for r in records] == [
+        (logging.WARNING, "alan: not graded, taken out of the gradebook"),
+        (logging.ERROR, "the writer failed"),
+        (logging.INFO, "grading 2 submissions with 1 worker")]
