@@ -225,6 +225,7 @@ class Expect:
     reference_file: str = "reference.py"      # the reference module's file, as messages name it
     failure: StudentCodeError | None = None   # how the last student call that failed ended
     _block_calls: list[tuple[str, Args, Kwargs, Any]] = field(default_factory=list)   # of the wirings built
+    _block_changes: dict[str, tuple[str, ...]] = field(default_factory=dict)   # block -> arguments it modified
 
     # ---------------------------------------------------------------- recording
     def diagnose(self, mistake_id: str) -> Mistake | None:
@@ -314,6 +315,7 @@ class Expect:
         kwargs = dict(kwargs or {})
         reference = self._reference(name)
         out = self.call(fn, *args, **kwargs)
+        changed = bool(getattr(self.last_call(), "mutated", ()))
         expected = np.asarray(reference(*args, **kwargs))
         composite = bool(building_blocks(reference))
         if isinstance(out, np.ndarray) and out.dtype.kind == expected.dtype.kind == "f" \
@@ -336,6 +338,8 @@ class Expect:
         if not isinstance(out, np.ndarray) or out.shape != expected.shape:
             self.localise(name)                  # no variant can match a wrong shape
         self.shape(out, expected.shape, what)
+        if composite and changed:
+            self._blame_changing_block(name, what)
         call = (name, tuple(args), kwargs)
         if out.dtype.kind in "fc" and not np.all(np.isfinite(out)) and np.all(np.isfinite(expected)):
             self._diagnose(call, out, tol or self.tolerance_for(expected.dtype))
@@ -474,8 +478,28 @@ class Expect:
             raise NotGraded(failed.block, failed.reason) from None
 
     def _student_block(self, name: str) -> Callable[..., Any]:
-        return self._block(name, self._student_caller(name),
-                           lambda args, kwargs, out: self._block_calls.append((name, args, kwargs, out)))
+        def record(args: Args, kwargs: Kwargs, out: np.ndarray) -> None:
+            self._block_calls.append((name, args, kwargs, out))
+            changed = tuple(getattr(self.last_call(), "mutated", ()) or ())
+            if changed and name not in self._block_changes:
+                self._block_changes[name] = changed
+        return self._block(name, self._student_caller(name), record)
+
+    def _blame_changing_block(self, composite: str, what: str) -> None:
+        """A composite that changed its own input while it ran, and agrees neither with the reference
+        nor with the wiring of the student's own building blocks, fails naming the block that modifies
+        its argument in place (seen in that wiring), when one does: what the composite computes after
+        handing the block an array (a residual `x + ...`) starts from the block's leftovers, and the
+        block, whose own answer is right, would otherwise go unnamed. (The child's report of the
+        modification could be forged; it only words a failure, it never earns a point.)"""
+        if not self._block_changes:
+            return
+        block, paths = next(iter(self._block_changes.items()))
+        self._fail(f"{what} is not right, and changed its own input while it ran: your `{block}` modifies its "
+                   f"argument in place ({', '.join(paths)}), so where `{composite}` uses that array again after "
+                   f"calling `{block}` (a residual x + ..., say) it gets the modified values. Make `{block}` "
+                   f"compute into new arrays (x = x - mean, not x -= mean); the modification costs the points "
+                   f"here, where it shows.")
 
     def _block(self, name: str, call: Callable[[Args, Kwargs], Any],
                record: Callable[[Args, Kwargs, np.ndarray], object]) -> Callable[..., Any]:

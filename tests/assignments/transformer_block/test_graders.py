@@ -339,3 +339,39 @@ def test_a_property_only_a_wrong_split_heads_breaks_is_not_charged_to_attention(
     assert {name: checks[name][0] for name in ATTENTION_PROPERTIES} == dict.fromkeys(ATTENTION_PROPERTIES, "passed")
     failed = _failed(checks, "multi_head_attention")
     assert failed and {d for diagnoses in failed.values() for d in diagnoses} == {mistake_id}, failed
+
+
+def test_a_right_block_on_a_layer_norm_that_modifies_its_argument_names_the_layer_norm(session):
+    """A correct pre_ln_block over a layer_norm that normalises x in place (x -= mean): its residual adds
+    the normalised x, so the block's value checks fail; does each say that the student's layer_norm
+    modifies its argument, with no stage (the residual path) or mistake of the block's own named?"""
+    in_place = ("def layer_norm(x, gamma, beta, eps=1e-5):\n"
+                "    x -= x.mean(axis=-1, keepdims=True)\n"
+                "    x /= np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps)\n"
+                "    return gamma * x + beta\n")
+    run = session.run({NOTEBOOK: InProcessStudent(_namespace(in_place))}, SEEDS[0])
+    failed = [c for c in run.checks if c.weight > 0 and c.status != "passed"]
+    assert failed and {c.problem for c in failed} == {"pre_ln_block"}, [(c.name, c.status) for c in failed]
+    for c in failed:
+        assert "your `layer_norm` modifies its argument in place (argument)" in c.output, (c.name, c.output)
+        assert not c.diagnoses and not c.stages, (c.name, c.diagnoses, c.stages)
+
+
+COUNT_MISTAKES = [m for m, form in MISTAKE_FORMS.items() if form.function == "count_block_params"]
+
+
+@pytest.mark.parametrize("mistake_id", COUNT_MISTAKES)
+def test_a_miscount_is_not_charged_again_as_a_wrong_default_norm(session, mistake_id):
+    """A count that is wrong whatever the norm (a bias forgotten, ...) but keeps norm="layernorm" as its
+    default: does the check of the default pass, the miscount charged by the count checks alone?"""
+    checks = _checks(session, SEEDS[0], mistake_cell(mistake_id)[1])
+    assert checks["test_count_block_params_uses_layernorm_by_default"][0] == "passed"
+    assert _failed(checks, "count_block_params")
+
+
+def test_a_count_defaulting_to_rmsnorm_fails_the_check_of_the_default(session):
+    """A right count whose norm defaults to "rmsnorm": does the check of the default (alone) fail?"""
+    cell = solution_code()["count_block_params"].replace('norm="layernorm"', 'norm="rmsnorm"', 1)
+    assert 'norm="rmsnorm"' in cell
+    failed = _failed(_checks(session, SEEDS[0], cell), "count_block_params")
+    assert list(failed) == ["test_count_block_params_uses_layernorm_by_default"], failed
