@@ -65,10 +65,14 @@ def test_count_block_params_matches_reference_for_other_sizes(student, ref, expe
 
 @pytest.mark.points(0.5)
 def test_count_block_params_uses_layernorm_by_default(student, ref, expect):
-    """Called without norm, does count_block_params count LayerNorms (gamma and beta)?"""
+    """Called without norm, does count_block_params count LayerNorms, as with norm="layernorm"?"""
     got = expect.call(student.count_block_params, 64, 256, "gelu")
-    expect.equal(got, ref.count_block_params(64, 256, "gelu"), what="count_block_params(64, 256, 'gelu')",
-                 hint="Without a norm argument the block has LayerNorms: give norm the default \"layernorm\".")
+    # Only the default is asked about here: a count that is wrong either way is charged by the checks
+    # above, so the answer is the student's own for norm="layernorm" when that is a whole number.
+    explicit = expect.call(student.count_block_params, 64, 256, "gelu", norm="layernorm")
+    same = _as_int(explicit) if _as_int(explicit) is not None else ref.count_block_params(64, 256, "gelu")
+    expect.equal(got, same, what="count_block_params(64, 256, 'gelu')",
+                 hint="It should count what norm=\"layernorm\" counts: give norm the default \"layernorm\".")
 
 
 @pytest.mark.points(1)
