@@ -261,6 +261,40 @@ def _parse(source: str) -> ast.Module | None:
             return None
 
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def definitions_only(source: str) -> tuple[str, tuple[str, ...]] | None:
+    """For a cell that was stopped partway (too slow, or it ended its process): the cell with every
+    top-level statement but its definitions (`def`, `class`, decorators included) and imports blanked
+    out line for line (so that line numbers stay), and the names it still defines. Run again in its
+    place, it keeps the functions a student wrote above or below a slow loop, as an interrupt in
+    Jupyter keeps what ran before it. None when there is no function or class to keep, nothing to
+    leave out, or the cell cannot be split so (it does not parse, or a kept and a left-out statement
+    share a line)."""
+    tree = _parse(source)
+    if tree is None or not any(isinstance(s, _DEFINITIONS) for s in tree.body):
+        return None
+    kept: set[int] = set()
+    dropped: set[int] = set()
+    names: list[str] = []
+    for statement in tree.body:
+        first = min([d.lineno for d in getattr(statement, "decorator_list", ())] + [statement.lineno])
+        lines = range(first, (statement.end_lineno or statement.lineno) + 1)
+        if isinstance(statement, (*_DEFINITIONS, ast.Import, ast.ImportFrom)):
+            kept.update(lines)
+            if isinstance(statement, _DEFINITIONS):
+                names.append(statement.name)
+            else:
+                names += [(a.asname or a.name).split(".")[0] for a in statement.names if a.name != "*"]
+        else:
+            dropped.update(lines)
+    if not dropped or kept & dropped:
+        return None
+    text = "\n".join("" if i in dropped else line for i, line in enumerate(source.split("\n"), start=1))
+    return text, tuple(dict.fromkeys(names))
+
+
 @lru_cache(maxsize=4096)
 def cell_facts(source: str) -> CellFacts:
     """The facts of one cell (cached by source: released cells and common answers repeat)."""

@@ -252,3 +252,39 @@ def test_a_trees_nodes_are_the_ones_ast_walk_gives_in_its_order():
     assert cellplan._nodes(tree) is cellplan._nodes(tree)
     empty = ast.parse("")
     assert cellplan._nodes(empty) == (empty,)
+
+
+def test_a_stopped_cells_definitions_are_kept_line_for_line():
+    """Does definitions_only keep a cell's functions, classes (decorators included) and imports on their own
+    lines, blank every other statement, and name what it keeps?"""
+    source = textwrap.dedent("""\
+        %%time
+        import numpy as np
+        x = np.ones(3)
+        @staticmethod
+        def f(a):
+            return a
+        while True:
+            pass
+        class C:
+            pass
+        %timeit f(1)
+    """)
+    kept, names = cellplan.definitions_only(source)
+    assert kept.split("\n") == ["%%time", "import numpy as np", "", "@staticmethod", "def f(a):", "    return a",
+                                 "", "", "class C:", "    pass", "", ""]
+    assert names == ("np", "f", "C")
+
+
+@pytest.mark.parametrize("source", [
+    "while True:\n    pass",                          # nothing to keep
+    "import os\nos._exit(0)",                         # imports alone are not worth a run
+    "def f():\n    return 1",                         # nothing left out
+    "def f():\n    return 1\nx = 1; import os",       # a kept and a left-out statement share a line
+    "def f(:\n    pass\nwhile True: pass",            # does not parse
+    "%%bash\nsleep 100",                              # a cell magic the sandbox does not run
+])
+def test_a_stopped_cell_with_nothing_to_split_is_left_out_whole(source):
+    """Is definitions_only None when there is no function or class to keep, nothing to leave out, or the cell
+    cannot be split line for line?"""
+    assert cellplan.definitions_only(source) is None

@@ -15,7 +15,8 @@ runs, restarts and calls; past it every call fails at once. A call that hangs or
 only that process: the next call forks again from the template (milliseconds; the notebook is
 not run again), at most limits.max_restarts times per submission, and a function that hung or
 crashed twice is not called again. A notebook cell that hangs or kills its process is noted and
-the notebook is run again without it (within limits.total_seconds).
+the notebook is run again with that cell's definitions alone in its place (or without it: see
+`_cell_stopped`), within limits.total_seconds.
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ from .outcomes import (
     CallResult,
     CallTimeout,
     CellOutcome,
+    CellStatus,
     ChildCrashed,
     ExecutionReport,
     FunctionMissing,
@@ -628,6 +630,7 @@ class SubmissionRun:
         self._first_nb = first_template   # the first template's socket (its supervisor started it unasked)
         self._template_pid: int | None = None
         self._stopped: dict[int, CellOutcome] = {}
+        self._trimmed: dict[int, str] = {}  # stopped cells run again as their definitions alone (definitions_only)
         self._failed: tuple[str, str] | None = None
         self._layers: set[str] = set(host._host_layers)
         self._submission_layers: set[str] = set()
@@ -794,19 +797,9 @@ class SubmissionRun:
             stop = self._send_cells(end) or self._read_cells(end, outcomes, labels)
             if stop.kind == "ready":
                 break
-            secs = self.limits.cell_seconds
             index = stop.index
             if stop.kind in ("cell_timeout", "cell_crashed") and index is not None:
-                if stop.kind == "cell_timeout":
-                    self._stopped[index] = CellOutcome(
-                        index, "timeout", seconds=secs, label=labels.get(index, ""),
-                        message=f"ran longer than {secs:g} s and was stopped (the notebook was then run again "
-                                f"without it)")
-                else:
-                    self._stopped[index] = CellOutcome(
-                        index, "crashed", label=labels.get(index, ""),
-                        message=f"stopped the process running the notebook ({stop.reason}); "
-                                f"the notebook was then run again without it")
+                self._stopped[index] = self._cell_stopped(index, stop, labels.get(index, ""))
                 outcomes[index] = self._stopped[index]
                 continue
             if stop.kind == "total":
@@ -832,11 +825,42 @@ class SubmissionRun:
         return ExecutionReport(cells=cells, seconds=round(time.monotonic() - began, 4), state=state,
                                isolation=self.isolation, messages=tuple(messages), detail=detail)
 
+    def _cell_stopped(self, index: int, stop: _Stop, label: str) -> CellOutcome:
+        """The outcome of a cell that ran too long or ended its process. The notebook is run again
+        with that cell's definitions alone in its place (`cellplan.definitions_only`: its functions,
+        classes and imports), or, when it has none, stopped that way too, or cannot be split, without
+        it."""
+        from ..cellplan import definitions_only
+
+        first = self._stopped.get(index)
+        if stop.kind == "cell_timeout":
+            status: CellStatus = "timeout"
+            what = f"ran longer than {self.limits.cell_seconds:g} s and was stopped"
+        else:
+            status, what = "crashed", f"stopped the process running the notebook ({stop.reason})"
+        if first is not None:                     # its definitions alone were stopped too
+            self._trimmed.pop(index, None)
+            return CellOutcome(index, first.status, seconds=first.seconds, label=label,
+                               message=f"{first.message.split(' (the notebook was then run again', 1)[0]}; so "
+                                       f"were its definitions alone, and the notebook was then run again without it")
+        trimmed = definitions_only(next((c.source for c in self.cells if c.index == index), ""))
+        seconds = self.limits.cell_seconds if status == "timeout" else 0.0
+        if trimmed is None:
+            rerun = ("(the notebook was then run again without it)" if status == "timeout"
+                     else "; the notebook was then run again without it")
+            return CellOutcome(index, status, seconds=seconds, label=label,
+                               message=f"{what}{' ' if status == 'timeout' else ''}{rerun}")
+        self._trimmed[index] = trimmed[0]
+        return CellOutcome(index, status, seconds=seconds, label=label,
+                           message=f"{what} (the notebook was then run again with only the cell's definitions, "
+                                   f"{', '.join(trimmed[1])}, kept from it: the rest of the cell did not run)")
+
     def _send_cells(self, end: float) -> _Stop | None:
         """The "run" request with the first CELL_CHUNK cells; the rest go when the child asks for
         more (a notebook of 100,000 cells never sits in the grader as one message)."""
         assert self._nb is not None
-        todo = [c for c in self.cells if c.index not in self._stopped]
+        todo = [c if c.index not in self._trimmed else _Cell(c.index, self._trimmed[c.index], c.label)
+                for c in self.cells if c.index not in self._stopped or c.index in self._trimmed]
         self._unsent = todo[CELL_CHUNK:]
         try:
             self._nb.send({"op": "run", "cells": _cell_messages(todo[:CELL_CHUNK]), "more": bool(self._unsent),
@@ -892,11 +916,12 @@ class SubmissionRun:
                 status = msg.get("status")
                 stdout = _text(msg, "stdout", keep + 200) if self._kept_output < 8 * keep else ""
                 self._kept_output += len(stdout)
-                outcomes[index] = CellOutcome(
-                    index=index, status=status if status in ("ok", "error", "skipped") else "error",
-                    seconds=round(_seconds(msg), 4), error_type=_text(msg, "error_type", 100),
-                    message=_text(msg, "message"), where=_text(msg, "where", 400),
-                    notes=_texts(msg, "notes", 20), stdout=stdout, label=labels[index])
+                if index not in self._trimmed:    # (a stopped cell's definitions alone: its outcome stands)
+                    outcomes[index] = CellOutcome(
+                        index=index, status=status if status in ("ok", "error", "skipped") else "error",
+                        seconds=round(_seconds(msg), 4), error_type=_text(msg, "error_type", 100),
+                        message=_text(msg, "message"), where=_text(msg, "where", 400),
+                        notes=_texts(msg, "notes", 20), stdout=stdout, label=labels[index])
                 current, deadline, cell_limited = None, end, False
             elif op == "more" and self._unsent:
                 try:

@@ -3,6 +3,7 @@ template, the per-submission budget, caps on what comes back, batched calls, cle
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import select
 import signal
@@ -1093,3 +1094,29 @@ def test_the_folder_of_a_killed_grader_is_swept_by_the_next_host(tmp_path):
     assert not Path(ended.stdout.strip()).exists()        # never closed: removed when its process exited
     assert not left.exists()                              # the killed one's: swept when that host started
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("autograder-host-")] == []
+
+
+def test_a_cell_stopped_partway_keeps_its_definitions(submit):
+    """A cell with functions around a loop that never ends, and one around an os._exit: is each stopped and
+    noted, and the notebook run again with those cells' functions and imports alone, so they can be called?"""
+    run = submit(["def f():\n    return 1\nwhile True:\n    pass\ndef g():\n    return math.pi\nimport math",
+                  "import os\ndef h():\n    return 'h'\nos._exit(3)", "def k():\n    return f() + 1"])
+    assert [c.status for c in run.report.cells] == ["timeout", "crashed", "ok"]
+    assert run.report.cells[0].message == ("ran longer than 2 s and was stopped (the notebook was then run again with "
+                                           "only the cell's definitions, f, g, math, kept from it: the rest of the "
+                                           "cell did not run)")
+    assert "exited with status 3" in run.report.cells[1].message and "definitions, os, h, kept" in \
+        run.report.cells[1].message
+    p = run.problem("p")
+    assert [p.call(name).value for name in ("f", "g", "h", "k")] == [1, math.pi, "h", 2]
+
+
+def test_a_cell_whose_definitions_alone_hang_too_is_left_out(submit):
+    """When a stopped cell's definitions hang too (a default argument that never ends), is the cell left
+    out on the third run, said so once, and the other cells' functions still there?"""
+    run = submit(["import itertools\ndef f(x=sum(itertools.count())):\n    return x\nwhile True:\n    pass",
+                  "def g():\n    return 2"])
+    assert [c.status for c in run.report.cells] == ["timeout", "ok"]
+    assert run.report.cells[0].message == ("ran longer than 2 s and was stopped; so were its definitions alone, and "
+                                           "the notebook was then run again without it")
+    assert run.problem("p").call("g").value == 2
