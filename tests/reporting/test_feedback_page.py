@@ -304,3 +304,32 @@ def test_a_probes_guess_is_headed_as_where_it_first_goes_wrong_not_as_recognised
     assert "Recognised misconception: Statistics across tokens" not in shown
     assert "Recognised misconception: Unbiased variance" in shown
     assert squash(STAGE_HINT) in shown and squash(KNOWN_HINT) in shown
+
+
+def test_a_check_partly_not_graded_counts_its_cases_beside_its_points():
+    """When some cases of a check passed and the others could not be graded, does its badge count the cases
+    not graded (not a bare "Not graded" beside points earned); and a group of such checks say where its points
+    came from?"""
+    why = "Not graded: this check needs your layer_norm, which fails on these inputs."
+    one = submission("gil", [
+        check("pre_ln_block", f"test_pre_ln_block_matches_reference[{case}]", score, 2.0,
+              status="passed" if score else "not_graded", output="" if score else why)
+        for case, score in (("a", 2.0), ("b", 0.0), ("c", 2.0))])
+    shown = squash(read(one).on_screen)
+    assert "1 of 3 cases not graded" in shown and "4 / 6 points" in shown
+    two = submission("gil", [
+        check("pre_ln_block", f"test_pre_ln_block_{name}[{case}]", score, 2.0,
+              status="passed" if score else "not_graded", output="" if score else why)
+        for name in ("matches_reference", "with_causal_mask_matches_reference")
+        for case, score in (("a", 2.0), ("b", 0.0))])
+    shown = squash(read(two).on_screen)
+    assert "2 checks could not be graded, for one reason" in shown, shown
+    assert "4 / 8 points (from the cases that passed)" in shown, shown
+
+
+def test_backticks_in_a_checks_question_show_as_code():
+    """Is a check's question with `backticked` code shown with the code set as code, not with raw backticks?"""
+    page = render_feedback(submission("hal", [
+        check("pre_ln_block", "test_pre_ln_block_leaves_inputs_unchanged", 0.0, 0.0, status="failed",
+              description="Does pre_ln_block leave x untouched (no `x += ...`)?", output="it modified x")]))
+    assert "<code>x += ...</code>" in page and "`x +=" not in page
