@@ -77,8 +77,10 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
     """Import assignments/<package>/{reference,mistakes}.py with the course folder on sys.path (each
     optional); one that fails to import is a CourseError naming its file and line (`import_failure`)."""
     root = str(course.root)
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    if root in sys.path:
+        sys.path.remove(root)
+    sys.path.insert(0, root)            # first: another course's folder may be on the path too
+    forget_stale_instructor_modules(course.root)
     base = f"assignments.{assignment.package}"
     package = course.layout.package(assignment.package)
     folder = InstructorFolder(package, course.layout.relative(package))
@@ -96,9 +98,57 @@ def load_instructor_code(course: Course, assignment: Assignment) -> InstructorCo
     with usercache.bytecode():
         mistakes = optional("mistakes")
         reference = optional("reference")
+    remember_instructor_modules()
     return InstructorCode(reference=reference,
                           catalogue=getattr(mistakes, "catalogue", None) if mistakes else None,
                           graders=course.layout.graders(assignment.package), shown=folder.shown)
+
+
+_IMPORTED: dict[str, tuple[str, int]] = {}    # instructor module -> (its file, that file's mtime) when imported
+
+
+def _instructor_modules() -> list[str]:
+    return [name for name in list(sys.modules) if name == "assignments" or name.startswith("assignments.")]
+
+
+def _file_state(module: object) -> tuple[str, int] | None:
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str):
+        return None                                  # a namespace package (a folder without __init__.py)
+    try:
+        return file, os.stat(file).st_mtime_ns
+    except OSError:
+        return file, -1
+
+
+def forget_stale_instructor_modules(root: Path) -> None:
+    """A process that lives on (a Dask worker grading batch after batch, perhaps of several courses)
+    must not grade with instructor code it imported before: when any `assignments` module it holds
+    comes from another folder than this course's, or from a file changed since it was imported,
+    every one of them is forgotten, to be imported afresh (together: mistakes.py imports the
+    reference, the graders both)."""
+    names = _instructor_modules()
+    for name in names:
+        module = sys.modules.get(name)
+        state = _file_state(module)
+        if state is None:
+            folders = [Path(p) for p in getattr(module, "__path__", ()) or ()]
+            stale = not all(f.is_relative_to(root) for f in folders)
+        else:
+            stale = not Path(state[0]).is_relative_to(root) or _IMPORTED.setdefault(name, state) != state
+        if stale:
+            for gone in names:
+                sys.modules.pop(gone, None)
+                _IMPORTED.pop(gone, None)
+            return
+
+
+def remember_instructor_modules() -> None:
+    """Note the file of each `assignments` module now imported (`forget_stale_instructor_modules`)."""
+    for name in _instructor_modules():
+        state = _file_state(sys.modules.get(name))
+        if state is not None:
+            _IMPORTED.setdefault(name, state)
 
 
 def import_failure(exc: BaseException, module: str, folder: InstructorFolder) -> CourseError:
@@ -245,6 +295,7 @@ class GraderSession:
             except pytest.UsageError as exc:
                 self.plugin.collection_errors.append(f"pytest: {exc}")
         self._modules |= {name for name, m in list(sys.modules.items()) if _under(m, code.graders)}
+        remember_instructor_modules()                  # what the graders imported (their helpers, stages.py)
         self.items: list[pytest.Item] = [i for i in self.session.items if i.nodeid in self.plugin.checks]
         self._argnames = {i.nodeid: _argnames(i) for i in self.items}
         self._lean = {i.nodeid: lean and _lean_eligible(i, self._argnames[i.nodeid]) for i in self.items}
@@ -427,12 +478,11 @@ def _under(module: object, folder: Path) -> bool:
 
 
 def _forget_stale_modules(graders: Path) -> set[str]:
-    """pytest's importlib mode reuses a module of the same name already imported: drop any
-    `test_<problem>` module that came from another graders folder (another course in this process)."""
+    """pytest's importlib mode reuses a module of the same name already imported: drop every
+    `test_<problem>` module of that name, so that a session collects the graders as their files are
+    now (another course's in this process, or this one's changed since an earlier session)."""
     for path in graders.glob("*.py"):
-        module = sys.modules.get(path.stem)
-        if module is not None and getattr(module, "__file__", None) != str(path):
-            del sys.modules[path.stem]
+        sys.modules.pop(path.stem, None)
     return set()
 
 

@@ -401,3 +401,40 @@ def test_an_instructor_module_that_fails_to_import_is_one_line_naming_its_file_a
     error = session_module.import_failure(raised.value, "reference.py", InstructorFolder(tmp_path, "assignments/hw"))
     assert isinstance(error, CourseError)
     assert str(error) == message
+
+
+def test_instructor_code_changed_since_or_of_another_course_is_imported_afresh(tmp_path, monkeypatch):
+    """In a process that grades on and on (a Dask worker), is each course's own reference.py used when two
+    courses take turns, and is a reference.py changed since it was imported imported again?"""
+    import os
+    import sys
+
+    from autograder.config import load_course
+    from autograder.grading.session import load_instructor_code
+    from autograder.layout import CourseLayout
+    from conftest import copy_course
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(session_module, "_IMPORTED", dict(session_module._IMPORTED))
+    held = {n: m for n, m in sys.modules.items() if n == "assignments" or n.startswith("assignments.")}
+    a, b = copy_course(tmp_path / "a"), copy_course(tmp_path / "b")
+
+    def mark(folder: Path, value: str, stamp: int) -> None:
+        reference = CourseLayout(folder).package("transformer_block") / "reference.py"
+        reference.write_text(reference.read_text() + f"\nCOURSE_MARK = {value!r}\n")
+        os.utime(reference, ns=(stamp, stamp))
+
+    def marked(folder: Path) -> str:
+        course = load_course(folder)
+        return load_instructor_code(course, course.assignment("transformer-block")).reference.COURSE_MARK
+
+    try:
+        mark(a, "a", 10**18)
+        mark(b, "b", 10**18)
+        assert [marked(a), marked(b), marked(a)] == ["a", "b", "a"]
+        mark(a, "a, changed", 10**18 + 10**9)
+        assert marked(a) == "a, changed"
+    finally:
+        for name in [n for n in sys.modules if n == "assignments" or n.startswith("assignments.")]:
+            del sys.modules[name]
+        sys.modules.update(held)
