@@ -304,12 +304,12 @@ catalogue.add("general.mutates_input", hint="""
     assignment to an argument does. Compute into new arrays (x = x - mean) and leave the caller's arrays alone.""")
 
 catalogue.add("general.float32_upcast", hint="""
-    Float32 inputs came back as float64. Under NumPy 2's promotion rules anything float64 in the
-    computation turns a float32 array into float64: an explicit cast (np.asarray(x, dtype=float),
-    .astype(np.float64)), a NumPy float64 scalar (np.float64(eps), np.sqrt(d_k)), or a float64 array
-    (constants, or a boolean mask turned into numbers as (1 - mask) * -1e9 does). Keep the input's
-    dtype: Python floats for constants (eps as given, math.sqrt(d_k)), .astype(x.dtype) where a cast
-    is needed, and np.where(mask, scores, -np.inf) for masks.""")
+    Float32 inputs came back as float64: under NumPy 2's promotion rules anything float64 in the
+    computation (an explicit cast such as np.asarray(x, dtype=float) or .astype(np.float64), a NumPy
+    float64 scalar such as np.float64(eps) or np.sqrt(d_k), a float64 array such as a boolean mask
+    turned into numbers by (1 - mask) * -1e9) turns a float32 array into float64. Keep the input's
+    dtype: Python floats for constants (math.sqrt(d_k)), .astype(x.dtype) where a cast is needed, and
+    np.where(mask, scores, -np.inf) for masks.""")
 
 catalogue.add(LOWER_PRECISION, hint="""
     Your function seems to compute in float32 (or another lower precision) although its inputs are
