@@ -76,12 +76,17 @@ def _student(text: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
+    # --course-dir goes before the command or after it (`course --course-dir DIR autograde ...`, as
+    # nbgrader's commands take theirs after); unset at both, it is the current folder (`_course_dir`)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--course-dir", default=".", metavar="DIR",
+    common.add_argument("--course-dir", default=argparse.SUPPRESS, metavar="DIR",
                         help="the course folder holding course.yml (default: the current folder)")
     p = argparse.ArgumentParser(prog="course", description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"course {__version__}")
+    p.add_argument("--course-dir", default=argparse.SUPPRESS, metavar="DIR",
+                   help="the course folder holding course.yml (default: the current folder); also taken after "
+                        "the command")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser("release", parents=[common],
@@ -395,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     gc.disable()
     try:
         args = _parser().parse_args(argv)
+        if not hasattr(args, "course_dir"):
+            args.course_dir = "."
         skip_format_checkers()               # before anything imports nbformat or nbgrader
         early = _early_workers(args)
     finally:
@@ -445,6 +452,9 @@ def _run(args: argparse.Namespace, early: tuple[StartedWorker, ...] = ()) -> int
     if args.command == "autograde":
         if args.workers is not None and args.scheduler:
             raise CourseError("--workers and --scheduler: give one (a cluster's workers are set up on the cluster)")
+        if args.scheduler is not None and not args.scheduler.strip():
+            raise CourseError("--scheduler: empty address (an unset variable?); give the Dask scheduler's address, "
+                              "e.g. tcp://host:8786, or leave the option out to grade on this machine")
         if args.seed is not None and args.student is None:
             print(f"WARNING: --seed {args.seed} without --student: every student is graded on this one draw, and "
                   f"their results and grades are replaced until a run without --seed (a fairness check, for a "

@@ -356,6 +356,9 @@ class Course:
             return ()
         if not self.roster_file.exists():
             raise ConfigError(f"{CONFIG_NAME}: roster: file {self.roster_file} does not exist")
+        if not self.roster_file.is_file():
+            raise ConfigError(f"{CONFIG_NAME}: roster: {self.roster_file} is not a file (give the roster's CSV file, "
+                              f"e.g. roster.csv)")
         name = self.roster_file.name
         text = utf8_text(self.roster_file.read_bytes(), name).removeprefix("\ufeff")
         lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]

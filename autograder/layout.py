@@ -192,6 +192,11 @@ def write_problem(folder: Path, name: Callable[[Path], str] = str) -> str | None
     if os.access(probe, os.W_OK | os.X_OK):
         return None
     try:
+        if os.statvfs(probe).f_flag & os.ST_RDONLY:
+            return f"{name(probe)} is on a read-only file system (mounted read-only)"
+    except OSError:
+        pass
+    try:
         info = probe.stat()
         owner = f"owned by uid {info.st_uid}, mode {stat.filemode(info.st_mode)}"
     except OSError as exc:

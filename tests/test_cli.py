@@ -26,6 +26,7 @@ def course(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["autograde", "transformer-block", "--student", "nobody"],
      f"{CourseLayout(Path()).submission('nobody', 'transformer-block')}: no such submission folder"),
     (["validate", "transformer-block"], "release/transformer-block/transformer-block.ipynb: not found"),
+    (["autograde", "transformer-block", "--scheduler", ""], "--scheduler: empty address (an unset variable?)"),
     (["autograde", "transformer-block"],
      "release/transformer-block/transformer-block.ipynb: not found (run `course release transformer-block` first)"),
 ])
@@ -582,3 +583,11 @@ def test_cli_a_page_is_written_again_when_the_ta_takes_a_change_back(tmp_path, r
     assert back.returncode == 0, back.stdout + back.stderr
     assert "*" not in " ".join(_row(back.stdout, "ada")), back.stdout
     assert _page_text(folder, "ada") == plain
+
+
+def test_cli_course_dir_may_come_before_the_command(course_copy, tmp_path):
+    """Does `course --course-dir DIR autograde ...` (the option before the command) find the course, as
+    `course autograde ... --course-dir DIR` does?"""
+    proc = course("--course-dir", str(course_copy), "autograde", "transformer-block", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "no submissions found under submitted/<student>/transformer-block/" in proc.stdout

@@ -482,3 +482,14 @@ def test_config_student_ids_that_yaml_would_read_as_numbers_or_dates_are_their_t
     text = text.replace("EXTENSIONS", "{" + ", ".join(f"{sid}: {{days: 1}}" for sid in ids) + "}")
     course = load_course(make_course(tmp_path, text))
     assert sorted(course.assignment("hw").extensions) == sorted(ids)
+
+
+def test_config_a_roster_that_is_a_folder_is_one_line_naming_the_key(tmp_path):
+    """Is `roster:` naming a folder (a path mistyped as the notebooks' folder) a one-line error naming the key,
+    not an IsADirectoryError?"""
+    course = load_course(make_course(tmp_path, GOOD))
+    (tmp_path / "roster.csv").unlink()
+    (tmp_path / "roster.csv").mkdir()
+    with pytest.raises(ConfigError) as info:
+        course.students()
+    assert str(info.value).startswith("course.yml: roster: ") and "is not a file" in str(info.value)

@@ -126,3 +126,18 @@ def test_the_path_check_sees_hand_built_paths(code, found):
     """Does the check above catch each way of joining a step folder by hand, and leave other strings alone?"""
     tree = ast.parse(code, mode="eval")
     assert next(filter(None, map(_builds_step_path, ast.walk(tree))), None) == found
+
+
+def test_write_problem_says_a_read_only_file_system_is_one(tmp_path, monkeypatch):
+    """Is a folder on a file system mounted read-only named as such, not as a permission matter of its owner?"""
+    import os
+
+    real = os.statvfs(tmp_path)
+
+    class ReadOnly:
+        f_flag = real.f_flag | os.ST_RDONLY
+
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly())
+    assert write_problem(tmp_path, name=lambda p: "autograded") == \
+        "autograded is on a read-only file system (mounted read-only)"

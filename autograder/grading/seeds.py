@@ -31,6 +31,8 @@ def course_secret(path: Path, *, create: bool = True) -> bytes:
     except (OSError, UnicodeDecodeError) as exc:
         if not path.parent.is_dir():
             why = f"the folder {path.parent} does not exist (create it, or change `secret_file`)"
+        elif path.is_dir():
+            why = "a folder, not a file (give the file that holds, or will hold, the course secret)"
         elif isinstance(exc, UnicodeDecodeError):
             why = "not UTF-8 text"
         else:

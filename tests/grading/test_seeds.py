@@ -43,7 +43,7 @@ def test_a_secret_that_cannot_be_read_is_an_error_naming_the_key(tmp_path):
         course_secret(path)
     path.unlink()
     path.mkdir()
-    with pytest.raises(CourseError, match=r"^course\.yml: secret_file: .*\.course_secret: File exists$"):
+    with pytest.raises(CourseError, match=r"^course\.yml: secret_file: .*\.course_secret: a folder, not a file "):
         course_secret(path)
 
 
