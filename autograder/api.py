@@ -445,7 +445,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         version = graders_version(course, a)
         early = _greeted(early, course, a, insecure=insecure, version=version, log=log)
         pool = make_pool(course.root, a.name, workers=workers, scheduler=scheduler, submissions=len(todo),
-                         insecure=insecure, course=course, early=early)
+                         insecure=insecure, course=course, early=early, notice=log)
         stack.callback(pool.close)
         info = pool.start() if todo else None   # fails closed here, before any submission is touched
         if info is not None and info.missing:

@@ -22,6 +22,9 @@ processes often chose the same CPU, and then shared one core between them.
 A worker that dies or stops answering (the grader's own process, not a student's: those are
 bounded by the sandbox) costs only the submission it was grading, which becomes a crashed result,
 and is replaced. A worker whose memory grew asks to be replaced and is, between two submissions.
+A `course serve` server's worker (batch.serve) that goes away mid-submission (Ctrl-C or SIGTERM on
+the server) costs nothing: the server stopped, not the grading, so the submission is graded again
+by a worker of the pool's own that replaces it, and `notice` says so.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import os
 import selectors
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,6 +44,7 @@ from ..config import Assignment, Course, load_course
 from ..errors import SandboxUnavailable
 from ..grading.results import SubmissionResult, result_from_dict
 from .launch import Process, StartedWorker, launch, log_folder, stop, stop_all
+from .serve import Served
 from .wire import ATTACHED, Connection, WireClosed
 from .worker import Task, Worker, peak_rss_mb, rss_mb
 
@@ -159,14 +163,15 @@ available_cores = cpus.available_cores      # affinity, capped by the cgroup's C
 
 def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = None, scheduler: str | None = None,
               submissions: int | None = None, insecure: bool = False, course: Course | None = None,
-              early: Sequence[StartedWorker] = ()) -> GradingPool:
+              early: Sequence[StartedWorker] = (), notice: Callable[[str], None] | None = None) -> GradingPool:
     """The pool for a batch: a Dask cluster's workers when `scheduler` is given; else `workers`
     local worker processes (default: the cores available), no more than there are `submissions`.
     A single submission, or a single worker where this process may use one core only, is graded
     in this process (with `course`, the course already loaded, when given), unless `early` holds
     worker processes already started for this course and assignment (batch.launch): they then serve
     as the pool's first workers, in order (any beyond its size are stopped). `early` is used or
-    closed here.
+    closed here. `notice`: told, in one line, when a `course serve` server among `early` stopped
+    while grading (its submission is then graded without it).
 
     A lone worker for several submissions is a process of its own (a LocalPool of one): in this
     process, grading would wait while each result is written out (results.json, its fsync, the
@@ -187,17 +192,18 @@ def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = 
     alone = (submissions is not None and submissions <= 1) or cores < 2
     if n == 1 and not early and alone:
         return InProcessPool(course_dir, assignment, insecure=insecure, course=course)
-    return LocalPool(course_dir, assignment, workers=n, insecure=insecure, early=early, course=course)
+    return LocalPool(course_dir, assignment, workers=n, insecure=insecure, early=early, course=course, notice=notice)
 
 
 class LocalPool:
     """`workers` worker processes; with `early`, workers already started for this course folder and
     assignment (batch.launch) serve as the first ones, slot by slot (each started for the CPU that
     `cpu_of` gives its slot; those beyond `workers` are stopped). `course`: the course already
-    loaded, if it was."""
+    loaded, if it was. `notice`: told when a `course serve` server stopped while grading."""
 
     def __init__(self, course_dir: str | Path, assignment: str, *, workers: int, insecure: bool = False,
-                 early: Sequence[StartedWorker] = (), course: Course | None = None):
+                 early: Sequence[StartedWorker] = (), course: Course | None = None,
+                 notice: Callable[[str], None] | None = None):
         if workers < 1:
             for started in early:
                 started.close()
@@ -209,6 +215,7 @@ class LocalPool:
         self.assignment_name = assignment
         self.size = workers
         self.insecure = insecure
+        self.notice = notice
         course = course if course is not None else load_course(self.course_dir)
         self.assignment: Assignment = course.assignment(assignment)
         self.cpus: tuple[int, ...] = cpus.affinity() if course.sandbox_cpus == "spread" else ()
@@ -350,9 +357,9 @@ class LocalPool:
             now = time.monotonic()
             for proc in list(self._procs):
                 if proc.task is not None and now - proc.since > limit:
-                    yield proc.task, self._lost(proc, f"its worker gave no answer within {limit:g} s", todo)
+                    yield from self._lost(proc, f"its worker gave no answer within {limit:g} s", todo)
                 elif proc.task is not None and proc.popen.poll() is not None:
-                    yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})", todo)
+                    yield from self._lost(proc, f"its worker stopped ({self._tail(proc)})", todo)
 
     def _feed(self, proc: _Proc, todo: deque[Task]) -> None:
         """Give a worker a submission to grade when it has none, and one more to grade next while
@@ -385,7 +392,7 @@ class LocalPool:
             proc.conn.fill()
         except (WireClosed, OSError):
             if proc.task is not None:
-                yield proc.task, self._lost(proc, f"its worker stopped ({self._tail(proc)})", todo)
+                yield from self._lost(proc, f"its worker stopped ({self._tail(proc)})", todo)
             else:
                 self._retire(proc, kill=True, replace=proc.ready)
             return
@@ -426,16 +433,26 @@ class LocalPool:
                 if proc not in self._procs:
                     return
 
-    def _lost(self, proc: _Proc, why: str, todo: deque[Task]) -> SubmissionResult:
+    def _lost(self, proc: _Proc, why: str, todo: deque[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
+        """`proc` went away (or silent) while grading its task: a crashed result for that task, or,
+        when `proc` was a `course serve` server's worker, nothing: the task is graded again by the
+        worker that replaces it (a process of this pool's own), whatever stopped the server."""
         task = proc.task
         assert task is not None
         proc.task = None
         if proc.queued is not None:               # never started: graded by another worker
             todo.appendleft(proc.queued)
             proc.queued = None
+        served = isinstance(proc.popen, Served)
+        if served:
+            todo.appendleft(task)
+            if self.notice is not None:
+                self.notice(f"course serve: the server (pid {proc.popen.pid}) stopped while grading {task.student}; "
+                            f"grading without it")
         self._retire(proc, kill=True, replace=True)
-        return _crashed(self.assignment, task.student, task.seed, task.on_roster,
-                        f"grading stopped: {why}", self._layers)
+        if not served:
+            yield task, _crashed(self.assignment, task.student, task.seed, task.on_roster,
+                                 f"grading stopped: {why}", self._layers)
 
     def _retire(self, proc: _Proc, *, kill: bool, replace: bool) -> None:
         """Stop a worker; with `replace`, start a fresh one in its place (ready when it says so)."""

@@ -15,7 +15,10 @@ What is shared, and what is not:
   engine's and the instructor code's version, course.yml, the assignment's release, --insecure)
   and the server answers only an equal one. A server whose files changed since it started (an
   instructor edited a grader) is stale: it says so, and stops; the command then grades as if no
-  server ran. Everything else (results.json, the page, the gradebook) stays the command's work.
+  server ran. A server stopped while it grades (Ctrl-C, SIGTERM) closes the connection without a
+  result: the command's pool then grades that submission on a worker of its own (batch.pool), so
+  stopping a server never costs a student a crashed result. Everything else (results.json, the
+  page, the gradebook) stays the command's work.
 
 The client half (`connect`, `greet`) imports the standard library only, so `course autograde` can
 look for a server before its own imports (autograder.cli), as it forks its early worker there.

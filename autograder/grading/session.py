@@ -47,7 +47,7 @@ from typing import Any
 import pytest
 from _pytest.config import _prepareconfig
 from _pytest.runner import runtestprotocol
-from greenlet import getcurrent, greenlet
+from greenlet import GreenletExit, getcurrent, greenlet
 
 from .. import usercache
 from ..config import Assignment, Course
@@ -388,8 +388,8 @@ class GraderSession:
                 if "expect" in needs:
                     expect = values["expect"] = plugin.expect_for(problem, student)
             plan.function(**{name: values[name] for name in needs})
-        except (KeyboardInterrupt, SystemExit):
-            raise
+        except (KeyboardInterrupt, SystemExit, GreenletExit):
+            raise                       # GreenletExit: a check greenlet ended while it waited (_end_waiting)
         except BaseException as exc:  # noqa: BLE001 - pytest.fail/skip are BaseExceptions; classified as pytest would
             outcome = classify(exc, expect, plugin.folder)
         else:
@@ -422,17 +422,24 @@ class GraderSession:
                     self._idle.append(check)
                 else:
                     waiting.append((i, check, call))
+        except BaseException:
+            _end_waiting([check for _, check, _ in waiting])
+            raise
         finally:
             student.gather(None)
         try:
             aheads = iter(student.prefetch([call for _, _, call in waiting if call is not None]))
         except Exception:  # noqa: BLE001 - the checks make their calls themselves, and meet the error
             aheads = iter(())
-        for i, check, call in waiting:          # each to its end, in order
-            started = time.perf_counter()
-            if check.switch(next(aheads, None) if call is not None else None) is _CHECK_ENDED:
-                self._idle.append(check)
-            spent[i] += time.perf_counter() - started
+        try:
+            for i, check, call in waiting:      # each to its end, in order
+                started = time.perf_counter()
+                if check.switch(next(aheads, None) if call is not None else None) is _CHECK_ENDED:
+                    self._idle.append(check)
+                spent[i] += time.perf_counter() - started
+        except BaseException:
+            _end_waiting([check for _, check, _ in waiting if check not in self._idle])
+            raise
         outcomes = self.plugin.current.outcomes
         for item, seconds in zip(checks, spent):    # a check's duration: its own time, not its wait
             if item.nodeid in outcomes:
@@ -446,8 +453,10 @@ class GraderSession:
         if self._idle_parent is not here:
             self._idle = []
             self._idle_parent = here
-        if self._idle:
-            return self._idle.pop()
+        while self._idle:
+            parked = self._idle.pop()
+            if not parked.dead:
+                return parked
         return greenlet(self._run_checks, parent=here)
 
     def _run_checks(self, item: pytest.Item) -> None:
@@ -470,6 +479,19 @@ class GraderSession:
                 self.config._ensure_unconfigure()
                 for name in self._modules:          # another course's graders may use the same names
                     sys.modules.pop(name, None)
+
+
+def _end_waiting(checks: list[greenlet]) -> None:
+    """End the check greenlets still waiting for their first call's answer when the checks of a run are
+    abandoned (KeyboardInterrupt, SIGTERM's SystemExit, a failure of the session itself): each gets
+    GreenletExit where it waits, which `_run_lean` lets through, so it ends now, in its own thread,
+    rather than when collected (greenlet then prints "GreenletExit did not kill" for each one that
+    caught it and went on, or cannot end it at all from another thread)."""
+    for check in checks:
+        if not check.dead:
+            with contextlib.suppress(Exception):
+                check.throw()
+
 
 def _under(module: object, folder: Path) -> bool:
     file = getattr(module, "__file__", None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from autograder.api import prepare_demo
+from autograder.batch.launch import StartedWorker
 from autograder.batch.pool import LocalPool, make_pool
 from autograder.batch.worker import Task
 from autograder.layout import CourseLayout
@@ -306,3 +307,48 @@ def test_a_worker_started_early_but_not_needed_is_stopped(demo):
     with pytest.raises(CourseError, match="no such submission folder"):
         autograde(demo, "transformer-block", student="nobody", early=[early])
     assert early.popen.poll() is not None and not early.log.parent.exists()
+
+
+def test_a_server_that_stops_mid_submission_costs_nothing(demo):
+    """When a `course serve` server's worker goes away while grading (Ctrl-C on the server), is the
+    submission graded after all by a worker of the pool's own, with a notice, rather than crashed?"""
+    import socket
+    import threading
+
+    from autograder.batch.launch import log_folder
+    from autograder.batch.serve import Served
+    from autograder.batch.wire import Connection
+    from autograder.batch.worker import rss_mb
+
+    ours, theirs = socket.socketpair()
+    server = Connection(theirs)
+    asked: list[dict] = []
+
+    def stop_mid_submission() -> None:       # the server: takes the task, then stops without a result
+        asked.append(server.recv())
+        theirs.close()
+
+    stopping = threading.Thread(target=stop_mid_submission, daemon=True)
+    stopping.start()
+    folder = log_folder()
+    log = folder / "served.log"
+    log.write_text("the server closed the connection\n")
+    greeting = {"op": "ready", "pid": 4242, "layers": [], "missing": [], "rss_mb": round(rss_mb(), 1)}
+    early = StartedWorker(popen=Served(4242, Connection(ours)), conn=Connection(ours), log=log, own_folder=True,
+                          greeting=greeting)
+    notices: list[str] = []
+    task = Task("ada", str(CourseLayout(demo).submission("ada", "transformer-block")), seed=7)
+    pool = make_pool(demo, "transformer-block", submissions=1, early=[early], notice=notices.append)
+    try:
+        assert isinstance(pool, LocalPool)
+        pool.start()
+        [(_, result)] = list(pool.run([task]))
+        assert pool.replaced == 1
+        assert pool.stats[0].pid != 4242                # graded by a worker of the pool's own
+    finally:
+        pool.close()
+    stopping.join(timeout=30)
+    assert asked and asked[0]["op"] == "grade" and asked[0]["task"]["student"] == "ada"
+    assert notices == ["course serve: the server (pid 4242) stopped while grading ada; grading without it"]
+    assert result.state == "graded" and result.score == 100.0
+    assert not folder.exists()

@@ -278,3 +278,44 @@ def test_a_command_that_greets_late_is_still_served(course: Path, server: _Serve
         assert started.greeting is not None and started.greeting["pid"] == server.proc.pid
     finally:
         started.close()
+
+
+def _hanging_submission(course: Path, sid: str) -> None:
+    """`sid`'s submission: ada's notebook with swiglu_ffn redefined to loop forever (each call stopped
+    at call_seconds), so that grading it takes seconds, the server busy meanwhile."""
+    layout = CourseLayout(course)
+    folder = layout.submission(sid, A)
+    shutil.copytree(layout.submission("ada", A), folder)
+    notebook = next(folder.glob("*.ipynb"))
+    doc = json.loads(notebook.read_text())
+    doc["cells"].append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                         "source": "def swiglu_ffn(x, W_gate, W_up, W_down):\n    while True:\n        pass\n"})
+    notebook.write_text(json.dumps(doc))
+
+
+def test_ctrl_c_on_a_busy_server_grades_without_it(course: Path, server: _Server):
+    """Ctrl-C on the server while it grades a command's student: does the command grade the student
+    without it (a real result, not a crashed 0), saying the server stopped, and does the server stop
+    without greenlet noise?"""
+    _hanging_submission(course, "slow")
+    client = subprocess.Popen([sys.executable, "-m", "autograder.cli", "autograde", A, "--student", "slow",
+                               "--course-dir", str(course)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=_env())
+    assert client.stdout is not None
+    first = client.stdout.readline()
+    assert USED.search(first), first
+    time.sleep(2.0)                            # the server is grading now (swiglu_ffn's calls take 5 s each)
+    assert server.proc.poll() is None
+    os.kill(server.proc.pid, signal.SIGINT)
+    out, err = client.communicate(timeout=WAIT_SECONDS)
+    assert server.proc.wait(timeout=WAIT_SECONDS) == 130
+    server.wait_for("course: interrupted")
+    assert "GreenletExit" not in server.output, server.output
+    assert client.returncode == 0, first + out + err
+    assert f"course serve: the server (pid {server.proc.pid}) stopped while grading slow; grading without it" in out
+    assert "GRADER ERROR" not in out
+    doc = json.loads(CourseLayout(course).results_json("slow", A).read_text())
+    assert doc["extra_data"]["state"] == "graded"
+    scores = {p["problem"]: p["score"] for p in doc["extra_data"]["problems"]}
+    assert scores["swiglu_ffn"] == 0 and scores["layer_norm"] == 12
+    assert not serve.socket_path(course, A).exists()
