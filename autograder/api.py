@@ -348,7 +348,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     process (so grading never waits for nbgrader; started with the batch, or for a single
     submission once its results are written) then commits their grades in one transaction and
     copies their notebooks into autograded/ for the formgrader; once it has acknowledged that,
-    results.json is rewritten (atomically) with the key, which marks the student as done. So a
+    results.json is rewritten (atomically) with the key, which marks the student as done (not when
+    their new page could not be written: the next run grades them again). So a
     batch stopped at any point and run again finishes with every grade present once: a submission
     whose content, seed and graders are unchanged since its results.json was written with its key
     is not graded again unless `force` (see grading.fingerprint); it is listed in
@@ -530,6 +531,11 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             # changed grades or commented there
             page_template.join()
             page_errors, page_written = _write_page(course, a, sid, result, None, fresh=fresh)
+            if page_errors and pending.pop(sid, None) is not None:
+                # not marked done (results.json gets no grading key) while its page is an older result's:
+                # the next run grades it again and writes the page, rather than calling it unchanged
+                page_errors = [f"{line}; not marked as graded: the next `course autograde` grades {sid} again"
+                               for line in page_errors]
             output_errors.extend(page_errors)
             copy = needs_formgrader_copy(course, a, sid, fresh=fresh, refused=sid in refused)
             # A person's review in the gradebook (a plain read; None: it cannot tell) makes a one-student

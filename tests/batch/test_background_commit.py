@@ -20,12 +20,13 @@ import pytest
 
 from autograder.layout import CourseLayout
 from autograder.reporting.gradebook import LOCK_FILE, PENDING_DIR
-from tests.conftest import course_with_students
+from tests.conftest import ROOT, course_with_students
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 A = "transformer-block"
 STUDENTS = ("ada", "alan")
+EXAMPLES = CourseLayout(ROOT / "examples")
 WAIT_SECONDS = 600      # generous: a loaded machine
 
 
@@ -238,3 +239,40 @@ def test_an_interrupted_background_commit_is_reported(graded):
     nxt = _course_cmd(graded, "feedback", A, "--student", "ada")
     assert "did not finish (it was interrupted)" in nxt.stderr, nxt.stderr
     assert "grading_key" not in _results(graded, "ada")["extra_data"]
+
+
+def _page(course: Path, sid: str) -> Path:
+    [page] = CourseLayout(course).feedback(sid, A).glob("*.html")
+    return page
+
+
+@pytest.mark.parametrize("one", [("--student", "ada"), ()], ids=["one-student", "class"])
+def test_a_regrade_whose_page_cannot_be_written_is_graded_again_by_the_next_run(graded, one):
+    """When ada's new page cannot be written, is her results.json left without its grading key (the
+    error line says so), so that the next run grades her again and writes the page, rather than
+    calling her unchanged with her old page left in place?"""
+    layout = CourseLayout(graded)
+    old_page = _page(graded, "ada")
+    old_text = old_page.read_text()
+    assert '<span class="big">100</span>' in old_text
+    for notebook in EXAMPLES.submission("barbara", A).glob("*.ipynb"):    # ada submits again: barbara's work
+        shutil.copy(notebook, layout.submission("ada", A) / notebook.name)
+    old_page.unlink()
+    (old_page / "blocked").mkdir(parents=True)       # a folder where the page goes: it cannot be replaced
+    failed = _course_cmd(graded, "autograde", A, *one)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    errors = [line for line in failed.stderr.splitlines() if "ada" in line]
+    assert len(errors) == 1 and "writing the feedback page" in errors[0], failed.stderr
+    assert errors[0].endswith("not marked as graded: the next `course autograde` grades ada again"), errors[0]
+    _wait_for_the_writer(graded)
+    doc = _results(graded, "ada")
+    assert doc["score"] == pytest.approx(83.82, abs=0.01) and "grading_key" not in doc["extra_data"]
+    assert not (graded / PENDING_DIR / A / "ada.failed").exists()
+    shutil.rmtree(old_page)
+    again = _course_cmd(graded, "autograde", A, *one)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert any(line.startswith("graded") and " ada " in line for line in again.stdout.splitlines()), again.stdout
+    assert '<span class="big">83.82</span>' in _page(graded, "ada").read_text()
+    _wait_for_the_writer(graded)
+    assert _results(graded, "ada")["extra_data"]["grading_key"]
+    assert "unchanged" in _course_cmd(graded, "autograde", A, *one).stdout
