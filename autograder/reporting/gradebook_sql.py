@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import sqlite3
 import uuid
 from dataclasses import dataclass
@@ -382,7 +383,11 @@ def _read_only(course: Course) -> sqlite3.Connection | None:
 def has_person_review(course: Course, assignment: str, student: str) -> bool | None:
     """Whether the gradebook holds, for `student`'s submission of `assignment`, anything a person set
     (a manual score, extra credit, a comment), read with plain SQL without taking the course's lock;
-    None when it cannot tell (not an SQLite gradebook of nbgrader's schema, or busy)."""
+    None when it cannot tell (not an SQLite gradebook of nbgrader's schema, or busy). False when the
+    SQLite gradebook does not exist yet (a course's first grading): no one can have changed anything."""
+    path = sqlite_path(course.gradebook_url)
+    if path is not None and not os.path.lexists(path):
+        return False
     conn = _read_only(course)
     if conn is None:
         return None

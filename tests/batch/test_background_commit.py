@@ -276,3 +276,16 @@ def test_a_regrade_whose_page_cannot_be_written_is_graded_again_by_the_next_run(
     _wait_for_the_writer(graded)
     assert _results(graded, "ada")["extra_data"]["grading_key"]
     assert "unchanged" in _course_cmd(graded, "autograde", A, *one).stdout
+
+
+def test_the_first_one_student_run_of_a_course_says_nothing_of_a_ta_s_changes(tmp_path):
+    """On a course with no gradebook yet, does the first `--student` run commit in the background
+    without claiming that a TA's changes could not be read (there is nothing to read)?"""
+    course = _course(tmp_path)
+    assert not (course / "gradebook.db").exists()
+    done = _course_cmd(course, "autograde", A, "--student", "ada")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "committed in the background" in done.stdout
+    assert "a TA's changes" not in done.stdout + done.stderr, done.stdout
+    _wait_for_the_writer(course)
+    assert _results(course, "ada")["extra_data"]["grading_key"]

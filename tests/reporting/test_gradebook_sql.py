@@ -211,6 +211,16 @@ def test_holds_grades_says_whether_recording_a_result_again_would_change_its_gra
     assert gradebook_sql.has_person_review(elsewhere, assignment.name, "ada") is None
 
 
+def test_a_gradebook_not_made_yet_holds_no_person_s_review(tmp_path, assignment):
+    """Before a course's first grading there is no gradebook file: is that read as "no review" (nothing
+    to tell the TA about), while a gradebook file that is not one still cannot tell?"""
+    course = make_course(tmp_path, assignment)
+    assert not (tmp_path / "gradebook.db").exists()
+    assert gradebook_sql.has_person_review(course, assignment.name, "ada") is False
+    (tmp_path / "gradebook.db").write_text("not a database\n")
+    assert gradebook_sql.has_person_review(course, assignment.name, "ada") is None
+
+
 def test_the_students_a_gradebook_holds_are_read_once_it_has_a_submission(tmp_path, assignment, empty_gradebook,  # noqa: F811
                                                                           ada, bob):
     """Does `gradebook_students` name every student the gradebook holds (one without a submission too),
