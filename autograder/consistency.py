@@ -12,8 +12,9 @@ What is checked (by `course validate`, and by `course release` before it builds 
   of every grade cell: one without a problem would count in nbgrader's totals and never be scored);
 - grade-cell points and the table agree with course.yml (named: problem, both numbers);
 - every grader file `graders/test_<name>.py` is for a problem in course.yml, and every problem's
-  function is defined by its notebook, in one code cell only (not also in a given cell: a student who
-  deleted the stub would be graded on the given function).
+  function is defined by its notebook, in one code cell only (not in none: its solution cell deleted;
+  not also in a given cell: a student who deleted the stub would be graded on the given function),
+  above the problem's grade cell (which calls it).
 
 Notebooks are handled as plain JSON dicts (nbformat 4), so this module can run anywhere.
 """
@@ -178,29 +179,45 @@ def duplicate_ids(nb: dict[str, Any], where: str) -> list[str]:
     return out
 
 
-def duplicate_definitions(nb: dict[str, Any], problems: tuple[Problem, ...], where: str) -> list[str]:
-    """A problem's function defined in more than one code cell (e.g. a `gelu` problem in a notebook
-    whose locked setup cell already gives `gelu`): a student who deletes the stub would be graded on
-    the other definition. One line each, starting with `where`, naming the cells."""
+def definition_problems(nb: dict[str, Any], problems: tuple[Problem, ...], where: str) -> list[str]:
+    """A problem's function defined in no code cell (its solution cell deleted, while its grade cell
+    is still graded), in more than one (e.g. a `gelu` problem in a notebook whose locked setup cell
+    already gives `gelu`: a student who deletes the stub would be graded on the other definition), or
+    in a cell below the problem's grade cell (which then calls it before it exists). One line each,
+    starting with `where`, naming the problem and the cells."""
     cells: dict[str, list[int]] = {}
     for i, cell in enumerate(nb.get("cells", [])):
         if isinstance(cell, dict) and cell.get("cell_type") == "code":
             for name in cell_functions(_source(cell)):
                 cells.setdefault(name, []).append(i)
-    return [f"{where}: {p.name} is defined in {len(cells[p.name])} code cells "
-            f"({', '.join(cell_name(nb, i) for i in cells[p.name])}); a problem's function must be defined "
-            f"only in its solution cell (rename the problem, or the given function)"
-            for p in problems if len(cells.get(p.name, ())) > 1]
+    graded = grade_cells(nb)
+    out = []
+    for p in problems:
+        defined = cells.get(p.name, [])
+        grade = graded[p.grade_id][0] if p.grade_id in graded else None
+        if not defined:
+            graded_in = f", though the notebook still grades it in {cell_name(nb, grade)}" if grade is not None else ""
+            out.append(f"{where}: {p.name} is defined in no code cell{graded_in}; a problem's function must be "
+                       f"defined in its solution cell (was that cell deleted?)")
+        elif len(defined) > 1:
+            out.append(f"{where}: {p.name} is defined in {len(defined)} code cells "
+                       f"({', '.join(cell_name(nb, i) for i in defined)}); a problem's function must be defined "
+                       f"only in its solution cell (rename the problem, or the given function)")
+        elif grade is not None and grade < defined[0]:
+            out.append(f"{where}: the grade cell of {p.name}, {cell_name(nb, grade)}, is above "
+                       f"{cell_name(nb, defined[0])}, which defines {p.name}, so run from the top it calls "
+                       f"{p.name} before it exists; move the grade cell below it")
+    return out
 
 
 def notebook_problems_found(nb: dict[str, Any], assignment: Assignment, notebook: str, where: str) -> list[str]:
     """What `course release` cannot fix from course.yml: an id used by two cells, a problem's function
-    defined in more than one code cell, a problem without its grade cell, a grade cell that is no
-    problem. One line each, starting with `where` (the notebook's path)."""
+    defined in no code cell, in more than one, or below its grade cell, a problem without its grade
+    cell, a grade cell that is no problem. One line each, starting with `where` (the notebook's path)."""
     found = grade_cells(nb)
     mine = notebook_problems(assignment, notebook)
     out = duplicate_ids(nb, where)
-    out += duplicate_definitions(nb, mine, where)
+    out += definition_problems(nb, mine, where)
     out += [f"{where}: has no grade cell {p.grade_id!r} for problem {p.name} (course.yml)"
             for p in mine if p.grade_id not in found]
     known = {p.grade_id for p in mine}
@@ -336,19 +353,6 @@ def uncollected_checks(course: Course, assignment: Assignment) -> list[str]:
                 out.append(f"{layout.relative(g.path)}, line {node.lineno}: {node.name}() takes the student fixture "
                            f"but is not run as a check (pytest collects only functions named test_*); rename it "
                            f"test_{g.problem}_..., or to _{node.name} if it is a helper")
-    return out
-
-
-def graders_problems(course: Course, assignment: Assignment, notebooks: dict[str, dict[str, Any]]) -> list[str]:
-    """A grader file with no problem in course.yml, a problem without a grader file, and a problem
-    whose function its notebook does not define (`notebooks`: file name -> notebook JSON)."""
-    layout = course.layout
-    out = grader_file_problems(course, assignment)
-    for p in assignment.problems:
-        nb = notebooks.get(p.notebook)
-        if nb is not None and p.name not in defined_functions(nb):
-            out.append(f"{p.name}: the grader calls {p.name}(), which "
-                       f"{layout.relative(layout.source(assignment.name) / p.notebook)} does not define")
     return out
 
 

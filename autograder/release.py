@@ -8,14 +8,17 @@ gradebook as they were. Then the gradebook gets the release's cells, the roster,
 scores (also after students have submitted; see `reporting.gradebook.apply_release`), and the source
 notebooks get the points written into them.
 
-Before anything is built, each source notebook is checked for what nbgrader would refuse without
-saying where, or mishandle silently (see `markers`: unpaired or misplaced solution and hidden-test
-markers, a solution cell with a function and no solution region), and for what course.yml cannot
-fix (see `consistency.notebook_problems_found`); each problem is named by notebook and cell.
+Before anything is built, each source notebook is checked (`source_problems`, which `course
+validate` runs too) for nbgrader metadata that is not a mapping, for what nbgrader would refuse
+without saying where, or mishandle silently (see `markers`: unpaired or misplaced solution and
+hidden-test markers, a line that looks like a marker but is not one, a solution cell with a function
+and no solution region), and for what course.yml cannot fix (see `consistency.notebook_problems_found`:
+a problem's function defined in no cell or in two, for one); each problem is named by notebook and cell.
 
 The leak check fails the release if any line that only exists inside a solution or hidden-test
-region of the source survives in release/, if any nbgrader marker survives, if a released
-notebook stores outputs, or if a released notebook imports the instructor-only `assignments`.
+region of the source survives in release/, if any nbgrader marker, or a line that looks like one,
+survives, if a released notebook stores outputs, or if a released notebook imports the
+instructor-only `assignments`.
 """
 from __future__ import annotations
 
@@ -30,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from .config import Assignment, Course
-from .consistency import cell_name, notebook_problems_found, write_points
+from .consistency import _nbgrader, cell_name, notebook_problems_found, write_points
 from .errors import ReleaseError
 from .layout import CourseLayout
-from .markers import course_delimiters, marker_problems
+from .markers import Delimiters, course_delimiters, looks_like, marker_problems, metadata_problems
 from .text import truncate
 from .toolpath import tool, tool_env
 
@@ -82,7 +85,7 @@ def instructor_only_lines(source_nb: Path) -> set[str]:
     hidden: set[str] = set()
     public: set[str] = set()
     for cell in _cells(source_nb):
-        nbg = (cell.get("metadata") or {}).get("nbgrader") or {}
+        nbg = _nbgrader(cell)
         inside = None
         for line in _src(cell).splitlines():
             s = line.strip()
@@ -128,6 +131,10 @@ def leak_check(layout: CourseLayout, assignment: Assignment) -> int:
             for line in text.splitlines():
                 if line.strip() in secret:
                     raise ReleaseError(f"{rel}: cell {i} leaks an instructor-only line: {truncate(line.strip(), 80)!r}")
+                like = looks_like(line, Delimiters())
+                if like:
+                    raise ReleaseError(f"{rel}: cell {i} still contains a line that looks like the marker {like!r}: "
+                                       f"{truncate(line.strip(), 80)!r}")
             if cell.get("outputs"):
                 raise ReleaseError(f"{rel}: cell {i} stores outputs; release notebooks must be clean")
     for extra in release.rglob("*"):
@@ -218,6 +225,16 @@ def unversioned_cells(nb: dict[str, Any]) -> list[int]:
     return out
 
 
+def source_problems(nb: dict[str, Any], assignment: Assignment, name: str, where: str, marks: Delimiters) -> list[str]:
+    """What `course release` refuses in the source notebook `nb` (file `name` of `assignment`, shown as
+    `where`) before it builds anything, one line each naming the notebook and the cell: nbgrader
+    metadata that is not a mapping (alone then, as every other check reads it as one), else the
+    markers (`markers.marker_problems`, with `marks` the course's delimiters) and what course.yml
+    cannot fix (`consistency.notebook_problems_found`)."""
+    return (metadata_problems(nb, where)
+            or marker_problems(nb, marks, where) + notebook_problems_found(nb, assignment, name, where))
+
+
 def release(course: Course, assignment: Assignment, *, drop_grades: bool = False) -> ReleaseReport:
     """Generate release/<assignment>/ from source/<assignment>/ with nbgrader, points from course.yml,
     then check for leaks; record it in the gradebook. Nothing is changed unless every step succeeds.
@@ -233,7 +250,7 @@ def release(course: Course, assignment: Assignment, *, drop_grades: bool = False
         if not source_nb.is_file():
             raise ReleaseError(f"{where}: not found")
         nb = _read_notebook(source_nb, where)
-        problems = marker_problems(nb, marks, where) + notebook_problems_found(nb, assignment, name, where)
+        problems = source_problems(nb, assignment, name, where, marks)
         if problems:
             raise ReleaseError("; ".join(problems))
         sources[name] = nb

@@ -1,14 +1,17 @@
 """`course validate`: the source notebook runs clean in a real Jupyter kernel, the release fails only
 with NotImplementedError inside stubs, and (through the real autograder) the source scores full
-marks and the release scores zero. Before running anything it checks that course.yml, the
-notebooks, the graders and the gradebook agree (see `consistency`): points of every grade cell and
-of the intro's points table (source and release), a grader file for every problem and a problem for
-every grader file, the function each problem grades defined in its notebook, the gradebook's max
-scores, and nbgrader's config routing `nbgrader autograde`/`generate_feedback` through this engine.
-It also runs `course release`'s leak check on release/ as committed, and makes the student version
-again in a scratch folder to say when release/ is older than source/ (students would get the old
-notebook). A source below full marks is named problem by problem, with the first failing check's
-message, and every grader error gets its own line."""
+marks and the release scores zero. A cell whose nbgrader metadata is not a mapping stops it at
+once, in one line, as it stops `course release`. Before running anything it checks that course.yml,
+the notebooks, the graders and the gradebook agree (see `consistency`): points of every grade cell
+and of the intro's points table (source and release), a grader file for every problem and a problem
+for every grader file, the function each problem grades defined in its notebook (in one cell, above
+its grade cell), the gradebook's max scores, and nbgrader's config routing `nbgrader
+autograde`/`generate_feedback` through this engine; and the source's nbgrader markers, as `course
+release` checks them (see `markers`). It also runs `course release`'s leak check on release/ as
+committed, and makes the student version again in a scratch folder to say when release/ is older
+than source/ (students would get the old notebook), unless `course release` would refuse the source.
+A source below full marks is named problem by problem, with the first failing check's message, and
+every grader error gets its own line."""
 from __future__ import annotations
 
 import json
@@ -28,12 +31,13 @@ from .config import Assignment, Course
 from .consistency import (
     cell_name,
     extension_problems,
-    graders_problems,
+    grader_file_problems,
     points_problems,
     require_release,
     uncollected_checks,
 )
 from .errors import CourseError
+from .markers import course_delimiters, marker_problems, metadata_problems
 from .text import truncate
 from .toolpath import tools_on_path
 
@@ -202,14 +206,31 @@ def _submitted(course: Course, assignment: Assignment) -> list[str]:
         return []
 
 
+def require_nbgrader_mappings(course: Course, assignment: Assignment) -> None:
+    """Refuse (CourseError, one line naming the notebook and the cell) a source or released notebook
+    holding a cell whose metadata or nbgrader metadata is not a mapping (`markers.metadata_problems`),
+    as `course release` does: every check here reads it as one. A notebook that cannot be read is
+    left to `read_notebook`."""
+    layout = course.layout
+    found: list[str] = []
+    for name in assignment.notebooks:
+        for path in (layout.source(assignment.name) / name, layout.release(assignment.name) / name):
+            nb = _notebook(path)
+            if nb is not None:
+                found += metadata_problems(nb, layout.relative(path))
+    if found:
+        raise CourseError("; ".join(found))
+
+
 def consistency_problems(course: Course, assignment: Assignment) -> list[str]:
-    """Where course.yml, the notebooks, the graders, the gradebook and nbgrader's config disagree."""
+    """Where course.yml, the notebooks, the graders, the gradebook and nbgrader's config disagree, and
+    the source's markers that `course release` would refuse."""
     from .nbgrader_hooks import config_problems
     from .reporting.gradebook import max_score_problems
 
     layout = course.layout
+    marks = course_delimiters(course.root)
     problems: list[str] = []
-    sources: dict[str, dict[str, Any]] = {}
     for name in assignment.notebooks:
         for kind, path in (("source", layout.source(assignment.name) / name),
                            ("release", layout.release(assignment.name) / name)):
@@ -217,9 +238,9 @@ def consistency_problems(course: Course, assignment: Assignment) -> list[str]:
             if nb is None:
                 continue
             if kind == "source":
-                sources[name] = nb
+                problems += marker_problems(nb, marks, layout.relative(path))
             problems += points_problems(nb, assignment, name, layout.relative(path))
-    problems += graders_problems(course, assignment, sources)
+    problems += grader_file_problems(course, assignment)
     problems += extension_problems(course, assignment, _submitted(course, assignment))
     problems += max_score_problems(course, assignment)
     problems += config_problems(course)
@@ -263,12 +284,15 @@ def stale_release(course: Course, assignment: Assignment) -> list[str]:
     """One line per released notebook that is not what `course release` makes of source/ now (a
     source edited after the last release): the student version is made again, as `course release`
     makes it (points from course.yml, nbgrader's generate_assignment), in a scratch folder, and the
-    cells' types and sources compared with release/."""
+    cells' types and sources compared with release/. Nothing when `course release` would refuse the
+    source (`release.source_problems`, which `consistency_problems` reports): there is then no student
+    version to compare with."""
     from .consistency import write_points
     from .layout import CourseLayout
-    from .release import nbgrader, nbgrader_failure
+    from .release import nbgrader, nbgrader_failure, source_problems
 
     layout = course.layout
+    marks = course_delimiters(course.root)
     with tempfile.TemporaryDirectory(prefix="course-validate-release-") as tmp:
         build = CourseLayout(Path(tmp))
         shutil.copytree(layout.source(assignment.name), build.source(assignment.name),
@@ -276,6 +300,8 @@ def stale_release(course: Course, assignment: Assignment) -> list[str]:
         for name in assignment.notebooks:
             path = build.source(assignment.name) / name
             nb = json.loads(path.read_text(encoding="utf-8"))
+            if source_problems(nb, assignment, name, layout.relative(layout.source(assignment.name) / name), marks):
+                return []
             if write_points(nb, assignment, name):
                 nbformat.write(nbformat.from_dict(nb), path)
         proc = nbgrader(course, "generate_assignment", assignment.name, "--force", root=build.root,
@@ -311,6 +337,7 @@ def release_score_problems(released: SubmissionResult, source: SubmissionResult)
 def validate(course: Course, assignment: Assignment) -> ValidationReport:
     from .grading.engine import load_instructor_code
 
+    require_nbgrader_mappings(course, assignment)
     problems: list[str] = consistency_problems(course, assignment)
     code = load_instructor_code(course, assignment)      # before the kernels: a module that fails stops here
     timeout = max(assignment.limits.cell_seconds, 60)

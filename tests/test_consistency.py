@@ -13,7 +13,7 @@ from autograder.consistency import (
     defined_functions,
     find_table,
     grade_cells,
-    graders_problems,
+    grader_file_problems,
     notebook_problems_found,
     points_problems,
     uncollected_checks,
@@ -109,24 +109,38 @@ def test_the_table_lists_every_problem_and_only_problems(nb, assignment):
 def test_graders_and_functions_agree_for_this_course(source, assignment):
     """Does every grader file have its problem and every problem's function exist in the notebook?"""
     course = load_course(PROJECT.root)
-    assert graders_problems(course, assignment, {NB: source}) == []
+    assert grader_file_problems(course, assignment) == []
     assert {p.name for p in assignment.problems} <= defined_functions(source)
 
 
 def test_a_grader_with_no_problem_and_a_function_the_notebook_lacks_are_named(course_copy, nb):
     """Is a grader file with no problem in course.yml reported, and a problem whose function the
-    notebook does not define?"""
+    notebook does not define, with the cell that still grades it?"""
     course = load_course(course_copy)
     a = course.assignment(ASSIGNMENT)
     (course.layout.graders(a.package) / "test_gelu.py").write_text("def test_gelu():\n    pass\n")
+    assert grader_file_problems(course, a) == [
+        "assignments/transformer_block/graders/test_gelu.py: grades gelu, which is not a problem of "
+        "transformer-block in course.yml"]
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             cell["source"] = "".join(cell["source"]).replace("def silu(", "def my_silu(")
-    problems = graders_problems(course, a, {NB: nb})
-    assert ("assignments/transformer_block/graders/test_gelu.py: grades gelu, which is not a problem of "
-            "transformer-block in course.yml") in problems
-    assert f"silu: the grader calls silu(), which {WHERE} does not define" in problems
-    assert len(problems) == 2
+    grade = grade_cells(nb)["test_silu"][0]
+    assert notebook_problems_found(nb, a, NB, WHERE) == [
+        f"{WHERE}: silu is defined in no code cell, though the notebook still grades it in cell {grade + 1} "
+        f"(`test_silu`); a problem's function must be defined in its solution cell (was that cell deleted?)"]
+
+
+def test_a_grade_cell_above_its_function_is_named(nb, assignment):
+    """Is a problem's grade cell moved above the cell that defines its function (run from the top, it
+    calls the function before it exists) reported, naming both cells?"""
+    grade = grade_cells(nb)["test_silu"][0]
+    solution = next(i for i, c in enumerate(nb["cells"]) if "def silu(" in "".join(c["source"]))
+    nb["cells"].insert(solution, nb["cells"].pop(grade))
+    assert notebook_problems_found(nb, assignment, NB, WHERE) == [
+        f"{WHERE}: the grade cell of silu, cell {solution + 1} (`test_silu`), is above cell {solution + 2} "
+        f"(`silu_solution`), which defines silu, so run from the top it calls silu before it exists; move the "
+        f"grade cell below it"]
 
 
 def test_a_grader_function_pytest_does_not_collect_is_named_only_when_it_takes_student(course_copy):

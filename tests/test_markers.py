@@ -8,7 +8,14 @@ import pytest
 
 from autograder.config import load_course
 from autograder.layout import CourseLayout
-from autograder.markers import Delimiters, cell_marker_problems, course_delimiters, marker_problems
+from autograder.markers import (
+    Delimiters,
+    cell_marker_problems,
+    course_delimiters,
+    looks_like,
+    marker_problems,
+    metadata_problems,
+)
 from conftest import PROJECT
 
 ASSIGNMENT = "transformer-block"
@@ -66,3 +73,64 @@ def test_markers_follow_nbgrader_config(course_copy):
     found = marker_problems(nb, marks, "nb")
     assert len(found) == len(load_course(course_copy).assignment(ASSIGNMENT).problems)
     assert all("a solution cell with no BEGIN ANSWER / END ANSWER region" in line for line in found)
+
+
+HIDDEN = "assert f(1) == 1\n{begin}\nassert f(2) == 4\n{end}\n"
+
+
+@pytest.mark.parametrize("begin, end", [
+    ("### Begin hidden tests", "### End hidden tests"),
+    ("### BEGIN HIDDEN TEST", "### END HIDDEN TEST"),
+    ("### BEGIN HIDEN TESTS", "### END HIDEN TESTS"),
+    ("### BEGIN  HIDDEN TESTS", "### END_HIDDEN_TESTS"),
+], ids=["lower-case", "singular", "misspelt", "spacing"])
+def test_a_hidden_test_marker_nbgrader_would_not_see_is_named(begin, end):
+    """Is a grade cell whose hidden-test markers are not exactly nbgrader's (which would release its hidden
+    tests whole) reported, naming each line and the marker it looks like?"""
+    found = cell_marker_problems(_cell(HIDDEN.format(begin=begin, end=end), grade=True), Delimiters())
+    assert found == [f"lines that look like nbgrader markers but are not: line 2 {begin!r} (for BEGIN HIDDEN TESTS), "
+                     f"line 4 {end!r} (for END HIDDEN TESTS); nbgrader matches its markers exactly, case included, "
+                     f"so it would leave them and what they enclose in the release"]
+
+
+def test_a_misspelt_solution_marker_is_named_rather_than_the_missing_region():
+    """Is a solution cell whose markers are in the wrong case told so, line by line, rather than only
+    that it holds no solution region?"""
+    cell = _cell("def f(x):\n    ### Begin Solution\n    return x\n    ### End Solution\n", solution=True)
+    (found,) = cell_marker_problems(cell, Delimiters())
+    assert found.startswith("lines that look like nbgrader markers but are not: line 2 '### Begin Solution' "
+                            "(for BEGIN SOLUTION), line 4 '### End Solution' (for END SOLUTION);"), found
+
+
+@pytest.mark.parametrize("line", [
+    "### BEGIN HIDDEN TESTS", "    ### END SOLUTION", "# hidden tests", "# end of the tests", "# The hidden tests "
+    "begin here", "# Solution", "# begin", "x = 1", "",
+])
+def test_lines_that_are_markers_or_plain_comments_are_not_taken_for_misspelt_markers(line):
+    """Are a marker written exactly, and comments that merely mention tests or a solution, left alone?"""
+    assert looks_like(line, Delimiters()) == ""
+
+
+def test_misspelt_markers_follow_the_course_s_own_delimiters():
+    """With a course's own solution markers, is a line in the wrong case taken for that marker?"""
+    marks = Delimiters(begin_solution="BEGIN ANSWER", end_solution="END ANSWER")
+    assert looks_like("### begin answer", marks) == "BEGIN ANSWER"
+    assert looks_like("### BEGIN ANSWER", marks) == ""
+
+
+@pytest.mark.parametrize("nbgrader, shown", [("yes", "'yes'"), (None, "None"), (["grade"], "['grade']")])
+def test_nbgrader_metadata_that_is_not_a_mapping_is_named(nbgrader, shown):
+    """Is a cell whose nbgrader metadata is a string, null or a list named, with what it holds, where
+    every other check would take it for a plain cell (or crash)?"""
+    nb = {"cells": [_cell("x = 1\n"), {"cell_type": "code", "metadata": {"nbgrader": nbgrader}, "source": "y = 2\n"}]}
+    assert metadata_problems(nb, "nb") == [f"nb: cell 2 (`y = 2`): nbgrader metadata is not a mapping ({shown}); "
+                                           f"give it nbgrader's keys (grade, solution, locked, grade_id, ...), or "
+                                           f"remove it"]
+    nb["cells"][1]["metadata"] = "yes"
+    assert metadata_problems(nb, "nb") == ["nb: cell 2 (`y = 2`): cell metadata is not a mapping ('yes')"]
+
+
+def test_the_course_notebooks_have_mappings_for_metadata():
+    """Do the committed source and release pass the metadata check?"""
+    for step in (PROJECT.source, PROJECT.release):
+        assert metadata_problems(json.loads((step(ASSIGNMENT) / NOTEBOOK).read_text()), "nb") == []

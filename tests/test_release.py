@@ -76,6 +76,8 @@ def test_release_records_grade_cells_in_the_gradebook(released):
 @pytest.mark.parametrize("injected, message", [
     ("    mean = x.mean(axis=-1, keepdims=True)\n", "leaks an instructor-only line"),
     ("### BEGIN HIDDEN TESTS\n", "still contains the marker"),
+    ("### Begin hidden tests\n", "still contains a line that looks like the marker 'BEGIN HIDDEN TESTS': "
+                                  "'### Begin hidden tests'"),
     ("from assignments.transformer_block import reference\n", "imports the instructor-only"),
 ])
 def test_leak_check_names_the_notebook_and_cell(released, injected, message):
@@ -220,6 +222,20 @@ def _no_solution_markers(nb: dict) -> int:
     return i
 
 
+def _release_refused(course: Path, nb: dict) -> str:
+    """Write `nb` as the source, run `course release`, check it was refused in one line with nothing
+    changed, and return that line."""
+    path = source_notebook(course)
+    path.write_text(json.dumps(nb))
+    before = released_notebook(course).read_bytes(), path.read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
+                           "--course-dir", str(course)], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert (released_notebook(course).read_bytes(), path.read_bytes()) == before
+    assert not (course / "gradebook.db").exists()
+    return proc.stderr
+
+
 @pytest.mark.parametrize("corrupt, cell, message", [
     (_hidden_in_checks, "(`# Public checks for silu.`)", "a hidden-test region (BEGIN HIDDEN TESTS) in a cell that "
                                                           "is not an autograder-tests cell"),
@@ -241,14 +257,61 @@ def test_release_names_the_cell_of_a_bad_marker(course_copy, corrupt, cell, mess
     path = source_notebook(course_copy)
     nb = json.loads(path.read_text())
     index = corrupt(nb)
-    path.write_text(json.dumps(nb))
-    before = released_notebook(course_copy).read_bytes(), path.read_bytes()
-    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
-                           "--course-dir", str(course_copy)], capture_output=True, text=True)
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert f"{CourseLayout(course_copy).relative(path)}: cell {index + 1} {cell}: {message}" in proc.stderr
-    assert (released_notebook(course_copy).read_bytes(), path.read_bytes()) == before
-    assert not (course_copy / "gradebook.db").exists()
+    line = _release_refused(course_copy, nb)
+    assert f"{CourseLayout(course_copy).relative(path)}: cell {index + 1} {cell}: {message}" in line
+
+
+@pytest.mark.parametrize("begin, end", [
+    ("### Begin hidden tests", "### End hidden tests"),
+    ("### BEGIN HIDDEN TEST", "### END HIDDEN TEST"),
+    ("### BEGIN HIDEN TESTS", "### END HIDEN TESTS"),
+], ids=["lower-case", "singular", "misspelt"])
+def test_release_refuses_hidden_test_markers_nbgrader_would_not_see(course_copy, begin, end):
+    """With test_silu's hidden-test markers in the wrong case or misspelt (nbgrader would release the
+    hidden tests whole, and the leak check, reading the same markers, would find nothing), is the
+    release refused in one line naming the notebook, the cell and each line that looks like a marker?"""
+    nb = json.loads(source_notebook(course_copy).read_text())
+    i = _index(nb, "test_silu")
+    lines = "".join(nb["cells"][i]["source"]).split("\n")
+    at = lines.index("### BEGIN HIDDEN TESTS") + 1, lines.index("### END HIDDEN TESTS") + 1
+    _edit(nb, i, lambda src: src.replace("### BEGIN HIDDEN TESTS", begin).replace("### END HIDDEN TESTS", end))
+    line = _release_refused(course_copy, nb)
+    assert (f"{CourseLayout(course_copy).relative(source_notebook(course_copy))}: cell {i + 1} (`test_silu`): lines "
+            f"that look like nbgrader markers but are not: line {at[0]} {begin!r} (for BEGIN HIDDEN TESTS), line "
+            f"{at[1]} {end!r} (for END HIDDEN TESTS); nbgrader matches its markers exactly, case included, so it "
+            f"would leave them and what they enclose in the release") in line, line
+
+
+def test_release_refuses_nbgrader_metadata_that_is_not_a_mapping(course_copy):
+    """With test_silu's nbgrader metadata replaced by the string "yes", is the release refused with that
+    one line (not a misleading one about hidden tests outside a grade cell)?"""
+    nb = json.loads(source_notebook(course_copy).read_text())
+    i = _index(nb, "test_silu")
+    nb["cells"][i]["metadata"]["nbgrader"] = "yes"
+    line = _release_refused(course_copy, nb)
+    where = CourseLayout(course_copy).relative(source_notebook(course_copy))
+    assert line.startswith(f"course: error: {where}: cell {i + 1} (`"), line
+    assert "): nbgrader metadata is not a mapping ('yes'); " in line and "hidden" not in line, line
+
+
+def test_release_refuses_a_problem_whose_solution_cell_was_deleted(course_copy):
+    """With silu's solution cell deleted while its grade cell is still graded, is the release refused in
+    one line naming the problem, the notebook and the grade cell?"""
+    nb = json.loads(source_notebook(course_copy).read_text())
+    del nb["cells"][_index(nb, "silu_solution")]
+    line = _release_refused(course_copy, nb)
+    assert (f"{CourseLayout(course_copy).relative(source_notebook(course_copy))}: silu is defined in no code cell, "
+            f"though the notebook still grades it in cell {_index(nb, 'test_silu') + 1} (`test_silu`)") in line, line
+
+
+def test_release_refuses_a_grade_cell_above_its_solution(course_copy):
+    """With test_silu moved above silu's solution cell, is the release refused naming both cells?"""
+    nb = json.loads(source_notebook(course_copy).read_text())
+    solution = _index(nb, "silu_solution")
+    nb["cells"].insert(solution, nb["cells"].pop(_index(nb, "test_silu")))
+    line = _release_refused(course_copy, nb)
+    assert (f"{CourseLayout(course_copy).relative(source_notebook(course_copy))}: the grade cell of silu, cell "
+            f"{solution + 1} (`test_silu`), is above cell {solution + 2} (`silu_solution`), which defines silu") in line
 
 
 def test_release_refuses_a_problem_function_defined_twice(course_copy):

@@ -231,3 +231,62 @@ def test_a_release_whose_grading_crashed_is_not_said_to_score_what_was_expected(
         TestResult(name="test_silu.py::test_x", problem="silu", score=5.0, max_score=5.0, status="passed"),))
     assert release_score_problems(scoring, other) == [
         "release scores 5/100 through the autograder, expected 0"]
+
+
+def _grade_cell(nb: dict, grade_id: str) -> int:
+    return next(i for i, c in enumerate(nb["cells"])
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def test_validate_names_nbgrader_metadata_that_is_not_a_mapping_in_one_line(course_copy):
+    """With a grade cell's nbgrader metadata replaced by the string "yes", does validate stop with the
+    one line `course release` gives, exit code 2, rather than a traceback?"""
+    from autograder.config import load_course
+    from autograder.markers import course_delimiters
+    from autograder.release import source_problems
+
+    path = CourseLayout(course_copy).source(ASSIGNMENT) / NB
+    nb = json.loads(path.read_text())
+    i = _grade_cell(nb, "test_silu")
+    nb["cells"][i]["metadata"]["nbgrader"] = "yes"
+    path.write_text(json.dumps(nb))
+    proc = run_validate(course_copy)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"course: error: {shown(course_copy, 'source')}: cell {i + 1} (`"), proc.stderr
+    assert "nbgrader metadata is not a mapping ('yes')" in proc.stderr
+    (released,) = source_problems(nb, load_course(course_copy).assignment(ASSIGNMENT), NB, shown(course_copy, "source"),
+                                  course_delimiters(course_copy))
+    assert proc.stderr == f"course: error: {released}\n"
+
+
+def test_validate_reports_the_markers_course_release_refuses(course_copy):
+    """With test_silu's hidden-test markers in lower case, layer_norm's END SOLUTION gone and hidden tests
+    in a public-checks cell, does validate report each in the one line naming the cell that `course
+    release` gives, rather than nbgrader's "no end solution statement found" without a cell, or ok?"""
+    from autograder.config import load_course
+    from autograder.markers import course_delimiters
+    from autograder.release import source_problems
+
+    path = CourseLayout(course_copy).source(ASSIGNMENT) / NB
+    nb = json.loads(path.read_text())
+    silu = nb["cells"][_grade_cell(nb, "test_silu")]
+    silu["source"] = "".join(silu["source"]).replace("BEGIN HIDDEN TESTS", "Begin hidden tests").replace(
+        "END HIDDEN TESTS", "End hidden tests")
+    solution = nb["cells"][_grade_cell(nb, "layer_norm_solution")]
+    solution["source"] = "".join(solution["source"]).replace("### END SOLUTION", "")
+    checks = next(c for c in nb["cells"] if "".join(c["source"]).startswith("# Public checks for silu"))
+    checks["source"] = "".join(checks["source"]) + "\n### BEGIN HIDDEN TESTS\nassert True\n### END HIDDEN TESTS\n"
+    path.write_text(json.dumps(nb))
+    refused = source_problems(nb, load_course(course_copy).assignment(ASSIGNMENT), NB, shown(course_copy, "source"),
+                              course_delimiters(course_copy))
+    kinds = ("(`test_silu`): lines that look like nbgrader markers but are not: ",
+             "(`layer_norm_solution`): BEGIN SOLUTION (line ",
+             "(`# Public checks for silu.`): a hidden-test region (BEGIN HIDDEN TESTS) in a cell that is not an")
+    assert len(refused) == 3 and all(any(kind in line for line in refused) for kind in kinds), refused
+    proc = run_validate(course_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    for line in refused:
+        assert f"PROBLEM: {line}\n" in proc.stdout, proc.stdout
+    assert "RuntimeError" not in proc.stdout and "could not be compared" not in proc.stdout, proc.stdout
+    assert f"validate {ASSIGNMENT}: 3 problems" in proc.stdout
