@@ -232,8 +232,20 @@ class GradebookReport:
 
     @property
     def messages(self) -> tuple[str, ...]:
-        """One line per failed submission: "<student>: <why>"."""
-        return tuple(f"{student}: {why}" for student, why in self.failed)
+        """One line per failed submission: "<student>: <why>"; a reason shared by three or more (a
+        gradebook that cannot be opened at all, a full disk) is one line naming them together."""
+        students: dict[str, list[str]] = {}
+        for student, why in self.failed:
+            students.setdefault(why, []).append(student)
+        lines = []
+        for student, why in self.failed:
+            same = students[why]
+            if len(same) < 3:
+                lines.append(f"{student}: {why}")
+            elif same[0] == student:
+                shown = ", ".join(same[:5]) + (f" and {len(same) - 5} more" if len(same) > 5 else "")
+                lines.append(f"{len(same)} students ({shown}): {why}")
+        return tuple(lines)
 
 
 def notebook_name(notebook_file: str) -> str:
@@ -329,6 +341,14 @@ def open_gradebook(course: Course) -> Iterator[Gradebook]:
         yield gb
 
 
+def db_error(exc: BaseException) -> str:
+    """An error of the gradebook's database in one short line: for SQLAlchemy's, the driver's own
+    error ("OperationalError: database or disk is full"), without the statement and link it adds."""
+    orig = getattr(exc, "orig", None)
+    shown = orig if isinstance(orig, BaseException) else exc
+    return f"{type(shown).__name__}: {shown}".splitlines()[0][:500]
+
+
 @contextlib.contextmanager
 def _opened(course: Course, factory: Callable[[str, str], Gradebook]) -> Iterator[Gradebook]:
     try:
@@ -336,8 +356,7 @@ def _opened(course: Course, factory: Callable[[str, str], Gradebook]) -> Iterato
             quick_alembic_version()
             gb = factory(course.gradebook_url, course.course_id)
     except Exception as exc:  # noqa: BLE001 - nbgrader raises SQLAlchemy and subprocess errors here
-        raise CourseError(f"gradebook {shown_url(course.gradebook_url)}: cannot open "
-                          f"({type(exc).__name__}: {exc})") from None
+        raise CourseError(f"gradebook {shown_url(course.gradebook_url)}: cannot open ({db_error(exc)})") from None
     try:
         yield gb
     finally:
@@ -1001,7 +1020,7 @@ class GradebookWriter:
                 assert self._gb is not None
                 self._reviews[result.student] = record_submission(self._gb, self.assignment, result)
         except Exception as exc:  # noqa: BLE001 - that submission is rolled back and reported; the others land
-            return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            return db_error(exc)
         clear_pending(self.course, self.assignment.name, result.student)
         return None
 

@@ -550,3 +550,28 @@ def test_a_release_that_changes_points_says_what_stays_from_before(course, assig
             "; the 1 submission graded before keeps its old scores until `course autograde transformer-block`"
             "; TA scores above 4 points, left as they are: ada (4.5)")
         assert "TA scores" not in _regrade_note(row, cell, assignment, 5.0)
+
+
+def test_a_reason_shared_by_many_students_is_one_line_naming_them():
+    """When the gradebook fails the same way for many students (it cannot be opened: a full disk), is that one
+    line naming the first few and how many more, while reasons of one or two students keep a line each?"""
+    from autograder.reporting.gradebook import GradebookReport
+
+    full = "gradebook sqlite:///gradebook.db: cannot open (OperationalError: database or disk is full)"
+    report = GradebookReport(failed=(*((f"s{i}", full) for i in range(8)), ("zoe", "TypeError: bad score"),
+                                     ("yan", "TypeError: bad score")))
+    assert report.messages == (f"8 students (s0, s1, s2, s3, s4 and 3 more): {full}",
+                               "zoe: TypeError: bad score", "yan: TypeError: bad score")
+
+
+def test_a_database_error_is_the_drivers_own_words_without_the_statement():
+    """Is SQLAlchemy's error shown as the driver's one line, without the SQL statement and the link it adds?"""
+    import sqlalchemy
+
+    from autograder.reporting.gradebook import db_error
+
+    engine = sqlalchemy.create_engine("sqlite://")
+    with engine.connect() as conn, pytest.raises(sqlalchemy.exc.OperationalError) as info:
+        conn.execute(sqlalchemy.text("SELECT a FROM nowhere"))
+    assert db_error(info.value) == "OperationalError: no such table: nowhere"
+    assert "[SQL:" not in db_error(info.value) and "sqlalche.me" not in db_error(info.value)
