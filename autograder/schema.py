@@ -308,6 +308,9 @@ def _scalar(tp: Any, raw: Any, path: str, expected: str, scope: Scope | None) ->
     raise TypeError(f"{path}: the schema uses a type the reader does not know: {tp!r}")
 
 
+_ISO_SHAPE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
+
+
 def _datetime(raw: Any, path: str, expected: str) -> dt.datetime:
     """A date-time; a date alone is the end of that day (23:59:59), whether YAML read it as a date
     (`due: 2026-12-14`) or a string (`due: "2026-12-14"`); no timezone: UTC."""
@@ -321,7 +324,10 @@ def _datetime(raw: Any, path: str, expected: str) -> dt.datetime:
     elif isinstance(raw, str):
         try:
             parsed = dt.datetime.fromisoformat(raw)
-        except ValueError:
+        except ValueError as exc:
+            if _ISO_SHAPE.match(raw.strip()):    # written as one, but no such day or time (Feb 30, 24:00)
+                raise ConfigError(f"{path}: {show(raw)} is written as an ISO date-time but no such date or time "
+                                  f"exists ({exc})") from None
             raise _fail(path, expected, raw) from None
     else:
         raise _fail(path, expected, raw)

@@ -325,8 +325,8 @@ def test_config_a_due_date_that_does_not_exist_names_the_key(tmp_path, monkeypat
     text = yaml.safe_dump(GOOD).replace("due: '2026-12-14T23:59:00+00:00'", f"due: {due}")
     assert f"due: {due}\n" in text
     message = error_for(tmp_path, text)
-    assert message == (f"course.yml: assignments[0].due: expected an ISO date-time like 2026-12-14T23:59:00+00:00, "
-                       f'got "{due}"')
+    assert message.startswith(f'course.yml: assignments[0].due: "{due}" is written as an ISO date-time but no such '
+                              f'date or time exists (') and "\n" not in message
 
 
 @pytest.mark.parametrize("due, days", [(None, 1e12), ("9999-12-30T00:00:00", 2)])
