@@ -247,6 +247,25 @@ def consistency_problems(course: Course, assignment: Assignment) -> list[str]:
     return problems
 
 
+def catalogue_problems(code: InstructorCode, assignment: Assignment) -> list[str]:
+    """Mistakes of the catalogue (mistakes.py) whose id names no problem of the assignment (a typo in
+    `<problem>.<name>`): the engine tries a mistake only on its own problem's checks, so such a one
+    would never be named, silently."""
+    from .grading.diagnosis import GENERAL
+
+    if code.catalogue is None:
+        return []
+    known = {p.name for p in assignment.problems}
+    stray = [m.id for m in code.catalogue if m.problem not in known | {GENERAL}]
+    if not stray:
+        return []
+    where = f"{code.shown}/mistakes.py" if code.shown else "mistakes.py"
+    one = len(stray) == 1
+    return [f"{where}: mistake {'id' if one else 'ids'} {', '.join(repr(i) for i in stray)} "
+            f"{'names' if one else 'name'} no problem of course.yml (its problems: {', '.join(sorted(known))}; or "
+            f"{GENERAL}), so {'it is' if one else 'they are'} never tried"]
+
+
 def release_leaks(course: Course, assignment: Assignment) -> list[str]:
     """`course release`'s leak check run again on release/ as committed (a line pasted in by hand
     after the release): its first leak, or nothing."""
@@ -340,6 +359,7 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
     require_nbgrader_mappings(course, assignment)
     problems: list[str] = consistency_problems(course, assignment)
     code = load_instructor_code(course, assignment)      # before the kernels: a module that fails stops here
+    problems += catalogue_problems(code, assignment)
     timeout = max(assignment.limits.cell_seconds, 60)
     source_nbs = [course.layout.source(assignment.name) / n for n in assignment.notebooks]
     release_nbs = [course.layout.release(assignment.name) / n for n in assignment.notebooks]

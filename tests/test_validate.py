@@ -290,3 +290,26 @@ def test_validate_reports_the_markers_course_release_refuses(course_copy):
         assert f"PROBLEM: {line}\n" in proc.stdout, proc.stdout
     assert "RuntimeError" not in proc.stdout and "could not be compared" not in proc.stdout, proc.stdout
     assert f"validate {ASSIGNMENT}: 3 problems" in proc.stdout
+
+
+def test_a_mistake_id_naming_no_problem_is_reported(tmp_path):
+    """Is a catalogued mistake whose id names no problem of course.yml (a typo in its problem part, so
+    it would never be tried) reported by validate, naming the file and the id, while general ones pass?"""
+    from autograder.config import load_course
+    from autograder.grading.diagnosis import Catalogue
+    from autograder.grading.session import InstructorCode
+    from autograder.validate import catalogue_problems
+
+    assignment = load_course(ROOT).assignment("transformer-block")
+    catalogue = Catalogue()
+    catalogue.add("layer_norm.fine", hint="A hint.")
+    catalogue.add("general.fine_too", hint="A hint.")
+    catalogue.add("layer_nrom.typo", hint="A hint.")
+    code = InstructorCode(reference=None, catalogue=catalogue, graders=tmp_path, shown="assignments/hw")
+    (line,) = catalogue_problems(code, assignment)
+    assert line.startswith("assignments/hw/mistakes.py: mistake id 'layer_nrom.typo' names no problem of course.yml")
+    assert line.endswith("so it is never tried")
+    catalogue_ok = Catalogue()
+    catalogue_ok.add("silu.fine", hint="A hint.")
+    fine = InstructorCode(reference=None, catalogue=catalogue_ok, graders=tmp_path)
+    assert catalogue_problems(fine, assignment) == []
