@@ -327,6 +327,7 @@ class Expect:
             return out
         if composite:
             del self._block_calls[:]
+            self._block_changes.clear()          # what the blocks of this wiring modified, not an earlier one's
             wired = self._wired(reference, args, kwargs)
             if self._agrees(out, wired, tol, equal_nan=True):
                 self._finite_where_reference_is(wired, expected)     # NotGraded when a block's NaN is all it shows
