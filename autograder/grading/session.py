@@ -280,7 +280,7 @@ class GraderSession:
         self._closed = False
         self._idle: list[greenlet] = []             # check greenlets parked between checks (_check_greenlet)
         self._idle_parent: greenlet | None = None   # ... under this greenlet
-        self._modules = _forget_stale_modules(code.graders)
+        _forget_grader_modules(code.graders)
         with _quiet() as out, usercache.bytecode():
             sources = _grader_sources(code.graders)            # the graders' files read once
             unittest = _may_use_unittest(sources)
@@ -294,7 +294,7 @@ class GraderSession:
                 self.config.hook.pytest_collection(session=self.session)
             except pytest.UsageError as exc:
                 self.plugin.collection_errors.append(f"pytest: {exc}")
-        self._modules |= {name for name, m in list(sys.modules.items()) if _under(m, code.graders)}
+        self._modules = {name for name, m in list(sys.modules.items()) if _under(m, code.graders)}
         remember_instructor_modules()                  # what the graders imported (their helpers, stages.py)
         self.items: list[pytest.Item] = [i for i in self.session.items if i.nodeid in self.plugin.checks]
         self._argnames = {i.nodeid: _argnames(i) for i in self.items}
@@ -499,13 +499,12 @@ def _under(module: object, folder: Path) -> bool:
     return isinstance(file, str) and folder.name in file and Path(file).is_relative_to(folder)
 
 
-def _forget_stale_modules(graders: Path) -> set[str]:
+def _forget_grader_modules(graders: Path) -> None:
     """pytest's importlib mode reuses a module of the same name already imported: drop every
     `test_<problem>` module of that name, so that a session collects the graders as their files are
     now (another course's in this process, or this one's changed since an earlier session)."""
     for path in graders.glob("*.py"):
         sys.modules.pop(path.stem, None)
-    return set()
 
 
 def _argnames(item: pytest.Item) -> tuple[str, ...]:

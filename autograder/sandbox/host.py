@@ -630,6 +630,7 @@ class SubmissionRun:
         self._first_nb = first_template   # the first template's socket (its supervisor started it unasked)
         self._template_pid: int | None = None
         self._stopped: dict[int, CellOutcome] = {}
+        self._stop_what: dict[int, str] = {}        # how each stopped cell first stopped, in words
         self._trimmed: dict[int, str] = {}  # stopped cells run again as their definitions alone (definitions_only)
         self._failed: tuple[str, str] | None = None
         self._layers: set[str] = set(host._host_layers)
@@ -841,8 +842,9 @@ class SubmissionRun:
         if first is not None:                     # its definitions alone were stopped too
             self._trimmed.pop(index, None)
             return CellOutcome(index, first.status, seconds=first.seconds, label=label,
-                               message=f"{first.message.split(' (the notebook was then run again', 1)[0]}; so "
-                                       f"were its definitions alone, and the notebook was then run again without it")
+                               message=f"{self._stop_what[index]}; so were its definitions alone, "
+                                       f"and the notebook was then run again without it")
+        self._stop_what[index] = what
         trimmed = definitions_only(next((c.source for c in self.cells if c.index == index), ""))
         seconds = self.limits.cell_seconds if status == "timeout" else 0.0
         if trimmed is None:
