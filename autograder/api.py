@@ -588,7 +588,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             settle(gradebook.recorded(wait=True))
             book = gradebook.finish()
     output_errors.extend(book.output_errors)
-    results = tuple(rows[sid] for sid, _ in todo if sid in rows)
+    # each line is "<student>: <why>": its row says the student's files are not all written
+    results = tuple(replace(rows[sid], unsaved=True) if any(e.startswith(f"{sid}: ") for e in output_errors)
+                    else rows[sid] for sid, _ in todo if sid in rows)
     graded = {sid for sid, _ in todo} | set(unreadable)
     return BatchResult(assignment=a.name, results=results, gradebook_errors=book.gradebook.messages,
                        autograded_dir=course.layout.autograded_dir, feedback_dir=course.layout.feedback_dir,

@@ -25,7 +25,9 @@ one a TA scored by hand in the gradebook: that student has a grade, the one thei
 scored by a TA").
 
 A submission unchanged since the last run (not graded again) is flagged "unchanged", and the closing
-line counts those apart from the ones graded now.
+line counts those apart from the ones graded now. A student whose results.json or feedback page could
+not be written (a full disk, a folder not writable) is flagged "files not written", and the closing
+line says how many were not saved.
 
 When the problem names would make the table (diagnoses aside) wider than WIDE characters, the
 problem columns are headed P1, P2, ... and a legend line names them.
@@ -80,6 +82,7 @@ class StudentRow:
     # as the gradebook holds it, and what the student gets in all (late penalty taken); else () and None.
     reviewed: tuple[tuple[str, float], ...] = ()
     final_score: float | None = None
+    unsaved: bool = False           # its results.json or feedback page could not be written (output errors)
 
     @classmethod
     def of(cls, result: SubmissionResult) -> StudentRow:
@@ -129,6 +132,8 @@ def _flags(row: StudentRow) -> str:
         flags.append("timestamp unread")
     if row.notes:
         flags.append(f"{row.notes} note{'s' if row.notes != 1 else ''}")
+    if row.unsaved:
+        flags.append("files not written")
     return ", ".join(flags)
 
 
@@ -198,6 +203,10 @@ def format_summary(results: Iterable[SubmissionResult | StudentRow], assignment:
         covers = _mean_covers(table)
         if covers:
             tail += f" ({covers})"
+    unsaved = sum(r.unsaved for r in table)
+    if unsaved:
+        tail += (f"; {'' if n == 1 else f'{unsaved} of them '}not saved (a results.json or feedback page could "
+                 f"not be written: the output lines below)")
     tail += "."
     if feedback_pages is not None:
         tail += f" Feedback pages: {feedback_pages}"

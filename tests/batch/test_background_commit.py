@@ -264,6 +264,9 @@ def test_a_regrade_whose_page_cannot_be_written_is_graded_again_by_the_next_run(
     errors = [line for line in failed.stderr.splitlines() if "ada" in line]
     assert len(errors) == 1 and "writing the feedback page" in errors[0], failed.stderr
     assert errors[0].endswith("not marked as graded: the next `course autograde` grades ada again"), errors[0]
+    row = next(line for line in failed.stdout.splitlines() if line.startswith("ada "))
+    assert "files not written" in row, failed.stdout
+    assert "not saved (a results.json or feedback page could not be written" in failed.stdout, failed.stdout
     _wait_for_the_writer(graded)
     doc = _results(graded, "ada")
     assert doc["score"] == pytest.approx(83.82, abs=0.01) and "grading_key" not in doc["extra_data"]
