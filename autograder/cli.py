@@ -194,9 +194,11 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
     for line in batch.unreadable:
         print(f"not graded: {line}", file=sys.stderr)
     if student is None:
-        from .consistency import extension_problems
+        from .consistency import extension_problems, release_points_problems
         for line in extension_problems(course, a, (r.student for r in batch.results)):
             print(f"WARNING: {line}")
+        for line in release_points_problems(course, a):
+            print(f"WARNING: {line}; graded on course.yml's points")
     if batch.not_submitted:
         missing = plural(len(batch.not_submitted), "roster student")
         print(f"no submission from {missing}, each scored 0 in the gradebook: {', '.join(batch.not_submitted)}")

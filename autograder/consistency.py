@@ -21,6 +21,7 @@ Notebooks are handled as plain JSON dicts (nbformat 4), so this module can run a
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -226,6 +227,29 @@ def notebook_problems_found(nb: dict[str, Any], assignment: Assignment, notebook
             out.append(f"{where}: grade cell {grade_id!r} ({points_text(points) if points is not None else 'no'} "
                        f"points) is not a problem of this notebook in course.yml, so nbgrader would count its "
                        f"points and the autograder never score them")
+    return out
+
+
+def notebook_json(path: Path) -> dict[str, Any] | None:
+    """The notebook at `path` as plain JSON, or None when it cannot be read or is not a notebook
+    (what reads it for its own purpose says so)."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return nb if isinstance(nb, dict) and isinstance(nb.get("cells"), list) else None
+
+
+def release_points_problems(course: Course, assignment: Assignment) -> list[str]:
+    """Where the released notebooks show students other points than course.yml grades them on (its
+    points were changed after `course release`): one line per disagreement (`points_problems`)."""
+    layout = course.layout
+    out = []
+    for name in assignment.notebooks:
+        path = layout.release(assignment.name) / name
+        nb = notebook_json(path)
+        if nb is not None:
+            out += points_problems(nb, assignment, name, layout.relative(path))
     return out
 
 

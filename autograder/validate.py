@@ -32,6 +32,7 @@ from .consistency import (
     cell_name,
     extension_problems,
     grader_file_problems,
+    notebook_json,
     points_problems,
     require_release,
     uncollected_checks,
@@ -190,14 +191,6 @@ def source_score_problems(result: SubmissionResult) -> list[str]:
     return problems
 
 
-def _notebook(path: Path) -> dict[str, Any] | None:
-    try:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return nb if isinstance(nb, dict) and isinstance(nb.get("cells"), list) else None
-
-
 def _submitted(course: Course, assignment: Assignment) -> list[str]:
     base = course.layout.submitted_dir
     try:
@@ -215,7 +208,7 @@ def require_nbgrader_mappings(course: Course, assignment: Assignment) -> None:
     found: list[str] = []
     for name in assignment.notebooks:
         for path in (layout.source(assignment.name) / name, layout.release(assignment.name) / name):
-            nb = _notebook(path)
+            nb = notebook_json(path)
             if nb is not None:
                 found += metadata_problems(nb, layout.relative(path))
     if found:
@@ -234,7 +227,7 @@ def consistency_problems(course: Course, assignment: Assignment) -> list[str]:
     for name in assignment.notebooks:
         for kind, path in (("source", layout.source(assignment.name) / name),
                            ("release", layout.release(assignment.name) / name)):
-            nb = _notebook(path)
+            nb = notebook_json(path)
             if nb is None:
                 continue
             if kind == "source":

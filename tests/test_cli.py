@@ -591,3 +591,27 @@ def test_cli_course_dir_may_come_before_the_command(course_copy, tmp_path):
     proc = course("--course-dir", str(course_copy), "autograde", "transformer-block", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "no submissions found under submitted/<student>/transformer-block/" in proc.stdout
+
+
+def test_cli_a_class_graded_on_points_the_released_notebook_does_not_show_is_warned(tmp_path):
+    """When course.yml's points were changed after `course release`, does a class's `course autograde`
+    warn that the released notebook shows students other points, naming the notebook, the problem
+    and both numbers, and grade on course.yml's?"""
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    yml = folder / "course.yml"
+    text = yml.read_text()
+    assert "layer_norm: {points: 12}" in text and "rms_norm: {points: 5}" in text
+    yml.write_text(text.replace("layer_norm: {points: 12}", "layer_norm: {points: 10}")
+                   .replace("rms_norm: {points: 5}", "rms_norm: {points: 7}"))
+    proc = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    warnings = [ln for ln in proc.stdout.splitlines() if ln.startswith("WARNING: ") and "course.yml gives" in ln]
+    release = CourseLayout(Path()).release("transformer-block")
+    assert any(ln.startswith(f"WARNING: {release}/") and ": layer_norm: grade cell " in ln
+               and "gives 12 points, course.yml gives 10 (run `course release`); graded on course.yml's points"
+               in ln for ln in warnings), proc.stdout
+    assert any(": rms_norm: " in ln and "course.yml gives 7" in ln for ln in warnings), proc.stdout
+    released = course("release", "transformer-block", "--course-dir", str(folder))
+    assert released.returncode == 0, released.stdout + released.stderr
+    again = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert again.returncode == 0 and "course.yml gives" not in again.stdout, again.stdout + again.stderr
