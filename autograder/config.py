@@ -377,6 +377,9 @@ class Course:
                                       f"{', '.join(ROSTER_COLUMNS)}; other columns are left alone)")
             for n, fields in rows[1:]:
                 row = dict(zip(header, (v.strip() for v in fields), strict=False))
+                if row.get("id") == "id":       # two rosters pasted together: not a student called "id"
+                    raise ConfigError(f"{name}: line {n}: the header row again (id 'id'), not a student; remove the "
+                                      f"line")
                 if row.get("id"):
                     out.append((n, RosterStudent(row["id"], **{c: row.get(c) or "" for c in ROSTER_COLUMNS})))
                 elif any(row.values()):         # a row of empty cells (a spreadsheet's) is no student
