@@ -40,8 +40,7 @@ from .markers import Delimiters, course_delimiters, looks_like, marker_problems,
 from .text import truncate
 from .toolpath import tool, tool_env
 
-MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS",
-           "BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+NBGRADER_MARKS = Delimiters()        # nbgrader's own markers
 ASSIGNMENTS_IMPORT = re.compile(r"^\s*(from\s+assignments(\.|\s)|import\s+assignments\b)", re.M)
 
 
@@ -80,7 +79,7 @@ def _src(cell: dict[str, Any]) -> str:
     return "".join(s) if isinstance(s, list) else str(s)
 
 
-def instructor_only_lines(source_nb: Path) -> set[str]:
+def instructor_only_lines(source_nb: Path, marks: Delimiters = NBGRADER_MARKS) -> set[str]:
     """Stripped lines found only inside solution / hidden-test regions of the source notebook."""
     hidden: set[str] = set()
     public: set[str] = set()
@@ -89,13 +88,13 @@ def instructor_only_lines(source_nb: Path) -> set[str]:
         inside = None
         for line in _src(cell).splitlines():
             s = line.strip()
-            if "BEGIN SOLUTION" in s:
+            if marks.begin_solution in s:
                 inside = "solution"
                 continue
-            if "BEGIN HIDDEN TESTS" in s:
+            if marks.begin_hidden in s:
                 inside = "hidden"
                 continue
-            if "END SOLUTION" in s or "END HIDDEN TESTS" in s:
+            if marks.end_solution in s or marks.end_hidden in s:
                 inside = None
                 continue
             if not s:
@@ -108,9 +107,10 @@ def instructor_only_lines(source_nb: Path) -> set[str]:
     return hidden - public
 
 
-def leak_check(layout: CourseLayout, assignment: Assignment) -> int:
+def leak_check(layout: CourseLayout, assignment: Assignment, marks: Delimiters = NBGRADER_MARKS) -> int:
     """Raise ReleaseError naming the notebook and cell of the first leak in `layout`'s release/ (a
-    course folder, or a scratch build of one); return lines checked."""
+    course folder, or a scratch build of one), with `marks` the course's delimiters (and nbgrader's
+    default ones, never meant to survive either); return lines checked."""
     release = layout.release(assignment.name)
     checked = 0
     for name in assignment.notebooks:
@@ -118,12 +118,12 @@ def leak_check(layout: CourseLayout, assignment: Assignment) -> int:
         released = release / name
         if not released.is_file():
             raise ReleaseError(f"{layout.relative(released)}: missing after release")
-        secret = instructor_only_lines(source_nb)
+        secret = instructor_only_lines(source_nb, marks)
         checked += len(secret)
         rel = layout.relative(released)
         for i, cell in enumerate(_cells(released, rel), start=1):     # numbered as Jupyter shows them
             text = _src(cell)
-            for marker in MARKERS:
+            for marker in dict.fromkeys((*marks.all, *NBGRADER_MARKS.all)):
                 if marker in text:
                     raise ReleaseError(f"{rel}: cell {i} still contains the marker {marker!r}")
             if ASSIGNMENTS_IMPORT.search(text):
@@ -131,7 +131,7 @@ def leak_check(layout: CourseLayout, assignment: Assignment) -> int:
             for line in text.splitlines():
                 if line.strip() in secret:
                     raise ReleaseError(f"{rel}: cell {i} leaks an instructor-only line: {truncate(line.strip(), 80)!r}")
-                like = looks_like(line, Delimiters())
+                like = looks_like(line, marks)
                 if like:
                     raise ReleaseError(f"{rel}: cell {i} still contains a line that looks like the marker {like!r}: "
                                        f"{truncate(line.strip(), 80)!r}")
@@ -273,7 +273,7 @@ def release(course: Course, assignment: Assignment, *, drop_grades: bool = False
                 why += f" (nbgrader metadata without a schema_version: {'; '.join(stale[:5])})"
             raise ReleaseError(f"nbgrader generate_assignment {assignment.name} failed: {why} "
                                f"(nothing was changed)")
-        checked = leak_check(build, assignment)
+        checked = leak_check(build, assignment, marks)
         cells = gradebook.read_release_cells(build_db, assignment)
         if not drop_grades:
             gradebook.check_release(course, assignment, cells)

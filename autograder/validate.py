@@ -266,7 +266,7 @@ def release_leaks(course: Course, assignment: Assignment) -> list[str]:
     from .release import leak_check
 
     try:
-        leak_check(course.layout, assignment)
+        leak_check(course.layout, assignment, course_delimiters(course.root))
     except ReleaseError as exc:
         return [f"{exc} (course release's leak check)"]
     return []

@@ -378,3 +378,46 @@ def test_nbgrader_s_failure_is_its_last_message_or_its_traceback_s_exception():
     assert nbgrader_failure(traceback) == "RuntimeError: Solution region detected in a non-solution cell"
     assert nbgrader_failure("Traceback\nKeyError: 'x'\nexit\n") == "KeyError: 'x'"
     assert nbgrader_failure("") == "no output"
+
+
+def test_a_course_with_its_own_markers_is_released_and_leak_checked_with_them(tmp_path):
+    """When the course's nbgrader config sets its own solution and hidden-test markers, does `course
+    release` release the source written with them, and does the leak check (release's, and validate's on
+    release/ as committed) know what they enclose: a solution line pasted into release/ is caught,
+    where nbgrader's default markers would see no instructor-only line at all?"""
+    from autograder.markers import Delimiters, course_delimiters
+    from conftest import copy_course
+
+    course = copy_course(tmp_path / "course")
+    with (course / "nbgrader_config.py").open("a") as f:
+        f.write('c = get_config()  # noqa: F821\n'
+                'c.ClearSolutions.begin_solution_delimeter = "BEGIN ANSWER"\n'
+                'c.ClearSolutions.end_solution_delimeter = "END ANSWER"\n'
+                'c.ClearHiddenTests.begin_test_delimeter = "BEGIN SECRET CHECKS"\n'
+                'c.ClearHiddenTests.end_test_delimeter = "END SECRET CHECKS"\n')
+    source = source_notebook(course)
+    text = source.read_text()
+    assert "BEGIN SOLUTION" in text
+    source.write_text(text.replace("BEGIN SOLUTION", "BEGIN ANSWER").replace("END SOLUTION", "END ANSWER")
+                      .replace("BEGIN HIDDEN TESTS", "BEGIN SECRET CHECKS")
+                      .replace("END HIDDEN TESTS", "END SECRET CHECKS"))
+    marks = course_delimiters(course)
+    secret = instructor_only_lines(source, marks)
+    assert secret and not instructor_only_lines(source, Delimiters())
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", "transformer-block",
+                           "--course-dir", str(course)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    path = released_notebook(course)
+    released = path.read_text()
+    assert "BEGIN ANSWER" not in released and "BEGIN SECRET CHECKS" not in released
+    a = load_course(course).assignment(ASSIGNMENT)
+    assert leak_check(CourseLayout(course), a, marks) > 0
+    nb = json.loads(released)
+    nb["cells"][3]["source"] = sorted(secret)[0] + "\n" + "".join(nb["cells"][3]["source"])
+    path.write_text(json.dumps(nb))
+    with pytest.raises(ReleaseError, match="cell 4 leaks an instructor-only line"):
+        leak_check(CourseLayout(course), a, marks)
+    nb["cells"][3]["source"] = "# BEGIN ANSWER\n"
+    path.write_text(json.dumps(nb))
+    with pytest.raises(ReleaseError, match="cell 4 still contains the marker 'BEGIN ANSWER'"):
+        leak_check(CourseLayout(course), a, marks)
