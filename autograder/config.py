@@ -376,6 +376,11 @@ class Course:
                                       f"roster reads; did you mean {meant!r}? (its columns: id, "
                                       f"{', '.join(ROSTER_COLUMNS)}; other columns are left alone)")
             for n, fields in rows[1:]:
+                if len(fields) > len(header) and any(v.strip() for v in fields[len(header):]):
+                    # zip would drop the extra values, or put each in the column of the one before it
+                    raise ConfigError(f"{name}: line {n}: {len(fields)} values for the header's {len(header)} "
+                                      f"columns ({', '.join(header)}); add the missing column to line "
+                                      f"{lines[0][0]}, or quote a value that holds a comma")
                 row = dict(zip(header, (v.strip() for v in fields), strict=False))
                 if row.get("id") == "id":       # two rosters pasted together: not a student called "id"
                     raise ConfigError(f"{name}: line {n}: the header row again (id 'id'), not a student; remove the "

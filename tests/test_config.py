@@ -420,6 +420,9 @@ def test_config_a_key_given_twice_is_an_error_naming_both_lines(tmp_path, monkey
      "roster.csv: line 2: column \"e-mail\" is not one the roster reads; did you mean 'email'?"),
     ("id,first_name,email\nada,Ada,a@x.edu\nid,first_name,email\nbob,Bob,b@x.edu\n",
      "roster.csv: line 3: the header row again (id 'id'), not a student; remove the line"),
+    ("id,first_name,email\nada,Ada,Lovelace,ada@x.edu\n",
+     "roster.csv: line 2: 4 values for the header's 3 columns (id, first_name, email); add the missing column to "
+     "line 1, or quote a value that holds a comma"),
 ])
 def test_config_a_roster_that_cannot_be_read_as_meant_is_an_error_naming_the_line(tmp_path, roster, error):
     """Is a roster separated by `;` (read as one id per line, it would put a student named
