@@ -44,6 +44,7 @@ from .notebooks import (
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
     from .batch.launch import StartedWorker
+    from .batch.worker import Task
     from .release import ReleaseReport
     from .reporting.review import Review
     from .reporting.summary import StudentRow
@@ -331,6 +332,23 @@ def _check_grader_files(course: Course, a: Assignment) -> None:
                           f"course)")
 
 
+def _key_what_was_graded(task: Task, keys: dict[str, str], version: str, layers: tuple[str, ...],
+                         log: Log) -> None:
+    """A Dask worker graded its machine's copy of the submission: when that is not the copy this
+    machine keyed (a shared file system not yet in sync, a resubmission meanwhile), key the result by
+    what was graded, so that the next run grades the submission as it now is rather than calling it
+    unchanged."""
+    from .grading.fingerprint import grading_key, submission_of
+
+    keyed = keys.get(task.student, "")
+    if not task.seen or not keyed or submission_of(keyed) == task.seen:
+        return
+    keys[task.student] = grading_key(version, task.seen, seed=task.seed, on_roster=task.on_roster, isolation=layers)
+    log(f"WARNING: {task.student}: the Dask worker read another copy of the submission than this machine did (a "
+        f"shared file system not yet in sync, or a resubmission meanwhile); graded as the worker read it, so the next "
+        f"`course autograde` grades it again if the copy here differs")
+
+
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
               seed: int | None = None, force: bool = False, insecure: bool = False,
               workers: int | None = None, scheduler: str | None = None, background_commit: bool = False,
@@ -494,7 +512,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                         continue
                 yield known, sid in refused
             if tasks:
-                for _, result in pool.run(tasks):
+                for task, result in pool.run(tasks):
+                    _key_what_was_graded(task, keys, version, layers, log)
                     yield result, True
 
         # results.json written without the grading key, waiting for the writer's acknowledgement

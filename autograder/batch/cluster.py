@@ -22,12 +22,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..config import Assignment, load_course
 from ..errors import CourseError
 from ..grading.engine import crashed_result
+from ..grading.fingerprint import submission_hash
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from ..layout import CONFIG_FILE
 from ..text import plural
@@ -260,9 +262,13 @@ def grade_task(plugin_name: str, task: dict[str, Any]) -> dict[str, Any]:
     def grade(worker: Worker | None) -> dict[str, Any]:
         if worker is None:
             raise RuntimeError(f"the grading worker could not start: {warm.error}")
+        try:        # what this machine's copy holds (a shared file system may lag the client's)
+            seen = submission_hash(Path(parsed.folder))
+        except Exception:  # noqa: BLE001 - an unreadable folder: grading says why; nothing to compare
+            seen = ""
         result = worker.grade(parsed)
         return {"result": result_to_dict(result), "pid": os.getpid(), "rss_mb": round(rss_mb(), 1),
-                "peak_mb": round(peak_rss_mb(), 1)}
+                "peak_mb": round(peak_rss_mb(), 1), "seen": seen}
 
     return warm.call(grade)
 
@@ -347,6 +353,7 @@ class DaskPool:
             try:
                 answer = future.result()
                 result = result_from_dict(answer["result"])
+                task = replace(task, seen=str(answer.get("seen", "")))
                 stats = self._stats.setdefault(int(answer["pid"]), WorkerStats(pid=int(answer["pid"])))
                 stats.graded += 1
                 stats.rss_mb = float(answer["rss_mb"])

@@ -58,6 +58,9 @@ class Task:
     folder: str            # submitted/<student>/<assignment>/, absolute
     seed: int
     on_roster: bool = True
+    # the hash of the submission as the process that graded it read it (fingerprint.submission_hash),
+    # when that is another machine's copy (a Dask worker's): "" otherwise
+    seen: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,7 +68,7 @@ class Task:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
         return cls(student=str(data["student"]), folder=str(data["folder"]), seed=int(data["seed"]),
-                   on_roster=bool(data.get("on_roster", True)))
+                   on_roster=bool(data.get("on_roster", True)), seen=str(data.get("seen", "")))
 
 
 def rss_mb() -> float:

@@ -352,3 +352,40 @@ def test_losing_the_scheduler_mid_batch_stops_it_and_leaves_the_rest_as_it_was(g
     held_grades = {k: v for k, v in auto_scores(folder).items() if k[0] == held}
     assert held_grades and held_grades == {k: v for k, v in auto_scores(graded_demo.folder).items() if k[0] == held}
     assert not [sid for sid, r in results_of(folder).items() if r["extra_data"]["state"] == "crashed"]
+
+
+def test_a_dask_worker_grading_another_copy_of_a_submission_keys_it_by_that_copy(tmp_path, monkeypatch):
+    """When a Dask worker's machine holds an older copy of katherine's submission than the client's (a
+    shared file system not yet in sync), is the result kept under the copy it graded, with a WARNING,
+    so that the next run grades her submission as it now is rather than calling it unchanged?"""
+    from autograder.grading.fingerprint import submission_hash, submission_of
+
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    layout = CourseLayout(folder)
+    for sid in os.listdir(layout.submitted_dir):
+        if sid not in ("ada", "katherine"):
+            shutil.rmtree(layout.submitted_dir / sid)
+    [old] = layout.submission("ada", "transformer-block").glob("*.ipynb")      # the worker's stale copy
+    monkeypatch.setenv("STALE_STUDENT", "katherine")                         # read by the worker's preload
+    monkeypatch.setenv("STALE_NOTEBOOK", str(old))
+    preload = os.path.join(os.path.dirname(__file__), "stale_copy_preload.py")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  preload=[preload]) as cluster:
+        done = _autograde_on(folder, cluster.scheduler_address)
+    assert done.returncode == 0, done.stdout + done.stderr
+    warnings = [ln for ln in done.stdout.splitlines() if ln.startswith("WARNING: katherine: the Dask worker read")]
+    assert len(warnings) == 1, done.stdout
+    assert not any(ln.startswith("WARNING: ada:") for ln in done.stdout.splitlines()), done.stdout
+    graded = json.loads(layout.results_json("katherine", "transformer-block").read_text())
+    assert graded["score"] == 100.0                     # ada's notebook, as the worker read it
+    key = graded["extra_data"]["grading_key"]
+    assert submission_of(key) == submission_hash(old.parent) != submission_hash(
+        layout.submission("katherine", "transformer-block"))
+    again = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                            "--course-dir", str(folder)], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    lines = again.stdout.splitlines()
+    assert any(ln.startswith("graded") and " katherine " in ln for ln in lines), again.stdout
+    assert any(ln.startswith("unchanged") and " ada " in ln for ln in lines), again.stdout
+    regraded = json.loads(layout.results_json("katherine", "transformer-block").read_text())
+    assert regraded["score"] < 100.0
