@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from ..config import Assignment, load_course
 from ..errors import CourseError
 from ..grading.engine import crashed_result
-from ..grading.fingerprint import submission_hash
+from ..grading.fingerprint import graders_version, submission_hash
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from ..layout import CONFIG_FILE
 from ..text import plural
@@ -154,6 +154,7 @@ class _WarmThread:
         self._args = (course_dir, assignment, insecure)
         self.error = ""
         self.worker: Worker | None = None
+        self.graders = ""                 # fingerprint.graders_version of the course as this machine holds it
         self._cpus: set[int] = set()      # the CPUs this thread may use before it is held on its sandbox's
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._main, args=(started,), name="course-autograder-worker",
@@ -173,6 +174,8 @@ class _WarmThread:
             return
         try:
             self.worker = Worker(course_dir, assignment, insecure=insecure)
+            course = load_course(course_dir)    # what it grades with, as this machine's copy holds it
+            self.graders = graders_version(course, course.assignment(assignment))
             # As in a local worker process (worker.serve): the start-up's objects (pytest, the graders'
             # session) live as long as the worker, so the cyclic collector is told to leave them be.
             # The nanny already starts Dask workers with one-thread numeric pools (its pre-spawn-environ).
@@ -251,7 +254,7 @@ def worker_info(plugin_name: str, dask_worker: Any = None) -> dict[str, Any]:
     if warm.worker is None:
         return {"pid": os.getpid(), "error": warm.error}
     return {"pid": os.getpid(), "error": "", "layers": list(warm.worker.info.layers),
-            "missing": list(warm.worker.info.missing), "rss_mb": round(rss_mb(), 1)}
+            "missing": list(warm.worker.info.missing), "rss_mb": round(rss_mb(), 1), "graders": warm.graders}
 
 
 def grade_task(plugin_name: str, task: dict[str, Any]) -> dict[str, Any]:
@@ -318,6 +321,14 @@ class DaskPool:
             addr, why = sorted(failed.items())[0]
             raise ClusterUnavailable(f"Dask worker {addr}: {why}"
                                      + (f" (and {len(failed) - 1} more workers)" if len(failed) > 1 else ""))
+        course = load_course(self.course_dir)
+        ours = graders_version(course, course.assignment(self.assignment_name))
+        differ = sorted(addr for addr, info in infos.items() if info.get("graders") != ours)
+        if differ:
+            raise ClusterUnavailable(
+                f"Dask worker {differ[0]}{f' (and {len(differ) - 1} more)' if len(differ) > 1 else ''}: its copy of "
+                f"the course's graders, course.yml or this package differs from this machine's (a shared file "
+                f"system not yet in sync, or another install); nothing was graded, run the command again")
         layers = [tuple(info["layers"]) for info in infos.values()]
         missing = sorted({m for info in infos.values() for m in info["missing"]})
         # a result's isolation must not depend on which worker graded it

@@ -389,3 +389,20 @@ def test_a_dask_worker_grading_another_copy_of_a_submission_keys_it_by_that_copy
     assert any(ln.startswith("unchanged") and " ada " in ln for ln in lines), again.stdout
     regraded = json.loads(layout.results_json("katherine", "transformer-block").read_text())
     assert regraded["score"] < 100.0
+
+
+def test_a_dask_worker_with_another_copy_of_course_yml_refuses_the_batch(tmp_path, monkeypatch):
+    """When a Dask worker's machine holds another course.yml (other points for silu) than the client's,
+    does the batch stop in one line naming the worker, before any submission is graded?"""
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    monkeypatch.setenv("STALE_POINTS", "silu:7")                             # read by the worker's preload
+    preload = os.path.join(os.path.dirname(__file__), "stale_copy_preload.py")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  preload=[preload]) as cluster:
+        done = _autograde_on(folder, cluster.scheduler_address)
+    assert done.returncode == 2, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("course: error: Dask worker tcp://") and line.endswith(
+        ": its copy of the course's graders, course.yml or this package differs from this machine's (a shared "
+        "file system not yet in sync, or another install); nothing was graded, run the command again"), line
+    assert not list(CourseLayout(folder).autograded_dir.glob("*/transformer-block/results.json"))
