@@ -21,10 +21,19 @@ so formgrader has a place to show and override that grade; a copied grade, answe
 (the same id further down) is unmarked but for its last copy, as nbgrader's DeduplicateIds does, so
 formgrader shows one score box and one answer box per id. A copy that cannot be read as a notebook
 is left as it is.
+
+What the student wrote is kept, but not what would run in the TA's browser: formgrader renders the
+copy with nbconvert, which puts raw HTML of Markdown cells and outputs into the page as it is, and
+a notebook's outputs here are the student's own (no kernel ran them). So the copy keeps of each
+rich output only its plain text and bitmap images (not HTML, JavaScript, SVG, Markdown, LaTeX or
+widgets), drops the notebook's widget state (which loads widget code from the network), and writes
+out the HTML tags of the Markdown cells that are not the released notebook's own (`&lt;b>` shows as
+the text `<b>`; code spans and fenced code are left as they are).
 """
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -278,6 +287,49 @@ def _unmark_copies(nb: Any) -> None:
             cell.outputs = [_new_output("stream", name="stderr", text=f"{OUTPUT_NAME}: {text}\n"), *cell.outputs]
 
 
+# what a rich output keeps in the copy: text, and bitmaps (shown as <img> data, which runs nothing)
+SAFE_DATA = ("text/plain", "image/png", "image/jpeg", "image/gif")
+# a Markdown cell's code: fenced blocks, then code spans (their text is shown as it is, tags included)
+_MD_CODE = re.compile(r"(^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\2[ \t]*$|(`+)[^`].*?(?<!`)\3(?!`))", re.M | re.S)
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def _written_out_tags(markdown: str) -> str:
+    """`markdown` with each `<` that would open an HTML tag, comment or declaration written as
+    `&lt;`, except inside code."""
+    parts, at = [], 0
+    for m in _MD_CODE.finditer(markdown):
+        parts += [_TAG_START.sub("&lt;", markdown[at:m.start()]), m.group(0)]
+        at = m.end()
+    parts.append(_TAG_START.sub("&lt;", markdown[at:]))
+    return "".join(parts)
+
+
+def neutralise_student_markup(nb: Any, released: Any = None) -> None:
+    """Keep nothing in `nb` (in place) that would run in a browser rendering it (the module's
+    docstring): rich outputs cut to SAFE_DATA, the widget state dropped, and the HTML tags of the
+    Markdown cells that `released` does not hold as they are written out."""
+    nb.metadata.pop("widgets", None)
+    own = {_text(c.get("source")) for c in released.cells if c.get("cell_type") == "markdown"} if released else set()
+    for cell in nb.cells:
+        kind = cell.get("cell_type")
+        if kind == "markdown":
+            text = _text(cell.get("source"))
+            if text not in own and "<" in text:
+                cell.source = _written_out_tags(text)
+        elif kind == "code":
+            for out in cell.get("outputs", ()):
+                data = out.get("data")
+                if isinstance(data, dict) and any(k not in SAFE_DATA for k in data):
+                    kept = {k: v for k, v in data.items() if k in SAFE_DATA}
+                    out["data"] = kept or {"text/plain": "(an output shown only as HTML or script: left out of this "
+                                                         "copy)"}
+
+
+def _text(source: Any) -> str:
+    return "".join(source) if isinstance(source, list) else str(source or "")
+
+
 def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem, ...], released: Any = None
                       ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Write our report into the grade cells of `nb` (in place) for `problems`.
@@ -348,10 +400,8 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
             reports.append(AnnotationReport(None, skipped=why))
             continue
         problems = tuple(p for p in assignment.problems if p.notebook == name)
-        present = {_grade_id(c) for c in nb.cells if c.get("cell_type") == "code"}
-        released = None
-        if release_dir is not None and any(p.grade_id not in present for p in problems):
-            released = _released_notebook(Path(release_dir) / name)
+        released = _released_notebook(Path(release_dir) / name) if release_dir is not None else None
+        neutralise_student_markup(nb, released)
         annotated, restored = annotate_notebook(nb, result, problems, released)
         try:
             # a lone surrogate escaped in the submitted JSON ("\\ud800") reads as text but has no

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -487,3 +488,45 @@ def test_a_grade_cell_heads_a_probes_guess_as_where_it_first_goes_wrong():
     assert f"Recognised misconception: Unbiased variance\x1b[0m ({known})" in text
     assert "Recognised misconception: Statistics" not in text
     assert "not graded (no points):" in text and "0 of 3 checks passed" in text
+
+
+def test_what_a_student_wrote_runs_nothing_in_formgrader(copy, assignment):
+    """A submission whose outputs (written by the student: no kernel ran them) and Markdown hold
+    scripts, event handlers, SVG and widget state: does formgrader's page for the autograded copy run
+    none of it, while the student's text, plain outputs, code spans and the released notebook's own
+    Markdown stay as they were?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    answer = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+                  and c.metadata.get("nbgrader", {}).get("solution"))
+    nb.cells[answer].outputs = [
+        nbformat.v4.new_output("display_data", data={"application/javascript": "alert('js output')",
+                                                     "text/html": "<script>alert('html output')</script>",
+                                                     "text/plain": "plain text kept"}),
+        nbformat.v4.new_output("display_data", data={"image/svg+xml": "<svg onload=\"alert('svg')\"></svg>"}),
+        nbformat.v4.new_output("execute_result", data={"text/markdown": "<img src=x onerror=\"alert('md out')\">",
+                                                      "image/png": "iVBORw0KGgo="}, execution_count=1)]
+    written = ("My answer <script>alert('md cell')</script> <img src=x onerror=\"alert('img')\"> and "
+               "`<b>in a code span</b>`; a < b.\n\n```html\n<i>fenced</i>\n```\n")
+    nb.cells.insert(answer + 1, nbformat.v4.new_markdown_cell(written))
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}}
+    instructor = next(c.source for c in nb.cells if c.cell_type == "markdown")
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    html = formgrader_html(copy / NB).replace("&#39;", "'")
+    for dropped in ("js output", "html output", "svg", "md out"):      # outputs: only their plain text is kept
+        assert f"alert('{dropped}')" not in html, dropped
+    assert "plain text kept" in html
+    assert "&lt;script&gt;alert('md cell')&lt;/script&gt;" in html      # the student's Markdown, as text
+    assert not re.search(r"<script>alert|<svg|<img[^>]*\sonerror=", html)
+    assert "widget-state" not in html
+    kept = nbformat.read(copy / NB, as_version=4)
+    outputs = kept.cells[answer].outputs
+    assert [dict(o["data"]) for o in outputs] == [
+        {"text/plain": "plain text kept"},
+        {"text/plain": "(an output shown only as HTML or script: left out of this copy)"},
+        {"image/png": "iVBORw0KGgo="}]
+    assert kept.cells[answer + 1].source == (
+        "My answer &lt;script>alert('md cell')&lt;/script> &lt;img src=x onerror=\"alert('img')\"> and "
+        "`<b>in a code span</b>`; a < b.\n\n```html\n<i>fenced</i>\n```\n")
+    assert next(c.source for c in kept.cells if c.cell_type == "markdown") == instructor
+    assert "widgets" not in kept.metadata
