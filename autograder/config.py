@@ -27,10 +27,14 @@ from typing import Any, Literal
 from . import schema, usercache
 from .errors import ConfigError
 from .layout import CONFIG_FILE, CourseLayout
-from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, POSITIVE, Scope, pattern, setting, show
+from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, POSITIVE, Check, Scope, pattern, setting, show
 
 CONFIG_NAME = CONFIG_FILE
 DTYPES = ("float64", "float32")
+# The most notes about running a notebook that any report (results.json, the feedback page) shows:
+# autograder.reporting.bounds cuts every result to it, so `limits.max_notes` may not ask for more.
+MAX_NOTES = 40
+UP_TO_MAX_NOTES = Check(f"a positive {{}} of at most {MAX_NOTES}", lambda v: 0 < v <= MAX_NOTES)
 FOLDER_NAME = pattern("a folder-safe name (letters, digits, - _ .)", r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 IDENTIFIER = pattern("a Python identifier", r"[A-Za-z_][A-Za-z0-9_]*")
 NOTEBOOK_FILE = pattern("a notebook file name ending in .ipynb", r"[^/\\]+\.ipynb")
@@ -66,7 +70,9 @@ class Limits:
     return_mb: float = setting(16.0, check=POSITIVE, help="the largest value a student function may return, in MB")
     output_kb: int = setting(8, check=NON_NEGATIVE,
                              help="printed output kept per cell or call, in KB (the rest is dropped in the sandbox)")
-    max_notes: int = setting(50, check=POSITIVE, help="notes about running the notebook kept per submission")
+    max_notes: int = setting(MAX_NOTES, check=UP_TO_MAX_NOTES,
+                             help=f"notes about running the notebook kept per submission (the reports show at "
+                                  f"most {MAX_NOTES}, so no more may be asked for)")
     processes: int = setting(64, check=POSITIVE, help="processes the student's code may have at once")
     scratch_mb: int = setting(64, check=POSITIVE,
                               help="size of the student's private scratch folders (tmpfs), in MB")

@@ -186,6 +186,8 @@ def test_config_invalid_yaml_names_the_line(tmp_path):
     (mutate("assignments.0.due", "next tuesday"), "assignments[0].due: expected an ISO date-time"),
     (mutate("defaults.limits.memory_mb", "lots"), 'defaults.limits.memory_mb: expected a positive integer, got "lots"'),
     (mutate("defaults.limits.memory_mb", 2048.5), "defaults.limits.memory_mb: expected a positive integer, got 2048.5"),
+    (mutate("defaults.limits.max_notes", 50),
+     "defaults.limits.max_notes: expected a positive integer of at most 40, got 50"),
     (mutate("defaults.tolerances.float16", {"rtol": 1e-3}), "defaults.tolerances.float16: unknown key"),
     (mutate("assignments.0.problems.silu.notebook", "other.ipynb"),
      "assignments[0].problems.silu.notebook: expected one of the assignment's notebooks (hw.ipynb)"),

@@ -2,8 +2,9 @@
 
 Student code controls much of the text in a result (exception messages, notes about its cells,
 printed output quoted in messages), so before any report is rendered the result is bounded:
-at most MAX_NOTES notes of NOTE_CHARS characters each, a test message of OUTPUT_CHARS, an
-instructor detail of DETAIL_CHARS, a crash reason of ERROR_CHARS. With the graders' own number of
+at most MAX_NOTES notes (autograder.config's, which also caps `limits.max_notes`) of NOTE_CHARS
+characters each, a test message of OUTPUT_CHARS, an instructor detail of DETAIL_CHARS, a crash
+reason of ERROR_CHARS. With the graders' own number of
 tests this keeps results.json and the feedback page small (tests come from the trusted graders and
 are never dropped, so scores are unchanged); the writers also check the rendered
 size against RESULTS_JSON_MAX_BYTES and FEEDBACK_MAX_BYTES and fall back to a shorter form.
@@ -17,10 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from autograder.config import MAX_NOTES
 from autograder.grading.results import SubmissionResult, TestResult
 from autograder.text import CONTROL, shown_name, visible
 
-MAX_NOTES = 40
 NOTE_CHARS = 1_000
 OUTPUT_CHARS = 2_000
 DESCRIPTION_CHARS = 300

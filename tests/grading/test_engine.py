@@ -331,6 +331,21 @@ def test_build_result_graded_with_penalty_notes_capped():
     assert len(many.notes) == 4 and many.notes[-1].startswith("... and 6 more notes")
 
 
+def test_the_most_notes_course_yml_allows_are_all_shown_in_the_reports():
+    """With `limits.max_notes` at its largest (the default), are the notes a result keeps exactly those
+    results.json and the page show (the summary's count is theirs), none cut again by the report caps?"""
+    import dataclasses
+
+    from autograder.reporting.bounds import bound_result
+
+    a = dataclasses.replace(assignment(first=10), limits=Limits())
+    scored = engine.Scored(tests=(TestResult("test_first.py::a", "first", 10.0, 10.0, "passed"),))
+    result = engine.build_result(a, submission(Path()), scored, engine.LatePenalty(0.0), seed=3, on_roster=True,
+                                 notes=tuple(f"cell {i} failed" for i in range(45)), isolation=(), seconds=0)
+    assert len(result.notes) == Limits().max_notes and result.notes[-1].startswith("... and 6 more notes")
+    assert bound_result(result).notes == result.notes
+
+
 def test_an_unread_timestamp_reaches_the_instructor():
     """Is why a timestamp.txt was not read (so no late penalty) kept in the result for the instructor:
     in results.json's extra_data, read back, and a flag of the batch's summary row?"""
