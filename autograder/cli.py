@@ -44,7 +44,8 @@ def _log(line: str) -> None:
     print(line, flush=True)
 
 
-def _positive(text: str) -> int:
+def positive_count(text: str) -> int:
+    """argparse's type for a whole number of at least 1 (also the tools' scripts')."""
     try:
         n = int(text)
     except ValueError:
@@ -108,13 +109,13 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--insecure", action="store_true",
                    help="grade even if the sandbox cannot be fully set up here (not for untrusted submissions; "
                         "see `course doctor`)")
-    g.add_argument("--workers", type=_positive, metavar="N",
+    g.add_argument("--workers", type=positive_count, metavar="N",
                    help="grade with N warm worker processes on this machine (default: the cores available, "
                         "within a cgroup CPU quota)")
     g.add_argument("--wait", action="store_true",
                    help="with --student, return only once the grades are in the gradebook (by default the "
                         "command returns once results.json and the page are written, and the commit finishes "
-                        "in the background; every course command waits for it)")
+                        "in the background; every course command waits for it); a whole class always waits")
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="grade on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786); "
                         "the course folder must be at the same path on its workers")
@@ -152,7 +153,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def _autograde(course_dir: str | Path, assignment: str, student: str | None, seed: int | None,
                force: bool = False, insecure: bool = False, workers: int | None = None,
-               scheduler: str | None = None, wait: bool = True, early: tuple[StartedWorker, ...] = ()) -> int:
+               scheduler: str | None = None, wait: bool = True, early: tuple[StartedWorker, ...] = (),
+               shown_from: Path | None = None) -> int:
+    """Grade and print the summary; the closing lines name results.json and the pages relative to the
+    course folder, or to `shown_from` when they are under it (the demo's: .demo/autograded/...)."""
     from . import api
     from .config import load_course
     from .progress import Progress
@@ -179,8 +183,14 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
     if rewritten:
         print(f"Not graded again (submission and graders unchanged since the last run: results kept, grades "
               f"written to the gradebook again; --force to regrade): {', '.join(rewritten)}")
-    print(f"\nresults.json: {layout.relative(layout.results_json('<student>', a.name))}")
-    print(f"feedback:     {layout.relative(layout.feedback('<student>', a.name))}/")
+
+    def shown(path: Path) -> str:
+        if shown_from is not None and path.is_relative_to(shown_from):
+            return path.relative_to(shown_from).as_posix()
+        return layout.relative(path)
+
+    print(f"\nresults.json: {shown(layout.results_json('<student>', a.name))}")
+    print(f"feedback:     {shown(layout.feedback('<student>', a.name))}/")
     if batch.committing:
         print(f"gradebook: {', '.join(batch.committing)}'s grades are being committed in the background "
               f"(course commands wait for it; --wait to wait here)")
@@ -292,7 +302,7 @@ def _demo(course_dir: str, assignment: str | None, skip_validate: bool) -> int:
             return 1
     count = len(api.submissions(load_course(demo), assignment))
     print(f"\n== course autograde {assignment}  ({count} example submissions)")
-    return _autograde(demo, assignment, None, None)
+    return _autograde(demo, assignment, None, None, shown_from=Path.cwd())   # .demo/autograded/..., not autograded/...
 
 
 def _gradescope(course_dir: str, assignment: str, to: str | None, visibility: str) -> int:
@@ -461,6 +471,9 @@ def _run(args: argparse.Namespace, early: tuple[StartedWorker, ...] = ()) -> int
             print(f"WARNING: --seed {args.seed} without --student: every student is graded on this one draw, and "
                   f"their results and grades are replaced until a run without --seed (a fairness check, for a "
                   f"scratch copy of the course)", file=sys.stderr, flush=True)
+        if args.wait and args.student is None:
+            print("WARNING: --wait changes nothing without --student: a whole-class autograde always commits every "
+                  "grade to the gradebook before it returns", file=sys.stderr, flush=True)
         return _autograde(args.course_dir, args.assignment, args.student, args.seed, args.force, args.insecure,
                           args.workers, args.scheduler, wait=args.wait or args.student is None, early=early)
     if args.command == "serve":

@@ -49,6 +49,16 @@ def test_cli_course_dir_defaults_to_the_current_folder(course_copy):
     assert "no submissions found under submitted/<student>/transformer-block/" in proc.stdout
 
 
+def test_cli_wait_without_student_says_it_changes_nothing(course_copy):
+    """Is `--wait` on a whole-class autograde (which always commits before returning) named in a warning,
+    rather than taken silently as if it did something?"""
+    proc = course("autograde", "transformer-block", "--wait", "--course-dir", str(course_copy))
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING: --wait changes nothing without --student" in proc.stderr
+    plain = course("autograde", "transformer-block", "--course-dir", str(course_copy))
+    assert "--wait" not in plain.stderr
+
+
 def test_cli_help_is_written_for_its_users():
     """Does `course --help` describe what the command does and list its commands, not the module's notes?"""
     proc = course("--help")
@@ -574,12 +584,13 @@ def test_cli_a_page_is_written_again_when_the_ta_takes_a_change_back(tmp_path, r
             gb.db.commit()
 
     override(4.0)
-    changed = course("autograde", a, *args, "--wait", "--course-dir", str(folder))
+    wait = ("--wait",) if args else ()            # a whole class always waits
+    changed = course("autograde", a, *args, *wait, "--course-dir", str(folder))
     assert changed.returncode == 0, changed.stdout + changed.stderr
     assert _page_text(folder, "ada").startswith("REVIEWED ") and "your instructor changed that" in \
         _page_text(folder, "ada")
     override(None)
-    back = course("autograde", a, *args, "--wait", "--course-dir", str(folder))
+    back = course("autograde", a, *args, *wait, "--course-dir", str(folder))
     assert back.returncode == 0, back.stdout + back.stderr
     assert "*" not in " ".join(_row(back.stdout, "ada")), back.stdout
     assert _page_text(folder, "ada") == plain

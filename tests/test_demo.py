@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from autograder.api import prepare_demo
-from autograder.layout import CourseLayout
-from conftest import ROOT
+from autograder.layout import DEMO_DIR, EXAMPLES, CourseLayout
+from conftest import ROOT, copy_course
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +27,25 @@ def test_demo_grades_the_whole_class(demo):
     assert len(results) == 13
     assert "13 students, 13 graded" in proc.stdout
     assert "feedback:     feedback/<student>/transformer-block/" in proc.stdout
+
+
+def test_course_demo_names_its_own_folder_in_the_closing_lines(tmp_path):
+    """Do `course demo`'s closing lines give the paths from where it was run (.demo/autograded/...), where
+    the files are, rather than paths inside the demo's folder?"""
+    project = copy_course(tmp_path / "project")
+    examples = CourseLayout(ROOT / EXAMPLES)
+    for sid in ("ada", "ken"):
+        shutil.copytree(examples.submission(sid, "transformer-block"),
+                        CourseLayout(project / EXAMPLES).submission(sid, "transformer-block"))
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "demo", "--skip-validate"], cwd=project,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    demo = CourseLayout(project / DEMO_DIR)
+    results = demo.results_json("<student>", "transformer-block").relative_to(project).as_posix()
+    pages = demo.feedback("<student>", "transformer-block").relative_to(project).as_posix()
+    assert results.startswith(f"{DEMO_DIR}/") and pages.startswith(f"{DEMO_DIR}/")
+    assert f"results.json: {results}\n" in proc.stdout and f"feedback:     {pages}/\n" in proc.stdout
+    assert CourseLayout(project / DEMO_DIR).results_json("ada", "transformer-block").is_file()
 
 
 def test_demo_patching_numpy_changes_nothing(demo):
