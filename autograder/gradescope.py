@@ -55,6 +55,7 @@ from .layout import (
     student_id_problem,
 )
 from .reporting.results_json import VISIBILITIES, atomic_write_text
+from .reporting.summary import LATE_POLICY
 from .text import shown_name, truncate
 
 ROOT_ENV = "COURSE_GRADESCOPE_ROOT"        # the /autograder folder (tests grade in a temporary one)
@@ -287,7 +288,9 @@ def _grade(root: Path, assignment: str, log: Callable[[str], None]) -> dict[str,
                "--course-dir", str(work), "--wait"]
     log(f"run_autograder: {' '.join(shlex.quote(c) for c in command)}")
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
-    log(proc.stdout.rstrip())
+    # Gradescope writes no timestamp.txt and course.yml's late policy does not apply there
+    # (docs/gradescope.md): the summary's line on submissions graded as on time is left out.
+    log("\n".join(line for line in proc.stdout.rstrip().splitlines() if not line.startswith(LATE_POLICY)))
     if proc.stderr.strip():
         log(proc.stderr.rstrip())
     results = course.layout.results_json(student, a.name)

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from autograder import gradescope
+from autograder.config import load_course
 from autograder.layout import EXAMPLES, INSTRUCTOR_CODE, MAX_ID_BYTES, ROSTER_FILE, STUDENT_STEPS, CourseLayout
 from autograder.sandbox.isolation import REQUIRED
 from conftest import ROOT, copy_course, course_with_students
@@ -145,6 +146,9 @@ def test_run_autograder_scores_as_course_autograde_does(built, tmp_path):
     assert doc["visibility"] == "after_due_date"
     assert {t["visibility"] for t in doc["tests"]} == {"after_due_date"}   # a test's own would override it
     assert doc["output"].startswith("Your notebook work/hw.ipynb was graded as transformer-block.ipynb.")
+    # no timestamp.txt on Gradescope, where course.yml's late policy does not apply: no line about it
+    assert load_course(built.course.root).assignment(ASSIGNMENT).due is not None
+    assert "Late policy" not in proc.stdout and "graded as on time" not in proc.stdout, proc.stdout
 
 
 def test_a_broken_notebook_gets_a_valid_results_json(built, tmp_path):

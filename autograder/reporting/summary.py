@@ -252,6 +252,9 @@ def _graded_count(rows: Sequence[StudentRow], graded: int) -> str:
     return f"{graded - unchanged} graded now, {unchanged} already graded (unchanged since the last run)"
 
 
+LATE_POLICY = "Late policy: "       # how the line about submissions without a timestamp.txt starts
+
+
 def unstamped_line(rows: Sequence[StudentRow], assignment: Assignment) -> str:
     """When the assignment has a due date: which graded submissions had no timestamp.txt at all (so
     none of them could be judged late), or "" when each had one (as nbgrader's collect and submit write)."""
@@ -262,9 +265,9 @@ def unstamped_line(rows: Sequence[StudentRow], assignment: Assignment) -> str:
     if not missing:
         return ""
     if len(missing) == len(graded) and len(graded) > 1:
-        return (f"Late policy: none of the {len(graded)} submissions has a timestamp.txt (nbgrader's collect "
+        return (f"{LATE_POLICY}none of the {len(graded)} submissions has a timestamp.txt (nbgrader's collect "
                 f"and submit write one), so all were graded as on time.")
-    return (f"Late policy: {len(missing)} submission{'s' if len(missing) != 1 else ''} without a timestamp.txt "
+    return (f"{LATE_POLICY}{len(missing)} submission{'s' if len(missing) != 1 else ''} without a timestamp.txt "
             f"(nbgrader's collect and submit write one), graded as on time: {_names(missing)}.")
 
 
