@@ -4,6 +4,7 @@
     .venv/bin/python tools/bench_sandbox.py startup    # zygote start, fork per submission/problem, round trip
     .venv/bin/python tools/bench_sandbox.py flood      # the grader's peak RSS on flood cases
     .venv/bin/python tools/bench_sandbox.py problems [N] [ROUNDS] [CALLS]   # CPU per problem process, by side
+    .venv/bin/python tools/bench_sandbox.py --help     # these, with problems' defaults
 
 Each flood case runs in its own process, so its peak RSS (ru_maxrss) is its own; the figure
 reported is the peak minus the process's RSS just before the case started. Not a test: figures
@@ -11,6 +12,7 @@ depend on the machine and its load (record them in docs/ with the date and the m
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -25,6 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from autograder.cli import positive_count  # noqa: E402
 from autograder.config import Limits  # noqa: E402
 from autograder.sandbox.host import SandboxHost  # noqa: E402
 
@@ -210,14 +213,34 @@ def flood() -> None:
               f"output kept {r['stdout_kept_chars']} chars")
 
 
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tools/bench_sandbox.py", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="what", metavar="WHAT", help="what to measure (default: all)")
+    sub.add_parser("all", help="startup, then flood (about a minute)")
+    sub.add_parser("startup", help="zygote start, fork per submission and per problem, round trips")
+    sub.add_parser("flood", help="the grader's peak resident memory on each flood case")
+    pr = sub.add_parser("problems", help="CPU per problem process, by side (read from /proc)")
+    pr.add_argument("n", nargs="?", type=positive_count, default=300, help="problem processes per round (default: 300)")
+    pr.add_argument("rounds", nargs="?", type=positive_count, default=3, help="rounds (default: 3)")
+    pr.add_argument("calls", nargs="?", type=positive_count, default=1, help="calls per problem (default: 1)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_flood"] and len(argv) == 2:    # one flood case in its own process, as flood() runs it
+        print(json.dumps(flood_case(argv[1])))
+        return 0
+    args = _parser().parse_args(argv)
+    what = args.what or "all"
+    if what in ("all", "startup"):
+        startup()
+    if what in ("all", "flood"):
+        flood()
+    if what == "problems":
+        problems(args.n, args.rounds, args.calls)
+    return 0
+
+
 if __name__ == "__main__":
-    what = sys.argv[1] if len(sys.argv) > 1 else "all"
-    if what == "_flood":
-        print(json.dumps(flood_case(sys.argv[2])))
-    else:
-        if what in ("all", "startup"):
-            startup()
-        if what in ("all", "flood"):
-            flood()
-        if what == "problems":
-            problems(*(int(a) for a in sys.argv[2:5]))
+    raise SystemExit(main())
