@@ -1,7 +1,8 @@
 """The `course` command: argument parsing only; the work is in autograder.api.
 
-Exit codes: 0 done (whatever students scored); 1 the grader itself failed somewhere;
-2 a problem with the course or the command line (one line on stderr, no traceback).
+Exit codes: 0 done (whatever students scored); 1 the command ran and reports something to fix (the
+grader failed for a submission, a page was not written, validate's problems, doctor: autograde would
+refuse); 2 a problem with the course or the command line (one line on stderr, no traceback).
 """
 from __future__ import annotations
 
@@ -36,8 +37,10 @@ EPILOG = """\
 typical order: course release ASSIGNMENT; course validate ASSIGNMENT; nbgrader release_assignment;
 nbgrader collect (into submitted/<student>/ASSIGNMENT/); course autograde ASSIGNMENT; review in
 formgrader; course feedback ASSIGNMENT; nbgrader release_feedback; nbgrader export.
-exit codes: 0 done, whatever students scored; 1 the grader itself failed for some submission;
-2 a problem with course.yml, the course folder or the command line (one line on stderr)."""
+exit codes: 0 done, whatever students scored; 1 the command ran and found something to fix: the
+grader itself failed for some submission (autograde), a page was not written (feedback), PROBLEM
+lines (validate), autograde would refuse here (doctor); 2 a problem with course.yml, the course
+folder or the command line stopped the command (one line on stderr)."""
 
 
 def _log(line: str) -> None:

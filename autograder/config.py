@@ -291,8 +291,8 @@ class Course:
                                  help="nbgrader's gradebook: any SQLAlchemy URL; a relative SQLite path starts at "
                                       "the course folder")
     secret_file: Path = setting(Path(".course_secret"), resolve=_in_course,
-                                help="seeds each student's hidden inputs; created on the first autograde, "
-                                     "never committed")
+                                help="seeds each student's hidden inputs; created by the first command that "
+                                     "needs it (`course autograde`, `course gradescope`), never committed")
     exchange: Path | None = setting(None, resolve=_in_course,
                                     help="nbgrader's exchange folder (`Exchange.root`), shared by instructors and "
                                          "students; a relative path starts at the course folder; unset: nbgrader's "
