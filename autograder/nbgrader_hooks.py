@@ -23,12 +23,16 @@ sets, from course.yml:
   naming each, the students whose submission did not come through the exchange (no
   `submission_secret.txt`), instead of stopping at the first of them; and first writes afresh (a
   warning line each) the pages that are no longer those of results.json and the gradebook (a TA
-  changed a score or comment after `course feedback`), so a student never gets an older page.
+  changed a score or comment after `course feedback`), so a student never gets an older page;
+- nbgrader reads a submission's `timestamp.txt` as the engine does (`_read_stamps_as_the_engine`): a
+  stamp it cannot parse counts as none, with a warning, instead of a traceback after which nbgrader's
+  autograde or generate_feedback deletes the student's autograded/ or feedback/ folder.
 """
 from __future__ import annotations
 
 import contextlib
 import csv
+import datetime as dt
 import glob
 import os
 import stat
@@ -57,6 +61,9 @@ HOOKS = __name__
 REFUSING_APPS = ("AutogradeApp", "GenerateFeedbackApp", "ExportApp")
 _grading = threading.Lock()      # one batch at a time in a formgrader process
 _reported: set[str] = set()      # course.yml errors printed by `configure` in this process
+_stamp_roots: set[str] = set()   # the course folders whose timestamp.txt nbgrader reads as the engine does
+_stamp_notes: set[tuple[str, str, str]] = set()   # unread stamps logged in this process: student, assignment, note
+_nbgrader_readers: dict[str, Any] = {}            # nbgrader's own readers, which other course folders keep
 
 
 def configure(c: Any, course_dir: str | Path) -> Course | None:
@@ -83,6 +90,7 @@ def configure(c: Any, course_dir: str | Path) -> Course | None:
     c.ExportApp.plugin_class = CourseCsvExport
     c.CourseCsvExport.course_dir = root
     c.ExchangeFactory.release_feedback = CourseReleaseFeedback
+    _read_stamps_as_the_engine(root)
     try:
         course = load_course(root)
     except CourseError as exc:
@@ -98,6 +106,61 @@ def configure(c: Any, course_dir: str | Path) -> Course | None:
     if course.exchange is not None:
         c.Exchange.root = str(course.exchange.resolve())
     return course
+
+
+def _read_stamps_as_the_engine(root: str) -> None:
+    """Have nbgrader, in this process, read the timestamp.txt files of the course in `root` as `course
+    autograde` reads them (`lateness.submission_time`).
+
+    nbgrader reads a submission's stamp itself: `nbgrader autograde` (and formgrader's Autograde button)
+    in submitted/ and autograded/ before grading, `generate_feedback` in autograded/ and feedback/, and
+    formgrader's list of submissions in submitted/. Its reader stops at a stamp it cannot parse ('yesterday
+    at noon', or a time after a byte-order mark) with a traceback, and the converter then deletes the
+    student's autograded/ or feedback/ folder, results.json and page included, as a failed one; `course
+    autograde` grades the same submission as on time, with a warning. Read here, such a stamp counts as
+    none for nbgrader too, logged once per submission in that warning's words, and a stamp that is read
+    gives the engine's time (naive UTC, as nbgrader keeps it), so nbgrader's comparisons of submitted and
+    autograded stamps and the time it puts in the gradebook agree with `course autograde`'s. Submissions are
+    only read. Other course folders in the same process (a formgrader serving several) keep nbgrader's reader."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    _stamp_roots.add(os.path.realpath(root))
+    if _nbgrader_readers:
+        return
+    _nbgrader_readers.update(existing=CourseDirectory.get_existing_timestamp,
+                             submitted=NbGraderAPI.get_submitted_timestamp)
+
+    def get_existing_timestamp(self: Any, dest_path: str) -> dt.datetime | None:
+        if os.path.realpath(self.root) not in _stamp_roots:
+            return _nbgrader_readers["existing"](self, dest_path)  # type: ignore[no-any-return]
+        return _stamp_time(Path(dest_path), Path(self.root), self.log)
+
+    def get_submitted_timestamp(self: Any, assignment_id: str, student_id: str) -> dt.datetime | None:
+        cd = self.coursedir
+        if os.path.realpath(cd.root) not in _stamp_roots:
+            return _nbgrader_readers["submitted"](self, assignment_id, student_id)  # type: ignore[no-any-return]
+        folder = Path(os.path.abspath(cd.format_path(cd.submitted_directory, student_id, assignment_id)))
+        return _stamp_time(folder, Path(cd.root), self.log)
+
+    CourseDirectory.get_existing_timestamp = get_existing_timestamp
+    NbGraderAPI.get_submitted_timestamp = get_submitted_timestamp
+
+
+def _stamp_time(folder: Path, root: Path, log: Any) -> dt.datetime | None:
+    """The time of `folder`'s timestamp.txt as nbgrader keeps times (naive UTC), None when it has none
+    or the engine cannot read it; the latter logged as a warning naming the folder, once per submission
+    in this process (nbgrader reads each stamp more than once)."""
+    from .grading.lateness import submission_time
+    from .layout import CourseLayout
+    from .reporting.gradebook import naive_utc
+
+    when, note = submission_time(folder, root)
+    key = (folder.parent.name, folder.name, note)
+    if note and key not in _stamp_notes:
+        _stamp_notes.add(key)
+        log.warning("%s: %s", CourseLayout(root).relative(folder), note)
+    return naive_utc(when) if when is not None else None
 
 
 def _running_app() -> str:

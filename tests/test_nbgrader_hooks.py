@@ -560,3 +560,105 @@ def test_the_engines_warnings_reach_nbgraders_log_as_warnings():
         (logging.WARNING, "alan: not graded, taken out of the gradebook"),
         (logging.ERROR, "the writer failed"),
         (logging.INFO, "grading 2 submissions with 1 worker")]
+
+
+def test_nbgrader_reads_the_courses_timestamps_as_the_engine_does(course_copy, tmp_path):
+    """Once the course's nbgrader_config.py is loaded, does nbgrader's own stamp reader (CourseDirectory's, and
+    NbGraderAPI's for formgrader's list) give the engine's time in naive UTC, a byte-order mark skipped; an
+    unreadable stamp count as none with one warning naming the folder, not a traceback; and another course
+    folder keep nbgrader's reader?"""
+    import datetime as dt
+    import logging
+
+    from dateutil.parser import ParserError
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    cfg = loaded(course_copy)
+    layout = CourseLayout(course_copy)
+    stamps = {"ada": b"2026-12-15 00:30:00.000000 UTC", "tbom": b"\xef\xbb\xbf2026-12-15 00:30:00.000000 UTC",
+              "tlower": b"2026-12-15 01:30:00.000000 cet", "lbad": b"yesterday at noon"}
+    for sid, data in stamps.items():
+        layout.submission(sid, "transformer-block").mkdir(parents=True)
+        (layout.submission(sid, "transformer-block") / "timestamp.txt").write_bytes(data)
+    coursedir = CourseDirectory(config=cfg)
+    api = NbGraderAPI(coursedir, config=cfg)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    coursedir.log.addHandler(handler)
+    api.log.addHandler(handler)
+    try:
+        for sid in ("ada", "tbom", "tlower"):
+            folder = str(layout.submission(sid, "transformer-block"))
+            assert coursedir.get_existing_timestamp(folder) == dt.datetime(2026, 12, 15, 0, 30), sid
+            assert api.get_submitted_timestamp("transformer-block", sid) == dt.datetime(2026, 12, 15, 0, 30), sid
+        assert not records
+        for _ in range(2):
+            assert coursedir.get_existing_timestamp(str(layout.submission("lbad", "transformer-block"))) is None
+            assert api.get_submitted_timestamp("transformer-block", "lbad") is None
+    finally:
+        coursedir.log.removeHandler(handler)
+        api.log.removeHandler(handler)
+    assert [(r.levelno, r.getMessage()) for r in records] == [(logging.WARNING, (
+        "submitted/lbad/transformer-block: timestamp.txt could not be read as a time ('yesterday at noon': "
+        "Invalid isoformat string: 'yesterday at'); the submission was treated as on time."))]
+    other = CourseLayout(tmp_path / "other").submission("lbad", "hw")
+    other.mkdir(parents=True)
+    (other / "timestamp.txt").write_text("yesterday at noon")
+    elsewhere = CourseDirectory(root=str(tmp_path / "other"))
+    try:
+        elsewhere.get_existing_timestamp(str(other))
+    except (ParserError, AttributeError):    # nbgrader's own reader, as nbgrader 0.9.6 fails on such a stamp
+        pass
+    else:
+        raise AssertionError("a folder that is not the course's should keep nbgrader's own reader")
+
+
+def test_nbgraders_commands_keep_the_results_and_page_of_a_submission_with_an_unreadable_stamp(tmp_path):
+    """With lbad's timestamp.txt 'yesterday at noon' and tbom's saved with a byte-order mark: does `course autograde`
+    grade lbad as on time with its warning and take tbom's late penalty, and do `nbgrader generate_feedback` and
+    `nbgrader autograde --student lbad` (formgrader's button) exit 0 with one warning naming lbad's stamp, instead of
+    a traceback after which nbgrader deleted lbad's feedback/ and autograded/ folders (results.json, the page)?
+    Are the submissions left as they were?"""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    layout = CourseLayout(folder)
+    for sid, data in (("lbad", b"yesterday at noon"), ("tbom", b"\xef\xbb\xbf2026-12-15 00:30:00.000000 UTC")):
+        shutil.copytree(layout.submission("ada", "transformer-block"), layout.submission(sid, "transformer-block"))
+        (layout.submission(sid, "transformer-block") / "timestamp.txt").write_bytes(data)
+    (folder / "roster.csv").write_text("id\nada\nlbad\ntbom\n")
+    submitted = {p: p.read_bytes() for p in layout.submitted_dir.rglob("*") if p.is_file()}
+    graded = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir",
+                             str(folder)], capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert "WARNING: lbad: timestamp.txt could not be read as a time ('yesterday at noon'" in graded.stdout
+    assert "WARNING: tbom" not in graded.stdout, "tbom's stamp is read"
+    results = {sid: json.loads(layout.results_json(sid, "transformer-block").read_text()) for sid in ("lbad", "tbom")}
+    assert results["lbad"]["extra_data"]["late_penalty"] == 0 and results["tbom"]["extra_data"]["late_penalty"] == 10
+    kept = {p: p.read_bytes() for sid in ("lbad", "tbom")
+            for p in [*layout.autograded(sid, "transformer-block").iterdir(),
+                      *layout.feedback(sid, "transformer-block").iterdir()]}
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    warning = ("WARNING] {}/lbad/transformer-block: timestamp.txt could not be read as a time ('yesterday at noon': "
+               "Invalid isoformat string: 'yesterday at'); the submission was treated as on time.")
+    for args, step in ((["generate_feedback", "transformer-block"], "autograded"),
+                       (["autograde", "transformer-block", "--student", "lbad"], "submitted")):
+        proc = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr and "Removing failed" not in proc.stderr, proc.stderr
+        assert [ln for ln in proc.stderr.splitlines() if "timestamp.txt" in ln] == [
+            f"[{'GenerateFeedbackApp' if step == 'autograded' else 'AutogradeApp'} | {warning.format(step)}"], \
+            proc.stderr
+        assert {p: p.read_bytes() for p in kept if p.is_file()} == kept
+    assert {p: p.read_bytes() for p in layout.submitted_dir.rglob("*") if p.is_file()} == submitted

@@ -14,6 +14,7 @@ from ..text import plural
 
 TIMESTAMP_FILE = "timestamp.txt"   # written by nbgrader's collect/submit into each submission folder
 TIMESTAMP_MAX_BYTES = 4096
+BYTE_ORDER_MARK = "\ufeff"
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,13 @@ def parse_timestamp(text: str, zone: str | Callable[[], str] = "") -> dt.datetim
     winter, 'PDT' in summer), or a function giving it, called only then. Anything else is a
     ValueError, as any unreadable stamp; so is a time that is not one in UTC (years 1 to 9999): an
     offset of up to a day takes '0001-01-01T00:00:00+23:59' or '9999-12-31T23:59:59-23:59' out of
-    that range, which every later use (the gradebook's naive UTC, `nbgrader export`, the page) needs."""
-    text = text.strip()
-    if text.endswith(" UTC"):
+    that range, which every later use (the gradebook's naive UTC, `nbgrader export`, the page) needs.
+
+    A stamp edited by hand may spell its zone in lower case ('utc', which nbgrader reads too) or start
+    with a UTF-8 byte-order mark (an editor saving 'UTF-8 with BOM'; nbgrader's own reader stops at
+    it, so the course's nbgrader commands read stamps here: nbgrader_hooks): both are read."""
+    text = text.removeprefix(BYTE_ORDER_MARK).strip()
+    if text[-len(" UTC"):].upper() == " UTC":
         text = text[: -len(" UTC")] + "+00:00"
     try:
         value = dt.datetime.fromisoformat(text)
@@ -79,7 +84,7 @@ def parse_timestamp(text: str, zone: str | Callable[[], str] = "") -> dt.datetim
         local = dt.datetime.fromisoformat(when)
         if local.tzinfo is not None:
             raise
-        value = _read_in_zone(local, abbreviation, zone)
+        value = _read_in_zone(local, abbreviation.upper(), zone)   # the database's are upper case
     if value.tzinfo is None:
         return value.replace(tzinfo=dt.UTC)
     try:

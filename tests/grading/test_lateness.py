@@ -73,6 +73,30 @@ def test_nbgrader_timestamps_are_read_and_bad_ones_noted(tmp_path):
         "23:59:00.000000 UTC'))"), "one word is named as no time, not as an empty time before a zone"
 
 
+@pytest.mark.parametrize(("data", "utc"), [
+    (b"\xef\xbb\xbf2026-12-15 00:30:00.000000 UTC", dt.datetime(2026, 12, 15, 0, 30, tzinfo=dt.UTC)),
+    (b"\xef\xbb\xbf2026-12-15T00:30:00+01:00\r\n", dt.datetime(2026, 12, 14, 23, 30, tzinfo=dt.UTC)),
+    (b"2026-12-15 00:30:00.000000 utc", dt.datetime(2026, 12, 15, 0, 30, tzinfo=dt.UTC)),
+    (b"2026-12-15 00:30:00.000000 Gmt\n", dt.datetime(2026, 12, 15, 0, 30, tzinfo=dt.UTC)),
+    (b"2026-12-15 01:30:00.000000 cet", dt.datetime(2026, 12, 15, 0, 30, tzinfo=dt.UTC)),
+], ids=["bom_utc", "bom_iso_crlf", "lower_utc", "mixed_gmt", "lower_cet"])
+def test_a_stamp_saved_with_a_byte_order_mark_or_a_lower_case_zone_is_read(tmp_path, data, utc):
+    """Is a timestamp.txt edited by hand and saved as 'UTF-8 with BOM', or with its zone in lower case
+    ('utc', which nbgrader reads too), read as the time it says (so the late policy applies), not noted
+    as unreadable and graded on time?"""
+    (tmp_path / "timestamp.txt").write_bytes(data)
+    assert submission_time(tmp_path) == (utc, "")
+    assert lateness(assignment(grace_minutes=15, penalty_per_day=0.1), utc).late_days == (utc.day == 15)
+
+
+def test_a_byte_order_mark_is_skipped_only_before_the_time(tmp_path):
+    """Is a byte-order mark anywhere but before the time still unreadable, with the note naming the stamp?"""
+    stamp = "2026-12-15 00:30:00\ufeff UTC"
+    (tmp_path / "timestamp.txt").write_bytes(stamp.encode())
+    when, note = submission_time(tmp_path)
+    assert when is None and note.startswith(f"timestamp.txt could not be read as a time ({stamp!r}: ")
+
+
 @pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+23:59", "9999-12-31T23:59:59-23:59",
                                    "0001-01-01 00:00:00 NZDT", "9999-12-31 23:59:59.999999 HST"])
 def test_a_stamp_out_of_range_once_in_utc_is_unread_not_an_overflow(tmp_path, stamp):
