@@ -24,9 +24,12 @@ class Lateness:
     fraction: float         # share of the score taken off, 0..1
     due: dt.datetime | None = None   # the student's due date, extension included
     extension: str = ""     # the student's extension in words ("2 days"), "" when none
-    late_seconds: float = 0.0   # how late, past the due date and grace; 0 when on time (or not known)
+    late_seconds: float = 0.0   # how long after the due date (grace included) when late; 0 when on time (or not known)
 
     def note(self, penalty_points: float) -> str:
+        """For the student: how long after the due date they submitted (the time the sentence names,
+        the grace included: 16 minutes after a due date with 15 minutes' grace, which counts as a day
+        started), the days that counts as, and the penalty."""
         if self.late_days == 0:
             return ""
         whose = f"your due date (with your extension of {self.extension})" if self.extension else "the due date"
@@ -182,7 +185,8 @@ def lateness(assignment: Assignment, submitted_at: dt.datetime | None, student: 
     late = (submitted_at - deadline).total_seconds()
     if late <= 0:
         return Lateness(submitted_at, 0, 0.0, due, words)
-    days = math.ceil(late / 86400)
+    days = math.ceil(late / 86400)          # days started after the grace
+    after_due = late + policy.grace_minutes * 60
     if policy.max_late_days is not None and days > policy.max_late_days:
-        return Lateness(submitted_at, days, 1.0, due, words, late)
-    return Lateness(submitted_at, days, min(1.0, policy.penalty_per_day * days), due, words, late)
+        return Lateness(submitted_at, days, 1.0, due, words, after_due)
+    return Lateness(submitted_at, days, min(1.0, policy.penalty_per_day * days), due, words, after_due)

@@ -284,3 +284,22 @@ def test_a_note_says_how_late_and_how_many_days_that_counts_as():
         "Submitted 36 hours after the due date, counted as 2 days: late penalty of 20% (20 points).")
     assert lateness(a, at(days=1)).note(10.0) == (
         "Submitted 1 day after the due date: late penalty of 10% (10 points).")
+
+
+def test_a_note_measures_from_the_due_date_it_names_not_from_the_end_of_the_grace():
+    """With 15 minutes' grace, is a submission 16 minutes after the due date (1 minute past the grace, a day
+    started) told "16 minutes after the due date", not "1 minute", and one with an extension measured from
+    the student's own due date?"""
+    import dataclasses
+
+    from autograder.config import Extension
+
+    a = assignment(grace_minutes=15, penalty_per_day=0.1)
+    assert lateness(a, at(minutes=16)).note(8.5) == (
+        "Submitted 16 minutes after the due date, counted as 1 day: late penalty of 10% (8.5 points).")
+    assert lateness(a, at(hours=24, minutes=10)).note(8.5) == (
+        "Submitted 25 hours after the due date, counted as 1 day: late penalty of 10% (8.5 points).")
+    a = dataclasses.replace(a, extensions={"ada": Extension(hours=12)})
+    assert lateness(a, at(hours=12, minutes=20), "ada").note(8.5) == (
+        "Submitted 20 minutes after your due date (with your extension of 12 hours), counted as 1 day: late "
+        "penalty of 10% (8.5 points).")
