@@ -1,4 +1,5 @@
-"""Small text helpers shared by every stage (truncation, plurals, articles, control characters written out).
+"""Small text helpers shared by every stage (truncation, plurals, points, articles, control characters written
+out).
 
 Standard library only and no imports from the rest of the package, so that any module may use it,
 the sandboxed child included.
@@ -23,6 +24,12 @@ def truncate(text: str, limit: int) -> str:
 def plural(n: int, one: str, many: str | None = None) -> str:
     """`n` and the word for that many: "1 time", "2 times", "0 days"; `many` for an irregular plural."""
     return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def format_points(x: float) -> str:
+    """Points for people: at most two decimals, no trailing zeros (15, 12.5, 3.33)."""
+    text = f"{x:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
 
 
 def with_article(word: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Assignment
-from ..text import plural
+from ..text import format_points, plural
 
 TIMESTAMP_FILE = "timestamp.txt"   # written by nbgrader's collect/submit into each submission folder
 TIMESTAMP_MAX_BYTES = 4096
@@ -39,9 +39,9 @@ class Lateness:
             whose += f", counted as {counted}"
         if self.fraction >= 1:
             return (f"Submitted {how_late} after {whose}, past the last accepted day: late "
-                    f"penalty of 100% ({penalty_points:g} points, all of the autograder's score).")
+                    f"penalty of 100% ({format_points(penalty_points)} points, all of the autograder's score).")
         return (f"Submitted {how_late} after {whose}: late penalty of "
-                f"{self.fraction:.0%} ({penalty_points:g} points).")
+                f"{self.fraction:.0%} ({format_points(penalty_points)} points).")
 
 
 def late_words(seconds: float) -> str:

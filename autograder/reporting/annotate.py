@@ -45,12 +45,12 @@ from nbformat.v4 import rwbase
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
 from autograder.notebooks import cell_kind, copied_cells, over_notebook_limits
-from autograder.text import plural, shown_name
+from autograder.text import format_points, plural, shown_name
 
 from .bounds import bound_result
 from .digest import Check, FailureGroup, ProblemDigest, ProblemTests, digest_key, problem_digest, problem_tests
 from .notebook_text import notebook_text
-from .results_json import atomic_write_bytes, diagnosis_heading, format_points, student_error
+from .results_json import atomic_write_bytes, diagnosis_heading, student_error
 
 OUTPUT_NAME = "course autograde"      # `ename` of our error outputs: what produced them
 MARKS = {"failed": "\u2717", "not_graded": "not graded (no points):"}

@@ -34,7 +34,7 @@ from markupsafe import Markup, escape
 
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
-from autograder.text import plural, shown_name
+from autograder.text import format_points, plural, shown_name
 
 from .bounds import FEEDBACK_MAX_BYTES, bound_result, shrunk
 from .digest import (
@@ -51,7 +51,6 @@ from .digest import (
 from .results_json import (
     atomic_write_text,
     diagnosis_heading,
-    format_points,
     misconception_name,
     reported_score,
     student_error,

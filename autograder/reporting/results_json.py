@@ -94,12 +94,6 @@ def misconception_name(diagnosis: str) -> str:
     return name if keep else name[:1].upper() + name[1:]
 
 
-def format_points(x: float) -> str:
-    """Points for people: at most two decimals, no trailing zeros (15, 12.5, 3.33)."""
-    text = f"{x:.2f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
 def reported_score(result: SubmissionResult) -> float:
     """The score a student is given: the sum of test scores, or 0 when grading crashed."""
     return 0.0 if result.state == "crashed" else result.score

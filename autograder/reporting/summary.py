@@ -41,9 +41,9 @@ from dataclasses import dataclass, replace
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult, SubmissionState, grader_error_parts
 from autograder.sandbox.isolation import OPTIONAL, REQUIRED
-from autograder.text import display_width, pad, truncate
+from autograder.text import display_width, format_points, pad, truncate
 
-from .results_json import format_points, ordered_problems, reported_score
+from .results_json import ordered_problems, reported_score
 from .review import Review
 
 WIDE = 120

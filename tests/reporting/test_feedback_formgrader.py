@@ -18,7 +18,7 @@ import pytest
 from autograder.config import load_course
 from autograder.layout import CourseLayout
 from autograder.reporting.annotate import OUTPUT_NAME, annotate_autograded
-from autograder.reporting.results_json import format_points
+from autograder.text import format_points
 from conftest import PROJECT, ROOT
 
 from .feedback_samples import (

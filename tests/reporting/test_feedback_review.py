@@ -117,6 +117,25 @@ def test_a_late_submission_changed_by_a_ta_states_the_penalty_fixed_at_autograde
     assert "The autograder gave" not in commented and "Includes your instructor's review (see below)." in commented
 
 
+def test_the_late_note_and_the_ta_sentence_give_the_penalty_in_the_same_figures(ada, assignment):
+    """With a penalty of 8.38235 points (10% of an autograder's 83.8235), do the late note written at autograde
+    time and the sentence under a TA's change both say "8.38 points", as every other figure on the page is
+    rounded, rather than "8.38235" in one and "8.38" in the other?"""
+    import datetime as dt
+
+    from autograder.config import LatePolicy
+    from autograder.grading.lateness import lateness
+
+    due = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
+    policy = dataclasses.replace(assignment, due=due, late_policy=LatePolicy(grace_minutes=15, penalty_per_day=0.1))
+    note = lateness(policy, due + dt.timedelta(minutes=16, seconds=1)).note(8.38235)
+    assert note == "Submitted 17 minutes after the due date, counted as 1 day: late penalty of 10% (8.38 points)."
+    late = dataclasses.replace(ada, late_penalty=8.38235, notes=(note,))
+    text = text_of(render_feedback(late, assignment, review_for(late, late_penalty=8.38235, split_heads=(7.0, 0.0))))
+    assert note in text and "less a late penalty of 8.38 points, fixed when your submission was autograded" in text
+    assert "8.38235" not in text
+
+
 def test_the_every_check_failed_card_gives_the_autograder_s_score_beside_a_ta_s_change(assignment):
     """When every check failed alike (an unreadable notebook) and a TA then gave points, does the one
     failure card give the autograder's 0 as the autograder's, the total above it the TA's score?"""
