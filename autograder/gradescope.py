@@ -272,8 +272,8 @@ def _grade(root: Path, assignment: str, log: Callable[[str], None]) -> dict[str,
     if work.exists():
         shutil.rmtree(work)
     shutil.copytree(root / SOURCE / COURSE, work)
-    metadata = _metadata(root / METADATA)
-    student, id_notes = student_id(metadata)
+    metadata, unread = _metadata(root / METADATA)
+    student, id_notes = student_id(metadata, unread)
     user = _users(metadata)[0] if _users(metadata) else {}
     roster = io.StringIO()
     csv.writer(roster, lineterminator="\n").writerows([("id", "first_name", "email"),
@@ -304,12 +304,19 @@ def _grade(root: Path, assignment: str, log: Callable[[str], None]) -> dict[str,
     return doc
 
 
-def _metadata(path: Path) -> dict[str, Any]:
+def _metadata(path: Path) -> tuple[dict[str, Any], str]:
+    """Gradescope's submission metadata and "", or {} and what was wrong with the file (for a note)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, "is missing"
+    except (OSError, ValueError) as exc:           # a folder, no permission, not UTF-8
+        return {}, f"could not be read ({type(exc).__name__}: {truncate(str(exc), 120)})"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return {}, f"is not JSON ({truncate(str(exc), 120)})"
+    return (data, "") if isinstance(data, dict) else ({}, "does not hold a JSON object")
 
 
 def _users(metadata: dict[str, Any]) -> list[dict[str, Any]]:
@@ -324,13 +331,15 @@ def _text(value: Any) -> str:
 _ID_KEYS = {"sid": "Student ID", "email": "email", "id": "Gradescope user id"}
 
 
-def student_id(metadata: dict[str, Any]) -> tuple[str, list[str]]:
+def student_id(metadata: dict[str, Any], unread: str = "") -> tuple[str, list[str]]:
     """The id a submission is graded under (it seeds the hidden inputs), and a note for each value
     given but passed over: the first user's `sid` (Gradescope's Student ID), else their email, else
     their Gradescope user id, else "student". A value is taken when the course would take it as a
-    student id (`id_problem`). A group submission is graded once, under its first user."""
+    student id (`id_problem`). A group submission is graded once, under its first user. A submission
+    graded as "student" with no value passed over (the metadata file could not be read, `unread` saying
+    why, or names no one) gets a note too: every such submission draws the same hidden inputs."""
     passed: list[tuple[str, str, str]] = []       # (key, value, why not)
-    chosen = FALLBACK_STUDENT
+    chosen = ""
     for user in _users(metadata)[:1]:
         for key in _ID_KEYS:
             value = user.get(key)
@@ -341,9 +350,15 @@ def student_id(metadata: dict[str, Any]) -> tuple[str, list[str]]:
                 break
             if text and why is not None:
                 passed.append((key, text, why))
+    fell_back, chosen = not chosen, chosen or FALLBACK_STUDENT
     notes = [f"Your {_ID_KEYS[key]} on Gradescope ({shown_name(truncate(text, 60))!r}) cannot be a student id "
              f"here ({why}), so this submission was graded as student {shown_name(truncate(chosen, 60))!r}."
              for key, text, why in passed]
+    if fell_back and not passed:
+        why = unread or "names no user with a Student ID, email or Gradescope user id"
+        notes.append(f"Gradescope's {METADATA} {shown_name(why)}, so this submission was graded as student "
+                     f"{FALLBACK_STUDENT!r} rather than under your Student ID (its hidden inputs are those drawn "
+                     f"for {FALLBACK_STUDENT!r}); your score stands, but please tell your instructor.")
     return chosen, notes
 
 

@@ -160,6 +160,25 @@ def test_a_broken_notebook_gets_a_valid_results_json(built, tmp_path):
     assert_gradescope_results(doc)
     assert doc["score"] == 0.0 and "not valid notebook JSON" in doc["output"]
     assert doc["extra_data"]["student"] == gradescope.FALLBACK_STUDENT
+    assert doc["output"].startswith(f"Gradescope's {gradescope.METADATA} is missing, so this submission was graded "
+                                    f"as student 'student'")
+
+
+def test_unreadable_metadata_grades_as_student_and_says_so_keeping_the_score(built, tmp_path):
+    """With a submission_metadata.json that is not JSON, is edsger's notebook still graded (under 'student', its
+    score kept) with a line saying so on stdout and at the head of results.json's output, rather than silently?"""
+    root = autograder_root(tmp_path, built.bundle)
+    shutil.copy(EXAMPLE.submission("edsger", ASSIGNMENT) / NOTEBOOK, root / gradescope.SUBMISSION / NOTEBOOK)
+    (root / gradescope.METADATA).write_text("{truncated", encoding="utf-8")
+    proc, doc = run_autograder(root)
+    assert proc.returncode == 0, proc.stderr
+    assert_gradescope_results(doc)
+    assert doc["extra_data"]["student"] == gradescope.FALLBACK_STUDENT and doc["score"] > 0
+    note = (f"Gradescope's {gradescope.METADATA} is not JSON (Expecting property name enclosed in double quotes: "
+            f"line 1 column 2 (char 1)), so this submission was graded as student 'student' rather than under your "
+            f"Student ID")
+    assert doc["output"].startswith(note)
+    assert f"run_autograder: {note}" in proc.stdout
 
 
 @pytest.mark.parametrize("venv", ["project", "missing"])
@@ -246,8 +265,36 @@ def test_student_id_comes_from_the_first_user(users, sid):
     if given and given != sid:
         assert len(notes) == 1 and notes[0].startswith("Your Student ID on Gradescope (") and f"'{sid}'" in notes[0]
         assert "\x1b" not in notes[0] and len(notes[0]) < 300
+    elif sid == gradescope.FALLBACK_STUDENT:      # nobody named: said so, as when the metadata cannot be read
+        assert notes == [f"Gradescope's {gradescope.METADATA} names no user with a Student ID, email or Gradescope "
+                         f"user id, so this submission was graded as student 'student' rather than under your "
+                         f"Student ID (its hidden inputs are those drawn for 'student'); your score stands, but "
+                         f"please tell your instructor."]
     else:
         assert notes == []
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    (None, "is missing"),
+    (b"{not json", "is not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
+    (b"", "is not JSON (Expecting value: line 1 column 1 (char 0))"),
+    (b"[1, 2]", "does not hold a JSON object"),
+    (b"\xff\xfe{}", "could not be read (UnicodeDecodeError: "),
+])
+def test_metadata_that_cannot_be_read_is_named_in_the_note_of_the_fallback_id(tmp_path, content, why):
+    """Is a submission_metadata.json that is missing, not JSON, not an object or not UTF-8 read as naming nobody,
+    with the reason in the one note saying the submission was graded as 'student'; and does a Student ID that
+    happens to be 'student' get no such note?"""
+    path = tmp_path / gradescope.METADATA
+    if content is not None:
+        path.write_bytes(content)
+    metadata, unread = gradescope._metadata(path)
+    assert metadata == {} and unread.startswith(why)
+    chosen, notes = gradescope.student_id(metadata, unread)
+    assert chosen == gradescope.FALLBACK_STUDENT and len(notes) == 1
+    assert notes[0].startswith(f"Gradescope's {gradescope.METADATA} {why}")
+    assert "graded as student 'student'" in notes[0]
+    assert gradescope.student_id({"users": [{"sid": "student"}]}) == ("student", [])
 
 
 def test_a_student_id_too_long_for_a_file_name_is_graded_under_the_email(built, tmp_path):
