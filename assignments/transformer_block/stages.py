@@ -216,10 +216,12 @@ def _answers(context: ProbeContext, *args) -> bool:
 
 
 def _independent_tokens(call, x, *params) -> bool:
-    """Is each token's output the same alone, inside x, and inside a batch of two copies?"""
+    """Is each token's output the same alone, inside x, and inside a batch of two copies? An output of
+    another shape than x ends the probe (a ValueError): the shape check's own message says what is
+    wrong, and no stage is guessed from it."""
     whole = _array(call(x, *params))
     if whole.shape != x.shape:
-        return False
+        raise ValueError(f"returned shape {whole.shape} for x of shape {x.shape}")
     alone = np.concatenate([_array(call(x[i:i + 1], *params)) for i in range(x.shape[0])])
     try:
         batch = _array(call(np.stack([x, x[::-1]]), *params))

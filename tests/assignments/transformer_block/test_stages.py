@@ -78,3 +78,20 @@ def test_eps_added_after_normalising_is_not_told_the_normalisation_is_right(prob
     assert found, "no stage found"
     for m in found:
         assert "normalisation is right" not in m.hint and "eps" in m.hint, (m.id, m.hint)
+
+
+@pytest.mark.parametrize("problem", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("shape", [(3, 3), (16,), (2, 5, 16)], ids=["3x3", "one_row", "extra_axis"])
+def test_a_norm_of_the_wrong_shape_is_localised_to_no_stage(problem, shape):
+    """A norm returning an array of another shape than x (a constant np.ones((3, 3))) is not a stage's
+    mistake: does its probe name none (rather than statistics across tokens), leaving the shape check to speak?"""
+    assert CATALOGUE.localise(problem, context(problem, lambda *args, **kwargs: np.ones(shape))) == ()
+
+
+def test_a_norm_that_mixes_tokens_is_still_localised_to_statistics_across_tokens():
+    """The shape guard ends the probe only for a wrong shape: a norm of the right shape whose statistics
+    are taken over every token is still named for that stage."""
+    def whole_array(x, gamma, beta, eps=1e-5):
+        return gamma * (x - x.mean()) / np.sqrt(x.var() + eps) + beta
+    found = CATALOGUE.localise("layer_norm", context("layer_norm", whole_array))
+    assert [m.id for m in found] == ["layer_norm.statistics_across_tokens"]
