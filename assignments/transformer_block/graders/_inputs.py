@@ -133,17 +133,45 @@ def expect_clean_call(student, expect, fn, *args, what: str, if_warned: str | No
         expect.not_run(f"`{getattr(fn, '__name__', fn)}` returned None")
 
 
+def _nearly(a: np.ndarray, b: np.ndarray) -> bool:
+    """`a` equals `b` but for rounding: no entry differs by more than a millionth of a's largest."""
+    return bool(np.max(np.abs(a - b), initial=0.0) <= 1e-6 * np.max(np.abs(a), initial=0.0))
+
+
 def expect_an_answer(out, x, what: str) -> None:
-    """A property of an answer is credited only to something that could be one: finite, not one number
-    everywhere, not the input `x` handed back. A placeholder (`return np.zeros_like(x)`, `return x`)
-    is trivially unchanged by reordering tokens or by doubling a weight, and earns nothing here."""
-    if not isinstance(out, np.ndarray) or out.shape != np.shape(x) or out.dtype.kind not in "fc":
-        return                                  # the shape and dtype checks say what is wrong
+    """A property of an answer is credited only to something that could be one: real floating-point
+    numbers, finite, not one number everywhere, not a multiple of the input `x` handed back (`return x`,
+    `return 2.0 * x`), not one output for every token whatever its features. Such a placeholder is
+    trivially unchanged by reordering tokens, by doubling a weight or by later tokens, and a fixed
+    pattern can have any statistics; it earns nothing here. A wrong shape is left to the shape check."""
+    if not isinstance(out, np.ndarray) or out.shape != np.shape(x):
+        return                                  # the shape check says what is wrong
+    if out.dtype.kind != "f":
+        raise AssertionError(f"{what} returned an array of {out.dtype}, not of real floating-point numbers, "
+                             f"so this property cannot be credited.")
     if not np.isfinite(out).all():
         raise AssertionError(f"{what} has NaN or infinite entries, so this property cannot be credited.")
     if out.size > 1 and np.ptp(out) == 0:
         raise AssertionError(f"{what} returned the same number ({out.flat[0]:g}) everywhere: a placeholder, "
                              f"which this property holds of trivially, so it earns no points.")
-    if np.array_equal(out, x):
-        raise AssertionError(f"{what} returned its input x unchanged: a placeholder, which this property "
+    given, answer = np.asarray(x, dtype=np.float64), out.astype(np.float64)
+    factor = float(np.vdot(answer, given) / np.vdot(given, given)) if np.any(given) else 0.0
+    if _nearly(answer, factor * given):
+        handed_back = "its input x unchanged" if abs(factor - 1.0) <= 1e-6 else f"{factor:g} times its input x"
+        raise AssertionError(f"{what} returned {handed_back}: a placeholder, which this property "
                              f"holds of trivially, so it earns no points.")
+    rows, given_rows = answer.reshape(-1, answer.shape[-1]), given.reshape(-1, given.shape[-1])
+    if len(rows) > 1 and _nearly(rows, rows[:1]) and not _nearly(given_rows, given_rows[:1]):
+        raise AssertionError(f"{what} gave every token the same output whatever its features: a placeholder, "
+                             f"which this property holds of trivially, so it earns no points.")
+
+
+def expect_a_dependence(out, out_changed, what: str, changed: str) -> None:
+    """A property that presupposes the answer depends on something (attention on the other tokens,
+    SwiGLU on W_gate) is credited only when changing that thing changes the answer: `out_changed` is
+    the answer once `changed` changed. Answers of the wrong shape are left to the shape check."""
+    if isinstance(out, np.ndarray) and isinstance(out_changed, np.ndarray) and out.shape == out_changed.shape \
+            and out.dtype.kind == out_changed.dtype.kind == "f" and np.isfinite(out).all() \
+            and np.isfinite(out_changed).all() and _nearly(out.astype(np.float64), out_changed.astype(np.float64)):
+        raise AssertionError(f"{what} gave the same answer when {changed} changed: it ignores what this property "
+                             f"is about, holds it trivially, and earns no points.")

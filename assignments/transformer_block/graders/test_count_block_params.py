@@ -30,6 +30,16 @@ def _as_int(value):
     return value if isinstance(value, int) else None
 
 
+def _a_count(student, expect, count) -> bool:
+    """Could `count` (the student's for (64, 256, "gelu", "layernorm")) be a count of weights: a positive
+    whole number that changes with the widths? A constant (`return 0`) trivially has the type and the
+    default this file's last two checks ask about, and earns neither."""
+    count = _as_int(count)
+    if count is None or count <= 0:
+        return False
+    return _as_int(expect.call(student.count_block_params, 128, 512, "gelu", norm="layernorm")) != count
+
+
 def _check(student, ref, expect, d_model, d_ff, ffn, norm, *, hidden=False):
     """One count compared exactly. With `hidden`, the widths were drawn for this student and stay out
     of the message (the chapter's own figures are public and are named)."""
@@ -68,9 +78,10 @@ def test_count_block_params_uses_layernorm_by_default(student, ref, expect):
     """Called without norm, does count_block_params count LayerNorms, as with norm="layernorm"?"""
     got = expect.call(student.count_block_params, 64, 256, "gelu")
     # Only the default is asked about here: a count that is wrong either way is charged by the checks
-    # above, so the answer is the student's own for norm="layernorm" when that is a whole number.
+    # above, so the answer is the student's own for norm="layernorm" when that could be a count (a
+    # positive whole number that changes with the widths).
     explicit = expect.call(student.count_block_params, 64, 256, "gelu", norm="layernorm")
-    same = _as_int(explicit) if _as_int(explicit) is not None else ref.count_block_params(64, 256, "gelu")
+    same = _as_int(explicit) if _a_count(student, expect, explicit) else ref.count_block_params(64, 256, "gelu")
     expect.equal(got, same, what="count_block_params(64, 256, 'gelu')",
                  hint="It should count what norm=\"layernorm\" counts: give norm the default \"layernorm\".")
 
@@ -84,3 +95,6 @@ def test_count_block_params_returns_an_int(student, expect):
     assert got is not None, "count_block_params returned None (did you forget a `return`?); expected an int."
     assert is_int, (f"count_block_params returned {type(got).__name__}; return an int "
                     f"(use // or int(...) instead of / when a size is computed).")
+    assert _a_count(student, expect, got), (
+        f"count_block_params returned {got!r}, and a count of a block's weights is positive and grows with "
+        f"d_model and d_ff: a placeholder earns no point for its type.")

@@ -15,6 +15,7 @@ from assignments.transformer_block.graders._inputs import (
     CASE_IDS,
     CASE_LIST,
     causal_mask,
+    expect_a_dependence,
     expect_clean_call,
     expect_float32,
     tokens,
@@ -66,10 +67,13 @@ def test_pre_ln_block_is_identity_when_sublayers_output_zero(student, ref, expec
     """With W_O, W2 and b2 all zero, does pre_ln_block return x unchanged (the residual path alone)?"""
     case = CASE_LIST[0]
     x, params, h, mask = _args(ref, rng, case, 4 * case.d)
-    params = {**params, "W_O": np.zeros_like(params["W_O"]), "W2": np.zeros_like(params["W2"]),
+    zeroed = {**params, "W_O": np.zeros_like(params["W_O"]), "W2": np.zeros_like(params["W2"]),
               "b2": np.zeros_like(params["b2"])}
-    expect.matches_reference(student.pre_ln_block, (x, params, h, mask),
-                             what="pre_ln_block with W_O, W2 and b2 all zero")
+    what = "pre_ln_block with W_O, W2 and b2 all zero"
+    out = expect.matches_reference(student.pre_ln_block, (x, zeroed, h, mask), what=what)
+    # `return x` holds this property too: the sublayers must change the answer once they are not zero
+    expect_a_dependence(out, expect.call(student.pre_ln_block, x, params, h, mask), what,
+                        "W_O, W2 and b2 took ordinary values")
 
 
 @pytest.mark.points(0)

@@ -6,7 +6,13 @@ nothing is added: the mean of the squares is taken per token, and eps is added t
 import numpy as np
 import pytest
 
-from assignments.transformer_block.graders._inputs import expect_clean_call, expect_float32, normal, tokens
+from assignments.transformer_block.graders._inputs import (
+    expect_an_answer,
+    expect_clean_call,
+    expect_float32,
+    normal,
+    tokens,
+)
 from autograder.config import Tolerance
 
 SHAPES = {
@@ -55,6 +61,7 @@ def test_rms_norm_rows_have_unit_mean_square_and_keep_their_offset(student, expe
     x = tokens(rng, (6, d))
     out = expect.call(student.rms_norm, x, np.ones(d))
     expect.shape(out, (6, d), "rms_norm on x of shape (6, 32)")
+    expect_an_answer(out, x, "rms_norm on x of shape (6, 32)")
     # eps shifts the mean square by at most eps / mean(x^2), far below 1e-4 for these tokens
     expect.close(np.mean(out * out, axis=-1), np.ones(6), what="the per-token mean square of rms_norm's output",
                  tol=Tolerance(rtol=0.0, atol=1e-4))

@@ -11,6 +11,7 @@ import pytest
 
 from assignments.transformer_block.graders._inputs import (
     CASE_LIST,
+    expect_a_dependence,
     expect_an_answer,
     expect_clean_call,
     expect_float32,
@@ -48,12 +49,14 @@ def test_swiglu_ffn_keeps_float32(student, expect, rng):
 def test_swiglu_ffn_gates_only_the_W_gate_branch(student, expect, rng):
     """Is silu applied to x @ W_gate only, so that doubling W_up exactly doubles the output?"""
     x, W_gate, W_up, W_down = _args(rng, CASE_LIST[0], 21)
-    out, out_doubled = expect.call_each(student.swiglu_ffn, (x, W_gate, W_up, W_down), (x, W_gate, 2.0 * W_up, W_down))
+    out, out_doubled, out_gate = expect.call_each(student.swiglu_ffn, (x, W_gate, W_up, W_down),
+                                                  (x, W_gate, 2.0 * W_up, W_down), (x, 2.0 * W_gate, W_up, W_down))
     what = "swiglu_ffn with W_up doubled"
     with expect.excused_if_wired_right():
         expect.shape(out, x.shape, "swiglu_ffn on x of shape (5, 8)")
         expect.shape(out_doubled, x.shape, what)
         expect_an_answer(out, x, "swiglu_ffn on x of shape (5, 8)")
+        expect_a_dependence(out, out_gate, "swiglu_ffn", "W_gate (doubled)")    # x @ W_up @ W_down is linear in W_up
         expect.close(out_doubled, 2.0 * out, what=what + " (compared with twice your output for W_up)")
 
 

@@ -167,6 +167,27 @@ PLACEHOLDERS = {
     "mha_input": ("multi_head_attention", "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):\n"
                                           "    return x.copy()\n"),
     "swiglu_zeros": ("swiglu_ffn", "def swiglu_ffn(x, W_gate, W_up, W_down):\n    return np.zeros_like(x)\n"),
+    # code that ignores the computation the property is about (QA): a multiple of x, an array of booleans,
+    # unsigned or complex numbers, a row shared by every token, no gate, no sublayer
+    "mha_twice_input": ("multi_head_attention", "multi_head_attention = lambda x, *args, **kwargs: 2.0 * x\n"),
+    "mha_bool": ("multi_head_attention", "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):\n"
+                                         "    return np.ones(x.shape, dtype=bool)\n"),
+    "mha_uint64": ("multi_head_attention", "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):\n"
+                                           "    return np.full(x.shape, 3, dtype=np.uint64)\n"),
+    "mha_complex": ("multi_head_attention", "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):\n"
+                                            "    return x * 1j\n"),
+    "mha_one_row": ("multi_head_attention", "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):\n"
+                                            "    return np.broadcast_to(W_O[0], x.shape).astype(x.dtype)\n"),
+    "layer_norm_fixed_pattern": ("layer_norm", (
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+        "    signs = np.where(np.arange(x.shape[-1]) % 2 == 0, 1.0, -1.0)\n"
+        "    return np.broadcast_to(signs * gamma + beta, x.shape).astype(x.dtype)\n")),
+    "swiglu_without_gate": ("swiglu_ffn", "def swiglu_ffn(x, W_gate, W_up, W_down):\n    return x @ W_up @ W_down\n"),
+    "block_input": ("pre_ln_block", "def pre_ln_block(x, params, n_heads, mask=None):\n    return x\n"),
+    "count_zero": ("count_block_params",
+                   "def count_block_params(d_model, d_ff, ffn, norm='layernorm'):\n    return 0\n"),
+    "count_constant": ("count_block_params",
+                       "def count_block_params(d_model, d_ff, ffn, norm='layernorm'):\n    return 70_000\n"),
 }
 
 
@@ -174,7 +195,8 @@ PLACEHOLDERS = {
 @pytest.mark.parametrize("form", PLACEHOLDERS, ids=list(PLACEHOLDERS))
 def test_a_placeholder_earns_no_point_of_a_property_it_holds_trivially(session, form, seed):
     """Does a placeholder that returns zeros or its input (unchanged by reordering the tokens, by later
-    tokens under a causal mask, by doubling W_up) fail every graded check of its problem?"""
+    tokens under a causal mask, by doubling W_up), or other code that ignores the computation a property
+    check is about, fail every graded check of its problem?"""
     problem, cell = PLACEHOLDERS[form]
     checks = _checks(session, seed, cell)
     graded = [name for name in checks if name.startswith(f"test_{problem}_")]
