@@ -16,6 +16,7 @@ from assignments.transformer_block.graders._inputs import (
     CASE_IDS,
     CASE_LIST,
     causal_mask,
+    expect_a_dependence,
     expect_an_answer,
     expect_clean_call,
     expect_float32,
@@ -28,6 +29,14 @@ from assignments.transformer_block.graders._inputs import (
 def _args(rng, case, dtype=np.float64, masked=False):
     args = (tokens(rng, case.shape, dtype), *projections(rng, case.d, dtype), case.h)
     return (*args, causal_mask(case.n)) if masked else args
+
+
+def _first_token_changed(rng, x):
+    """x with its first token (of each sequence) drawn again: every later token attends to it, so
+    attention's outputs for them change; a function that never looks across tokens gives the same."""
+    changed = x.copy()
+    changed[..., :1, :] = tokens(rng, changed[..., :1, :].shape, x.dtype)
+    return changed
 
 
 @pytest.mark.points(6)
@@ -76,15 +85,18 @@ def test_multi_head_attention_is_equivariant_to_token_order(student, expect, rng
     # a cyclic shift: every token moves (a reordering that swaps two tokens can leave a split of the
     # features across heads that mixes tokens unseen)
     perm = np.roll(np.arange(x.shape[0]), int(rng.integers(1, x.shape[0])))
-    out, out_perm = expect.call_each(student.multi_head_attention, (x, *weights), (x[perm], *weights))
+    out, out_perm, out_first = expect.call_each(student.multi_head_attention, (x, *weights), (x[perm], *weights),
+                                                (_first_token_changed(rng, x), *weights))
     what = "multi_head_attention on reordered tokens"
 
-    def equivariant(out, out_perm):
+    def equivariant(out, out_perm, *_):                      # (the third call's answer is not used)
         expect.close(out_perm, out[perm], what=what + " (compared with your outputs, reordered)")
     with expect.excused_if_wired_right():
         expect.shape(out, x.shape, f"multi_head_attention on x of shape {x.shape}")
         expect.shape(out_perm, x.shape, what)
         expect_an_answer(out, x, f"multi_head_attention on x of shape {x.shape}")
+        expect_a_dependence(out[1:], out_first[1:], "multi_head_attention (the other tokens' outputs)",
+                            "only the first token")
     with expect.excused_if_wired_right(holds=equivariant):      # not when only split_heads or merge_heads breaks it
         equivariant(out, out_perm)
 
@@ -97,16 +109,20 @@ def test_multi_head_attention_causal_mask_hides_later_tokens(student, expect, rn
     k = int(rng.integers(0, case.n - 1))                  # tokens 0..k stay, the rest change
     changed = x.copy()
     changed[..., k + 1:, :] = tokens(rng, changed[..., k + 1:, :].shape)
-    out, out_changed = expect.call_each(student.multi_head_attention, (x, *weights, mask), (changed, *weights, mask))
+    out, out_changed, out_first = expect.call_each(student.multi_head_attention, (x, *weights, mask),
+                                                   (changed, *weights, mask),
+                                                   (_first_token_changed(rng, x), *weights, mask))
     what = "multi_head_attention with a causal mask"
 
-    def hides_later_tokens(out, out_changed):
+    def hides_later_tokens(out, out_changed, *_):             # likewise
         expect.close(out_changed[..., :k + 1, :], out[..., :k + 1, :],
                      what=f"{what} (earlier tokens' outputs, once only later tokens change)")
     with expect.excused_if_wired_right():
         expect.shape(out, x.shape, what)
         expect.shape(out_changed, x.shape, what)
         expect_an_answer(out, x, what)
+        expect_a_dependence(out[..., 1:, :], out_first[..., 1:, :], f"{what} (the later tokens' outputs)",
+                            "only the first token")
     with expect.excused_if_wired_right(holds=hides_later_tokens):   # likewise
         hides_later_tokens(out, out_changed)
 

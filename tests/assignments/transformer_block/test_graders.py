@@ -168,7 +168,8 @@ PLACEHOLDERS = {
                                           "    return x.copy()\n"),
     "swiglu_zeros": ("swiglu_ffn", "def swiglu_ffn(x, W_gate, W_up, W_down):\n    return np.zeros_like(x)\n"),
     # code that ignores the computation the property is about (QA): a multiple of x, an array of booleans,
-    # unsigned or complex numbers, a row shared by every token, no gate, no sublayer
+    # unsigned or complex numbers, a row shared by every token, tokens that never meet, no gate,
+    # no sublayer
     "mha_twice_input": ("multi_head_attention", "multi_head_attention = lambda x, *args, **kwargs: 2.0 * x\n"),
     "mha_bool": ("multi_head_attention", "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):\n"
                                          "    return np.ones(x.shape, dtype=bool)\n"),
@@ -178,6 +179,8 @@ PLACEHOLDERS = {
                                             "    return x * 1j\n"),
     "mha_one_row": ("multi_head_attention", "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):\n"
                                             "    return np.broadcast_to(W_O[0], x.shape).astype(x.dtype)\n"),
+    "mha_no_mixing": ("multi_head_attention", "def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):\n"
+                                              "    return 2.0 * (x @ W_V @ W_O)\n"),
     "layer_norm_fixed_pattern": ("layer_norm", (
         "def layer_norm(x, gamma, beta, eps=1e-5):\n"
         "    signs = np.where(np.arange(x.shape[-1]) % 2 == 0, 1.0, -1.0)\n"
