@@ -346,7 +346,8 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
 
     def _rows(self, gradebook: Any, course: Course) -> list[dict[str, Any]]:
         """nbgrader's CsvExportPlugin rows (its values, not yet text: `_cell`), with the course's
-        extension columns."""
+        extension columns and `submitted` (not exported: whether the gradebook holds a submission, which
+        a missing or unreadable timestamp.txt leaves without a timestamp)."""
         from nbgrader.api import MissingEntry
 
         from .reporting.gradebook import naive_utc
@@ -368,10 +369,11 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                 try:
                     submission = gradebook.find_submission(assignment.name, student.id)
                 except MissingEntry:
-                    row.update(timestamp="", raw_score=0.0, late_submission_penalty=0.0, score=0.0)
+                    row.update(submitted=False, timestamp="", raw_score=0.0, late_submission_penalty=0.0,
+                               score=0.0)
                 else:
                     penalty = submission.late_submission_penalty
-                    row.update(timestamp=submission.timestamp, raw_score=submission.score,
+                    row.update(submitted=True, timestamp=submission.timestamp, raw_score=submission.score,
                                late_submission_penalty=penalty, score=max(0.0, submission.score - penalty))
                     mine = ours.extensions.get(student.id) if ours is not None else None
                     if ours is not None and submission.extension and submission.extension != (mine and mine.delta):

@@ -412,22 +412,45 @@ def test_export_with_a_broken_roster_says_so_in_one_line(tmp_path, lms):
 def test_a_student_without_a_submission_who_is_not_due_yet_is_named(lms):
     """A student who has not submitted is exported with 0, which the LMS shows as their grade: is there one
     line per assignment naming those whose due date, or whose own extension, is still ahead, and none for
-    a student past due or one who submitted?"""
+    a student past due or one who submitted, even one whose submission has no timestamp (its timestamp.txt
+    missing, blank or unreadable)?"""
     import datetime as dt
 
     now = dt.datetime(2026, 3, 1, 12, 0)
     past, ahead = now - dt.timedelta(days=1), now + dt.timedelta(hours=1)
-    rows = [{**_row(sid, f"{sid}@e.edu"), "timestamp": stamp, "duedate": due, "extended_duedate": extended}
-            for sid, stamp, due, extended in (("ada", "", past, ""), ("bob", "", past, ahead),
-                                              ("cy", past, ahead, ""), ("dee", "", ahead, ""))]
+    rows = [{**_row(sid, f"{sid}@e.edu"), "submitted": sent, "timestamp": stamp, "duedate": due,
+             "extended_duedate": extended}
+            for sid, sent, stamp, due, extended in (("ada", False, "", past, ""), ("bob", False, "", past, ahead),
+                                                    ("cy", True, past, ahead, ""), ("dee", False, "", ahead, ""),
+                                                    ("eve", True, None, ahead, ""))]
     roster = _roster(*(RosterStudent(r["student_id"], sis_user_id=f"S-{r['student_id']}") for r in rows))
     got = lms_table(lms, [(A, 100.0)], rows, roster, {}, now=now)
     assert got.warnings == (
         f"{A}: bob and dee have not submitted and are not due yet (the due date, or an extension, is still ahead), "
         f"but are exported with 0, which the LMS will show as the grade; export after the due date, or without "
         f"this assignment (--assignment)",)
-    assert [r[-1] for r in got.records[-4:]] == ["1.0"] * 4          # the scores themselves are unchanged
+    assert [r[-1] for r in got.records[-5:]] == ["1.0"] * 5          # the scores themselves are unchanged
     assert lms_table(lms, [(A, 100.0)], rows, roster, {}, now=ahead + dt.timedelta(seconds=1)).warnings == ()
+
+
+def test_export_names_as_not_submitted_only_students_the_gradebook_holds_no_submission_of(tmp_path):
+    """Through `nbgrader export --CourseCsvExport.lms=canvas` before the due date: is a student whose
+    submission the gradebook holds without a timestamp (its timestamp.txt missing, blank or unreadable) left
+    out of the "have not submitted" line, which names the student who has no submission?"""
+    import datetime as dt
+
+    from nbgrader.api import Gradebook
+
+    folder = course_with_students(tmp_path / "course", ())
+    (folder / "roster.csv").write_text("id\nada\nnora\n", encoding="utf-8")
+    with Gradebook(load_course(folder).gradebook_url) as gb:
+        gb.add_assignment(QUIZ, duedate=dt.datetime(2099, 1, 1))
+        gb.add_student("ada")
+        gb.add_submission(QUIZ, "ada", timestamp=None)
+    done = export(folder, "canvas.csv", "--CourseCsvExport.lms=canvas")
+    assert done.returncode == 0, done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if "not submitted" in ln]
+    assert len(lines) == 1 and f"{QUIZ}: nora has not submitted and is not due yet" in lines[0], done.stderr
 
 
 def test_canvas_name_with_points_possible_is_not_taken_for_the_points_row():

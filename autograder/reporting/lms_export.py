@@ -103,8 +103,10 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
     """The CSV records of the `lms` file ('canvas' or 'moodle'), and its warnings.
 
     `assignments`: (name, max score) of each exported assignment, in order; `rows`: the long export's
-    rows (raw values; `student_id`, `first_name`, `last_name`, `email`, `assignment`, `score`, and
-    where known `timestamp`, `duedate`, `extended_duedate`, naive UTC as nbgrader keeps them);
+    rows (raw values; `student_id`, `first_name`, `last_name`, `email`, `assignment`, `score`,
+    `submitted` (whether the gradebook holds a submission: its `timestamp` may be empty all the same, when
+    the student's timestamp.txt was missing or unreadable), and where known `duedate` and
+    `extended_duedate`, naive UTC as nbgrader keeps them);
     `roster`: the roster's students by id (their SIS ids and section); `lms_ids`: the gradebook's
     `lms_user_id` by student id. A student on no roster has only their id as `SIS Login ID`/`Username`.
     Moodle's `ID number` and `Email address` columns are left out unless every student has their own;
@@ -284,13 +286,14 @@ def off_roster_warning(lms: str, students: Sequence[str]) -> str:
 
 
 def not_due_yet(rows: Iterable[Mapping[str, Any]], now: dt.datetime) -> list[str]:
-    """A line per assignment naming the students without a submission whose due date (their
-    extension's, when they have one) is still ahead of `now`: their 0 is not a grade yet, but the LMS
-    would show it as one."""
+    """A line per assignment naming the students without a submission (a row whose `submitted` is
+    false; not the timestamp, which a submission without a readable timestamp.txt lacks) whose due date
+    (their extension's, when they have one) is still ahead of `now`: their 0 is not a grade yet, but the
+    LMS would show it as one."""
     waiting: dict[str, list[str]] = {}
     for row in rows:
         due = row.get("extended_duedate") or row.get("duedate")
-        if not row.get("timestamp") and isinstance(due, dt.datetime) and due > now:
+        if not row.get("submitted") and isinstance(due, dt.datetime) and due > now:
             waiting.setdefault(row["assignment"], []).append(row["student_id"])
     lines = []
     for name, who in waiting.items():
