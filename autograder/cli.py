@@ -140,7 +140,8 @@ def _parser() -> argparse.ArgumentParser:
                              "the assignment's course files and the course secret; see docs/gradescope.md)")
     gs.add_argument("assignment", help="an assignment from course.yml")
     gs.add_argument("--to", metavar="FILE",
-                    help="where to write the zip (default: gradescope/ASSIGNMENT-autograder.zip)")
+                    help="where to write the zip (default: gradescope/ASSIGNMENT-autograder.zip, its folder made "
+                         "when missing); FILE's folder must exist")
     gs.add_argument("--visibility", default="visible", metavar="WHEN",
                     help="when students see their results on Gradescope: hidden, after_due_date, after_published "
                          "or visible (results.json's visibility; default: visible)")

@@ -52,6 +52,7 @@ from .layout import (
     NBGRADER_CONFIG,
     ROSTER_FILE,
     CourseLayout,
+    output_problem,
     student_id_problem,
 )
 from .reporting.results_json import VISIBILITIES, atomic_write_text
@@ -89,12 +90,18 @@ class Bundle:
 def build_bundle(course_dir: str | Path, assignment: str, *, to: str | Path | None = None,
                  visibility: str = "visible") -> Bundle:
     """Write the Gradescope autograder zip of `assignment` (default `gradescope/<assignment>-autograder.zip`
-    in the course folder). The course secret is created if the course has none yet, so that a local
-    `course autograde` later draws the same hidden inputs as Gradescope."""
+    in the course folder, whose gradescope/ folder is made when missing). A `to` that is a folder, or
+    a file in a folder that does not exist, is refused (a CourseError, one line, as `nbgrader export
+    --to` refuses it: no folder is made for a file named on the command line), as is a zip that cannot
+    be written. The course secret is created if the course has none yet, so that a local `course
+    autograde` later draws the same hidden inputs as Gradescope."""
     from .grading.seeds import course_secret
 
     if visibility not in VISIBILITIES:
         raise CourseError(f"--visibility: expected one of {', '.join(VISIBILITIES)}, got {visibility!r}")
+    problem = output_problem(to) if to is not None else None
+    if problem:
+        raise CourseError(f"--to {to}: {problem}; no zip written")
     course = load_course(course_dir)
     a = course.assignment(assignment)
     course_secret(course.secret_file)
@@ -116,7 +123,11 @@ def build_bundle(course_dir: str | Path, assignment: str, *, to: str | Path | No
         _write_script(stage / "setup.sh", setup_script())
         _write_script(stage / "run_autograder", run_script(visibility))
         load_course(stage / COURSE).assignment(a.name)          # the bundled course reads as it will on Gradescope
-        return Bundle(dest, _zip(stage, dest))
+        try:
+            return Bundle(dest, _zip(stage, dest))
+        except OSError as exc:           # permissions, a full disk: nothing is left in dest's place
+            raise CourseError(f"{course.layout.relative(dest)}: cannot be written "
+                              f"({exc.strerror or type(exc).__name__}); no zip written") from None
 
 
 def _stage_course(course: Course, assignment: str, into: CourseLayout) -> None:

@@ -204,6 +204,23 @@ def write_problem(folder: Path, name: Callable[[Path], str] = str) -> str | None
     return f"{name(probe)} cannot be written by uid {os.geteuid()} ({owner})"
 
 
+def output_problem(path: str | Path) -> str | None:
+    """Why no file can be written at `path`, a file named on the command line (`--to` of `nbgrader export`
+    and of `course gradescope`), worded to follow "--to PATH: ", or None: it is a folder, or the folder it
+    would go in is missing or not a folder. No folder is made for such a file (a mistyped path would leave
+    new folders behind), as `open()` makes none. What else stops the write (permissions, a full disk) is
+    the write's own error."""
+    target = Path(os.path.abspath(path))
+    if target.is_dir():
+        return "is a folder: name the file to write (in it or elsewhere)"
+    folder = target.parent
+    if not folder.exists():
+        return f"its folder {folder} does not exist, and none is made for a file named here: create it first"
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    return None
+
+
 def write_problems(folders: Iterable[Path], name: Callable[[Path], str] = str, *, shown: int = 3) -> str | None:
     """One line for the folders of `folders` that cannot be written (the first `shown` named), or None."""
     problems = list(dict.fromkeys(p for p in (write_problem(f, name) for f in folders) if p is not None))

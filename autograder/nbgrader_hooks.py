@@ -40,7 +40,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from nbconvert.exporters import Exporter
 from nbformat import NotebookNode
@@ -51,7 +51,7 @@ from traitlets import Bool, Unicode, default
 
 from .config import Course, Extension, load_course
 from .errors import ConfigError, CourseError, ExportError
-from .layout import NBGRADER_CONFIG, RESULTS_JSON
+from .layout import NBGRADER_CONFIG, RESULTS_JSON, output_problem
 from .notebooks import over_notebook_limits_file
 
 HOOKS = __name__
@@ -276,7 +276,9 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
     the mark for the system's legacy code page).
     `lms` (`canvas`, `moodle`) writes the same rows' scores one row per student, one column per
     assignment, with the roster's LMS ids (`reporting.lms_export`); students that file could not tell
-    apart stop the export (one line, exit 2, no file)."""
+    apart stop the export (one line, exit 2, no file). So does a `--to` that names a folder, or a file in
+    a folder that does not exist (`layout.output_problem`: no folder is made), and a file that cannot be
+    written."""
 
     course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
     excel = Bool(False, help="start the CSV file with a UTF-8 byte-order mark, for Excel (Canvas's and Moodle's "
@@ -290,14 +292,14 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
         from .reporting.lms_export import LMS_FORMATS
 
         if self.lms not in LMS_FORMATS:       # before anything is synced or written
-            print(f"nbgrader export: CourseCsvExport.lms is {self.lms!r}; expected one of "
-                  f"{', '.join(LMS_FORMATS)}", file=sys.stderr, flush=True)
-            raise SystemExit(2)               # not an Exception: nbgrader would print a traceback
+            _refuse(f"CourseCsvExport.lms is {self.lms!r}; expected one of {', '.join(LMS_FORMATS)}")
+        problem = output_problem(self.to or DEFAULT_EXPORT)
+        if problem:
+            _refuse(f"--to {self.to or DEFAULT_EXPORT}: {problem}; no file written")
         try:
             self._export(gradebook)
         except ConfigError as exc:            # a broken course.yml or roster: one line, as `course` prints it
-            print(f"nbgrader export: {exc}", file=sys.stderr, flush=True)
-            raise SystemExit(2) from None
+            _refuse(str(exc))
 
     def _export(self, gradebook: Any) -> None:
         from .reporting.gradebook import gradebook_lock, sync_roster
@@ -320,7 +322,7 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             self.log.warning("%s: in the gradebook but not in course.yml; its rows are exported as the gradebook "
                              "holds them (`nbgrader db assignment remove %s` takes it out of the gradebook)",
                              name, name)
-        dest = self.to or "grades.csv"
+        dest = self.to or DEFAULT_EXPORT
         if self.lms == "nbgrader":
             records = [list(EXPORT_COLUMNS), *([_cell(key, row[key]) for key in EXPORT_COLUMNS] for row in rows)]
             warnings = _identifier_warnings(rows)
@@ -330,14 +332,16 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             try:
                 lms_file = lms_table(self.lms, assignments, rows, {s.id: s for s in course.students()}, lms_ids)
             except ExportError as exc:        # students the file could not tell apart: nothing written
-                print(f"nbgrader export: {exc}", file=sys.stderr, flush=True)
-                raise SystemExit(2) from None
+                _refuse(str(exc))
             records, warnings = lms_file.records, list(lms_file.warnings)
         for line in warnings:
             self.log.warning(line)
         self.log.info("Exporting grades to %s", dest)
-        with open_export(dest, "utf-8-sig" if self.excel else "utf-8") as fh:
-            csv.writer(fh, lineterminator="\n").writerows(records)
+        try:
+            with open_export(dest, "utf-8-sig" if self.excel else "utf-8") as fh:
+                csv.writer(fh, lineterminator="\n").writerows(records)
+        except OSError as exc:                # permissions, a full disk: a file replaced whole is left as it was
+            _refuse(f"--to {dest}: cannot be written ({exc.strerror or type(exc).__name__})")
 
     def _assignments(self, gradebook: Any) -> list[Any]:
         """The gradebook's assignments that `--assignment` leaves in (all without it), in its order."""
@@ -392,6 +396,16 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                     f"penalty follow it, and the next `course autograde {assignment.name}` writes it into the "
                     f"gradebook")
         return rows
+
+
+DEFAULT_EXPORT = "grades.csv"         # nbgrader export's file without --to
+
+
+def _refuse(line: str) -> NoReturn:
+    """Stop `nbgrader export` with `line` on stderr and exit code 2, as `course` stops on a CourseError
+    (SystemExit, not an Exception: nbgrader would print a traceback)."""
+    print(f"nbgrader export: {line}", file=sys.stderr, flush=True)
+    raise SystemExit(2) from None
 
 
 @contextlib.contextmanager

@@ -221,6 +221,21 @@ def test_place_notebooks_finds_the_notebook_sensibly(tmp_path, files, taken, not
         assert len(notes) == 1 and all(name in notes[0] for name in seen), notes
 
 
+def test_a_zip_named_in_a_missing_folder_or_as_a_folder_is_refused_in_one_line(tmp_path):
+    """Does `course gradescope --to` a file in a folder that does not exist, or a folder, exit 2 with one
+    line naming it, as `nbgrader export --to` does, making no folder and writing no zip?"""
+    course = copy_course(tmp_path / "course")
+    (tmp_path / "out").mkdir()
+    for to, why in ((tmp_path / "no" / "x.zip", "its folder"), (tmp_path / "out", "is a folder")):
+        done = subprocess.run([sys.executable, "-m", "autograder.cli", "gradescope", ASSIGNMENT, "--to", str(to),
+                               "--course-dir", str(course)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"course: error: --to {to}: {why}"), done.stderr
+        assert lines[0].endswith("; no zip written")
+    assert not (tmp_path / "no").exists() and list((tmp_path / "out").iterdir()) == []
+
+
 def test_place_notebooks_names_what_it_found_when_nothing_fits(tmp_path):
     """With a.ipynb and work/b.ipynb and no transformer-block.ipynb, does the note say exactly that?"""
     submission = tmp_path / "submission"

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from autograder.layout import COURSE_PARTS, CourseLayout, copy_course, write_problem, write_problems
+from autograder.layout import (
+    COURSE_PARTS,
+    CourseLayout,
+    copy_course,
+    output_problem,
+    write_problem,
+    write_problems,
+)
 from conftest import ROOT, as_other_user
 
 STEPS = ("source", "release", "submitted", "autograded", "feedback")
@@ -67,6 +74,22 @@ def _builds_step_path(node: ast.AST) -> str | None:
                 if match:
                     return match.group(1)
     return None
+
+
+def test_output_problem_refuses_a_folder_and_a_file_in_a_missing_folder(tmp_path, monkeypatch):
+    """For a file named on the command line (`--to`): is a folder refused, a file in a missing folder (or
+    under a file) refused naming that folder, with nothing made, and a new or existing file, relative
+    or not, accepted?"""
+    (tmp_path / "old.csv").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    assert output_problem(tmp_path) == "is a folder: name the file to write (in it or elsewhere)"
+    assert output_problem(tmp_path / "no" / "such" / "x.csv") == (
+        f"its folder {tmp_path / 'no' / 'such'} does not exist, and none is made for a file named here: "
+        f"create it first")
+    assert output_problem(tmp_path / "old.csv" / "x.csv") == f"{tmp_path / 'old.csv'} is not a folder"
+    assert not (tmp_path / "no").exists()
+    for fine in ("new.csv", "old.csv", str(tmp_path / "new.csv")):
+        assert output_problem(fine) is None, fine
 
 
 def test_write_problem_names_a_folder_another_user_cannot_write(shared_dir):

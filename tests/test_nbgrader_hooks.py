@@ -481,6 +481,21 @@ def test_export_to_stdout_or_a_fifo_writes_into_it_and_replaces_nothing(course_c
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and not (course_copy / "grades.fifo.tmp").exists()
 
 
+def test_export_to_a_folder_or_into_a_missing_folder_is_refused_in_one_line(course_copy):
+    """Does `nbgrader export --to` a folder, or a file in a folder that does not exist, exit 2 with one line
+    naming the path given (no traceback), write nothing and make no folder?"""
+    _course_with_an_assignment(course_copy)
+    (course_copy / "out").mkdir()
+    for to, why in (("out", "is a folder"), ("no/such/grades.csv", "its folder")):
+        done = _export(course_copy, "--CourseCsvExport.lms=canvas", to=to)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert "Traceback" not in done.stderr, done.stderr
+        lines = [ln for ln in done.stderr.splitlines() if ln.startswith("nbgrader export:")]
+        assert len(lines) == 1 and lines[0].startswith(f"nbgrader export: --to {to}: {why}"), done.stderr
+        assert lines[0].endswith("; no file written")
+    assert list((course_copy / "out").iterdir()) == [] and not (course_copy / "no").exists()
+
+
 def test_export_warns_of_an_extension_given_in_the_gradebook_and_not_in_course_yml(course_copy):
     """When a TA gave ada an extension through nbgrader's gradebook (course.yml gives her none), does the
     export say that extensions are course.yml's and that it follows course.yml, naming her and the
