@@ -397,6 +397,13 @@ def stale_due_dates(assignment: Assignment, results: Iterable[SubmissionResult])
     course.yml gives the student now), "" otherwise. Their penalties, in the gradebook, `nbgrader
     export` and the pages, are from before until `course autograde` grades them again (a changed
     course.yml entry makes it grade every submission again)."""
+    return _stale_line(assignment, stale_due_students(assignment, results), "due date or extensions",
+                       "late penalty", "late penalties", "from before")
+
+
+def stale_due_students(assignment: Assignment, results: Iterable[SubmissionResult]) -> list[str]:
+    """The students of `results` whose late penalty was taken against another due date or extension than
+    course.yml gives them now (`stale_due_dates`), in order."""
     stale = []
     for result in results:
         if result.state != "graded" or not result.submitted_at:     # no timestamp: no penalty either way
@@ -406,7 +413,7 @@ def stale_due_dates(assignment: Assignment, results: Iterable[SubmissionResult])
         words = extension.describe() if extension is not None and extension.delta else ""
         if (result.due, result.extension) != (due.isoformat() if due is not None else "", words):
             stale.append(result.student)
-    return _stale_line(assignment, stale, "due date or extensions", "late penalty", "late penalties", "from before")
+    return stale
 
 
 def stale_points(assignment: Assignment, results: Iterable[SubmissionResult]) -> str:

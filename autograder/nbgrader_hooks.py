@@ -316,7 +316,8 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             rows = self._rows(gradebook, course)
             assignments = [(a.name, a.max_score) for a in self._assignments(gradebook)]
             lms_ids = {s.id: s.lms_user_id or "" for s in gradebook.students}
-        for line in [*_stale_results(course, rows), *self._extension_notes]:
+        stale_lines, stale_due = _stale_results(course, rows)
+        for line in [*stale_lines, *self._extension_notes(stale_due)]:
             self.log.warning(line)
         for name in sorted({name for name, _ in assignments} - {a.name for a in course.assignments}):
             self.log.warning("%s: in the gradebook but not in course.yml; its rows are exported as the gradebook "
@@ -359,10 +360,10 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
         students = {str(s) for s in self.student}
         names = {a.name: a for a in course.assignments}
         rows = []
-        self._extension_notes: list[str] = []
+        self._elsewhere: dict[str, list[tuple[str, str]]] = {}   # assignment -> (student, the gradebook's extension)
         for assignment in self._assignments(gradebook):
             ours = names.get(assignment.name)
-            elsewhere: list[str] = []             # students given another extension in the gradebook
+            elsewhere = self._elsewhere.setdefault(assignment.name, [])
             for student in gradebook.students:
                 if students and student.id not in students:
                     continue
@@ -382,20 +383,29 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                     mine = ours.extensions.get(student.id) if ours is not None else None
                     if ours is not None and submission.extension and submission.extension != (mine and mine.delta):
                         given = Extension(days=submission.extension.days, hours=submission.extension.seconds / 3600)
-                        elsewhere.append(f"{student.id} ({given.describe()})")
+                        elsewhere.append((student.id, given.describe()))
                 ext = ours.extensions.get(student.id) if ours is not None else None
                 due = ours.due_for(student.id) if ours is not None and ext is not None else None
                 row["extension"] = ext.describe() if ext is not None else ""
                 row["extended_duedate"] = naive_utc(due) if due is not None else ""
                 rows.append(row)
-            if elsewhere:
-                self._extension_notes.append(
-                    f"{assignment.name}: the gradebook gives {', '.join(elsewhere[:5])}"
-                    f"{f' and {len(elsewhere) - 5} more' if len(elsewhere) > 5 else ''} another extension than "
-                    f"course.yml; extensions are course.yml's (assignments[].extensions): the export and the late "
-                    f"penalty follow it, and the next `course autograde {assignment.name}` writes it into the "
-                    f"gradebook")
         return rows
+
+    def _extension_notes(self, stale: set[tuple[str, str]]) -> list[str]:
+        """A line per assignment naming the students whose extension in the gradebook (given there, by a
+        TA) is not course.yml's, leaving out those of `stale` ((assignment, student): their late penalty
+        was taken against an earlier course.yml, which `_stale_results`' line says; the gradebook's
+        extension is that earlier one, and the same regrading writes course.yml's)."""
+        lines = []
+        for name, given in self._elsewhere.items():
+            shown = [f"{sid} ({words})" for sid, words in given if (name, sid) not in stale]
+            if shown:
+                lines.append(f"{name}: the gradebook gives {', '.join(shown[:5])}"
+                             f"{f' and {len(shown) - 5} more' if len(shown) > 5 else ''} another extension than "
+                             f"course.yml; extensions are course.yml's (assignments[].extensions): the export's "
+                             f"extension columns and the late penalty follow it, and the next `course autograde "
+                             f"{name}` writes it into the gradebook")
+        return lines
 
 
 DEFAULT_EXPORT = "grades.csv"         # nbgrader export's file without --to
@@ -448,19 +458,22 @@ def _through_system_folders(path: str) -> bool:
     return False
 
 
-def _stale_results(course: Course, rows: list[dict[str, Any]]) -> list[str]:
+def _stale_results(course: Course, rows: list[dict[str, Any]]) -> tuple[list[str], set[tuple[str, str]]]:
     """A line per assignment whose late penalties in `rows` were taken against another due date or
     extension than course.yml's now, one per assignment whose scores are out of other points, and one
     per assignment with grades taken while a grader failed (`consistency.stale_results`): the export's
-    due, extension and max score columns are course.yml's, its penalties and scores the last autograde's."""
+    due, extension and max score columns are course.yml's, its penalties and scores the last autograde's.
+    With the lines, the (assignment, student) pairs whose late penalty is from before."""
     from .api import graded_result
-    from .consistency import stale_results
+    from .consistency import stale_due_students, stale_results
 
-    out = []
+    out, stale = [], set()
     for a in course.assignments:
         graded = {r["student_id"] for r in rows if r["assignment"] == a.name}
-        out += stale_results(a, filter(None, (graded_result(course, a, sid) for sid in sorted(graded))))
-    return out
+        results = [r for r in (graded_result(course, a, sid) for sid in sorted(graded)) if r is not None]
+        out += stale_results(a, results)
+        stale |= {(a.name, sid) for sid in stale_due_students(a, results)}
+    return out, stale
 
 
 def _cell(column: str, value: Any) -> str:

@@ -184,7 +184,7 @@ def test_results_graded_against_another_due_date_or_extension_are_named():
     import datetime as dt
 
     from autograder.config import Assignment, Extension, Limits
-    from autograder.consistency import stale_due_dates
+    from autograder.consistency import stale_due_dates, stale_due_students
     from autograder.grading.results import SubmissionResult
 
     due = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
@@ -202,6 +202,7 @@ def test_results_graded_against_another_due_date_or_extension_are_named():
               graded("dan", due, "1 day", submitted_at=""), graded("eve", due, "1 day", state="crashed")]
     assert stale_due_dates(a, before).startswith(
         "hw: course.yml's due date or extensions changed since kat, bob, cy were graded; the late penalties ")
+    assert stale_due_students(a, before) == ["kat", "bob", "cy"] and stale_due_students(a, now) == []
 
 
 def test_results_scored_out_of_other_points_are_named_with_the_changes():

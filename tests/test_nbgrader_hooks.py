@@ -171,7 +171,9 @@ def _warns(folder, warning: str | None) -> None:
 def test_export_and_feedback_warn_when_course_yml_changed_the_due_date_since_grading(tmp_path):
     """With an extension for alan (late by 10 hours) added to course.yml after his penalty was taken, do
     `nbgrader export` and `course feedback` say once that the penalty is from before and to run `course
-    autograde`, and, once it has, no longer (the penalty gone)?"""
+    autograde`, and, once it has, no longer (the penalty gone)? And with that extension changed in course.yml
+    afterwards (the gradebook holding the one graded with), is that still their one line, with no other
+    claiming that the penalty follows course.yml already?"""
     import subprocess
     import sys
 
@@ -194,6 +196,8 @@ def test_export_and_feedback_warn_when_course_yml_changed_the_due_date_since_gra
     _warns(folder, None)
     assert api.graded_result(load_course(folder), load_course(folder).assignment("transformer-block"),
                              "alan").late_penalty == 0
+    config.write_text(config.read_text().replace("extensions: {alan: {days: 1}}", "extensions: {alan: {hours: 2}}"))
+    _warns(folder, warning)
 
 
 def test_export_and_feedback_warn_of_grades_taken_while_a_grader_failed(tmp_path):
