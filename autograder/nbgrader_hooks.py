@@ -53,6 +53,7 @@ from .config import Course, Extension, load_course
 from .errors import ConfigError, CourseError, ExportError
 from .layout import NBGRADER_CONFIG, RESULTS_JSON, output_problem
 from .notebooks import over_notebook_limits_file
+from .text import shown_name
 
 HOOKS = __name__
 # nbgrader's command-line apps that this engine routes: run with a course.yml that cannot be read,
@@ -277,8 +278,8 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
     `lms` (`canvas`, `moodle`) writes the same rows' scores one row per student, one column per
     assignment, with the roster's LMS ids (`reporting.lms_export`); students that file could not tell
     apart stop the export (one line, exit 2, no file). So does a `--to` that names a folder, or a file in
-    a folder that does not exist (`layout.output_problem`: no folder is made), and a file that cannot be
-    written."""
+    a folder that does not exist (`layout.output_problem`: no folder is made), a file that cannot be
+    written, and an `--assignment` the gradebook does not hold."""
 
     course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
     excel = Bool(False, help="start the CSV file with a UTF-8 byte-order mark, for Excel (Canvas's and Moodle's "
@@ -313,6 +314,9 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             except BaseException:
                 gradebook.db.rollback()
                 raise
+            unknown = self._unknown_assignments(gradebook, course)
+            if unknown:
+                _refuse(unknown)
             rows = self._rows(gradebook, course)
             assignments = [(a.name, a.max_score) for a in self._assignments(gradebook)]
             lms_ids = {s.id: s.lms_user_id or "" for s in gradebook.students}
@@ -343,6 +347,20 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                 csv.writer(fh, lineterminator="\n").writerows(records)
         except OSError as exc:                # permissions, a full disk: a file replaced whole is left as it was
             _refuse(f"--to {dest}: cannot be written ({exc.strerror or type(exc).__name__})")
+
+    def _unknown_assignments(self, gradebook: Any, course: Course) -> str | None:
+        """The line refusing the export when `--assignment` names an assignment the gradebook does not
+        hold (a typo would otherwise give a file without its column or rows, with exit code 0), naming
+        those it does hold; None when each is known."""
+        held = [a.name for a in gradebook.assignments]
+        unknown = [name for name in dict.fromkeys(str(a) for a in self.assignment) if name not in held]
+        if not unknown:
+            return None
+        planned = [name for name in unknown if name in {a.name for a in course.assignments}]
+        why = (f" ({', '.join(planned)} {'is' if len(planned) == 1 else 'are'} in course.yml, but nothing of "
+               f"{'it' if len(planned) == 1 else 'them'} has been released or graded yet)" if planned else "")
+        return (f"--assignment {', '.join(shown_name(n) for n in unknown)}: not in the gradebook{why}, which holds "
+                f"{', '.join(held) if held else 'no assignment yet'}; no file written")
 
     def _assignments(self, gradebook: Any) -> list[Any]:
         """The gradebook's assignments that `--assignment` leaves in (all without it), in its order."""

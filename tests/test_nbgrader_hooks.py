@@ -500,6 +500,26 @@ def test_export_to_a_folder_or_into_a_missing_folder_is_refused_in_one_line(cour
     assert list((course_copy / "out").iterdir()) == [] and not (course_copy / "no").exists()
 
 
+def test_export_of_an_assignment_the_gradebook_does_not_hold_is_refused_naming_those_it_does(course_copy):
+    """Does `nbgrader export --assignment` with a name the gradebook does not hold (a typo; one in course.yml
+    not yet released) exit 2 with one line naming it and the gradebook's assignments, writing no file,
+    rather than a header-only file with exit code 0?"""
+    (course_copy / "roster.csv").write_text("id\nada\n")
+    done = _export(course_copy, "--assignment=transformer-block")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert ("nbgrader export: --assignment transformer-block: not in the gradebook (transformer-block is in "
+            "course.yml, but nothing of it has been released or graded yet), which holds no assignment yet; no file "
+            "written") in done.stderr.splitlines(), done.stderr
+    _course_with_an_assignment(course_copy)
+    done = _export(course_copy, "--assignment=nosuch", "--CourseCsvExport.lms=canvas")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr
+    assert [ln for ln in done.stderr.splitlines() if ln.startswith("nbgrader export:")] == [
+        "nbgrader export: --assignment nosuch: not in the gradebook, which holds transformer-block; no file written"]
+    assert not (course_copy / "grades.csv").exists()
+    assert _export(course_copy, "--assignment=transformer-block").returncode == 0
+
+
 def test_export_warns_of_an_extension_given_in_the_gradebook_and_not_in_course_yml(course_copy):
     """When a TA gave ada an extension through nbgrader's gradebook (course.yml gives her none), does the
     export say that extensions are course.yml's and that it follows course.yml, naming her and the
