@@ -457,7 +457,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         from .batch.worker import Task
         from .grading.fingerprint import graders_version, grading_key, resubmitted, submission_hash
         from .grading.seeds import student_seed
-        from .reporting.gradebook_sql import has_person_review, holds_grades
+        from .reporting.gradebook_sql import has_person_review, holds_grades, person_reviewed
         from .reporting.summary import StudentRow
 
         roster = set(course.roster())
@@ -536,6 +536,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         # from the workers' own start (numpy, pytest, the graders' collection; `--student`'s
         # worker starts beside this process).
         page_template = _prepare_page_soon()
+        # the students whose progress line's score is the autograder's alone while their row gets the
+        # gradebook's review (one read for a batch; a one-student run asks below, as it must anyway)
+        reviewed = None if detach else person_reviewed(course, a.name)
         for result, fresh in arriving():
             sid = result.student
             rows[sid] = replace(StudentRow.of(result), unchanged=not fresh)
@@ -561,6 +564,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             # run wait for its commit: the writer's acknowledgement brings the gradebook's scores for the
             # summary, and a resubmission's warning (which waits also when it cannot tell).
             seen = has_person_review(course, a.name, sid) if detach else None
+            own = (seen if detach else None if reviewed is None else sid in reviewed) is not False
             if (detach and not fresh and not copy and not page_written and seen is False
                     and holds_grades(course, a, result) and not _page_shows_review(course, a, sid, result)):
                 already.append(sid)                   # everything of it is written already: nothing to do
@@ -588,7 +592,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 gradebook.record(result, copy_from=folders[sid] if copy else None, encoded=pool.encoded(result),
                                  resubmitted=sid in changed)
             log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
-                f"{result.score:6.2f}/{result.max_score:g}"
+                f"{result.score:6.2f}/{result.max_score:g}" + ("  (autograder)" if own else "")
                 + ("" if result.on_roster else "  (not on the roster)")
                 + ("  GRADER ERROR" if result.state == "crashed" else "")
                 + (f"  {result.execution_time:.2f} s" if fresh else "  (not graded again)"))

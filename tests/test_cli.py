@@ -511,11 +511,17 @@ def _row(stdout: str, sid: str) -> list[str]:
     return next(ln for ln in stdout.splitlines() if ln.startswith(sid + " ")).split()
 
 
+def _progress(stdout: str, sid: str) -> str:
+    """The student's progress line ("graded    ada   100.00/100  1.23 s")."""
+    return next(ln for ln in stdout.splitlines() if ln.split()[:2] in (["graded", sid], ["unchanged", sid]))
+
+
 def test_cli_the_summary_shows_a_tas_change_and_an_unchanged_student_is_said_to_be_already_graded(tmp_path):
     """After a TA lowered one of ada's scores in the gradebook, does `course autograde` (one student, and the
     class) show her total as the student gets it (the gradebook's, as `nbgrader export` has it), marked, with
-    the autograder's own beside it; and does a run for alan, unchanged and without a review, say he was
-    already graded and write nothing at all (no background commit, no "1 graded")?"""
+    the autograder's own beside it, and her progress line's total marked as the autograder's (alan's, without
+    a review, not); and does a run for alan, unchanged and without a review, say he was already graded and
+    write nothing at all (no background commit, no "1 graded")?"""
     from nbgrader.api import Gradebook
 
     from autograder.reporting.gradebook import PENDING_DIR
@@ -525,6 +531,7 @@ def test_cli_the_summary_shows_a_tas_change_and_an_unchanged_student_is_said_to_
     first = course("autograde", a, "--course-dir", str(folder))
     assert first.returncode == 0, first.stdout + first.stderr
     auto = float(next(cell for cell in _row(first.stdout, "ada") if "/" in cell).split("/")[0])
+    assert "(autograder)" not in _progress(first.stdout, "ada") + _progress(first.stdout, "alan"), first.stdout
     with Gradebook(f"sqlite:///{folder / 'gradebook.db'}", "dl-attention") as gb:
         grade = gb.find_grade("test_rms_norm", a, a, "ada")
         assert grade.auto_score == 5.0
@@ -536,6 +543,7 @@ def test_cli_the_summary_shows_a_tas_change_and_an_unchanged_student_is_said_to_
     row = _row(one.stdout, "ada")
     assert "4*" in row and any(cell.startswith(final) and cell.endswith("*") for cell in row), one.stdout
     assert f"TA changed, autograder {auto:g}" in " ".join(row), one.stdout
+    assert f"{auto:.2f}/100  (autograder)" in _progress(one.stdout, "ada"), one.stdout
     assert "in the background" not in one.stdout and "Already graded" not in one.stdout
     assert _scores(folder)["ada"] == auto - 1
     outputs, book = _outputs(folder), (folder / "gradebook.db").read_bytes()
@@ -551,6 +559,8 @@ def test_cli_the_summary_shows_a_tas_change_and_an_unchanged_student_is_said_to_
     batch = course("autograde", a, "--course-dir", str(folder))
     assert batch.returncode == 0, batch.stdout + batch.stderr
     assert any(cell.startswith(final) and cell.endswith("*") for cell in _row(batch.stdout, "ada")), batch.stdout
+    assert f"{auto:.2f}/100  (autograder)" in _progress(batch.stdout, "ada"), batch.stdout
+    assert "(autograder)" not in _progress(batch.stdout, "alan"), batch.stdout
     assert "2 students, all 2 already graded, unchanged since the last run (not graded again)" in batch.stdout
     assert "Not graded again (submission and graders unchanged since the last run: results kept, grades " \
            "written to the gradebook again; --force to regrade): ada, alan" in batch.stdout

@@ -363,9 +363,16 @@ class SqlGradebook:
 
 # The rows of one student's submission of one assignment (`{0}`: the table whose notebook_id is the
 # submitted notebook's), for the plain reads below; parameters: assignment name, course id, student.
-_OF_STUDENT = ("JOIN submitted_assignment sa ON sa.id = sn.assignment_id JOIN assignment a ON a.id = sa.assignment_id "
-               "WHERE a.name = ? AND a.course_id = ? AND sa.student_id = ?")     # of submitted notebooks `sn`
+_OF_ASSIGNMENT = ("JOIN submitted_assignment sa ON sa.id = sn.assignment_id JOIN assignment a ON a.id = "
+                  "sa.assignment_id WHERE a.name = ? AND a.course_id = ?")      # of submitted notebooks `sn`
+_OF_STUDENT = _OF_ASSIGNMENT + " AND sa.student_id = ?"
 _SUBMITTED = "JOIN submitted_notebook sn ON sn.id = {0}.notebook_id " + _OF_STUDENT
+# the students (of `{0}`: _OF_ASSIGNMENT or _OF_STUDENT) with anything a person set: a manual score, extra
+# credit, a comment
+_REVIEWED = ("SELECT sa.student_id FROM grade g JOIN submitted_notebook sn ON sn.id = g.notebook_id {0} AND "
+             "(g.manual_score IS NOT NULL OR COALESCE(g.extra_credit, 0) != 0) UNION ALL SELECT sa.student_id "
+             "FROM comment c JOIN submitted_notebook sn ON sn.id = c.notebook_id {0} AND "
+             "TRIM(COALESCE(c.manual_comment, '')) != ''")
 
 
 def _read_only(course: Course) -> sqlite3.Connection | None:
@@ -385,23 +392,33 @@ def has_person_review(course: Course, assignment: str, student: str) -> bool | N
     (a manual score, extra credit, a comment), read with plain SQL without taking the course's lock;
     None when it cannot tell (not an SQLite gradebook of nbgrader's schema, or busy). False when the
     SQLite gradebook does not exist yet (a course's first grading): no one can have changed anything."""
+    found = _reviewed(course, (assignment, course.course_id, student), _OF_STUDENT, " LIMIT 1")
+    return None if found is None else bool(found)
+
+
+def person_reviewed(course: Course, assignment: str) -> frozenset[str] | None:
+    """The students whose submission of `assignment` holds anything a person set in the gradebook, in one
+    read for a whole batch (as `has_person_review` tells of one student); empty when the SQLite gradebook
+    does not exist yet, None when it cannot tell."""
+    found = _reviewed(course, (assignment, course.course_id), _OF_ASSIGNMENT)
+    return None if found is None else frozenset(found)
+
+
+def _reviewed(course: Course, ids: tuple[str, ...], of: str, limit: str = "") -> set[str] | None:
+    """The students `_REVIEWED` finds among the submissions `of` picks (`ids` its parameters), read with plain
+    SQL without taking the course's lock; empty without a gradebook file, None when it cannot tell."""
     path = sqlite_path(course.gradebook_url)
     if path is not None and not os.path.lexists(path):
-        return False
+        return set()
     conn = _read_only(course)
     if conn is None:
         return None
-    ids = (assignment, course.course_id, student)
     try:
-        found = conn.execute(
-            f"SELECT 1 FROM grade g {_SUBMITTED.format('g')} AND (g.manual_score IS NOT NULL OR "
-            f"COALESCE(g.extra_credit, 0) != 0) UNION ALL SELECT 1 FROM comment c {_SUBMITTED.format('c')} "
-            f"AND TRIM(COALESCE(c.manual_comment, '')) != '' LIMIT 1", ids + ids).fetchone()
+        return {str(row[0]) for row in conn.execute(_REVIEWED.format(of) + limit, ids + ids)}
     except sqlite3.Error:
         return None
     finally:
         conn.close()
-    return found is not None
 
 
 def holds_grades(course: Course, assignment: Assignment, result: SubmissionResult) -> bool:

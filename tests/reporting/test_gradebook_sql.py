@@ -209,6 +209,7 @@ def test_holds_grades_says_whether_recording_a_result_again_would_change_its_gra
     elsewhere = dataclasses.replace(course, gradebook_url="postgresql://somewhere/gradebook")
     assert not gradebook_sql.holds_grades(elsewhere, assignment, late)
     assert gradebook_sql.has_person_review(elsewhere, assignment.name, "ada") is None
+    assert gradebook_sql.person_reviewed(elsewhere, assignment.name) is None
 
 
 def test_a_gradebook_not_made_yet_holds_no_person_s_review(tmp_path, assignment):
@@ -217,8 +218,10 @@ def test_a_gradebook_not_made_yet_holds_no_person_s_review(tmp_path, assignment)
     course = make_course(tmp_path, assignment)
     assert not (tmp_path / "gradebook.db").exists()
     assert gradebook_sql.has_person_review(course, assignment.name, "ada") is False
+    assert gradebook_sql.person_reviewed(course, assignment.name) == frozenset()
     (tmp_path / "gradebook.db").write_text("not a database\n")
     assert gradebook_sql.has_person_review(course, assignment.name, "ada") is None
+    assert gradebook_sql.person_reviewed(course, assignment.name) is None
 
 
 def test_the_students_a_gradebook_holds_are_read_once_it_has_a_submission(tmp_path, assignment, empty_gradebook,  # noqa: F811
