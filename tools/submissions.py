@@ -296,6 +296,8 @@ MISTAKE_FORMS: dict[str, Form] = {
     "layer_norm.gamma_beta_swapped": _e("layer_norm", (_LN_RETURN,
                                                        "return beta * (centred / np.sqrt(var + eps)) + gamma")),
     "layer_norm.missing_gamma_beta": _e("layer_norm", (_LN_RETURN, "return centred / np.sqrt(var + eps)")),
+    "layer_norm.default_eps": _e("layer_norm", ("def layer_norm(x, gamma, beta, eps=1e-5)",
+                                                "def layer_norm(x, gamma, beta, eps=1e-6)")),
     "rms_norm.subtracts_mean": Form("rms_norm", code=RMS_CENTRED),
     "rms_norm.eps_outside_sqrt": _e("rms_norm", (_RMS_ROOT, "(np.sqrt(mean_square) + eps)")),
     "rms_norm.no_eps": _e("rms_norm", (_RMS_ROOT, "np.sqrt(mean_square)")),
@@ -305,6 +307,7 @@ MISTAKE_FORMS: dict[str, Form] = {
     "rms_norm.missing_axis": _e("rms_norm", ("np.mean(x * x, axis=-1, keepdims=True)", "np.mean(x * x)")),
     "rms_norm.missing_gamma": _e("rms_norm", ("return gamma * (x / np.sqrt(mean_square + eps))",
                                               "return x / np.sqrt(mean_square + eps)")),
+    "rms_norm.default_eps": _e("rms_norm", ("def rms_norm(x, gamma, eps=1e-6)", "def rms_norm(x, gamma, eps=1e-5)")),
     "split_heads.reshape_without_transpose": Form("split_heads", code=SPLIT_NO_TRANSPOSE),
     "split_heads.interleaved_features": _e("split_heads", (
         "per_head = x.reshape(*x.shape[:-1], n_heads, d_k)",

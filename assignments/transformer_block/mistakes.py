@@ -110,6 +110,12 @@ def layer_norm_missing_gamma_beta(x, gamma, beta, eps=1e-5):
     return _standardise(x, eps=eps)
 
 
+catalogue.add("layer_norm.default_eps", hint="""
+    Your layer_norm is right whenever eps is passed to it, but its def line gives eps another default than
+    the notebook's eps=1e-5, so every call that leaves eps out (as the tests and pre_ln_block do) is off.
+    Keep the signature as given: def layer_norm(x, gamma, beta, eps=1e-5).""")
+
+
 # =========================================================================== rms_norm
 # Reference: x / sqrt(mean(x^2) + eps) * gamma, the mean over the last axis; no centring, no shift.
 
@@ -173,6 +179,12 @@ def rms_norm_missing_axis(x, gamma, eps=1e-6):
     gamma, one scale per feature.""")
 def rms_norm_missing_gamma(x, gamma, eps=1e-6):
     return x / _rms(x, eps=eps)
+
+
+catalogue.add("rms_norm.default_eps", hint="""
+    Your rms_norm is right whenever eps is passed to it, but its def line gives eps another default than
+    the notebook's eps=1e-6, so every call that leaves eps out is off. Keep the signature as given:
+    def rms_norm(x, gamma, eps=1e-6).""")
 
 
 # =========================================================================== heads

@@ -12,6 +12,7 @@ blocks (`context.accepts`), so a stage is never blamed for a building block's mi
 """
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -278,12 +279,22 @@ def _probe_norm(context: ProbeContext, name: str, with_beta: bool):
         else 1e-4 * rng.standard_normal((4, d))
     eps_args = [((small, *plain), {}), ((x, *plain), {"eps": 0.5})]
     if not all(context.accepts(call(*args, **kwargs), args, kwargs) for args, kwargs in eps_args):
-        yield f"{name}.eps_handling"
+        yield f"{name}.default_eps" if _only_the_default_eps_is_off(context, name, small, plain) \
+            else f"{name}.eps_handling"
         return
     gamma = 1.0 + 0.5 * rng.standard_normal(d)
     affine = (x, gamma, 0.5 * rng.standard_normal(d)) if with_beta else (x, gamma)
     if not context.accepts(call(*affine), affine, {}):
         yield "layer_norm.scale_and_shift" if with_beta else "rms_norm.gamma"
+
+
+def _only_the_default_eps_is_off(context: ProbeContext, name: str, small, plain) -> bool:
+    """Is the norm right on the tokens where eps matters as soon as the reference's eps is passed to it
+    explicitly, and with another explicit eps too? Then only the default of its eps parameter is off (a
+    def line with eps=1e-6, say), and the eps stage itself is right."""
+    eps = inspect.signature(getattr(ref, name)).parameters["eps"].default
+    calls = [((small, *plain), {"eps": eps}), ((small, *plain), {"eps": 0.5})]
+    return all(context.accepts(context.call(*args, **kwargs), args, kwargs) for args, kwargs in calls)
 
 
 def probe_layer_norm(context: ProbeContext):
@@ -579,12 +590,15 @@ def _confirm_layer_norm(rng):
     calls = [((_rows(rng, shape), 1 + 0.3 * rng.standard_normal(shape[-1]), 0.3 * rng.standard_normal(shape[-1])), {})
              for shape in [(3, 5, 16), (6, 10)]]
     nearly_constant = rng.uniform(-3, 3, (4, 1)) + 1e-3 * rng.standard_normal((4, 8))   # eps matters
-    return calls + [((nearly_constant, 1 + 0.3 * rng.standard_normal(8), 0.3 * rng.standard_normal(8)), {})]
+    args = (nearly_constant, 1 + 0.3 * rng.standard_normal(8), 0.3 * rng.standard_normal(8))
+    # and once with eps passed: a def line defaulting to eps=0 is then not taken for one that ignores eps
+    return calls + [(args, {}), (args, {"eps": 1e-4})]
 
 
 def _confirm_rms_norm(rng):
     calls = [((_rows(rng, shape), 1 + 0.3 * rng.standard_normal(shape[-1])), {}) for shape in [(3, 5, 16), (6, 10)]]
-    return calls + [((1e-4 * rng.standard_normal((4, 8)), 1 + 0.3 * rng.standard_normal(8)), {})]   # eps matters
+    args = (1e-4 * rng.standard_normal((4, 8)), 1 + 0.3 * rng.standard_normal(8))   # eps matters
+    return calls + [(args, {}), (args, {"eps": 1e-7})]    # passed too, as for layer_norm
 
 
 def _confirm_split_heads(rng):

@@ -400,3 +400,22 @@ def test_a_count_defaulting_to_rmsnorm_fails_the_check_of_the_default(session):
     assert 'norm="rmsnorm"' in cell
     failed = _failed(_checks(session, SEEDS[0], cell), "count_block_params")
     assert list(failed) == ["test_count_block_params_uses_layernorm_by_default"], failed
+
+
+NORM_DEFAULTS = {
+    "layer_norm_default_1e_6": ("layer_norm", "eps=1e-5)", "eps=1e-6)"),
+    "layer_norm_default_1e_8": ("layer_norm", "eps=1e-5)", "eps=1e-8)"),
+    "rms_norm_default_1e_5": ("rms_norm", "eps=1e-6)", "eps=1e-5)"),
+    "rms_norm_default_0": ("rms_norm", "eps=1e-6)", "eps=0.0)"),
+}
+
+
+@pytest.mark.parametrize("form", NORM_DEFAULTS, ids=list(NORM_DEFAULTS))
+def test_a_norm_right_but_for_the_default_of_its_eps_is_named_for_that_default(session, form):
+    """A norm right whenever eps is passed but whose def line gives eps another default: does every check it
+    fails name `<norm>.default_eps` alone (never the eps stage, which is right), and does it fail some?"""
+    function, old, new = NORM_DEFAULTS[form]
+    cell = solution_code()[function].replace(old, new, 1)
+    assert new in cell
+    failed = _failed(_checks(session, SEEDS[0], cell), function)
+    assert failed and set(failed.values()) == {(f"{function}.default_eps",)}, failed
