@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import public_checks  # noqa: E402
-from submissions import MISTAKE_FORMS, UNCAUGHT_ON_PURPOSE  # noqa: E402
+from submissions import MISTAKE_FORMS, UNCAUGHT_ON_PURPOSE, Case, build, solution_code  # noqa: E402
 
 from assignments.transformer_block.mistakes import catalogue  # noqa: E402
 
@@ -61,3 +61,22 @@ def test_the_table_in_docs_is_up_to_date(rows):
     """Is docs/public-checks.md what tools/public_checks.py writes today?"""
     assert public_checks.DOC.read_text() == public_checks.table(list(rows.values())), \
         "stale: run .venv/bin/python tools/public_checks.py"
+
+
+def _block_failures(*edits: tuple[str, str]) -> list[tuple[str, str]]:
+    """The public cells that raise for the release notebook with the solution's pre_ln_block so edited."""
+    code = solution_code()["pre_ln_block"]
+    for old, new in edits:
+        assert old in code, old
+        code = code.replace(old, new, 1)
+    return public_checks.public_failures(build(Case("block", variants=(("pre_ln_block", code),))))
+
+
+def test_a_block_modifying_x_is_told_so_by_its_public_checks_and_not_blamed_on_b2():
+    """A right block that adds the sublayers onto x in place (h = x; h += ...): does the first message of its
+    public checks name the modification of x, rather than an earlier call's changed x failing a later check?"""
+    in_place_ffn = 'h += hidden @ p["W2"] + p["b2"]\n    return h\n    h + hidden'
+    failures = _block_failures(("h = x + multi_head_attention(", "h = x\n    h += multi_head_attention("),
+                               ("return h + hidden", in_place_ffn))
+    assert [label for label, _ in failures] == ["public checks of `pre_ln_block`"], failures
+    assert "changed its input x in place" in failures[0][1] and "b2" not in failures[0][1], failures
