@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import public_checks  # noqa: E402
-from submissions import MISTAKE_FORMS, UNCAUGHT_ON_PURPOSE, Case, build, solution_code  # noqa: E402
+from submissions import MISTAKE_FORMS, SILU_NAIVE, UNCAUGHT_ON_PURPOSE, Case, build, solution_code  # noqa: E402
 
 from assignments.transformer_block.mistakes import catalogue  # noqa: E402
 
@@ -80,3 +80,11 @@ def test_a_block_modifying_x_is_told_so_by_its_public_checks_and_not_blamed_on_b
                                ("return h + hidden", in_place_ffn))
     assert [label for label, _ in failures] == ["public checks of `pre_ln_block`"], failures
     assert "changed its input x in place" in failures[0][1] and "b2" not in failures[0][1], failures
+
+
+def test_a_silu_whose_exp_overflows_is_told_by_its_public_checks_that_this_costs_no_points():
+    """A silu right in value whose exp overflows: does its public check say the warning is advice costing no
+    points, as the hidden check does, and how to avoid it, rather than stopping on numpy's bare warning?"""
+    failures = public_checks.public_failures(build(Case("silu", variants=(("silu", SILU_NAIVE),))))
+    assert [label for label, _ in failures] == ["public checks of `silu`"], failures
+    assert "costs no points" in failures[0][1] and "overflow" in failures[0][1], failures
