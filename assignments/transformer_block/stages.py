@@ -122,7 +122,8 @@ STAGES = {
         (ln1_gamma, ln1_beta) goes before the attention, LN2 (ln2_gamma, ln2_beta) before the FFN.""",
     "pre_ln_block.attention_half": """
         With the FFN switched off the block should be x + MHA(LN1(x)): the attention half (its input
-        LN1(x), its parameters, and adding its output to x itself) is off.""",
+        LN1(x), with layer_norm's own default eps and no other, its parameters, and adding its output to x
+        itself) is off.""",
     "pre_ln_block.mask_not_reaching_attention": """
         The block is right without a mask but not with one: pass the block's mask on to
         multi_head_attention.""",
@@ -131,7 +132,7 @@ STAGES = {
         that constant: the FFN's output must be added to its input h, with nothing after the sum.""",
     "pre_ln_block.feed_forward_half": """
         With the attention switched off the block should be h + FFN(LN2(h)): the feed-forward half (its
-        input LN2(h), gelu between W1 + b1 and W2 + b2) is off.""",
+        input LN2(h), with layer_norm's own default eps and no other, gelu between W1 + b1 and W2 + b2) is off.""",
     "pre_ln_block.halves_not_chained": """
         Each half is right on its own but the whole block is not: the FFN must read h = x + MHA(LN1(x)),
         the attention half's result, and the block returns h + FFN(LN2(h)).""",

@@ -419,3 +419,17 @@ def test_a_norm_right_but_for_the_default_of_its_eps_is_named_for_that_default(s
     assert new in cell
     failed = _failed(_checks(session, SEEDS[0], cell), function)
     assert failed and set(failed.values()) == {(f"{function}.default_eps",)}, failed
+
+
+@pytest.mark.parametrize("which", ["ln1", "ln2"])
+def test_a_block_giving_one_layer_norm_another_eps_is_told_the_eps_may_be_it(session, which):
+    """A block passing eps=1e-6 to one of its LayerNorms only: whatever its failed checks name, does every
+    hint they give mention eps, so that the student can find the one wrong argument?"""
+    cell = solution_code()["pre_ln_block"]
+    old = f'p["{which}_gamma"], p["{which}_beta"])'
+    assert old in cell
+    cell = cell.replace(old, f'p["{which}_gamma"], p["{which}_beta"], eps=1e-6)', 1)
+    run = session.run({NOTEBOOK: InProcessStudent(_namespace(cell))}, SEEDS[0])
+    failed = [c for c in run.checks if c.weight > 0 and c.status != "passed"]
+    assert failed and all(c.hints and all("eps" in hint for hint in c.hints) for c in failed), \
+        [(c.name, c.diagnoses, c.hints) for c in failed]
