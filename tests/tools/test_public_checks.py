@@ -88,3 +88,23 @@ def test_a_silu_whose_exp_overflows_is_told_by_its_public_checks_that_this_costs
     failures = public_checks.public_failures(build(Case("silu", variants=(("silu", SILU_NAIVE),))))
     assert [label for label, _ in failures] == ["public checks of `silu`"], failures
     assert "costs no points" in failures[0][1] and "overflow" in failures[0][1], failures
+
+
+def test_a_block_with_a_parameter_before_mask_is_caught_by_its_public_checks():
+    """A block with an extra parameter between n_heads and mask (right when the mask is passed by name, as
+    the other public calls do, wrong as the graders call it): do its public checks say to keep mask fourth?"""
+    failures = _block_failures(("def pre_ln_block(x, params, n_heads, mask=None):",
+                                "def pre_ln_block(x, params, n_heads, causal=False, mask=None):"))
+    assert [label for label, _ in failures] == ["public checks of `pre_ln_block`"], failures
+    assert "with mask fourth" in failures[0][1], failures
+
+
+def test_a_split_heads_error_without_the_numbers_is_told_so_by_its_public_checks():
+    """A split_heads raising ValueError with a message that names neither number: is it told (as advice)?"""
+    code = solution_code()["split_heads"]
+    old = 'f"d_model = {d_model} cannot be split into n_heads = {n_heads} equal heads"'
+    assert old in code
+    case = Case("split", variants=(("split_heads", code.replace(old, '"d_model must be divisible by n_heads"')),))
+    failures = public_checks.public_failures(build(case))
+    assert [label for label, _ in failures] == ["public checks of `split_heads`"], failures
+    assert "both numbers" in failures[0][1] and "costs no points" in failures[0][1], failures
