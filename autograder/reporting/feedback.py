@@ -16,9 +16,11 @@ instructor" (see `reporting.gradebook.Review`). A student's extension shows as t
 The page is made for reading on a phone as well as a desk: what lost points comes first (a
 problem's failed checks, then checks that could not be graded, then advice worth no points, then
 advice that had nothing to look at because the function gave no result, shown as not run);
-passed checks are folded in `<details>` (no script needed); the cases of a parametrised check
-are shown as one check ("3 of 6 cases failed"); checks that failed with one identical message,
-and notebook cells that raised the same error, are grouped (see `digest`).
+passed checks are folded in `<details>` (no script needed), advice that found nothing to say
+beside them but never counted as a passed check (the header and the overview count checks worth
+points); the cases of a parametrised check are shown as one check ("3 of 6 cases failed"); checks
+that failed with one identical message, and notebook cells that raised the same error, are grouped
+(see `digest`).
 """
 from __future__ import annotations
 
@@ -137,8 +139,9 @@ class ProblemView:
     failures: tuple[FailureView, ...]
     skipped: tuple[FailureView, ...]      # checks that could not be graded
     advice: tuple[CheckView, ...]
-    passed: tuple[CheckView, ...]
+    passed: tuple[CheckView, ...]         # checks worth points that passed: what "N checks passed" counts
     not_run: tuple[CheckView, ...] = ()   # advice with nothing to look at (the function gave no result)
+    quiet: tuple[CheckView, ...] = ()     # advice (no points) that found nothing to say: never a passed check
 
     @property
     def passed_cases(self) -> int:
@@ -237,8 +240,9 @@ def _problem_view(p: ProblemDigest) -> ProblemView:
         failures=tuple(_failure_view(g) for g in p.failures),
         skipped=tuple(_failure_view(g) for g in p.not_graded),
         advice=tuple(_check_view(c) for c in p.advice),
-        passed=tuple(_check_view(c) for c in p.of_kind("passed")),
-        not_run=tuple(_check_view(c) for c in p.not_run))
+        passed=tuple(_check_view(c) for c in p.of_kind("passed") if c.max_score > 0),
+        not_run=tuple(_check_view(c) for c in p.not_run),
+        quiet=tuple(_check_view(c) for c in p.of_kind("passed") if c.max_score == 0))
 
 
 _VIEWS: dict[tuple[object, ...], ProblemView] = {}   # digest_key -> the problem's view

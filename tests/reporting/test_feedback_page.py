@@ -203,6 +203,31 @@ def test_advice_with_nothing_to_look_at_is_shown_as_not_run_never_passed():
     assert "leave x untouched" not in folded and shown.count("Advice (no points)") == 2
 
 
+
+def test_advice_that_found_nothing_is_never_counted_as_a_passed_check():
+    """A 0-point check that passed (nothing to advise) beside failed checks: do the header, the
+    overview and the problem's section all count 0 passed checks, the check shown as advice with
+    nothing to say? And beside passed checks, is it listed but not counted among them?"""
+    quiet = {"status": "passed", "description": "Does layer_norm leave its inputs unchanged?"}
+    failing = submission("fay", [
+        check("layer_norm", "test_layer_norm_a", 0.0, 7.5, output="wrong values"),
+        check("layer_norm", "test_layer_norm_b", 0.0, 7.5, output="wrong shape"),
+        check("layer_norm", "test_layer_norm_leaves_inputs_unchanged", 0.0, 0.0, **quiet),
+        check("split_heads", "test_split_heads_a", 10.0, 10.0),
+        check("split_heads", "test_split_heads_leaves_inputs_unchanged", 0.0, 0.0, **quiet),
+        check("silu", "test_silu_a", 5.0, 5.0),
+    ])
+    page = read(failing)
+    shown, folded = squash(page.on_screen), squash(page.hidden)
+    assert "2 of 4 checks passed." in shown
+    assert "\u2717 2 of 2 checks failed" in shown
+    section = shown[shown.index("1. layer_norm 0 / 15 points"):shown.index("Full marks")]
+    assert "passed check" not in section
+    assert "1 advice check with nothing to say (no points)" in section
+    assert "2. split_heads 10 / 10 points, 1 check passed" in shown
+    assert "No advice Does layer_norm leave its inputs unchanged?" in folded
+    assert folded.count("No advice") == 2 and folded.count("Passed") == 2
+
 def test_cell_names_and_code_are_shown_as_students_see_them():
     """Are "the 5th code cell (`def ...`)" names kept, with backticked code shown as code?"""
     html = render_feedback(dora_result()).replace("<wbr>", "")
