@@ -32,6 +32,11 @@ def format_points(x: float) -> str:
     return "0" if text in ("-0", "") else text
 
 
+def times(n: int) -> str:
+    """How often, in words: "once", "twice", "3 times"."""
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
 def with_article(word: str) -> str:
     """`word` with "a" or "an" in front, by its first letter: "an int", "a float"."""
     return f"an {word}" if word[:1] in VOWELS else f"a {word}"

@@ -35,9 +35,9 @@ from .. import cellplan
 from ..config import Assignment, Course, Limits
 from ..layout import CourseLayout
 from ..notebooks import CodeCell, LoadedNotebook, find_submission_notebooks, load_notebook
-from ..sandbox.host import SandboxHost
+from ..sandbox.host import MAX_FAILURES_PER_FUNCTION, SandboxHost
 from ..sandbox.outcomes import NotebookFailed
-from ..text import plural
+from ..text import plural, times
 from .diagnosis import prune_subsumed
 from .lateness import lateness, submission_time
 from .proxy import StudentProxy
@@ -267,8 +267,12 @@ def capped(notes: list[str] | tuple[str, ...], limit: int) -> tuple[str, ...]:
 
 
 def restart_note(restarts: int) -> str:
-    return (f"Your functions were restarted {plural(restarts, 'time')} after one hung or crashed (from the state "
-            f"your notebook left, without running it again); only the checks that called it lost points.")
+    """The note on restarts: their number for the whole submission, which is not what the checks
+    count (how often one function hung or crashed), so it says so."""
+    return (f"The process running your functions was restarted {plural(restarts, 'time')} in all after a call "
+            f"hung or crashed, from the state your notebook left, without running it again. A function that hung "
+            f"or crashed {times(MAX_FAILURES_PER_FUNCTION)} was not called again; only the checks that called "
+            f"such a function lost points.")
 
 
 def build_result(assignment: Assignment, submission: Submission, scored: Scored, late: LatePenalty, *,

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..config import Limits
 from ..errors import SandboxUnavailable  # defined in errors, so that importing it needs no numpy
-from ..text import truncate
+from ..text import plural, times, truncate
 from . import isolation, protocol
 from .outcomes import (
     BadReturnValue,
@@ -1047,17 +1047,34 @@ class SubmissionRun:
 
 
 def _again(exc: StudentCodeError) -> StudentCodeError:
-    """A fresh copy of a timeout/crash, for a function that is not called again."""
+    """A timeout/crash of the same kind as `exc`, for a function that is not called again: its
+    message says the call was not made (nothing was stopped this time) and why, with no brackets
+    of its own (checks that needed the function quote it in theirs)."""
+    if isinstance(exc, TimeBudgetExceeded):
+        return TimeBudgetExceeded(exc.seconds, exc.function)
+    assert isinstance(exc, (CallTimeout, ChildCrashed))
+    name = f"`{exc.function}`" if exc.function else "Your function"
+    before = times(MAX_FAILURES_PER_FUNCTION)
     if isinstance(exc, CallTimeout):
         new: StudentCodeError = CallTimeout(exc.seconds, exc.function)
-    elif isinstance(exc, TimeBudgetExceeded):
-        return TimeBudgetExceeded(exc.seconds, exc.function)
+        new.feedback = new.detail = (f"{name} was not called: it had timed out {before} before, each time "
+                                     f"running longer than {exc.seconds:g} s; is there an endless loop?")
     else:
-        assert isinstance(exc, ChildCrashed)
         new = ChildCrashed(exc.reason, exc.function, exc.detail)
-    new.feedback += f" It was not called again after failing this way {MAX_FAILURES_PER_FUNCTION} times."
+        new.feedback = (f"{name} was not called: it stopped the process running your notebook {before} "
+                        f"before; the last time, {exc.reason}.")
     new.args = (new.feedback,)
     return new
+
+
+def _restarts_used_up(restarts: int, function: str) -> ChildCrashed:
+    """The failure of a call not made because the submission's restarts are used up (nothing ran)."""
+    reason = f"the process running your functions was restarted {plural(restarts, 'time')} already, the most allowed"
+    exc = ChildCrashed(reason, function)
+    name = f"`{function}`" if function else "Your function"
+    exc.feedback = f"{name} was not called: {reason}."
+    exc.args = (exc.feedback,)
+    return exc
 
 
 _DROPPED: StudentCodeError = ChildCrashed("an answer read ahead and not kept", "")   # see ProblemHandle._round_trip
@@ -1114,8 +1131,7 @@ class ProblemHandle:
             if self.forks > 0 and self._ended_ahead != self._process and not self._ended_on_purpose:
                 # its process hung or crashed before
                 if run.restarts >= run.limits.max_restarts:
-                    raise ChildCrashed(f"it was restarted {run.restarts} times already, so no more calls are made",
-                                       function)
+                    raise _restarts_used_up(run.restarts, function)
                 run.restarts += 1
             self._chan, self._pid, self._greeted = run._fork(function), None, False
             self._ended_on_purpose = False

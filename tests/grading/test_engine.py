@@ -290,9 +290,11 @@ def test_no_root_cause_is_named_when_the_blocks_below_pass_or_wait_in_a_circle()
 
 
 def test_the_restart_note_counts_in_words():
-    """Does the restart note say "1 time" and "2 times", never "time(s)"?"""
-    assert "restarted 1 time after" in engine.restart_note(1)
-    assert "restarted 2 times after" in engine.restart_note(2)
+    """Does the restart note say "1 time" and "2 times", never "time(s)", and tell the submission's
+    restarts in all apart from how often one function may fail ("twice") before it is not called?"""
+    assert "restarted 1 time in all after" in engine.restart_note(1)
+    assert "restarted 4 times in all after" in engine.restart_note(4)
+    assert "A function that hung or crashed twice was not called again" in engine.restart_note(4)
 
 
 def test_apply_late_policy_takes_a_share_per_started_day_and_everything_past_the_last_day():
