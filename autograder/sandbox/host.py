@@ -122,25 +122,26 @@ def _grader_paths() -> list[str]:
 
 
 def describe_exit(returncode: int | None) -> str:
-    """Why a process ended, in words a student can act on."""
+    """Why a process ended, in words a student can act on: one clause without brackets, as the
+    notes and messages that quote it put it in brackets or after a colon."""
     if returncode is None:
         return "it stopped responding"
     if returncode >= 0:
-        return f"exited with status {returncode} (did the code call os._exit() or end the process?)"
+        return f"exited with status {returncode}, as when code calls os._exit() or otherwise ends its process"
     sig = -returncode
     try:
-        name = signal.Signals(sig).name
+        signal_name = f"signal {sig}, {signal.Signals(sig).name}"
     except ValueError:
-        name = f"signal {sig}"
+        signal_name = f"signal {sig}"
     known: dict[int, str] = {
-        signal.SIGKILL: f"killed by signal {sig} ({name}; memory limit?)",
-        signal.SIGSEGV: f"segmentation fault (signal {sig}, {name})",
-        signal.SIGXCPU: f"CPU time limit reached (signal {sig}, {name})",
-        signal.SIGXFSZ: f"wrote a file larger than the limit (signal {sig}, {name})",
-        signal.SIGABRT: f"aborted (signal {sig}, {name})",
-        signal.SIGSYS: f"made a forbidden system call (signal {sig}, {name})",
+        signal.SIGKILL: f"killed by {signal_name}, perhaps for going over the memory limit",
+        signal.SIGSEGV: f"segmentation fault, {signal_name}",
+        signal.SIGXCPU: f"CPU time limit reached, {signal_name}",
+        signal.SIGXFSZ: f"wrote a file larger than the limit, {signal_name}",
+        signal.SIGABRT: f"aborted, {signal_name}",
+        signal.SIGSYS: f"made a forbidden system call, {signal_name}",
     }
-    return known.get(sig, f"stopped by signal {sig} ({name})")
+    return known.get(sig, f"stopped by {signal_name}")
 
 
 def _close_quietly(chan: protocol.Channel | None) -> None:
@@ -838,7 +839,7 @@ class SubmissionRun:
             status: CellStatus = "timeout"
             what = f"ran longer than {self.limits.cell_seconds:g} s and was stopped"
         else:
-            status, what = "crashed", f"stopped the process running the notebook ({stop.reason})"
+            status, what = "crashed", f"stopped the process running the notebook: {stop.reason}"
         if first is not None:                     # its definitions alone were stopped too
             self._trimmed.pop(index, None)
             return CellOutcome(index, first.status, seconds=first.seconds, label=label,
@@ -848,14 +849,12 @@ class SubmissionRun:
         trimmed = definitions_only(next((c.source for c in self.cells if c.index == index), ""))
         seconds = self.limits.cell_seconds if status == "timeout" else 0.0
         if trimmed is None:
-            rerun = ("(the notebook was then run again without it)" if status == "timeout"
-                     else "; the notebook was then run again without it")
             return CellOutcome(index, status, seconds=seconds, label=label,
-                               message=f"{what}{' ' if status == 'timeout' else ''}{rerun}")
+                               message=f"{what}; the notebook was then run again without it")
         self._trimmed[index] = trimmed[0]
         return CellOutcome(index, status, seconds=seconds, label=label,
-                           message=f"{what} (the notebook was then run again with only the cell's definitions, "
-                                   f"{', '.join(trimmed[1])}, kept from it: the rest of the cell did not run)")
+                           message=f"{what}; the notebook was then run again with only the cell's definitions "
+                                   f"kept from it ({', '.join(trimmed[1])}), the rest of the cell not run")
 
     def _send_cells(self, end: float) -> _Stop | None:
         """The "run" request with the first CELL_CHUNK cells; the rest go when the child asks for

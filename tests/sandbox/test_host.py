@@ -17,7 +17,7 @@ import pytest
 from autograder.config import Limits
 from autograder.sandbox import host as host_module
 from autograder.sandbox import isolation
-from autograder.sandbox.host import SandboxHost, SandboxUnavailable
+from autograder.sandbox.host import SandboxHost, SandboxUnavailable, describe_exit
 from autograder.sandbox.outcomes import (
     BadReturnValue,
     CallTimeout,
@@ -81,6 +81,16 @@ def test_a_cell_that_kills_its_process_is_recorded_and_skipped(submit):
     run = submit(["import os\nos._exit(0)", "def f():\n    return 'here'"])
     assert run.report.cell(1).status == "crashed" and "exited with status 0" in run.report.cell(1).message
     assert run.problem("p").call("f").value == "here"
+
+
+@pytest.mark.parametrize("returncode", [None, 0, 3, -9, -11, -24, -25, -6, -31, -15, -40])
+def test_why_a_process_ended_is_one_clause_without_brackets(returncode):
+    """Is each reason a process ended free of brackets, as the notes that quote it put it in
+    brackets of their own ("(exited with status 3 (did ...))" read badly), and does it say the code?"""
+    reason = describe_exit(returncode)
+    assert reason and not set("()") & set(reason.replace("os._exit()", ""))
+    if returncode is not None:
+        assert str(abs(returncode)) in reason
 
 
 def test_a_template_that_cannot_fork_fails_each_problem_not_the_notebook(submit):
@@ -291,7 +301,7 @@ def test_an_endless_call_times_out_and_the_next_call_gets_a_fresh_fork(submit, n
 
 @pytest.mark.parametrize("name, reason", [
     ("hard_exit", "exited with status 3"),
-    ("segfault", "segmentation fault (signal 11, SIGSEGV)"),
+    ("segfault", "segmentation fault, signal 11, SIGSEGV"),
 ])
 def test_a_crashing_call_raises_child_crashed_with_the_reason_and_recovers(submit, name, reason):
     """Do os._exit and a segfault in a call raise ChildCrashed saying why, and the next call work?"""
@@ -1113,11 +1123,13 @@ def test_a_cell_stopped_partway_keeps_its_definitions(submit):
     run = submit(["def f():\n    return 1\nwhile True:\n    pass\ndef g():\n    return math.pi\nimport math",
                   "import os\ndef h():\n    return 'h'\nos._exit(3)", "def k():\n    return f() + 1"])
     assert [c.status for c in run.report.cells] == ["timeout", "crashed", "ok"]
-    assert run.report.cells[0].message == ("ran longer than 2 s and was stopped (the notebook was then run again with "
-                                           "only the cell's definitions, f, g, math, kept from it: the rest of the "
-                                           "cell did not run)")
-    assert "exited with status 3" in run.report.cells[1].message and "definitions, os, h, kept" in \
-        run.report.cells[1].message
+    assert run.report.cells[0].message == ("ran longer than 2 s and was stopped; the notebook was then run again with "
+                                           "only the cell's definitions kept from it (f, g, math), the rest of the "
+                                           "cell not run")
+    assert run.report.cells[1].message == ("stopped the process running the notebook: exited with status 3, as when "
+                                           "code calls os._exit() or otherwise ends its process; the notebook was "
+                                           "then run again with only the cell's definitions kept from it (os, h), "
+                                           "the rest of the cell not run")
     p = run.problem("p")
     assert [p.call(name).value for name in ("f", "g", "h", "k")] == [1, math.pi, "h", 2]
 
