@@ -337,7 +337,7 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         student=result.student,
         assignment=result.assignment,
         crashed=result.state == "crashed",
-        error=student_error(result) if result.state == "crashed" else "",
+        error=without_colours(student_error(result)) if result.state == "crashed" else "",
         score=format_points(score),
         max_score=format_points(result.max_score or sum(float(p.max_score) for p in problems)),
         raw_score=format_points(raw) if late else "",
@@ -361,6 +361,16 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
 # --------------------------------------------------------------------------- text for reading
 
 _CODE = re.compile(r"`([^`\n]+)`")
+# A terminal's colour or style (SGR: ESC [ numbers m), raw or as `bounds.clip` writes ESC out (`\x1b`):
+# what a student printed in colour reads as the plain text on the page. Other control characters
+# stay written out.
+_SGR = re.compile(r"(?:\x1b|\\x1b)\[[0-9;:]*m")
+
+
+def without_colours(text: str) -> str:
+    """`text` less the terminal colour and style sequences in it, raw or written out: ESC [31m RED
+    ESC [0m reads RED."""
+    return _SGR.sub("", text) if "x1b[" in text or "\x1b[" in text else text
 _LONG_TOKEN = re.compile(r"[^\s<>]{16,}")    # long enough to need a break on a phone
 # The places just after a joint: `_` before anything but a space or an entity, `.` or `,` before a
 # letter. Matched empty, so that <wbr> is put in by a plain replacement (no template to expand).
@@ -378,8 +388,9 @@ def breakable(text: object) -> Markup:
 
 
 def rich(text: object) -> Markup:
-    """Escape `text`, show `backticked` spans as code, and let long identifiers wrap at their joints."""
-    escaped = str(escape(text))
+    """Escape `text` (its terminal colours dropped), show `backticked` spans as code, and let long
+    identifiers wrap at their joints."""
+    escaped = str(escape(without_colours(str(text))))
     parts, last = [], 0
     for m in _CODE.finditer(escaped):
         parts.append(_wrap_joints(escaped[last:m.start()]))

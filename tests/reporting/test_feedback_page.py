@@ -228,6 +228,21 @@ def test_advice_that_found_nothing_is_never_counted_as_a_passed_check():
     assert "No advice Does layer_norm leave its inputs unchanged?" in folded
     assert folded.count("No advice") == 2 and folded.count("Passed") == 2
 
+def test_terminal_colours_in_student_text_are_dropped_other_control_characters_written_out():
+    """An exception message printed in colour (ESC [31m ... ESC [0m), in a check's message, a note
+    and a crash reason: does the page show the plain words, with no `\x1b[31m` left, while another
+    control character (NUL, an ESC that is not a colour) is still written out?"""
+    coloured = "raised RuntimeError: \x1b[31mRED\x1b[0m \x1b[1;4mbold\x1b[0m nul \x00 erase \x1b[2K end"
+    failed = check("layer_norm", "test_layer_norm_a", 0.0, 15.0, output=f"`layer_norm` {coloured}")
+    graded = submission("ansi", [failed],
+                        notes=(f"transformer-block.ipynb: The 3rd code cell (`f()`) {coloured}",))
+    crashed = submission("ansi", [], state="crashed", crash_reason=f"the notebook {coloured}")
+    for result in (graded, crashed):
+        html = render_feedback(result)
+        assert "[31m" not in html and "[0m" not in html and "[1;4m" not in html
+        assert "RuntimeError: RED bold nul \\x00 erase \\x1b[2K end" in html.replace("<wbr>", ""), result.state
+
+
 def test_cell_names_and_code_are_shown_as_students_see_them():
     """Are "the 5th code cell (`def ...`)" names kept, with backticked code shown as code?"""
     html = render_feedback(dora_result()).replace("<wbr>", "")
