@@ -21,6 +21,14 @@ def truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - len(ELLIPSIS)] + ELLIPSIS
 
 
+def code_excerpt(line: str, limit: int) -> str:
+    """A line of code to quote in `backticks`, stripped: when longer than `limit` characters, cut
+    and ended with an ellipsis ("…"), so that the cut shows inside the quote rather than the line
+    seeming to end mid-token."""
+    line = line.strip()
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "\u2026"
+
+
 def plural(n: int, one: str, many: str | None = None) -> str:
     """`n` and the word for that many: "1 time", "2 times", "0 days"; `many` for an irregular plural."""
     return f"{n} {one if n == 1 else (many or one + 's')}"

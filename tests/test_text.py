@@ -3,7 +3,16 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.text import NAME_CONTROL, display_width, pad, shown_name, truncate, visible, with_article
+from autograder.text import (
+    NAME_CONTROL,
+    code_excerpt,
+    display_width,
+    pad,
+    shown_name,
+    truncate,
+    visible,
+    with_article,
+)
 
 
 def test_truncate_keeps_short_text():
@@ -21,6 +30,15 @@ def test_truncate_refuses_a_limit_too_small_for_the_ellipsis():
     """Does a limit below the ellipsis' own length fail loudly rather than return garbage?"""
     with pytest.raises(ValueError, match="at least 3"):
         truncate("abcdef", 2)
+
+
+def test_a_code_excerpt_cut_short_ends_in_an_ellipsis_of_its_own():
+    """Is a line of code within the limit only stripped, and a longer one cut to `limit` characters
+    ending in "…" (not a bare cut that reads as code, such as `+ '<sc`)?"""
+    assert code_excerpt("   return x + 1  ", 20) == "return x + 1"
+    cut = code_excerpt("raise ValueError('boom ' + 'long message ' * 200 + '<script>')", 40)
+    assert len(cut) <= 40 and cut.endswith("\u2026") and cut.startswith("raise ValueError('boom ' + ")
+    assert code_excerpt("a" * 40, 40) == "a" * 40 and code_excerpt("a" * 41, 40) == "a" * 39 + "\u2026"
 
 
 @pytest.mark.parametrize(("word", "expected"), [

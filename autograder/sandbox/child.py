@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from autograder.sandbox import protocol
+from autograder.text import code_excerpt as _code_excerpt
 from autograder.text import truncate as _truncate
 
 if TYPE_CHECKING:       # annotations only: nothing more is imported into the sandboxed process
@@ -291,7 +292,7 @@ def _strip_magics(label: str, source: str) -> tuple[str, list[str]]:
     for line in source.split("\n"):
         body = line.lstrip()
         indent = line[: len(line) - len(body)]
-        shown = body.strip()[:80]
+        shown = _code_excerpt(body, 80)
         if body.startswith("%"):
             notes.append(f"{label}: skipped IPython magic `{shown}`")
             out.append(indent + "pass")
@@ -341,7 +342,7 @@ class Runner:
     # ---- where things happened
     def _line(self, filename: str, lineno: int) -> str:
         lines = self.sources.get(filename)
-        text = lines[lineno - 1].strip()[:120] if lines and 0 < lineno <= len(lines) else ""
+        text = _code_excerpt(lines[lineno - 1], 120) if lines and 0 < lineno <= len(lines) else ""
         place = f"{self.labels.get(filename, filename[1:-1])}, line {lineno}"
         return f"{place}: `{text}`" if text else place
 
@@ -369,7 +370,7 @@ class Runner:
         if first.startswith("%%"):
             magic = first.split()[0]
             if magic not in ("%%time", "%%capture"):
-                return None, [f"{label}: skipped: it starts with the cell magic `{first[:80]}`"], None
+                return None, [f"{label}: skipped: it starts with the cell magic `{_code_excerpt(first, 80)}`"], None
             lines = source.split("\n")
             at = next(i for i, ln in enumerate(lines) if ln.strip())
             lines[at] = ""
@@ -433,7 +434,7 @@ class Runner:
             if type(w.filename) is not str or w.filename != filename or type(category) is not str:
                 continue
             line = w.lineno if type(w.lineno) is int else 0
-            text = lines[line - 1].strip()[:120] if 0 < line <= len(lines) else ""
+            text = _code_excerpt(lines[line - 1], 120) if 0 < line <= len(lines) else ""
             where = f" \u2014 line {line}: `{text}`" if text else (f" \u2014 line {line}" if line else "")
             note = f"{label}: {category[:60]}: {_safe_str(w.message, 200)}{where}"
             if note not in found:

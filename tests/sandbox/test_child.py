@@ -116,6 +116,16 @@ def test_a_failing_cell_does_not_stop_later_cells(submit):
            "(line 2: `z = undefined_name + 1`)" in report.notes
 
 
+def test_a_long_line_quoted_in_a_note_is_cut_inside_its_backticks_with_an_ellipsis(submit):
+    """Is a failing line longer than the quote's 120 characters cut inside the backticks, ending
+    in "…", so the note's closing bracket does not read as the code's?"""
+    long_line = "z = undefined_name + " + " + ".join(["'long message with spaces'"] * 20)
+    _, report = run(submit, "x = 1\n" + long_line)
+    where = report.cell(1).where
+    assert where.startswith("line 2: `z = undefined_name + 'long message") and where.endswith("\u2026`")
+    assert len(where) == len("line 2: ``") + 120
+
+
 def test_error_in_a_function_defined_elsewhere_names_that_cell(submit):
     """When a cell fails inside a function from an earlier cell, is the earlier cell named as a
     student counts it (code cells only, from 1) with the function it defines?"""
