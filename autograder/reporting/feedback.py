@@ -377,6 +377,19 @@ _LONG_TOKEN = re.compile(r"[^\s<>]{16,}")    # long enough to need a break on a 
 _AFTER_JOINT = re.compile(r"(?:(?<=_)(?=[^\s&])|(?<=[.,])(?=[A-Za-z_]))")
 
 
+# Right-to-left letters (Hebrew, Arabic, Syriac, Thaana, N'Ko, ... and their presentation forms).
+_RTL = "\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefe\U00010800-\U00010fff\U0001e800-\U0001efff"
+# A run of words that start with such a letter, the spaces between them included: isolated in <bdi>, it
+# reads right to left within itself without moving the English words around it (a message "raised
+# ValueError: <Arabic> (at line 3)" otherwise shows its parts out of order).
+_RTL_RUN = re.compile(rf"[{_RTL}][^\s<>&`]*(?:[ \t]+[{_RTL}][^\s<>&`]*)*")
+
+
+def _isolate_rtl(escaped: str) -> str:
+    """Escaped text with each run of right-to-left words put in <bdi>."""
+    return _RTL_RUN.sub(lambda m: f"<bdi>{m.group(0)}</bdi>", escaped) if _RTL_RUN.search(escaped) else escaped
+
+
 def _wrap_joints(escaped: str) -> str:
     """Allow a line break after the joints (`_`, and `.` or `,` before a letter) of each long token of escaped text."""
     return _LONG_TOKEN.sub(lambda m: _AFTER_JOINT.sub("<wbr>", m.group(0)), escaped)
@@ -388,9 +401,9 @@ def breakable(text: object) -> Markup:
 
 
 def rich(text: object) -> Markup:
-    """Escape `text` (its terminal colours dropped), show `backticked` spans as code, and let long
-    identifiers wrap at their joints."""
-    escaped = str(escape(without_colours(str(text))))
+    """Escape `text` (its terminal colours dropped), show `backticked` spans as code, isolate
+    right-to-left words (<bdi>) and let long identifiers wrap at their joints."""
+    escaped = _isolate_rtl(str(escape(without_colours(str(text)))))
     parts, last = [], 0
     for m in _CODE.finditer(escaped):
         parts.append(_wrap_joints(escaped[last:m.start()]))

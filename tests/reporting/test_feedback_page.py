@@ -373,3 +373,19 @@ def test_backticks_in_a_checks_question_show_as_code():
         check("pre_ln_block", "test_pre_ln_block_leaves_inputs_unchanged", 0.0, 0.0, status="failed",
               description="Does pre_ln_block leave x untouched (no `x += ...`)?", output="it modified x")]))
     assert "<code>x += ...</code>" in page and "`x +=" not in page
+
+
+def test_right_to_left_student_text_is_isolated_so_the_words_around_it_keep_their_order():
+    """A message, a note and a student id holding Arabic and Hebrew: is each run of right-to-left
+    words put in <bdi> (so the browser does not move the English words beside it), code included,
+    while text with none gets no <bdi>?"""
+    rtl = "\u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645 \u05e9\u05dc\u05d5\u05dd"
+    message = f"`layer_norm` raised RuntimeError: {rtl} 42 (at line 3: `print('\u05e9\u05dc\u05d5\u05dd')`)"
+    result = submission("\u05e9\u05e8\u05d4", [check("layer_norm", "test_layer_norm_a", 0.0, 15.0, output=message)],
+                        notes=(f"transformer-block.ipynb: The 2nd code cell (`x = 1`) raised ValueError: {rtl}",))
+    html = render_feedback(result)
+    assert html.count(f"RuntimeError: <bdi>{rtl}</bdi> 42 (at line 3: ") == 1
+    assert f"raised ValueError: <bdi>{rtl}</bdi>" in html
+    assert "print(&#39;<bdi>\u05e9\u05dc\u05d5\u05dd</bdi>&#39;)" in html
+    assert "<strong><bdi>\u05e9\u05e8\u05d4</bdi></strong>" in html
+    assert str(rich("plain English, no RTL")) == "plain English, no RTL"
