@@ -263,10 +263,12 @@ class RosterStudent:
 
 def roster_id_problem(student: str) -> str | None:
     """Why `student` cannot be an id on a roster (whitespace, `;`, `/`, `\\` or `,` in it: most likely a
-    CSV separated by `;` or tabs, read as one id per line), or None."""
-    if any(ch.isspace() or ch in ";/\\," for ch in student):
-        return "it holds whitespace, ';', '/', '\\' or ','"
-    return None
+    CSV separated by `;` or tabs, read as one id per line), naming the first such character, or None."""
+    bad = next((ch for ch in student if ch.isspace() or ch in ";/\\,"), None)
+    if bad is None:
+        return None
+    named = {" ": "a space", "\t": "a tab"}.get(bad) or ("whitespace" if bad.isspace() else f"a {bad!r}")
+    return f"it holds {named}"
 
 
 # The roster's optional columns, each a RosterStudent field of the same name.
@@ -402,8 +404,9 @@ class Course:
         first: dict[str, int] = {}
         for n, student in out:
             if roster_id_problem(student.id) is not None:
-                raise ConfigError(f"{name}: line {n}: {schema.show(student.id)} is not a student id (a CSV roster "
-                                  f"is comma-separated, with an 'id' column; otherwise one id per line)")
+                raise ConfigError(f"{name}: line {n}: {schema.show(student.id)} is not a student id: "
+                                  f"{roster_id_problem(student.id)}; a CSV roster is comma-separated, with an "
+                                  f"'id' column, otherwise one id per line")
             if first.setdefault(student.id, n) != n:
                 raise ConfigError(f"{name}: line {n}: student {student.id!r} is listed twice (first on line "
                                   f"{first[student.id]})")

@@ -401,12 +401,15 @@ def test_config_a_key_given_twice_is_an_error_naming_both_lines(tmp_path, monkey
 
 @pytest.mark.parametrize("roster, error", [
     ("id;first_name;last_name;email\nada;Ada;Lovelace;ada@x.edu\n",
-     'roster.csv: line 1: "id;first_name;last_name;email" is not a student id'),
+     'roster.csv: line 1: "id;first_name;last_name;email" is not a student id: it holds a \';\'; a CSV roster is '
+     "comma-separated, with an 'id' column, otherwise one id per line"),
     ("id,first_name\nada,Ada\nbob,Bob\nada,Ada L.\n",
      "roster.csv: line 4: student 'ada' is listed twice (first on line 2)"),
     ("ada\n\nbob\nada\n", "roster.csv: line 4: student 'ada' is listed twice (first on line 1)"),
     ("ID,First Name\nada,Ada\n", "roster.csv: line 1: expected an 'id' column in the comma-separated header"),
-    ("ada lovelace\n", 'roster.csv: line 1: "ada lovelace" is not a student id'),
+    ("ada lovelace\n", 'roster.csv: line 1: "ada lovelace" is not a student id: it holds a space; a CSV'),
+    ("ada\nbob\tBob\n", 'roster.csv: line 2: "bob\tBob" is not a student id: it holds a tab; a CSV'),
+    ("id,first_name\nada,Ada\nb/ob,Bob\n", 'roster.csv: line 3: "b/ob" is not a student id: it holds a \'/\'; a CSV'),
     ("id,first_name\nada,Ada\nzoe,Zo\xeb\n".encode("latin-1"),
      "roster.csv: line 3: not UTF-8 (byte 0xeb at offset 28)"),
     ('id,first_name\nada,"Ada\nMarie"\n\nbob,Bob\nada,"A.\nL."\nbob,"B.\n\nB."\n',
