@@ -728,7 +728,7 @@ def student_page(course: Course, a: Assignment, sid: str) -> str:
     if result is None:
         where = course.layout.relative(course.layout.results_json(sid, a.name))
         raise CourseError(f"{where}: missing or unreadable; run `course autograde {a.name} --student {sid}` first")
-    return render_feedback(result, a, review_of(course, a, sid))
+    return render_feedback(result, a, review_of(course, a, sid), course.name)
 
 
 def feedback(course_dir: str | Path, assignment: str, *, student: str | None = None,
@@ -796,7 +796,7 @@ def refresh_pages(course: Course, a: Assignment, students: Iterable[str]) -> lis
             page = course.layout.feedback(sid, a.name) / feedback_filename(result)
             try:
                 review = read_review(gb, a, sid)
-                if _holds(page, render_feedback(result, a, review).encode("utf-8")):
+                if _holds(page, render_feedback(result, a, review, course.name).encode("utf-8")):
                     continue
                 _feedback_folder(course, a, sid, result, review)
             except Exception as exc:  # noqa: BLE001 - that page is released as it is, and said so
@@ -1083,7 +1083,7 @@ def _feedback_folder(course: Course, a: Assignment, sid: str, result: Submission
     from .reporting.feedback import write_feedback
 
     folder = _inside(course, course.layout.feedback(sid, a.name))
-    page = write_feedback(result, a, folder, review)
+    page = write_feedback(result, a, folder, review, course.name)
     _copy_bookkeeping(course, a, sid, folder)
     return page
 

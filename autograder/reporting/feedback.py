@@ -11,7 +11,10 @@ escaped by Jinja2's autoescape, so text that came from student code cannot becom
 When the gradebook holds a person's changes (a TA's override or extra credit in formgrader, a
 comment on a cell), the page shows them: the total and each problem's score are the gradebook's,
 the autograder's own score beside an overridden one, and the comments under "From your
-instructor" (see `reporting.gradebook.Review`). A student's extension shows as their due date.
+instructor" (see `reporting.gradebook.Review`). Under the heading, one short line gives the course's
+name, when the submission was made and this student's due date (their extension's, if any), as
+results.json holds them; the page holds no time of its own making, so it reads the same however
+often it is written again.
 
 The page is made for reading on a phone as well as a desk: what lost points comes first (a
 problem's failed checks, then checks that could not be graded, then advice worth no points, then
@@ -182,8 +185,10 @@ class FeedbackView:
     problems: tuple[ProblemView, ...]
     common_failure: str   # the one message of every check when all of them failed alike, else ""
     instructor: tuple[InstructorNote, ...] = ()
-    due: str = ""         # the student's due date when they have an extension, for reading
+    due: str = ""         # the student's due date (with their extension), for reading: "2026-12-14 23:59 UTC"
     extension: str = ""   # "2 days"
+    course: str = ""      # the course's name, when the page is written for a course
+    submitted: str = ""   # when the submission was made (its timestamp.txt), for reading
     auto_score: str = ""      # the autograder's score (before any penalty) when a person changed scores, else ""
     reviewed_score: str = ""  # that score with the person's changes (before any penalty), when auto_score is set
     late_share: str = ""      # the late penalty as a share of the autograder's score ("20%"), when auto_score is set
@@ -304,7 +309,7 @@ def _readable_time(iso: str) -> str:
 
 
 def feedback_view(result: SubmissionResult, assignment: Assignment | None = None,
-                  review: Review | None = None) -> FeedbackView:
+                  review: Review | None = None, course_name: str = "") -> FeedbackView:
     """The student-safe view of `result` (no detail, no seed, no roster flag), with the gradebook's
     overrides and comments when `review` is given."""
     if assignment is not None:
@@ -350,8 +355,10 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         problems=problems,
         common_failure=common,
         instructor=instructor,
-        due=_readable_time(result.due) if result.extension and result.due else "",
+        due=_readable_time(result.due) if result.due else "",
         extension=result.extension,
+        course=course_name,
+        submitted=_readable_time(result.submitted_at) if result.submitted_at else "",
         auto_score=auto_score,
         reviewed_score=format_points(raw) if auto_score else "",
         late_share=late_share,
@@ -465,16 +472,16 @@ def prepare_page() -> None:
 
 
 def render_feedback(result: SubmissionResult, assignment: Assignment | None = None,
-                    review: Review | None = None) -> str:
+                    review: Review | None = None, course_name: str = "") -> str:
     """The feedback page for `result` as one HTML document (inline CSS, no external assets), at most
-    FEEDBACK_MAX_BYTES (messages are cut shorter if needed)."""
+    FEEDBACK_MAX_BYTES (messages are cut shorter if needed); `course_name` heads it when given."""
     template = _environment().get_template("feedback.html")
     if _KEPT_FROM[0] is not template:       # the template was loaded again (changed): its markup is new
         _KEPT.clear()
         _KEPT_FROM[0] = template
-    page = template.render(view=feedback_view(bound_result(result), assignment, review))
+    page = template.render(view=feedback_view(bound_result(result), assignment, review, course_name))
     if len(page.encode("utf-8")) > FEEDBACK_MAX_BYTES:
-        page = template.render(view=feedback_view(shrunk(bound_result(result)), assignment, review))
+        page = template.render(view=feedback_view(shrunk(bound_result(result)), assignment, review, course_name))
     return page
 
 
@@ -503,9 +510,10 @@ def feedback_filename(result: SubmissionResult) -> str:
 
 
 def write_feedback(result: SubmissionResult, assignment: Assignment | None, folder: str | Path,
-                   review: Review | None = None) -> Path:
+                   review: Review | None = None, course_name: str = "") -> Path:
     """Write the page to `<folder>/<notebook-stem>.html` atomically; returns its path.
 
     `folder` is the submission's own folder, e.g. feedback/<student>/<assignment>.
     """
-    return atomic_write_text(Path(folder) / feedback_filename(result), render_feedback(result, assignment, review))
+    return atomic_write_text(Path(folder) / feedback_filename(result),
+                             render_feedback(result, assignment, review, course_name))

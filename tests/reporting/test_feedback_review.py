@@ -3,6 +3,7 @@ student's extension; without a review it is the autograder's page."""
 from __future__ import annotations
 
 import dataclasses
+import html
 import re
 
 from autograder.reporting.feedback import feedback_view, render_feedback
@@ -88,12 +89,25 @@ def test_changes_that_cancel_out_do_not_say_the_score_was_changed_to_itself(ada,
 
 
 def test_an_extension_shows_the_students_own_due_date(ada, assignment):
-    """Does a student with an extension see their due date and the extension?"""
+    """Does a student with an extension see their due date and the extension, and one without see
+    the due date alone?"""
     extended = dataclasses.replace(ada, due="2026-12-16T23:59:00+00:00", extension="2 days")
-    assert "Your due date: 2026-12-16 23:59 UTC (with your extension of 2 days)." in text_of(
+    assert "due 2026-12-16 23:59 UTC (with your extension of 2 days)" in text_of(
         render_feedback(extended, assignment))
-    assert "Your due date" not in render_feedback(dataclasses.replace(ada, due="2026-12-14T23:59:00+00:00"),
-                                                  assignment)
+    plain = text_of(render_feedback(dataclasses.replace(ada, due="2026-12-14T23:59:00+00:00"), assignment))
+    assert "due 2026-12-14 23:59 UTC" in plain and "extension" not in plain
+
+
+def test_the_page_says_which_course_when_it_was_submitted_and_when_it_was_due(ada, assignment):
+    """Is there one short line under the student's name with the course's name, the submission's
+    time and the due date, each left out when results.json does not hold it, the name escaped?"""
+    timed = dataclasses.replace(ada, due="2026-12-14T23:59:00+00:00", submitted_at="2026-12-14T19:00:00+01:00")
+    text = html.unescape(text_of(render_feedback(timed, assignment, None, "Deep Learning <i>101</i>")))
+    assert ("Student: ada Deep Learning <i>101</i> \u00b7 submitted 2026-12-14 18:00 UTC \u00b7 "
+            "due 2026-12-14 23:59 UTC 30 / 30 points") in text
+    assert "<i>101" not in render_feedback(timed, assignment, None, "Deep Learning <i>101</i>")
+    assert 'class="facts"' not in render_feedback(ada, assignment)
+    assert "Student: ada submitted 2026-12-14 18:00 UTC \u00b7 due" in text_of(render_feedback(timed, assignment))
 
 
 def test_a_late_submission_changed_by_a_ta_states_the_penalty_fixed_at_autograde_time(ada, assignment):
