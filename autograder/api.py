@@ -564,7 +564,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             # run wait for its commit: the writer's acknowledgement brings the gradebook's scores for the
             # summary, and a resubmission's warning (which waits also when it cannot tell).
             seen = has_person_review(course, a.name, sid) if detach else None
-            own = (seen if detach else None if reviewed is None else sid in reviewed) is not False
+            # the gradebook may hold a person's review (True, or None: it cannot tell)
+            maybe_reviewed = seen if detach else (None if reviewed is None else sid in reviewed)
             if (detach and not fresh and not copy and not page_written and seen is False
                     and holds_grades(course, a, result) and not _page_shows_review(course, a, sid, result)):
                 already.append(sid)                   # everything of it is written already: nothing to do
@@ -592,7 +593,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 gradebook.record(result, copy_from=folders[sid] if copy else None, encoded=pool.encoded(result),
                                  resubmitted=sid in changed)
             log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
-                f"{result.score:6.2f}/{result.max_score:g}" + ("  (autograder)" if own else "")
+                f"{result.score:6.2f}/{result.max_score:g}" + ("  (autograder)" if maybe_reviewed is not False else "")
                 + ("" if result.on_roster else "  (not on the roster)")
                 + ("  GRADER ERROR" if result.state == "crashed" else "")
                 + (f"  {result.execution_time:.2f} s" if fresh else "  (not graded again)"))
