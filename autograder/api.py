@@ -559,7 +559,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 page_errors = [f"{line}; not marked as graded: the next `course autograde` grades {sid} again"
                                for line in page_errors]
             output_errors.extend(page_errors)
-            copy = needs_formgrader_copy(course, a, sid, fresh=fresh, refused=sid in refused)
+            copy = needs_formgrader_copy(course, a, sid, folders[sid], fresh=fresh, refused=sid in refused)
             # A person's review in the gradebook (a plain read; None: it cannot tell) makes a one-student
             # run wait for its commit: the writer's acknowledgement brings the gradebook's scores for the
             # summary, and a resubmission's warning (which waits also when it cannot tell).
@@ -1019,18 +1019,34 @@ def _inside(course: Course, path: Path) -> Path:
     return _output_dir(course.root, *path.relative_to(course.root).parts)
 
 
-def needs_formgrader_copy(course: Course, a: Assignment, sid: str, *, fresh: bool, refused: bool) -> bool:
-    """Whether autograded/<student>/<assignment>/ should get the submission's notebooks: when it was
-    graded afresh, or when a stopped batch left it without them."""
+def needs_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path, *, fresh: bool,
+                          refused: bool) -> bool:
+    """Whether autograded/<student>/<assignment>/ should get the submission (in `folder`) again: when it
+    was graded afresh, when a stopped batch left it without its notebooks, or when its timestamp.txt or
+    submission_secret.txt is not there as submitted (the grading key does not cover the secret, so one
+    that reached submitted/ after the notebook was graded would otherwise never be copied, and
+    `nbgrader release_feedback` could not hand the student's page back)."""
     if refused:
         return False
     if fresh:
         return True
     target = course.layout.autograded(sid, a.name)
     try:
-        return not any(name.endswith(".ipynb") for name, _ in submission_entries(target))
+        if not any(name.endswith(".ipynb") for name, _ in submission_entries(target)):
+            return True
     except OSError:
         return True
+    return any(_copy_lags(folder / name, target / name) for name in BOOKKEEPING)
+
+
+def _copy_lags(submitted: Path, copy: Path) -> bool:
+    """Whether the bookkeeping file `submitted` (one a copy takes: regular, small) is not in `copy`
+    with the same bytes."""
+    try:
+        data = read_regular(submitted, BOOKKEEPING_BYTES)
+    except RefusedFile:
+        return False            # none, or none that a copy would take
+    return not _holds(copy, data)
 
 
 def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult) -> None:

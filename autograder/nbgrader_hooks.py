@@ -21,7 +21,9 @@ sets, from course.yml:
   `--CourseCsvExport.lms=canvas` or `moodle`: one row per student, as that LMS's grade import reads it);
 - `ExchangeFactory.release_feedback = CourseReleaseFeedback`: `nbgrader release_feedback` leaves out,
   naming each, the students whose submission did not come through the exchange (no
-  `submission_secret.txt`), instead of stopping at the first of them; and first writes afresh (a
+  `submission_secret.txt`), instead of stopping at the first of them; releases the pages of a
+  submission that has its secret but lost its `timestamp.txt` (nbgrader's own opens that file only
+  to log it, and stops there with a FileNotFoundError); and first writes afresh (a
   warning line each) the pages that are no longer those of results.json and the gradebook (a TA
   changed a score or comment after `course feedback`), so a student never gets an older page;
 - nbgrader reads a submission's `timestamp.txt` as the engine does (`_read_stamps_as_the_engine`): a
@@ -35,6 +37,7 @@ import csv
 import datetime as dt
 import glob
 import os
+import shutil
 import stat
 import sys
 import threading
@@ -51,6 +54,8 @@ from traitlets import Bool, Unicode, default
 
 from .config import Course, Extension, load_course
 from .errors import ConfigError, CourseError, ExportError
+from .grading.lateness import TIMESTAMP_FILE
+from .intake import SECRET_FILE
 from .layout import NBGRADER_CONFIG, RESULTS_JSON, output_problem
 from .notebooks import over_notebook_limits_file
 from .text import shown_name
@@ -529,10 +534,12 @@ EXPORT_COLUMNS = ("assignment", "duedate", "timestamp", "student_id", "last_name
 
 class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
     """nbgrader's release_feedback (its own exchange), leaving out, with a warning naming the
-    folder, each student whose feedback folder has no `submission_secret.txt` or `timestamp.txt`
-    (a submission put in submitted/ by hand, not through `nbgrader submit`: the exchange has no way
-    to hand it back). nbgrader's own stops at the first such student with a FileNotFoundError, and
-    the students its folder listing reaches after that get nothing.
+    folder, each student whose feedback folder has no `submission_secret.txt` (a submission put in
+    submitted/ by hand, not through `nbgrader submit`: the exchange has no way to hand it back).
+    nbgrader's own stops at the first such student with a FileNotFoundError, and the students its
+    folder listing reaches after that get nothing. A folder with the secret and no `timestamp.txt`
+    (which `nbgrader fetch_feedback` never needs: it finds the page by the secret alone) is released
+    here (`_release_by_secret`), as nbgrader would were it not for its log line's timestamp.
 
     The pages it releases are first checked against results.json and the gradebook, and one a TA
     made out of date (an override or comment changed after `course feedback`) is written afresh, with
@@ -543,29 +550,56 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
         excluded = {s for s in (before or "").split(",") if s}
         skipped = []
         released: dict[str, list[str]] = {}                       # assignment -> students
+        untimed: dict[str, str] = {}                              # page folder -> student: no timestamp.txt
         for page_folder in sorted(glob.glob(self.src_path)):      # feedback/<student or *>/<assignment>
             student = os.path.basename(os.path.dirname(page_folder.rstrip(os.sep)))
             if student in excluded or not glob.glob(os.path.join(glob.escape(page_folder), "*.html")):
                 continue
-            missing = [n for n in ("timestamp.txt", "submission_secret.txt")
-                       if not os.path.isfile(os.path.join(page_folder, n))]
-            if missing:
+            if not os.path.isfile(os.path.join(page_folder, SECRET_FILE)):
                 skipped.append(student)
                 self.log.warning("%s: no %s (not submitted through nbgrader's exchange), so its feedback cannot "
                                  "be released; left out", os.path.relpath(page_folder, self.coursedir.root),
-                                 " or ".join(missing))
-            else:
-                released.setdefault(os.path.basename(page_folder.rstrip(os.sep)), []).append(student)
+                                 SECRET_FILE)
+                continue
+            released.setdefault(os.path.basename(page_folder.rstrip(os.sep)), []).append(student)
+            if not os.path.isfile(os.path.join(page_folder, TIMESTAMP_FILE)):
+                untimed[page_folder] = student
         gone = self._removed(released)
         for students in released.values():
             students[:] = [sid for sid in students if sid not in gone]
         for line in self._refreshed(released):
             self.log.warning("%s", line)
+        for page_folder, student in untimed.items():
+            if student not in gone:
+                self._release_by_secret(page_folder, student)
+        # nbgrader's own would open their timestamp.txt: the folders without one are released above
+        skipped += untimed.values()
         self.coursedir.student_id_exclude = ",".join(sorted(excluded | set(skipped) | gone))
         try:
             super().copy_files()
         finally:
             self.coursedir.student_id_exclude = before
+
+    def _release_by_secret(self, page_folder: str, student: str) -> None:
+        """Each page of `page_folder` (a student's feedback folder without timestamp.txt) copied where
+        `nbgrader fetch_feedback` looks for it: the exchange's feedback folder, named by the hash of the
+        submission's secret and the notebook's name, put in place by a rename as nbgrader does."""
+        from nbgrader.utils import notebook_hash
+
+        with open(os.path.join(page_folder, SECRET_FILE), encoding="utf-8") as fh:
+            secret = fh.read()
+        where = os.path.relpath(page_folder, self.coursedir.root)
+        if not secret:
+            self.log.warning("%s: %s is empty, so its feedback cannot be released; left out", where, SECRET_FILE)
+            return
+        for page in sorted(glob.glob(os.path.join(glob.escape(page_folder), "*.html"))):
+            notebook = os.path.splitext(os.path.basename(page))[0]
+            name = notebook_hash(secret=secret, notebook_id=notebook)
+            staged = os.path.join(self.dest_path, f"{name}-tmp.html")
+            shutil.copy(page, staged)
+            os.replace(staged, os.path.join(self.dest_path, f"{name}.html"))
+            self.log.info("Releasing feedback for student '%s' on assignment '%s/%s/%s' (%s has no %s)", student,
+                          self.coursedir.course_id, self.coursedir.assignment_id, notebook, where, TIMESTAMP_FILE)
 
     def _removed(self, released: dict[str, list[str]]) -> set[str]:
         """The students of `released` taken out of the course (api.removed_from_course), each named in a

@@ -227,9 +227,10 @@ def test_export_and_feedback_warn_of_grades_taken_while_a_grader_failed(tmp_path
     _warns(folder, None)
 
 
-def _graded_with_an_exchange(tmp_path, students: tuple[str, ...], through_exchange: tuple[str, ...]):
+def _graded_with_an_exchange(tmp_path, students: tuple[str, ...], through_exchange: tuple[str, ...],
+                             untimed: tuple[str, ...] = ()):
     """A course of `students` with an exchange, graded by `course autograde`; those `through_exchange`
-    have the submission_secret.txt that `nbgrader submit` leaves."""
+    have the submission_secret.txt that `nbgrader submit` leaves, those `untimed` no timestamp.txt."""
     import subprocess
     import sys
 
@@ -239,6 +240,8 @@ def _graded_with_an_exchange(tmp_path, students: tuple[str, ...], through_exchan
     layout = CourseLayout(folder)
     for sid in through_exchange:
         (layout.submission(sid, "transformer-block") / "submission_secret.txt").write_text(f"secret-{sid}")
+    for sid in untimed:
+        (layout.submission(sid, "transformer-block") / "timestamp.txt").unlink()
     config = folder / "course.yml"
     config.write_text(config.read_text() + "exchange: ../exchange\n")
     (tmp_path / "exchange").mkdir()
@@ -250,7 +253,8 @@ def _graded_with_an_exchange(tmp_path, students: tuple[str, ...], through_exchan
     return folder
 
 
-def _release_feedback(folder):
+def _nbgrader(folder, *args: str):
+    """`nbgrader <args>` (the venv's) in the course `folder`; its WARNING lines, once it succeeded."""
     import os
     import subprocess
     import sys
@@ -258,10 +262,14 @@ def _release_feedback(folder):
 
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
-    proc = subprocess.run([str(bin_dir / "nbgrader"), "release_feedback", "transformer-block"], cwd=folder, env=env,
+    proc = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
+
+
+def _release_feedback(folder):
+    return _nbgrader(folder, "release_feedback", "transformer-block")
 
 
 def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_exchange(tmp_path):
@@ -275,6 +283,37 @@ def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_
     assert len(warnings) == 1 and f"{alan}: no submission_secret.txt" in warnings[0]
     released = sorted((tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK).iterdir())
     assert len(released) == 2 and all(p.suffix == ".html" for p in released)
+
+
+def test_a_submission_with_its_secret_and_no_timestamp_gets_its_feedback_released(tmp_path):
+    """When ada's submission holds nbgrader's submission_secret.txt but no timestamp.txt, and the secret
+    reached submitted/ only after her notebook was graded, does the next `course autograde` copy it into
+    autograded/ (her notebook unchanged), do nbgrader's generate_feedback and release_feedback then put her
+    page where `nbgrader fetch_feedback` looks (the md5 of the secret and the notebook's name), beside
+    alan's, without a warning?"""
+    import hashlib
+    import shutil
+    import subprocess
+    import sys
+
+    folder = _graded_with_an_exchange(tmp_path, ("ada", "alan"), ("alan",), untimed=("ada",))
+    layout = CourseLayout(folder)
+    (layout.submission("ada", "transformer-block") / "submission_secret.txt").write_text("secret-ada")
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir",
+                           str(folder)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "unchanged" in done.stdout, done.stdout + done.stderr
+    copied = layout.autograded("ada", "transformer-block") / "submission_secret.txt"
+    assert copied.read_text() == "secret-ada"
+    shutil.rmtree(layout.feedback_dir)              # written by nbgrader afresh, from autograded/
+    assert _nbgrader(folder, "generate_feedback", "transformer-block") == []
+    feedback = layout.feedback("ada", "transformer-block")
+    assert sorted(p.name for p in feedback.iterdir()) == ["submission_secret.txt", "transformer-block.html"]
+    assert _release_feedback(folder) == []
+    exchange = tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK
+    expected = {hashlib.md5(f"secret-{sid}transformer-block".encode()).hexdigest() + ".html" for sid in ("ada", "alan")}
+    assert {p.name for p in exchange.iterdir()} == expected
+    ada = hashlib.md5(b"secret-adatransformer-block").hexdigest() + ".html"
+    assert (exchange / ada).read_bytes() == (feedback / "transformer-block.html").read_bytes()
 
 
 def test_release_feedback_writes_afresh_a_page_older_than_the_gradebook(tmp_path):
