@@ -90,8 +90,11 @@ def resubmission_warning(review: Review) -> str | None:
     """The line telling a TA that what people set in the gradebook on a student's earlier submission
     (an override, extra credit, a comment) still stands on the new one `review` was committed for
     (its auto scores the new submission's), or None when nothing was set. nbgrader keeps them on a
-    regrade, as it should; the TA decides whether they still apply."""
-    scores = [p for p in review.problems if p.manual_score is not None and p.manual_score != p.auto_score]
+    regrade, as it should; the TA decides whether they still apply. Every hand score is named, also
+    one equal to what the autograder now gives: it was set for the earlier submission and still
+    decides the grade (a later regrade, `--force` after a grader fix, would not change it), so the TA
+    reviews it as any other (the gradebook flags it too, `needs_manual_grade`)."""
+    scores = [p for p in review.problems if p.manual_score is not None]
     extra = [p for p in review.problems if p.extra_credit]
     items = []
     if scores:

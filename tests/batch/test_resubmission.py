@@ -66,6 +66,38 @@ def test_a_resubmission_warns_of_the_ta_review_that_still_stands(tmp_path):
     assert "graded    alan" in alan and "WARNING" not in alan, alan
 
 
+def test_a_hand_score_the_new_submission_happens_to_earn_is_still_named(tmp_path):
+    """barbara's rms_norm earns 0 (it subtracts the mean) and a TA scores it 5 by hand; when she resubmits a
+    notebook whose rms_norm the autograder gives 5, so that the hand score equals the automatic one, is the
+    hand score still named in a WARNING (it was set for the other submission and still decides the grade),
+    for a one-student run as for a class run, with the gradebook still flagging it for manual grading?"""
+    from nbgrader.api import Gradebook
+
+    course = course_with_students(tmp_path / "course", ("ada", "barbara"))
+    layout = CourseLayout(course)
+    _course_cmd(course, "release", A)
+    _course_cmd(course, "autograde", A)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+        grade = gb.find_grade("test_rms_norm", A, A, "barbara")
+        assert grade.auto_score == 0.0
+        grade.manual_score = 5.0
+        gb.db.commit()
+    warning = ("WARNING: barbara: a TA's score for rms_norm (5 of 5; the autograder now gives 5) was set on an earlier "
+               "submission and still stands: review it in formgrader")
+    notebook = f"{A}.ipynb"
+    # a new submission each time (a newer timestamp.txt): one graded alone, then one in a class run
+    for args, stamp in ((("--student", "barbara"), "2026-12-13 09:30:00.000000 UTC"),
+                        ((), "2026-12-13 10:30:00.000000 UTC")):
+        folder = layout.submission("barbara", A)
+        (folder / notebook).write_bytes((layout.submission("ada", A) / notebook).read_bytes())
+        (folder / "timestamp.txt").write_text(stamp)
+        out = _course_cmd(course, "autograde", A, *args)
+        assert "graded    barbara" in out and [ln for ln in out.splitlines() if "WARNING" in ln] == [warning], out
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+            grade = gb.find_grade("test_rms_norm", A, A, "barbara")
+            assert (grade.auto_score, grade.manual_score, grade.needs_manual_grade) == (5.0, 5.0, True)
+
+
 def _crash(course: Path, sid: str, monkeypatch: pytest.MonkeyPatch, *, background: bool) -> None:
     """Grade `sid` alone in this process with the sandbox failing under it, as a killed sandbox process
     makes a submission `crashed`: results.json and a gradebook row without automatic scores (committed

@@ -27,10 +27,23 @@ def test_a_standing_override_and_comment_are_named_in_one_line():
         "still stand: review them in formgrader")
 
 
-def test_nothing_set_or_a_score_the_autograder_now_agrees_with_gives_no_line():
-    """No line when people set nothing, or when the TA's score is what the autograder now gives too."""
+def test_nothing_set_gives_no_line():
+    """No line when people set nothing (the autograder's scores alone, whatever they are)."""
     assert resubmission_warning(_review(ProblemReview("rms_norm", 5.0, 0.0))) is None
-    assert resubmission_warning(_review(ProblemReview("rms_norm", 5.0, 5.0, 5.0))) is None
+    assert resubmission_warning(_review(ProblemReview("rms_norm", 5.0, 5.0), ProblemReview("silu", 5.0, None))) is None
+
+
+def test_a_hand_score_equal_to_the_new_autograde_is_named_all_the_same():
+    """When the TA's score from the earlier submission happens to be what the autograder now gives, is it
+    still named (it was set for another submission and still decides the grade), beside one that differs?"""
+    same = _review(ProblemReview("rms_norm", 5.0, 5.0, 5.0))
+    assert resubmission_warning(same) == (
+        "ada: a TA's score for rms_norm (5 of 5; the autograder now gives 5) was set on an earlier submission and "
+        "still stands: review it in formgrader")
+    both = _review(ProblemReview("rms_norm", 5.0, 5.0, 5.0), ProblemReview("silu", 5.0, 0.0, 2.0))
+    assert resubmission_warning(both) == (
+        "ada: a TA's scores for rms_norm (5 of 5; the autograder now gives 5) and silu (2 of 5; the autograder now "
+        "gives 0) were set on an earlier submission and still stand: review them in formgrader")
 
 
 def test_a_reviews_scores_cross_as_plain_data_without_its_comments():
