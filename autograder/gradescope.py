@@ -24,7 +24,8 @@ submissions, results, feedback, gradebook or roster.
 `run` (what run_autograder calls) lays the submission out as a one-student course folder
 (`<root>/course`: submitted/<student>/<assignment>/), grades it with the real `course autograde
 ASSIGNMENT --student ID --wait` (full sandbox) and copies that student's results.json to
-`<root>/results/results.json`, with the bundle's visibility. Whatever goes wrong, a valid
+`<root>/results/results.json`, with the bundle's visibility and its scores in whole cents
+(`rounded_scores`: the tests' scores add up to the total). Whatever goes wrong, a valid
 results.json is written (score 0, a message for the student, the details on stdout and in
 extra_data for the instructor). The root is /autograder unless COURSE_GRADESCOPE_ROOT says otherwise.
 """
@@ -33,6 +34,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import shlex
 import shutil
@@ -270,6 +272,7 @@ def run(root: str | Path, *, log: Callable[[str], None] = print) -> Path:
         log(f"run_autograder: {type(exc).__name__}: {exc}")
         doc = {"score": 0.0, "output": _GRADER_FAILED, "tests": [],
                "extra_data": {"error": f"{type(exc).__name__}: {exc}"}}
+    doc = rounded_scores(doc)
     doc["visibility"] = visibility if visibility in VISIBILITIES else "visible"
     for test in doc.get("tests", []):        # a test's own visibility would override the submission's
         test["visibility"] = doc["visibility"]
@@ -313,6 +316,53 @@ def _grade(root: Path, assignment: str, log: Callable[[str], None]) -> dict[str,
     if notes:
         doc["output"] = "\n\n".join(["\n".join(notes)] + ([doc["output"]] if doc.get("output") else []))
     return doc
+
+
+def rounded_scores(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc`, a results.json document, with its scores in whole cents, as the tool writes points for
+    people (`text.format_points`), and the parts adding up to the whole, since Gradescope shows both.
+    Within each problem (a test number's part before the dot), the points its tests earned and then
+    the points they did not earn are rounded as one running total: each piece gets the cents by which
+    the rounded total grows. So a problem's tests score its score rounded once (the page's figure),
+    their `max_score`s add up to its points, and a passed test shows its `max_score` as its score
+    (9 checks sharing 5 points, 2 passed: 0.56 and 0.55 earned, 1.11 in all). The `score` is the sum of
+    the tests' less the late penalty (extra_data's, in cents), never below 0. A document without tests
+    (a crashed grading, a failure's fallback) has its `score` rounded alone. See docs/gradescope.md."""
+    out = dict(doc)
+    tests = [dict(t) if isinstance(t, dict) else t for t in doc.get("tests", [])]
+    problems: dict[str, list[dict[str, Any]]] = {}
+    for i, test in enumerate(tests):
+        if isinstance(test, dict) and _cents(test.get("max_score")) is not None and \
+                _cents(test.get("score")) is not None:
+            problems.setdefault(str(test.get("number", i)).split(".")[0], []).append(test)
+    total = 0
+    for group in problems.values():
+        exact = [(min(max(float(t["score"]), 0.0), float(t["max_score"])), float(t["max_score"])) for t in group]
+        pieces = [earned for earned, _ in exact] + [max(top - earned, 0.0) for earned, top in exact]
+        cents, running = [], 0.0
+        for piece in pieces:
+            cents.append(round((running + piece) * 100) - round(running * 100))
+            running += piece
+        for test, earned, missed in zip(group, cents[:len(group)], cents[len(group):], strict=True):
+            test["score"], test["max_score"] = earned / 100, (earned + missed) / 100
+            total += earned
+    out["tests"] = tests
+    extra = doc.get("extra_data")
+    penalty = _cents(extra.get("late_penalty")) if isinstance(extra, dict) else None
+    if problems:
+        out["score"] = max(0, total - (penalty or 0)) / 100
+    elif (score := _cents(doc.get("score"))) is not None:
+        out["score"] = score / 100
+    if (top := _cents(doc.get("max_score"))) is not None:
+        out["max_score"] = top / 100
+    return out
+
+
+def _cents(value: Any) -> int | None:
+    """A finite number of points in whole cents, else None (left as it is)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return round(value * 100)
 
 
 def _metadata(path: Path) -> tuple[dict[str, Any], str]:

@@ -124,7 +124,8 @@ def test_setup_and_run_scripts_parse_and_name_the_bundled_files(built, tmp_path)
 
 def test_run_autograder_scores_as_course_autograde_does(built, tmp_path):
     """Does a submission graded by run_autograder (its notebook in a subfolder, under another name) score
-    exactly what `course autograde --student` gives the same student in the course, with valid results?"""
+    exactly what `course autograde --student` gives the same student in the course, rounded to cents (the
+    tests adding up to the score), with valid results?"""
     proc = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", ASSIGNMENT, "--student", "edsger",
                            "--course-dir", str(built.course.root), "--wait"], capture_output=True, text=True,
                           timeout=600)
@@ -140,8 +141,12 @@ def test_run_autograder_scores_as_course_autograde_does(built, tmp_path):
     proc, doc = run_autograder(root)
     assert proc.returncode == 0, proc.stderr
     assert_gradescope_results(doc)
-    assert doc["score"] == local["score"]
-    assert [(t["name"], t["score"]) for t in doc["tests"]] == [(t["name"], t["score"]) for t in local["tests"]]
+    rounded = gradescope.rounded_scores(local)
+    assert (doc["score"], doc["max_score"]) == (rounded["score"], rounded["max_score"])
+    assert [(t["name"], t["score"], t["max_score"]) for t in doc["tests"]] == [
+        (t["name"], t["score"], t["max_score"]) for t in rounded["tests"]]
+    # edsger's split_heads and merge_heads earn a share of their checks: rounded to cents, adding up
+    assert local["score"] != doc["score"] == round(local["score"], 2) == _cents_sum(doc["tests"], "score") / 100
     assert doc["extra_data"]["student"] == "edsger" and doc["extra_data"]["seed"] == local["extra_data"]["seed"]
     assert doc["visibility"] == "after_due_date"
     assert {t["visibility"] for t in doc["tests"]} == {"after_due_date"}   # a test's own would override it
@@ -149,6 +154,42 @@ def test_run_autograder_scores_as_course_autograde_does(built, tmp_path):
     # no timestamp.txt on Gradescope, where course.yml's late policy does not apply: no line about it
     assert load_course(built.course.root).assignment(ASSIGNMENT).due is not None
     assert "Late policy" not in proc.stdout and "graded as on time" not in proc.stdout, proc.stdout
+
+
+def _cents_sum(tests: list[dict], key: str) -> int:
+    return sum(round(t[key] * 100) for t in tests)
+
+
+def _shared(number: str, checks: int, passed: set[int], points: float) -> list[dict]:
+    """`checks` tests of problem `number` sharing `points` equally, those in `passed` (from 1) passed."""
+    share = points / checks
+    return [{"name": f"check {i}", "number": f"{number}.{i}", "score": share if i in passed else 0.0,
+             "max_score": share, "status": "passed" if i in passed else "failed"} for i in range(1, checks + 1)]
+
+
+def test_scores_are_rounded_to_cents_and_the_tests_add_up_to_the_score():
+    """With 5 points shared by 9 checks (2 passed) and 22 by 3 (all passed), is every score written in
+    whole cents, do a problem's tests add up to its score rounded once and their max_scores to its points,
+    does a passed test score its max_score, and is the score their sum less the late penalty?"""
+    tests = _shared("1", 9, {1, 3}, 5.0) + _shared("2", 3, {1, 2, 3}, 22.0) + _shared("3", 3, set(), 7.0)
+    exact = 5.0 * 2 / 9 + 22.0
+    doc = {"score": exact - 0.5, "max_score": 34.0, "tests": tests, "extra_data": {"late_penalty": 0.5}}
+    shown = gradescope.rounded_scores(doc)
+    assert doc["tests"][0]["score"] == 5 / 9 and doc["score"] == exact - 0.5      # the document given is left as is
+    for test in shown["tests"]:
+        assert round(test["score"], 2) == test["score"] and round(test["max_score"], 2) == test["max_score"]
+        assert (test["score"] == test["max_score"] > 0) == (test["status"] == "passed")
+    first = [t for t in shown["tests"] if t["number"].startswith("1.")]
+    assert _cents_sum(first, "score") == 111 and _cents_sum(first, "max_score") == 500
+    assert [t["score"] for t in shown["tests"] if t["number"].startswith("2.")] == [7.33, 7.34, 7.33]
+    assert _cents_sum(shown["tests"], "max_score") == 3400 and shown["max_score"] == 34.0
+    assert shown["score"] == 22.61 == (_cents_sum(shown["tests"], "score") - 50) / 100
+    assert shown["score"] == round(exact - 0.5, 2)
+    assert gradescope.rounded_scores({**doc, "extra_data": {"late_penalty": 40.0}})["score"] == 0.0
+    # without tests (a crashed grading, a failure's fallback): the score alone, in cents
+    assert gradescope.rounded_scores({"score": 7.333333333333333, "tests": []})["score"] == 7.33
+    assert gradescope.rounded_scores({"score": 0.0, "output": "x", "tests": []}) == {"score": 0.0, "output": "x",
+                                                                                    "tests": []}
 
 
 def test_a_broken_notebook_gets_a_valid_results_json(built, tmp_path):
@@ -383,8 +424,8 @@ def test_setup_sh_and_run_autograder_grade_as_on_gradescope(tmp_path):
     """Built as Gradescope builds its image (run_autograder copied to /autograder, `bash setup.sh` as
     root: apt-get, a venv pip installed in /opt/course-autograder), does the bundle grade at its default
     paths, without network and without writing to the venv, a correct notebook 100/100 and a weak one
-    exactly as `course autograde` here, in valid results.json? (About a minute, most of it pip.) Debian
-    stands in for Gradescope's Ubuntu; setup.sh's apt-get works on the machine's own packages (those CI
+    exactly as `course autograde` here (rounded to cents), in valid results.json? (About a minute, most of
+    it pip.) Debian stands in for Gradescope's Ubuntu; setup.sh's apt-get works on the machine's own packages (those CI
     installs anyway), everything else on temporary folders, removed at the end."""
     students = ("ada", "barbara")                       # all correct; two mistakes (83.82)
     course = CourseLayout(course_with_students(tmp_path / "course", students))
@@ -428,8 +469,9 @@ def test_setup_sh_and_run_autograder_grade_as_on_gradescope(tmp_path):
             assert_gradescope_results(doc)
             assert f"all {len(REQUIRED)} required isolation layers applied" in run.stdout, run.stdout[-3000:]
             assert doc["extra_data"]["student"] == student, doc.get("extra_data")
-            assert doc["score"] == local[student]["score"], (student, doc["score"], local[student]["score"])
+            rounded = gradescope.rounded_scores(local[student])      # in cents (barbara's 83.82 is not exact)
+            assert doc["score"] == rounded["score"], (student, doc["score"], local[student]["score"])
             assert (doc["score"] == doc["max_score"] == 100) == (student == "ada"), (student, doc["score"])
-            assert [(t["name"], t["score"]) for t in doc["tests"]] == [
-                (t["name"], t["score"]) for t in local[student]["tests"]]
+            assert [(t["name"], t["score"], t["max_score"]) for t in doc["tests"]] == [
+                (t["name"], t["score"], t["max_score"]) for t in rounded["tests"]]
     assert machine_state() == before
