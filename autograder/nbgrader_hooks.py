@@ -555,11 +555,11 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
             student = os.path.basename(os.path.dirname(page_folder.rstrip(os.sep)))
             if student in excluded or not glob.glob(os.path.join(glob.escape(page_folder), "*.html")):
                 continue
-            if not os.path.isfile(os.path.join(page_folder, SECRET_FILE)):
+            why = _secret_problem(page_folder)
+            if why:
                 skipped.append(student)
-                self.log.warning("%s: no %s (not submitted through nbgrader's exchange), so its feedback cannot "
-                                 "be released; left out", os.path.relpath(page_folder, self.coursedir.root),
-                                 SECRET_FILE)
+                self.log.warning("%s: %s, so its feedback cannot be released; left out",
+                                 os.path.relpath(page_folder, self.coursedir.root), why)
                 continue
             released.setdefault(os.path.basename(page_folder.rstrip(os.sep)), []).append(student)
             if not os.path.isfile(os.path.join(page_folder, TIMESTAMP_FILE)):
@@ -587,11 +587,8 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
         from nbgrader.utils import notebook_hash
 
         with open(os.path.join(page_folder, SECRET_FILE), encoding="utf-8") as fh:
-            secret = fh.read()
+            secret = fh.read()                  # readable and not empty: _secret_problem
         where = os.path.relpath(page_folder, self.coursedir.root)
-        if not secret:
-            self.log.warning("%s: %s is empty, so its feedback cannot be released; left out", where, SECRET_FILE)
-            return
         for page in sorted(glob.glob(os.path.join(glob.escape(page_folder), "*.html"))):
             notebook = os.path.splitext(os.path.basename(page))[0]
             name = notebook_hash(secret=secret, notebook_id=notebook)
@@ -634,6 +631,20 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
                 lines.append(f"{name}: the pages cannot be checked against the gradebook ({exc}); released as "
                              f"they are")
         return lines
+
+
+def _secret_problem(page_folder: str) -> str:
+    """Why the submission_secret.txt of a feedback folder cannot name the student's released page
+    (nbgrader hashes its text with the notebook's name), or "" when it can."""
+    path = os.path.join(page_folder, SECRET_FILE)
+    if not os.path.isfile(path):
+        return f"no {SECRET_FILE} (not submitted through nbgrader's exchange)"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            secret = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"{SECRET_FILE} cannot be read ({type(exc).__name__}: {exc})".splitlines()[0][:300]
+    return "" if secret else f"{SECRET_FILE} is empty"
 
 
 def config_problems(course: Course) -> list[str]:

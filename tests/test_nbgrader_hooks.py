@@ -290,13 +290,13 @@ def test_a_submission_with_its_secret_and_no_timestamp_gets_its_feedback_release
     reached submitted/ only after her notebook was graded, does the next `course autograde` copy it into
     autograded/ (her notebook unchanged), do nbgrader's generate_feedback and release_feedback then put her
     page where `nbgrader fetch_feedback` looks (the md5 of the secret and the notebook's name), beside
-    alan's, without a warning?"""
+    alan's, while grace, whose secret was emptied, is left out with one warning naming her folder?"""
     import hashlib
     import shutil
     import subprocess
     import sys
 
-    folder = _graded_with_an_exchange(tmp_path, ("ada", "alan"), ("alan",), untimed=("ada",))
+    folder = _graded_with_an_exchange(tmp_path, ("ada", "alan", "grace"), ("alan", "grace"), untimed=("ada",))
     layout = CourseLayout(folder)
     (layout.submission("ada", "transformer-block") / "submission_secret.txt").write_text("secret-ada")
     done = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir",
@@ -308,7 +308,11 @@ def test_a_submission_with_its_secret_and_no_timestamp_gets_its_feedback_release
     assert _nbgrader(folder, "generate_feedback", "transformer-block") == []
     feedback = layout.feedback("ada", "transformer-block")
     assert sorted(p.name for p in feedback.iterdir()) == ["submission_secret.txt", "transformer-block.html"]
-    assert _release_feedback(folder) == []
+    grace = layout.feedback("grace", "transformer-block")
+    (grace / "submission_secret.txt").write_text("")
+    warning = (f"[ReleaseFeedbackApp | WARNING] {layout.relative(grace)}: submission_secret.txt is empty, so its "
+               f"feedback cannot be released; left out")
+    assert _release_feedback(folder) == [warning]
     exchange = tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK
     expected = {hashlib.md5(f"secret-{sid}transformer-block".encode()).hexdigest() + ".html" for sid in ("ada", "alan")}
     assert {p.name for p in exchange.iterdir()} == expected
