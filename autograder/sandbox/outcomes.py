@@ -162,11 +162,12 @@ class ChildCrashed(StudentCodeError):
 
 
 class FunctionMissing(StudentCodeError):
-    """No such name in the notebook's namespace after its cells ran."""
+    """No such name in the notebook's namespace after its cells ran. Its sentence has no brackets of
+    its own: checks that needed the function quote it in theirs ("which failed on its inputs (...)")."""
 
     def __init__(self, name: str):
         self.name = name
-        super().__init__(f"`{name}` is not defined in your notebook (was it renamed, or did its cell fail?)")
+        super().__init__(f"`{name}` is not defined in your notebook; perhaps it was renamed, or its cell failed.")
 
 
 class NotCallable(StudentCodeError):

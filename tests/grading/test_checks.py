@@ -9,7 +9,7 @@ import pytest
 from autograder.config import Tolerance
 from autograder.grading.checks import Expect, NotGraded, building_blocks
 from autograder.grading.diagnosis import LOWER_PRECISION, Catalogue
-from autograder.sandbox.outcomes import StudentRaised
+from autograder.sandbox.outcomes import FunctionMissing, StudentRaised
 
 
 def make_expect(catalogue=None, last_call=None) -> Expect:
@@ -341,6 +341,20 @@ def test_a_composite_whose_block_fails_is_not_graded():
         ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
     assert info.value.block == "double"
     assert info.value.feedback.startswith("Not graded: this check needs your `double`, which failed")
+
+
+def test_a_composite_whose_block_is_missing_quotes_it_without_nested_brackets():
+    """When the building block is not defined in the notebook, does the not-graded message quote why in one
+    pair of brackets, with none inside it?"""
+    def missing(*args, **kwargs):
+        raise FunctionMissing("double")
+
+    ex = wired_expect(double=missing, double_plus_one=raising("double_plus_one"))
+    with pytest.raises(NotGraded) as info:
+        ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+    assert info.value.feedback == ("Not graded: this check needs your `double`, which failed on its inputs "
+                                   "(`double` is not defined in your notebook; perhaps it was renamed, or its "
+                                   "cell failed). It earns no points until `double` works on them.")
 
 
 def test_a_block_that_returns_an_unusable_value_makes_the_check_not_graded():

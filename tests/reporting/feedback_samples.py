@@ -18,7 +18,7 @@ POINTS = (("layer_norm", 15.0), ("split_heads", 10.0), ("merge_heads", 5.0),
           ("multi_head_attention", 20.0), ("pre_ln_block", 20.0), ("silu", 5.0),
           ("swiglu_ffn", 15.0), ("count_block_params", 10.0))
 NB = "transformer-block.ipynb"
-MISSING_SPLIT = "`split_heads` is not defined in your notebook (was it renamed, or did its cell fail?)"
+MISSING_SPLIT = "`split_heads` is not defined in your notebook; perhaps it was renamed, or its cell failed."
 NEEDS_SPLIT = "Not graded: this check needs your `split_heads`, which failed (see problem 2)."
 NOT_RUN_SPLIT = ("Not run: `split_heads` is not defined in your notebook, so there was nothing for this check "
                  "to look at.")

@@ -14,3 +14,13 @@ def test_a_cell_that_imports_a_module_grading_lacks_says_so():
                             "notebooks are graded: write it with numpy")
     other = CellOutcome(3, "error", error_type="NameError", message="name 'x' is not defined", label="cell 4")
     assert other.note == "Cell 4 raised NameError: name 'x' is not defined"
+
+
+def test_a_missing_function_says_so_in_one_sentence_without_brackets():
+    """Is a function missing from the notebook one sentence with no brackets, so that the checks that quote
+    it in theirs ("which failed on its inputs (...)") never nest one pair inside another?"""
+    from autograder.sandbox.outcomes import FunctionMissing
+
+    feedback = FunctionMissing("split_heads").feedback
+    assert feedback == "`split_heads` is not defined in your notebook; perhaps it was renamed, or its cell failed."
+    assert "(" not in feedback and ")" not in feedback
