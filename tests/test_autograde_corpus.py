@@ -430,7 +430,8 @@ def test_corpus_a_copied_answer_whose_last_copy_fails_is_graded_on_the_copy_that
 
 def test_corpus_late_submission_loses_the_policys_share(graded):
     """Does a submission 1.5 days late (2 started days at 10 % a day) score 80, with the reason in its notes, the
-    time counted from the due date the note names (36 hours and 1 minute, rounded up to the hour)?"""
+    time counted from the due date the note names (36 hours and 1 minute: "1 day 12 hours", never rounded up)?"""
     r = graded["results"]["late"]
     assert r["score"] == 80
-    assert "Submitted 37 hours after the due date, counted as 2 days: late penalty of 20% (20 points)." in _notes(r)
+    assert ("Submitted 1 day 12 hours after the due date, counted as 2 days: late penalty of 20% (20 points)."
+            in _notes(r))

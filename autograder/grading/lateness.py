@@ -35,7 +35,7 @@ class Lateness:
         whose = f"your due date (with your extension of {self.extension})" if self.extension else "the due date"
         counted = plural(self.late_days, "day")
         how_late = late_words(self.late_seconds) if self.late_seconds > 0 else counted
-        if how_late != counted:                  # every day started counts: 36 hours count as 2 days
+        if how_late != counted:                  # every day started counts: 1 day 12 hours count as 2 days
             whose += f", counted as {counted}"
         if self.fraction >= 1:
             return (f"Submitted {how_late} after {whose}, past the last accepted day: late "
@@ -44,17 +44,20 @@ class Lateness:
                 f"{self.fraction:.0%} ({format_points(penalty_points)} points).")
 
 
+LATE_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60))
+
+
 def late_words(seconds: float) -> str:
-    """How late, in words a student reads at a glance: "25 minutes", "36 hours", "1 day", "3 days 4
-    hours" (rounded up to the minute, from an hour on to the hour)."""
-    minutes = math.ceil(seconds / 60)
-    if minutes < 60:
-        return plural(minutes, "minute")
-    hours = math.ceil(seconds / 3600)
-    if hours < 48 and hours % 24:
-        return plural(hours, "hour")
-    days, hours = divmod(hours, 24)
-    return plural(days, "day") + (f" {plural(hours, 'hour')}" if hours else "")
+    """How late, in words a student reads at a glance: the two largest of days, hours and minutes that are
+    not 0, each a whole number, never rounded up ("25 minutes", "1 hour 5 minutes", "1 day", "1 day 12
+    hours" for 36 hours and 1 minute, "2 days 5 minutes"); under a minute is "1 minute", never "0 minutes"."""
+    left = max(int(seconds), 60)
+    parts: list[str] = []
+    for unit, size in LATE_UNITS:
+        count, left = divmod(left, size)
+        if count:
+            parts.append(plural(count, unit))
+    return " ".join(parts[:2])
 
 
 def parse_timestamp(text: str, zone: str | Callable[[], str] = "") -> dt.datetime:

@@ -305,7 +305,7 @@ def test_apply_late_policy_takes_a_share_per_started_day_and_everything_past_the
     too_late = engine.apply_late_policy(80.0, a, DUE + dt.timedelta(days=3), "ada")
     assert (on_time.points, on_time.note) == (0.0, "")
     assert late.points == 40.0
-    assert "Submitted 36 hours after the due date, counted as 2 days: late penalty of 50%" in late.note
+    assert "Submitted 1 day 12 hours after the due date, counted as 2 days: late penalty of 50%" in late.note
     assert too_late.points == 80.0 and too_late.note == (
         "Submitted 3 days after the due date, past the last accepted day: late penalty of 100% (80 points, all "
         "of the autograder's score).")

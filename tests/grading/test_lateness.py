@@ -267,21 +267,25 @@ def test_course_autograde_commits_the_grades_of_a_submission_whose_stamp_is_out_
             assert submission.timestamp == stored
 
 
-@pytest.mark.parametrize("seconds, words", [(1, "1 minute"), (61, "2 minutes"), (3600, "1 hour"),
-                                            (36 * 3600, "36 hours"), (86400, "1 day"), (2 * 86400, "2 days"),
-                                            (3 * 86400 + 3 * 3600 + 1, "3 days 4 hours")])
+@pytest.mark.parametrize("seconds, words", [
+    (1, "1 minute"), (59, "1 minute"), (59.999, "1 minute"), (60, "1 minute"), (61, "1 minute"),
+    (119, "1 minute"), (3599, "59 minutes"), (3600, "1 hour"), (3659, "1 hour"), (3660, "1 hour 1 minute"),
+    (86399.9, "23 hours 59 minutes"), (86400, "1 day"), (86400 + 300, "1 day 5 minutes"),
+    (36 * 3600, "1 day 12 hours"), (36 * 3600 + 60, "1 day 12 hours"), (2 * 86400, "2 days"),
+    (3 * 86400 + 3 * 3600 + 1, "3 days 3 hours"), (3 * 86400 + 3 * 3600 + 59 * 60 + 59, "3 days 3 hours")])
 def test_late_words_say_how_late_at_a_glance(seconds, words):
-    """Is how late a submission was said in minutes under an hour, hours under two days (a whole day as a day),
-    then days and hours, each rounded up?"""
+    """Is how late a submission was said in the two largest of days, hours and minutes that are not 0, each
+    whole and never rounded up (36 hours and 1 minute is "1 day 12 hours", not "37 hours"), with anything
+    under a minute said as "1 minute"?"""
     assert late_words(seconds) == words
 
 
 def test_a_note_says_how_late_and_how_many_days_that_counts_as():
-    """Is a submission 36 hours late (2 days at 10% each: every day started counts) told "36 hours after the due
-    date, counted as 2 days", and one exactly a day late just "1 day"?"""
+    """Is a submission 36 hours late (2 days at 10% each: every day started counts) told "1 day 12 hours after the
+    due date, counted as 2 days", and one exactly a day late just "1 day"?"""
     a = assignment(penalty_per_day=0.1)
     assert lateness(a, at(hours=36)).note(20.0) == (
-        "Submitted 36 hours after the due date, counted as 2 days: late penalty of 20% (20 points).")
+        "Submitted 1 day 12 hours after the due date, counted as 2 days: late penalty of 20% (20 points).")
     assert lateness(a, at(days=1)).note(10.0) == (
         "Submitted 1 day after the due date: late penalty of 10% (10 points).")
 
@@ -298,7 +302,7 @@ def test_a_note_measures_from_the_due_date_it_names_not_from_the_end_of_the_grac
     assert lateness(a, at(minutes=16)).note(8.5) == (
         "Submitted 16 minutes after the due date, counted as 1 day: late penalty of 10% (8.5 points).")
     assert lateness(a, at(hours=24, minutes=10)).note(8.5) == (
-        "Submitted 25 hours after the due date, counted as 1 day: late penalty of 10% (8.5 points).")
+        "Submitted 1 day 10 minutes after the due date, counted as 1 day: late penalty of 10% (8.5 points).")
     a = dataclasses.replace(a, extensions={"ada": Extension(hours=12)})
     assert lateness(a, at(hours=12, minutes=20), "ada").note(8.5) == (
         "Submitted 20 minutes after your due date (with your extension of 12 hours), counted as 1 day: late "

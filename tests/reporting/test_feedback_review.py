@@ -143,7 +143,7 @@ def test_the_late_note_and_the_ta_sentence_give_the_penalty_in_the_same_figures(
     due = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
     policy = dataclasses.replace(assignment, due=due, late_policy=LatePolicy(grace_minutes=15, penalty_per_day=0.1))
     note = lateness(policy, due + dt.timedelta(minutes=16, seconds=1)).note(8.38235)
-    assert note == "Submitted 17 minutes after the due date, counted as 1 day: late penalty of 10% (8.38 points)."
+    assert note == "Submitted 16 minutes after the due date, counted as 1 day: late penalty of 10% (8.38 points)."
     late = dataclasses.replace(ada, late_penalty=8.38235, notes=(note,))
     text = text_of(render_feedback(late, assignment, review_for(late, late_penalty=8.38235, split_heads=(7.0, 0.0))))
     assert note in text and "less a late penalty of 8.38 points, fixed when your submission was autograded" in text
