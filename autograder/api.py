@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .config import Assignment, Course, Limits, load_course
 from .errors import ConfigError, CourseError
 from .grading.lateness import TIMESTAMP_FILE
-from .grading.results import SubmissionResult
+from .grading.results import SubmissionResult, graded_now
 from .intake import BOOKKEEPING, ungraded_files
 from .layout import (
     CONFIG_FILE,
@@ -666,7 +666,7 @@ def _refused(a: Assignment, sid: str, s_seed: int, on_roster: bool, reason: str,
     return SubmissionResult(
         student=sid, assignment=a.name, state="graded", seed=s_seed, on_roster=on_roster, notes=(reason,),
         problems=tuple(p.name for p in a.problems), isolation=layers,
-        problem_points=tuple((p.name, p.points) for p in a.problems))
+        problem_points=tuple((p.name, p.points) for p in a.problems), graded_at=graded_now())
 
 
 @dataclass(frozen=True)

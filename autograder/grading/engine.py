@@ -41,7 +41,7 @@ from ..text import plural, times
 from .diagnosis import prune_subsumed
 from .lateness import lateness, submission_time
 from .proxy import StudentProxy
-from .results import CheckOutcome, SubmissionResult, TestResult
+from .results import CheckOutcome, SubmissionResult, TestResult, graded_now
 from .session import GraderRun, GraderSession, InstructorCode, load_instructor_code
 
 __all__ = ["Submission", "Execution", "Scored", "LatePenalty", "NoNotebook", "InstructorCode",
@@ -287,7 +287,7 @@ def build_result(assignment: Assignment, submission: Submission, scored: Scored,
         problem_points=tuple((p.name, p.points) for p in assignment.problems),
         submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else "",
         timestamp_problem=submission.time_note,
-        due=late.due, extension=late.extension, execution_time=round(seconds, 3))
+        due=late.due, extension=late.extension, execution_time=round(seconds, 3), graded_at=graded_now())
     if scored.broken:
         return SubmissionResult(state="crashed", crash_reason=" | ".join(scored.broken), **common)
     return SubmissionResult(state="graded", tests=scored.tests, grader_errors=scored.grader_errors,
@@ -300,7 +300,8 @@ def crashed_result(assignment: Assignment, student: str, seed: int, on_roster: b
     return SubmissionResult(
         student=student, assignment=assignment.name, state="crashed", seed=seed, on_roster=on_roster,
         problems=tuple(p.name for p in assignment.problems), isolation=isolation,
-        problem_points=tuple((p.name, p.points) for p in assignment.problems), crash_reason=reason)
+        problem_points=tuple((p.name, p.points) for p in assignment.problems), crash_reason=reason,
+        graded_at=graded_now())
 
 
 # --------------------------------------------------------------------------- the pipeline

@@ -8,6 +8,7 @@ worker, a Dask worker and the process that writes the outputs) as plain JSON dat
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
@@ -21,6 +22,11 @@ TEST_STATUSES: tuple[TestStatus, ...] = ("passed", "failed", "not_graded", "not_
 # graded: the graders ran (whatever the student scored).
 # crashed: the grader itself failed for this submission; scores are not to be trusted.
 SubmissionState = Literal["graded", "crashed"]
+
+
+def graded_now() -> str:
+    """The time now, for a result's `graded_at`: ISO 8601 in UTC, to the second ('2026-12-06T11:20:03+00:00')."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,7 @@ class SubmissionResult:
     due: str = ""                     # ISO time of this student's due date (extension included), if any
     extension: str = ""               # the student's extension in words ("2 days"), "" when none
     isolation: tuple[str, ...] = ()   # sandbox layers that applied (instructor view): "bubblewrap", "seccomp", ...
+    graded_at: str = ""               # when it was graded: ISO time in UTC (`graded_now`), "" when not known
 
     @cached_property
     def _by_problem(self) -> dict[str, float]:

@@ -12,9 +12,9 @@ When the gradebook holds a person's changes (a TA's override or extra credit in 
 comment on a cell), the page shows them: the total and each problem's score are the gradebook's,
 the autograder's own score beside an overridden one, and the comments under "From your
 instructor" (see `reporting.gradebook.Review`). Under the heading, one short line gives the course's
-name, when the submission was made and this student's due date (their extension's, if any), as
-results.json holds them; the page holds no time of its own making, so it reads the same however
-often it is written again.
+name, when the submission was made, this student's due date (their extension's, if any) and when the
+submission was graded, as results.json holds them; the page holds no time of its own making, so it
+reads the same however often it is written again.
 
 The page is made for reading on a phone as well as a desk: what lost points comes first (a
 problem's failed checks, then checks that could not be graded, then advice worth no points, then
@@ -189,6 +189,7 @@ class FeedbackView:
     extension: str = ""   # "2 days"
     course: str = ""      # the course's name, when the page is written for a course
     submitted: str = ""   # when the submission was made (its timestamp.txt), for reading
+    graded: str = ""      # when it was graded (results.json's graded_at), for reading
     auto_score: str = ""      # the autograder's score (before any penalty) when a person changed scores, else ""
     reviewed_score: str = ""  # that score with the person's changes (before any penalty), when auto_score is set
     late_share: str = ""      # the late penalty as a share of the autograder's score ("20%"), when auto_score is set
@@ -359,6 +360,7 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         extension=result.extension,
         course=course_name,
         submitted=_readable_time(result.submitted_at) if result.submitted_at else "",
+        graded=_readable_time(result.graded_at) if result.graded_at else "",
         auto_score=auto_score,
         reviewed_score=format_points(raw) if auto_score else "",
         late_share=late_share,

@@ -225,6 +225,7 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "timestamp_problem": result.timestamp_problem or None,
         "due": result.due or None,
         "extension": result.extension or None,
+        "graded_at": result.graded_at or None,
         "files": list(result.files),
         "isolation": list(result.isolation),
         "problems": [{"problem": p.problem, "score": p.score, "max_score": p.max_score}
@@ -433,7 +434,7 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
             timestamp_problem=_text(extra.get("timestamp_problem")),
             late_penalty=_number(extra.get("late_penalty", 0.0)),
             due=_text(extra.get("due")), extension=_text(extra.get("extension")),
-            isolation=tuple(_text(x) for x in extra.get("isolation", [])))
+            isolation=tuple(_text(x) for x in extra.get("isolation", [])), graded_at=_text(extra.get("graded_at")))
         return result, _text(extra.get("grading_key"))
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a results.json written by this grader ({type(exc).__name__}: {exc})") from None

@@ -20,7 +20,7 @@ from tests.conftest import ROOT, course_with_students
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
-TIMINGS = ("execution_time", "duration", "timestamp")
+TIMINGS = ("execution_time", "duration", "timestamp", "graded_at")
 
 
 def without_timings(value):

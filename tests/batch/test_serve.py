@@ -122,7 +122,8 @@ def _graded(course: Path, sid: str) -> dict:
 
     def strip(value):
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in ("duration", "execution_time", "seconds")}
+            return {k: strip(v) for k, v in value.items()
+                    if k not in ("duration", "execution_time", "seconds", "graded_at")}
         if isinstance(value, list):
             return [strip(v) for v in value]
         return value

@@ -317,6 +317,20 @@ def submission(tmp_path: Path) -> engine.Submission:
                              notes=(), submitted_at=DUE)
 
 
+def test_every_result_says_when_it_was_graded_in_utc(tmp_path: Path):
+    """Do a graded result and a crashed one carry the time they were made, in UTC to the second?"""
+    a = assignment(first=10)
+    before = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    graded = engine.build_result(a, submission(tmp_path), engine.Scored(tests=()), engine.LatePenalty(0.0), seed=1,
+                                 on_roster=True, notes=(), isolation=(), seconds=0)
+    crashed = engine.crashed_result(a, "ada", 1, True, "the worker stopped")
+    after = dt.datetime.now(dt.UTC)
+    for result in (graded, crashed):
+        when = dt.datetime.fromisoformat(result.graded_at)
+        assert when.utcoffset() == dt.timedelta(0) and when.microsecond == 0, result.graded_at
+        assert before <= when <= after
+
+
 def test_build_result_graded_with_penalty_notes_capped():
     """Does a graded result carry tests, grader errors, the penalty and at most max_notes notes?"""
     a = assignment(first=10)
@@ -328,6 +342,7 @@ def test_build_result_graded_with_penalty_notes_capped():
     assert result.grader_errors == ("x: boom",) and result.crash_reason == "" and result.grader_failed
     assert result.notes == ("n1", "n2", "late!") and result.submitted_at == DUE.isoformat()
     assert (result.seed, result.on_roster, result.isolation, result.execution_time) == (3, False, ("seccomp",), 0.123)
+    assert dt.datetime.fromisoformat(result.graded_at).utcoffset() == dt.timedelta(0)
     many = engine.build_result(a, submission(Path()), scored, engine.LatePenalty(0.0), seed=3, on_roster=True,
                                notes=tuple(f"n{i}" for i in range(9)), isolation=(), seconds=0)
     assert len(many.notes) == 4 and many.notes[-1].startswith("... and 6 more notes")

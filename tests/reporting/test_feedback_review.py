@@ -98,16 +98,20 @@ def test_an_extension_shows_the_students_own_due_date(ada, assignment):
     assert "due 2026-12-14 23:59 UTC" in plain and "extension" not in plain
 
 
-def test_the_page_says_which_course_when_it_was_submitted_and_when_it_was_due(ada, assignment):
+def test_the_page_says_which_course_when_it_was_submitted_due_and_graded(ada, assignment):
     """Is there one short line under the student's name with the course's name, the submission's
-    time and the due date, each left out when results.json does not hold it, the name escaped?"""
-    timed = dataclasses.replace(ada, due="2026-12-14T23:59:00+00:00", submitted_at="2026-12-14T19:00:00+01:00")
+    time, the due date and when it was graded, each left out when results.json does not hold it, the
+    name escaped?"""
+    timed = dataclasses.replace(ada, due="2026-12-14T23:59:00+00:00", submitted_at="2026-12-14T19:00:00+01:00",
+                                graded_at="2026-12-15T08:30:59+00:00")
     text = html.unescape(text_of(render_feedback(timed, assignment, None, "Deep Learning <i>101</i>")))
     assert ("Student: ada Deep Learning <i>101</i> \u00b7 submitted 2026-12-14 18:00 UTC \u00b7 "
-            "due 2026-12-14 23:59 UTC 30 / 30 points") in text
+            "due 2026-12-14 23:59 UTC \u00b7 graded 2026-12-15 08:30 UTC 30 / 30 points") in text
     assert "<i>101" not in render_feedback(timed, assignment, None, "Deep Learning <i>101</i>")
     assert 'class="facts"' not in render_feedback(ada, assignment)
     assert "Student: ada submitted 2026-12-14 18:00 UTC \u00b7 due" in text_of(render_feedback(timed, assignment))
+    graded_only = text_of(render_feedback(dataclasses.replace(ada, graded_at="2026-12-15T08:30:00+00:00"), assignment))
+    assert "Student: ada graded 2026-12-15 08:30 UTC 30 / 30 points" in graded_only
 
 
 def test_a_late_submission_changed_by_a_ta_states_the_penalty_fixed_at_autograde_time(ada, assignment):

@@ -215,3 +215,21 @@ def test_a_probes_guess_is_worded_as_one_and_reads_back_as_a_stage():
     assert doc["extra_data"]["tests"][0]["stages"] == [stage] and "stages" not in doc["extra_data"]["tests"][1]
     back, _ = result_from_json(json_module.loads(json_module.dumps(doc)))
     assert [t.stages for t in back.tests] == [(stage,), ()]
+
+
+def test_results_json_holds_when_the_submission_was_graded(bob):
+    """Does extra_data hold the result's graded-at time (ISO, UTC) and read it back, and a result that has none
+    (a results.json written before it was kept) read back with none?"""
+    import dataclasses
+    import json as json_module
+
+    from autograder.reporting.results_json import result_from_json
+
+    doc = to_results_json(dataclasses.replace(bob, graded_at="2026-12-06T11:20:03+00:00"))
+    assert doc["extra_data"]["graded_at"] == "2026-12-06T11:20:03+00:00"
+    back, _ = result_from_json(json_module.loads(json_module.dumps(doc)))
+    assert back.graded_at == "2026-12-06T11:20:03+00:00"
+    older = to_results_json(bob)
+    assert older["extra_data"]["graded_at"] is None
+    del older["extra_data"]["graded_at"]
+    assert result_from_json(older)[0].graded_at == ""
