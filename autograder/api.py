@@ -352,8 +352,8 @@ def _key_what_was_graded(task: Task, keys: dict[str, str], version: str, layers:
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
               seed: int | None = None, force: bool = False, insecure: bool = False,
               workers: int | None = None, scheduler: str | None = None, background_commit: bool = False,
-              early: Sequence[StartedWorker] = (), log: Log = _quiet, progress: Progress | None = None
-              ) -> BatchResult:
+              early: Sequence[StartedWorker] = (), log: Log = _quiet, progress: Progress | None = None,
+              notice: Log = _quiet) -> BatchResult:
     """Grade submissions; write results.json, feedback pages and the gradebook.
 
     Refuses (SandboxUnavailable, one line) when the sandbox cannot be fully set up on this
@@ -395,6 +395,11 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     call (batch.launch; `course autograde` forks them before its own imports): the pool's first
     workers (a single submission is then graded by one rather than in this process). They are
     used or closed here.
+
+    `log` is given the command's report (each student's line, WARNING lines about what was graded);
+    `notice` the status of the run itself, which no script reading that report needs: a wait for the
+    gradebook's lock, whether a `course serve` server grades the submission, a commit made here
+    rather than in the background (`course autograde` prints it on stderr).
     """
     started = time.perf_counter()
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
@@ -447,7 +452,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         committing: list[str] = []
 
         def start_writer() -> None:
-            lock = acquire_gradebook_lock(course, notice=log)
+            lock = acquire_gradebook_lock(course, notice=notice)
             stack.callback(os.close, lock)
             gradebook.start(lock)
 
@@ -462,9 +467,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
 
         roster = set(course.roster())
         version = graders_version(course, a)
-        early = _greeted(early, course, a, insecure=insecure, version=version, log=log)
+        early = _greeted(early, course, a, insecure=insecure, version=version, notice=notice)
         pool = make_pool(course.root, a.name, workers=workers, scheduler=scheduler, submissions=len(todo),
-                         insecure=insecure, course=course, early=early, notice=log)
+                         insecure=insecure, course=course, early=early, notice=notice)
         stack.callback(pool.close)
         info = pool.start() if todo else None   # fails closed here, before any submission is touched
         if info is not None and info.missing:
@@ -572,7 +577,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             elif detach and not (seen is True or (seen is None and sid in changed)):
                 writer_waits = False
                 waiting = pending.get(sid)            # the key, added by the writer after its commit
-                lock = acquire_gradebook_lock(course, notice=log)
+                lock = acquire_gradebook_lock(course, notice=notice)
                 try:
                     commit_in_background(course, a.name, result, copy_from=folders[sid] if copy else None,
                                          key=waiting[1] if waiting is not None else None, lock_fd=lock)
@@ -581,7 +586,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                     if seen is None:
                         unread.append(sid)
                 except OSError as exc:                # committed here instead, as a batch does
-                    log(f"gradebook: no background commit ({exc}); committing now")
+                    notice(f"gradebook: no background commit ({exc}); committing now")
                     gradebook.start(lock)
                     gradebook.record(result, copy_from=folders[sid] if copy else None)
                 finally:
@@ -628,10 +633,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
 
 
 def _greeted(early: Sequence[StartedWorker], course: Course, a: Assignment, *, insecure: bool, version: str,
-             log: Log) -> tuple[StartedWorker, ...]:
+             notice: Log) -> tuple[StartedWorker, ...]:
     """`early` less the connections to a `course serve` server (batch.serve) that would not grade
     as this command would (or did not answer in time): those are closed, and the submission is
-    graded as if no server ran."""
+    graded as if no server ran. `notice` is told which it is."""
     from .batch.serve import greet, identity, is_served
 
     kept = []
@@ -640,9 +645,9 @@ def _greeted(early: Sequence[StartedWorker], course: Course, a: Assignment, *, i
             why = greet(started, identity(course, a, insecure=insecure, version=version))
             if why is not None:
                 started.close()
-                log(f"course serve: not used ({why}); grading without it")
+                notice(f"course serve: not used ({why}); grading without it")
                 continue
-            log(f"grading on the warm worker of `course serve` (pid {started.popen.pid})")
+            notice(f"grading on the warm worker of `course serve` (pid {started.popen.pid})")
         kept.append(started)
     return tuple(kept)
 

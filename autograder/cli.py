@@ -169,7 +169,7 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
     try:
         batch = api.autograde(course_dir, assignment, student=student, seed=seed, force=force, insecure=insecure,
                               workers=workers, scheduler=scheduler, background_commit=not wait, early=early,
-                              log=progress.line, progress=progress.update)
+                              log=progress.line, progress=progress.update, notice=progress.notice)
     finally:
         progress.close()
     # imported after the batch: its imports (numpy) need not delay the gradebook writer's start

@@ -215,7 +215,8 @@ class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
         # nbgrader calls this once per notebook; the first call grades the submission and writes
         # results.json, so the assignment's other notebooks find it unchanged and are not graded again.
         with _grading, tools_on_path():
-            batch = api.autograde(self.course_dir, assignment, student=student, log=leveled(self.log))
+            batch = api.autograde(self.course_dir, assignment, student=student, log=leveled(self.log),
+                                  notice=leveled(self.log))
         for line in (*batch.gradebook_errors, *batch.output_errors, *batch.ungraded):
             self.log.warning(line)
         for line in batch.unreadable:

@@ -1,9 +1,13 @@
 """How `course autograde` shows a batch's progress: a bar with rate and ETA (tqdm) on a terminal,
-plain lines on standard output when it is piped or written to a file.
+plain lines when standard error is piped or written to a file.
 
     progress = Progress(out=sys.stdout, err=sys.stderr)
-    api.autograde(..., log=progress.line, progress=progress.update)
+    api.autograde(..., log=progress.line, progress=progress.update, notice=progress.notice)
     progress.close()
+
+Standard output holds the command's report alone (each student's line, then the summary), for a
+script to read; the progress, bar or lines, and the notices about the run itself (a wait for the
+gradebook, a `course serve` server used or not) go to standard error.
 """
 from __future__ import annotations
 
@@ -21,7 +25,8 @@ def _eta(seconds: float) -> str:
 
 
 class Progress:
-    """Per-student lines (`line`) and the batch's progress (`update(done, total)`)."""
+    """Per-student lines (`line`, on `out`), notices about the run (`notice`, on `err`) and the batch's
+    progress (`update(done, total)`, on `err`)."""
 
     def __init__(self, *, out: TextIO | None = None, err: TextIO | None = None, bar: bool | None = None):
         self.out = out if out is not None else sys.stdout
@@ -33,10 +38,19 @@ class Progress:
         self._last_tenth = 0
 
     def line(self, text: str) -> None:
+        """A line of the command's report, on `out`."""
+        self._write(text, self.out)
+
+    def notice(self, text: str) -> None:
+        """A line about the run itself, on `err`."""
+        self._write(text, self.err)
+
+    def _write(self, text: str, stream: TextIO) -> None:
+        """`text` on `stream`, above the bar when one is drawn."""
         if self._tqdm is not None:
-            self._tqdm.write(text, file=self.out)
+            self._tqdm.write(text, file=stream)
         else:
-            print(text, file=self.out, flush=True)
+            print(text, file=stream, flush=True)
 
     def update(self, done: int, total: int) -> None:
         """`done` of `total` submissions have their results written."""
@@ -76,7 +90,7 @@ class Progress:
         elapsed = now - self._started
         rate = done / elapsed if elapsed > 0 else 0.0
         eta = f", about {_eta((total - done) / rate)} left" if rate > 0 and done < total else ""
-        print(f"progress: {done}/{total} submissions ({rate:.1f}/s{eta})", file=self.out, flush=True)
+        print(f"progress: {done}/{total} submissions ({rate:.1f}/s{eta})", file=self.err, flush=True)
 
     def close(self) -> None:
         if self._tqdm is not None:

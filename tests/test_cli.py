@@ -636,3 +636,46 @@ def test_cli_a_class_graded_on_points_the_released_notebook_does_not_show_is_war
     assert released.returncode == 0, released.stdout + released.stderr
     again = course("autograde", "transformer-block", "--course-dir", str(folder))
     assert again.returncode == 0 and "course.yml gives" not in again.stdout, again.stdout + again.stderr
+
+
+def test_cli_autograde_of_one_student_prints_its_report_on_stdout_and_notices_on_stderr(tmp_path):
+    """While another process holds the gradebook's lock, does `course autograde --student` say that it waits on
+    stderr, and is its stdout its report alone: the student's line, the summary and the closing lines naming
+    results.json, the pages and the commit, with no notice, progress or server line among them?"""
+    import fcntl
+    import os
+    import threading
+
+    from autograder.reporting.gradebook import lock_file
+
+    a = "transformer-block"
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    held = os.open(lock_file(load_course(folder)), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    client = subprocess.Popen([sys.executable, "-m", "autograder.cli", "autograde", a, "--student", "ada",
+                               "--course-dir", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert client.stderr is not None and client.stdout is not None
+    err: list[str] = []
+    waiting = threading.Event()
+
+    def read_stderr() -> None:
+        for line in client.stderr:
+            err.append(line)
+            if line.startswith("waiting for the gradebook: "):
+                waiting.set()
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        waited = waiting.wait(timeout=240)
+    finally:
+        os.close(held)                       # releases the lock
+    out = client.stdout.read()
+    assert client.wait(timeout=300) == 0, out + "".join(err)
+    reader.join(timeout=30)
+    assert waited, "".join(err)
+    lines = out.splitlines()
+    assert lines[0].startswith("graded    ada "), out
+    assert lines[1] == "" and any(line.startswith("results.json: ") for line in lines), out
+    assert lines[-1].startswith("gradebook: ada's grades are being committed in the background"), out
+    for notice in ("waiting for the gradebook", "progress: ", "course serve", "grading on the warm worker"):
+        assert notice not in out, out

@@ -1,4 +1,5 @@
-"""`course autograde`'s progress: a bar with rate and time left on a terminal, plain lines when piped."""
+"""`course autograde`'s progress: a bar with rate and time left on a terminal, plain lines when piped, both on
+standard error, as are notices about the run; standard output holds the per-student lines."""
 from __future__ import annotations
 
 import fcntl
@@ -17,17 +18,33 @@ from tests.conftest import ROOT
 
 
 def test_piped_progress_is_plain_lines_with_rate_and_time_left():
-    """Piped, are there a few plain progress lines (not one per submission), the last at the total?"""
-    out = io.StringIO()
-    progress = Progress(out=out, err=io.StringIO(), bar=False)
+    """Piped, are there a few plain progress lines (not one per submission) on standard error, the last at the
+    total, and nothing of them on standard output?"""
+    out, err = io.StringIO(), io.StringIO()
+    progress = Progress(out=out, err=err, bar=False)
     for done in range(1, 101):
         progress.update(done, 100)
     progress.close()
-    lines = out.getvalue().splitlines()
+    assert out.getvalue() == ""
+    lines = err.getvalue().splitlines()
     assert 2 <= len(lines) <= 12
     assert all(line.startswith("progress: ") for line in lines)
     assert lines[-1].startswith("progress: 100/100 submissions (") and lines[-1].endswith("/s)")
-    assert "\r" not in out.getvalue()
+    assert "\r" not in err.getvalue()
+
+
+@pytest.mark.parametrize("bar", [False, True])
+def test_a_notice_goes_to_standard_error_and_a_students_line_to_standard_output(bar):
+    """Is a notice about the run (a wait for the gradebook) written on standard error, with or without a bar,
+    while a student's line stays on standard output?"""
+    out, err = io.StringIO(), io.StringIO()
+    progress = Progress(out=out, err=err, bar=bar)
+    progress.update(1, 4)
+    progress.notice("waiting for the gradebook: process 12 is still writing it")
+    progress.line("graded    ada   100.00/100")
+    progress.close()
+    assert out.getvalue() == "graded    ada   100.00/100\n"
+    assert "waiting for the gradebook: process 12 is still writing it\n" in err.getvalue()
 
 
 def test_a_terminal_gets_a_bar_with_rate_and_eta():

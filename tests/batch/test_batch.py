@@ -69,8 +69,10 @@ def test_two_workers_give_the_same_results_as_one(graded_demo, serial):
 
 
 def test_the_batch_reports_progress_in_plain_lines_when_piped(graded_demo):
-    """Piped, does `course autograde` print progress lines (count, rate, time left) and no bar?"""
-    lines = [line for line in graded_demo.proc.stdout.splitlines() if line.startswith("progress: ")]
+    """Piped, does `course autograde` print progress lines (count, rate, time left) and no bar, on stderr (stdout
+    holds the report alone)?"""
+    assert "progress: " not in graded_demo.proc.stdout
+    lines = [line for line in graded_demo.proc.stderr.splitlines() if line.startswith("progress: ")]
     assert lines and lines[-1].startswith("progress: 13/13 submissions (")
     assert any("left)" in line for line in lines[:-1])
     assert "\r" not in graded_demo.proc.stdout + graded_demo.proc.stderr

@@ -134,8 +134,9 @@ def test_serve_grades_a_student_as_a_cold_command_does(course: Path, server: _Se
     """Does `--student` grade on the running server, with the same results.json as without a server?"""
     run = _course_cmd(course, "autograde", A, "--student", "ada", "--wait")
     assert run.returncode == 0, run.stderr
-    used = USED.search(run.stdout)
-    assert used and int(used.group(1)) == server.proc.pid, run.stdout
+    used = USED.search(run.stderr)
+    assert used and int(used.group(1)) == server.proc.pid, run.stderr
+    assert not USED.search(run.stdout), "a notice about the run, on stderr: stdout is the report alone"
     served = _graded(course, "ada")
     server.wait_for("graded 1 submission")
 
@@ -143,7 +144,7 @@ def test_serve_grades_a_student_as_a_cold_command_does(course: Path, server: _Se
     assert not serve.socket_path(course, A).exists()
     cold = _course_cmd(course, "autograde", A, "--student", "ada", "--force", "--wait")
     assert cold.returncode == 0, cold.stderr
-    assert not USED.search(cold.stdout)
+    assert not USED.search(cold.stdout + cold.stderr)
     assert served["score"] == _graded(course, "ada")["score"]
     assert served == _graded(course, "ada")
 
@@ -153,7 +154,7 @@ def test_serve_grades_command_after_command(course: Path, server: _Server):
     for sid in STUDENTS:
         run = _course_cmd(course, "autograde", A, "--student", sid, "--force")
         assert run.returncode == 0, run.stderr
-        assert USED.search(run.stdout), run.stdout
+        assert USED.search(run.stderr), run.stderr
     server.wait_for("graded 1 submission for pid")
     end = time.monotonic() + 30
     while "(2 in all)" not in server.output and time.monotonic() < end:
@@ -169,8 +170,8 @@ def test_a_changed_grader_makes_the_server_stale(course: Path, server: _Server):
     grader.write_text(grader.read_text() + "\n# edited after the server started\n")
     run = _course_cmd(course, "autograde", A, "--student", "ada")
     assert run.returncode == 0, run.stderr
-    assert "course serve: not used (stale)" in run.stdout
-    assert not USED.search(run.stdout)
+    assert "course serve: not used (stale)" in run.stderr and "course serve" not in run.stdout
+    assert not USED.search(run.stderr)
     assert json.loads(CourseLayout(course).results_json("ada", A).read_text())["score"] > 0
     assert server.proc.wait(timeout=WAIT_SECONDS) == 0
     assert "stopped: stale" in server.wait_for("stopped:")
@@ -181,10 +182,10 @@ def test_an_insecure_command_does_not_use_a_sandboxed_server(course: Path, serve
     """Is a command that grades differently (--insecure) refused, while the server stays for the others?"""
     run = _course_cmd(course, "autograde", A, "--student", "ada", "--insecure")
     assert run.returncode == 0, run.stderr
-    assert "course serve: not used (this server grades differently" in run.stdout
+    assert "course serve: not used (this server grades differently" in run.stderr
     assert server.proc.poll() is None
     again = _course_cmd(course, "autograde", A, "--student", "ada", "--force")
-    assert USED.search(again.stdout), again.stdout
+    assert USED.search(again.stderr), again.stderr
 
 
 def _started(pid: int) -> int | None:
@@ -243,7 +244,7 @@ def test_a_socket_folder_others_may_enter_is_not_used(course: Path, server: _Ser
         assert serve.connect(course, A) is None
         run = _course_cmd(course, "autograde", A, "--student", "ada")
         assert run.returncode == 0, run.stderr
-        assert not USED.search(run.stdout)
+        assert not USED.search(run.stdout + run.stderr)
     finally:
         os.chmod(folder, 0o700)
     assert serve.connect(course, A) is not None
@@ -302,8 +303,8 @@ def test_ctrl_c_on_a_busy_server_grades_without_it(course: Path, server: _Server
     client = subprocess.Popen([sys.executable, "-m", "autograder.cli", "autograde", A, "--student", "slow",
                                "--course-dir", str(course)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=_env())
-    assert client.stdout is not None
-    first = client.stdout.readline()
+    assert client.stderr is not None
+    first = client.stderr.readline()
     assert USED.search(first), first
     time.sleep(2.0)                            # the server is grading now (swiglu_ffn's calls take 5 s each)
     assert server.proc.poll() is None
@@ -313,7 +314,7 @@ def test_ctrl_c_on_a_busy_server_grades_without_it(course: Path, server: _Server
     server.wait_for("course: interrupted")
     assert "GreenletExit" not in server.output, server.output
     assert client.returncode == 0, first + out + err
-    assert f"course serve: the server (pid {server.proc.pid}) stopped while grading slow; grading without it" in out
+    assert f"course serve: the server (pid {server.proc.pid}) stopped while grading slow; grading without it" in err
     assert "GRADER ERROR" not in out
     doc = json.loads(CourseLayout(course).results_json("slow", A).read_text())
     assert doc["extra_data"]["state"] == "graded"
