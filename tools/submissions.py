@@ -316,6 +316,10 @@ MISTAKE_FORMS: dict[str, Form] = {
         """if n_heads < 1 or d_model % n_heads != 0:
         raise ValueError(f"d_model = {d_model} cannot be split into n_heads = {n_heads} equal heads")""",
         'assert d_model % n_heads == 0, "d_model must be divisible by n_heads"')),
+    "split_heads.unclear_value_error": _e("split_heads", (     # no check: the reshape raises numpy's own ValueError
+        """if n_heads < 1 or d_model % n_heads != 0:
+        raise ValueError(f"d_model = {d_model} cannot be split into n_heads = {n_heads} equal heads")
+    """, "")),
     "merge_heads.reshape_without_transpose": Form("merge_heads", code=MERGE_NO_TRANSPOSE),
     "merge_heads.interleaved_features": _e("merge_heads", ("np.swapaxes(x, -3, -2)", "np.moveaxis(x, -3, -1)")),
     "multi_head_attention.reshape_without_transpose": Form(

@@ -311,6 +311,11 @@ catalogue.add("split_heads.no_value_error", hint="""
     split_heads should raise ValueError when d_model is not divisible by n_heads. Check
     d_model % n_heads before reshaping and raise with a message that names both numbers.""")
 
+catalogue.add("split_heads.unclear_value_error", hint="""
+    Your split_heads raises ValueError when d_model is not divisible by n_heads, but its message does not
+    say so, as when a plain reshape raises its own error. Check d_model % n_heads before reshaping and raise
+    ValueError yourself with a message that gives both numbers.""")
+
 catalogue.add("general.mutates_input", hint="""
     Your function changed one of its input arrays in place, as x -= mean or another augmented
     assignment to an argument does. Compute into new arrays (x = x - mean) and leave the caller's arrays alone.""")

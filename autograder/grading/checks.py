@@ -106,6 +106,13 @@ class _BlockFailed(Exception):
         self.reason = reason
 
 
+@dataclass
+class Raised:
+    """What `Expect.raises` caught: the message of the student's exception, once the block has
+    raised the expected type (empty until then)."""
+    message: str = ""
+
+
 @dataclass(frozen=True)
 class StudentCall:
     """One call of a student function made by a check, recorded with its result."""
@@ -856,21 +863,24 @@ class Expect:
                        f"work on new arrays (e.g. `x - mean`, not `x -= mean`).")
 
     @contextlib.contextmanager
-    def raises(self, exc_type: type[BaseException], *, what: str, diagnose: str | None = None) -> Iterator[None]:
+    def raises(self, exc_type: type[BaseException], *, what: str, diagnose: str | None = None) -> Iterator[Raised]:
         """The student call inside the block must raise `exc_type` (by name, across the sandbox).
 
         `diagnose` names the mistake to record when the function answered without raising it
         (not when it gave no answer: an unfinished stub raising NotImplementedError, or one whose
-        body is `pass` and returns None)."""
+        body is `pass` and returns None). The block's value, a `Raised`, holds the exception's message
+        afterwards, for a check of what it says."""
         name = exc_type.__name__
         before = self.last_call()
+        raised = Raised()
         try:
-            yield
+            yield raised
         except StudentRaised as exc:
             if exc.type_name != name:
                 if diagnose and exc.type_name != "NotImplementedError":
                     self.diagnose(diagnose)
                 self._fail(f"{what} raised {exc.type_name}; expected {name}.")
+            raised.message = exc.message
             return
         answer = self.last_call()
         if answer is not before and getattr(answer, "value", ...) is None:

@@ -76,6 +76,16 @@ def test_raises_accepts_the_named_exception_and_diagnoses_a_missing_check():
     assert [m.id for m in ex.found] == ["split_heads.no_value_error"]
 
 
+def test_raises_gives_the_message_of_the_exception_it_caught():
+    """Does the block's value hold the student's message once the expected exception is raised, and
+    nothing before?"""
+    ex = make_expect()
+    with ex.raises(ValueError, what="split") as raised:
+        assert raised.message == ""
+        raise StudentRaised("ValueError", "d_model = 10 is not divisible by n_heads = 4", function="split_heads")
+    assert raised.message == "d_model = 10 is not divisible by n_heads = 4"
+
+
 def test_raises_does_not_diagnose_an_unfinished_stub():
     """Is NotImplementedError (an unfinished stub) a failure without a named misconception?"""
     cat = Catalogue()

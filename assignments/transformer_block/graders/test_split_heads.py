@@ -4,6 +4,8 @@ x is (..., n, d_model); the result is (..., n_heads, n, d_k) with d_k = d_model 
 holds features i*d_k to (i+1)*d_k - 1 of every token (heads are numbered from 0). A width that
 n_heads does not divide is a ValueError.
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -34,6 +36,27 @@ def test_split_heads_rejects_width_not_divisible_by_heads(student, expect, rng, 
     what = f"split_heads with d_model={shape[-1]}, n_heads={n_heads}"
     with expect.raises(ValueError, what=what, diagnose="split_heads.no_value_error"):
         student.split_heads(normal(rng, shape), n_heads)
+
+
+def _names_the_problem(message: str, d_model: int, n_heads: int) -> bool:
+    """Does the error message say what is wrong: both sizes as numbers of their own, or a word about
+    divisibility? (numpy's own reshape error gives neither: it names the array's size and the shape asked for.)"""
+    numbers = {int(n) for n in re.findall(r"\d+", message)}
+    return {d_model, n_heads} <= numbers or re.search(r"divisib|divid|multiple", message, re.IGNORECASE) is not None
+
+
+@pytest.mark.points(0.5)
+def test_split_heads_value_error_names_the_problem(student, expect, rng):
+    """Does split_heads's ValueError say what is wrong (both sizes, or that d_model must be divisible by n_heads)?"""
+    d_model, n_heads = 10, 4      # reshaping (3, 10) to (3, 4, 2) fails with neither 10 nor "divisible" in its words
+    what = f"split_heads with d_model={d_model}, n_heads={n_heads}"
+    with expect.raises(ValueError, what=what, diagnose="split_heads.no_value_error") as raised:
+        student.split_heads(normal(rng, (3, d_model)), n_heads)
+    if not _names_the_problem(raised.message, d_model, n_heads):
+        expect.diagnose("split_heads.unclear_value_error")
+    assert _names_the_problem(raised.message, d_model, n_heads), (
+        f"{what} raised ValueError, but its message does not say what is wrong: it should give d_model and n_heads "
+        "or say that d_model must be divisible by n_heads.")
 
 
 @pytest.mark.points(0)

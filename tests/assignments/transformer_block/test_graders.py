@@ -118,6 +118,40 @@ def test_a_silu_that_is_relu_or_gelu_earns_none_of_the_large_input_points(sessio
     assert len(failed) == 6, failed
 
 
+def _split_heads_raising(statement: str) -> str:
+    """The solution's split_heads with its divisibility check's raise replaced by `statement` ('' for no check)."""
+    code = solution_code()["split_heads"]
+    condition = "if n_heads < 1 or d_model % n_heads != 0:\n        "
+    check = (condition + 'raise ValueError(f"d_model = {d_model} cannot be split into n_heads = {n_heads} '
+             'equal heads")\n    ')
+    assert code.count(check) == 1
+    return code.replace(check, f"{condition}{statement}\n    " if statement else "")
+
+
+SPLIT_HEADS_ERRORS = {      # name: (the raise, the split_heads checks that fail with what they name)
+    "numbers": ('raise ValueError(f"cannot split {d_model} features into {n_heads} heads")', {}),
+    "divisible": ('raise ValueError("d_model must be divisible by n_heads")', {}),
+    "multiple": ('raise ValueError("the width is not a Multiple of the number of heads")', {}),
+    "reshape_error": ("", {"test_split_heads_value_error_names_the_problem": ("split_heads.unclear_value_error",)}),
+    "vague": ('raise ValueError("bad input")',
+              {"test_split_heads_value_error_names_the_problem": ("split_heads.unclear_value_error",)}),
+    "assert": ('assert False, "d_model must be divisible by n_heads"', {
+        "test_split_heads_value_error_names_the_problem": ("split_heads.no_value_error",),
+        "test_split_heads_rejects_width_not_divisible_by_heads[d10_h3]": ("split_heads.no_value_error",),
+        "test_split_heads_rejects_width_not_divisible_by_heads[batch_axes_d12_h5]": ("split_heads.no_value_error",)}),
+}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", SPLIT_HEADS_ERRORS, ids=list(SPLIT_HEADS_ERRORS))
+def test_split_heads_value_error_is_judged_by_what_its_message_says(session, name, seed):
+    """A ValueError giving both sizes or speaking of divisibility passes every split_heads check; numpy's own
+    reshape error or a vague message fails only the message check, named as an unclear ValueError; an assert
+    (AssertionError) fails every check that expects ValueError, named as no ValueError."""
+    statement, failing = SPLIT_HEADS_ERRORS[name]
+    assert _failed(_checks(session, seed, _split_heads_raising(statement)), "split_heads") == failing
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_mask_applied_as_float64_numbers_fails_the_masked_float32_check_only(session, seed):
     """`scores + (1 - mask) * -1e9` with the documented boolean mask makes float32 scores float64: does
