@@ -19,6 +19,7 @@ from autograder.layout import CourseLayout
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))      # the course's own `assignments` package, for the tools that grade
+from assignments.transformer_block.mistakes import SOME_WEIGHTS_TRANSPOSED  # noqa: E402 - needs the path above
 
 ASSIGNMENT = "transformer-block"
 NOTEBOOK = "transformer-block.ipynb"
@@ -282,6 +283,11 @@ _MASK_LINES = """    if mask is not None:
 """
 _SOFTMAX_LINE = """    weights = softmax(scores, axis=-1)                 # (..., h, n, n), each row sums to 1
 """
+# Where the solution uses each projection, and the same line with it transposed (the nn.Linear convention).
+_WEIGHT_USES = {"W_Q": ("split_heads(x @ W_Q,", "split_heads(x @ W_Q.T,"),
+                "W_K": ("split_heads(x @ W_K,", "split_heads(x @ W_K.T,"),
+                "W_V": ("split_heads(x @ W_V,", "split_heads(x @ W_V.T,"),
+                "W_O": ("merge_heads(heads) @ W_O", "merge_heads(heads) @ W_O.T")}
 
 MISTAKE_FORMS: dict[str, Form] = {
     "layer_norm.unbiased_variance": _e("layer_norm", (_LN_VAR, "var = np.var(x, axis=-1, keepdims=True, ddof=1)")),
@@ -342,9 +348,9 @@ MISTAKE_FORMS: dict[str, Form] = {
         "    weights = softmax(scores, axis=-1)\n    if mask is not None:\n        weights = weights * mask\n")),
     "multi_head_attention.missing_output_projection": _e("multi_head_attention", (
         "return merge_heads(heads) @ W_O", "return merge_heads(heads)")),
-    "multi_head_attention.weights_transposed": _e("multi_head_attention", (
-        "split_heads(x @ W_Q,", "split_heads(x @ W_Q.T,"), ("split_heads(x @ W_K,", "split_heads(x @ W_K.T,"),
-        ("split_heads(x @ W_V,", "split_heads(x @ W_V.T,"), ("merge_heads(heads) @ W_O", "merge_heads(heads) @ W_O.T")),
+    "multi_head_attention.weights_transposed": _e("multi_head_attention", *_WEIGHT_USES.values()),
+    **{mistake_id: _e("multi_head_attention", *(_WEIGHT_USES[name] for name in names))
+       for mistake_id, names in SOME_WEIGHTS_TRANSPOSED.items()},
     "multi_head_attention.softmax_overflow": _e("multi_head_attention", (
         "weights = softmax(scores, axis=-1)",
         "weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)")),

@@ -17,6 +17,7 @@ in one or two sentences, and never contain numbers or hidden inputs.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -221,6 +222,16 @@ def _merge_interleaved(x):
     return np.moveaxis(x, -3, -1).reshape(*lead, n, h * d_k)       # (..., n, d)
 
 
+_PROJECTIONS = ("W_Q", "W_K", "W_V", "W_O")
+
+
+@catalogue.shared
+def _transposed(W):
+    """W.T: shared, so that the variants of one check transposing the same matrix get the same view, and
+    `_heads` of it is computed once for them all."""
+    return W.T
+
+
 @catalogue.shared
 def _heads(x, W, n_heads, split):
     """x projected by W and cut into heads by `split`: (..., n, d) -> (..., h, n, d_k). Shared, so that
@@ -230,10 +241,11 @@ def _heads(x, W, n_heads, split):
 
 def _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *, split=_SPLIT, merge=_MERGE,
                scale=lambda d_model, d_k: math.sqrt(d_k), softmax_axis=-1,
-               masking="before_softmax", project_out=True, transpose_weights=False):
-    """The reference attention with one knob turned; defaults reproduce the reference."""
-    if transpose_weights:
-        W_Q, W_K, W_V, W_O = W_Q.T, W_K.T, W_V.T, W_O.T
+               masking="before_softmax", project_out=True, transposed=()):
+    """The reference attention with one knob turned; defaults reproduce the reference. `transposed` names
+    the projections (of `_PROJECTIONS`) used as W.T."""
+    W_Q, W_K, W_V, W_O = (_transposed(W) if name in transposed else W
+                          for name, W in zip(_PROJECTIONS, (W_Q, W_K, W_V, W_O)))
     d_model = x.shape[-1]
     d_k = d_model // n_heads
     Q, K, V = (_heads(x, W, n_heads, split) for W in (W_Q, W_K, W_V))   # (..., h, n, d_k)
@@ -424,8 +436,48 @@ def mha_missing_output_projection(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
     right: Q = x @ W_Q, and likewise for K, V and the output.""")
 def mha_weights_transposed(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *,
                            split_heads=_SPLIT, merge_heads=_MERGE):
-    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, transpose_weights=True,
+    return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, transposed=_PROJECTIONS,
                       split=split_heads, merge=merge_heads)
+
+
+def _in_words(names):
+    """'W_Q', 'W_Q and W_K', 'W_Q, W_K and W_V'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _letters(names):
+    """'q_k_v' for W_Q, W_K and W_V."""
+    return "_".join(name[-1].lower() for name in names)
+
+
+def _some_weights_transposed(names):
+    """The variant with the projections `names` (some of the four, not all) used as W.T."""
+    def variant(x, W_Q, W_K, W_V, W_O, n_heads, mask=None, *, split_heads=_SPLIT, merge_heads=_MERGE):
+        return _attention(x, W_Q, W_K, W_V, W_O, n_heads, mask, transposed=names,
+                          split=split_heads, merge=merge_heads)
+    variant.__name__ = variant.__qualname__ = f"mha_only_{_letters(names)}_transposed"
+    return variant
+
+
+# Some of the projections used as W.T and the others not (the transposes copied into some lines only, or
+# W_O, which multiplies the merged heads, written apart from the three that make Q, K and V): each subset
+# is a mistake of its own, whose id and hint name the transposed ones. Id -> the transposed projections.
+SOME_WEIGHTS_TRANSPOSED = {
+    f"multi_head_attention.only_{_letters(names)}_transposed": names
+    for size in (3, 2, 1) for names in itertools.combinations(_PROJECTIONS, size)
+}
+
+
+def _register_some_weights_transposed():
+    for mistake_id, names in SOME_WEIGHTS_TRANSPOSED.items():
+        rest = tuple(name for name in _PROJECTIONS if name not in names)
+        catalogue.add(mistake_id, variant=_some_weights_transposed(names), hint=f"""
+            Your attention seems to use {_in_words(names)} transposed (W.T, the nn.Linear convention) but not
+            {_in_words(rest)}. Here every weight multiplies from the right, as in Q = x @ W_Q and merged @ W_O:
+            drop the .T wherever you wrote it.""")
+
+
+_register_some_weights_transposed()
 
 
 catalogue.add("multi_head_attention.softmax_overflow", hint="""

@@ -326,7 +326,8 @@ ATTENTION_ON_HEADS = ["multi_head_attention.mask_after_softmax", "multi_head_att
                       "multi_head_attention.mask_inverted", "multi_head_attention.missing_output_projection",
                       "multi_head_attention.missing_scale", "multi_head_attention.scale_by_d_k",
                       "multi_head_attention.scale_by_d_model", "multi_head_attention.scale_by_sqrt_d_model",
-                      "multi_head_attention.softmax_wrong_axis", "multi_head_attention.weights_transposed"]
+                      "multi_head_attention.softmax_wrong_axis", "multi_head_attention.weights_transposed",
+                      "multi_head_attention.only_q_k_v_transposed"]
 # Attention's mistakes that cut or join the heads by a plain reshape of their own, calling the student's
 # other heads function, here wrong in another way. (With that one wrong by a plain reshape too, the
 # attention is the catalogued reshape both ways as written, and is named so.)
