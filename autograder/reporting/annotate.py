@@ -20,7 +20,8 @@ student deleted is put back from the released notebook (after the cell that prec
 so formgrader has a place to show and override that grade; a copied grade, answer or read-only cell
 (the same id further down) is unmarked but for its last copy, as nbgrader's DeduplicateIds does, so
 formgrader shows one score box and one answer box per id. A copy that cannot be read as a notebook
-is left as it is.
+is left as it is; a lone surrogate that JSON's escapes let into a string ("\\ud800") is written as
+U+FFFD, so the copy is UTF-8 throughout.
 
 What the student wrote is kept, but not what would run in the TA's browser: formgrader renders the
 copy with nbconvert, which puts raw HTML of Markdown cells and outputs into the page as it is, and
@@ -56,6 +57,7 @@ OUTPUT_NAME = "course autograde"      # `ename` of our error outputs: what produ
 MARKS = {"failed": "\u2717", "not_graded": "not graded (no points):"}
 SHOWN_CASES = 3                       # failing cases of one check written out in full
 RED, GREEN, YELLOW, BOLD, RESET = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[1m", "\x1b[0m"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -364,6 +366,17 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
     return tuple(annotated), tuple(restored)
 
 
+def _utf8(text: str) -> bytes:
+    """`text` in UTF-8, each lone surrogate in it written as U+FFFD, the replacement character. JSON's
+    escapes let a submitted notebook carry one ("\\ud800") in a string, where it reads as text but has no
+    UTF-8 form: nbgrader and formgrader, which read the autograded copy and write what they read, would fail
+    on it. The submitted file itself is only read."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text).encode("utf-8")
+
+
 def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder: str | Path,
                         release_dir: str | Path | None = None, *, arriving: Mapping[str, bytes] | None = None
                         ) -> tuple[AnnotationReport, ...]:
@@ -404,9 +417,7 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
         neutralise_student_markup(nb, released)
         annotated, restored = annotate_notebook(nb, result, problems, released)
         try:
-            # a lone surrogate escaped in the submitted JSON ("\\ud800") reads as text but has no
-            # UTF-8 form (UnicodeEncodeError): such a copy is left as submitted
-            data = notebook_text(nb).encode("utf-8")
+            data = _utf8(notebook_text(nb))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             why = f"{shown_name(path.name)}: not annotated ({type(exc).__name__})"
             reports.append(AnnotationReport(None, skipped=why))

@@ -179,7 +179,9 @@ def test_names_and_text_that_are_not_utf8_cost_only_their_own_submission(tmp_pat
     wen = json.loads(layout.results_json("wen", "transformer-block").read_text())
     assert wen["extra_data"]["state"] == "graded"
     assert "w\\xe9rk.ipynb: its file name is not valid UTF-8, so it was not graded" in wen["output"]
-    # sue's copy for the formgrader is her notebook as submitted (it has no UTF-8 form once annotated)
-    assert (layout.autograded("sue", "transformer-block") / "transformer-block.ipynb").read_bytes() == \
-        (layout.submission("sue", "transformer-block") / "transformer-block.ipynb").read_bytes()
+    # sue's copy for the formgrader is annotated, her lone surrogate written as U+FFFD (UTF-8 has no form for
+    # it); her submitted notebook keeps it (checked below: the submitted files are unchanged)
+    sue_copy = (layout.autograded("sue", "transformer-block") / "transformer-block.ipynb").read_bytes()
+    assert sue_copy != (layout.submission("sue", "transformer-block") / "transformer-block.ipynb").read_bytes()
+    assert "".join(json.loads(sue_copy.decode("utf-8"))["cells"][-1]["source"]) == "\ufffd"
     assert {p: p.read_bytes() for p in layout.submitted_dir.rglob("*") if p.is_file()} == submitted

@@ -259,6 +259,22 @@ def test_an_unreadable_copy_is_left_as_it_is(tmp_path, assignment):
     assert (folder / NB).read_text(encoding="utf-8") == '{"cells": ['
 
 
+def test_a_lone_surrogate_in_the_copy_becomes_the_replacement_character(copy, assignment):
+    """A notebook whose JSON escapes a lone surrogate ("\\udc80" in a Markdown cell): is its copy annotated
+    all the same and written as UTF-8, the surrogate replaced by U+FFFD, so that nbformat reads it back
+    without one?"""
+    nb = json.loads((copy / NB).read_text(encoding="utf-8"))
+    odd = "caf\u00e9 \udc80 and \ud83d\ude00"     # a lone low surrogate, then a pair that JSON reads as one emoji
+    nb["cells"].append({"cell_type": "markdown", "id": "odd-text", "metadata": {}, "source": [odd]})
+    (copy / NB).write_text(json.dumps(nb), encoding="ascii")        # escapes only: the file is plain ASCII
+    (report,) = annotate_autograded(dora_result(), assignment, copy)
+    assert report.notebook == copy / NB and report.annotated
+    text = (copy / NB).read_bytes().decode("utf-8")                   # strict: any surrogate left would raise
+    assert "caf\u00e9 \ufffd and \U0001f600" in text
+    back = nbformat.read(copy / NB, as_version=4)
+    assert back.cells[-1].source == "caf\u00e9 \ufffd and \U0001f600"
+
+
 @pytest.mark.slow
 def test_demo_class_grade_cells_carry_reasons_and_submissions_are_untouched(graded_demo):
     """After `course autograde`, are the submitted notebooks unchanged and the autograded copies annotated?"""
