@@ -282,7 +282,8 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
     starts it with one, so that Excel reads "Zoë" rather than "ZoÃ«" (Excel takes a CSV file without
     the mark for the system's legacy code page).
     `lms` (`canvas`, `moodle`) writes the same rows' scores one row per student, one column per
-    assignment, with the roster's LMS ids (`reporting.lms_export`); students that file could not tell
+    assignment, with the roster's LMS ids (`reporting.lms_export`), leaving out students the gradebook holds
+    but the roster does not unless `include_unrostered`; students that file could not tell
     apart stop the export (one line, exit 2, no file). So does a `--to` that names a folder, or a file in
     a folder that does not exist (`layout.output_problem`: no folder is made), a file that cannot be
     written, and an `--assignment` the gradebook does not hold."""
@@ -294,6 +295,10 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                                    "`canvas` or `moodle` (a row per student, a column per assignment, as that "
                                    "LMS's grade import reads it; see autograder/reporting/lms_export.py)"
                   ).tag(config=True)
+    include_unrostered = Bool(False, help="with `lms` canvas or moodle: also write the students the gradebook "
+                                          "holds but the roster does not (left out by default, with a warning: "
+                                          "the LMS matches them only if their student id is their login, and a "
+                                          "row matching no Moodle user stops the whole import)").tag(config=True)
 
     def export(self, gradebook: Any) -> None:
         from .reporting.lms_export import LMS_FORMATS
@@ -341,7 +346,8 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             from .reporting.lms_export import lms_table
 
             try:
-                lms_file = lms_table(self.lms, assignments, rows, {s.id: s for s in course.students()}, lms_ids)
+                lms_file = lms_table(self.lms, assignments, rows, {s.id: s for s in course.students()}, lms_ids,
+                                     include_unrostered=self.include_unrostered)
             except ExportError as exc:        # students the file could not tell apart: nothing written
                 _refuse(str(exc))
             records, warnings = lms_file.records, list(lms_file.warnings)

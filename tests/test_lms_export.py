@@ -160,13 +160,17 @@ def test_lms_table_names_and_logins_without_roster_columns():
              "score": 97.10924299999999},
             {"student_id": "y2", "first_name": "=Yan", "last_name": "", "email": "y@e.edu", "assignment": A,
              "score": 0.0}]
-    table = lms_table("canvas", [(A, 100.0)], rows, {"y2": RosterStudent("y2", "=Yan")}, {}).records
+    table = lms_table("canvas", [(A, 100.0)], rows, {"y2": RosterStudent("y2", "=Yan")}, {},
+                      include_unrostered=True).records
     assert table[2:] == [["x1", "", "", "x1", "", "97.109243"], ["'=Yan", "", "", "y2", "", "0.0"]]
     assert canvas_name({"student_id": "z", "first_name": "Zoë", "last_name": "Ångström"}) == "Ångström, Zoë"
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(lms_table("moodle", [(A, 100.0)], rows, {}, {}).records)
     assert out.getvalue().splitlines() == ["First name,Last name,Username,transformer-block", ",,x1,97.109243",
                                            "'=Yan,,y2,0.0"]
+
+
+CANVAS_OR_MOODLE_LOGIN = {"canvas": 3, "moodle": 2}          # the login's column in each file
 
 
 def _row(sid: str, email: str | None = None, first: str = "", last: str = "") -> dict:
@@ -195,7 +199,7 @@ def test_moodle_file_never_has_an_empty_id_number_or_email_in_a_row(blank):
     else:
         rows.append(_row("zed"))
         who = "zed has"
-    got = lms_table("moodle", [(A, 100.0)], rows, _roster(*full), {})
+    got = lms_table("moodle", [(A, 100.0)], rows, _roster(*full), {}, include_unrostered=True)
     assert got.records[0] == ["First name", "Last name", "Username", A]
     assert [r[2] for r in got.records[1:]] == [r["student_id"] for r in rows]
     assert [w.split(", or fill")[0] for w in got.warnings if w.startswith(("ID number", "Email address"))] == [
@@ -216,7 +220,7 @@ def test_canvas_rows_always_name_their_student():
     no roster or with no LMS ids included, carry a SIS Login ID, with the five columns always written?"""
     rows = [_row("ada"), _row("bob"), _row("zed")]
     got = lms_table("canvas", [(A, 100.0)], rows, _roster(RosterStudent("ada", sis_user_id="S1", lms_user_id="9"),
-                                                          RosterStudent("bob")), {})
+                                                          RosterStudent("bob")), {}, include_unrostered=True)
     assert got.records[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
     assert [r[3] for r in got.records[2:]] == ["ada", "bob", "zed"]
     assert [w.split(":")[0] for w in got.warnings] == ["zed"]          # off the roster (see below)
@@ -322,13 +326,42 @@ def test_canvas_leaves_empty_an_id_that_is_not_a_number():
 
 
 @pytest.mark.parametrize("lms", ["canvas", "moodle"])
-def test_a_student_in_the_gradebook_but_not_on_the_roster_is_named_in_a_warning(lms):
-    """A student the gradebook holds but the roster does not is exported with the gradebook's name and their
-    student id as the login: is there one warning naming them and the column, telling how to remove a student
-    who left (`nbgrader db student remove`), and none when the course has no roster at all?"""
-    rows = [_row("ada", "a@e.edu"), _row("zed", "z@e.edu"), _row("yan", "y@e.edu")]
-    got = lms_table(lms, [(A, 100.0)], rows, _roster(RosterStudent("ada")), {})
+def test_a_student_in_the_gradebook_but_not_on_the_roster_is_left_out_with_a_warning(lms):
+    """A Moodle row matching no user stops the whole import, and Canvas matches an off-roster student only
+    by a login it may not have: is a student the gradebook holds but the roster does not left out of the
+    file, with one warning naming them, telling how to add them, remove them, or write them all the same,
+    Moodle's optional columns then decided from the students written alone, and all written when the
+    course has no roster at all?"""
+    rows = [_row("ada", "a@e.edu"), _row("zed"), _row("yan", "y@e.edu")]
+    roster = _roster(RosterStudent("ada", sis_user_id="S1"))
+    got = lms_table(lms, [(A, 100.0)], rows, roster, {})
     column = "Username" if lms == "moodle" else "SIS Login ID"
+    written = got.records[1:] if lms == "moodle" else got.records[2:]
+    assert [r[2 if lms == "moodle" else 3] for r in written] == ["ada"]
+    if lms == "moodle":
+        assert got.records[0] == ["First name", "Last name", "Username", "ID number", "Email address", A]
+    why = ("a row that matches no Moodle user stops the whole import" if lms == "moodle" else
+           "Canvas matches such a row only if the student id is the login, and offers it as an unknown student "
+           "otherwise")
+    assert got.warnings == (
+        f"zed and yan: in the gradebook but not on the roster, so left out of the {lms.capitalize()} file ({why}); "
+        f"add them to the roster with their LMS ids, take a student who left the course out of the gradebook with "
+        f"`nbgrader db student remove <id> --force` (--force: their grades are deleted too), or write them with "
+        f"their student id as {column} with --CourseCsvExport.include_unrostered=True",)
+    everyone = lms_table(lms, [(A, 100.0)], rows, {}, {})
+    assert len(everyone.records) == len(got.records) + 2
+    assert not [w for w in everyone.warnings if "not on the roster" in w]
+
+
+@pytest.mark.parametrize("lms", ["canvas", "moodle"])
+def test_a_student_not_on_the_roster_is_written_when_asked_for_with_a_warning(lms):
+    """With `include_unrostered`, is a student the gradebook holds but the roster does not written with the
+    gradebook's name and their student id as the login, with one warning naming them and the column,
+    telling how to remove a student who left (`nbgrader db student remove`)?"""
+    rows = [_row("ada", "a@e.edu"), _row("zed", "z@e.edu"), _row("yan", "y@e.edu")]
+    got = lms_table(lms, [(A, 100.0)], rows, _roster(RosterStudent("ada")), {}, include_unrostered=True)
+    column = "Username" if lms == "moodle" else "SIS Login ID"
+    assert [r[CANVAS_OR_MOODLE_LOGIN[lms]] for r in got.records[1 if lms == "moodle" else 2:]] == ["ada", "zed", "yan"]
     held = "name and email" if lms == "moodle" else "name"
     assert [w for w in got.warnings if w.startswith("zed")] == [
         f"zed and yan: in the gradebook but not on the roster, so the file gives these students only the gradebook's "
@@ -488,3 +521,37 @@ def test_moodle_identifiers_php_would_misread_are_refused():
                got.warnings), got.warnings
     with pytest.raises(ExportError, match=r"^Username: ada has a backslash before a quote"):
         lms_table("moodle", [(A, 100.0)], rows, {"ada": RosterStudent("ada", sis_login_id="a,b\\")}, {})
+
+
+@pytest.mark.parametrize("lms", ["moodle", "canvas"])
+def test_export_leaves_out_students_not_on_the_roster_unless_asked(tmp_path, lms):
+    """Through `nbgrader export --CourseCsvExport.lms=...`, with a student who joined late (in the gradebook,
+    not on the roster) and no email: is the file the rostered students' alone, Moodle's ID number and Email
+    address kept since each of them has their own, with one warning naming the late joiner and the option,
+    and with `--CourseCsvExport.include_unrostered=True` is their row written (Moodle's optional columns
+    then left out, since they have none)?"""
+    from nbgrader.api import Gradebook
+
+    folder = course_with_students(tmp_path / "course", ())
+    (folder / "roster.csv").write_text("id,email,sis_user_id\nada,ada@e.edu,S1\nbob,bob@e.edu,S2\n",
+                                       encoding="utf-8")
+    with Gradebook(load_course(folder).gradebook_url) as gb:
+        gb.add_assignment(A)
+        gb.add_student("late_joiner")
+    done = export(folder, "lms.csv", f"--CourseCsvExport.lms={lms}")
+    assert done.returncode == 0, done.stderr
+    got = records(folder / "lms.csv")
+    login = CANVAS_OR_MOODLE_LOGIN[lms]
+    assert [r[login] for r in got[1 if lms == "moodle" else 2:]] == ["ada", "bob"]
+    if lms == "moodle":
+        assert got[0] == ["First name", "Last name", "Username", "ID number", "Email address", A]
+    warned = [ln for ln in done.stderr.splitlines() if "late_joiner" in ln]
+    assert len(warned) == 1 and "late_joiner: in the gradebook but not on the roster, so left out of the" in warned[0]
+    assert warned[0].endswith("--CourseCsvExport.include_unrostered=True"), done.stderr
+    done = export(folder, "all.csv", f"--CourseCsvExport.lms={lms}", "--CourseCsvExport.include_unrostered=True")
+    assert done.returncode == 0, done.stderr
+    got = records(folder / "all.csv")
+    assert sorted(r[login] for r in got[1 if lms == "moodle" else 2:]) == ["ada", "bob", "late_joiner"]
+    if lms == "moodle":
+        assert got[0] == ["First name", "Last name", "Username", A]
+    assert [ln for ln in done.stderr.splitlines() if ln.startswith("[ExportApp | WARNING] late_joiner:")]

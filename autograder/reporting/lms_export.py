@@ -52,9 +52,13 @@ readings differ from the CSV the file is written as:
   backslashes and a warning; `Username` stops the export (`ExportError`); `ID number` and `Email
   address` are left out, as for a shared value.
 Scores are plain decimals (`number`: "0.00005", never "5e-05"). A student in the gradebook but not
-on a roster the course has gets the gradebook's name (and email) and their student id as the login;
-a warning says so, since the LMS matches them only if that is their login, and tells how to take out
-of the gradebook a student who left the course. A student without a submission is exported with 0, as in
+on a roster the course has (one who joined late, or left) is left out of the file, with a warning naming
+them: the LMS matches such a row only if their student id is their login, a Moodle row that matches no
+user stops the whole import, and Canvas offers it as an unknown student. The warning tells how to add them
+to the roster, how to take a student who left the course out of the gradebook, and how to write them all
+the same (`include_unrostered`: the gradebook's name, and email, and their student id as the login, with
+a warning). The columns written only when every row has its own value (Moodle's `ID number` and `Email
+address`) are decided from the rows written. A student without a submission is exported with 0, as in
 nbgrader's export; while their due date (or extension) is still ahead a warning names them, since
 the LMS would show that 0 as their grade.
 
@@ -99,7 +103,7 @@ class LmsFile:
 
 def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence[Mapping[str, Any]],
               roster: Mapping[str, RosterStudent], lms_ids: Mapping[str, str],
-              now: dt.datetime | None = None) -> LmsFile:
+              now: dt.datetime | None = None, include_unrostered: bool = False) -> LmsFile:
     """The CSV records of the `lms` file ('canvas' or 'moodle'), and its warnings.
 
     `assignments`: (name, max score) of each exported assignment, in order; `rows`: the long export's
@@ -112,7 +116,12 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
     Moodle's `ID number` and `Email address` columns are left out unless every student has their own;
     Canvas's `ID` and `SIS User ID` are left empty where they cannot tell students apart. An
     ExportError (one line) when the login column cannot: no file would import right. `now` (naive
-    UTC, default the clock) tells which students without a submission are not due yet."""
+    UTC, default the clock) tells which students without a submission are not due yet. A student in the
+    gradebook but not on `roster` (when there is one) is left out, with a warning, unless
+    `include_unrostered`."""
+    off_roster = [sid for sid in dict.fromkeys(r["student_id"] for r in rows) if roster and sid not in roster]
+    if off_roster and not include_unrostered:
+        rows = [r for r in rows if r["student_id"] not in set(off_roster)]
     scores: dict[tuple[str, str], Any] = {(r["student_id"], r["assignment"]): r["score"] for r in rows}
     students = {r["student_id"]: r for r in rows}          # one row each, for the name and email, in order
     names = [name for name, _ in assignments]
@@ -147,9 +156,9 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
             line = formula_warning(column, zip(sids, columns.get(column, [])), "the LMS matches on it")
             if line:
                 warnings.append(line)
-    off_roster = [sid for sid in sids if roster and sid not in roster]
     if off_roster:
-        warnings.append(off_roster_warning(lms, off_roster))
+        warnings.append(off_roster_warning(lms, off_roster) if include_unrostered
+                        else left_out_warning(lms, off_roster))
     if lms == "moodle":
         warnings += filter(None, [moodle_maxima_warning(assignments), moodle_over_warning(names, sids, scores)])
     warnings += not_due_yet(rows, now or dt.datetime.now(dt.UTC).replace(tzinfo=None))
@@ -283,6 +292,19 @@ def off_roster_warning(lms: str, students: Sequence[str]) -> str:
             f"student id as {LOGIN[lms]}, which {lms.capitalize()} matches only if it is the login{stop}; add them "
             f"to the roster with their LMS ids, or take a student who left the course out of the gradebook with "
             f"`nbgrader db student remove <id> --force` (--force: their grades are deleted too)")
+
+
+def left_out_warning(lms: str, students: Sequence[str]) -> str:
+    """The line for students in the gradebook but not on the course's roster, left out of the file: how to
+    add them, take them out of the gradebook, or write them all the same."""
+    system = lms.capitalize()
+    why = ("a row that matches no Moodle user stops the whole import" if lms == "moodle" else
+           "Canvas matches such a row only if the student id is the login, and offers it as an unknown student "
+           "otherwise")
+    return (f"{listed(students)}: in the gradebook but not on the roster, so left out of the {system} file ({why}); "
+            f"add them to the roster with their LMS ids, take a student who left the course out of the gradebook "
+            f"with `nbgrader db student remove <id> --force` (--force: their grades are deleted too), or write "
+            f"them with their student id as {LOGIN[lms]} with --CourseCsvExport.include_unrostered=True")
 
 
 def not_due_yet(rows: Iterable[Mapping[str, Any]], now: dt.datetime) -> list[str]:
