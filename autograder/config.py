@@ -273,6 +273,8 @@ def roster_id_problem(student: str) -> str | None:
 
 # The roster's optional columns, each a RosterStudent field of the same name.
 ROSTER_COLUMNS = ("first_name", "last_name", "email", "lms_user_id", "sis_user_id", "sis_login_id", "section")
+# Those the gradebook keeps for each student (nbgrader's Student fields of the same name), synced from the roster.
+SYNCED_COLUMNS = ("first_name", "last_name", "email", "lms_user_id")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,9 +288,10 @@ class Course:
     roster_file: Path | None = setting(None, key="roster", resolve=_in_course,
                                        help="CSV with an `id` column (optional: `first_name`, `last_name`, `email`, "
                                             "and for an LMS's grade import `lms_user_id`, `sis_user_id`, "
-                                            "`sis_login_id` (default: the id), `section`; other columns are left "
-                                            "alone, but one spelt like these, as `firstname` or `SIS User ID`, is an "
-                                            "error), or one student id per line")
+                                            "`sis_login_id` (default: the id), `section`; a blank cell of a column "
+                                            "the file has clears the gradebook's name, email or LMS user id; other "
+                                            "columns are left alone, but one spelt like these, as `firstname` or "
+                                            "`SIS User ID`, is an error), or one student id per line")
     gradebook_url: str = setting("sqlite:///gradebook.db", key="gradebook", resolve=_gradebook_url,
                                  help="nbgrader's gradebook: any SQLAlchemy URL; a relative SQLite path starts at "
                                       "the course folder")
@@ -354,14 +357,21 @@ class Course:
         return tuple(s.id for s in self.students())
 
     def students(self) -> tuple[RosterStudent, ...]:
-        """The roster: each student's id, and name, email and LMS ids where the CSV has those columns.
+        """The roster: each student's id, and name, email and LMS ids where the CSV has those columns
+        (`roster_columns`)."""
+        return self.roster_columns()[1]
+
+    def roster_columns(self) -> tuple[frozenset[str], tuple[RosterStudent, ...]]:
+        """The optional columns (of ROSTER_COLUMNS) the roster file has, none for one id per line or no
+        roster, and its students (`students`): a blank cell of such a column is a value (none), where a
+        column the file lacks says nothing.
 
         A ConfigError names the line of an id given twice (a later row would silently replace the
         name and email of the first) or of one that cannot be a student's folder under submitted/
         (whitespace, `;`, `/`: most likely a CSV separated by `;` or tabs, read as one id per line).
         A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name."""
         if self.roster_file is None:
-            return ()
+            return frozenset(), ()
         if not self.roster_file.exists():
             raise ConfigError(f"{CONFIG_NAME}: roster: file {self.roster_file} does not exist")
         if not self.roster_file.is_file():
@@ -371,9 +381,11 @@ class Course:
         text = utf8_text(self.roster_file.read_bytes(), name).removeprefix("\ufeff")
         lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
         out: list[tuple[int, RosterStudent]] = []
+        columns: frozenset[str] = frozenset()
         if lines and ("," in lines[0][1] or lines[0][1].strip() == "id"):
             rows = _csv_rows(text, name)
             header = [h.strip() for h in rows[0][1]]
+            columns = frozenset(header) & frozenset(ROSTER_COLUMNS)
             if "id" not in header:
                 raise ConfigError(f"{name}: line {lines[0][0]}: expected an 'id' column in the comma-separated header "
                                   f"(optional: {', '.join(ROSTER_COLUMNS)}), got {schema.show(lines[0][1])}")
@@ -410,7 +422,7 @@ class Course:
             if first.setdefault(student.id, n) != n:
                 raise ConfigError(f"{name}: line {n}: student {student.id!r} is listed twice (first on line "
                                   f"{first[student.id]})")
-        return tuple(student for _, student in out)
+        return columns, tuple(student for _, student in out)
 
 
 def _roster_column_meant(column: str) -> str | None:

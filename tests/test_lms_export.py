@@ -555,3 +555,26 @@ def test_export_leaves_out_students_not_on_the_roster_unless_asked(tmp_path, lms
     if lms == "moodle":
         assert got[0] == ["First name", "Last name", "Username", A]
     assert [ln for ln in done.stderr.splitlines() if ln.startswith("[ExportApp | WARNING] late_joiner:")]
+
+
+def test_export_after_blanking_a_roster_value_writes_none(tmp_path):
+    """A wrong lms_user_id and email taken out of the roster (cells left blank): does the next Canvas export
+    write no ID for the student and the next Moodle export no email, rather than the values the gradebook
+    held from before?"""
+    from nbgrader.api import Gradebook
+
+    folder = course_with_students(tmp_path / "course", ())
+    header = "id,email,lms_user_id,sis_user_id\n"
+    (folder / "roster.csv").write_text(header + "ada,wrong@e.edu,999,S1\nbob,bob@e.edu,42,S2\n", encoding="utf-8")
+    with Gradebook(load_course(folder).gradebook_url) as gb:
+        gb.add_assignment(A)
+    assert export(folder, "before.csv", "--CourseCsvExport.lms=canvas").returncode == 0
+    assert [r[1] for r in records(folder / "before.csv")[2:]] == ["999", "42"]
+    (folder / "roster.csv").write_text(header + "ada,,,S1\nbob,bob@e.edu,42,S2\n", encoding="utf-8")
+    for lms in ("canvas", "moodle"):
+        done = export(folder, f"{lms}.csv", f"--CourseCsvExport.lms={lms}")
+        assert done.returncode == 0, done.stderr
+    assert [r[1] for r in records(folder / "canvas.csv")[2:]] == ["", "42"]
+    moodle = records(folder / "moodle.csv")
+    assert moodle[0] == ["First name", "Last name", "Username", "ID number", A]       # ada has no email now
+    assert "wrong@e.edu" not in (folder / "moodle.csv").read_text(encoding="utf-8")

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from autograder.config import Assignment, Course, Problem
+from autograder.config import SYNCED_COLUMNS, Assignment, Course, Problem
 from autograder.errors import ConfigError, CourseError, ReleaseError
 from autograder.grading.results import SubmissionResult
 from autograder.layout import CONFIG_FILE
@@ -453,25 +453,27 @@ def _commit(gb: Gradebook, work: Callable[[], T]) -> T:
 # --------------------------------------------------------------------------- course.yml -> gradebook
 
 def sync_roster(gb: Gradebook, course: Course) -> list[str]:
-    """Create or update every roster student (id, first and last name, email, LMS user id). Students
-    who are not on the roster are left as they are. Not committed here; returns one line per change."""
+    """Create or update every roster student (id, first and last name, email, LMS user id). A blank cell
+    clears the gradebook's value (a wrong email or LMS id taken out of the roster no longer reaches the
+    exports); a column the roster does not have leaves the gradebook's values alone. Students who are not
+    on the roster are left as they are. Not committed here; returns one line per change."""
     from nbgrader.api import Student
 
     changes = []
     known = {row.id: row for row in gb.db.query(Student)}     # what find_student gives, in one query
-    for s in course.students():
+    columns, students = course.roster_columns()
+    for s in students:
         student = known.get(s.id)
         if student is None:
             gb.db.add(Student(id=s.id, first_name=s.first_name or None, last_name=s.last_name or None,
                               email=s.email or None, lms_user_id=s.lms_user_id or None))
             changes.append(f"student {s.id}")
             continue
-        wanted = {"first_name": s.first_name, "last_name": s.last_name, "email": s.email,
-                  "lms_user_id": s.lms_user_id}
-        for key, value in wanted.items():
-            if value and getattr(student, key) != value:
+        for key in SYNCED_COLUMNS:
+            value = getattr(s, key) or None
+            if key in columns and (getattr(student, key) or None) != value:
                 setattr(student, key, value)
-                changes.append(f"student {s.id}: {key}")
+                changes.append(f"student {s.id}: {key}" + ("" if value else " cleared"))
     gb.db.flush()
     return changes
 

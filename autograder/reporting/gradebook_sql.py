@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder.config import Assignment, Course
+from autograder.config import SYNCED_COLUMNS, Assignment, Course
 from autograder.grading.results import SubmissionResult
 
 from .gradebook import comment_problem, naive_utc, submission_timestamp
@@ -161,12 +161,15 @@ class SqlGradebook:
         and `_sync_assignment` would change is all there already. Reads the batch's ids when it is."""
         db = self.conn
         a = self.assignment
-        known = {row[0]: row[1:] for row in db.execute("SELECT id, first_name, last_name, email FROM student")}
-        for s in self.course.students():
+        known = {row[0]: row[1:] for row in
+                 db.execute(f"SELECT id, {', '.join(SYNCED_COLUMNS)} FROM student")}  # our own column names
+        columns, students = self.course.roster_columns()
+        for s in students:
             row = known.get(s.id)
             if row is None:
                 return False
-            if any(value and have != value for value, have in zip((s.first_name, s.last_name, s.email), row)):
+            if any(key in columns and (have or None) != (getattr(s, key) or None)
+                   for key, have in zip(SYNCED_COLUMNS, row)):
                 return False
         found = db.execute("SELECT id, duedate FROM assignment WHERE name = ?", (a.name,)).fetchone()
         if found is None:

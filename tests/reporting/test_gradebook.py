@@ -219,6 +219,29 @@ def test_the_roster_reaches_the_gradebook_with_names_and_emails(tmp_path, course
         assert gb.find_student("ada").email == "ada@example.edu", "a student who left the roster is kept"
 
 
+def test_a_blank_roster_cell_clears_the_gradebooks_value_and_a_missing_column_leaves_it(tmp_path, course, assignment):
+    """Is a name, email or LMS user id blanked in the roster cleared in the gradebook (each change named),
+    and are the gradebook's values left as they are by a roster without those columns (names only, or one
+    id per line), with nothing to change?"""
+    full = "id,first_name,last_name,email,lms_user_id\nnora,Nora,Noether,wrong@example.edu,999\n"
+    course = with_roster(course, tmp_path, full)
+    record_grades(course, assignment, [])
+    course = with_roster(course, tmp_path, "id,first_name,last_name,email,lms_user_id\nnora,Nora,,,\n")
+    assert sorted(record_grades(course, assignment, []).created) == [
+        "student nora: email cleared", "student nora: last_name cleared", "student nora: lms_user_id cleared"]
+    with Gradebook(course.gradebook_url) as gb:
+        nora = gb.find_student("nora")
+        assert (nora.first_name, nora.last_name, nora.email, nora.lms_user_id) == ("Nora", None, None, None)
+    course = with_roster(course, tmp_path, full)
+    assert len(record_grades(course, assignment, []).created) == 3
+    for text in ("id,first_name\nnora,Nora\n", "id\nnora\n"):
+        course = with_roster(course, tmp_path, text)
+        assert record_grades(course, assignment, []).created == (), text
+        with Gradebook(course.gradebook_url) as gb:
+            nora = gb.find_student("nora")
+            assert (nora.last_name, nora.email, nora.lms_user_id) == ("Noether", "wrong@example.edu", "999"), text
+
+
 def test_changed_points_update_the_gradebook_max_scores(course, assignment, ada):
     """After course.yml gives silu 8 points instead of 5, does the next batch correct the grade cell?"""
     release_into(course, assignment)
