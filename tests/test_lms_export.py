@@ -353,23 +353,39 @@ def test_a_student_in_the_gradebook_but_not_on_the_roster_is_left_out_with_a_war
     assert not [w for w in everyone.warnings if "not on the roster" in w]
 
 
+TAIL = ("; add them to the roster with their LMS ids, or take a student who left the course out of the gradebook "
+        "with `nbgrader db student remove <id> --force` (--force: their grades are deleted too)")
+
+
 @pytest.mark.parametrize("lms", ["canvas", "moodle"])
 def test_a_student_not_on_the_roster_is_written_when_asked_for_with_a_warning(lms):
     """With `include_unrostered`, is a student the gradebook holds but the roster does not written with the
-    gradebook's name and their student id as the login, with one warning naming them and the column,
-    telling how to remove a student who left (`nbgrader db student remove`)?"""
+    gradebook's name (and email, in a Moodle file whose every row has one) and their student id as the login,
+    with one warning naming them and saying just what their rows hold, and how to remove a student who left
+    (`nbgrader db student remove`)?"""
     rows = [_row("ada", "a@e.edu"), _row("zed", "z@e.edu"), _row("yan", "y@e.edu")]
     got = lms_table(lms, [(A, 100.0)], rows, _roster(RosterStudent("ada")), {}, include_unrostered=True)
-    column = "Username" if lms == "moodle" else "SIS Login ID"
     assert [r[CANVAS_OR_MOODLE_LOGIN[lms]] for r in got.records[1 if lms == "moodle" else 2:]] == ["ada", "zed", "yan"]
-    held = "name and email" if lms == "moodle" else "name"
+    written = ("the gradebook's name, the gradebook's email and the student id as Username, no ID number, which Moodle "
+               "matches only if it is the login, or by the email where Email address is mapped, and a row that "
+               "matches no user stops the whole Moodle import" if lms == "moodle" else
+               "the gradebook's name and the student id as SIS Login ID, no SIS User ID, which Canvas matches only if "
+               "it is the login")
     assert [w for w in got.warnings if w.startswith("zed")] == [
-        f"zed and yan: in the gradebook but not on the roster, so the file gives these students only the gradebook's "
-        f"{held} and the student id as {column}, which {lms.capitalize()} matches only if it is the login"
-        + (", and a row that matches no user stops the whole Moodle import" if lms == "moodle" else "")
-        + "; add them to the roster with their LMS ids, or take a student who left the course out of the gradebook "
-          "with `nbgrader db student remove <id> --force` (--force: their grades are deleted too)"]
-    assert not [w for w in lms_table(lms, [(A, 100.0)], rows, {}, {}).warnings if "not on the roster" in w]
+        f"zed and yan: in the gradebook but not on the roster, written (include_unrostered) with {written}{TAIL}"]
+
+
+def test_canvas_warning_of_students_not_on_the_roster_names_the_id_written_from_the_gradebook():
+    """A student off the roster whose lms_user_id the gradebook holds gets it as Canvas's ID, which Canvas
+    matches first: does the warning say so, naming them, rather than "only the name and the SIS Login ID"?"""
+    rows = [_row("ada"), _row("zed"), _row("yan")]
+    got = lms_table("canvas", [(A, 100.0)], rows, _roster(RosterStudent("ada")), {"zed": "77"},
+                    include_unrostered=True)
+    assert [r[1] for r in got.records[2:]] == ["", "77", ""]
+    assert got.warnings == (
+        "zed and yan: in the gradebook but not on the roster, written (include_unrostered) with the gradebook's name, "
+        "the gradebook's lms_user_id as ID (for zed) and the student id as SIS Login ID, no SIS User ID, which Canvas "
+        "matches only if it is the login when the row has no ID (a row with one is matched by it)" + TAIL,)
 
 
 def test_moodle_warns_of_assignments_not_out_of_100():

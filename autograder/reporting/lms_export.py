@@ -156,9 +156,13 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
             line = formula_warning(column, zip(sids, columns.get(column, [])), "the LMS matches on it")
             if line:
                 warnings.append(line)
-    if off_roster:
-        warnings.append(off_roster_warning(lms, off_roster) if include_unrostered
-                        else left_out_warning(lms, off_roster))
+    if off_roster and include_unrostered:
+        held: dict[str, list[str]] = {
+            column: [sid for sid, value in zip(sids, columns[column]) if sid in off_roster and value.strip()]
+            for column in ("ID", "Email address") if column in header}
+        warnings.append(off_roster_warning(lms, off_roster, held))
+    elif off_roster:
+        warnings.append(left_out_warning(lms, off_roster))
     if lms == "moodle":
         warnings += filter(None, [moodle_maxima_warning(assignments), moodle_over_warning(names, sids, scores)])
     warnings += not_due_yet(rows, now or dt.datetime.now(dt.UTC).replace(tzinfo=None))
@@ -282,16 +286,32 @@ def canvas_blanked_ids(sids: Sequence[str], columns: dict[str, list[str]]) -> li
     return lines
 
 
-def off_roster_warning(lms: str, students: Sequence[str]) -> str:
-    """The line for students in the gradebook but not on the course's roster: their rows hold the
-    gradebook's name (and email) and the student id as the login, no SIS id."""
-    stop = ", and a row that matches no user stops the whole Moodle import" if lms == "moodle" else ""
-    held = "name and email" if lms == "moodle" else "name"
-    return (f"{listed(students)}: in the gradebook but not on the roster, so the file gives "
-            f"{'this student' if len(students) == 1 else 'these students'} only the gradebook's {held} and the "
-            f"student id as {LOGIN[lms]}, which {lms.capitalize()} matches only if it is the login{stop}; add them "
-            f"to the roster with their LMS ids, or take a student who left the course out of the gradebook with "
-            f"`nbgrader db student remove <id> --force` (--force: their grades are deleted too)")
+def off_roster_warning(lms: str, students: Sequence[str], held: Mapping[str, Sequence[str]]) -> str:
+    """The line for students in the gradebook but not on the course's roster, written all the same
+    (`include_unrostered`), saying what their rows hold: the gradebook's name, the student id as the login,
+    no SIS id, and where the file has the column and the gradebook the value (`held`: the students of
+    `students` with one, by column) Canvas's `ID` (the gradebook's lms_user_id) or Moodle's email."""
+    def whose(column: str, what: str) -> list[str]:
+        who = held.get(column, [])
+        if not who:
+            return []
+        return [what + ("" if len(who) == len(students) else f" (for {listed(who)})")]
+
+    given = ["the gradebook's name", *whose("Email address", "the gradebook's email"),
+             *whose("ID", "the gradebook's lms_user_id as ID")]
+    login = f"the student id as {LOGIN[lms]}, no {'ID number' if lms == 'moodle' else 'SIS User ID'}"
+    if lms == "moodle":
+        by_email = ", or by the email where Email address is mapped" if held.get("Email address") else ""
+        match = (f"which Moodle matches only if it is the login{by_email}, and a row that matches no user stops the "
+                 f"whole Moodle import")
+    elif held.get("ID"):
+        match = "which Canvas matches only if it is the login when the row has no ID (a row with one is matched by it)"
+    else:
+        match = "which Canvas matches only if it is the login"
+    return (f"{listed(students)}: in the gradebook but not on the roster, written (include_unrostered) with "
+            f"{', '.join(given)} and {login}, {match}; add them to the roster with their LMS ids, or "
+            f"take a student who left the course out of the gradebook with `nbgrader db student remove <id> --force` "
+            f"(--force: their grades are deleted too)")
 
 
 def left_out_warning(lms: str, students: Sequence[str]) -> str:
