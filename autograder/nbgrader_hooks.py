@@ -340,8 +340,11 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                              name, name)
         dest = self.to or DEFAULT_EXPORT
         if self.lms == "nbgrader":
+            from .reporting.lms_export import not_due_yet
+
             records = [list(EXPORT_COLUMNS), *([_cell(key, row[key]) for key in EXPORT_COLUMNS] for row in rows)]
-            warnings = _identifier_warnings(rows)
+            warnings = [*_identifier_warnings(rows),
+                        *not_due_yet(rows, dt.datetime.now(dt.UTC).replace(tzinfo=None), "nbgrader")]
         else:
             from .reporting.lms_export import lms_table
 

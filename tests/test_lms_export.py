@@ -482,10 +482,12 @@ def test_a_student_without_a_submission_who_is_not_due_yet_is_named(lms):
     assert lms_table(lms, [(A, 100.0)], rows, roster, {}, now=ahead + dt.timedelta(seconds=1)).warnings == ()
 
 
-def test_export_names_as_not_submitted_only_students_the_gradebook_holds_no_submission_of(tmp_path):
-    """Through `nbgrader export --CourseCsvExport.lms=canvas` before the due date: is a student whose
-    submission the gradebook holds without a timestamp (its timestamp.txt missing, blank or unreadable) left
-    out of the "have not submitted" line, which names the student who has no submission?"""
+@pytest.mark.parametrize("lms", ["canvas", "moodle", "nbgrader"])
+def test_export_names_as_not_submitted_only_students_the_gradebook_holds_no_submission_of(tmp_path, lms):
+    """Through `nbgrader export --CourseCsvExport.lms=...` before the due date, the plain export as the LMS
+    ones: is a student whose submission the gradebook holds without a timestamp (its timestamp.txt missing,
+    blank or unreadable) left out of the "have not submitted" line, which names the student who has no
+    submission and says that the 0 reads as a grade?"""
     import datetime as dt
 
     from nbgrader.api import Gradebook
@@ -496,10 +498,13 @@ def test_export_names_as_not_submitted_only_students_the_gradebook_holds_no_subm
         gb.add_assignment(QUIZ, duedate=dt.datetime(2099, 1, 1))
         gb.add_student("ada")
         gb.add_submission(QUIZ, "ada", timestamp=None)
-    done = export(folder, "canvas.csv", "--CourseCsvExport.lms=canvas")
+    done = export(folder, f"{lms}.csv", f"--CourseCsvExport.lms={lms}")
     assert done.returncode == 0, done.stderr
     lines = [ln for ln in done.stderr.splitlines() if "not submitted" in ln]
     assert len(lines) == 1 and f"{QUIZ}: nora has not submitted and is not due yet" in lines[0], done.stderr
+    shown = ("which reads as the grade (an LMS or spreadsheet importing the file takes it for one)"
+             if lms == "nbgrader" else "which the LMS will show as the grade")
+    assert f"but is exported with 0, {shown}; export after the due date" in lines[0], done.stderr
 
 
 def test_canvas_name_with_points_possible_is_not_taken_for_the_points_row():

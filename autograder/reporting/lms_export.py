@@ -327,21 +327,24 @@ def left_out_warning(lms: str, students: Sequence[str]) -> str:
             f"them with their student id as {LOGIN[lms]} with --CourseCsvExport.include_unrostered=True")
 
 
-def not_due_yet(rows: Iterable[Mapping[str, Any]], now: dt.datetime) -> list[str]:
+def not_due_yet(rows: Iterable[Mapping[str, Any]], now: dt.datetime, lms: str = "canvas") -> list[str]:
     """A line per assignment naming the students without a submission (a row whose `submitted` is
     false; not the timestamp, which a submission without a readable timestamp.txt lacks) whose due date
     (their extension's, when they have one) is still ahead of `now`: their 0 is not a grade yet, but the
-    LMS would show it as one."""
+    LMS would show it as one (`lms` 'nbgrader', the plain export: whoever reads the file would take it
+    for one)."""
     waiting: dict[str, list[str]] = {}
     for row in rows:
         due = row.get("extended_duedate") or row.get("duedate")
         if not row.get("submitted") and isinstance(due, dt.datetime) and due > now:
             waiting.setdefault(row["assignment"], []).append(row["student_id"])
+    shown = ("which reads as the grade (an LMS or spreadsheet importing the file takes it for one)"
+             if lms == "nbgrader" else "which the LMS will show as the grade")
     lines = []
     for name, who in waiting.items():
         has, is_ = ("has", "is") if len(who) == 1 else ("have", "are")
         lines.append(f"{name}: {listed(who)} {has} not submitted and {is_} not due yet (the due date, or an "
-                     f"extension, is still ahead), but {is_} exported with 0, which the LMS will show as the grade; "
+                     f"extension, is still ahead), but {is_} exported with 0, {shown}; "
                      f"export after the due date, or without this assignment (--assignment)")
     return lines
 
