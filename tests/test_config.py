@@ -451,6 +451,19 @@ def test_config_a_roster_keeps_columns_of_its_own_unread(tmp_path):
     assert [(s.id, s.first_name) for s in course.students()] == [("ada", "Ada")]
 
 
+def test_config_roster_columns_are_the_roster_s_own_the_file_has(tmp_path):
+    """Does `roster_columns` give the roster's own optional columns the header has (the ones whose blank cell
+    clears the gradebook's value), none for a roster of one id per line, with the same students as
+    `students`?"""
+    course = load_course(make_course(tmp_path, GOOD))
+    (tmp_path / "roster.csv").write_text("id,email, last_name ,Notes\nada,,Lovelace,x\n")
+    columns, students = course.roster_columns()
+    assert columns == {"email", "last_name"} and students == course.students()
+    assert students[0].email == ""
+    (tmp_path / "roster.csv").write_text("ada\nbob\n")
+    assert course.roster_columns() == (frozenset(), course.students()) and len(course.students()) == 2
+
+
 def test_config_a_roster_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
     """Does a roster saved as Excel's "CSV UTF-8" (a byte-order mark before `id`) read like the same file
     without it?"""
