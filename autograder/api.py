@@ -185,7 +185,7 @@ def submissions(course: Course, assignment: str, student: str | None = None) -> 
     layout = course.layout
     if student is not None:
         folder = layout.submission(student, assignment)
-        if not (os.path.lexists(folder) and os.path.lexists(folder.parent)):
+        if not (os.path.islink(folder.parent) or (os.path.lexists(folder) and os.path.lexists(folder.parent))):
             raise CourseError(f"{layout.relative(folder)}: no such submission folder")
         return [(student, folder)]
     base = layout.submitted_dir
@@ -230,10 +230,12 @@ def _refusal(course: Course, folder: Path) -> str | None:
 def _unreadable(course: Course, folder: Path) -> str | None:
     """"<path> could not be read (<why>)" when the grader cannot read a submission folder it can reach
     (permissions, a failing disk), or None: the folder cannot be listed, or one of its notebooks or
-    its timestamp.txt cannot be opened. A link or a folder that is not one is the student's matter
-    (`_refusal`), and a file that opens is read as usual; nothing is read here."""
+    its timestamp.txt cannot be opened. A link or a folder that is not one, the student's folder or
+    the assignment's, is refused (`_refusal`), and a file that opens is read as usual; nothing is
+    read here. The student's folder is looked at first: a link there is never followed to a folder
+    that does not exist, and called unreadable."""
     try:
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+        if not all(stat.S_ISDIR(os.lstat(path).st_mode) for path in (folder.parent, folder)):
             return None
         with os.scandir(folder) as it:
             names = [e.name for e in it if e.name.endswith(".ipynb") or e.name == TIMESTAMP_FILE]
@@ -500,6 +502,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 unchanged[sid] = task
             elif refusal:
                 refused.add(sid)
+                log(f"WARNING: {sid}: refused: {refusal} Graded 0 with that reason on their page (no link under "
+                    f"{course.layout.relative(course.layout.submitted_dir)}/ is followed).")
                 ready.append((sid, _refused(a, sid, s_seed, on_roster, refusal, layers)))
             else:
                 tasks.append(task)

@@ -110,6 +110,45 @@ def test_symlinked_student_folders_are_listed_so_they_can_be_refused(course_copy
     assert [sid for sid, _ in listed] == ["ada", "eve"]
 
 
+def test_a_student_folder_linked_to_one_without_the_assignment_is_refused_not_unreadable(course_copy):
+    """Is submitted/<student> linked to a folder lacking the assignment (`ln -s /etc submitted/eve`)
+    refused as a link, never called unreadable (which would keep earlier grades and exit 1), and can
+    `--student eve` name it?"""
+    from autograder.api import _refusal, _unreadable
+
+    course = load_course(course_copy)
+    (course.layout.submitted_dir).mkdir(parents=True, exist_ok=True)
+    (course_copy.parent / "elsewhere").mkdir()
+    (course.layout.submitted_dir / "eve").symlink_to(course_copy.parent / "elsewhere")
+    folder = course.layout.submission("eve", ASSIGNMENT)
+    assert not folder.exists()
+    assert _unreadable(course, folder) is None
+    assert "submitted/eve is a symbolic link" in (_refusal(course, folder) or "")
+    assert submissions(course, ASSIGNMENT, "eve") == [("eve", folder)]
+    assert [sid for sid, _ in submissions(course, ASSIGNMENT)] == ["eve"]
+
+
+@pytest.mark.slow
+def test_a_linked_student_folder_is_one_warning_and_the_same_exit_every_run(tmp_path):
+    """Does each run say once, in a WARNING, that a linked student folder was refused as a symbolic
+    link, and exit the same way every time (not unreadable the second time)?"""
+    from autograder import api
+
+    course = copy_course(tmp_path / "course")
+    submitted = CourseLayout(course).submitted_dir
+    submitted.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "elsewhere").mkdir()
+    (submitted / "eve").symlink_to(tmp_path / "elsewhere")
+    for _ in range(2):
+        lines: list[str] = []
+        batch = api.autograde(course, ASSIGNMENT, workers=1, log=lines.append)
+        warned = [ln for ln in lines if "eve" in ln and "WARNING" in ln]
+        assert len(warned) == 1 and "refused: submitted/eve is a symbolic link" in warned[0], lines
+        assert not any("could not be read" in ln for ln in lines), lines
+        assert not batch.unreadable and not batch.grader_failed
+        assert [r.student for r in batch.results] == ["eve"] and batch.results[0].score == 0
+
+
 @pytest.mark.slow
 def test_one_students_odd_files_never_stop_the_batch(tmp_path):
     """With linked, piped, unreadable-output and linked-folder submissions, are all the others still graded?"""
