@@ -29,6 +29,7 @@ from .layout import (
     ROSTER_FILE,
     CourseLayout,
     copy_course,
+    is_notebook_name,
     name_problem,
     student_id_problem,
     write_problems,
@@ -238,7 +239,7 @@ def _unreadable(course: Course, folder: Path) -> str | None:
         if not all(stat.S_ISDIR(os.lstat(path).st_mode) for path in (folder.parent, folder)):
             return None
         with os.scandir(folder) as it:
-            names = [e.name for e in it if e.name.endswith(".ipynb") or e.name == TIMESTAMP_FILE]
+            names = [e.name for e in it if is_notebook_name(e.name) or e.name == TIMESTAMP_FILE]
     except OSError as exc:
         return _not_read(course, folder, folder, exc)
     for name in sorted(names):
@@ -1041,7 +1042,7 @@ def needs_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
         return True
     target = course.layout.autograded(sid, a.name)
     try:
-        if not any(name.endswith(".ipynb") for name, _ in submission_entries(target)):
+        if not any(is_notebook_name(name) for name, _ in submission_entries(target)):
             return True
     except OSError:
         return True
@@ -1070,7 +1071,7 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     try:   # a notebook read before a later file fails is still written (as submitted)
         _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving)
         others = [target / name for name, mode in submission_entries(target)
-                  if stat.S_ISREG(mode) and name.endswith(".ipynb") and name not in arriving]
+                  if stat.S_ISREG(mode) and is_notebook_name(name) and name not in arriving]
         # nbformat would need hundreds of MB for a notebook of very many cells, outputs or other values:
         # such a submission (refused by the grader too) is copied as submitted, without being parsed
         if not any(over_notebook_limits(name, data) for name, data in arriving.items()) and \
@@ -1174,7 +1175,7 @@ def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int,
     written atomically. The originals are only read. With `notebooks`, the notebooks are read into
     it (name -> bytes) instead, for the caller to write."""
     for name, mode in submission_entries(submitted):
-        if not stat.S_ISREG(mode) or not (name.endswith(".ipynb") or name in BOOKKEEPING):
+        if not stat.S_ISREG(mode) or not (is_notebook_name(name) or name in BOOKKEEPING):
             continue
         try:
             fd = open_regular(submitted / name)
@@ -1191,7 +1192,7 @@ def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int,
             chunks = []
             while chunk := os.read(fd, 1 << 20):
                 chunks.append(chunk)
-            if notebooks is not None and name.endswith(".ipynb"):
+            if notebooks is not None and is_notebook_name(name):
                 notebooks[name] = b"".join(chunks)
             else:
                 _write_copy(autograded / name, b"".join(chunks))

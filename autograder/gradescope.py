@@ -54,6 +54,7 @@ from .layout import (
     NBGRADER_CONFIG,
     ROSTER_FILE,
     CourseLayout,
+    is_notebook_name,
     output_problem,
     student_id_problem,
 )
@@ -436,7 +437,7 @@ def _notebooks(folder: Path) -> Iterator[Path]:
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED)
         for name in sorted(files):
             path = Path(parent) / name
-            if name.endswith(".ipynb") and not name.startswith(".") and path.is_file() and not path.is_symlink():
+            if is_notebook_name(name) and not name.startswith(".") and path.is_file() and not path.is_symlink():
                 yield path
 
 

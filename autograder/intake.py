@@ -24,7 +24,7 @@ from typing import Protocol
 
 from .config import Assignment, Course
 from .grading.lateness import TIMESTAMP_FILE
-from .layout import name_problem, utf8_name
+from .layout import is_notebook_name, name_problem, utf8_name
 from .notebooks import submission_entries
 from .text import shown_name
 
@@ -96,9 +96,9 @@ def ungraded_files(course: Course, assignment: Assignment, results: Iterable[Gra
                     out.extend(_inside(course, assignment, name, graded))
             elif not stat.S_ISLNK(inner_mode):
                 where = layout.relative(layout.submission(name, assignment.name))
-                what = "a notebook" if inner.endswith(".ipynb") else "a file"
+                what = "a notebook" if is_notebook_name(inner) else "a file"
                 out.append(Ungraded(layout.relative(item), f"{what} directly in the student's folder; expected "
-                                    f"{where}/{shown_name(inner) if inner.endswith('.ipynb') else '...'}"))
+                                    f"{where}/{shown_name(inner) if is_notebook_name(inner) else '...'}"))
     return tuple(out)
 
 
@@ -116,7 +116,7 @@ def _inside(course: Course, assignment: Assignment, student: str, graded: set[st
             reason = "its name is not valid UTF-8, so it was not graded; rename it"
         elif stat.S_ISDIR(mode):
             reason = "a folder inside the submission; only the assignment's notebooks are graded"
-        elif name.endswith(".ipynb"):
+        elif is_notebook_name(name):
             reason = (f"not one of the assignment's notebooks ({', '.join(assignment.notebooks)}), "
                       f"so it was not graded")
         else:

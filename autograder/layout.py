@@ -79,6 +79,12 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+def is_notebook_name(name: str) -> bool:
+    """Whether a file name is a notebook's: it ends in .ipynb, in any case (`nb.IPYNB`, saved so by
+    some systems, is graded like any other misnamed notebook, not taken for another kind of file)."""
+    return name.lower().endswith(".ipynb")
+
+
 def utf8_name(name: str) -> bool:
     """Whether a name (a file's, read from the disk, or a student id) is valid UTF-8: os.listdir
     escapes other bytes as lone surrogates, which no result, page or gradebook row can hold."""

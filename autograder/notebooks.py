@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .layout import utf8_name
+from .layout import is_notebook_name, utf8_name
 from .text import plural, shown_name, truncate
 
 READ_CHUNK = 1 << 20
@@ -412,7 +412,7 @@ def find_submission_notebooks(folder: Path,
     Returns ({expected name: path or None}, notes). A single notebook under another name stands in
     for a single expected one (students rename files), with a note.
     """
-    entries = [(n, m) for n, m in submission_entries(folder) if n.endswith(".ipynb")]
+    entries = [(n, m) for n, m in submission_entries(folder) if is_notebook_name(n)]
     present = [folder / n for n, m in entries if stat.S_ISREG(m) and utf8_name(n)]
     refused = {n: m for n, m in entries if not stat.S_ISREG(m)}
     found: dict[str, Path | None] = {}

@@ -50,6 +50,20 @@ def test_each_ungraded_entry_is_named_with_its_reason(course_copy):
     }
 
 
+def test_a_notebook_with_its_extension_in_capitals_is_a_notebook(course_copy):
+    """Is `transformer-block.IPYNB`, graded in place of the notebook, left out of the ungraded files,
+    and one directly in the student's folder called a notebook, as a lower-case one is?"""
+    course = load_course(course_copy)
+    layout = course.layout
+    layout.submission("ada", ASSIGNMENT).mkdir(parents=True)
+    (layout.submission("ada", ASSIGNMENT) / "transformer-block.IPYNB").write_text("{}")
+    (layout.submitted_dir / "ada" / "Extra.IPYNB").write_text("{}")
+    results = [graded(course, "ada", "transformer-block.IPYNB")]
+    found = {u.path: u.reason for u in ungraded_files(course, course.assignment(ASSIGNMENT), results)}
+    assert found == {"submitted/ada/Extra.IPYNB": "a notebook directly in the student's folder; expected "
+                                                  "submitted/ada/transformer-block/Extra.IPYNB"}
+
+
 def test_one_students_run_reports_only_their_folder(course_copy):
     """With --student, is only that student's folder looked at?"""
     course = load_course(course_copy)

@@ -94,6 +94,17 @@ def test_find_a_renamed_single_notebook_is_used_with_a_note(tmp_path):
     assert "Expected hw.ipynb; graded Copy of hw.ipynb" in notes[0]
 
 
+def test_a_notebook_whose_extension_is_in_capitals_is_graded_as_a_renamed_one(tmp_path):
+    """Is `hw.IPYNB` (or `.Ipynb`) graded in place of hw.ipynb with the renamed notebook's note, not
+    taken for another file and the notebook called not submitted?"""
+    for name in ("hw.IPYNB", "HW.Ipynb"):
+        path = write_nb(tmp_path / name, "x = 1")
+        found, notes = find_submission_notebooks(tmp_path, ("hw.ipynb",))
+        assert found == {"hw.ipynb": path}
+        assert notes == (f"Expected hw.ipynb; graded {name} instead (please keep the file name).",)
+        path.unlink()
+
+
 def test_notes_write_out_control_characters_of_submitted_names(tmp_path):
     """Do the notes name a renamed notebook, an extra one and an unreadable one with their control
     characters (an escape sequence, a newline) written out, so no report or terminal acts on them?"""

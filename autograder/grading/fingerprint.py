@@ -18,6 +18,7 @@ import stat
 from pathlib import Path
 
 from ..config import Assignment, Course
+from ..layout import is_notebook_name
 from ..notebooks import RefusedFile, hash_regular, submission_entries
 from .lateness import TIMESTAMP_FILE
 
@@ -67,7 +68,7 @@ def submission_hash(folder: Path) -> str:
     """A hash of what grading reads from one submission folder."""
     digest = hashlib.sha256()
     for name, mode in submission_entries(folder):
-        if not (name.endswith(".ipynb") or name == TIMESTAMP_FILE):
+        if not (is_notebook_name(name) or name == TIMESTAMP_FILE):
             continue
         digest.update(f"{name}\0{stat.S_IFMT(mode)}\0".encode())
         if stat.S_ISREG(mode):
