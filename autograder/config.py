@@ -368,7 +368,8 @@ class Course:
 
         A ConfigError names the line of an id given twice (a later row would silently replace the
         name and email of the first) or of one that cannot be a student's folder under submitted/
-        (whitespace, `;`, `/`: most likely a CSV separated by `;` or tabs, read as one id per line).
+        (whitespace, `;`, `/`: most likely a CSV separated by `;` or tabs, read as one id per line;
+        or a leading '.', a hidden folder nobody grades).
         A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name."""
         if self.roster_file is None:
             return frozenset(), ()
@@ -415,6 +416,10 @@ class Course:
             out = [(n, RosterStudent(ln.strip())) for n, ln in lines]
         first: dict[str, int] = {}
         for n, student in out:
+            if student.id.startswith("."):
+                raise ConfigError(f"{name}: line {n}: {schema.show(student.id)} is not a student id: it starts with "
+                                  f"'.', and a hidden folder under submitted/ is never graded (nbgrader skips it); "
+                                  f"remove the '.'")
             if roster_id_problem(student.id) is not None:
                 raise ConfigError(f"{name}: line {n}: {schema.show(student.id)} is not a student id: "
                                   f"{roster_id_problem(student.id)}; a CSV roster is comma-separated, with an "

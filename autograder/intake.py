@@ -10,7 +10,9 @@ and `submission_secret.txt`); anything else is reported for the assignment being
   graded in place of a renamed notebook) nor nbgrader's bookkeeping files.
 
 Folders of the course's other assignments are left for their own `course autograde`. Names nbgrader
-ignores itself (`.ipynb_checkpoints`, `__pycache__`, `*.pyc`) are ignored here too.
+ignores itself (`.ipynb_checkpoints`, `__pycache__`, `*.pyc`) are ignored here too, as are hidden
+folders that Jupyter or a desktop leave in submitted/ (HOUSEKEEPING); any other hidden folder there
+(`.ada`) is named, since no student id starts with '.' and nothing in it is graded.
 """
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ from .text import shown_name
 SECRET_FILE = "submission_secret.txt"     # written by nbgrader submit; release_feedback needs it
 BOOKKEEPING = (TIMESTAMP_FILE, SECRET_FILE)
 IGNORED = (".ipynb_checkpoints", "__pycache__", "*.pyc")   # nbgrader's CourseDirectory.ignore
+# hidden folders in submitted/ that are no student's: JupyterLab's language server's copies, a
+# desktop's trash, Jupyter's and IPython's settings and caches (a course folder that is someone's home)
+HOUSEKEEPING = (".virtual_documents", ".Trash-*", ".jupyter", ".ipython", ".cache", ".local")
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,12 @@ def ungraded_files(course: Course, assignment: Assignment, results: Iterable[Gra
         path = base / name
         if stat.S_ISLNK(mode):
             continue                        # refused with a reason in that student's results
+        if name.startswith(".") and stat.S_ISDIR(mode):
+            if not any(fnmatch.fnmatch(name, pattern) for pattern in HOUSEKEEPING):
+                out.append(Ungraded(layout.relative(path), "a hidden folder (its name starts with '.'): no student id "
+                                    "does, and nbgrader skips it, so nothing in it was graded; rename it to the "
+                                    "student's id"))
+            continue
         why = name_problem(name) if stat.S_ISDIR(mode) else None
         if why is not None:
             out.append(Ungraded(layout.relative(path), f"the folder's name {why}, so nothing in it was graded; "

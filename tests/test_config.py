@@ -425,6 +425,10 @@ def test_config_a_key_given_twice_is_an_error_naming_both_lines(tmp_path, monkey
      "roster.csv: line 2: column \"e-mail\" is not one the roster reads; did you mean 'email'?"),
     ("id,first_name,email\nada,Ada,a@x.edu\nid,first_name,email\nbob,Bob,b@x.edu\n",
      "roster.csv: line 3: the header row again (id 'id'), not a student; remove the line"),
+    ("id,first_name\nada,Ada\n.hidden,Hid\n",
+     "roster.csv: line 3: \".hidden\" is not a student id: it starts with '.', and a hidden folder under submitted/ "
+     "is never graded (nbgrader skips it); remove the '.'"),
+    ("ada\n.bob\n", "roster.csv: line 2: \".bob\" is not a student id: it starts with '.'"),
     ("id,first_name,email\nada,Ada,Lovelace,ada@x.edu\n",
      "roster.csv: line 2: 4 values for the header's 3 columns (id, first_name, email); add the missing column to "
      "line 1, or quote a value that holds a comma"),

@@ -64,6 +64,20 @@ def test_a_notebook_with_its_extension_in_capitals_is_a_notebook(course_copy):
                                                   "submitted/ada/transformer-block/Extra.IPYNB"}
 
 
+def test_a_hidden_folder_in_submitted_is_named_but_jupyters_are_not(course_copy):
+    """Is a hidden folder under submitted/ (`.ada`, never graded: no student id starts with '.') named
+    with the reason, while the hidden folders of nbgrader, Jupyter or a desktop stay unnamed?"""
+    course = load_course(course_copy)
+    layout = course.layout
+    for name in (".ada", ".ipynb_checkpoints", ".virtual_documents", ".Trash-1000"):
+        layout.submission(name, ASSIGNMENT).mkdir(parents=True)
+        (layout.submission(name, ASSIGNMENT) / NB).write_text("{}")
+    assert [sid for sid, _ in submissions(course, ASSIGNMENT)] == []
+    found = {u.path: u.reason for u in ungraded_files(course, course.assignment(ASSIGNMENT), [])}
+    assert found == {"submitted/.ada": "a hidden folder (its name starts with '.'): no student id does, and nbgrader "
+                                       "skips it, so nothing in it was graded; rename it to the student's id"}
+
+
 def test_one_students_run_reports_only_their_folder(course_copy):
     """With --student, is only that student's folder looked at?"""
     course = load_course(course_copy)
