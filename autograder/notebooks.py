@@ -250,6 +250,7 @@ class LoadedNotebook:
     cells: tuple[CodeCell, ...]
     notes: tuple[str, ...] = ()
     readable: bool = True       # False: nothing could be run from this file
+    unread: bool = False        # the file itself could not be read as a notebook (refused, empty, not JSON, ...)
 
     @property
     def name(self) -> str:
@@ -332,7 +333,7 @@ def copied_cell_notes(name: str, raw_cells: list[Any], source_key: str = "source
 
 
 def _unreadable(path: Path | None, reason: str) -> LoadedNotebook:
-    return LoadedNotebook(path=path, cells=(), notes=(reason,), readable=False)
+    return LoadedNotebook(path=path, cells=(), notes=(reason,), readable=False, unread=True)
 
 
 def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -61,6 +62,10 @@ class Submission:
     notes: tuple[str, ...]                              # what could not be used, for the student
     submitted_at: dt.datetime | None
     time_note: str = ""                                 # why the timestamp could not be used, if so
+    # the assignment's notebooks whose file was there but could not be read as a notebook: refused (a
+    # folder or link in its place), empty, not JSON, too big... (not one that is missing, nor a valid
+    # notebook without code cells)
+    unread: tuple[str, ...] = ()
 
 
 def load(course: Course, assignment: Assignment, student: str, folder: Path) -> Submission:
@@ -73,10 +78,12 @@ def load(course: Course, assignment: Assignment, student: str, folder: Path) -> 
         notebooks.append((name, nb))
         notes.extend(nb.notes)
     submitted_at, stamp_note = submission_time(folder, course.root)
+    unread = tuple(name for name, nb in notebooks
+                   if nb.unread or (matched[name] is None and os.path.lexists(folder / name)))
     files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
                   for p in matched.values() if p is not None)
     return Submission(student=student, folder=folder, notebooks=tuple(notebooks), files=files,
-                      notes=tuple(notes), submitted_at=submitted_at, time_note=stamp_note)
+                      notes=tuple(notes), submitted_at=submitted_at, time_note=stamp_note, unread=unread)
 
 
 # --------------------------------------------------------------------------- run notebooks
@@ -286,7 +293,7 @@ def build_result(assignment: Assignment, submission: Submission, scored: Scored,
         files=submission.files, isolation=isolation,
         problem_points=tuple((p.name, p.points) for p in assignment.problems),
         submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else "",
-        timestamp_problem=submission.time_note,
+        timestamp_problem=submission.time_note, unreadable_notebooks=submission.unread,
         due=late.due, extension=late.extension, execution_time=round(seconds, 3), graded_at=graded_now())
     if scored.broken:
         return SubmissionResult(state="crashed", crash_reason=" | ".join(scored.broken), **common)

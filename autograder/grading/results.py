@@ -99,6 +99,7 @@ class SubmissionResult:
     problem_points: tuple[tuple[str, float], ...] = ()  # (problem, points) from course.yml
     submitted_at: str = ""            # ISO time from the submission's timestamp.txt, if any
     timestamp_problem: str = ""       # why its timestamp.txt was not used (so not late), for the instructor too
+    unreadable_notebooks: tuple[str, ...] = ()   # the assignment's notebooks there but not readable as one
     late_penalty: float = 0.0         # points taken off by the late policy
     due: str = ""                     # ISO time of this student's due date (extension included), if any
     extension: str = ""               # the student's extension in words ("2 days"), "" when none

@@ -223,6 +223,7 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "late_penalty": result.late_penalty,
         "submitted_at": result.submitted_at or None,
         "timestamp_problem": result.timestamp_problem or None,
+        "unreadable_notebooks": list(result.unreadable_notebooks),
         "due": result.due or None,
         "extension": result.extension or None,
         "graded_at": result.graded_at or None,
@@ -432,6 +433,7 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
             on_roster=extra.get("on_roster") is not False, files=tuple(_text(f) for f in extra.get("files", [])),
             problem_points=tuple(problems), submitted_at=_text(extra.get("submitted_at")),
             timestamp_problem=_text(extra.get("timestamp_problem")),
+            unreadable_notebooks=tuple(_text(n) for n in extra.get("unreadable_notebooks", [])),
             late_penalty=_number(extra.get("late_penalty", 0.0)),
             due=_text(extra.get("due")), extension=_text(extra.get("extension")),
             isolation=tuple(_text(x) for x in extra.get("isolation", [])), graded_at=_text(extra.get("graded_at")))

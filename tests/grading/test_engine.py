@@ -4,6 +4,7 @@ test here runs in milliseconds. The whole pipeline with the real sandbox is exer
 tests (tests/test_autograde_corpus.py, tests/test_demo.py)."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import textwrap
@@ -67,6 +68,39 @@ def test_load_turns_a_broken_file_into_a_note(tmp_path):
     sub = engine.load(course(tmp_path, a), a, "bob", folder)
     assert not sub.notebooks[0][1].readable and "not valid notebook JSON" in sub.notes[0]
     assert sub.submitted_at is None and "timestamp.txt could not be read" in sub.time_note
+
+
+@pytest.mark.parametrize("make, unread", [
+    (lambda p: p.write_bytes(b""), True),                               # empty
+    (lambda p: p.write_text(notebook(("x = 1", {}))[:40]), True),      # truncated JSON
+    (lambda p: p.write_bytes(bytes(range(256)) * 4), True),            # binary
+    (lambda p: p.mkdir(), True),                                       # a folder in its place
+    (lambda p: p.symlink_to(p.parent / "elsewhere.ipynb"), True),      # a link in its place
+    (lambda p: p.write_text(notebook(("x = 1", {})) + " " * 2 * 1024 * 1024), True),   # over notebook_mb
+    (lambda p: None, False),                                           # not submitted
+    (lambda p: p.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []})),
+     False),                                                           # a notebook with no code cells
+    (lambda p: p.write_text(notebook(("x = 1", {}))), False),
+])
+def test_a_notebook_that_cannot_be_read_is_flagged_for_the_ta(tmp_path, make, unread):
+    """Is a notebook that is there but cannot be read as one (empty, truncated, binary, a folder or a
+    link in its place, too big) named in the result, kept in results.json and read back, and flagged
+    `notebook unreadable` in the summary, unlike one missing or a notebook without code cells, so that
+    such a zero stands out from a real one?"""
+    from autograder.reporting.results_json import result_from_json, to_results_json
+    from autograder.reporting.summary import StudentRow, format_summary
+
+    folder = tmp_path / "hw"
+    folder.mkdir()
+    make(folder / NB)
+    a = dataclasses.replace(assignment(double=2), limits=Limits(max_notes=4, notebook_mb=1))
+    sub = engine.load(course(tmp_path, a), a, "bob", folder)
+    assert sub.unread == ((NB,) if unread else ())
+    result = engine.build_result(a, sub, engine.Scored(tests=()), engine.LatePenalty(0.0), seed=3, on_roster=True,
+                                 notes=sub.notes, isolation=(), seconds=0)
+    assert result_from_json(to_results_json(result))[0].unreadable_notebooks == sub.unread
+    assert StudentRow.of(result).notebook_unread == unread
+    assert ("notebook unreadable" in format_summary([result], a).splitlines()[2]) == unread
 
 
 class FakeRun:
