@@ -204,6 +204,33 @@ def submissions(course: Course, assignment: str, student: str | None = None) -> 
     return out
 
 
+def case_clashes(course: Course, students: Sequence[str]) -> list[str]:
+    """A line for each id that differs from another only by case, which grading takes for two students
+    (ids are case-sensitive, as nbgrader's are): roster ids (`Course.roster_case_clashes`); a folder of
+    `students` (under submitted/) off the roster that the roster has in another case (graded as a
+    student off the roster, while the rostered one gets no submission); and two folders of `students`."""
+    relative = course.layout.relative
+    roster = course.roster()
+    listed = set(roster)
+    folded: dict[str, str] = {}
+    for sid in roster:
+        folded.setdefault(sid.casefold(), sid)
+    out = list(course.roster_case_clashes())
+    seen: dict[str, str] = {}
+    for sid in students:
+        folder = relative(course.layout.submitted_dir / sid)
+        meant = folded.get(sid.casefold())
+        if sid not in listed and meant is not None:
+            out.append(f"{folder} matches roster id {meant} except for case: graded as a student off the roster, "
+                       f"and {meant} as one without a submission; rename the folder to {meant} (or correct the "
+                       f"roster) and run `course autograde` again")
+        other = seen.setdefault(sid.casefold(), sid)
+        if other != sid:
+            out.append(f"{relative(course.layout.submitted_dir / other)} and {folder} differ only by case: graded as "
+                       f"two students; if they are one, keep one folder")
+    return out
+
+
 def _check_student(student: str | None) -> None:
     """Refuse (CourseError) a `student` given to grade or write pages for that cannot be a student's
     folder (empty, `..`, a path, a hidden folder), before anything is read or written for it."""
@@ -417,6 +444,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         course = load_course(course_dir)
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
+        for line in case_clashes(course, [sid for sid, _ in todo]):
+            log(f"WARNING: {line}")
         # a student taken out of the course: their folder is named in a WARNING, not graded
         removed = _split_removed(course, a, todo)
         for line in removed.values():

@@ -365,6 +365,28 @@ class Course:
         """The optional columns (of ROSTER_COLUMNS) the roster file has, none for one id per line or no
         roster, and its students (`students`): a blank cell of such a column is a value (none), where a
         column the file lacks says nothing.
+        A ConfigError as `_roster_lines` says."""
+        columns, lines = self._roster_lines()
+        return columns, tuple(student for _, student in lines)
+
+    def roster_case_clashes(self) -> tuple[str, ...]:
+        """One line for each roster id that differs from an earlier one only by case (`Ada`, `ada`),
+        naming both lines: ids are case-sensitive (nbgrader's, and folder names on Linux), so they are
+        two students, which is more likely a mistake than not. A warning, not an error."""
+        first: dict[str, tuple[int, str]] = {}
+        out = []
+        for n, student in self._roster_lines()[1]:
+            seen = first.setdefault(student.id.casefold(), (n, student.id))
+            if seen[0] != n:
+                name = self.roster_file.name if self.roster_file is not None else "roster"
+                out.append(f"{name}: line {n}: id {student.id!r} differs from {seen[1]!r} (line {seen[0]}) only "
+                           f"by case: they are two students, each graded from the folder of that exact name; "
+                           f"if they are one, remove a line")
+        return tuple(out)
+
+    def _roster_lines(self) -> tuple[frozenset[str], list[tuple[int, RosterStudent]]]:
+        """The optional columns the roster file has (`roster_columns`), and (line, student) for each of
+        its students.
 
         A ConfigError names the line of an id given twice (a later row would silently replace the
         name and email of the first) or of one that cannot be a student's folder under submitted/
@@ -372,7 +394,7 @@ class Course:
         or a leading '.', a hidden folder nobody grades).
         A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name."""
         if self.roster_file is None:
-            return frozenset(), ()
+            return frozenset(), []
         if not self.roster_file.exists():
             raise ConfigError(f"{CONFIG_NAME}: roster: file {self.roster_file} does not exist")
         if not self.roster_file.is_file():
@@ -427,7 +449,7 @@ class Course:
             if first.setdefault(student.id, n) != n:
                 raise ConfigError(f"{name}: line {n}: student {student.id!r} is listed twice (first on line "
                                   f"{first[student.id]})")
-        return columns, tuple(student for _, student in out)
+        return columns, out
 
 
 def _roster_column_meant(column: str) -> str | None:
