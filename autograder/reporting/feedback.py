@@ -502,10 +502,15 @@ def shows_review(page: Path) -> bool:
 
 
 def feedback_filename(result: SubmissionResult) -> str:
-    """`<notebook-stem>.html` for the first graded notebook, else `feedback.html`; a stem holding
-    control characters is written out (shown_name), as results.json keeps it, and one that would
-    make too long a file name so (255 bytes) gives `feedback.html`."""
-    stem = shown_name(Path(result.files[0]).stem) if result.files else ""
+    """`<notebook-stem>.html` for the first graded notebook, or else the first of the assignment's
+    notebooks that was there but could not be read (a folder or a link in its place, an empty file),
+    else `feedback.html`. nbgrader's `fetch_feedback` finds a page by the stem of each `*.ipynb` in the
+    student's own copy of the submission, so a page named so can reach the student; `feedback.html`
+    (no notebook, or a whole folder refused) is named after none. A stem holding control characters
+    is written out (shown_name), as results.json keeps it, and one that would make too long a file
+    name so (255 bytes) gives `feedback.html`."""
+    named = result.files or result.unreadable_notebooks
+    stem = shown_name(Path(named[0]).stem) if named else ""
     if len(stem.encode("utf-8", "surrogateescape")) > 250:
         stem = ""
     return f"{stem or 'feedback'}.html"

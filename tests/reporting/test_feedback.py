@@ -145,6 +145,14 @@ def test_page_without_a_graded_file_is_called_feedback(tmp_path, cy, assignment)
     assert write_feedback(result, assignment, tmp_path).name == "feedback.html"
 
 
+def test_page_for_a_notebook_that_could_not_be_read_is_named_after_it(tmp_path, assignment):
+    """When the notebook was there but not read (a folder or a link in its place), is the page named
+    after it, as for any other submission (nbgrader's fetch_feedback looks for that name), not
+    feedback.html?"""
+    result = submission("zed", files=(), unreadable_notebooks=("transformer-block.ipynb",))
+    assert write_feedback(result, assignment, tmp_path).name == "transformer-block.html"
+
+
 def test_sections_kept_from_earlier_pages_give_the_page_made_afresh(ada, bob, cy, assignment, monkeypatch):
     """Rendered one after another (problem views and sections kept from the pages before, the same
     student twice, one whose checks differ only in detail and duration, a review changing a score),
