@@ -325,7 +325,7 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             except BaseException:
                 gradebook.db.rollback()
                 raise
-            unknown = self._unknown_assignments(gradebook, course)
+            unknown = self._unknown_assignments(gradebook, course) or self._unknown_students(gradebook, course)
             if unknown:
                 _refuse(unknown)
             rows = self._rows(gradebook, course)
@@ -376,6 +376,20 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                f"{'it' if len(planned) == 1 else 'them'} has been released or graded yet)" if planned else "")
         return (f"--assignment {', '.join(shown_name(n) for n in unknown)}: not in the gradebook{why}, which holds "
                 f"{', '.join(held) if held else 'no assignment yet'}; no file written")
+
+    def _unknown_students(self, gradebook: Any, course: Course) -> str | None:
+        """The line refusing the export when `--student` names an id the gradebook does not hold once the
+        roster is synced into it (a typo, or a student on neither the roster nor the gradebook: the file
+        would otherwise hold its header alone, with exit code 0), naming a few ids it does hold; None
+        when each is known."""
+        held = [s.id for s in gradebook.students]
+        unknown = [sid for sid in dict.fromkeys(str(s) for s in self.student) if sid not in set(held)]
+        if not unknown:
+            return None
+        roster = course.layout.relative(course.roster_file) if course.roster_file is not None else "no roster"
+        some = ", ".join(shown_name(sid) for sid in held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        return (f"--student {', '.join(shown_name(sid) for sid in unknown)}: not in the gradebook nor on the roster "
+                f"({roster}), which hold {some if held else 'no student yet'}; no file written")
 
     def _assignments(self, gradebook: Any) -> list[Any]:
         """The gradebook's assignments that `--assignment` leaves in (all without it), in its order."""

@@ -563,6 +563,24 @@ def test_export_of_an_assignment_the_gradebook_does_not_hold_is_refused_naming_t
     assert _export(course_copy, "--assignment=transformer-block").returncode == 0
 
 
+def test_export_of_a_student_on_neither_the_roster_nor_the_gradebook_is_refused_naming_those_it_holds(course_copy):
+    """Does `nbgrader export --student` with an id the gradebook does not hold once the roster is synced (a typo)
+    exit 2 with one line naming it and the students there are, writing no file, rather than a header-only file
+    with exit code 0; and does a roster student's id still export?"""
+    _course_with_an_assignment(course_copy)
+    done = _export(course_copy, "--student=nosuch")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr
+    assert [ln for ln in done.stderr.splitlines() if ln.startswith("nbgrader export:")] == [
+        "nbgrader export: --student nosuch: not in the gradebook nor on the roster (roster.csv), which hold ada; "
+        "no file written"]
+    assert not (course_copy / "grades.csv").exists()
+    done = _export(course_copy, "--student=ada")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = (course_copy / "grades.csv").read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 2 and rows[1].split(",")[3] == "ada"
+
+
 def test_export_warns_of_an_extension_given_in_the_gradebook_and_not_in_course_yml(course_copy):
     """When a TA gave ada an extension through nbgrader's gradebook (course.yml gives her none), does the
     export say that extensions are course.yml's and that it follows course.yml, naming her and the
