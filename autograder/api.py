@@ -347,6 +347,43 @@ def _split_removed(course: Course, a: Assignment, todo: list[tuple[str, Path]]) 
     return removed
 
 
+def renamed_grade_cells(course: Course, assignment: Assignment) -> list[str]:
+    """A line per notebook where course.yml gives a problem a grade cell (`grade_id`) the gradebook does not
+    have, while the gradebook holds scores of submissions graded before under a grade cell that is no longer
+    any problem's there: a grade_id renamed after grading. Grading then would add the new cell beside the
+    old one, so the gradebook would count both (nbgrader's own generate_assignment refuses to add or remove
+    a cell once there are submissions). Empty when the gradebook cannot be read with plain SQL."""
+    from .consistency import notebook_problems
+    from .reporting.gradebook import notebook_name
+    from .reporting.gradebook_sql import graded_cells
+
+    held = graded_cells(course, assignment.name)
+    if not held:
+        return []
+    out = []
+    for notebook in dict.fromkeys(p.notebook for p in assignment.problems):
+        cells = held.get(notebook_name(notebook))
+        if cells is None:
+            continue
+        mine = notebook_problems(assignment, notebook)
+        new = [p for p in mine if p.grade_id not in cells]
+        old = sorted(name for name, graded in cells.items() if graded and name not in {p.grade_id for p in mine})
+        if not (new and old):
+            continue
+        if len(new) == 1 and len(old) == 1:
+            what = (f"problem {new[0].name}'s grade cell is {new[0].grade_id} in course.yml, but the gradebook holds "
+                    f"the scores of the submissions graded before under {old[0]}")
+        else:
+            what = (f"course.yml's grade cells {', '.join(p.grade_id for p in new)} are not in the gradebook, which "
+                    f"holds the scores of the submissions graded before under {', '.join(old)}")
+        out.append(f"{notebook}: {what} (a grade_id renamed after grading?), so grading now would keep both in the "
+                   f"gradebook; give the grade_id{'s' * (len(old) > 1)} {', '.join(old)} back in course.yml, or "
+                   f"rename the cell in {course.layout.relative(course.layout.source(assignment.name) / notebook)} "
+                   f"too and run `course release {assignment.name} --drop-grades` (which drops the scores under "
+                   f"{', '.join(old)}), then `course autograde {assignment.name} --force`; nothing was graded")
+    return out
+
+
 def _check_grader_files(course: Course, a: Assignment) -> None:
     """Refuse (CourseError) a batch with a problem that has no grader file, before the gradebook or
     any student's results are touched: that is the course's mistake (a typo in course.yml, a grader
@@ -455,6 +492,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         unreadable = _split_unreadable(course, a, todo, log)
         todo = [(sid, folder) for sid, folder in todo if sid not in unreadable]
         require_release(course, a)                       # as `course validate` refuses it
+        renamed = renamed_grade_cells(course, a)         # before the gradebook gets a second cell beside the old
+        if renamed:
+            raise CourseError("; ".join(renamed))
         _check_grader_files(course, a)
         check_gradebook_url(course)                      # before the gradebook writer starts
         _check_writable(course, [course.layout.autograded_dir, course.layout.feedback_dir],

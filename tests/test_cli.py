@@ -192,6 +192,54 @@ def test_cli_a_check_whose_grader_code_fails_is_named_once_in_the_summary(tmp_pa
         assert "grader error" in row, row
 
 
+def _grade_cells(folder: Path) -> set[str]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{folder / 'gradebook.db'}") as gb:
+        return {c.name for nb in gb.find_assignment("transformer-block").notebooks for c in nb.grade_cells}
+
+
+def test_a_grade_id_renamed_after_grading_is_refused_naming_both_ids_until_released(tmp_path):
+    """When course.yml gives silu another grade_id after the class was graded (and no release since), does
+    `course autograde` (the class, and one student) refuse in one line naming the notebook, the old and new
+    ids and what to do, leaving the gradebook with the old cell alone and every output as it was, instead of
+    adding the new cell beside the old one (the gradebook then counting silu twice)? And once the cell is
+    renamed in source/ too and released with --drop-grades, as the line says, is the class graded again?"""
+    import json
+
+    folder = course_with_students(tmp_path / "course", ("ada", "katherine"))
+    assert course("autograde", "transformer-block", "--course-dir", str(folder)).returncode == 0
+    scores, outputs = _scores(folder), _outputs(folder)
+    config = folder / "course.yml"
+    assert config.read_text().count("silu: {points: 5}") == 1
+    config.write_text(config.read_text().replace("silu: {points: 5}", "silu: {points: 5, grade_id: test_silu_v2}"))
+    for args in ([], ["--student", "ada"]):
+        proc = course("autograde", "transformer-block", "--force", *args, "--course-dir", str(folder))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.splitlines() == [
+            "course: error: transformer-block.ipynb: problem silu's grade cell is test_silu_v2 in course.yml, but the "
+            "gradebook holds the scores of the submissions graded before under test_silu (a grade_id renamed after "
+            "grading?), so grading now would keep both in the gradebook; give the grade_id test_silu back in "
+            "course.yml, or rename the cell in source/transformer-block/transformer-block.ipynb too and run `course "
+            "release transformer-block --drop-grades` (which drops the scores under test_silu), then `course "
+            "autograde transformer-block --force`; nothing was graded"], proc.stderr
+        cells = _grade_cells(folder)
+        assert "test_silu" in cells and "test_silu_v2" not in cells, cells
+        assert _outputs(folder) == outputs and _scores(folder) == scores
+
+    source = CourseLayout(folder).source("transformer-block") / "transformer-block.ipynb"
+    nb = json.loads(source.read_text(encoding="utf-8"))
+    [cell] = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_silu"]
+    cell["metadata"]["nbgrader"]["grade_id"] = "test_silu_v2"
+    source.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    released = course("release", "transformer-block", "--drop-grades", "--course-dir", str(folder))
+    assert released.returncode == 0, released.stdout + released.stderr
+    graded = course("autograde", "transformer-block", "--force", "--course-dir", str(folder))
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert "test_silu_v2" in _grade_cells(folder) and "test_silu" not in _grade_cells(folder)
+    assert _scores(folder) == scores
+
+
 def _autograde_unreadable(target: Path, folder: Path, *args: str) -> subprocess.CompletedProcess:
     """`course autograde transformer-block *args` of the course `folder` while `target` (a submission's
     notebook or folder) has no permissions, which are then put back."""

@@ -469,3 +469,27 @@ def gradebook_students(course: Course, assignment: str) -> frozenset[str] | None
         return None
     finally:
         conn.close()
+
+
+def graded_cells(course: Course, assignment: str) -> dict[str, dict[str, bool]] | None:
+    """The grade cells the gradebook holds for `assignment`, notebook name -> cell name -> whether some
+    submission has a score for it (automatic or a person's, or extra credit), read with plain SQL without
+    taking the course's lock; None when it cannot tell (not an SQLite gradebook of nbgrader's schema, or
+    busy) and empty when the gradebook or the assignment is not there yet."""
+    conn = _read_only(course)
+    if conn is None:
+        return None
+    try:
+        rows = conn.execute(
+            "SELECT n.name, c.name, EXISTS (SELECT 1 FROM grade g WHERE g.cell_id = c.id AND (g.auto_score IS NOT "
+            "NULL OR g.manual_score IS NOT NULL OR COALESCE(g.extra_credit, 0) != 0)) FROM base_cell c JOIN "
+            "notebook n ON n.id = c.notebook_id JOIN assignment a ON a.id = n.assignment_id WHERE a.name = ? AND "
+            "a.course_id = ? AND c.type = 'GradeCell'", (assignment, course.course_id)).fetchall()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    cells: dict[str, dict[str, bool]] = {}
+    for notebook, cell, graded in rows:
+        cells.setdefault(str(notebook), {})[str(cell)] = bool(graded)
+    return cells
