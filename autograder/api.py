@@ -1135,7 +1135,8 @@ def _copy_lags(submitted: Path, copy: Path) -> bool:
 
 def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult) -> None:
     """Copy the submission's notebooks into autograded/ for the formgrader, annotated with our report:
-    each is written once, annotated (or as submitted, when it cannot be)."""
+    each is written once, annotated (or as submitted, when it cannot be; one that is not a readable
+    notebook is replaced by a placeholder formgrader can open, `annotate.placeholder_notebook`)."""
     from .reporting.annotate import annotate_autograded
 
     layout = course.layout

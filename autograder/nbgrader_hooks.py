@@ -249,10 +249,11 @@ class CourseFeedbackExporter(Exporter):
 
     def from_file(  # type: ignore[override]  # a page, as from_notebook_node
             self, file_stream: Any, resources: dict[str, Any] | None = None, **kw: Any) -> tuple[str, dict[str, Any]]:
-        """The page without reading the notebook (nbconvert's reads it with nbformat first): the
-        autograded copy of a submission that is not notebook JSON is its file as submitted, and
-        nbformat's error there made nbgrader delete the student's feedback folder instead of writing
-        the page `course feedback` writes for them."""
+        """The page without reading the notebook (nbconvert's reads it with nbformat first): an
+        autograded copy can still be one nbformat cannot read (a submission that is not notebook JSON,
+        written before its copy became a placeholder notebook, or one left as submitted without a
+        release to build that from), and nbformat's error there made nbgrader delete the student's
+        feedback folder instead of writing the page `course feedback` writes for them."""
         from nbformat.v4 import new_notebook
 
         return self.from_notebook_node(new_notebook(), resources, **kw)

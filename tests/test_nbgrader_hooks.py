@@ -133,7 +133,7 @@ def test_generate_feedback_keeps_the_page_of_a_submission_that_is_not_notebook_j
     from pathlib import Path
 
     from autograder.api import student_page
-    from conftest import course_with_students
+    from conftest import ROOT, course_with_students
 
     folder = course_with_students(tmp_path / "course", ("ken",))
     graded = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block", "--course-dir",
@@ -150,8 +150,57 @@ def test_generate_feedback_keeps_the_page_of_a_submission_that_is_not_notebook_j
     course = load_course(folder)
     assert page.read_text(encoding="utf-8") == student_page(course, course.assignment("transformer-block"), "ken")
     assert "not valid notebook JSON" in page.read_text(encoding="utf-8")
+    examples = CourseLayout(ROOT / "examples")
     assert (layout.submission("ken", "transformer-block") / "transformer-block.ipynb").read_bytes() == \
-        (layout.autograded("ken", "transformer-block") / "transformer-block.ipynb").read_bytes()
+        (examples.submission("ken", "transformer-block") / "transformer-block.ipynb").read_bytes()
+
+
+def test_formgrader_opens_the_placeholder_of_a_submission_that_is_not_notebook_json(tmp_path):
+    """For ken, whose notebook is not valid JSON: is his autograded copy a notebook nbformat reads and
+    validates, saying in its first cell why his file could not be read, with a score box for each grade
+    cell and a comment box for each answer the gradebook holds for him (nbgrader's GetGrades finds every
+    one, and formgrader's page renders them), while his submitted file is left as it was?"""
+    import subprocess
+    import sys
+
+    import nbformat
+    from nbgrader.api import Gradebook
+    from nbgrader.preprocessors import GetGrades
+    from reporting.test_feedback_formgrader import formgrader_html
+
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ken",))
+    layout = CourseLayout(folder)
+    submitted = (layout.submission("ken", "transformer-block") / "transformer-block.ipynb").read_bytes()
+    for step in ("release", "autograde"):      # the release puts the answer cells in the gradebook
+        done = subprocess.run([sys.executable, "-m", "autograder.cli", step, "transformer-block", "--course-dir",
+                               str(folder)], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert (layout.submission("ken", "transformer-block") / "transformer-block.ipynb").read_bytes() == submitted
+    copy = layout.autograded("ken", "transformer-block") / "transformer-block.ipynb"
+    nb = nbformat.read(copy, as_version=4)
+    nbformat.validate(nb)
+    assert nb.cells[0].cell_type == "markdown"
+    assert ("course autograde: the submitted file `transformer-block.ipynb` could not be read as a notebook**: "
+            "transformer-block.ipynb is not valid notebook JSON (") in nb.cells[0].source
+    marked = {kind: {c.metadata.nbgrader.grade_id for c in nb.cells if c.metadata.get("nbgrader", {}).get(kind)}
+              for kind in ("grade", "solution")}
+    url = load_course(folder).gradebook_url
+    with Gradebook(url) as gb:
+        snb = gb.find_submission_notebook("transformer-block", "transformer-block", "ken")
+        assert marked["grade"] == {g.name for g in snb.grades} and len(marked["grade"]) == 9
+        assert marked["solution"] == {c.name for c in snb.comments} and len(marked["solution"]) == 9
+    assert all(not c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    resources = {"nbgrader": {"notebook": "transformer-block", "assignment": "transformer-block", "student": "ken",
+                              "db_url": url}}
+    got, _ = GetGrades().preprocess(nb, resources)
+    assert {c.metadata.nbgrader.grade_id: c.metadata.nbgrader["score"] for c in got.cells
+            if c.metadata.get("nbgrader", {}).get("grade")} == dict.fromkeys(marked["grade"], 0.0)
+    html = formgrader_html(copy)
+    assert all(f'id="{g}"' in html for g in marked["grade"])
+    assert all(f'id="{s}-comment"' in html for s in marked["solution"])
+    assert "could not be read as a notebook" in html
 
 
 def _warns(folder, warning: str | None) -> None:

@@ -20,8 +20,12 @@ student deleted is put back from the released notebook (after the cell that prec
 so formgrader has a place to show and override that grade; a copied grade, answer or read-only cell
 (the same id further down) is unmarked but for its last copy, as nbgrader's DeduplicateIds does, so
 formgrader shows one score box and one answer box per id. A copy that cannot be read as a notebook
-is left as it is; a lone surrogate that JSON's escapes let into a string ("\\ud800") is written as
-U+FFFD, so the copy is UTF-8 throughout.
+(not JSON, or not a notebook: a text file saved as .ipynb) is replaced by a placeholder notebook
+(`placeholder_notebook`) that formgrader can open: a Markdown cell saying the submitted file could not
+be read and why, then the released notebook's answer cells, empty, and its grade cells with our report,
+so that the submission can be graded by hand; the file in submitted/ is only ever read. Without a
+released notebook to take the cells from, such a copy is left as it is. A lone surrogate that JSON's
+escapes let into a string ("\\ud800") is written as U+FFFD, so the copy is UTF-8 throughout.
 
 What the student wrote is kept, but not what would run in the TA's browser: formgrader renders the
 copy with nbconvert, which puts raw HTML of Markdown cells and outputs into the page as it is, and
@@ -33,6 +37,7 @@ the text `<b>`; code spans and fenced code are left as they are).
 """
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -227,7 +232,37 @@ def _read_notebook(path: Path, data: bytes | None = None) -> tuple[Any, str]:
         return nbformat.convert(_reads(text), 4), ""
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError,
             nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        return None, f"{shown_name(path.name)}: not annotated, not a readable notebook ({type(exc).__name__})"
+        return None, f"{shown_name(path.name)}: not annotated, {NOT_READABLE} ({type(exc).__name__})"
+
+
+NOT_READABLE = "not a readable notebook"    # `_read_notebook`'s reason for a file nbformat cannot read
+PLACEHOLDER_ID = "course-autograde-unreadable"   # the id of the placeholder's first cell: the same every time
+
+
+def placeholder_notebook(name: str, reason: str, released: Any) -> Any:
+    """The notebook formgrader is given in place of a submitted file `name` that cannot be read as one
+    (`reason`, the student's note): a Markdown cell saying so, then each answer, task and grade cell of
+    the released notebook (`released`), answers empty and no outputs, with their nbgrader metadata, so
+    that formgrader shows a score box for each grade cell and a comment box for each answer, as the
+    gradebook has them."""
+    nb = nbformat.v4.new_notebook(metadata=json.loads(json.dumps(released.get("metadata", {}))))
+    nb.cells.append(nbformat.v4.new_markdown_cell(id=PLACEHOLDER_ID, source=
+        f"**{OUTPUT_NAME}: the submitted file `{shown_name(name)}` could not be read as a notebook**: "
+        f"{html.escape(reason, quote=False)}\n\n"
+        f"This copy was written for formgrader in its place (the submitted file is left as it is): the "
+        f"assignment's answer cells, empty, and its grade cells, so that the submission can be graded by hand."))
+    for cell in released.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not isinstance(meta, dict) or not any(meta.get(k) for k in ("grade", "solution", "task")):
+            continue
+        cell = nbformat.from_dict(json.loads(json.dumps(cell)))
+        if meta.get("solution") or meta.get("task"):
+            cell.source = ""
+        if cell.get("cell_type") == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        nb.cells.append(cell)
+    return nb
 
 
 def _reads(text: str) -> Any:
@@ -409,12 +444,16 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
             reports.append(AnnotationReport(None, skipped=f"{name}: no autograded copy"))
             continue
         nb, why = _read_notebook(path, arrived(path))
-        if nb is None:
+        released = _released_notebook(Path(release_dir) / name) if release_dir is not None else None
+        if nb is not None:
+            neutralise_student_markup(nb, released)
+        elif released is not None and f", {NOT_READABLE} (" in why:
+            note = next((n for n in result.notes if n.startswith(path.name)), why)
+            nb = placeholder_notebook(path.name, note, released)
+        else:
             reports.append(AnnotationReport(None, skipped=why))
             continue
         problems = tuple(p for p in assignment.problems if p.notebook == name)
-        released = _released_notebook(Path(release_dir) / name) if release_dir is not None else None
-        neutralise_student_markup(nb, released)
         annotated, restored = annotate_notebook(nb, result, problems, released)
         try:
             data = _utf8(notebook_text(nb))

@@ -249,8 +249,9 @@ def test_a_crashed_submission_asks_for_manual_grading_in_every_grade_cell(copy, 
         assert "Traceback" not in text
 
 
-def test_an_unreadable_copy_is_left_as_it_is(tmp_path, assignment):
-    """Is a copy that is not notebook JSON reported and left byte for byte, without an exception?"""
+def test_an_unreadable_copy_is_left_as_it_is_without_a_release(tmp_path, assignment):
+    """Without a released notebook to take the cells from, is a copy that is not notebook JSON reported and
+    left byte for byte, without an exception?"""
     folder = tmp_path / "ken-copy"
     folder.mkdir()
     (folder / NB).write_text('{"cells": [', encoding="utf-8")
@@ -273,6 +274,33 @@ def test_a_lone_surrogate_in_the_copy_becomes_the_replacement_character(copy, as
     assert "caf\u00e9 \ufffd and \U0001f600" in text
     back = nbformat.read(copy / NB, as_version=4)
     assert back.cells[-1].source == "caf\u00e9 \ufffd and \U0001f600"
+
+
+def test_an_unreadable_copy_becomes_a_placeholder_formgrader_can_open(tmp_path, assignment):
+    """With the release, is a copy that is not notebook JSON replaced by a valid notebook whose first cell
+    says why the file could not be read (the student's note, its markup escaped), then the released answer
+    cells, empty, and grade cells, each grade cell with our report, rendered by formgrader with its boxes?"""
+    folder = tmp_path / "ken-copy"
+    folder.mkdir()
+    (folder / NB).write_text("my answers <b>here</b>\n", encoding="utf-8")
+    note = f"{NB} is not valid notebook JSON (line 1, column 1: Expecting value <b>)"
+    result = replace(erin_result(), notes=(note,))
+    (report,) = annotate_autograded(result, assignment, folder, RELEASED)
+    assert report.notebook == folder / NB and report.annotated == tuple(p.grade_id for p in assignment.problems)
+    nb = nbformat.read(folder / NB, as_version=4)
+    nbformat.validate(nb)
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].id == "course-autograde-unreadable"
+    assert (f"the submitted file `{NB}` could not be read as a notebook**: {NB} is not valid notebook JSON (line 1, "
+            f"column 1: Expecting value &lt;b&gt;)") in nb.cells[0].source
+    released = nbformat.read(RELEASED / NB, as_version=4)
+    marked = [c for c in released.cells if c.metadata.get("nbgrader", {}).get("grade")
+              or c.metadata.get("nbgrader", {}).get("solution")]
+    assert [c.id for c in nb.cells[1:]] == [c.id for c in marked]
+    assert all(c.source == "" for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    assert set(grade_outputs(folder / NB)) == {p.grade_id for p in assignment.problems}
+    html = formgrader_html(folder / NB)
+    assert 'id="test_split_heads"' in html and 'id="split_heads_solution-comment"' in html
+    assert "<b>here" not in html and "my answers" not in html
 
 
 @pytest.mark.slow
@@ -381,8 +409,8 @@ def test_the_copy_is_read_as_nbformat_reads_it(tmp_path, case):
 @pytest.mark.parametrize("kind", ["notebook", "deleted_cell", "unreadable", "stale"])
 def test_the_copy_is_written_once_as_the_copy_annotated_afterwards_was(course_copy, copy, monkeypatch, kind):
     """Is each formgrader copy written once, annotated, and are the files (bytes and modes) those of
-    copying the submission and then annotating the copy, also when a notebook cannot be annotated
-    (then written as submitted) or a copy from an earlier grading under another name is there?"""
+    copying the submission and then annotating the copy, also when a notebook cannot be read (then a
+    placeholder is written) or a copy from an earlier grading under another name is there?"""
     from autograder import api
     from autograder.reporting import annotate
 
@@ -426,7 +454,7 @@ def test_the_copy_is_written_once_as_the_copy_annotated_afterwards_was(course_co
         targets[how] = {p.name: (p.read_bytes(), p.stat().st_mode) for p in target.iterdir()}
         shutil.rmtree(target)
     assert targets["once"] == targets["before"]
-    assert (kind == "unreadable") == (targets["once"][NB][0] == b"{not json")
+    assert (kind == "unreadable") == (b"could not be read as a notebook" in targets["once"][NB][0])
 
 
 def test_a_notebook_read_before_a_later_file_fails_is_still_copied(course_copy, copy, monkeypatch):
