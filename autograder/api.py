@@ -95,6 +95,8 @@ def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet, drop_
         log(f"released {nb.relative_to(course.root)} (leak check: {report.checked_lines} instructor-only lines absent)")
     if report.gradebook:
         log(f"gradebook: {summarise_changes(report.gradebook)}")
+    for line in report.warnings:
+        log(f"WARNING: {line}")
     return report
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Assignment, Course
-from .consistency import _nbgrader, cell_name, notebook_problems_found, write_points
+from .consistency import _nbgrader, cell_name, notebook_json, notebook_problems_found, write_points
 from .errors import ReleaseError
 from .layout import CourseLayout
 from .markers import Delimiters, course_delimiters, looks_like, marker_problems, metadata_problems
@@ -51,6 +51,7 @@ class ReleaseReport:
     checked_lines: int               # instructor-only lines looked for in release/
     points_written: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (source notebook, changes) from course.yml
     gradebook: tuple[str, ...] = ()  # gradebook entries created, changed or removed
+    warnings: tuple[str, ...] = ()   # nbgrader ids renamed after students submitted (`renamed_ids`)
 
 
 def nbgrader(course: Course, *args: str, root: Path | None = None,
@@ -235,6 +236,66 @@ def source_problems(nb: dict[str, Any], assignment: Assignment, name: str, where
             or marker_problems(nb, marks, where) + notebook_problems_found(nb, assignment, name, where))
 
 
+ID_KINDS = {"grade": "grade", "solution": "answer", "task": "task"}   # nbgrader flag -> the word for its cells
+
+
+def _ids_by_kind(nb: dict[str, Any]) -> dict[str, set[str]]:
+    """The nbgrader ids of `nb`'s grade, answer and task cells, by kind."""
+    out: dict[str, set[str]] = {kind: set() for kind in ID_KINDS}
+    for cell in nb.get("cells", []):
+        meta = _nbgrader(cell) if isinstance(cell, dict) else {}
+        grade_id = meta.get("grade_id")
+        for kind in ID_KINDS:
+            if meta.get(kind) and isinstance(grade_id, str):
+                out[kind].add(grade_id)
+    return out
+
+
+def renamed_ids(course: Course, assignment: Assignment, released: Path) -> list[str]:
+    """A line per notebook and kind of cell (grade, answer, task) where the new release in `released` has
+    ids that no notebook in submitted/ has, while submitted notebooks have ids of that kind the release
+    no longer has: most likely an id renamed in source/ after students submitted. Those notebooks keep
+    the old id, and formgrader matches the boxes of a submission's page to the gradebook by id, so for
+    them the new cell gets no score or comment box (nbgrader's own generate_assignment refuses any added
+    or removed cell once there are submissions). Submitted files are only read; one that is not a
+    notebook, or over the notebook size limit, is left out."""
+    layout = course.layout
+    max_bytes = assignment.limits.notebook_mb * 1024 * 1024
+    students = sorted(p.name for p in layout.submitted_dir.iterdir() if p.is_dir()) \
+        if layout.submitted_dir.is_dir() else []
+    out = []
+    for name in assignment.notebooks:
+        new_nb = notebook_json(released / name)
+        if new_nb is None:
+            continue
+        wanted = _ids_by_kind(new_nb)
+        held: dict[str, dict[str, int]] = {kind: {} for kind in ID_KINDS}   # kind -> id -> notebooks holding it
+        for sid in students:
+            path = layout.submission(sid, assignment.name) / name
+            try:
+                if not path.is_file() or path.stat().st_size > max_bytes:
+                    continue
+            except OSError:
+                continue
+            nb = notebook_json(path)
+            for kind, ids in (_ids_by_kind(nb) if nb is not None else {}).items():
+                for grade_id in ids:
+                    held[kind][grade_id] = held[kind].get(grade_id, 0) + 1
+        for kind, word in ID_KINDS.items():
+            new = sorted(wanted[kind] - set(held[kind]))
+            gone = sorted(set(held[kind]) - wanted[kind])
+            if not (new and gone):
+                continue
+            n = max(held[kind][g] for g in gone)
+            out.append(f"{name}: the release's {word} cell {', '.join(new)} is in no submitted notebook, and "
+                       f"{n} submitted notebook{'s' * (n != 1)} still {'have' if n != 1 else 'has'} "
+                       f"{', '.join(gone)}, which the release no longer has (an id renamed in source/ after "
+                       f"students submitted?): formgrader shows those submissions no box for {', '.join(new)}; "
+                       f"put the old id back in {layout.relative(layout.source(assignment.name) / name)} and run "
+                       f"`course release {assignment.name}` again")
+    return out
+
+
 def release(course: Course, assignment: Assignment, *, drop_grades: bool = False) -> ReleaseReport:
     """Generate release/<assignment>/ from source/<assignment>/ with nbgrader, points from course.yml,
     then check for leaks; record it in the gradebook. Nothing is changed unless every step succeeds.
@@ -277,6 +338,7 @@ def release(course: Course, assignment: Assignment, *, drop_grades: bool = False
         cells = gradebook.read_release_cells(build_db, assignment)
         if not drop_grades:
             gradebook.check_release(course, assignment, cells)
+        renamed = renamed_ids(course, assignment, build.release(assignment.name))
 
         target = layout.release(assignment.name)
         previous = _swap_in(build.release(assignment.name), target)
@@ -294,4 +356,4 @@ def release(course: Course, assignment: Assignment, *, drop_grades: bool = False
                          notebooks=tuple(target / n for n in assignment.notebooks),
                          checked_lines=checked,
                          points_written=tuple((name, tuple(lines)) for name, lines in points.items() if lines),
-                         gradebook=recorded)
+                         gradebook=recorded, warnings=tuple(renamed))

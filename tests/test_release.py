@@ -149,6 +149,35 @@ def test_release_refuses_a_grade_cell_that_is_no_problem(course_copy):
     assert "grade cell 'test_silu_bonus' (5 points) is not a problem of this notebook" in proc.stderr
 
 
+def test_release_warns_of_an_answer_id_renamed_after_students_submitted(tmp_path):
+    """With ada's and katherine's notebooks in submitted/, does a release whose source renamed an answer cell's
+    id (silu_solution -> silu_answer) say in one warning that the submitted notebooks keep the old id, so
+    formgrader shows them no box for the new one, and how to undo it; and is the undone release silent?"""
+    from autograder import api
+    from conftest import course_with_students
+
+    course = course_with_students(tmp_path / "course", ("ada", "katherine"))
+
+    def renamed(old: str, new: str) -> list[str]:
+        path = source_notebook(course)
+        nb = json.loads(path.read_text())
+        [cell] = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == old]
+        cell["metadata"]["nbgrader"]["grade_id"] = new
+        path.write_text(json.dumps(nb))
+        lines: list[str] = []
+        api.release(course, ASSIGNMENT, log=lines.append)
+        return [line for line in lines if line.startswith("WARNING")]
+
+    submitted = {p: p.read_bytes() for p in CourseLayout(course).submitted_dir.rglob("*.ipynb")}
+    assert renamed("silu_solution", "silu_answer") == [
+        "WARNING: transformer-block.ipynb: the release's answer cell silu_answer is in no submitted notebook, and 2 "
+        "submitted notebooks still have silu_solution, which the release no longer has (an id renamed in source/ "
+        "after students submitted?): formgrader shows those submissions no box for silu_answer; put the old id "
+        "back in source/transformer-block/transformer-block.ipynb and run `course release transformer-block` again"]
+    assert renamed("silu_answer", "silu_solution") == []
+    assert {p: p.read_bytes() for p in submitted} == submitted
+
+
 def test_release_names_cells_that_share_an_id(course_copy):
     """Is a source whose cells share an nbgrader grade_id or a cell id (a grade cell copied in Jupyter)
     refused before anything is built, in one line naming the id and both cells, where nbgrader's
