@@ -37,6 +37,7 @@ from .consistency import _nbgrader, cell_name, notebook_json, notebook_problems_
 from .errors import ReleaseError
 from .layout import CourseLayout
 from .markers import Delimiters, course_delimiters, looks_like, marker_problems, metadata_problems
+from .notebooks import RefusedFile, read_regular
 from .text import truncate
 from .toolpath import tool, tool_env
 
@@ -257,11 +258,11 @@ def renamed_ids(course: Course, assignment: Assignment, released: Path) -> list[
     no longer has: most likely an id renamed in source/ after students submitted. Those notebooks keep
     the old id, and formgrader matches the boxes of a submission's page to the gradebook by id, so for
     them the new cell gets no score or comment box (nbgrader's own generate_assignment refuses any added
-    or removed cell once there are submissions). Submitted files are only read; one that is not a
-    notebook, or over the notebook size limit, is left out."""
+    or removed cell once there are submissions). Submitted files are only read, as the grader reads
+    them; one that is not a regular file, not notebook JSON, or over the size limit is left out."""
     layout = course.layout
-    max_bytes = assignment.limits.notebook_mb * 1024 * 1024
-    students = sorted(p.name for p in layout.submitted_dir.iterdir() if p.is_dir()) \
+    max_bytes = int(assignment.limits.notebook_mb * 1024 * 1024)
+    students = sorted(p.name for p in layout.submitted_dir.iterdir() if p.is_dir() and not p.is_symlink()) \
         if layout.submitted_dir.is_dir() else []
     out = []
     for name in assignment.notebooks:
@@ -271,14 +272,11 @@ def renamed_ids(course: Course, assignment: Assignment, released: Path) -> list[
         wanted = _ids_by_kind(new_nb)
         held: dict[str, dict[str, int]] = {kind: {} for kind in ID_KINDS}   # kind -> id -> notebooks holding it
         for sid in students:
-            path = layout.submission(sid, assignment.name) / name
-            try:
-                if not path.is_file() or path.stat().st_size > max_bytes:
-                    continue
-            except OSError:
+            try:   # a regular file within the size limit, as the grader reads it (never through a link)
+                nb = json.loads(read_regular(layout.submission(sid, assignment.name) / name, max_bytes))
+            except (RefusedFile, ValueError, RecursionError):
                 continue
-            nb = notebook_json(path)
-            for kind, ids in (_ids_by_kind(nb) if nb is not None else {}).items():
+            for kind, ids in (_ids_by_kind(nb) if isinstance(nb, dict) else {}).items():
                 for grade_id in ids:
                     held[kind][grade_id] = held[kind].get(grade_id, 0) + 1
         for kind, word in ID_KINDS.items():
