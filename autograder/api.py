@@ -678,11 +678,6 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 + ("" if result.on_roster else "  (not on the roster)")
                 + ("  GRADER ERROR" if result.state == "crashed" else "")
                 + (f"  {result.execution_time:.2f} s" if fresh else "  (not graded again)"))
-            if result.timestamp_future:
-                stamp = course.layout.relative(folders[sid] / TIMESTAMP_FILE)
-                log(f"WARNING: {sid}: {stamp} is in the future: {result.timestamp_future} Check it against the "
-                    f"exchange's records; once corrected, `course autograde` grades it again (see docs/grading.md, "
-                    f"Late submissions).")
             if result.timestamp_problem:
                 log(f"WARNING: {sid}: {result.timestamp_problem} No late penalty was taken (see docs/grading.md, "
                     f"Late submissions).")

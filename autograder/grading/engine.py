@@ -40,7 +40,7 @@ from ..sandbox.host import MAX_FAILURES_PER_FUNCTION, SandboxHost
 from ..sandbox.outcomes import NotebookFailed
 from ..text import plural, times
 from .diagnosis import prune_subsumed
-from .lateness import future_note, lateness, submission_time
+from .lateness import lateness, submission_time
 from .proxy import StudentProxy
 from .results import CheckOutcome, SubmissionResult, TestResult, graded_now
 from .session import GraderRun, GraderSession, InstructorCode, load_instructor_code
@@ -66,13 +66,10 @@ class Submission:
     # folder or link in its place), empty, not JSON, too big... (not one that is missing, nor a valid
     # notebook without code cells)
     unread: tuple[str, ...] = ()
-    future_note: str = ""                               # why the timestamp is later than the grader's clock, if so
 
 
-def load(course: Course, assignment: Assignment, student: str, folder: Path, *,
-         now: dt.datetime | None = None) -> Submission:
-    """Read the submission's notebooks and timestamp (never modifying anything); a timestamp later
-    than `now` (the clock, by default) is noted (`lateness.future_note`)."""
+def load(course: Course, assignment: Assignment, student: str, folder: Path) -> Submission:
+    """Read the submission's notebooks and timestamp (never modifying anything)."""
     matched, found_notes = find_submission_notebooks(folder, assignment.notebooks)
     notes = list(found_notes)
     notebooks = []
@@ -86,8 +83,7 @@ def load(course: Course, assignment: Assignment, student: str, folder: Path, *,
     files = tuple(str(p.relative_to(course.root)) if p.is_relative_to(course.root) else str(p)
                   for p in matched.values() if p is not None)
     return Submission(student=student, folder=folder, notebooks=tuple(notebooks), files=files,
-                      notes=tuple(notes), submitted_at=submitted_at, time_note=stamp_note, unread=unread,
-                      future_note=future_note(submitted_at, now or dt.datetime.now(dt.UTC)))
+                      notes=tuple(notes), submitted_at=submitted_at, time_note=stamp_note, unread=unread)
 
 
 # --------------------------------------------------------------------------- run notebooks
@@ -298,7 +294,6 @@ def build_result(assignment: Assignment, submission: Submission, scored: Scored,
         problem_points=tuple((p.name, p.points) for p in assignment.problems),
         submitted_at=submission.submitted_at.isoformat() if submission.submitted_at else "",
         timestamp_problem=submission.time_note, unreadable_notebooks=submission.unread,
-        timestamp_future=submission.future_note,
         due=late.due, extension=late.extension, execution_time=round(seconds, 3), graded_at=graded_now())
     if scored.broken:
         return SubmissionResult(state="crashed", crash_reason=" | ".join(scored.broken), **common)
@@ -368,7 +363,5 @@ def grade_submission(course: Course, assignment: Assignment, student: str, folde
             notes.append(restart_note(restarts))
         if submission.time_note:
             notes.append(submission.time_note)
-        if submission.future_note:
-            notes.append(f"{submission.future_note} Ask your instructor if it is not when you submitted.")
         return build_result(assignment, submission, scored, late, seed=seed, on_roster=on_roster,
                             notes=tuple(notes), isolation=layers, seconds=time.perf_counter() - started)

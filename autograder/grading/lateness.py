@@ -15,9 +15,6 @@ from ..text import format_points, plural
 TIMESTAMP_FILE = "timestamp.txt"   # written by nbgrader's collect/submit into each submission folder
 TIMESTAMP_MAX_BYTES = 4096
 BYTE_ORDER_MARK = "\ufeff"
-# How far a timestamp may be ahead of the grading machine's clock before it is called in the future:
-# the exchange's machine and this one may disagree by a little (unsynchronised clocks).
-CLOCK_SKEW = dt.timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -173,19 +170,6 @@ def submission_time(folder: Path, course_root: Path | None = None) -> tuple[dt.d
     except ValueError as exc:
         return None, (f"{TIMESTAMP_FILE} could not be read as a time ({text.strip()[:60]!r}: {exc}); the "
                       f"submission was treated as on time.")
-
-
-def future_note(submitted_at: dt.datetime | None, now: dt.datetime) -> str:
-    """A note when the submission time is later than `now` (the grading machine's clock) by more
-    than CLOCK_SKEW, else "". Such a time cannot be when it was submitted: a clock was wrong (the
-    exchange's, or this one's) or the file was edited. The late policy is still applied to it as
-    written (it is the only record of the time, and this machine's clock may be the wrong one); the
-    note, a WARNING and the summary's flag `timestamp in future` ask a TA to check it."""
-    if submitted_at is None or submitted_at - now <= CLOCK_SKEW:
-        return ""
-    return (f"{TIMESTAMP_FILE} gives {submitted_at:%Y-%m-%d %H:%M} UTC, later than the grader's clock when it was "
-            f"graded ({now.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC), so a clock was wrong or the file was edited; "
-            f"the late policy was applied to the time as written.")
 
 
 def lateness(assignment: Assignment, submitted_at: dt.datetime | None, student: str = "") -> Lateness:

@@ -100,7 +100,6 @@ class SubmissionResult:
     submitted_at: str = ""            # ISO time from the submission's timestamp.txt, if any
     timestamp_problem: str = ""       # why its timestamp.txt was not used (so not late), for the instructor too
     unreadable_notebooks: tuple[str, ...] = ()   # the assignment's notebooks there but not readable as one
-    timestamp_future: str = ""        # why its timestamp.txt is later than the grader's clock (still applied), if so
     late_penalty: float = 0.0         # points taken off by the late policy
     due: str = ""                     # ISO time of this student's due date (extension included), if any
     extension: str = ""               # the student's extension in words ("2 days"), "" when none

@@ -224,7 +224,6 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "submitted_at": result.submitted_at or None,
         "timestamp_problem": result.timestamp_problem or None,
         "unreadable_notebooks": list(result.unreadable_notebooks),
-        "timestamp_future": result.timestamp_future or None,
         "due": result.due or None,
         "extension": result.extension or None,
         "graded_at": result.graded_at or None,
@@ -435,7 +434,6 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
             problem_points=tuple(problems), submitted_at=_text(extra.get("submitted_at")),
             timestamp_problem=_text(extra.get("timestamp_problem")),
             unreadable_notebooks=tuple(_text(n) for n in extra.get("unreadable_notebooks", [])),
-            timestamp_future=_text(extra.get("timestamp_future")),
             late_penalty=_number(extra.get("late_penalty", 0.0)),
             due=_text(extra.get("due")), extension=_text(extra.get("extension")),
             isolation=tuple(_text(x) for x in extra.get("isolation", [])), graded_at=_text(extra.get("graded_at")))

@@ -78,7 +78,6 @@ class StudentRow:
     timestamp_problem: str = ""     # why timestamp.txt was not used: not judged late, whatever its time
     stamped: bool = True            # whether the submission had a timestamp that was read
     notebook_unread: bool = False   # a notebook of it was there but could not be read as one (a 0 to look at)
-    stamp_future: bool = False      # its timestamp was later than the grader's clock (late policy applied as written)
     unchanged: bool = False         # not graded again: the same submission and graders as the last run
     # With a person's change to a score in the gradebook (`with_review`): each changed problem's score
     # as the gradebook holds it, and what the student gets in all (late penalty taken); else () and None.
@@ -97,7 +96,7 @@ class StudentRow:
             diagnoses=result.diagnoses, isolation=result.isolation, files=result.files,
             grader_failed=result.grader_failed, grader_errors=result.grader_errors,
             timestamp_problem=result.timestamp_problem, stamped=bool(result.submitted_at),
-            notebook_unread=bool(result.unreadable_notebooks), stamp_future=bool(result.timestamp_future))
+            notebook_unread=bool(result.unreadable_notebooks))
 
     @property
     def crashed(self) -> bool:
@@ -133,8 +132,6 @@ def _flags(row: StudentRow) -> str:
         flags.append(f"late -{format_points(row.late_penalty)}")
     if row.timestamp_problem:
         flags.append("timestamp unread")
-    if row.stamp_future:
-        flags.append("timestamp in future")
     if row.notebook_unread:
         flags.append("notebook unreadable")
     if row.notes:

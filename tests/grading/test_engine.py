@@ -419,31 +419,6 @@ def test_an_unread_timestamp_reaches_the_instructor():
     assert "timestamp unread" in format_summary([result], a).splitlines()[2]
 
 
-def test_a_stamp_in_the_future_is_applied_and_reaches_the_instructor_and_the_student(tmp_path):
-    """Is a timestamp.txt later than the clock noted at load, its late penalty still taken as the time
-    says, and the reason kept in results.json (read back), on the student's page's notes and as the
-    summary's `timestamp in future` flag?"""
-    from autograder.reporting.results_json import result_from_json, to_results_json
-    from autograder.reporting.summary import StudentRow, format_summary
-
-    a = assignment(first=10)
-    folder = tmp_path / "hw"
-    folder.mkdir()
-    (folder / NB).write_text(notebook(("x = 1", {})))
-    (folder / "timestamp.txt").write_text("2030-01-01 00:00:00.000000 UTC")
-    sub = engine.load(course(tmp_path, a), a, "bob", folder, now=dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC))
-    assert sub.future_note.startswith("timestamp.txt gives 2030-01-01 00:00 UTC, later than the grader's clock")
-    assert engine.load(course(tmp_path, a), a, "bob", folder,
-                       now=dt.datetime(2030, 1, 1, 0, 3, tzinfo=dt.UTC)).future_note == ""
-    scored = engine.Scored(tests=(TestResult("test_first.py::a", "first", 10.0, 10.0, "passed"),))
-    late = engine.apply_late_policy(10.0, a, sub.submitted_at, "bob")
-    result = engine.build_result(a, sub, scored, late, seed=3, on_roster=True, notes=(), isolation=(), seconds=0)
-    assert result.late_penalty == 10.0 and result.score == 0 and result.timestamp_future == sub.future_note
-    assert result_from_json(to_results_json(result))[0].timestamp_future == sub.future_note
-    assert StudentRow.of(result).stamp_future
-    assert "timestamp in future" in format_summary([result], a).splitlines()[2]
-
-
 def test_build_result_crashed_when_the_graders_could_not_run():
     """Is a broken grader run a crashed result with the reason, no tests and no penalty?"""
     a = assignment(first=10)
