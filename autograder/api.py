@@ -474,7 +474,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
     from .consistency import require_release
     from .grading.seeds import SEED_EXPECTED, course_secret, is_seed
-    from .reporting.gradebook import GradebookReport, acquire_gradebook_lock, check_gradebook_url
+    from .reporting.gradebook import GradebookReport, acquire_gradebook_lock, check_gradebook_opens, check_gradebook_url
 
     try:
         if seed is not None and not is_seed(seed):
@@ -499,6 +499,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             raise CourseError("; ".join(renamed))
         _check_grader_files(course, a)
         check_gradebook_url(course)                      # before the gradebook writer starts
+        check_gradebook_opens(course)                    # ... and a gradebook file it could not read
         _check_writable(course, [course.layout.autograded_dir, course.layout.feedback_dir],
                         [[course.layout.autograded(sid, a.name), course.layout.feedback(sid, a.name)]
                          for sid, _ in todo])
@@ -928,7 +929,7 @@ def course_problems(course_dir: str | Path) -> tuple[str, ...]:
     """What would stop `course autograde` in this course folder before any grading, one line each:
     course.yml, the gradebook's URL, and the folders it writes (autograded/, feedback/). Nothing
     when the folder holds no course.yml (`course doctor` run outside a course)."""
-    from .reporting.gradebook import check_gradebook_url
+    from .reporting.gradebook import check_gradebook_opens, check_gradebook_url
 
     if not CourseLayout(Path(course_dir)).config.is_file():
         return ()
@@ -939,6 +940,7 @@ def course_problems(course_dir: str | Path) -> tuple[str, ...]:
     problems = []
     try:
         check_gradebook_url(course)
+        check_gradebook_opens(course)
     except CourseError as exc:
         problems.append(str(exc))
     unwritable = write_problems([course.layout.autograded_dir, course.layout.feedback_dir], course.layout.relative)

@@ -555,6 +555,22 @@ def test_cli_a_gradebook_the_writer_could_not_open_is_one_line_before_anything_i
     assert not CourseLayout(folder).autograded_dir.exists() and not CourseLayout(folder).feedback_dir.exists()
 
 
+def test_cli_a_gradebook_file_that_is_no_database_is_refused_before_anything_is_graded(tmp_path):
+    """Is a gradebook.db that is not a database (random bytes) refused by `course autograde` up front, in the
+    line `course feedback` gives (exit 2, nothing graded), rather than the whole class graded and each student's
+    commit failing at the end?"""
+    folder = course_with_students(tmp_path / "course", ("ada", "alan"))
+    (folder / "gradebook.db").write_bytes(bytes(range(256)) * 20)
+    proc = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = (f"course: error: gradebook sqlite:///{folder}/gradebook.db: cannot open (DatabaseError: file is not a "
+            f"database)")
+    assert proc.stderr.splitlines() == [line], proc.stderr
+    assert not CourseLayout(folder).autograded_dir.exists() and not CourseLayout(folder).feedback_dir.exists()
+    feedback = course("feedback", "transformer-block", "--course-dir", str(folder))
+    assert (feedback.returncode, feedback.stderr.splitlines()) == (2, [line])
+
+
 def _row(stdout: str, sid: str) -> list[str]:
     return next(ln for ln in stdout.splitlines() if ln.startswith(sid + " ")).split()
 

@@ -298,6 +298,17 @@ def check_gradebook_url(course: Course) -> None:
         raise ConfigError(f"{CONFIG_FILE}: gradebook: {shown_url(url)}: {problem}")
 
 
+def check_gradebook_opens(course: Course) -> None:
+    """Refuse (CourseError, the line `open_gradebook` gives) an SQLite gradebook file that is no database
+    or a damaged one, before anything is graded: its header and schema read with plain SQL, without
+    importing nbgrader."""
+    from .gradebook_sql import unreadable_file
+
+    exc = unreadable_file(course)
+    if exc is not None:
+        raise CourseError(f"gradebook {shown_url(course.gradebook_url)}: cannot open ({db_error(exc)})")
+
+
 def _sqlite_file_problem(path: Path) -> str | None:
     if path.exists():
         if not path.is_file():

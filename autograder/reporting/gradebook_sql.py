@@ -390,6 +390,24 @@ def _read_only(course: Course) -> sqlite3.Connection | None:
         return None
 
 
+def unreadable_file(course: Course) -> sqlite3.Error | None:
+    """The error SQLite gives on the course's SQLite gradebook when the file is no database or a damaged
+    one (its header and schema read, as every statement does first), so that a
+    batch can refuse before grading rather than each student's commit failing after; None when it reads,
+    when it does not exist yet, is not SQLite, or cannot tell (busy, locked)."""
+    conn = _read_only(course)
+    if conn is None:
+        return None
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        damaged = getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT)
+        return exc if damaged else None
+    finally:
+        conn.close()
+    return None
+
+
 def has_person_review(course: Course, assignment: str, student: str) -> bool | None:
     """Whether the gradebook holds, for `student`'s submission of `assignment`, anything a person set
     (a manual score, extra credit, a comment), read with plain SQL without taking the course's lock;

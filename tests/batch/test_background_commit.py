@@ -160,19 +160,32 @@ def test_nbgrader_export_sees_the_grade_committed_in_the_background(graded):
     assert float(rows["alan"]["score"]) == pytest.approx(_results(graded, "alan")["score"]) == pytest.approx(100.0)
 
 
+def _damage_tables(db: Path) -> None:
+    """Overwrite the first page of every table and index of the SQLite file `db`, leaving its schema readable."""
+    conn = sqlite3.connect(db)
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    roots = [page for (page,) in conn.execute("SELECT rootpage FROM sqlite_master WHERE rootpage > 1")]
+    conn.close()
+    with open(db, "r+b") as fh:
+        for page in roots:
+            fh.seek((page - 1) * size)
+            fh.write(b"\xff" * size)
+
+
 def test_a_failed_background_commit_is_reported_and_graded_again(graded):
-    """When the background commit cannot open the gradebook, does the next command say so, and does
-    the next `course autograde` grade that student again and clear the report?"""
+    """When the background commit cannot read the gradebook, does the next command say so, and does
+    the next `course autograde` grade that student again and clear the report? (Its tables' pages are
+    damaged, its schema left whole: `course autograde` refuses a gradebook whose schema it cannot read.)"""
     db = graded / "gradebook.db"
     saved = db.read_bytes()
-    db.write_bytes(b"not a database" * 100)
+    _damage_tables(db)
     done = _course_cmd(graded, "autograde", A, "--student", "ada", "--force")
     assert done.returncode == 0, done.stdout + done.stderr
     _wait_for_the_writer(graded)
     db.write_bytes(saved)
     nxt = _course_cmd(graded, "feedback", A, "--student", "ada")
     assert "the background commit of ada's grades for transformer-block failed (" in nxt.stderr, nxt.stderr
-    assert "not a database" in nxt.stderr
+    assert "database disk image is malformed" in nxt.stderr
     assert "grading_key" not in _results(graded, "ada")["extra_data"]
     regrade = _course_cmd(graded, "autograde", A)
     assert regrade.returncode == 0, regrade.stdout + regrade.stderr

@@ -240,3 +240,24 @@ def test_the_students_a_gradebook_holds_are_read_once_it_has_a_submission(tmp_pa
     assert gradebook_sql.gradebook_students(course, "another-assignment") is None
     elsewhere = dataclasses.replace(course, gradebook_url="postgresql://grader@db.example/gradebook")
     assert gradebook_sql.gradebook_students(elsewhere, assignment.name) is None
+
+
+def test_a_gradebook_file_that_is_no_database_or_a_damaged_one_is_told_from_a_sound_one(tmp_path, assignment,
+                                                                                        empty_gradebook):  # noqa: F811
+    """Does `unreadable_file` give SQLite's error for a gradebook file that is not a database (random bytes)
+    or whose schema pages are damaged, and None for a sound gradebook, an empty file (SQLite makes a new
+    database of it), a missing one and a database that is not SQLite?"""
+    course = released(tmp_path, "sql", assignment, empty_gradebook)
+    db = tmp_path / "sql" / "gradebook.db"
+    assert gradebook_sql.unreadable_file(course) is None
+    sound = db.read_bytes()
+    db.write_bytes(bytes(range(256)) * 20)
+    assert "file is not a database" in str(gradebook_sql.unreadable_file(course))
+    db.write_bytes(sound[:100] + b"\x00" * (len(sound) - 100))     # the header kept, the schema's page gone
+    assert "malformed" in str(gradebook_sql.unreadable_file(course))
+    db.write_bytes(b"")
+    assert gradebook_sql.unreadable_file(course) is None
+    db.unlink()
+    assert gradebook_sql.unreadable_file(course) is None
+    elsewhere = dataclasses.replace(course, gradebook_url="postgresql://grader@db.example/gradebook")
+    assert gradebook_sql.unreadable_file(elsewhere) is None
