@@ -516,7 +516,10 @@ def load_course(course_dir: str | Path = ".") -> Course:
 
 
 YAML_CACHE = "course-yml"           # usercache kind of course.yml's data
-_PARSER = "unique-text-keys"         # in the cache key: data cached by an older reading of course.yml is not used
+_PARSER = "unique-text-keys+exponent-floats"  # in the cache key: data cached by an older reading is not used
+# A number written with an exponent but no dot or no exponent sign (`1e-07`, `1E5`, `2.5e3`), as Python prints
+# it and docs/config.md shows defaults: YAML 1.1, which PyYAML follows, reads it as text
+_EXPONENT_FLOAT = r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"
 _TAG = "\0yaml"                      # the key marking a date or time in the cached data
 
 
@@ -543,7 +546,10 @@ def _unique_keys(base: Any) -> Any:
     the points without a word (and "unknown keys are errors" could not see it). Every key of
     course.yml is a name (a problem, a dtype, a student id), so a plain key is read as the text
     written: an extension for student `0042` is for "0042", not the octal number 34 (nor `012345`
-    5349, `yes` True, `2026-01-01` a date), as the roster's ids are text too."""
+    5349, `yes` True, `2026-01-01` a date), as the roster's ids are text too. A plain value written as a
+    number with an exponent (`1e-07`, see _EXPONENT_FLOAT) is read as that number, as YAML 1.2 reads it."""
+    import re
+
     import yaml
 
     class UniqueKeys(base):  # type: ignore[misc]
@@ -572,6 +578,7 @@ def _unique_keys(base: Any) -> Any:
                 return self.construct_scalar(node)
 
     UniqueKeys.add_constructor("tag:yaml.org,2002:timestamp", UniqueKeys.construct_yaml_timestamp)
+    UniqueKeys.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(_EXPONENT_FLOAT), list("-+0123456789."))
     return UniqueKeys
 
 

@@ -140,6 +140,37 @@ def test_config_course_yml_read_back_from_the_cache_is_the_same(tmp_path, monkey
                 course_data(odd)
 
 
+def _tolerances_text(float64: tuple[str, str], float32: tuple[str, str]) -> str:
+    """A course.yml (GOOD's) whose default tolerances are written as the given texts."""
+    text = yaml.safe_dump({k: v for k, v in GOOD.items() if k != "defaults"})
+    return (text + f"defaults:\n  tolerances:\n    float64: {{rtol: {float64[0]}, atol: {float64[1]}}}\n"
+            f"    float32: {{rtol: {float32[0]}, atol: {float32[1]}}}\n")
+
+
+def test_config_tolerances_written_as_docs_config_md_shows_them_load(tmp_path):
+    """Do the default tolerances written in course.yml as docs/config.md shows them (`1e-07`: no dot, which
+    YAML 1.1 reads as text) load as those numbers, as the form with a dot and a signed exponent (`1.0e-7`) does,
+    by either YAML loader and from the cache; while a quoted "1e-07" is still text, refused in one line?"""
+    import re
+
+    docs = (ROOT / "docs" / "config.md").read_text().splitlines()
+    row = next(ln for ln in docs if ln.startswith("| `tolerances`") and "rtol" in ln)
+    shown = re.findall(r"`([^`]+)`", row.split("|")[3])               # rtol, atol of float64, then float32
+    assert shown == ["1e-07", "1e-09", "0.0001", "1e-05"], row
+    docs_form = _tolerances_text((shown[0], shown[1]), (shown[2], shown[3]))
+    dotted = _tolerances_text(("1.0e-7", "1.0e-9"), ("1.0e-4", "1.0e-5"))
+    assert parse_yaml(docs_form) == parse_yaml(docs_form, yaml.SafeLoader) == parse_yaml(dotted)
+    for n, text in enumerate((docs_form, dotted, docs_form)):     # the last read back from the cache
+        a = load_course(make_course(tmp_path / str(n), text)).assignment("hw")
+        got = [(t.rtol, t.atol) for t in (a.problems[0].tolerance("float64"), a.problems[0].tolerance("float32"))]
+        assert got == [(1e-7, 1e-9), (1e-4, 1e-5)], text
+    assert parse_yaml("a: 1E5\nb: -2.5e3\nc: .5e+1\nd: 1e\ne: e5\nf: 1e5x\n") == {
+        "a": 100000.0, "b": -2500.0, "c": 5.0, "d": "1e", "e": "e5", "f": "1e5x"}
+    quoted = docs_form.replace("rtol: 1e-07", 'rtol: "1e-07"')
+    assert error_for(tmp_path / "quoted", quoted) == \
+        'course.yml: defaults.tolerances.float64.rtol: expected a number >= 0, got "1e-07"'
+
+
 @pytest.mark.parametrize("name, package", [("hw.2", "hw.2"), ("02-hw", "02_hw")])
 def test_config_a_package_derived_from_the_name_must_be_an_identifier(tmp_path, name, package):
     """With no `package:`, is a name whose package (the name with - as _) graders could not import
