@@ -624,23 +624,30 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         for result, fresh in arriving():
             sid = result.student
             rows[sid] = replace(StudentRow.of(result), unchanged=not fresh)
+            # A student whose results.json or page cannot be written (a file where their folder goes)
+            # is one line, and nothing more of the result goes out: no grades in the gradebook that
+            # neither results.json nor the page shows, no copy or bookkeeping files in the same folders.
+            unsaved: list[str] = []
             if fresh:
                 # at once, so the student's results are readable now; without the key until the
                 # commit, so a batch stopped before it grades this submission again
-                written = write_student_results(course, a, sid, result, None)
-                output_errors.extend(written)
-                if not written and keys[sid]:        # a crashed one too: its key tells a resubmission
+                unsaved = [f"{line}; nothing else of this result was written (its page, its grades in the "
+                           f"gradebook): the next `course autograde` grades {sid} again"
+                           for line in write_student_results(course, a, sid, result, None)]
+                if not unsaved and keys[sid]:        # a crashed one too: its key tells a resubmission
                     pending[sid] = (result, keys[sid])
-            # the page at once, without the gradebook's review: the writer rewrites it if people
-            # changed grades or commented there
-            page_template.join()
-            page_errors, page_written = _write_page(course, a, sid, result, None, fresh=fresh)
-            if page_errors and pending.pop(sid, None) is not None:
-                # not marked done (results.json gets no grading key) while its page is an older result's:
-                # the next run grades it again and writes the page, rather than calling it unchanged
-                page_errors = [f"{line}; not marked as graded: the next `course autograde` grades {sid} again"
-                               for line in page_errors]
-            output_errors.extend(page_errors)
+            page_written = False
+            if not unsaved:
+                # the page at once, without the gradebook's review: the writer rewrites it if people
+                # changed grades or commented there
+                page_template.join()
+                unsaved, page_written = _write_page(course, a, sid, result, None, fresh=fresh)
+                if unsaved and pending.pop(sid, None) is not None:
+                    # not marked done (results.json gets no grading key) while its page is an older result's:
+                    # the next run grades it again and writes the page, rather than calling it unchanged
+                    unsaved = [f"{line}; its grades were not put in the gradebook, and it is not marked as graded: "
+                               f"the next `course autograde` grades {sid} again" for line in unsaved]
+            output_errors.extend(unsaved)
             copy = needs_formgrader_copy(course, a, sid, folders[sid], fresh=fresh, refused=sid in refused)
             # A person's review in the gradebook (a plain read; None: it cannot tell) makes a one-student
             # run wait for its commit: the writer's acknowledgement brings the gradebook's scores for the
@@ -648,7 +655,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             seen = has_person_review(course, a.name, sid) if detach else None
             # the gradebook may hold a person's review (True, or None: it cannot tell)
             maybe_reviewed = seen if detach else (None if reviewed is None else sid in reviewed)
-            if (detach and not fresh and not copy and not page_written and seen is False
+            if unsaved:
+                pass                                  # said above; the gradebook keeps what it held
+            elif (detach and not fresh and not copy and not page_written and seen is False
                     and holds_grades(course, a, result) and not _page_shows_review(course, a, sid, result)):
                 already.append(sid)                   # everything of it is written already: nothing to do
             elif detach and not (seen is True or (seen is None and sid in changed)):
@@ -1168,10 +1177,9 @@ def gradebook_side_outputs(course: Course, a: Assignment, sid: str, folder: Path
     if folder is not None:
         steps.append(("copying the notebooks into autograded/",
                       lambda: write_formgrader_copy(course, a, sid, folder, result)))
-    feedback = _inside(course, course.layout.feedback(sid, a.name)) if folder is not None else None
-    if feedback is not None:
+    if folder is not None:
         steps.append(("copying timestamp.txt and submission_secret.txt into feedback/",
-                      lambda: _copy_bookkeeping(course, a, sid, feedback)))
+                      lambda: _copy_bookkeeping(course, a, sid, _inside(course, course.layout.feedback(sid, a.name)))))
     if review is not None and (review.changed or _page_shows_review(course, a, sid, result)):
         # with the review, or without it once the people who changed grades took their changes back
         steps.append(("writing the feedback page", lambda: _feedback_folder(course, a, sid, result, review)))

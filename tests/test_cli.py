@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -569,6 +570,36 @@ def test_cli_a_gradebook_file_that_is_no_database_is_refused_before_anything_is_
     assert not CourseLayout(folder).autograded_dir.exists() and not CourseLayout(folder).feedback_dir.exists()
     feedback = course("feedback", "transformer-block", "--course-dir", str(folder))
     assert (feedback.returncode, feedback.stderr.splitlines()) == (2, [line])
+
+
+def test_cli_a_student_whose_output_folder_is_blocked_is_one_line_and_gets_no_grades(tmp_path):
+    """With a file where alan's autograded/ folder goes and one where grace's feedback folder goes, is each of
+    them one line naming that file, with nothing else of their result written (no grades in the gradebook that
+    no results.json or page shows, no copy), while ada is graded and written in full?"""
+    import sqlite3
+
+    folder = course_with_students(tmp_path / "course", ("ada", "alan", "grace"))
+    layout = CourseLayout(folder)
+    blocked = {"alan": layout.autograded_dir / "alan", "grace": layout.feedback("grace", "transformer-block")}
+    for path in blocked.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("in the way\n")
+    proc = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    for sid, path in blocked.items():
+        lines = [ln for ln in proc.stderr.splitlines() if sid in ln]
+        assert len(lines) == 1 and f"{layout.relative(path)} is not a folder" in lines[0], proc.stderr
+        assert lines[0].endswith(f"the next `course autograde` grades {sid} again"), lines[0]
+    assert "gradebook writer stopped" not in proc.stderr
+    db = sqlite3.connect(folder / "gradebook.db")
+    try:
+        graded = {sid for (sid,) in db.execute("SELECT student_id FROM submitted_assignment")}
+    finally:
+        db.close()
+    assert graded == {"ada"}
+    assert "grading_key" in json.loads(layout.results_json("ada", "transformer-block").read_text())["extra_data"]
+    assert "grading_key" not in json.loads(layout.results_json("grace", "transformer-block").read_text())["extra_data"]
+    assert not list(layout.autograded("grace", "transformer-block").glob("*.ipynb"))
 
 
 def _row(stdout: str, sid: str) -> list[str]:

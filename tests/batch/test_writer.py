@@ -161,3 +161,27 @@ def test_the_writer_copies_a_notebook_of_431000_raw_cells_as_submitted_with_boun
     assert copy == huge                                      # as submitted: not annotated, never parsed
     # the peak: the writer's own (its parent, tests.batch.writer_peak, holds less than this before it starts it)
     assert report["peak_kb"] < normal["peak_kb"] + 80 * 1024, (normal["peak_kb"], report["peak_kb"])
+
+
+def test_a_student_whose_feedback_folder_is_blocked_is_one_line_and_the_writer_goes_on(course_copy):
+    """When a file stands where ada's feedback folder goes, is that one line of hers (naming the file) while the
+    writer, still running, commits her grades and bob's after hers, rather than the writer stopping and every
+    later student reported with "the gradebook writer stopped"?"""
+    import shutil
+
+    layout = CourseLayout(course_copy)
+    examples = CourseLayout(Path(__file__).resolve().parents[2] / "examples")
+    for sid in ("ada", "bob"):
+        shutil.copytree(examples.submission("ada", "transformer-block"), layout.submission(sid, "transformer-block"))
+    blocked = layout.feedback("ada", "transformer-block")
+    blocked.parent.mkdir(parents=True)
+    blocked.write_text("in the way\n")
+    with GradebookProcess(course_copy, "transformer-block") as gb:
+        for sid, score in (("ada", 12.0), ("bob", 0.0)):
+            gb.record(result(course_copy, sid, score), copy_from=layout.submission(sid, "transformer-block"))
+        report = gb.finish()
+    assert report.gradebook.recorded == ("ada", "bob") and not report.gradebook.failed
+    where = layout.relative(blocked)
+    assert report.output_errors == (f"ada: copying timestamp.txt and submission_secret.txt into feedback/: "
+                                    f"NotADirectoryError: {where} is not a folder",)
+    assert (layout.autograded("bob", "transformer-block") / "transformer-block.ipynb").is_file()
