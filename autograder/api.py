@@ -934,13 +934,23 @@ def memory_bound(cgroup: bool, limits: Iterable[tuple[str, Limits]]) -> str:
             f"(docs/security.md, \"Grading under an ordinary account\")")
 
 
-def course_problems(course_dir: str | Path) -> tuple[str, ...]:
+def course_problems(course_dir: str | Path, *, named: bool = False) -> tuple[str, ...]:
     """What would stop `course autograde` in this course folder before any grading, one line each:
     course.yml, the gradebook's URL, and the folders it writes (autograded/, feedback/). Nothing
-    when the folder holds no course.yml (`course doctor` run outside a course)."""
+    when the folder holds no course.yml (`course doctor` run outside a course), unless the folder was
+    `named` (`--course-dir`): then one line says that it is no course folder."""
     from .reporting.gradebook import check_gradebook_opens, check_gradebook_url
 
-    if not CourseLayout(Path(course_dir)).config.is_file():
+    config = CourseLayout(Path(course_dir)).config
+    if not os.path.lexists(config):
+        if not named:
+            return ()
+        if not os.path.lexists(course_dir):
+            return (f"{course_dir}: no such folder (--course-dir)",)
+        if not Path(course_dir).is_dir():
+            return (f"{course_dir}: not a folder (--course-dir)",)
+        return (f"{course_dir}: not a course folder: it holds no {CONFIG_FILE} (--course-dir)",)
+    if not named and not config.is_file():
         return ()
     try:
         course = load_course(course_dir)
@@ -984,9 +994,10 @@ def course_notes(course_dir: str | Path) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def doctor(*, course_dir: str | Path | None = None, log: Log = _quiet) -> DoctorReport:
+def doctor(*, course_dir: str | Path | None = None, log: Log = _quiet, named: bool = False) -> DoctorReport:
     """Start the sandbox as `course autograde` would, run a probe notebook, report every layer; with
-    `course_dir` holding a course.yml, check that course too (config, gradebook, folders written)."""
+    `course_dir` holding a course.yml, check that course too (config, gradebook, folders written).
+    `named`: the folder was named (`--course-dir`), so that one which is no course folder is a problem."""
     from .sandbox import isolation
     from .sandbox.host import SandboxHost, SandboxUnavailable
     from .sandbox.outcomes import SandboxError
@@ -994,7 +1005,7 @@ def doctor(*, course_dir: str | Path | None = None, log: Log = _quiet) -> Doctor
     facts = isolation.machine_facts()
     for fact in facts:
         log(fact)
-    course = course_problems(course_dir) if course_dir is not None else ()
+    course = course_problems(course_dir, named=named) if course_dir is not None else ()
     for problem in course:
         log(f"course: {problem}")
     for note in course_notes(course_dir) if course_dir is not None and not course else ():

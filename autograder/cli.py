@@ -147,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
                          "or visible (results.json's visibility; default: visible)")
     sub.add_parser("doctor", parents=[common],
                    help="check which sandbox layers this machine supports, and the course folder when it holds a "
-                   "course.yml (exit 1 if autograde would refuse)")
+                   "course.yml or is named by --course-dir (exit 1 if autograde would refuse)")
     d = sub.add_parser("demo", parents=[common],
                        help="release, validate and grade the bundled example submissions in .demo/")
     d.add_argument("--assignment", help="the assignment to grade (default: the first in course.yml)")
@@ -416,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     gc.disable()
     try:
         args = _parser().parse_args(argv)
-        if not hasattr(args, "course_dir"):
+        args.course_dir_given = hasattr(args, "course_dir")     # doctor: a folder named must be a course
+        if not args.course_dir_given:
             args.course_dir = "."
         skip_format_checkers()               # before anything imports nbformat or nbgrader
         early = _early_workers(args)
@@ -488,7 +489,7 @@ def _run(args: argparse.Namespace, early: tuple[StartedWorker, ...] = ()) -> int
         return _gradescope(args.course_dir, args.assignment, args.to, args.visibility)
     if args.command == "doctor":
         from . import api
-        return 0 if api.doctor(course_dir=args.course_dir, log=_log).ok else 1
+        return 0 if api.doctor(course_dir=args.course_dir, log=_log, named=args.course_dir_given).ok else 1
     if args.command == "demo":
         return _demo(args.course_dir, args.assignment, args.skip_validate)
     raise AssertionError(f"unknown command {args.command!r}")

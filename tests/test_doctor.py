@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from autograder import api, cli
 from autograder.layout import CONFIG_FILE, CourseLayout
 from autograder.sandbox import isolation
@@ -86,6 +88,30 @@ def test_doctor_in_a_broken_course_names_the_config_and_exits_1(tmp_path, capsys
     assert f"course: {CONFIG_FILE}: line 2: not valid YAML" in out
     assert all(f"ok  {layer}" in out for layer in isolation.REQUIRED)
     assert "refuse to grade in this course folder" in out
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda path: None, "no such folder"),
+    (lambda path: path.write_text("a file\n"), "not a folder"),
+    (lambda path: path.mkdir(), f"not a course folder: it holds no {CONFIG_FILE}"),
+], ids=["missing", "file", "no-course-yml"])
+def test_doctor_with_a_course_dir_that_is_no_course_says_so_and_exits_1(tmp_path, capsys, make, says):
+    """With --course-dir naming a folder that does not exist, a file, or a folder without course.yml, does doctor
+    say so on a `course:` line and exit 1, rather than saying nothing of the course and exiting 0?"""
+    named = tmp_path / "course"
+    make(named)
+    assert cli.main(["doctor", "--course-dir", str(named)]) == 1
+    out = capsys.readouterr().out
+    assert f"course: {named}: {says} (--course-dir)" in out.splitlines(), out
+    assert "refuse to grade in this course folder" in out
+
+
+def test_doctor_run_outside_a_course_without_course_dir_checks_the_machine_only(tmp_path, monkeypatch, capsys):
+    """Without --course-dir, in a folder that is no course, does doctor check the machine alone (exit 0 here)?"""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert not [line for line in out.splitlines() if line.startswith("course:")], out
 
 
 def test_autograde_refuses_in_one_line_when_it_cannot_write_results(capsys, course_copy):
