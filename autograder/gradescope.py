@@ -99,6 +99,7 @@ def build_bundle(course_dir: str | Path, assignment: str, *, to: str | Path | No
     be written. The course secret is created if the course has none yet, so that a local `course
     autograde` later draws the same hidden inputs as Gradescope."""
     from .grading.seeds import course_secret
+    from .validate import readable_notebooks, require_nbgrader_mappings
 
     if visibility not in VISIBILITIES:
         raise CourseError(f"--visibility: expected one of {', '.join(VISIBILITIES)}, got {visibility!r}")
@@ -107,6 +108,8 @@ def build_bundle(course_dir: str | Path, assignment: str, *, to: str | Path | No
         raise CourseError(f"--to {to}: {problem}; no zip written")
     course = load_course(course_dir)
     a = course.assignment(assignment)
+    require_nbgrader_mappings(course, a)     # the notebooks it packs, refused as `course validate` refuses them
+    readable_notebooks(course, a)
     course_secret(course.secret_file)
     dest = Path(to).resolve() if to is not None else course.layout.gradescope_bundle(a.name)
     engine = Path(__file__).resolve().parent

@@ -121,6 +121,16 @@ def read_notebook(path: Path, shown: str) -> nbformat.NotebookNode:
     return nb
 
 
+def readable_notebooks(course: Course, assignment: Assignment) -> dict[Path, nbformat.NotebookNode]:
+    """The assignment's source and released notebooks, each read and validated (`read_notebook`), once the
+    release is there (`require_release`): a CourseError, one line, for the first that is missing or is no
+    notebook. `course validate` and `course gradescope` (before it packs them) refuse the same files."""
+    require_release(course, assignment)
+    paths = [course.layout.source(assignment.name) / n for n in assignment.notebooks]
+    paths += [course.layout.release(assignment.name) / n for n in assignment.notebooks]
+    return {nb: read_notebook(nb, course.layout.relative(nb)) for nb in paths}
+
+
 def execute_notebook(path: Path, nb: nbformat.NotebookNode, *, timeout: float) -> NotebookRun:
     """Run every cell of `nb` (read from `path`) in a fresh python3 kernel (errors recorded,
     execution continues)."""
@@ -356,9 +366,7 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
     timeout = max(assignment.limits.cell_seconds, 60)
     source_nbs = [course.layout.source(assignment.name) / n for n in assignment.notebooks]
     release_nbs = [course.layout.release(assignment.name) / n for n in assignment.notebooks]
-    require_release(course, assignment)
-
-    read = {nb: read_notebook(nb, course.layout.relative(nb)) for nb in source_nbs + release_nbs}
+    read = readable_notebooks(course, assignment)
     problems += release_leaks(course, assignment)
     problems += stale_release(course, assignment)
     source_runs = tuple(execute_notebook(nb, read[nb], timeout=timeout) for nb in source_nbs)

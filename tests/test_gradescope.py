@@ -277,6 +277,24 @@ def test_a_zip_named_in_a_missing_folder_or_as_a_folder_is_refused_in_one_line(t
     assert not (tmp_path / "no").exists() and list((tmp_path / "out").iterdir()) == []
 
 
+@pytest.mark.parametrize("spoil, why", [
+    (lambda nb: nb.write_bytes(b""), "not a readable notebook (Expecting value: line 1 column 1 (char 0))"),
+    (lambda nb: nb.unlink(), f"not found (run `course release {ASSIGNMENT}` first)"),
+], ids=["empty", "missing"])
+def test_a_release_notebook_that_course_validate_refuses_is_not_packed(tmp_path, spoil, why):
+    """With the released notebook empty (0 bytes) or missing, does `course gradescope` refuse in the one line
+    `course validate` gives (exit 2), writing no zip, rather than packing it for Gradescope?"""
+    course = copy_course(tmp_path / "course")
+    released = CourseLayout(course).release(ASSIGNMENT) / f"{ASSIGNMENT}.ipynb"
+    spoil(released)
+    line = f"course: error: {CourseLayout(course).relative(released)}: {why}"
+    for command in (["gradescope", ASSIGNMENT, "--to", str(tmp_path / "a.zip")], ["validate", ASSIGNMENT]):
+        done = subprocess.run([sys.executable, "-m", "autograder.cli", *command, "--course-dir", str(course)],
+                              capture_output=True, text=True, timeout=300)
+        assert (done.returncode, done.stderr.splitlines()) == (2, [line]), done.stdout + done.stderr
+    assert not (tmp_path / "a.zip").exists()
+
+
 def test_place_notebooks_names_what_it_found_when_nothing_fits(tmp_path):
     """With a.ipynb and work/b.ipynb and no transformer-block.ipynb, does the note say exactly that?"""
     submission = tmp_path / "submission"
