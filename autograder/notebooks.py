@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .layout import is_notebook_name, utf8_name
-from .text import plural, shown_name, truncate
+from .text import shown_name, truncate
 
 READ_CHUNK = 1 << 20
 # A notebook with more code cells than this is not run: the grader keeps a record per cell, and no
@@ -378,15 +378,19 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
         raw_cells = [c for ws in data.get("worksheets") or [] if isinstance(ws, dict)
                      for c in (ws.get("cells") or [])]
         source_key = "input"
-    else:
+    elif isinstance(major, int) and not isinstance(major, bool):
         return _unreadable(path, f"{name} has notebook format {major!r}; only formats 3 and 4 can be read.")
+    else:                       # "4", 4.0, null, missing: nbformat reads none of them either
+        given = "no notebook format" if major is None else f"the notebook format {truncate(json.dumps(major), 40)}"
+        return _unreadable(path, f"{name} has {given}; it must be the integer 4 (or 3), as Jupyter writes it: "
+                                 f"was it edited outside Jupyter?")
 
     code_cells = sum(1 for c in raw_cells if isinstance(c, dict) and c.get("cell_type") == "code")
     if code_cells > MAX_CODE_CELLS:
         return _unreadable(path, f"{name} has {code_cells:,} code cells, more than the {MAX_CODE_CELLS:,} that can "
                                  f"be graded, so it was not run; remove generated cells and resubmit.")
     cells: list[CodeCell] = []
-    skipped = 0
+    skipped: list[str] = []     # the code cells whose source is not text, named as a student finds them
     number = 0                  # code cells seen, as a student counts them
     for i, cell in enumerate(raw_cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -394,16 +398,26 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
         number += 1
         src = _source(cell.get(source_key, ""))
         if src is None:
-            skipped += 1
+            cell_id = cell.get("id")
+            named = f" (id {truncate(shown_name(cell_id), 40)!r})" if isinstance(cell_id, str) and cell_id else ""
+            skipped.append(f"{ordinal(number)}{named}")
             continue
         cells.append(CodeCell(index=i, source=src, label=cell_label(number, src), test_of=_test_of(cell)))
     notes += copied_cell_notes(name, raw_cells, source_key)
     if skipped:
-        were = "was" if skipped == 1 else "were"
-        notes.append(f"{name}: {plural(skipped, 'code cell')} had malformed source and {were} skipped.")
+        notes.append(_skipped_note(name, skipped))
     if not cells:
         notes.append(f"{name} has no code cells; none of your functions could be found.")
     return LoadedNotebook(path=path, cells=tuple(cells), notes=tuple(notes), readable=bool(cells))
+
+
+def _skipped_note(name: str, skipped: list[str], shown: int = 5) -> str:
+    """The note on the code cells (`skipped`: "2nd", "5th (id 'a1b2')") whose source is not text."""
+    listed = skipped[:shown] + ([f"{len(skipped) - shown} more"] if len(skipped) > shown else [])
+    which = listed[0] if len(listed) == 1 else f"{', '.join(listed[:-1])} and {listed[-1]}"
+    cells, were = ("code cell", "was") if len(skipped) == 1 else ("code cells", "were")
+    return (f"{name}: the {which} {cells} had malformed source (not text, as Jupyter saves it) and {were} "
+            f"skipped.")
 
 
 def find_submission_notebooks(folder: Path,

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from autograder.notebooks import find_submission_notebooks, load_notebook
 
@@ -147,12 +148,45 @@ def test_load_skips_a_code_cell_whose_source_lines_are_not_all_text(tmp_path):
     of strings joined), rather than crashing or running half of it?"""
     cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": src}
              for src in (["x = 1\n", "y = 2"], ["x = 1\n", 2], ["z = 3\n", None], "w = 4")]
+    cells[2]["id"] = "a1b2"
     path = tmp_path / "hw.ipynb"
     path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}))
     nb = load_notebook(path, max_mb=5)
     assert [(c.index, c.source) for c in nb.cells] == [(0, "x = 1\ny = 2"), (3, "w = 4")]
-    assert nb.notes == ("hw.ipynb: 2 code cells had malformed source and were skipped.",)
+    assert nb.notes == ("hw.ipynb: the 2nd and 3rd (id 'a1b2') code cells had malformed source (not text, as "
+                        "Jupyter saves it) and were skipped.",)
     assert nb.cells[1].label == "the 4th code cell (`w = 4`)"
+
+
+@pytest.mark.parametrize("sources, named", [
+    ([None], "the 1st code cell had"),
+    (["x = 1", [1, 2]], "the 2nd code cell had"),
+    ([None] * 7, "the 1st, 2nd, 3rd, 4th, 5th and 2 more code cells had"),
+])
+def test_load_names_each_code_cell_skipped_for_its_source(tmp_path, sources, named):
+    """Does the note on code cells whose source is null or a list of numbers say which cells (as a student
+    counts code cells), rather than only how many?"""
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": src}
+             for src in sources]
+    path = tmp_path / "hw.ipynb"
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": cells}))
+    notes = [n for n in load_notebook(path, max_mb=5).notes if "malformed" in n]
+    assert notes == [f"hw.ipynb: {named} malformed source (not text, as Jupyter saves it) and "
+                     f"{'was' if 'cell had' in named else 'were'} skipped."]
+
+
+@pytest.mark.parametrize("major, says", [
+    ('"4"', 'has the notebook format "4"; it must be the integer 4 (or 3)'),
+    ("null", "has no notebook format; it must be the integer 4 (or 3)"),
+    ("5", "has notebook format 5; only formats 3 and 4 can be read."),
+])
+def test_load_a_notebook_format_that_is_not_an_integer_says_it_must_be_one(tmp_path, major, says):
+    """Is `"nbformat": "4"` (text) or null refused saying the format must be the integer 4, rather than as if
+    "4" were some format other than 4?"""
+    path = tmp_path / "hw.ipynb"
+    path.write_text(f'{{"nbformat": {major}, "nbformat_minor": 5, "metadata": {{}}, "cells": []}}')
+    nb = load_notebook(path, max_mb=5)
+    assert not nb.readable and nb.notes[0].startswith(f"hw.ipynb {says}"), nb.notes
 
 
 def test_load_notes_a_copied_grade_cell_once(tmp_path):
