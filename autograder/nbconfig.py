@@ -13,15 +13,22 @@ from typing import Any
 from .layout import NBGRADER_CONFIG
 
 
-def nbgrader_settings(course_root: Path) -> Any:
-    """The merged traitlets Config (read it; do not change it: it is shared within the process)."""
+def config_files(course_root: Path) -> tuple[tuple[str, int], ...]:
+    """The folders whose nbgrader_config.py nbgrader reads for the course, in order, each with its
+    file's modification time."""
     from jupyter_core.paths import jupyter_config_path
 
     files = []
     for folder in [*reversed(jupyter_config_path()), str(course_root)]:
         with contextlib.suppress(OSError):
             files.append((folder, os.stat(os.path.join(folder, NBGRADER_CONFIG)).st_mtime_ns))
-    return _load(tuple(files))
+    return tuple(files)
+
+
+def nbgrader_settings(course_root: Path, files: tuple[tuple[str, int], ...] | None = None) -> Any:
+    """The merged traitlets Config (read it; do not change it: it is shared within the process), of
+    `files` when given (`config_files(course_root)` already listed)."""
+    return _load(config_files(course_root) if files is None else files)
 
 
 @functools.lru_cache(maxsize=8)

@@ -2,14 +2,17 @@
 late policy takes off for it."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Assignment
+from ..layout import NBGRADER_CONFIG
 from ..text import format_points, plural
 
 TIMESTAMP_FILE = "timestamp.txt"   # written by nbgrader's collect/submit into each submission folder
@@ -80,14 +83,14 @@ def parse_timestamp(text: str, zone: str | Callable[[], str] = "") -> dt.datetim
     if text[-len(" UTC"):].upper() == " UTC":
         text = text[: -len(" UTC")] + "+00:00"
     try:
-        value = dt.datetime.fromisoformat(text)
+        value = _iso_time(text)
     except ValueError:
         when, _, abbreviation = text.rpartition(" ")
         if not when:                               # one word ('garbage'): no time before a zone
-            raise ValueError("not a time (nbgrader writes '2026-12-14 23:59:00.000000 UTC')") from None
+            raise ValueError(NOT_A_TIME) from None
         if not abbreviation.isalpha():
-            raise
-        local = dt.datetime.fromisoformat(when)
+            raise                                  # _iso_time's reason
+        local = _iso_time(when)
         if local.tzinfo is not None:
             raise
         value = _read_in_zone(local, abbreviation.upper(), zone)   # the database's are upper case
@@ -97,6 +100,20 @@ def parse_timestamp(text: str, zone: str | Callable[[], str] = "") -> dt.datetim
         return value.astimezone(dt.UTC)
     except OverflowError:
         raise ValueError("not a time between the years 1 and 9999 once in UTC") from None
+
+
+NOT_A_TIME = "not a time (nbgrader writes '2026-12-14 23:59:00.000000 UTC')"
+
+
+def _iso_time(text: str) -> dt.datetime:
+    """`datetime.fromisoformat`, its "Invalid isoformat string: ..." worded as NOT_A_TIME; a time written
+    as one that does not exist keeps Python's reason ("month must be in 1..12")."""
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError as exc:
+        if str(exc).startswith("Invalid isoformat string"):
+            raise ValueError(NOT_A_TIME) from None
+        raise
 
 
 # Abbreviations the time zone database gives (nbgrader's `%Z`) that mean one offset (hours from UTC)
@@ -143,13 +160,37 @@ def _zone(name: str) -> dt.tzinfo:
         raise ValueError(f"unknown time zone {name!r} (nbgrader's Exchange.timezone)") from None
 
 
+ZONE_CACHE = "exchange-timezone"     # usercache kind: the Exchange.timezone read from nbgrader's config files
+
+
 def exchange_timezone(course_root: Path) -> str:
     """nbgrader's `Exchange.timezone` for the course in `course_root` ("" when not set), read as
-    nbgrader reads its config (autograder.nbconfig)."""
-    from ..nbconfig import nbgrader_settings
+    nbgrader reads its config (autograder.nbconfig). The course's config imports nbgrader (and
+    nbconvert): about 1.2 s of CPU even without jsonschema's format-check libraries
+    (autograder.slowimports, left out here too: they would double it), paid by every process that
+    grades such a stamp. So the value is kept in the user's cache (autograder.usercache) under a hash
+    of the config files' texts and of this Python, and read from there while they are unchanged."""
+    import hashlib
 
-    cfg = nbgrader_settings(course_root)
-    return str(cfg.Exchange.timezone) if "timezone" in cfg.Exchange else ""
+    from .. import usercache
+    from ..nbconfig import config_files, nbgrader_settings
+    from ..slowimports import skip_format_checkers
+
+    files = config_files(course_root)
+    digest = hashlib.sha256(f"{sys.prefix}\0{sys.version_info[:2]}\0".encode())
+    for folder, _ in files:
+        digest.update(f"{folder}\0".encode())
+        with contextlib.suppress(OSError):
+            digest.update(Path(folder, NBGRADER_CONFIG).read_bytes())
+    key = digest.hexdigest()
+    cached = usercache.read_entry(ZONE_CACHE, key)
+    if isinstance(cached, dict) and isinstance(cached.get("zone"), str):
+        return str(cached["zone"])
+    skip_format_checkers()
+    cfg = nbgrader_settings(course_root, files)
+    zone = str(cfg.Exchange.timezone) if "timezone" in cfg.Exchange else ""
+    usercache.write_entry(ZONE_CACHE, key, {"zone": zone})
+    return zone
 
 
 def submission_time(folder: Path, course_root: Path | None = None) -> tuple[dt.datetime | None, str]:

@@ -307,3 +307,54 @@ def test_a_note_measures_from_the_due_date_it_names_not_from_the_end_of_the_grac
     assert lateness(a, at(hours=12, minutes=20), "ada").note(8.5) == (
         "Submitted 20 minutes after your due date (with your extension of 12 hours), counted as 1 day: late "
         "penalty of 10% (8.5 points).")
+
+
+@pytest.mark.parametrize("stamp, why", [
+    ("hello world", "not a time (nbgrader writes '2026-12-14 23:59:00.000000 UTC')"),
+    ("garbage 12", "not a time (nbgrader writes '2026-12-14 23:59:00.000000 UTC')"),
+    ("2026-12-14 PST x", "not a time (nbgrader writes '2026-12-14 23:59:00.000000 UTC')"),
+    ("2026-13-02 10:00:00 UTC", "month must be in 1..12"),
+])
+def test_an_unreadable_stamp_is_said_in_the_projects_words_not_pythons(tmp_path, stamp, why):
+    """Is a stamp that is no time at all ('hello world') noted as "not a time", as a single word is, rather
+    than with Python's "Invalid isoformat string: 'hello'", while a time that does not exist keeps its reason?"""
+    (tmp_path / "timestamp.txt").write_text(stamp)
+    when, note = submission_time(tmp_path)
+    assert when is None
+    assert note == (f"timestamp.txt could not be read as a time ({stamp!r}: {why}); the submission was treated "
+                    f"as on time.")
+    assert "isoformat" not in note
+
+
+def test_the_exchange_timezone_is_read_once_then_kept_and_without_jsonschemas_format_checkers(tmp_path):
+    """Does reading the course's Exchange.timezone (for a stamp in 'PST'), which loads the course's
+    nbgrader_config.py and so nbgrader, leave out jsonschema's format-check libraries (rfc3987-syntax
+    alone builds a parser for seconds of CPU), and does the next process read it from the user's cache
+    without importing nbgrader, until a config file changes?"""
+    import subprocess
+    import sys
+
+    from autograder.layout import NBGRADER_CONFIG
+    from autograder.slowimports import FORMAT_CHECK_MODULES
+    from tests.conftest import ROOT, copy_course
+
+    course = copy_course(tmp_path / "course")
+    cache = tmp_path / "tmp"
+    cache.mkdir()
+    code = ("import sys; from pathlib import Path; from autograder.grading.lateness import exchange_timezone; "
+            "zone = exchange_timezone(Path(sys.argv[1])); "
+            f"print(repr(zone), 'nbgrader' in sys.modules, sorted(n for n in {FORMAT_CHECK_MODULES!r} "
+            f"if sys.modules.get(n)))")
+
+    def read() -> str:
+        done = subprocess.run([sys.executable, "-c", code, str(course)], capture_output=True, text=True, cwd=ROOT,
+                              timeout=300, env={**os.environ, "TMPDIR": str(cache)})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    assert read() == "'' True []"              # loaded: nbgrader imported, no format checker
+    assert read() == "'' False []"             # from the cache
+    config = course / NBGRADER_CONFIG
+    config.write_text(config.read_text() + "c.Exchange.timezone = 'America/Los_Angeles'\n")
+    assert read() == "'America/Los_Angeles' True []"
+    assert read() == "'America/Los_Angeles' False []"
