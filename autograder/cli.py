@@ -322,6 +322,7 @@ def _gradescope(course_dir: str, assignment: str, to: str | None, visibility: st
 
 def _serve(course_dir: str, assignment: str, idle_minutes: float, insecure: bool) -> int:
     from .batch.serve import Server
+    from .text import minutes
 
     if not idle_minutes > 0:
         raise CourseError(f"--idle-minutes: expected a positive number of minutes, got {idle_minutes:g}")
@@ -332,7 +333,7 @@ def _serve(course_dir: str, assignment: str, idle_minutes: float, insecure: bool
             _log(f"WARNING: serving without a complete sandbox (--insecure); missing: {'; '.join(info.missing)}")
         _log(f"serving {server.assignment.name} of {server.course.root} (pid {os.getpid()}, socket {server.path}): "
              f"`course autograde {server.assignment.name} --student ID` grades here; "
-             f"stops on Ctrl-C, or after {idle_minutes:g} idle minutes")
+             f"stops on Ctrl-C, or after {minutes(idle_minutes, 'idle minute')}")
         why = server.serve(idle_seconds=idle_minutes * 60)
         _log(f"stopped: {why}")
     return 0

@@ -34,6 +34,12 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
+def minutes(n: float, unit: str = "minute") -> str:
+    """A number of minutes that need not be whole: 1 -> "1 minute", 0.5 -> "0.5 minutes", 2 -> "2 minutes"
+    (`unit` another singular, "idle minute")."""
+    return f"{n:g} {unit}" + ("" if n == 1 else "s")
+
+
 def format_points(x: float) -> str:
     """Points for people: at most two decimals, no trailing zeros (15, 12.5, 3.33)."""
     text = f"{x:.2f}".rstrip("0").rstrip(".")

@@ -7,6 +7,7 @@ from autograder.text import (
     NAME_CONTROL,
     code_excerpt,
     display_width,
+    minutes,
     pad,
     shown_name,
     truncate,
@@ -90,3 +91,13 @@ def test_display_width_counts_terminal_columns(text, width):
     """Are wide characters two columns, combining marks and zero-width characters none, others one?"""
     assert display_width(text) == width
     assert display_width(pad(text, 6)) == 6 and pad(text, 6, right=True).endswith(text)
+
+
+@pytest.mark.parametrize("n, unit, said", [
+    (1, "idle minute", "1 idle minute"), (1.0, "minute", "1 minute"), (0.5, "minute", "0.5 minutes"),
+    (60, "idle minute", "60 idle minutes"), (0.02, "minute", "0.02 minutes"),
+])
+def test_minutes_are_one_minute_alone_in_the_singular(n, unit, said):
+    """Is a number of minutes that need not be whole said as `course serve` says it ("after 1 idle minute",
+    not "1 idle minutes")?"""
+    assert minutes(n, unit) == said

@@ -45,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..text import minutes
 from .launch import StartedWorker, log_folder
 from .wire import Connection, WireClosed
 
@@ -278,7 +279,7 @@ class Server:
                 sel.register(self._listener, selectors.EVENT_READ)
                 while True:
                     if not sel.select(idle_seconds):
-                        return f"nothing to grade for {idle_seconds / 60:g} minutes"
+                        return f"nothing to grade for {minutes(idle_seconds / 60)}"
                     try:
                         sock, _ = self._listener.accept()
                     except OSError:

@@ -228,7 +228,7 @@ def test_an_idle_server_stops(course: Path):
     """Does a server with nothing to grade for --idle-minutes stop by itself and remove its socket?"""
     idle = _Server(course, "--idle-minutes", "0.02")
     try:
-        idle.wait_for("serving ")
+        assert idle.wait_for("serving ").endswith("stops on Ctrl-C, or after 0.02 idle minutes")
         assert idle.proc.wait(timeout=WAIT_SECONDS) == 0
         assert "nothing to grade for 0.02 minutes" in idle.wait_for("stopped:")
         assert not serve.socket_path(course, A).exists()
