@@ -751,7 +751,7 @@ def test_nbgrader_reads_the_courses_timestamps_as_the_engine_does(course_copy, t
         api.log.removeHandler(handler)
     assert [(r.levelno, r.getMessage()) for r in records] == [(logging.WARNING, (
         "submitted/lbad/transformer-block: timestamp.txt could not be read as a time ('yesterday at noon': "
-        "Invalid isoformat string: 'yesterday at'); the submission was treated as on time."))]
+        "not a time (nbgrader writes '2026-12-14 23:59:00.000000 UTC')); the submission was treated as on time."))]
     other = CourseLayout(tmp_path / "other").submission("lbad", "hw")
     other.mkdir(parents=True)
     (other / "timestamp.txt").write_text("yesterday at noon")
@@ -799,7 +799,8 @@ def test_nbgraders_commands_keep_the_results_and_page_of_a_submission_with_an_un
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
     warning = ("WARNING] {}/lbad/transformer-block: timestamp.txt could not be read as a time ('yesterday at noon': "
-               "Invalid isoformat string: 'yesterday at'); the submission was treated as on time.")
+               "not a time (nbgrader writes '2026-12-14 23:59:00.000000 UTC')); the submission was treated as "
+               "on time.")
     for args, step in ((["generate_feedback", "transformer-block"], "autograded"),
                        (["autograde", "transformer-block", "--student", "lbad"], "submitted")):
         proc = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=folder, env=env, capture_output=True, text=True,
