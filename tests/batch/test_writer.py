@@ -182,6 +182,7 @@ def test_a_student_whose_feedback_folder_is_blocked_is_one_line_and_the_writer_g
         report = gb.finish()
     assert report.gradebook.recorded == ("ada", "bob") and not report.gradebook.failed
     where = layout.relative(blocked)
-    assert report.output_errors == (f"ada: copying timestamp.txt and submission_secret.txt into feedback/: "
+    into = layout.relative(layout.feedback_dir)
+    assert report.output_errors == (f"ada: copying timestamp.txt and submission_secret.txt into {into}/: "
                                     f"NotADirectoryError: {where} is not a folder",)
     assert (layout.autograded("bob", "transformer-block") / "transformer-block.ipynb").is_file()
