@@ -661,6 +661,43 @@ def test_cli_the_summary_shows_a_tas_change_and_an_unchanged_student_is_said_to_
            "written to the gradebook again; --force to regrade): ada, alan" in batch.stdout
 
 
+def test_cli_after_a_tas_change_results_json_keeps_the_autograders_score_and_says_so(tmp_path):
+    """After a TA lowered one of ada's scores in the gradebook and `course feedback` wrote her page with the
+    TA's total, does her results.json still give the autograder's score (its tests adding up to it), say in
+    extra_data that every score in it is the autograder's only and where the final one is, and stay so
+    through another `course autograde` of her unchanged submission?"""
+    from nbgrader.api import Gradebook
+
+    from autograder.reporting.results_json import SCORE_NOTE
+
+    a = "transformer-block"
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    graded = course("autograde", a, "--course-dir", str(folder))
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    results = CourseLayout(folder).results_json("ada", a)
+    auto = json.loads(results.read_text(encoding="utf-8"))["score"]
+    with Gradebook(f"sqlite:///{folder / 'gradebook.db'}", "dl-attention") as gb:
+        grade = gb.find_grade("test_rms_norm", a, a, "ada")
+        assert grade.auto_score == 5.0
+        grade.manual_score = 4.0
+        gb.db.commit()
+    fed = course("feedback", a, "--course-dir", str(folder))
+    assert fed.returncode == 0, fed.stdout + fed.stderr
+    assert f"The autograder gave {auto:g} points; your instructor changed that to {auto - 1:g}" in \
+        _page_text(folder, "ada")
+
+    def autograders_only(step: str) -> None:
+        doc = json.loads(results.read_text(encoding="utf-8"))
+        assert doc["score"] == auto == pytest.approx(sum(t["score"] for t in doc["tests"])), step
+        assert doc["extra_data"]["raw_score"] == auto and doc["extra_data"]["score_note"] == SCORE_NOTE, step
+
+    autograders_only("after course feedback")
+    again = course("autograde", a, "--student", "ada", "--wait", "--course-dir", str(folder))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert any(cell.startswith(f"{auto - 1:g}/") and cell.endswith("*") for cell in _row(again.stdout, "ada"))
+    autograders_only("after course autograde")
+
+
 def _page_text(folder: Path, sid: str) -> str:
     from autograder.reporting.feedback import shows_review
 

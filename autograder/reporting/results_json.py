@@ -3,6 +3,11 @@
 Students see `score`, `output` and each entry of `tests`; `extra_data` is stored for
 instructors only and holds the full picture (seed, roster status, instructor detail per test).
 
+Every score here is the autograder's, as it graded the submission: the file is written when a
+submission is graded and never changed for what people enter in the gradebook afterwards (a TA's
+override or extra credit in formgrader). It says so in `extra_data.score_note`; the student's final
+score is the gradebook's (the feedback page, the class table, `nbgrader export`, the LMS export).
+
 Shape of the file (Gradescope's field names):
 
     {"score": 62.5, "max_score": 100.0, "execution_time": 4.2,
@@ -10,7 +15,8 @@ Shape of the file (Gradescope's field names):
      "visibility": "visible", "stdout_visibility": "hidden",
      "tests": [{"name": ..., "number": "1.3", "score": ..., "max_score": ..., "status": "failed",
                 "output": ..., "visibility": "visible", "tags": ["problem:layer_norm", ...]}],
-     "extra_data": {"student": ..., "state": "graded", "seed": ..., "tests": [{"detail": ...}]}}
+     "extra_data": {"student": ..., "state": "graded", "score_note": SCORE_NOTE, "seed": ...,
+                    "tests": [{"detail": ...}]}}
 
 Every text field is marked "text" so Gradescope never renders student-controlled text as HTML.
 The test numbers ("<problem index>.<test index>", both from 1, problems in course.yml order) are
@@ -33,6 +39,12 @@ from .bounds import RESULTS_JSON_MAX_BYTES, bound_result, shrunk
 from .jsontext import dumps_indented, dumps_nested
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+
+# What every score of the file is, in its extra_data: a reader who finds a TA's change elsewhere (the page,
+# the class table, nbgrader export) learns why this file does not hold it (docs/grading.md).
+SCORE_NOTE = ("score, raw_score, late_penalty and the problems' and tests' scores are the autograder's only: a TA's "
+              "overrides and extra credit in the gradebook are not in this file (the feedback page, the class table "
+              "of `course autograde` and nbgrader export give the student's final score)")
 
 
 # --------------------------------------------------------------------------- shared by every report
@@ -215,6 +227,7 @@ def _instructor_view(result: SubmissionResult, numbered: tuple[tuple[str, TestRe
         "student": result.student,
         "assignment": result.assignment,
         "state": result.state,
+        "score_note": SCORE_NOTE,
         "crash_reason": result.crash_reason,
         "grader_errors": list(result.grader_errors),
         "seed": result.seed,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from autograder.reporting.results_json import to_results_json, write_results_json
+from autograder.reporting.results_json import SCORE_NOTE, result_from_json, to_results_json, write_results_json
 
 from .conftest import MARKUP, SECRET, SEED, check, submission
 
@@ -34,6 +34,17 @@ def test_score_is_the_sum_of_test_scores_and_max_score_the_problem_points(ada, b
     assert doc["score"] == pytest.approx(sum(t["score"] for t in doc["tests"])) == 12.5
     assert doc["max_score"] == 30.0
     assert sum(t["max_score"] for t in doc["tests"]) == pytest.approx(30.0)
+
+
+def test_extra_data_says_every_score_is_the_autograders_only(bob, cy):
+    """Does every document, a crashed one included, say in extra_data that its scores are the autograder's
+    and that a TA's overrides and extra credit in the gradebook are not in it, and does it still read back?"""
+    for result in (bob, cy):
+        doc = to_results_json(result)
+        assert doc["extra_data"]["score_note"] == SCORE_NOTE
+        assert result_from_json(json.loads(json.dumps(doc)))[0].score == result.score
+    assert SCORE_NOTE.startswith("score, raw_score, late_penalty and the problems' and tests' scores are the "
+                                 "autograder's only: a TA's overrides and extra credit in the gradebook are not")
 
 
 def test_tests_are_numbered_problem_dot_position_in_course_order(bob):
