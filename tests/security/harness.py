@@ -44,8 +44,8 @@ LIMITS = {"cell_seconds": 4, "call_seconds": 2, "total_seconds": 30, "submission
 # The grader's own peak resident memory (VmHWM of the `course` process and of its grading workers
 # and gradebook writer, sandboxes excluded) stays under this, whatever a submission does: about
 # 60 MB for an ordinary batch of this course (a worker), 135 MB for the 100,000-cell notebook (the
-# `course` process parses it); the bound of docs/security.md, baseline + 2 x return_mb + a 4 MB
-# reply header parsed (~130 MB at most), is ~220 MB.
+# `course` process parses it); the bound of docs/security.md, baseline + about 4 x return_mb + a 4 MB
+# reply header parsed (~130 MB at most), is ~255 MB.
 GRADER_PEAK_MB = 256
 # Wall-clock bound on grading the attacker: one budget per submission (submission_seconds) plus
 # slack for the grader's own work on a loaded machine.
