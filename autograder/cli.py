@@ -2,7 +2,8 @@
 
 Exit codes: 0 done (whatever students scored); 1 the command ran and reports something to fix (the
 grader failed for a submission, a page was not written, validate's problems, doctor: autograde would
-refuse); 2 a problem with the course or the command line (one line on stderr, no traceback).
+refuse); 2 a problem with the course or the command line (one line on stderr, no traceback); 130
+interrupted (Ctrl-C).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ formgrader; course feedback ASSIGNMENT; nbgrader release_feedback; nbgrader expo
 exit codes: 0 done, whatever students scored; 1 the command ran and found something to fix: the
 grader itself failed for some submission (autograde), a page was not written (feedback), PROBLEM
 lines (validate), autograde would refuse here (doctor); 2 a problem with course.yml, the course
-folder or the command line stopped the command (one line on stderr)."""
+folder or the command line stopped the command (one line on stderr); 130 interrupted (Ctrl-C)."""
 
 
 def _log(line: str) -> None:
