@@ -16,7 +16,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-PLAIN_EVERY_SECONDS = 5.0      # piped: a progress line at most this often, and at each tenth of the batch
+PLAIN_EVERY_SECONDS = 5.0      # piped: a progress line at each tenth of the batch, and between tenths once
+                               # a submission is done this long after the last line
 
 
 def _eta(seconds: float) -> str:
