@@ -230,14 +230,22 @@ def notebook_problems_found(nb: dict[str, Any], assignment: Assignment, notebook
     return out
 
 
+def read_notebook_json(path: Path) -> dict[str, Any]:
+    """The notebook at `path` as plain JSON: OSError when the file cannot be read, ValueError when it is
+    no notebook (empty, not UTF-8, not JSON, or JSON without a list of cells), its message saying why."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise ValueError("no list of cells")
+    return nb
+
+
 def notebook_json(path: Path) -> dict[str, Any] | None:
     """The notebook at `path` as plain JSON, or None when it cannot be read or is not a notebook
     (what reads it for its own purpose says so)."""
     try:
-        nb = json.loads(path.read_text(encoding="utf-8"))
+        return read_notebook_json(path)
     except (OSError, ValueError):
         return None
-    return nb if isinstance(nb, dict) and isinstance(nb.get("cells"), list) else None
 
 
 def release_points_problems(course: Course, assignment: Assignment) -> list[str]:
@@ -349,12 +357,23 @@ def grader_file_problems(course: Course, assignment: Assignment, *, strays: bool
 
 def require_release(course: Course, assignment: Assignment) -> None:
     """Refuse (CourseError, one line) an assignment with a notebook not released yet: its students
-    have not been given it, so nothing submitted for it can be validated or graded against it."""
+    have not been given it, so nothing submitted for it can be validated or graded against it. So is a
+    released notebook that is no notebook (empty, not JSON: a copy cut short, a disk that filled up):
+    grading reads from it which cells are the student's, and against such a file would run them all."""
     layout = course.layout
     for name in assignment.notebooks:
         path = layout.release(assignment.name) / name
+        shown = layout.relative(path)
         if not path.is_file():
-            raise CourseError(f"{layout.relative(path)}: not found (run `course release {assignment.name}` first)")
+            raise CourseError(f"{shown}: not found (run `course release {assignment.name}` first)")
+        try:
+            read_notebook_json(path)
+        except OSError as exc:
+            raise CourseError(f"{shown}: cannot be read ({type(exc).__name__}: {exc.strerror or exc})") from None
+        except ValueError as exc:
+            why = truncate(str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__, 200)
+            raise CourseError(f"{shown}: not a readable notebook ({why}); run `course release {assignment.name}` "
+                              f"to write it again") from None
 
 
 def uncollected_checks(course: Course, assignment: Assignment) -> list[str]:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Assignment, Course
-from .consistency import _nbgrader, cell_name, notebook_json, notebook_problems_found, write_points
+from .consistency import _nbgrader, cell_name, notebook_json, notebook_problems_found, read_notebook_json, write_points
 from .errors import ReleaseError
 from .layout import CourseLayout
 from .markers import Delimiters, course_delimiters, looks_like, marker_problems, metadata_problems
@@ -148,12 +148,9 @@ def leak_check(layout: CourseLayout, assignment: Assignment, marks: Delimiters =
 def _read_notebook(path: Path, shown: str) -> dict[str, Any]:
     """The notebook at `path` as JSON (named `shown`, its course-relative path, in errors)."""
     try:
-        nb = json.loads(path.read_text(encoding="utf-8"))
+        return read_notebook_json(path)
     except (OSError, ValueError) as exc:
         raise ReleaseError(f"{shown}: not a readable notebook ({exc})") from None
-    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise ReleaseError(f"{shown}: not a readable notebook (no list of cells)")
-    return nb
 
 
 def _write_notebook(nb: dict[str, Any], path: Path) -> None:

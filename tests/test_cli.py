@@ -572,6 +572,30 @@ def test_cli_a_gradebook_file_that_is_no_database_is_refused_before_anything_is_
     assert (feedback.returncode, feedback.stderr.splitlines()) == (2, [line])
 
 
+@pytest.mark.parametrize("content, why", [
+    (b"", "Expecting value: line 1 column 1 (char 0)"),
+    (b'{"cells": [{"cell_type": "code", "sou', "Unterminated string starting at: line 1 column 34 (char 33)"),
+    (b'{"metadata": {}}', "no list of cells"),
+], ids=["empty", "cut-short", "no-cells"])
+def test_cli_a_release_notebook_that_is_no_notebook_is_refused_before_anything_is_graded(tmp_path, content, why):
+    """With the released notebook empty, cut short or JSON without cells, does `course autograde` refuse in one
+    line naming that file and `course release` (exit 2), with no result, page or gradebook written, rather than
+    grade the class as if no cell had been released (every cell of each submission run)?"""
+    folder = course_with_students(tmp_path / "course", ("ada", "alan"))
+    layout = CourseLayout(folder)
+    released = layout.release("transformer-block") / "transformer-block.ipynb"
+    released.write_bytes(content)
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*") if "__pycache__" not in p.parts)
+    proc = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = (f"course: error: {layout.relative(released)}: not a readable notebook ({why}); run `course release "
+            f"transformer-block` to write it again")
+    assert proc.stderr.splitlines() == [line], proc.stderr
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*") if "__pycache__" not in p.parts) == before
+    assert not (folder / "gradebook.db").exists()
+    assert released.read_bytes() == content
+
+
 def test_cli_a_student_whose_output_folder_is_blocked_is_one_line_and_gets_no_grades(tmp_path):
     """With a file where alan's autograded/ folder goes and one where grace's feedback folder goes, is each of
     them one line naming that file, with nothing else of their result written (no grades in the gradebook that

@@ -278,7 +278,8 @@ def test_a_zip_named_in_a_missing_folder_or_as_a_folder_is_refused_in_one_line(t
 
 
 @pytest.mark.parametrize("spoil, why", [
-    (lambda nb: nb.write_bytes(b""), "not a readable notebook (Expecting value: line 1 column 1 (char 0))"),
+    (lambda nb: nb.write_bytes(b""), "not a readable notebook (Expecting value: line 1 column 1 (char 0)); run "
+                                     f"`course release {ASSIGNMENT}` to write it again"),
     (lambda nb: nb.unlink(), f"not found (run `course release {ASSIGNMENT}` first)"),
 ], ids=["empty", "missing"])
 def test_a_release_notebook_that_course_validate_refuses_is_not_packed(tmp_path, spoil, why):

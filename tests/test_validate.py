@@ -166,8 +166,8 @@ def test_validate_refuses_a_mistyped_mark_and_warns_of_a_check_pytest_does_not_c
 
 @pytest.mark.parametrize(("where", "text", "why"), [
     ("source", None, "not a readable notebook (Unterminated string starting at: line "),
-    ("release", "{}\n", "not a readable notebook (Notebook could not be converted from version 1 to version 2 "
-                        "because it's missing a key: cells)"),
+    ("release", "{}\n", f"not a readable notebook (no list of cells); run `course release {ASSIGNMENT}` to write "
+                        f"it again"),
 ])
 def test_validate_names_an_unreadable_notebook_in_one_line(course_copy, where, text, why):
     """With a truncated source or a release that is `{}`, does validate say which notebook is not a
