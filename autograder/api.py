@@ -422,7 +422,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
               seed: int | None = None, force: bool = False, insecure: bool = False,
               workers: int | None = None, scheduler: str | None = None, background_commit: bool = False,
               early: Sequence[StartedWorker] = (), log: Log = _quiet, progress: Progress | None = None,
-              notice: Log = _quiet) -> BatchResult:
+              notice: Log = _quiet, case_warned: set[str] | None = None) -> BatchResult:
     """Grade submissions; write results.json, feedback pages and the gradebook.
 
     Refuses (SandboxUnavailable, one line) when the sandbox cannot be fully set up on this
@@ -469,6 +469,11 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     `notice` the status of the run itself, which no script reading that report needs: a wait for the
     gradebook's lock, whether a `course serve` server grades the submission, a commit made here
     rather than in the background (`course autograde` prints it on stderr).
+
+    `case_warned`: the `case_clashes` lines the caller's process gave already, for a command that grades
+    its students through a call each (`nbgrader autograde`): they are not given to `log` again, and those
+    given are added, so that a roster's ids differing only by case are said once per command, not once
+    per student.
     """
     started = time.perf_counter()
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
@@ -484,7 +489,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
         for line in case_clashes(course, [sid for sid, _ in todo]):
-            log(f"WARNING: {line}")
+            if case_warned is None or line not in case_warned:
+                log(f"WARNING: {line}")
+            if case_warned is not None:
+                case_warned.add(line)
         # a student taken out of the course: their folder is named in a WARNING, not graded
         removed = _split_removed(course, a, todo)
         for line in removed.values():

@@ -195,6 +195,12 @@ def _ids(resources: dict[str, Any]) -> tuple[str, str, str]:
     return str(info.get("student", "")), str(info.get("assignment", "")), str(info.get("notebook", ""))
 
 
+# The lines about ids differing only by case (api.case_clashes) this process has logged: `nbgrader
+# autograde` grades the class one student (and notebook) at a time, each through api.autograde, and the
+# roster's own clashes are the same for every call, so each is logged once per command.
+_CASE_WARNED: set[str] = set()
+
+
 class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
     """Stands in for nbgrader's autograde preprocessors: grades the student's whole submission with
     `course autograde --student` (sandbox, hidden graders, results.json, feedback page, gradebook),
@@ -216,7 +222,7 @@ class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
         # results.json, so the assignment's other notebooks find it unchanged and are not graded again.
         with _grading, tools_on_path():
             batch = api.autograde(self.course_dir, assignment, student=student, log=leveled(self.log),
-                                  notice=leveled(self.log))
+                                  notice=leveled(self.log), case_warned=_CASE_WARNED)
         for line in (*batch.gradebook_errors, *batch.output_errors, *batch.ungraded):
             self.log.warning(line)
         for line in batch.unreadable:

@@ -812,3 +812,23 @@ def test_nbgraders_commands_keep_the_results_and_page_of_a_submission_with_an_un
             proc.stderr
         assert {p: p.read_bytes() for p in kept if p.is_file()} == kept
     assert {p: p.read_bytes() for p in layout.submitted_dir.rglob("*") if p.is_file()} == submitted
+
+
+def test_nbgrader_autograde_says_the_rosters_case_clash_once_not_once_per_student(tmp_path):
+    """With `Ada` beside `ada` on the roster, does `nbgrader autograde` (which grades each student through a call
+    of the engine's own) warn of the two ids once for the class, as `course autograde` does, not once per
+    student graded, while still saying it?"""
+    import subprocess
+    import sys
+
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada", "alan"))
+    (folder / "roster.csv").write_text("id\nada\nalan\nAda\n")
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "release", "transformer-block", "--course-dir",
+                           str(folder)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    clash = "roster.csv: line 4: id 'Ada' differs from 'ada' (line 2) only by case"
+    warnings = _nbgrader(folder, "autograde", "transformer-block")
+    assert len([ln for ln in warnings if clash in ln]) == 1, warnings
+    assert all(CourseLayout(folder).results_json(sid, "transformer-block").is_file() for sid in ("ada", "alan"))
