@@ -832,3 +832,37 @@ def test_nbgrader_autograde_says_the_rosters_case_clash_once_not_once_per_studen
     warnings = _nbgrader(folder, "autograde", "transformer-block")
     assert len([ln for ln in warnings if clash in ln]) == 1, warnings
     assert all(CourseLayout(folder).results_json(sid, "transformer-block").is_file() for sid in ("ada", "alan"))
+
+
+def test_the_page_of_a_notebook_named_in_capitals_is_released_under_its_name_but_not_fetched(tmp_path):
+    """Is the page of `hw.IPYNB` named hw.html, as that of hw.ipynb (what `nbgrader release_feedback` hashes with
+    the secret), and does nbgrader's own fetch_feedback find that page for a student's hw.ipynb but not for their
+    hw.IPYNB, as the README says (should nbgrader come to match any case, that note is to go)?"""
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default.fetch_feedback import ExchangeFetchFeedback
+    from nbgrader.utils import notebook_hash
+    from reporting.conftest import submission
+    from traitlets.config import Config
+
+    from autograder.reporting.feedback import feedback_filename
+
+    pages = {feedback_filename(submission("ada", files=(f"submitted/ada/hw/hw.{ext}",))) for ext in ("ipynb", "IPYNB")}
+    assert pages == {"hw.html"}
+    found = {}
+    for ext in ("ipynb", "IPYNB"):
+        exchange, cache = tmp_path / ext / "exchange", tmp_path / ext / "cache"
+        copy = cache / "c1" / "ada+hw+2026-12-14 18:00:00.000000 UTC"        # as `nbgrader submit` keeps it
+        copy.mkdir(parents=True)
+        (copy / f"hw.{ext}").write_text("{}")
+        (copy / "submission_secret.txt").write_text("s3cret")
+        released = exchange / "c1" / "feedback"
+        released.mkdir(parents=True)
+        (released / f"{notebook_hash(secret='s3cret', notebook_id='hw')}.html").write_text("the page")
+        cfg = Config()
+        cfg.CourseDirectory.course_id, cfg.CourseDirectory.assignment_id = "c1", "hw"
+        cfg.CourseDirectory.student_id = "ada"
+        cfg.Exchange.root, cfg.Exchange.cache = str(exchange), str(cache)
+        fetch = ExchangeFetchFeedback(coursedir=CourseDirectory(config=cfg), config=cfg)
+        fetch.init_src()
+        found[ext] = [notebook for notebook, _, _ in fetch.feedback_files]
+    assert found == {"ipynb": ["hw"], "IPYNB": []}
