@@ -60,6 +60,7 @@ from .results_json import atomic_write_bytes, diagnosis_heading, student_error
 
 OUTPUT_NAME = "course autograde"      # `ename` of our error outputs: what produced them
 MARKS = {"failed": "\u2717", "not_graded": "not graded (no points):"}
+PARTLY_GRADED = "partly graded:"      # the mark of checks not graded that earned points in the cases that passed
 SHOWN_CASES = 3                       # failing cases of one check written out in full
 RED, GREEN, YELLOW, BOLD, RESET = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[1m", "\x1b[0m"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -114,13 +115,16 @@ def _group_member(check: Check) -> str:
 def _group_lines(groups: Iterable[FailureGroup], kind: str) -> list[str]:
     lines = []
     for group in groups:
+        partly = kind != "failed" and group.partly_graded
+        mark = PARTLY_GRADED if partly else MARKS[kind]
         if group.same_error:
-            what = "failed with the same error" if kind == "failed" else "could not be graded, for one reason"
-            lines.append(f"{RED if kind == 'failed' else YELLOW}{MARKS[kind]}{RESET} {len(group.checks)} checks "
+            what = ("failed with the same error" if kind == "failed" else
+                    "could not be graded in full, for one reason" if partly else "could not be graded, for one reason")
+            lines.append(f"{RED if kind == 'failed' else YELLOW}{mark}{RESET} {len(group.checks)} checks "
                          f"{what}  [{', '.join(_group_member(c) for c in group.checks)}]")
             lines += _indent(group.message)
         else:
-            lines += _check_lines(group.checks[0], MARKS[kind], RED if kind == "failed" else YELLOW)
+            lines += _check_lines(group.checks[0], mark, RED if kind == "failed" else YELLOW)
     return lines
 
 

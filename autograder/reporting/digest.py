@@ -127,6 +127,12 @@ class Check:
                 seen.setdefault(d, None)
         return tuple(seen)
 
+    @property
+    def partly_graded(self) -> bool:
+        """A check not graded in some cases whose other cases passed and earned their points: neither
+        "not graded" nor "no points" describes it."""
+        return self.kind == "not_graded" and any(c.state == "passed" for c in self.cases)
+
 
 @dataclass(frozen=True)
 class FailureGroup:
@@ -137,6 +143,11 @@ class FailureGroup:
     @property
     def same_error(self) -> bool:
         return len(self.checks) > 1
+
+    @property
+    def partly_graded(self) -> bool:
+        """Checks not graded of which some earned points in the cases that passed."""
+        return any(c.partly_graded for c in self.checks)
 
 
 @dataclass(frozen=True)
@@ -178,6 +189,11 @@ class ProblemDigest:
     def not_run(self) -> tuple[Check, ...]:
         """Advice checks that had nothing to look at (the function gave no result): never passed."""
         return self.of_kind("not_run")
+
+    @property
+    def partly_graded(self) -> int:
+        """Of the checks not graded, those that earned points in the cases that passed."""
+        return sum(c.partly_graded for c in self.of_kind("not_graded"))
 
     def count(self, state: CheckKind) -> int:
         """How many cases (results.json's tests) are in `state`."""
@@ -370,7 +386,10 @@ def _defines(note: Note, name: str) -> bool:
 
 
 def group_notes(notes: Iterable[str]) -> tuple[NoteGroup, ...]:
-    """Group execution notes: same error together, NameErrors under the failed cell that defines the name."""
+    """Group execution notes, kept in the order they come (the notebook's, cell by cell): notes in a row
+    that report the same error together, NameErrors under the failed cell that defines the name. Notes
+    of one error with another note between them are not grouped, so that no cell's note is shown above
+    the note of an earlier cell (a note that reports no error, repeated word for word, is one note)."""
     parsed = [parse_note(n) for n in notes]
     keys: dict[str, list[int]] = {}
     for i, note in enumerate(parsed):
@@ -388,12 +407,19 @@ def group_notes(notes: Iterable[str]) -> tuple[NoteGroup, ...]:
     caused: dict[int, list[int]] = {}
     for key, j in cause_of.items():
         caused.setdefault(j, []).extend(keys[key])
-    out, placed = [], set()
+    runs: list[list[int]] = []            # the notes shown in turn, each with those of the same error right after it
     for i, note in enumerate(parsed):
-        if i in placed or note.key in cause_of:
-            continue
-        members = keys[note.key]
-        placed.update(members)
+        if note.key in cause_of:
+            continue                       # shown under its cause
+        if runs and parsed[runs[-1][0]].key == note.key:
+            runs[-1].append(i)
+        elif not note.error and (same := [r for r in runs if parsed[r[0]].key == note.key]):
+            same[0].append(i)              # a note that reports no error, repeated word for word: one note
+        else:
+            runs.append([i])
+    out = []
+    for members in runs:
+        note = parsed[members[0]]
         consequences = [k for m in members for k in caused.get(m, [])]
         names = {parsed[k].undefined for k in consequences}
         out.append(NoteGroup(

@@ -104,6 +104,22 @@ class CheckView:
     def failed_count(self) -> int:
         return sum(c.state == "failed" for c in self.open_cases)
 
+    def more_cases(self, shown: int) -> str:
+        """The summary of the open cases folded after the first `shown`, by what became of them:
+        "4 more cases not graded", "1 more case that failed", "3 more cases: 2 failed, 1 not graded"."""
+        folded = self.open_cases[shown:]
+        counts: dict[str, int] = {}
+        for case in folded:
+            counts[case.state] = counts.get(case.state, 0) + 1
+        more = plural(len(folded), "more case")
+        if len(counts) == 1:
+            return f"{more} {_CASES_THAT[next(iter(counts))]}"
+        return f"{more}: " + ", ".join(f"{n} {_CASE_WORD[state]}" for state, n in counts.items())
+
+
+_CASE_WORD = {"failed": "failed", "not_graded": "not graded", "not_run": "not run", "advice": "with advice"}
+_CASES_THAT = {"failed": "that failed", "not_graded": "not graded", "not_run": "not run", "advice": "with advice"}
+
 
 @dataclass(frozen=True)
 class FailureView:
@@ -113,6 +129,7 @@ class FailureView:
     score: str
     max_score: str
     misconceptions: tuple[str, ...]
+    partly_graded: bool = False   # checks not graded of which some earned points in the cases that passed
 
     @property
     def same_error(self) -> bool:
@@ -145,6 +162,7 @@ class ProblemView:
     passed: tuple[CheckView, ...]         # checks worth points that passed: what "N checks passed" counts
     not_run: tuple[CheckView, ...] = ()   # advice with nothing to look at (the function gave no result)
     quiet: tuple[CheckView, ...] = ()     # advice (no points) that found nothing to say: never a passed check
+    partly_graded: int = 0    # of the checks not graded, those that earned points in the cases that passed
 
     @property
     def passed_cases(self) -> int:
@@ -180,7 +198,7 @@ class FeedbackView:
     late_penalty: str     # points, as the gradebook holds them (fixed when the submission was autograded)
     passed: int           # checks (grader functions, all their cases) passed, of
     total: int            # the checks worth points; the page counts checks throughout, as its cards do
-    not_graded: int       # checks that could not be graded (no points)
+    not_graded: int       # checks that could not be graded (in all their cases, or in some: partly_graded)
     notes: tuple[NoteView, ...]
     problems: tuple[ProblemView, ...]
     common_failure: str   # the one message of every check when all of them failed alike, else ""
@@ -193,6 +211,7 @@ class FeedbackView:
     auto_score: str = ""      # the autograder's score (before any penalty) when a person changed scores, else ""
     reviewed_score: str = ""  # that score with the person's changes (before any penalty), when auto_score is set
     late_share: str = ""      # the late penalty as a share of the autograder's score ("20%"), when auto_score is set
+    partly_graded: int = 0    # of the checks not graded, those that earned points in the cases that passed
 
     @property
     def to_read(self) -> tuple[ProblemView, ...]:
@@ -231,7 +250,7 @@ def _failure_view(group: FailureGroup) -> FailureView:
     return FailureView(checks=checks, message=group.message,
                        score=format_points(sum(c.score for c in group.checks)),
                        max_score=format_points(sum(c.max_score for c in group.checks)),
-                       misconceptions=tuple(names))
+                       misconceptions=tuple(names), partly_graded=group.partly_graded)
 
 
 def _problem_view(p: ProblemDigest) -> ProblemView:
@@ -248,7 +267,8 @@ def _problem_view(p: ProblemDigest) -> ProblemView:
         advice=tuple(_check_view(c) for c in p.advice),
         passed=tuple(_check_view(c) for c in p.of_kind("passed") if c.max_score > 0),
         not_run=tuple(_check_view(c) for c in p.not_run),
-        quiet=tuple(_check_view(c) for c in p.of_kind("passed") if c.max_score == 0))
+        quiet=tuple(_check_view(c) for c in p.of_kind("passed") if c.max_score == 0),
+        partly_graded=p.partly_graded)
 
 
 _VIEWS: dict[tuple[object, ...], ProblemView] = {}   # digest_key -> the problem's view
@@ -351,6 +371,7 @@ def feedback_view(result: SubmissionResult, assignment: Assignment | None = None
         passed=sum(p.graded_passed for p in problems),
         total=sum(p.graded for p in problems),
         not_graded=sum(p.not_graded for p in problems),
+        partly_graded=sum(p.partly_graded for p in problems),
         notes=tuple(NoteView(g.first, g.repeats, g.consequences, g.undefined)
                     for g in group_notes(result.notes)),
         problems=problems,

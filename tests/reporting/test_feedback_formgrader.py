@@ -534,6 +534,29 @@ def test_a_grade_cell_heads_a_probes_guess_as_where_it_first_goes_wrong():
     assert "not graded (no points):" in text and "0 of 3 checks passed" in text
 
 
+def test_a_grade_cell_says_partly_graded_for_checks_that_earned_points_in_some_cases():
+    """Checks not graded in some cases whose other cases earned points: does the grade cell's report mark
+    them "partly graded", grouped or alone, never "not graded (no points)" beside points?"""
+    from autograder.reporting.annotate import problem_report
+    from autograder.reporting.digest import digest_problems
+
+    from .conftest import check, submission
+
+    why = "Not graded: this check needs your `layer_norm`, which fails on these inputs."
+
+    def cases(name):
+        return [check("pre_ln_block", f"{name}[{case}]", score, 2.0, status="passed" if score else "not_graded",
+                      output="" if score else why) for case, score in (("a", 2.0), ("b", 0.0))]
+
+    def report(tests):
+        return problem_report(next(p for p in digest_problems(submission("gil", tests)) if p.name == "pre_ln_block"))
+    grouped = report(cases("test_a") + cases("test_b"))
+    assert "partly graded:\x1b[0m 2 checks could not be graded in full, for one reason" in grouped, grouped
+    assert "no points" not in grouped, grouped
+    alone = report(cases("test_a"))
+    assert "partly graded:\x1b[0m" in alone and "2 / 4 points" in alone and "no points" not in alone, alone
+
+
 def test_what_a_student_wrote_runs_nothing_in_formgrader(copy, assignment):
     """A submission whose outputs (written by the student: no kernel ran them) and Markdown hold
     scripts, event handlers, SVG and widget state: does formgrader's page for the autograded copy run

@@ -160,6 +160,22 @@ def test_a_cascade_of_name_errors_is_folded_under_its_first_cause():
     assert "NameError" not in page.on_screen
 
 
+def test_notes_stay_in_the_order_of_their_cells_when_an_error_comes_back_later():
+    """Cells 10, 13, 16 and 19 raised, 10, 16 and 19 the same error: are the notes shown in the cells'
+    order (the 10th's error not folded together with the 16th's and 19th's above the 13th's), the
+    16th's and 19th's, in a row, still one note?"""
+    def note(cell, error):
+        return f"nb.ipynb: The {cell}th code cell (`x = {cell}`) raised {error} (line 2: `y = f(x)`)"
+    same = "AttributeError: 'list' object has no attribute 'shape'"
+    notes = (note(10, same), note(13, "AssertionError: shapes differ"), note(16, same), note(19, same))
+    page = read(submission("hal", [check("layer_norm", "test_a", 15.0, 15.0)], notes=notes))
+    shown = squash(page.on_screen)
+    places = [shown.index(f"The {cell}th code cell") for cell in (10, 13, 16)]
+    assert places == sorted(places), shown
+    assert "The same error in 1 more cell" in shown, shown
+    assert "The 19th code cell" in page.hidden and "The 19th code cell" not in page.on_screen
+
+
 def test_repeated_errors_in_notes_are_folded():
     """Are the unfinished-stub errors of several cells one note with the others folded?"""
     notes = tuple(f"nb.ipynb: cell {i} raised NotImplementedError "
@@ -363,8 +379,47 @@ def test_a_check_partly_not_graded_counts_its_cases_beside_its_points():
         for name in ("matches_reference", "with_causal_mask_matches_reference")
         for case, score in (("a", 2.0), ("b", 0.0))])
     shown = squash(read(two).on_screen)
-    assert "2 checks could not be graded, for one reason" in shown, shown
-    assert "4 / 8 points (from the cases that passed)" in shown, shown
+    assert "2 checks could not be graded in full, for one reason" in shown, shown
+    assert "Partly graded 4 / 8 points (from the cases that passed)" in shown, shown
+    assert "Not graded 4 / 8" not in shown and "(no points)" not in shown, shown   # the overview and total as well
+    assert "4. pre_ln_block 4 / 8 2 not graded in full" in shown, shown
+    assert "0 of 2 checks passed. 2 could not be graded in full." in shown, shown
+
+
+def test_checks_not_graded_in_any_case_keep_their_no_points_wording():
+    """A group of checks none of whose cases were graded: is it still "Not graded" and "(no points)", the
+    partly graded wording kept for checks that earned points?"""
+    why = "Not graded: this check needs your layer_norm, which fails on these inputs."
+    none = submission("gil", [check("pre_ln_block", f"test_pre_ln_block_{name}[a]", 0.0, 2.0, status="not_graded",
+                                    output=why) for name in ("matches_reference", "keeps_float32")])
+    shown = squash(read(none).on_screen)
+    assert "2 checks could not be graded, for one reason Not graded 0 / 4 points" in shown, shown
+    assert "4. pre_ln_block 0 / 4 2 not graded (no points)" in shown, shown
+    assert "2 could not be graded (no points)." in shown and "Partly graded" not in shown, shown
+
+
+def test_folded_cases_are_summed_up_by_what_became_of_them():
+    """Beyond the first two cases of a check, are the folded ones summed up as what they were (not graded,
+    failed, or each counted when mixed), never as cases that merely "did not pass"?"""
+    why = "Not graded: this check needs your split_heads, which fails on these inputs."
+    not_graded = submission("ivy", [
+        check("multi_head_attention", f"test_multi_head_attention_matches_reference[{case}]", 0.0, 1.0,
+              status="not_graded", output=f"{why} ({case})") for case in "abcde"])
+    page = read(not_graded)
+    assert "3 more cases not graded" in squash(page.on_screen), page.on_screen
+    failed = submission("ivy", [
+        check("multi_head_attention", f"test_multi_head_attention_matches_reference[{case}]", 0.0, 1.0,
+              output=f"off in {n} entries") for n, case in enumerate("abc")])
+    assert "1 more case that failed" in squash(read(failed).on_screen)
+    mixed = submission("ivy", [
+        check("multi_head_attention", f"test_multi_head_attention_matches_reference[{case}]", 0.0, 1.0,
+              output=f"off in {n} entries") for n, case in enumerate("abc")] + [
+        check("multi_head_attention", f"test_multi_head_attention_matches_reference[{case}]", 0.0, 1.0,
+              status="not_graded", output=f"{why} ({case})") for case in "de"])
+    shown = squash(read(mixed).on_screen)
+    assert "3 more cases: 1 failed, 2 not graded" in shown, shown
+    for page_text in (page.on_screen, shown):
+        assert "did not pass" not in page_text
 
 
 def test_backticks_in_a_checks_question_show_as_code():
