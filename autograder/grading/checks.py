@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 
@@ -45,11 +45,13 @@ from .proxy import StudentFunction
 
 
 class NotGraded(Exception):
-    """A check that cannot be graded because a building block it needs fails on its inputs."""
+    """A check that cannot be graded because a building block it needs fails on its inputs (`error`:
+    how the block's call ended, when it gave no answer)."""
 
-    def __init__(self, block: str, reason: str, feedback: str = ""):
+    def __init__(self, block: str, reason: str, feedback: str = "", *, error: StudentCodeError | None = None):
         self.block = block
         self.reason = reason
+        self.error = error
         self.feedback = feedback or (f"Not graded: this check needs your `{block}`, which failed on its inputs "
                                      f"({reason.rstrip('.')}). It earns no points until `{block}` works on them.")
         super().__init__(self.feedback)
@@ -77,9 +79,19 @@ def _breaks(holds: Callable[..., object], answers: list[np.ndarray]) -> bool:
     return False
 
 
-def no_result(function: str, exc: Exception) -> str:
+def no_result(function: str, exc: Exception, block: NotGraded | None = None) -> str:
     """Why a call of the student's `function` gave no result, in a few words: "`f` raised
-    NotImplementedError" (the full error is in the failed checks that make the same call)."""
+    NotImplementedError" (the full error is in the failed checks that make the same call).
+
+    A call that timed out ran the student's own code, which may call their other functions inside
+    the sandbox, out of the grader's sight: it is worded as "`f` (or a function it calls)", unless
+    `block` (a building block of `function` that failed on the check's inputs when the reference
+    wiring called it) timed out as well, which is then named."""
+    if isinstance(exc, CallTimeout) and block is not None and isinstance(block.error, CallTimeout) \
+            and block.block != function:
+        why = (f"neither did `{block.block}`, which it calls, on this check's inputs" if block.error.called
+               else f"`{block.block}`, which it calls, had timed out before")
+        return f"`{function}` did not return in time, and {why}"
     if isinstance(exc, NotGraded):
         return f"`{function}` needs your `{exc.block}`, which failed on these inputs"
     if isinstance(exc, StudentRaised):
@@ -89,7 +101,9 @@ def no_result(function: str, exc: Exception) -> str:
     if isinstance(exc, NotCallable):
         return f"`{exc.name}` in your notebook is not a function"
     if isinstance(exc, CallTimeout):
-        return f"`{function}` did not return in time"
+        if not exc.called:
+            return f"`{function}` was not called again, having timed out before (it, or a function it calls)"
+        return f"`{function}` (or a function it calls) did not return in time"
     if isinstance(exc, ChildCrashed):
         return f"`{function}` stopped the process running your notebook"
     if isinstance(exc, NotebookFailed):
@@ -100,10 +114,11 @@ def no_result(function: str, exc: Exception) -> str:
 
 
 class _BlockFailed(Exception):
-    def __init__(self, block: str, reason: str):
+    def __init__(self, block: str, reason: str, error: StudentCodeError | None = None):
         super().__init__(reason)
         self.block = block
         self.reason = reason
+        self.error = error
 
 
 @dataclass
@@ -210,6 +225,12 @@ def _g(v: float) -> str:
     return f"{v:.3g}"
 
 
+def _number(v: Any) -> str:
+    """A number for reading, with thousands separators: 49,728 (an int), 49,728.0 (a float)."""
+    value = v.item() if isinstance(v, np.generic) else v
+    return f"{value:,}" if isinstance(value, (int, float)) else repr(value)
+
+
 @dataclass
 class Expect:
     """Bound to one test: its problem, its tolerances, its catalogue, the student proxy and the
@@ -275,7 +296,7 @@ class Expect:
         except StudentCodeError as exc:
             raise NotRun(no_result(_name(fn), exc)) from None
         except NotGraded as exc:       # the call failed, and so does a building block: the call's own error
-            raise NotRun(no_result(_name(fn), self.failure or exc)) from None
+            raise NotRun(no_result(_name(fn), self.failure or exc, exc)) from None
 
     def not_run(self, reason: str) -> NoReturn:
         """End this check as not run (no points, never shown as passed), saying why."""
@@ -483,7 +504,7 @@ class Expect:
             with np.errstate(all="ignore"):
                 return np.asarray(reference(*args, **kwargs, **blocks))
         except _BlockFailed as failed:
-            raise NotGraded(failed.block, failed.reason) from None
+            raise NotGraded(failed.block, failed.reason, error=failed.error) from None
 
     def _student_block(self, name: str) -> Callable[..., Any]:
         def record(args: Args, kwargs: Kwargs, out: np.ndarray) -> None:
@@ -519,7 +540,7 @@ class Expect:
             try:
                 out = call(tuple(args), dict(kwargs))
             except StudentCodeError as exc:
-                raise _BlockFailed(name, exc.feedback) from None
+                raise _BlockFailed(name, exc.feedback, exc) from None
             want = np.shape(reference_fn(*args, **kwargs))
             if not isinstance(out, np.ndarray) or out.dtype.kind not in "biufc" or out.shape != want:
                 raise _BlockFailed(name, f"`{name}` returned {_describe_type(out)} where an array of "
@@ -839,14 +860,24 @@ class Expect:
         return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype.kind == "f" \
             and a.shape == b.shape and np.array_equal(a, b)
 
-    def equal(self, actual: Any, expected: Any, *, what: str, hint: str = "") -> None:
-        """Exact equality for integers and other discrete answers (never shows the expected value)."""
+    def equal(self, actual: Any, expected: Any, *, what: str, hint: str = "",
+              inputs: Literal["hidden", "public", "published"] = "hidden") -> None:
+        """Exact equality for integers and other discrete answers. What a failure shows depends on
+        `inputs`: "hidden" (the default) neither value, as the student's answer could give a hidden
+        input away; "public" (the arguments are named in `what`, their answer is not published) the
+        student's answer only; "published" (the notebook shows this very call with its answer) both."""
         if isinstance(actual, np.ndarray) and actual.shape == ():
             actual = actual.item()
         if isinstance(actual, bool) or not isinstance(actual, (int, np.integer, float, np.floating)):
             self._fail(f"{what} returned {_describe_type(actual)}; expected a number.")
         if actual != expected:
-            self._fail(f"{what} is not right." + (f" {hint}" if hint else ""))
+            extra = f" {hint}" if hint else ""
+            if inputs == "published":
+                self._fail(f"{what} returned {_number(actual)}; expected {_number(expected)}, as the notebook "
+                           f"says.{extra}")
+            if inputs == "public":
+                self._fail(f"{what} returned {_number(actual)}, which is not right.{extra}")
+            self._fail(f"{what} is not right.{extra}")
 
     def no_warnings(self, what: str) -> None:
         info = self.last_call()

@@ -141,7 +141,10 @@ class StudentRaised(StudentCodeError):
 
 
 class CallTimeout(StudentCodeError):
-    """The call ran past its time limit; the child was stopped."""
+    """The call ran past its time limit; the child was stopped. (`called` is False for a call not
+    made because the function had timed out too often before.)"""
+
+    called = True
 
     def __init__(self, seconds: float, function: str = ""):
         self.seconds = seconds

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from autograder.config import Tolerance
-from autograder.grading.checks import Expect, NotGraded, building_blocks
+from autograder.grading.checks import Expect, NotGraded, NotRun, building_blocks
 from autograder.grading.diagnosis import LOWER_PRECISION, Catalogue
-from autograder.sandbox.outcomes import FunctionMissing, StudentRaised
+from autograder.sandbox.outcomes import CallTimeout, FunctionMissing, StudentRaised
 
 
 def make_expect(catalogue=None, last_call=None) -> Expect:
@@ -125,6 +125,21 @@ def test_equal_hides_the_answer():
                                               hint="Recount the LayerNorm parameters."))
     assert "49728" not in msg and "49,728" not in msg
     assert "Recount the LayerNorm parameters." in msg
+
+
+def test_equal_shows_the_students_count_for_public_inputs_and_both_for_published_ones():
+    """For a call whose arguments are public, does a failure show the student's own count (not the
+    right one); for a call the notebook prints with its answer, both; for hidden inputs, neither?"""
+    what = "count_block_params(64, 256, 'gelu', 'layernorm')"
+    published = failure(lambda: make_expect().equal(np.int64(49600), 49728, what=what, inputs="published"))
+    assert published == f"{what} returned 49,600; expected 49,728, as the notebook says.", published
+    public = failure(lambda: make_expect().equal(1_063_424.0, 3_150_336, what=what, inputs="public"))
+    assert public == f"{what} returned 1,063,424.0, which is not right.", public
+    assert "3,150,336" not in public and "3150336" not in public
+    hidden = failure(lambda: make_expect().equal(1234, 5678, what="count_block_params(d_model, d_ff, 'gelu')"))
+    assert "1234" not in hidden and "1,234" not in hidden and "5,678" not in hidden and "5678" not in hidden
+    assert failure(lambda: make_expect().equal(12.5, 12, what=what, inputs="public")).endswith("returned 12.5, "
+                                                                                           "which is not right.")
 
 
 def test_warnings_and_mutation_come_from_the_last_call():
@@ -372,6 +387,45 @@ def test_a_block_that_returns_an_unusable_value_makes_the_check_not_graded():
     ex = wired_expect(double=lambda x: x[:2], double_plus_one=lambda x: 0 * x)
     with pytest.raises(NotGraded, match="returned an array of shape"):
         ex.matches_reference(ex.student.double_plus_one, (X,), what="f")
+
+
+def timing_out(name, *, called=True):
+    def fn(*args, **kwargs):
+        exc = CallTimeout(5, name)
+        exc.called = called
+        raise exc
+    return fn
+
+
+def not_run_reason(ex: Expect) -> str:
+    with pytest.raises(NotRun) as info:
+        ex.call_or_not_run(ex.student.double_plus_one, X)
+    return info.value.reason
+
+
+def test_a_composite_that_times_out_names_the_block_that_timed_out_on_the_same_inputs():
+    """When the composite did not return in time and its building block, called by the reference wiring on
+    the check's inputs, did not either, does the check not run say so, naming the block?"""
+    ex = wired_expect(double=timing_out("double"), double_plus_one=timing_out("double_plus_one"))
+    assert not_run_reason(ex) == ("`double_plus_one` did not return in time, and neither did `double`, which it "
+                                  "calls, on this check's inputs")
+
+
+def test_a_composite_that_times_out_names_a_block_no_longer_called_after_timeouts():
+    """When the block is no longer called because it timed out before, is that what the reason says of it?"""
+    ex = wired_expect(double=timing_out("double", called=False), double_plus_one=timing_out("double_plus_one"))
+    assert not_run_reason(ex) == ("`double_plus_one` did not return in time, and `double`, which it calls, "
+                                  "had timed out before")
+
+
+def test_a_call_that_times_out_while_its_blocks_work_does_not_claim_it_was_itself_slow():
+    """The student's function may call their other functions inside the sandbox, out of the grader's sight:
+    when nothing says which was slow, is the reason "(or a function it calls)"?"""
+    ex = wired_expect(double=lambda x: 2 * x, double_plus_one=timing_out("double_plus_one"))
+    assert not_run_reason(ex) == "`double_plus_one` (or a function it calls) did not return in time"
+    again = wired_expect(double=lambda x: 2 * x, double_plus_one=timing_out("double_plus_one", called=False))
+    assert not_run_reason(again) == ("`double_plus_one` was not called again, having timed out before (it, or a "
+                                     "function it calls)")
 
 
 def test_a_composite_that_raises_on_its_own_fails_with_its_own_error():

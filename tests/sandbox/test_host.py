@@ -361,12 +361,14 @@ def test_a_function_that_failed_twice_is_not_called_again(submit):
     run = submit([CRASHERS])
     p = run.problem("p")
     for _ in range(2):
-        with pytest.raises(CallTimeout):
+        with pytest.raises(CallTimeout) as stopped:
             p.call("spin")
+        assert stopped.value.called               # made, and stopped
     started = time.monotonic()
     with pytest.raises(CallTimeout) as info:
         p.call("spin")
     assert time.monotonic() - started < 1.0
+    assert not info.value.called                  # not made: the checks that needed it say so (checks.no_result)
     assert info.value.feedback == ("`spin` was not called: it had timed out twice before, each time running "
                                    "longer than 2 s; is there an endless loop?")
     assert "stopped" not in str(info.value)

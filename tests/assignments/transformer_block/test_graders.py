@@ -44,6 +44,7 @@ from test_seed_independence import InProcessStudent  # noqa: E402
 
 with warnings.catch_warnings():      # the graders' `points` mark is registered by the grading plugin only
     warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+    from assignments.transformer_block.graders import test_count_block_params as count_graders
     from assignments.transformer_block.graders import test_pre_ln_block as block_graders
 
 session = graders_session.fixture()
@@ -435,6 +436,39 @@ def test_a_count_defaulting_to_rmsnorm_fails_the_check_of_the_default(session):
     assert 'norm="rmsnorm"' in cell
     failed = _failed(_checks(session, SEEDS[0], cell), "count_block_params")
     assert list(failed) == ["test_count_block_params_uses_layernorm_by_default"], failed
+
+
+def test_a_wrong_count_shows_the_answer_only_where_the_notebook_prints_it(session):
+    """A count off by a term: does a failure on the notebook's own call (64, 256, "gelu") show the student's
+    count and the notebook's; on another public figure (512, 2048) the student's count alone; and on hidden
+    widths neither (the student's count would give the widths away)?"""
+    cell = "def count_block_params(d_model, d_ff, ffn, norm='layernorm'):\n    return 4 * d_model ** 2 + 7 * d_ff\n"
+    run = session.run({NOTEBOOK: InProcessStudent(_namespace(cell))}, SEEDS[0])
+    out = {c.name.split("::")[-1]: c.output for c in run.checks if c.problem == "count_block_params"}
+
+    def output(name):
+        return next(text for key, text in out.items() if key.endswith(name))
+    assert output("[d64_gelu_dff256]").startswith(
+        "count_block_params(64, 256, 'gelu', 'layernorm') returned 18,176; expected 49,728, as the notebook says."), out
+    public = output("[d512_gelu_dff2048]")
+    assert public.startswith("count_block_params(512, 2048, 'gelu', 'layernorm') returned 1,062,912, which is not "
+                             "right."), public
+    assert f"{ref.count_block_params(512, 2048, 'gelu'):,}" not in public
+    hidden = output("[gelu_layernorm]")
+    assert hidden.startswith("count_block_params(d_model, d_ff, 'gelu', 'layernorm') for hidden widths is not "
+                             "right."), hidden
+    assert "returned" not in hidden
+
+
+def test_the_counts_shown_with_their_answer_are_the_ones_the_released_notebook_prints():
+    """Is every call whose expected count a failure may show (`PUBLISHED`) made by the released notebook's
+    public checks, with that very count written in the same cell?"""
+    code = "\n".join(cell.source for cell in release_notebook().cells if cell.cell_type == "code"
+                     and cell.source.startswith("# Public checks for count_block_params"))
+    for d_model, d_ff, ffn, norm in count_graders.PUBLISHED:
+        call = f'count_block_params({d_model}, {d_ff}, "{ffn}"' + ("" if norm == "layernorm" else f', norm="{norm}"')
+        assert call + ")" in code, call
+        assert f"= {ref.count_block_params(d_model, d_ff, ffn, norm=norm):,}" in code, call
 
 
 NORM_DEFAULTS = {
