@@ -563,6 +563,27 @@ EXPORT_COLUMNS = ("assignment", "duedate", "timestamp", "student_id", "last_name
                   "raw_score", "late_submission_penalty", "score", "max_score", "extension", "extended_duedate")
 
 
+def _unfetchable(root: str, released: dict[str, list[str]]) -> list[str]:
+    """A warning for each notebook of `released` (assignment -> students) submitted as `<name>.IPYNB` (or
+    any case but lower): its page is released, but `nbgrader fetch_feedback` looks for the student's
+    `*.ipynb` in lower case only and never finds it, saying nothing to the student."""
+    from .layout import CourseLayout, is_notebook_name
+
+    layout = CourseLayout(Path(root))
+    lines = []
+    for assignment, students in sorted(released.items()):
+        for student in students:
+            folder = layout.submission(student, assignment)
+            names = sorted(os.listdir(folder)) if folder.is_dir() else []
+            for name in names:
+                if is_notebook_name(name) and not name.endswith(".ipynb"):
+                    page = layout.feedback(student, assignment) / f"{os.path.splitext(name)[0]}.html"
+                    lines.append(f"{layout.relative(folder / name)}: nbgrader fetch_feedback finds lower-case "
+                                 f".ipynb only, so {student} will not fetch {layout.relative(page)}; "
+                                 "hand that page over another way")
+    return lines
+
+
 class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
     """nbgrader's release_feedback (its own exchange), leaving out, with a warning naming the
     folder, each student whose feedback folder has no `submission_secret.txt` (a submission put in
@@ -598,6 +619,8 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
         gone = self._removed(released)
         for students in released.values():
             students[:] = [sid for sid in students if sid not in gone]
+        for line in _unfetchable(self.coursedir.root, released):
+            self.log.warning("%s", line)
         for line in self._refreshed(released):
             self.log.warning("%s", line)
         for page_folder, student in untimed.items():

@@ -277,9 +277,10 @@ def test_export_and_feedback_warn_of_grades_taken_while_a_grader_failed(tmp_path
 
 
 def _graded_with_an_exchange(tmp_path, students: tuple[str, ...], through_exchange: tuple[str, ...],
-                             untimed: tuple[str, ...] = ()):
+                             untimed: tuple[str, ...] = (), capitals: tuple[str, ...] = ()):
     """A course of `students` with an exchange, graded by `course autograde`; those `through_exchange`
-    have the submission_secret.txt that `nbgrader submit` leaves, those `untimed` no timestamp.txt."""
+    have the submission_secret.txt that `nbgrader submit` leaves, those `untimed` no timestamp.txt, those
+    `capitals` their notebook named `transformer-block.IPYNB`."""
     import subprocess
     import sys
 
@@ -291,6 +292,9 @@ def _graded_with_an_exchange(tmp_path, students: tuple[str, ...], through_exchan
         (layout.submission(sid, "transformer-block") / "submission_secret.txt").write_text(f"secret-{sid}")
     for sid in untimed:
         (layout.submission(sid, "transformer-block") / "timestamp.txt").unlink()
+    for sid in capitals:
+        notebook = layout.submission(sid, "transformer-block") / "transformer-block.ipynb"
+        notebook.rename(notebook.with_suffix(".IPYNB"))
     config = folder / "course.yml"
     config.write_text(config.read_text() + "exchange: ../exchange\n")
     (tmp_path / "exchange").mkdir()
@@ -332,6 +336,22 @@ def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_
     assert len(warnings) == 1 and f"{alan}: no submission_secret.txt" in warnings[0]
     released = sorted((tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK).iterdir())
     assert len(released) == 2 and all(p.suffix == ".html" for p in released)
+
+
+def test_release_feedback_warns_of_a_page_that_fetch_feedback_will_not_find(tmp_path):
+    """When ada submitted her notebook as transformer-block.IPYNB, does `nbgrader release_feedback` still
+    release every page, and warn, naming her notebook and her page, that nbgrader's fetch_feedback (lower-case
+    .ipynb only) will not hand it to her, with no such warning for alan?"""
+    folder = _graded_with_an_exchange(tmp_path, ("ada", "alan"), ("ada", "alan"), capitals=("ada",))
+    layout = CourseLayout(folder)
+    assert (layout.feedback("ada", "transformer-block") / "transformer-block.html").is_file()
+    notebook = layout.relative(layout.submission("ada", "transformer-block") / "transformer-block.IPYNB")
+    page = layout.relative(layout.feedback("ada", "transformer-block") / "transformer-block.html")
+    warning = (f"[ReleaseFeedbackApp | WARNING] {notebook}: nbgrader fetch_feedback finds lower-case .ipynb only, "
+               f"so ada will not fetch {page}; hand that page over another way")
+    assert _release_feedback(folder) == [warning]
+    released = sorted((tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK).iterdir())
+    assert len(released) == 2
 
 
 def test_a_submission_with_its_secret_and_no_timestamp_gets_its_feedback_released(tmp_path):
