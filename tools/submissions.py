@@ -407,6 +407,13 @@ MISTAKE_FORMS: dict[str, Form] = {
         "feed_forward = 2 * d_model * d_ff + d_ff + d_model",
         "feed_forward = 2 * d_model * (4 * d_model) + 4 * d_model + d_model"),
         ("feed_forward = 3 * d_model * d_ff", "feed_forward = 3 * d_model * (4 * d_model)")),
+    "count_block_params.no_value_error": _e("count_block_params", (
+        """if ffn not in ("gelu", "swiglu"):
+        raise ValueError(f"ffn must be 'gelu' or 'swiglu', got {ffn!r}")""",
+        'assert ffn in ("gelu", "swiglu"), f"unknown ffn {ffn!r}"'), (
+        """if norm not in ("layernorm", "rmsnorm"):
+        raise ValueError(f"norm must be 'layernorm' or 'rmsnorm', got {norm!r}")""",
+        'assert norm in ("layernorm", "rmsnorm"), f"unknown norm {norm!r}"')),
 }
 
 

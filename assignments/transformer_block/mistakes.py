@@ -772,6 +772,14 @@ def count_ignores_d_ff(d_model, d_ff, ffn, norm="layernorm"):
     return _count(d_model, 4 * int(d_model), ffn, norm)
 
 
+catalogue.add("count_block_params.no_value_error", hint="""
+    count_block_params should raise ValueError for an ffn other than "gelu" or "swiglu" and for a norm other
+    than "layernorm" or "rmsnorm". An assert raises AssertionError instead (and is skipped altogether under
+    python -O), a dictionary lookup raises KeyError, and an else branch that takes any other name for the
+    second allowed one raises nothing: compare each argument with its two names and raise ValueError
+    yourself, with a message that gives the name it got.""")
+
+
 # =========================================================================== when nothing here matches
 # Probes that localise the stage a function gets wrong (assignments/transformer_block/stages.py).
 _register_stages(catalogue)

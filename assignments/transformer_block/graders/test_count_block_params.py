@@ -2,7 +2,7 @@
 
 It counts the attention projections, both norms (norm="layernorm": gamma and beta each;
 norm="rmsnorm": gamma only) and the feed-forward network: ffn="gelu" is W1, b1, W2, b2;
-ffn="swiglu" is W_gate, W_up, W_down without biases.
+ffn="swiglu" is W_gate, W_up, W_down without biases. Any other ffn or norm is a ValueError.
 """
 import numpy as np
 import pytest
@@ -19,6 +19,12 @@ FIGURES = {
 KINDS = [("gelu", "layernorm"), ("swiglu", "layernorm"), ("swiglu", "rmsnorm"), ("gelu", "rmsnorm")]
 # The calls the notebook's public checks make, whose answers they print: a failure here may show both counts.
 PUBLISHED = {(64, 256, "gelu", "layernorm"), (64, 170, "swiglu", "layernorm"), (64, 170, "swiglu", "rmsnorm")}
+KIND_IDS = [f"{f}_{n}" for f, n in KINDS]
+# Names that are neither of the two the notebook allows, drawn for each student: other feed-forward networks
+# and norms. The notebook's public checks try ffn="relu" and norm="batchnorm", so those are left out here,
+# and so is any name holding "glu", "gelu", "layer" or "rms", which a test by substring would take for an
+# allowed one on some draws and not on others.
+UNKNOWN = {"ffn": ("mlp", "moe", "tanh"), "norm": ("groupnorm", "scalenorm", "instancenorm")}
 
 
 def _as_int(value):
@@ -32,14 +38,27 @@ def _as_int(value):
     return value if isinstance(value, int) else None
 
 
-def _a_count(student, expect, count) -> bool:
-    """Could `count` (the student's for (64, 256, "gelu", "layernorm")) be a count of weights: a positive
-    whole number that changes with the widths? A constant (`return 0`) trivially has the type and the
-    default this file's last two checks ask about, and earns neither."""
+def _a_count(student, expect, count, d_model=64, d_ff=256, ffn="gelu", norm="layernorm") -> bool:
+    """Could `count` (the student's for (d_model, d_ff, ffn, norm)) be a count of weights: a positive whole
+    number that changes with the widths (asked again at twice both)? A constant (`return 0`) trivially has
+    the type and the default this file's last checks ask about, and a function that raises ValueError
+    whatever it is given rejects every unknown name: neither earns those points."""
     count = _as_int(count)
     if count is None or count <= 0:
         return False
-    return _as_int(expect.call(student.count_block_params, 128, 512, "gelu", norm="layernorm")) != count
+    return _as_int(expect.call(student.count_block_params, 2 * d_model, 2 * d_ff, ffn, norm=norm)) != count
+
+
+def _a_count_for_hidden_widths(student, ref, expect, count, d_model, d_ff, ffn, norm) -> bool:
+    """`_a_count` for widths drawn for this student: the right count for them is one at once (no placeholder
+    can give it), without asking again."""
+    return _as_int(count) == ref.count_block_params(d_model, d_ff, ffn, norm=norm) \
+        or _a_count(student, expect, count, d_model, d_ff, ffn, norm)
+
+
+def _hidden_widths(rng):
+    """d_model and d_ff drawn for this student, as the checks of other sizes draw them."""
+    return int(rng.integers(2, 300)), int(rng.integers(1, 1200))
 
 
 def _check(student, ref, expect, d_model, d_ff, ffn, norm, *, hidden=False):
@@ -62,19 +81,19 @@ def _check(student, ref, expect, d_model, d_ff, ffn, norm, *, hidden=False):
                  + (" for hidden widths" if hidden else ""), inputs=inputs)
 
 
-@pytest.mark.points(3.5)
+@pytest.mark.points(3)
 @pytest.mark.parametrize("d_model, d_ff, ffn, norm", FIGURES.values(), ids=FIGURES.keys())
 def test_count_block_params_matches_chapter_figures(student, ref, expect, d_model, d_ff, ffn, norm):
     """Does count_block_params give the exact count for the chapter's example blocks?"""
     _check(student, ref, expect, d_model, d_ff, ffn, norm)
 
 
-@pytest.mark.points(3)
-@pytest.mark.parametrize("ffn, norm", KINDS, ids=[f"{f}_{n}" for f, n in KINDS])
+@pytest.mark.points(2.5)
+@pytest.mark.parametrize("ffn, norm", KINDS, ids=KIND_IDS)
 def test_count_block_params_matches_reference_for_other_sizes(student, ref, expect, rng, ffn, norm):
     """Does count_block_params give the exact count for blocks of other widths?"""
     for _ in range(3):
-        _check(student, ref, expect, int(rng.integers(2, 300)), int(rng.integers(1, 1200)), ffn, norm, hidden=True)
+        _check(student, ref, expect, *_hidden_widths(rng), ffn, norm, hidden=True)
 
 
 @pytest.mark.points(0.5)
@@ -91,14 +110,34 @@ def test_count_block_params_uses_layernorm_by_default(student, ref, expect):
 
 
 @pytest.mark.points(1)
-def test_count_block_params_returns_an_int(student, expect):
-    """Is the count a whole number of type int (not a float)?"""
-    got = expect.call(student.count_block_params, 64, 256, "gelu", norm="layernorm")
+@pytest.mark.parametrize("ffn, norm", KINDS, ids=KIND_IDS)
+def test_count_block_params_returns_an_int(student, ref, expect, rng, ffn, norm):
+    """Is the count a whole number of type int (not a float), for each feed-forward network and norm?"""
+    d_model, d_ff = _hidden_widths(rng)
+    call = f"count_block_params(d_model, d_ff, {ffn!r}, norm={norm!r}) for hidden widths"
+    got = expect.call(student.count_block_params, d_model, d_ff, ffn, norm=norm)
     is_int = (isinstance(got, (int, np.integer)) and not isinstance(got, (bool, np.bool_))) or (
         isinstance(got, np.ndarray) and got.shape == () and got.dtype.kind in "iu")
-    assert got is not None, "count_block_params returned None (did you forget a `return`?); expected an int."
-    assert is_int, (f"count_block_params returned {type(got).__name__}; return an int "
+    assert got is not None, f"{call} returned None (did you forget a `return`?); expected an int."
+    assert is_int, (f"{call} returned {type(got).__name__}; return an int "
                     f"(use // or int(...) instead of / when a size is computed).")
-    assert _a_count(student, expect, got), (
-        f"count_block_params returned {got!r}, and a count of a block's weights is positive and grows with "
+    assert _a_count_for_hidden_widths(student, ref, expect, got, d_model, d_ff, ffn, norm), (
+        f"{call} returned {got!r}, and a count of a block's weights is positive and grows with "
         f"d_model and d_ff: a placeholder earns no point for its type.")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("which", UNKNOWN)
+def test_count_block_params_rejects_an_unknown_ffn_or_norm(student, ref, expect, rng, which):
+    """Given an ffn or a norm it does not know, does count_block_params raise ValueError (not another error)?"""
+    names = {"ffn": "gelu", "norm": "layernorm", which: str(rng.choice(UNKNOWN[which]))}
+    what = f"count_block_params(64, 256, {names['ffn']!r}, norm={names['norm']!r})"
+    with expect.raises(ValueError, what=what, diagnose="count_block_params.no_value_error"):
+        student.count_block_params(64, 256, names["ffn"], norm=names["norm"])
+    # A function that raises ValueError whatever it is given holds this trivially: it must also count.
+    d_model, d_ff = _hidden_widths(rng)
+    got = expect.call(student.count_block_params, d_model, d_ff, "gelu", norm="layernorm")
+    assert _a_count_for_hidden_widths(student, ref, expect, got, d_model, d_ff, "gelu", "layernorm"), (
+        f"{what} raised ValueError, but count_block_params(d_model, d_ff, 'gelu', norm='layernorm') for hidden "
+        f"widths returned {got!r}, and a count of a block's weights is positive and grows with d_model and d_ff: "
+        "rejecting a name earns its point only beside a count.")

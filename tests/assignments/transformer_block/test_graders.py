@@ -36,6 +36,8 @@ from submissions import (  # noqa: E402
     MISTAKE_FORMS,
     NOTEBOOK,
     SILU_RELU,
+    Form,
+    form_cell,
     mistake_cell,
     release_notebook,
     solution_code,
@@ -226,6 +228,9 @@ PLACEHOLDERS = {
                    "def count_block_params(d_model, d_ff, ffn, norm='layernorm'):\n    return 0\n"),
     "count_constant": ("count_block_params",
                        "def count_block_params(d_model, d_ff, ffn, norm='layernorm'):\n    return 70_000\n"),
+    # rejects every name, the allowed ones too: it holds the unknown-name check trivially
+    "count_value_error": ("count_block_params", "def count_block_params(d_model, d_ff, ffn, norm='layernorm'):\n"
+                                                "    raise ValueError(f'unknown ffn {ffn!r}')\n"),
 }
 
 
@@ -502,3 +507,43 @@ def test_a_block_giving_one_layer_norm_another_eps_is_told_the_eps_may_be_it(ses
     failed = [c for c in run.checks if c.weight > 0 and c.status != "passed"]
     assert failed and all(c.hints and all("eps" in hint for hint in c.hints) for c in failed), \
         [(c.name, c.diagnoses, c.hints) for c in failed]
+
+
+# --------------------------------------------------------------------------- count_block_params: type and bad names
+# The notebook asks for a Python int and a ValueError for an ffn or norm it does not know (QA: a count that
+# asserted its names and gave a float for RMSNorm scored 8 of 8).
+
+_NORM_TEST = """if norm not in ("layernorm", "rmsnorm"):
+        raise ValueError(f"norm must be 'layernorm' or 'rmsnorm', got {norm!r}")
+    """
+_FFN_TEST = """if ffn not in ("gelu", "swiglu"):
+        raise ValueError(f"ffn must be 'gelu' or 'swiglu', got {ffn!r}")
+    """
+_UNKNOWN_NAME = "test_count_block_params_rejects_an_unknown_ffn_or_norm[{}]"
+_NO_VALUE_ERROR = ("count_block_params.no_value_error",)
+
+COUNT_FORMS = {      # name: (the edits of the solution's count, its graded checks that fail with what they name)
+    "asserts": (MISTAKE_FORMS["count_block_params.no_value_error"].edits,
+                {_UNKNOWN_NAME.format("ffn"): _NO_VALUE_ERROR, _UNKNOWN_NAME.format("norm"): _NO_VALUE_ERROR}),
+    "any_other_norm_is_rmsnorm": (((_NORM_TEST, ""),), {_UNKNOWN_NAME.format("norm"): _NO_VALUE_ERROR}),
+    "names_looked_up_in_a_dict": (((_FFN_TEST, ""), (
+        'per_norm = 2 * d_model if norm == "layernorm" else d_model',
+        'per_norm = {"layernorm": 2 * d_model, "rmsnorm": d_model}[norm]')),
+        {_UNKNOWN_NAME.format("ffn"): _NO_VALUE_ERROR}),
+    "float_for_rmsnorm": ((("else d_model", "else 2 * d_model / 2"), (
+        "return int(attention + 2 * per_norm + feed_forward)", "return attention + 2 * per_norm + feed_forward")),
+        {"test_count_block_params_returns_an_int[swiglu_rmsnorm]": (),
+         "test_count_block_params_returns_an_int[gelu_rmsnorm]": ()}),
+}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("form", COUNT_FORMS, ids=list(COUNT_FORMS))
+def test_a_count_without_its_value_error_or_its_int_fails_those_checks_only(session, form, seed):
+    """A count right in its figures that asserts its names, counts any other norm as RMSNorm, looks its ffn up in a
+    dictionary (KeyError) or gives a float for RMSNorm: does it fail exactly the unknown-name checks it should (named
+    count_block_params.no_value_error) or the int checks of the RMSNorm kinds, and no other check?"""
+    edits, failing = COUNT_FORMS[form]
+    _, code = form_cell(Form("count_block_params", edits=edits), form)
+    assert _failed(_checks(session, seed, code), "count_block_params") == failing
+
