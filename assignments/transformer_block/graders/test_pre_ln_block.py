@@ -6,7 +6,10 @@
 x is (..., n, d_model) and so is the result, in the dtype of x. Every check accepts the reference's
 answer or the answer of the reference wiring built from your own layer_norm and
 multi_head_attention, so a mistake in those is charged in their problems only; what is checked here
-is the wiring: the order, the residuals, which parameters go where, the mask and the FFN.
+is the wiring: the order, the residuals, which parameters go where, the mask and the FFN. With the
+FFN's weights zero the block is its attention half alone, x + MHA(LN1(x)), and with W_O zero its
+feed-forward half alone, x + FFN(LN2(x)) (the notebook's "FFN off" and "attention off" checks): a
+block right in one half earns that half's checks even when the other half is wrong.
 """
 import numpy as np
 import pytest
@@ -30,7 +33,17 @@ def _args(ref, rng, case, d_ff, dtype=np.float64, masked=False, spread=None):
     return x, params, case.h, causal_mask(case.n) if masked else None
 
 
-@pytest.mark.points(9)
+# The two halves' checks take one sequence without batch axes (12 tokens of 64 features, 8 heads): a building
+# block that fails on batch axes leaves the checks that have them not graded, and need not cost these too.
+HALVES_CASE = CASE_LIST[5]
+
+
+def _with_zeros(params, names):
+    """`params` with the arrays `names` replaced by zeros of their shape and dtype."""
+    return {**params, **{name: np.zeros_like(params[name]) for name in names}}
+
+
+@pytest.mark.points(5)
 @pytest.mark.parametrize("case", CASE_LIST, ids=CASE_IDS)
 def test_pre_ln_block_matches_reference(student, ref, expect, rng, case):
     """Without a mask, does pre_ln_block agree with the reference for several shapes and head counts?"""
@@ -67,13 +80,30 @@ def test_pre_ln_block_is_identity_when_sublayers_output_zero(student, ref, expec
     """With W_O, W2 and b2 all zero, does pre_ln_block return x unchanged (the residual path alone)?"""
     case = CASE_LIST[0]
     x, params, h, mask = _args(ref, rng, case, 4 * case.d)
-    zeroed = {**params, "W_O": np.zeros_like(params["W_O"]), "W2": np.zeros_like(params["W2"]),
-              "b2": np.zeros_like(params["b2"])}
+    zeroed = _with_zeros(params, ("W_O", "W2", "b2"))
     what = "pre_ln_block with W_O, W2 and b2 all zero"
     out = expect.matches_reference(student.pre_ln_block, (x, zeroed, h, mask), what=what)
     # `return x` holds this property too: the sublayers must change the answer once they are not zero
     expect_a_dependence(out, expect.call(student.pre_ln_block, x, params, h, mask), what,
                         "W_O, W2 and b2 took ordinary values")
+
+
+@pytest.mark.points(4)
+def test_pre_ln_block_is_attention_half_when_feed_forward_is_zero(student, ref, expect, rng):
+    """With W1, b1, W2 and b2 all zero (the FFN off), does pre_ln_block give x + MHA(LN1(x)), its attention half?"""
+    case = HALVES_CASE
+    x, params, h, mask = _args(ref, rng, case, 4 * case.d)
+    expect.matches_reference(student.pre_ln_block, (x, _with_zeros(params, ("W1", "b1", "W2", "b2")), h, mask),
+                             what=f"pre_ln_block with W1, b1, W2 and b2 all zero on x of shape {case.shape}")
+
+
+@pytest.mark.points(4)
+def test_pre_ln_block_is_feed_forward_half_when_attention_output_is_zero(student, ref, expect, rng):
+    """With W_O zero (the attention off), does pre_ln_block give x + FFN(LN2(x)), its feed-forward half?"""
+    case = HALVES_CASE
+    x, params, h, mask = _args(ref, rng, case, 4 * case.d)
+    expect.matches_reference(student.pre_ln_block, (x, _with_zeros(params, ("W_O",)), h, mask),
+                             what=f"pre_ln_block with W_O zero on x of shape {case.shape}")
 
 
 @pytest.mark.points(0)

@@ -547,3 +547,35 @@ def test_a_count_without_its_value_error_or_its_int_fails_those_checks_only(sess
     _, code = form_cell(Form("count_block_params", edits=edits), form)
     assert _failed(_checks(session, seed, code), "count_block_params") == failing
 
+
+# --------------------------------------------------------------------------- pre_ln_block: one half right
+# A block wrong in one half only earns the check of its other half (the notebook's "FFN off" and "attention
+# off" checks), so that a one-key typo or a wrongly fed LN2 no longer costs nearly the whole problem (QA).
+
+_ATTENTION_HALF = "test_pre_ln_block_is_attention_half_when_feed_forward_is_zero"
+_FEED_FORWARD_HALF = "test_pre_ln_block_is_feed_forward_half_when_attention_output_is_zero"
+_LN1 = 'layer_norm(x, p["ln1_gamma"], p["ln1_beta"])'
+_LN2 = 'layer_norm(h, p["ln2_gamma"], p["ln2_beta"])'
+_ATTENTION = 'h = x + multi_head_attention(attn_in,'
+
+ONE_HALF_WRONG = {   # name: (edits of the solution's block, the half's check it passes, the half's check it fails)
+    "ln2_given_ln1_beta": (((_LN2, 'layer_norm(h, p["ln2_gamma"], p["ln1_beta"])'),),
+                           _ATTENTION_HALF, _FEED_FORWARD_HALF),
+    "ln2_given_the_attention_output": (((_ATTENTION, "a = multi_head_attention(attn_in,"),
+                                        (_LN2, 'h = x + a\n    ffn_in = layer_norm(a, p["ln2_gamma"], p["ln2_beta"])')),
+                                       _ATTENTION_HALF, _FEED_FORWARD_HALF),
+    "ln1_given_ln2_gamma": (((_LN1, 'layer_norm(x, p["ln2_gamma"], p["ln1_beta"])'),),
+                            _FEED_FORWARD_HALF, _ATTENTION_HALF),
+}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("form", ONE_HALF_WRONG, ids=list(ONE_HALF_WRONG))
+def test_a_block_right_in_one_half_earns_that_halfs_check(session, form, seed):
+    """A block with one half wrong (LN2 given LN1's beta or the attention output, LN1 given LN2's gamma): does it pass
+    its right half's check and the residual path's, and fail its wrong half's check, naming what it finds there?"""
+    edits, right, wrong = ONE_HALF_WRONG[form]
+    _, code = form_cell(Form("pre_ln_block", edits=edits), form)
+    failed = _failed(_checks(session, seed, code), "pre_ln_block")
+    assert right not in failed and "test_pre_ln_block_is_identity_when_sublayers_output_zero" not in failed, failed
+    assert failed.get(wrong), failed          # failed, naming a mistake or a stage
