@@ -866,7 +866,9 @@ def test_the_page_of_a_notebook_named_in_capitals_is_released_under_its_name_but
 
     from autograder.reporting.feedback import feedback_filename
 
-    pages = {feedback_filename(submission("ada", files=(f"submitted/ada/hw/hw.{ext}",))) for ext in ("ipynb", "IPYNB")}
+    layout = CourseLayout(tmp_path / "course")
+    names = [layout.relative(layout.submission("ada", "hw") / f"hw.{ext}") for ext in ("ipynb", "IPYNB")]
+    pages = {feedback_filename(submission("ada", files=(name,))) for name in names}
     assert pages == {"hw.html"}
     found = {}
     for ext in ("ipynb", "IPYNB"):
@@ -875,7 +877,7 @@ def test_the_page_of_a_notebook_named_in_capitals_is_released_under_its_name_but
         copy.mkdir(parents=True)
         (copy / f"hw.{ext}").write_text("{}")
         (copy / "submission_secret.txt").write_text("s3cret")
-        released = exchange / "c1" / "feedback"
+        released = exchange / "c1" / EXCHANGE_FEEDBACK
         released.mkdir(parents=True)
         (released / f"{notebook_hash(secret='s3cret', notebook_id='hw')}.html").write_text("the page")
         cfg = Config()
