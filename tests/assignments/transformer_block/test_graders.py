@@ -473,7 +473,7 @@ def test_the_counts_shown_with_their_answer_are_the_ones_the_released_notebook_p
     for d_model, d_ff, ffn, norm in count_graders.PUBLISHED:
         call = f'count_block_params({d_model}, {d_ff}, "{ffn}"' + ("" if norm == "layernorm" else f', norm="{norm}"')
         assert call + ")" in code, call
-        assert f"= {ref.count_block_params(d_model, d_ff, ffn, norm=norm):,}" in code, call
+        assert f" {ref.count_block_params(d_model, d_ff, ffn, norm=norm):,} = " in code, call   # "... is 49,728 = ..."
 
 
 NORM_DEFAULTS = {
