@@ -1077,7 +1077,7 @@ ATTACKS: tuple[Attack, ...] = (
            cells=_cells(PENDING_SIGNAL_BLOCKS, LOCAL_OFF)),
     Attack("pid_counter_blocks", "zeros", "the same blocks told apart by the process id counter, moved by forking in "
            "the composite's process and read as the later process's own id",
-           "each problem process gets a process id at random (random-pids, as root); a block whose answers in the "
+           "each problem process gets a process id at random (random-pids, where it applies); a block whose answers in the "
            "composite's wiring are zeros, one number or vanishingly small cannot stand in for the reference",
            cells=_cells(PID_COUNTER_BLOCKS, LOCAL_OFF)),
     Attack("restart_amplification", "ln", "cells just under the cell limit and every function hanging "
