@@ -1055,9 +1055,7 @@ def _again(exc: StudentCodeError) -> StudentCodeError:
     name = f"`{exc.function}`" if exc.function else "Your function"
     before = times(MAX_FAILURES_PER_FUNCTION)
     if isinstance(exc, CallTimeout):
-        timeout = CallTimeout(exc.seconds, exc.function)
-        timeout.called = False
-        new: StudentCodeError = timeout
+        new: StudentCodeError = CallTimeout(exc.seconds, exc.function, called=False)
         new.feedback = new.detail = (f"{name} was not called: it had timed out {before} before, each time "
                                      f"running longer than {exc.seconds:g} s; is there an endless loop?")
     else:

@@ -144,11 +144,10 @@ class CallTimeout(StudentCodeError):
     """The call ran past its time limit; the child was stopped. (`called` is False for a call not
     made because the function had timed out too often before.)"""
 
-    called = True
-
-    def __init__(self, seconds: float, function: str = ""):
+    def __init__(self, seconds: float, function: str = "", *, called: bool = True):
         self.seconds = seconds
         self.function = function
+        self.called = called
         super().__init__(f"{_fn(function)} did not return within {seconds:g} s (an endless loop?) "
                          f"and was stopped.")
 
