@@ -118,7 +118,7 @@ class CheckView:
 
 
 _CASE_WORD = {"failed": "failed", "not_graded": "not graded", "not_run": "not run", "advice": "with advice"}
-_CASES_THAT = {"failed": "that failed", "not_graded": "not graded", "not_run": "not run", "advice": "with advice"}
+_CASES_THAT = {**_CASE_WORD, "failed": "that failed"}     # after "N more cases"
 
 
 @dataclass(frozen=True)
