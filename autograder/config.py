@@ -247,10 +247,11 @@ def _in_course(path: Path | None, scope: Scope) -> Path | None:
 @dataclass(frozen=True)
 class RosterStudent:
     """One row of the roster file. The last four are what an LMS knows the student by, for `nbgrader
-    export --CourseCsvExport.lms=canvas|moodle`: `lms_user_id` the LMS's own user id (Canvas's `ID`;
-    nbgrader's Student.lms_user_id), `sis_user_id` the institution's student number (Canvas's `SIS User
-    ID`, Moodle's `ID number`), `sis_login_id` the login (Canvas's `SIS Login ID`, Moodle's `Username`;
-    the student id when empty), `section` the course section."""
+    export --CourseCsvExport.lms=canvas|moodle|blackboard`: `lms_user_id` the LMS's own user id (Canvas's
+    `ID`; nbgrader's Student.lms_user_id), `sis_user_id` the institution's student number (Canvas's `SIS
+    User ID`, Moodle's `ID number`, Blackboard's `Student ID`), `sis_login_id` the login (Canvas's `SIS
+    Login ID`, Moodle's and Blackboard's `Username`; the student id when empty), `section` the course
+    section."""
     id: str
     first_name: str = ""
     last_name: str = ""

@@ -18,7 +18,8 @@ sets, from course.yml:
 - `ExportApp.plugin_class = CourseCsvExport`: `nbgrader export` syncs the roster first (names, emails,
   a zero row for a student who did not submit) and adds each student's extension and own due date
   (`--CourseCsvExport.excel=True`: a file for Excel, with a UTF-8 byte-order mark;
-  `--CourseCsvExport.lms=canvas` or `moodle`: one row per student, as that LMS's grade import reads it);
+  `--CourseCsvExport.lms=canvas`, `moodle` or `blackboard`: one row per student, as that LMS's grade
+  import reads it);
 - `ExchangeFactory.release_feedback = CourseReleaseFeedback`: `nbgrader release_feedback` leaves out,
   naming each, the students whose submission did not come through the exchange (no
   `submission_secret.txt`), instead of stopping at the first of them; releases the pages of a
@@ -288,7 +289,7 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
     imports read it with or without one); `excel` (`nbgrader export --CourseCsvExport.excel=True`)
     starts it with one, so that Excel reads "Zoë" rather than "ZoÃ«" (Excel takes a CSV file without
     the mark for the system's legacy code page).
-    `lms` (`canvas`, `moodle`) writes the same rows' scores one row per student, one column per
+    `lms` (`canvas`, `moodle`, `blackboard`) writes the same rows' scores one row per student, one column per
     assignment, with the roster's LMS ids (`reporting.lms_export`), leaving out students the gradebook holds
     but the roster does not unless `include_unrostered`; students that file could not tell
     apart stop the export (one line, exit 2, no file). So does a `--to` that names a folder, or a file in
@@ -299,13 +300,14 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
     excel = Bool(False, help="start the CSV file with a UTF-8 byte-order mark, for Excel (Canvas's and Moodle's "
                              "grade imports read the file either way)").tag(config=True)
     lms = Unicode("nbgrader", help="the file's form: `nbgrader` (a row per assignment and student, as above), "
-                                   "`canvas` or `moodle` (a row per student, a column per assignment, as that "
-                                   "LMS's grade import reads it; see autograder/reporting/lms_export.py)"
-                  ).tag(config=True)
-    include_unrostered = Bool(False, help="with `lms` canvas or moodle: also write the students the gradebook "
-                                          "holds but the roster does not (left out by default, with a warning: "
-                                          "the LMS matches them only if their student id is their login, and a "
-                                          "row matching no Moodle user stops the whole import)").tag(config=True)
+                                   "`canvas`, `moodle` or `blackboard` (a row per student, a column per "
+                                   "assignment, as that LMS's grade import reads it; see "
+                                   "autograder/reporting/lms_export.py)").tag(config=True)
+    include_unrostered = Bool(False, help="with `lms` canvas, moodle or blackboard: also write the students the "
+                                          "gradebook holds but the roster does not (left out by default, with a "
+                                          "warning: the LMS matches them only if their student id is their login, "
+                                          "and a row matching no Moodle user stops the whole import)"
+                              ).tag(config=True)
 
     def export(self, gradebook: Any) -> None:
         from .reporting.lms_export import LMS_FORMATS
@@ -350,6 +352,7 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             from .reporting.lms_export import not_due_yet
 
             records = [list(EXPORT_COLUMNS), *([_cell(key, row[key]) for key in EXPORT_COLUMNS] for row in rows)]
+            quote_all = False
             warnings = [*_identifier_warnings(rows),
                         *not_due_yet(rows, dt.datetime.now(dt.UTC).replace(tzinfo=None), "nbgrader")]
         else:
@@ -360,13 +363,14 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                                      include_unrostered=self.include_unrostered)
             except ExportError as exc:        # students the file could not tell apart: nothing written
                 _refuse(str(exc))
-            records, warnings = lms_file.records, list(lms_file.warnings)
+            records, warnings, quote_all = lms_file.records, list(lms_file.warnings), lms_file.quote_all
         for line in warnings:
             self.log.warning(line)
         self.log.info("Exporting grades to %s", dest)
         try:
             with open_export(dest, "utf-8-sig" if self.excel else "utf-8") as fh:
-                csv.writer(fh, lineterminator="\n").writerows(records)
+                csv.writer(fh, lineterminator="\n", quoting=csv.QUOTE_ALL if quote_all else csv.QUOTE_MINIMAL
+                           ).writerows(records)
         except OSError as exc:                # permissions, a full disk: a file replaced whole is left as it was
             _refuse(f"--to {dest}: cannot be written ({exc.strerror or type(exc).__name__})")
 

@@ -1,4 +1,4 @@
-"""`nbgrader export --CourseCsvExport.lms=canvas|moodle`: the grades as an LMS's grade import reads them,
+"""`nbgrader export --CourseCsvExport.lms=canvas|moodle|blackboard`: the grades as an LMS's grade import reads them,
 from a real gradebook graded once by `course autograde` (ada submits; nora, on the roster, does not), with a
 second assignment in the gradebook and a TA's override of one of ada's grades."""
 from __future__ import annotations
@@ -35,6 +35,9 @@ class Exported:
     canvas: list[list[str]]               # ... and after it
     moodle: list[list[str]]
     moodle_log: str                       # the Moodle export's stderr (nbgrader's log: its warnings)
+    blackboard: list[list[str]]
+    blackboard_log: str
+    blackboard_bytes: bytes
     filtered: list[list[str]]             # Canvas, --assignment transformer-block --student ada
     long: dict[str, dict[str, str]]       # the plain export's transformer-block rows, by student id
     canvas_bytes: bytes
@@ -73,6 +76,7 @@ def exported(tmp_path_factory) -> Exported:
         gb.db.commit()
     runs["canvas.csv"] = export(folder, "canvas.csv", "--CourseCsvExport.lms=canvas")
     runs["moodle.csv"] = export(folder, "moodle.csv", "--CourseCsvExport.lms=moodle")
+    runs["blackboard.csv"] = export(folder, "blackboard.csv", "--CourseCsvExport.lms=blackboard")
     runs["filtered.csv"] = export(folder, "filtered.csv", "--CourseCsvExport.lms=canvas", f"--assignment={A}",
                                   "--student=ada")
     runs["long.csv"] = export(folder, "long.csv")
@@ -81,8 +85,9 @@ def exported(tmp_path_factory) -> Exported:
     with open(folder / "long.csv", newline="", encoding="utf-8") as fh:
         long = {r["student_id"]: r for r in csv.DictReader(fh) if r["assignment"] == A}
     return Exported(folder, auto_score, records(folder / "before.csv"), records(folder / "canvas.csv"),
-                    records(folder / "moodle.csv"), runs["moodle.csv"].stderr, records(folder / "filtered.csv"), long,
-                    (folder / "canvas.csv").read_bytes())
+                    records(folder / "moodle.csv"), runs["moodle.csv"].stderr, records(folder / "blackboard.csv"),
+                    runs["blackboard.csv"].stderr, (folder / "blackboard.csv").read_bytes(),
+                    records(folder / "filtered.csv"), long, (folder / "canvas.csv").read_bytes())
 
 
 def test_canvas_export_header_and_points_possible_row_are_canvas_s(exported):
@@ -142,14 +147,32 @@ def test_moodle_export_has_identifier_columns_and_no_points_row(exported):
     assert "WARNING" in warned[0] and "Traceback" not in exported.moodle_log
 
 
+def test_blackboard_export_has_its_download_s_columns_and_every_field_quoted(exported):
+    """Does the Blackboard file start with the columns Blackboard's own download begins with (Last Name, First
+    Name, Username, Student ID) and one column per assignment headed by its name, hold a row per student with
+    the same scores as the Canvas file (0 for nora, who did not submit), every field in quotes as Blackboard
+    asks of a comma-delimited file, and read back through csv.reader as written?"""
+    assert exported.blackboard[0] == ["Last Name", "First Name", "Username", "Student ID", A, QUIZ]
+    assert exported.blackboard[1] == ["Lovelace, Countess", "Ada", "alovelace", "S-0001", *exported.canvas[2][5:]]
+    assert exported.blackboard[2] == ["Noether", "Nora", "nora", "", "0.0", "0.0"]
+    assert len(exported.blackboard) == 3
+    lines = exported.blackboard_bytes.decode("utf-8").splitlines()
+    assert lines[0] == f'"Last Name","First Name","Username","Student ID","{A}","{QUIZ}"'
+    assert lines[2] == '"Noether","Nora","nora","","0.0","0.0"'
+    assert b"\r\n" not in exported.blackboard_bytes and not exported.blackboard_bytes.startswith("\ufeff".encode())
+    warned = [ln for ln in exported.blackboard_log.splitlines() if "Points possible" in ln]
+    assert len(warned) == 1 and f"({A} 100.0, {QUIZ} 0.0)" in warned[0], exported.blackboard_log
+    assert "Traceback" not in exported.blackboard_log
+
+
 def test_lms_setting_with_an_unknown_value_is_refused_in_one_line(exported):
-    """Does `--CourseCsvExport.lms=blackboard` exit 2 with one line naming the setting and its values,
+    """Does `--CourseCsvExport.lms=sakai` exit 2 with one line naming the setting and its values,
     writing no file?"""
-    done = export(exported.folder, "bad.csv", "--CourseCsvExport.lms=blackboard")
+    done = export(exported.folder, "bad.csv", "--CourseCsvExport.lms=sakai")
     assert done.returncode == 2
     errors = [ln for ln in done.stderr.splitlines() if "CourseCsvExport.lms" in ln]
-    assert errors == ["nbgrader export: CourseCsvExport.lms is 'blackboard'; expected one of nbgrader, canvas, "
-                      "moodle"], done.stderr
+    assert errors == ["nbgrader export: CourseCsvExport.lms is 'sakai'; expected one of nbgrader, canvas, "
+                      "moodle, blackboard"], done.stderr
     assert "Traceback" not in done.stderr and not (exported.folder / "bad.csv").exists()
 
 
@@ -170,7 +193,8 @@ def test_lms_table_names_and_logins_without_roster_columns():
                                            "'=Yan,,y2,0.0"]
 
 
-CANVAS_OR_MOODLE_LOGIN = {"canvas": 3, "moodle": 2}          # the login's column in each file
+LOGIN_AT = {"canvas": 3, "moodle": 2, "blackboard": 2}          # the login's column in each file
+FIRST_ROW = {"canvas": 2, "moodle": 1, "blackboard": 1}         # the first student's row (Canvas: its points row)
 
 
 def _row(sid: str, email: str | None = None, first: str = "", last: str = "") -> dict:
@@ -241,6 +265,47 @@ def test_identifiers_are_written_exactly_with_a_warning_and_names_neutralised():
     assert canvas.records[2] == ["'+Bo, @Al", "", "+44", "=cmd", "'=S", "1.0"]     # an ID is a number (below)
     assert [w.split(":")[0] for w in canvas.warnings] == ["ID", "SIS User ID", "SIS Login ID"]
     assert canvas.warnings[0].startswith("ID: left empty for =cmd, whose lms_user_id ('@7') is not a whole number")
+    blackboard = lms_table("blackboard", [(A, 100.0)], rows, roster, {})
+    assert blackboard.records[1] == ["'+Bo", "'@Al", "=cmd", "'+44", "1.0"]      # Student ID: shown, not matched on
+    assert [w.split(":")[0] for w in blackboard.warnings] == ["Username", "Points possible"]
+    assert blackboard.warnings[0].startswith("Username: =cmd starts with =, +, -, @, a tab or a carriage return, "
+                                             "and is written exactly since the LMS matches on it")
+
+
+def test_blackboard_file_is_quoted_throughout_and_reads_back_as_written():
+    """Blackboard asks that every field of a comma-delimited file be in quotes: does the Blackboard file, written
+    as the export writes it, quote each field (names with commas, quotes and accents, an empty Student ID, the
+    scores), round a score as the other files do, and give back every record through csv.reader?"""
+    rows = [{**_row("zoe", first='Zoë "Z"', last="Ångström, Jr"), "score": 97.10924299999999},
+            {**_row("x1"), "score": 0.0}]
+    got = lms_table("blackboard", [(A, 100.0)], rows, _roster(RosterStudent("zoe", sis_user_id="0042"),
+                                                              RosterStudent("x1", sis_login_id="xone")), {})
+    assert got.records == [["Last Name", "First Name", "Username", "Student ID", A],
+                           ["Ångström, Jr", 'Zoë "Z"', "zoe", "0042", "97.109243"], ["", "", "xone", "", "0.0"]]
+    out = io.StringIO()
+    assert got.quote_all
+    csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL).writerows(got.records)
+    assert out.getvalue().splitlines() == [f'"Last Name","First Name","Username","Student ID","{A}"',
+                                           '"Ångström, Jr","Zoë ""Z""","zoe","0042","97.109243"',
+                                           '"","","xone","","0.0"']
+    assert list(csv.reader(io.StringIO(out.getvalue()))) == got.records
+    assert not lms_table("canvas", [(A, 100.0)], rows, {}, {}).quote_all
+
+
+def test_blackboard_warns_that_each_upload_creates_columns_with_their_points():
+    """A Blackboard column is an existing one only when its header carries Blackboard's Column ID, which the
+    export does not know: is there one warning saying that each upload creates a column per assignment (0
+    points possible in the Original view) and naming each assignment's points, and none for a file without
+    assignments?"""
+    got = lms_table("blackboard", [(A, 100.0), ("lab", 12.5)], [_row("ada")], {}, {})
+    assert got.records[0] == ["Last Name", "First Name", "Username", "Student ID", A, "lab"]
+    assert got.warnings == (
+        f"Points possible: the Blackboard file heads each assignment's column with its name alone, so each upload "
+        f"creates a new column for it (in the Original course view a text column with 0 points possible, left out "
+        f"of totals) rather than updating one; after uploading, set each new column's points ({A} 100.0, lab 12.5), "
+        f"or, to update an existing column, head the file's column with that column's header from Blackboard's own "
+        f"download ('Name [Total Pts: 100 Score] |123456', in a text editor)",)
+    assert lms_table("blackboard", [], [], {}, {}).warnings == ()
 
 
 @pytest.mark.parametrize("column", ["ID number", "Email address"])
@@ -267,16 +332,17 @@ def test_moodle_leaves_out_an_id_number_or_email_two_students_share(column):
         f"the roster's {field} column",)
 
 
-@pytest.mark.parametrize("lms", ["moodle", "canvas"])
+@pytest.mark.parametrize("lms", ["moodle", "canvas", "blackboard"])
 def test_a_login_two_students_share_stops_the_export(lms):
-    """The login column (Moodle's Username, Canvas's SIS Login ID) is the one always written: when two
+    """The login column (Moodle's and Blackboard's Username, Canvas's SIS Login ID) is the one always written
+    (Blackboard's only one it matches on): when two
     students have the same login (one's sis_login_id is the other's student id), is the export refused
     with one line naming the column, the students and the value, rather than a file whose import gives
     both rows to one student?"""
     roster = _roster(RosterStudent("ada", sis_login_id="bob"), RosterStudent("bob"), RosterStudent("cy"))
     with pytest.raises(ExportError) as raised:
         lms_table(lms, [(A, 100.0)], [_row("ada"), _row("bob"), _row("cy")], roster, {})
-    column = "Username" if lms == "moodle" else "SIS Login ID"
+    column = "SIS Login ID" if lms == "canvas" else "Username"
     message = str(raised.value)
     assert message.startswith(f"{column}: ada and bob share 'bob' (the roster's sis_login_id, or the student id "
                               f"without one), so {lms.capitalize()}'s import would give their rows to one student")
@@ -325,29 +391,30 @@ def test_canvas_leaves_empty_an_id_that_is_not_a_number():
         "Login ID; correct the roster's lms_user_id column",)
 
 
-@pytest.mark.parametrize("lms", ["canvas", "moodle"])
+@pytest.mark.parametrize("lms", ["canvas", "moodle", "blackboard"])
 def test_a_student_in_the_gradebook_but_not_on_the_roster_is_left_out_with_a_warning(lms):
-    """A Moodle row matching no user stops the whole import, and Canvas matches an off-roster student only
-    by a login it may not have: is a student the gradebook holds but the roster does not left out of the
-    file, with one warning naming them, telling how to add them, remove them, or write them all the same,
-    Moodle's optional columns then decided from the students written alone, and all written when the
-    course has no roster at all?"""
+    """A Moodle row matching no user stops the whole import, Canvas matches an off-roster student only by a
+    login it may not have, and Blackboard does not process a row whose Username is not enrolled: is a
+    student the gradebook holds but the roster does not left out of the file, with one warning naming them,
+    telling how to add them, remove them, or write them all the same, Moodle's optional columns then
+    decided from the students written alone, and all written when the course has no roster at all?"""
     rows = [_row("ada", "a@e.edu"), _row("zed"), _row("yan", "y@e.edu")]
     roster = _roster(RosterStudent("ada", sis_user_id="S1"))
     got = lms_table(lms, [(A, 100.0)], rows, roster, {})
-    column = "Username" if lms == "moodle" else "SIS Login ID"
-    written = got.records[1:] if lms == "moodle" else got.records[2:]
-    assert [r[2 if lms == "moodle" else 3] for r in written] == ["ada"]
+    column = "SIS Login ID" if lms == "canvas" else "Username"
+    assert [r[LOGIN_AT[lms]] for r in got.records[FIRST_ROW[lms]:]] == ["ada"]
     if lms == "moodle":
         assert got.records[0] == ["First name", "Last name", "Username", "ID number", "Email address", A]
-    why = ("a row that matches no Moodle user stops the whole import" if lms == "moodle" else
-           "Canvas matches such a row only if the student id is the login, and offers it as an unknown student "
-           "otherwise")
-    assert got.warnings == (
+    why = {"moodle": "a row that matches no Moodle user stops the whole import",
+           "canvas": "Canvas matches such a row only if the student id is the login, and offers it as an unknown "
+                     "student otherwise",
+           "blackboard": "Blackboard matches a row on its Username alone, so such a row counts only if the student "
+                         "id is the login, and is not processed otherwise"}[lms]
+    assert [w for w in got.warnings if not w.startswith("Points possible:")] == [
         f"zed and yan: in the gradebook but not on the roster, so left out of the {lms.capitalize()} file ({why}); "
         f"add them to the roster with their LMS ids, take a student who left the course out of the gradebook with "
         f"`nbgrader db student remove <id> --force` (--force: their grades are deleted too), or write them with "
-        f"their student id as {column} with --CourseCsvExport.include_unrostered=True",)
+        f"their student id as {column} with --CourseCsvExport.include_unrostered=True"]
     everyone = lms_table(lms, [(A, 100.0)], rows, {}, {})
     assert len(everyone.records) == len(got.records) + 2
     assert not [w for w in everyone.warnings if "not on the roster" in w]
@@ -357,7 +424,7 @@ TAIL = ("; add them to the roster with their LMS ids, or take a student who left
         "with `nbgrader db student remove <id> --force` (--force: their grades are deleted too)")
 
 
-@pytest.mark.parametrize("lms", ["canvas", "moodle"])
+@pytest.mark.parametrize("lms", ["canvas", "moodle", "blackboard"])
 def test_a_student_not_on_the_roster_is_written_when_asked_for_with_a_warning(lms):
     """With `include_unrostered`, is a student the gradebook holds but the roster does not written with the
     gradebook's name (and email, in a Moodle file whose every row has one) and their student id as the login,
@@ -365,12 +432,15 @@ def test_a_student_not_on_the_roster_is_written_when_asked_for_with_a_warning(lm
     (`nbgrader db student remove`)?"""
     rows = [_row("ada", "a@e.edu"), _row("zed", "z@e.edu"), _row("yan", "y@e.edu")]
     got = lms_table(lms, [(A, 100.0)], rows, _roster(RosterStudent("ada")), {}, include_unrostered=True)
-    assert [r[CANVAS_OR_MOODLE_LOGIN[lms]] for r in got.records[1 if lms == "moodle" else 2:]] == ["ada", "zed", "yan"]
-    written = ("the gradebook's name, the gradebook's email and the student id as Username, no ID number, which Moodle "
-               "matches only if it is the login, or by the email where Email address is mapped, and a row that "
-               "matches no user stops the whole Moodle import" if lms == "moodle" else
-               "the gradebook's name and the student id as SIS Login ID, no SIS User ID, which Canvas matches only if "
-               "it is the login")
+    assert [r[LOGIN_AT[lms]] for r in got.records[FIRST_ROW[lms]:]] == ["ada", "zed", "yan"]
+    written = {"moodle": "the gradebook's name, the gradebook's email and the student id as Username, no ID number, "
+                         "which Moodle matches only if it is the login, or by the email where Email address is mapped, "
+                         "and a row that matches no user stops the whole Moodle import",
+               "canvas": "the gradebook's name and the student id as SIS Login ID, no SIS User ID, which Canvas "
+                         "matches only if it is the login",
+               "blackboard": "the gradebook's name and the student id as Username, no Student ID, which Blackboard "
+                             "matches only if it is the login (it processes no row whose Username is not enrolled in "
+                             "the course)"}[lms]
     assert [w for w in got.warnings if w.startswith("zed")] == [
         f"zed and yan: in the gradebook but not on the roster, written (include_unrostered) with {written}{TAIL}"]
 
@@ -457,7 +527,7 @@ def test_export_with_a_broken_roster_says_so_in_one_line(tmp_path, lms):
     assert "Traceback" not in done.stderr and not (folder / "grades.csv").exists()
 
 
-@pytest.mark.parametrize("lms", ["canvas", "moodle"])
+@pytest.mark.parametrize("lms", ["canvas", "moodle", "blackboard"])
 def test_a_student_without_a_submission_who_is_not_due_yet_is_named(lms):
     """A student who has not submitted is exported with 0, which the LMS shows as their grade: is there one
     line per assignment naming those whose due date, or whose own extension, is still ahead, and none for
@@ -474,12 +544,13 @@ def test_a_student_without_a_submission_who_is_not_due_yet_is_named(lms):
                                                     ("eve", True, None, ahead, ""))]
     roster = _roster(*(RosterStudent(r["student_id"], sis_user_id=f"S-{r['student_id']}") for r in rows))
     got = lms_table(lms, [(A, 100.0)], rows, roster, {}, now=now)
-    assert got.warnings == (
+    assert [w for w in got.warnings if not w.startswith("Points possible:")] == [
         f"{A}: bob and dee have not submitted and are not due yet (the due date, or an extension, is still ahead), "
         f"but are exported with 0, which the LMS will show as the grade; export after the due date, or without "
-        f"this assignment (--assignment)",)
+        f"this assignment (--assignment)"]
     assert [r[-1] for r in got.records[-5:]] == ["1.0"] * 5          # the scores themselves are unchanged
-    assert lms_table(lms, [(A, 100.0)], rows, roster, {}, now=ahead + dt.timedelta(seconds=1)).warnings == ()
+    later = lms_table(lms, [(A, 100.0)], rows, roster, {}, now=ahead + dt.timedelta(seconds=1)).warnings
+    assert [w for w in later if not w.startswith("Points possible:")] == []
 
 
 @pytest.mark.parametrize("lms", ["canvas", "moodle", "nbgrader"])
@@ -544,7 +615,7 @@ def test_moodle_identifiers_php_would_misread_are_refused():
         lms_table("moodle", [(A, 100.0)], rows, {"ada": RosterStudent("ada", sis_login_id="a,b\\")}, {})
 
 
-@pytest.mark.parametrize("lms", ["moodle", "canvas"])
+@pytest.mark.parametrize("lms", ["moodle", "canvas", "blackboard"])
 def test_export_leaves_out_students_not_on_the_roster_unless_asked(tmp_path, lms):
     """Through `nbgrader export --CourseCsvExport.lms=...`, with a student who joined late (in the gradebook,
     not on the roster) and no email: is the file the rostered students' alone, Moodle's ID number and Email
@@ -562,8 +633,8 @@ def test_export_leaves_out_students_not_on_the_roster_unless_asked(tmp_path, lms
     done = export(folder, "lms.csv", f"--CourseCsvExport.lms={lms}")
     assert done.returncode == 0, done.stderr
     got = records(folder / "lms.csv")
-    login = CANVAS_OR_MOODLE_LOGIN[lms]
-    assert [r[login] for r in got[1 if lms == "moodle" else 2:]] == ["ada", "bob"]
+    login = LOGIN_AT[lms]
+    assert [r[login] for r in got[FIRST_ROW[lms]:]] == ["ada", "bob"]
     if lms == "moodle":
         assert got[0] == ["First name", "Last name", "Username", "ID number", "Email address", A]
     warned = [ln for ln in done.stderr.splitlines() if "late_joiner" in ln]
@@ -572,7 +643,7 @@ def test_export_leaves_out_students_not_on_the_roster_unless_asked(tmp_path, lms
     done = export(folder, "all.csv", f"--CourseCsvExport.lms={lms}", "--CourseCsvExport.include_unrostered=True")
     assert done.returncode == 0, done.stderr
     got = records(folder / "all.csv")
-    assert sorted(r[login] for r in got[1 if lms == "moodle" else 2:]) == ["ada", "bob", "late_joiner"]
+    assert sorted(r[login] for r in got[FIRST_ROW[lms]:]) == ["ada", "bob", "late_joiner"]
     if lms == "moodle":
         assert got[0] == ["First name", "Last name", "Username", A]
     assert [ln for ln in done.stderr.splitlines() if ln.startswith("[ExportApp | WARNING] late_joiner:")]

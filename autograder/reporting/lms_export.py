@@ -1,5 +1,5 @@
 """The grades as a learning management system imports them: one row per student, one column per
-assignment (`nbgrader export --CourseCsvExport.lms=canvas` or `=moodle`).
+assignment (`nbgrader export --CourseCsvExport.lms=canvas`, `=moodle` or `=blackboard`).
 
 Built from the rows of the course's long export (`nbgrader_hooks.CourseCsvExport`: one per assignment
 and student, the score after the late penalty, TA overrides included, 0 without a submission), so both
@@ -37,9 +37,24 @@ creates new assignments; Moodle: `grade/import/csv/classes/load_data.php`, `grad
   usually compares them. The file has no maximum: a grade item the import creates is out of 100, and
   Moodle caps a grade at its item's maximum (and refuses the whole file for a grade above 100 unless
   the site allows unlimited grades), so a warning names each assignment out of other points.
+- Blackboard Learn (Original course view: Grade Center > Work Offline > Upload; Ultra: Gradebook >
+  Upload grades), as its help pages describe the file (its source is not public): a header row,
+  then a row per student, matched on `Username` alone (a row whose Username is not enrolled in the
+  course is not processed, and changed names are not taken); the header's other columns are those of
+  Blackboard's own download, `Last Name`, `First Name`, `Username`, `Student ID` (here the roster's
+  sis_user_id, shown, never matched on), leaving out its `Last Access` and `Availability`. A column
+  is tied to an existing gradable item only by the Column ID its download writes at the end of the
+  header (`Name [Total Pts: 100 Score] |123456`), which nothing here knows; a column headed by a name
+  alone is a new column (the Original view makes it a text column with 0 points possible), so every
+  upload creates one per assignment, and a warning (`blackboard_columns_warning`) says so with each
+  assignment's points. A comma-delimited file must have every field quoted (`LmsFile.quote_all`);
+  Blackboard's own download is tab-delimited (`.xls`) or comma-delimited, and its upload takes
+  either. `Username` is written as the other logins are: never empty, a shared one stops the
+  export (`ExportError`), compared trimmed and ignoring case.
 
 Both importers read UTF-8, with or without a byte-order mark (Moodle removes it; Canvas finds
-`Student` within the first header cell), and quoted fields holding commas, quotes or newlines. Two
+`Student` within the first header cell), and quoted fields holding commas, quotes or newlines
+(Blackboard's help pages name no encoding: its file is written as UTF-8 too). Two
 readings differ from the CSV the file is written as:
 - Canvas takes any row whose first cell contains `Points Possible` (that case) for the points row, so a
   student whose name contains it would be no row at all and their grades would become the points of new
@@ -63,10 +78,10 @@ nbgrader's export; while their due date (or extension) is still ahead a warning 
 the LMS would show that 0 as their grade.
 
 Cells a spreadsheet would run as a formula (starting with =, +, -, @, a tab or a carriage return): a
-name or a section, which nothing matches on, gets a leading apostrophe (`spreadsheet_text`); an
-identifier the LMS matches on (`ID`, `SIS User ID`, `SIS Login ID`, `Username`, `ID number`, `Email
-address`) is written exactly, since an apostrophe would become part of it and match no user, and
-`LmsFile.warnings` names it (`formula_warning`).
+name, a section or Blackboard's `Student ID`, which nothing matches on, gets a leading apostrophe
+(`spreadsheet_text`); an identifier the LMS matches on (`ID`, `SIS User ID`, `SIS Login ID`,
+`Username`, `ID number`, `Email address`) is written exactly, since an apostrophe would become part
+of it and match no user, and `LmsFile.warnings` names it (`formula_warning`).
 """
 from __future__ import annotations
 
@@ -79,32 +94,40 @@ from ..config import RosterStudent
 from ..errors import ExportError
 from ..text import shown_name
 
-LMS_FORMATS = ("nbgrader", "canvas", "moodle")
+LMS_FORMATS = ("nbgrader", "canvas", "moodle", "blackboard")
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CANVAS_POINTS_ROW = "Points Possible"
 MOODLE_COLUMNS = ("First name", "Last name", "Username", "ID number", "Email address")
+BLACKBOARD_COLUMNS = ("Last Name", "First Name", "Username", "Student ID")    # its download's, in its order
+STUDENT_COLUMNS = {"canvas": CANVAS_COLUMNS, "moodle": MOODLE_COLUMNS, "blackboard": BLACKBOARD_COLUMNS}
 MOODLE_OPTIONAL = ("ID number", "Email address")     # written only when every row has its own
 # The columns an LMS matches a row's student on (written exactly, never with an apostrophe), each with
 # the roster column it comes from.
 ROSTER_FIELD = {"ID": "lms_user_id", "SIS User ID": "sis_user_id", "SIS Login ID": "sis_login_id",
                 "Username": "sis_login_id", "ID number": "sis_user_id", "Email address": "email"}
 IDENTIFIERS = frozenset(ROSTER_FIELD)
-LOGIN = {"canvas": "SIS Login ID", "moodle": "Username"}   # never empty: the student id without a login
+# The column each file has for the roster's sis_user_id (Blackboard's `Student ID`: shown, never matched on).
+SIS_USER_COLUMN = {"canvas": "SIS User ID", "moodle": "ID number", "blackboard": "Student ID"}
+# The login column, never empty (the student id without a login): the one every LMS here can match a row on.
+LOGIN = {"canvas": "SIS Login ID", "moodle": "Username", "blackboard": "Username"}
 MOODLE_MAX = 100.0                   # the maximum of a grade item Moodle's import creates
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")      # what makes a spreadsheet read a cell as a formula
 
 
 @dataclass(frozen=True)
 class LmsFile:
-    """What `lms_table` gives: the CSV records (header first) and a line per thing the TA should know."""
+    """What `lms_table` gives: the CSV records (header first), a line per thing the TA should know, and
+    whether every field is to be quoted (Blackboard asks that of a comma-delimited file; the others quote
+    a field only when it must be)."""
     records: list[list[str]]
     warnings: tuple[str, ...]
+    quote_all: bool = False
 
 
 def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence[Mapping[str, Any]],
               roster: Mapping[str, RosterStudent], lms_ids: Mapping[str, str],
               now: dt.datetime | None = None, include_unrostered: bool = False) -> LmsFile:
-    """The CSV records of the `lms` file ('canvas' or 'moodle'), and its warnings.
+    """The CSV records of the `lms` file ('canvas', 'moodle' or 'blackboard'), and its warnings.
 
     `assignments`: (name, max score) of each exported assignment, in order; `rows`: the long export's
     rows (raw values; `student_id`, `first_name`, `last_name`, `email`, `assignment`, `score`,
@@ -113,6 +136,8 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
     `extended_duedate`, naive UTC as nbgrader keeps them);
     `roster`: the roster's students by id (their SIS ids and section); `lms_ids`: the gradebook's
     `lms_user_id` by student id. A student on no roster has only their id as `SIS Login ID`/`Username`.
+    Blackboard's file has the names, `Username` (the one column it matches on) and `Student ID`, every
+    field quoted (`LmsFile.quote_all`).
     Moodle's `ID number` and `Email address` columns are left out unless every student has their own;
     Canvas's `ID` and `SIS User ID` are left empty where they cannot tell students apart. An
     ExportError (one line) when the login column cannot: no file would import right. `now` (naive
@@ -133,14 +158,18 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
             ids = {"Student": spreadsheet_text(canvas_name(row).replace(CANVAS_POINTS_ROW, "Points possible")),
                    "ID": (lms_ids.get(sid) or who.lms_user_id).strip(), "SIS User ID": who.sis_user_id,
                    "SIS Login ID": login, "Section": spreadsheet_text(who.section)}
-        else:
+        elif lms == "moodle":
             ids = {"First name": moodle_name(str(row["first_name"] or "")),
                    "Last name": moodle_name(str(row["last_name"] or "")), "Username": login,
                    "ID number": who.sis_user_id, "Email address": str(row["email"] or "").strip()}
+        else:                                              # Blackboard matches on Username alone
+            ids = {"Last Name": spreadsheet_text(str(row["last_name"] or "")),
+                   "First Name": spreadsheet_text(str(row["first_name"] or "")), "Username": login,
+                   "Student ID": spreadsheet_text(who.sis_user_id)}
         for column, value in ids.items():
             columns.setdefault(column, []).append(value)
     sids = list(students)
-    header = list(CANVAS_COLUMNS if lms == "canvas" else MOODLE_COLUMNS)
+    header = list(STUDENT_COLUMNS[lms])
     login_problem(lms, sids, columns.get(LOGIN[lms], []))
     warnings = list(filter(None, [name_warning(lms, sids, students)]))
     if lms == "moodle":
@@ -149,7 +178,7 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
             if line:
                 header.remove(column)
                 warnings.append(line)
-    else:
+    elif lms == "canvas":
         warnings += canvas_blanked_ids(sids, columns)
     for column in header:
         if column in IDENTIFIERS:
@@ -165,13 +194,15 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
         warnings.append(left_out_warning(lms, off_roster))
     if lms == "moodle":
         warnings += filter(None, [moodle_maxima_warning(assignments), moodle_over_warning(names, sids, scores)])
+    elif lms == "blackboard":
+        warnings += filter(None, [blackboard_columns_warning(assignments)])
     warnings += not_due_yet(rows, now or dt.datetime.now(dt.UTC).replace(tzinfo=None))
     table = [[*header, *names]]
     if lms == "canvas":
         table.append([CANVAS_POINTS_ROW, *[""] * (len(header) - 1), *(number(m) for _, m in assignments)])
     for i, sid in enumerate(sids):
         table.append([*(columns[c][i] for c in header), *(number(scores.get((sid, name), 0.0)) for name in names)])
-    return LmsFile(table, tuple(warnings))
+    return LmsFile(table, tuple(warnings), quote_all=lms == "blackboard")
 
 
 def same_text(value: str) -> str:
@@ -299,8 +330,11 @@ def off_roster_warning(lms: str, students: Sequence[str], held: Mapping[str, Seq
 
     given = ["the gradebook's name", *whose("Email address", "the gradebook's email"),
              *whose("ID", "the gradebook's lms_user_id as ID")]
-    login = f"the student id as {LOGIN[lms]}, no {'ID number' if lms == 'moodle' else 'SIS User ID'}"
-    if lms == "moodle":
+    login = f"the student id as {LOGIN[lms]}, no {SIS_USER_COLUMN[lms]}"
+    if lms == "blackboard":
+        match = ("which Blackboard matches only if it is the login (it processes no row whose Username is not "
+                 "enrolled in the course)")
+    elif lms == "moodle":
         by_email = ", or by the email where Email address is mapped" if held.get("Email address") else ""
         match = (f"which Moodle matches only if it is the login{by_email}, and a row that matches no user stops the "
                  f"whole Moodle import")
@@ -318,9 +352,11 @@ def left_out_warning(lms: str, students: Sequence[str]) -> str:
     """The line for students in the gradebook but not on the course's roster, left out of the file: how to
     add them, take them out of the gradebook, or write them all the same."""
     system = lms.capitalize()
-    why = ("a row that matches no Moodle user stops the whole import" if lms == "moodle" else
-           "Canvas matches such a row only if the student id is the login, and offers it as an unknown student "
-           "otherwise")
+    why = {"moodle": "a row that matches no Moodle user stops the whole import",
+           "canvas": "Canvas matches such a row only if the student id is the login, and offers it as an unknown "
+                     "student otherwise",
+           "blackboard": "Blackboard matches a row on its Username alone, so such a row counts only if the student "
+                         "id is the login, and is not processed otherwise"}[lms]
     return (f"{listed(students)}: in the gradebook but not on the roster, so left out of the {system} file ({why}); "
             f"add them to the roster with their LMS ids, take a student who left the course out of the gradebook "
             f"with `nbgrader db student remove <id> --force` (--force: their grades are deleted too), or write "
@@ -347,6 +383,20 @@ def not_due_yet(rows: Iterable[Mapping[str, Any]], now: dt.datetime, lms: str = 
                      f"extension, is still ahead), but {is_} exported with 0, {shown}; "
                      f"export after the due date, or without this assignment (--assignment)")
     return lines
+
+
+def blackboard_columns_warning(assignments: Sequence[tuple[str, float]]) -> str | None:
+    """The line saying that each upload of the Blackboard file creates a column per assignment, and what to
+    set on it, or None without assignments: the file heads each column with the assignment's name alone,
+    and Blackboard updates an existing column only when the header carries its Column ID (`|123456`)."""
+    if not assignments:
+        return None
+    points = ", ".join(f"{name} {number(top)}" for name, top in assignments)
+    return (f"Points possible: the Blackboard file heads each assignment's column with its name alone, so each "
+            f"upload creates a new column for it (in the Original course view a text column with 0 points "
+            f"possible, left out of totals) rather than updating one; after uploading, set each new column's points "
+            f"({points}), or, to update an existing column, head the file's column with that column's header from "
+            f"Blackboard's own download ('Name [Total Pts: 100 Score] |123456', in a text editor)")
 
 
 def moodle_maxima_warning(assignments: Sequence[tuple[str, float]]) -> str | None:
@@ -401,16 +451,19 @@ def moodle_name(text: str) -> str:
 
 def name_warning(lms: str, sids: Sequence[str], students: Mapping[str, Mapping[str, Any]]) -> str | None:
     """One line naming the students whose name the file writes otherwise than the gradebook holds it so
-    the LMS reads the file right (`Points Possible` for Canvas, a backslash PHP misreads for Moodle), or None."""
+    the LMS reads the file right (`Points Possible` for Canvas, a backslash PHP misreads for Moodle), or None
+    (always for Blackboard, which reads every name as written)."""
     if lms == "canvas":
         changed = [sid for sid in sids if CANVAS_POINTS_ROW in canvas_name(students[sid])]
         why = (f"contains '{CANVAS_POINTS_ROW}', which makes Canvas's import take a row for the points row; "
                f"written with 'Points possible' (Canvas finds the row by its SIS Login ID)")
-    else:
+    elif lms == "moodle":
         changed = [sid for sid in sids if any(php_misreads(str(students[sid][key] or ""))
                                               for key in ("first_name", "last_name"))]
         why = ("has a backslash before a quote or at the end of a quoted value, which Moodle's CSV reader takes for "
                "an escape; written with '/' for it (Moodle's import matches on Username, never on a name)")
+    else:                                       # Blackboard reads every name as written
+        return None
     if not changed:
         return None
     whose = f"the name of {listed(changed)}" if len(changed) == 1 else f"the names of {listed(changed)}"
