@@ -51,7 +51,7 @@ from nbformat import NotebookNode
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.plugins.export import CsvExportPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Bool, Unicode, default
+from traitlets import Bool, Dict, Unicode, default
 
 from .config import Course, Extension, load_course
 from .errors import ConfigError, CourseError, ExportError
@@ -308,6 +308,11 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                                           "warning: the LMS matches them only if their student id is their login, "
                                           "and a row matching no Moodle user stops the whole import)"
                               ).tag(config=True)
+    blackboard_columns = Dict(help="with `lms` blackboard: the Column ID of each assignment's existing Blackboard "
+                                   "column (assignment name -> the number after '|' in that column's header in "
+                                   "Blackboard's download), so the upload updates it; an assignment without one is "
+                                   "headed by its name alone, which Blackboard uploads as a new column"
+                              ).tag(config=True)
 
     def export(self, gradebook: Any) -> None:
         from .reporting.lms_export import LMS_FORMATS
@@ -334,7 +339,8 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             except BaseException:
                 gradebook.db.rollback()
                 raise
-            unknown = self._unknown_assignments(gradebook, course) or self._unknown_students(gradebook, course)
+            unknown = (self._unknown_assignments(gradebook, course) or self._unknown_students(gradebook, course)
+                       or self._column_id_problem(gradebook))
             if unknown:
                 _refuse(unknown)
             rows = self._rows(gradebook, course)
@@ -360,7 +366,7 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
 
             try:
                 lms_file = lms_table(self.lms, assignments, rows, {s.id: s for s in course.students()}, lms_ids,
-                                     include_unrostered=self.include_unrostered)
+                                     include_unrostered=self.include_unrostered, column_ids=self._column_ids())
             except ExportError as exc:        # students the file could not tell apart: nothing written
                 _refuse(str(exc))
             records, warnings, quote_all = lms_file.records, list(lms_file.warnings), lms_file.quote_all
@@ -387,6 +393,20 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
                f"{'it' if len(planned) == 1 else 'them'} has been released or graded yet)" if planned else "")
         return (f"--assignment {', '.join(shown_name(n) for n in unknown)}: not in the gradebook{why}, which holds "
                 f"{', '.join(held) if held else 'no assignment yet'}; no file written")
+
+    def _column_ids(self) -> dict[str, str]:
+        """`blackboard_columns` as text (a Column ID may be given as a number in nbgrader_config.py)."""
+        return {str(name): str(cid) for name, cid in self.blackboard_columns.items()}
+
+    def _column_id_problem(self, gradebook: Any) -> str | None:
+        """The line refusing a Blackboard export whose `blackboard_columns` names an assignment the gradebook
+        does not hold or gives a Column ID that is not one (`lms_export.blackboard_column_problem`); None
+        otherwise, and for the other files, which have no use for it."""
+        from .reporting.lms_export import blackboard_column_problem
+
+        if self.lms != "blackboard":
+            return None
+        return blackboard_column_problem(self._column_ids(), [a.name for a in gradebook.assignments])
 
     def _unknown_students(self, gradebook: Any, course: Course) -> str | None:
         """The line refusing the export when `--student` names an id the gradebook does not hold once the

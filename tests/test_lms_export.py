@@ -15,7 +15,7 @@ import pytest
 
 from autograder.config import RosterStudent, load_course
 from autograder.errors import ExportError
-from autograder.reporting.lms_export import canvas_name, lms_table
+from autograder.reporting.lms_export import blackboard_column_problem, canvas_name, lms_table
 from conftest import course_with_students
 
 A = "transformer-block"
@@ -300,12 +300,74 @@ def test_blackboard_warns_that_each_upload_creates_columns_with_their_points():
     got = lms_table("blackboard", [(A, 100.0), ("lab", 12.5)], [_row("ada")], {}, {})
     assert got.records[0] == ["Last Name", "First Name", "Username", "Student ID", A, "lab"]
     assert got.warnings == (
-        f"Points possible: the Blackboard file heads each assignment's column with its name alone, so each upload "
+        f"Points possible: the Blackboard file heads the column of {A}, lab with the name alone, so each upload "
         f"creates a new column for it (in the Original course view a text column with 0 points possible, left out "
-        f"of totals) rather than updating one; after uploading, set each new column's points ({A} 100.0, lab 12.5), "
-        f"or, to update an existing column, head the file's column with that column's header from Blackboard's own "
-        f"download ('Name [Total Pts: 100 Score] |123456', in a text editor)",)
+        f"of totals) rather than updating one; after the first upload set each new column's points ({A} 100.0, "
+        f"lab 12.5), and from then on give each its Column ID in CourseCsvExport.blackboard_columns (the number "
+        f"after '|' in the column's header in Blackboard's download, as 'Name [Total Pts: 100 Score] |123456')",)
     assert lms_table("blackboard", [], [], {}, {}).warnings == ()
+
+
+def test_blackboard_heads_a_column_with_its_column_id_as_its_download_does():
+    """With the Column ID of an assignment's existing Blackboard column (CourseCsvExport.blackboard_columns), is
+    its column headed as Blackboard's download heads it ('Name [Total Pts: 100 Score] |123456'), so the upload
+    updates that column, the others by their name alone and named in the warning, and is there no warning once
+    every assignment has its Column ID?"""
+    got = lms_table("blackboard", [(A, 100.0), ("lab", 12.5)], [_row("ada")], {}, {}, column_ids={A: " 123456 "})
+    assert got.records[0] == ["Last Name", "First Name", "Username", "Student ID",
+                              f"{A} [Total Pts: 100 Score] |123456", "lab"]
+    assert len(got.warnings) == 1 and got.warnings[0].startswith(
+        "Points possible: the Blackboard file heads the column of lab with the name alone"), got.warnings
+    assert "(lab 12.5)" in got.warnings[0]
+    both = lms_table("blackboard", [(A, 100.0), ("lab", 12.5)], [_row("ada")], {}, {},
+                     column_ids={A: "123456", "lab": "99"})
+    assert both.records[0][4:] == [f"{A} [Total Pts: 100 Score] |123456", "lab [Total Pts: 12.5 Score] |99"]
+    assert both.warnings == ()
+    assert lms_table("canvas", [(A, 100.0)], [_row("ada")], {}, {}, column_ids={A: "1"}).records[0][5] == A
+
+
+def test_blackboard_column_ids_that_cannot_be_written_are_named_in_one_line():
+    """Is a Column ID given for an assignment the gradebook does not hold (a typo would leave its column new),
+    one that is not a whole number, or one two assignments share, refused in one line naming the setting, the
+    assignment and what to give, and a good set accepted?"""
+    held = [A, "lab"]
+    assert blackboard_column_problem({A: "1281892", "lab": " 7 "}, held) is None
+    assert blackboard_column_problem({"labb": "7"}, held) == (
+        f"CourseCsvExport.blackboard_columns: labb is not in the gradebook, which holds {A}, lab; no file written")
+    assert blackboard_column_problem({A: "|1281892"}, held) == (
+        f"CourseCsvExport.blackboard_columns: the Column ID of {A} ('|1281892') is not a whole number: it is the "
+        f"number after '|' in the column's header in Blackboard's download ('Name [Total Pts: 100 Score] |123456'); "
+        f"no file written")
+    assert blackboard_column_problem({A: "0042", "lab": "42"}, held) == (
+        f"CourseCsvExport.blackboard_columns: {A} and lab share '0042', so both would be uploaded into one "
+        f"Blackboard column; no file written")
+
+
+def test_blackboard_export_takes_column_ids_from_nbgrader_config_and_refuses_a_bad_one(tmp_path):
+    """Through `nbgrader export --CourseCsvExport.lms=blackboard`, with the assignment's Column ID in the course's
+    nbgrader_config.py: is its column headed with it (no Points possible warning), and with a Column ID that is
+    not a number does the export exit 2 with one line naming the setting, no traceback and no file?"""
+    from nbgrader.api import Gradebook
+
+    folder = course_with_students(tmp_path / "course", ())
+    (folder / "roster.csv").write_text("id,sis_login_id\nada,alove\n", encoding="utf-8")
+    with Gradebook(load_course(folder).gradebook_url) as gb:
+        gb.add_assignment(A)
+    config = folder / "nbgrader_config.py"
+    plain = config.read_text(encoding="utf-8")
+    config.write_text(plain + f"c.CourseCsvExport.blackboard_columns = {{{A!r}: 1281892}}\n", encoding="utf-8")
+    done = export(folder, "bb.csv", "--CourseCsvExport.lms=blackboard")
+    assert done.returncode == 0, done.stderr
+    assert records(folder / "bb.csv") == [["Last Name", "First Name", "Username", "Student ID",
+                                           f"{A} [Total Pts: 0 Score] |1281892"], ["", "", "alove", "", "0.0"]]
+    assert "Points possible" not in done.stderr
+    config.write_text(plain + f"c.CourseCsvExport.blackboard_columns = {{{A!r}: '12a'}}\n", encoding="utf-8")
+    done = export(folder, "bad.csv", "--CourseCsvExport.lms=blackboard")
+    assert done.returncode == 2, done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if "blackboard_columns" in ln]
+    assert len(lines) == 1 and lines[0].startswith(f"nbgrader export: CourseCsvExport.blackboard_columns: the Column "
+                                                   f"ID of {A} ('12a') is not a whole number"), done.stderr
+    assert "Traceback" not in done.stderr and not (folder / "bad.csv").exists()
 
 
 @pytest.mark.parametrize("column", ["ID number", "Email address"])

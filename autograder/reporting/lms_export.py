@@ -44,10 +44,11 @@ creates new assignments; Moodle: `grade/import/csv/classes/load_data.php`, `grad
   Blackboard's own download, `Last Name`, `First Name`, `Username`, `Student ID` (here the roster's
   sis_user_id, shown, never matched on), leaving out its `Last Access` and `Availability`. A column
   is tied to an existing gradable item only by the Column ID its download writes at the end of the
-  header (`Name [Total Pts: 100 Score] |123456`), which nothing here knows; a column headed by a name
-  alone is a new column (the Original view makes it a text column with 0 points possible), so every
-  upload creates one per assignment, and a warning (`blackboard_columns_warning`) says so with each
-  assignment's points. A comma-delimited file must have every field quoted (`LmsFile.quote_all`);
+  header (`Name [Total Pts: 100 Score] |123456`), which the TA gives in
+  `CourseCsvExport.blackboard_columns` (`blackboard_header`, checked by `blackboard_column_problem`);
+  a column headed by a name alone is a new column at every upload (the Original view makes it a text
+  column with 0 points possible), and a warning (`blackboard_columns_warning`) names those, with
+  their points. A comma-delimited file must have every field quoted (`LmsFile.quote_all`);
   Blackboard's own download is tab-delimited (`.xls`) or comma-delimited, and its upload takes
   either. `Username` is written as the other logins are: never empty, a shared one stops the
   export (`ExportError`), compared trimmed and ignoring case.
@@ -126,7 +127,8 @@ class LmsFile:
 
 def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence[Mapping[str, Any]],
               roster: Mapping[str, RosterStudent], lms_ids: Mapping[str, str],
-              now: dt.datetime | None = None, include_unrostered: bool = False) -> LmsFile:
+              now: dt.datetime | None = None, include_unrostered: bool = False,
+              column_ids: Mapping[str, str] | None = None) -> LmsFile:
     """The CSV records of the `lms` file ('canvas', 'moodle' or 'blackboard'), and its warnings.
 
     `assignments`: (name, max score) of each exported assignment, in order; `rows`: the long export's
@@ -137,7 +139,9 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
     `roster`: the roster's students by id (their SIS ids and section); `lms_ids`: the gradebook's
     `lms_user_id` by student id. A student on no roster has only their id as `SIS Login ID`/`Username`.
     Blackboard's file has the names, `Username` (the one column it matches on) and `Student ID`, every
-    field quoted (`LmsFile.quote_all`).
+    field quoted (`LmsFile.quote_all`); `column_ids` (`CourseCsvExport.blackboard_columns`, checked by
+    `blackboard_column_problem`) gives the Column ID of an assignment's existing Blackboard column, whose
+    header is then written as Blackboard's download writes it (`blackboard_header`).
     Moodle's `ID number` and `Email address` columns are left out unless every student has their own;
     Canvas's `ID` and `SIS User ID` are left empty where they cannot tell students apart. An
     ExportError (one line) when the login column cannot: no file would import right. `now` (naive
@@ -195,9 +199,10 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
     if lms == "moodle":
         warnings += filter(None, [moodle_maxima_warning(assignments), moodle_over_warning(names, sids, scores)])
     elif lms == "blackboard":
-        warnings += filter(None, [blackboard_columns_warning(assignments)])
+        warnings += filter(None, [blackboard_columns_warning(assignments, column_ids or {})])
     warnings += not_due_yet(rows, now or dt.datetime.now(dt.UTC).replace(tzinfo=None))
-    table = [[*header, *names]]
+    table = [[*header, *(blackboard_header(name, top, (column_ids or {}).get(name, "")) if lms == "blackboard"
+                         else name for name, top in assignments)]]
     if lms == "canvas":
         table.append([CANVAS_POINTS_ROW, *[""] * (len(header) - 1), *(number(m) for _, m in assignments)])
     for i, sid in enumerate(sids):
@@ -385,18 +390,54 @@ def not_due_yet(rows: Iterable[Mapping[str, Any]], now: dt.datetime, lms: str = 
     return lines
 
 
-def blackboard_columns_warning(assignments: Sequence[tuple[str, float]]) -> str | None:
-    """The line saying that each upload of the Blackboard file creates a column per assignment, and what to
-    set on it, or None without assignments: the file heads each column with the assignment's name alone,
-    and Blackboard updates an existing column only when the header carries its Column ID (`|123456`)."""
-    if not assignments:
+BLACKBOARD_COLUMNS_KEY = "CourseCsvExport.blackboard_columns"
+
+
+def blackboard_header(name: str, top: float, column_id: str) -> str:
+    """An assignment's column header in the Blackboard file: as Blackboard's download heads an existing
+    column, `Name [Total Pts: 100 Score] |123456`, the upload matching it by the Column ID after `|`; the
+    name alone (a new column at each upload) without a Column ID."""
+    if not column_id:
+        return name
+    return f"{name} [Total Pts: {number(top).removesuffix('.0')} Score] |{column_id.strip()}"
+
+
+def blackboard_column_problem(column_ids: Mapping[str, str], held: Sequence[str]) -> str | None:
+    """Why `column_ids` (assignment -> the Column ID of its Blackboard column, `CourseCsvExport.
+    blackboard_columns`) cannot be written, in one line, or None: an assignment the gradebook does not hold
+    (`held`: a typo would leave its column new), a Column ID that is not a whole number, or one that two
+    assignments share (both would be uploaded into one column)."""
+    unknown = [name for name in column_ids if name not in held]
+    if unknown:
+        return (f"{BLACKBOARD_COLUMNS_KEY}: {', '.join(shown_name(n) for n in unknown)} "
+                f"{'is' if len(unknown) == 1 else 'are'} not in the gradebook, which holds "
+                f"{', '.join(held) if held else 'no assignment yet'}; no file written")
+    odd = [name for name, cid in column_ids.items() if not (cid.strip().isascii() and cid.strip().isdigit())]
+    if odd:
+        return (f"{BLACKBOARD_COLUMNS_KEY}: the Column ID of {shown_name(odd[0])} ('{shown_name(column_ids[odd[0]])}') "
+                f"is not a whole number: it is the number after '|' in the column's header in Blackboard's download "
+                f"('Name [Total Pts: 100 Score] |123456'); no file written")
+    groups = shared_values(list(column_ids), list(column_ids.values()), key=int)
+    if groups:
+        return (f"{BLACKBOARD_COLUMNS_KEY}: {shared_text(groups)}, so both would be uploaded into one Blackboard "
+                f"column; no file written")
+    return None
+
+
+def blackboard_columns_warning(assignments: Sequence[tuple[str, float]], column_ids: Mapping[str, str]) -> str | None:
+    """The line saying that each upload of the Blackboard file creates a column for each assignment without
+    a Column ID (`column_ids`), and with what points, or None when there is none: the file heads such a
+    column with the assignment's name alone, and Blackboard updates an existing column only by its ID."""
+    new = [(name, top) for name, top in assignments if not column_ids.get(name, "").strip()]
+    if not new:
         return None
-    points = ", ".join(f"{name} {number(top)}" for name, top in assignments)
-    return (f"Points possible: the Blackboard file heads each assignment's column with its name alone, so each "
-            f"upload creates a new column for it (in the Original course view a text column with 0 points "
-            f"possible, left out of totals) rather than updating one; after uploading, set each new column's points "
-            f"({points}), or, to update an existing column, head the file's column with that column's header from "
-            f"Blackboard's own download ('Name [Total Pts: 100 Score] |123456', in a text editor)")
+    points = ", ".join(f"{name} {number(top)}" for name, top in new)
+    return (f"Points possible: the Blackboard file heads the column of {', '.join(name for name, _ in new)} with "
+            f"the name alone, so each upload creates a new column for it (in the Original course view a text column "
+            f"with 0 points possible, left out of totals) rather than updating one; after the first upload set each "
+            f"new column's points ({points}), and from then on give each its Column ID in {BLACKBOARD_COLUMNS_KEY} "
+            f"(the number after '|' in the column's header in Blackboard's download, as 'Name [Total Pts: 100 "
+            f"Score] |123456')")
 
 
 def moodle_maxima_warning(assignments: Sequence[tuple[str, float]]) -> str | None:
