@@ -94,8 +94,8 @@ def _add_big_cases(course: CourseLayout) -> None:
     nbformat.write(broken, course.submission(BROKEN_LAST_COPY, ASSIGNMENT) / NB)
     for student in (NOT_ON_ROSTER, "late"):
         shutil.copytree(course.submission("correct", ASSIGNMENT), course.submission(student, ASSIGNMENT))
-    # nbgrader's timestamp.txt: due 2026-12-14 23:59 UTC + 15 min grace; 1 day 12 h late -> 2 days -> 20 %
-    (course.submission("late", ASSIGNMENT) / "timestamp.txt").write_text("2026-12-16 12:00:00.000000 UTC")
+    # nbgrader's timestamp.txt: due 2026-11-16 23:59 UTC + 15 min grace; 1 day 12 h late -> 2 days -> 20 %
+    (course.submission("late", ASSIGNMENT) / "timestamp.txt").write_text("2026-11-18 12:00:00.000000 UTC")
 
 
 @pytest.fixture(scope="module")

@@ -801,7 +801,7 @@ def test_nbgraders_commands_keep_the_results_and_page_of_a_submission_with_an_un
 
     folder = course_with_students(tmp_path / "course", ("ada",))
     layout = CourseLayout(folder)
-    for sid, data in (("lbad", b"yesterday at noon"), ("tbom", b"\xef\xbb\xbf2026-12-15 00:30:00.000000 UTC")):
+    for sid, data in (("lbad", b"yesterday at noon"), ("tbom", b"\xef\xbb\xbf2026-11-17 00:30:00.000000 UTC")):
         shutil.copytree(layout.submission("ada", "transformer-block"), layout.submission(sid, "transformer-block"))
         (layout.submission(sid, "transformer-block") / "timestamp.txt").write_bytes(data)
     (folder / "roster.csv").write_text("id\nada\nlbad\ntbom\n")

@@ -73,7 +73,7 @@ from autograder.toolpath import tool, tool_env
 
 SAMPLE_SECONDS = 0.05
 HANG_STUDENT = "hang01"
-ON_TIME = "2026-12-14 18:00:00.000000 UTC"     # before the due date: no late penalty on either side
+ON_TIME = "2026-11-16 18:00:00.000000 UTC"     # before the due date: no late penalty on either side
 CORRECT_EVERY = 4                               # every 4th submission of the cohort is a correct one
 BROKEN_EVERY = 9                                # among the others, every 9th is a broken file
 # The scratch course's secret, the same in every run: each student's hidden inputs (and so their score)

@@ -257,8 +257,8 @@ DEMO: list[tuple[str, str, Case]] = [
     ("ken", "Ken Thompson", Case("ken", raw=b'{"nbformat": 4, "cells": [')),
 ]
 NOT_ON_ROSTER = {"late_joiner"}
-ON_TIME = "2026-12-14 18:00:00.000000 UTC"
-LATE_STAMPS = {"alan": "2026-12-15 09:30:00.000000 UTC"}   # due 2026-12-14 23:59 UTC + 15 min grace
+ON_TIME = "2026-11-16 18:00:00.000000 UTC"
+LATE_STAMPS = {"alan": "2026-11-17 09:30:00.000000 UTC"}   # due 2026-11-16 23:59 UTC + 15 min grace
 
 
 def expected(case: Case) -> dict:

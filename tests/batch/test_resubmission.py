@@ -50,8 +50,8 @@ def test_a_resubmission_warns_of_the_ta_review_that_still_stands(tmp_path):
     _course_cmd(course, "release", A)
     _course_cmd(course, "autograde", A)
     _override(course, "ada")
-    (CourseLayout(course).submission("ada", A) / "timestamp.txt").write_text("2026-12-13 09:30:00.000000 UTC")
-    (CourseLayout(course).submission("alan", A) / "timestamp.txt").write_text("2026-12-13 09:30:00.000000 UTC")
+    (CourseLayout(course).submission("ada", A) / "timestamp.txt").write_text("2026-11-15 09:30:00.000000 UTC")
+    (CourseLayout(course).submission("alan", A) / "timestamp.txt").write_text("2026-11-15 09:30:00.000000 UTC")
     out = _course_cmd(course, "autograde", A, "--student", "ada")
     assert [line for line in out.splitlines() if "WARNING" in line] == [WARNING], out
     from nbgrader.api import Gradebook
@@ -86,8 +86,8 @@ def test_a_hand_score_the_new_submission_happens_to_earn_is_still_named(tmp_path
                "submission and still stands: review it in formgrader")
     notebook = f"{A}.ipynb"
     # a new submission each time (a newer timestamp.txt): one graded alone, then one in a class run
-    for args, stamp in ((("--student", "barbara"), "2026-12-13 09:30:00.000000 UTC"),
-                        ((), "2026-12-13 10:30:00.000000 UTC")):
+    for args, stamp in ((("--student", "barbara"), "2026-11-15 09:30:00.000000 UTC"),
+                        ((), "2026-11-15 10:30:00.000000 UTC")):
         folder = layout.submission("barbara", A)
         (folder / notebook).write_bytes((layout.submission("ada", A) / notebook).read_bytes())
         (folder / "timestamp.txt").write_text(stamp)
@@ -129,7 +129,7 @@ def test_a_resubmission_after_a_crash_warns_of_the_ta_grade_that_still_stands(tm
     for sid in ("ada", "alan"):
         _crash(course, sid, monkeypatch, background=sid == "ada")
         _override(course, sid, auto=None)
-    (CourseLayout(course).submission("ada", A) / "timestamp.txt").write_text("2026-12-13 09:30:00.000000 UTC")
+    (CourseLayout(course).submission("ada", A) / "timestamp.txt").write_text("2026-11-15 09:30:00.000000 UTC")
     out = _course_cmd(course, "autograde", A)
     assert "graded    ada" in out and "graded    alan" in out, out
     assert [line for line in out.splitlines() if "WARNING" in line] == [WARNING], out

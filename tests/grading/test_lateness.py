@@ -225,7 +225,7 @@ def test_a_batch_warns_of_an_unread_timestamp_and_reads_it_in_the_configured_zon
     folder = course_with_students(tmp_path / "course", ("ada",))
     # 11:00 PST is 19:00 UTC, 19 hours after the demo's due date (23:59 UTC the day before)
     (CourseLayout(folder).submission("ada", "transformer-block") / "timestamp.txt").write_text(
-        "2026-12-15 11:00:00.000000 PST")
+        "2026-11-17 11:00:00.000000 PST")
     lines: list[str] = []
     batch = api.autograde(folder, "transformer-block", student="ada", workers=1, log=lines.append)
     assert batch.results[0].late_penalty == 0 and "'PST'" in batch.results[0].timestamp_problem
