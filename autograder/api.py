@@ -944,7 +944,8 @@ def memory_bound(cgroup: bool, limits: Iterable[tuple[str, Limits]]) -> str:
 
 def course_problems(course_dir: str | Path, *, named: bool = False) -> tuple[str, ...]:
     """What would stop `course autograde` in this course folder before any grading, one line each:
-    course.yml, the gradebook's URL, and the folders it writes (autograded/, feedback/). Nothing
+    course.yml, the gradebook's URL, the folders it writes (autograded/, feedback/), and each assignment's
+    released notebooks (`release_findings`). Nothing
     when the folder holds no course.yml (`course doctor` run outside a course), unless the folder was
     `named` (`--course-dir`): then one line says that it is no course folder."""
     from .reporting.gradebook import check_gradebook_opens, check_gradebook_url
@@ -973,14 +974,45 @@ def course_problems(course_dir: str | Path, *, named: bool = False) -> tuple[str
     unwritable = write_problems([course.layout.autograded_dir, course.layout.feedback_dir], course.layout.relative)
     if unwritable is not None:
         problems.append(unwritable)
+    problems += release_findings(course)[0]
     return tuple(problems)
+
+
+def release_findings(course: Course) -> tuple[list[str], list[str]]:
+    """(problems, notes) about every assignment's released notebooks, for `course doctor`. A problem is
+    what makes `course autograde <assignment>` refuse (`consistency.release_problems`, in its words): a
+    released notebook missing, unreadable or no notebook. An assignment never released (no release
+    folder) that nobody has submitted to yet, while another is released, is a note instead, as one not
+    set up is: it is not live yet, and the live one is graded. A note too: a released notebook that shows
+    other points than course.yml (`consistency.release_points_problems`; autograde warns of it and grades
+    on course.yml's). An assignment not set up is left to its own note (`course_notes`)."""
+    from .consistency import release_points_problems, release_problems
+
+    found = {a.name: release_problems(course, a) for a in course.assignments if not course.setup_problems(a)}
+    live = any(not lines for lines in found.values())
+    problems: list[str] = []
+    notes: list[str] = []
+    for a in course.assignments:
+        lines = found.get(a.name)
+        if lines is None:
+            continue
+        if not lines:
+            notes += [f"{line}; course autograde grades on course.yml's points"
+                      for line in release_points_problems(course, a)]
+        elif live and not os.path.lexists(course.layout.release(a.name)) and not submissions(course, a.name):
+            notes.append(f"{a.name} is not released yet and nobody has submitted it, so `course autograde "
+                         f"{a.name}` stops (those of the other assignments do not): {'; '.join(lines)}")
+        else:
+            problems += lines
+    return problems, notes
 
 
 def course_notes(course_dir: str | Path) -> tuple[str, ...]:
     """What `course doctor` says of a course folder where nothing stops `course autograde`
-    (`course_problems` found nothing): what it checked, and what would stop nbgrader's own commands
-    there (an exchange folder that does not exist: `release_assignment`, `submit` and `collect` need
-    it). Nothing when the folder holds no course.yml."""
+    (`course_problems` found nothing): what it checked, an assignment not set up or not released yet, a
+    release showing other points than course.yml (`release_findings`), and what would stop nbgrader's own
+    commands there (an exchange folder that does not exist: `release_assignment`, `submit` and `collect`
+    need it). Nothing when the folder holds no course.yml."""
     if not CourseLayout(Path(course_dir)).config.is_file():
         return ()
     try:
@@ -990,12 +1022,13 @@ def course_notes(course_dir: str | Path) -> tuple[str, ...]:
     names = ", ".join(a.name for a in course.assignments)
     notes = [f"{CONFIG_FILE} read (assignments: {names}); the gradebook's URL, "
              f"{course.layout.relative(course.layout.autograded_dir)}/ and "
-             f"{course.layout.relative(course.layout.feedback_dir)}/ can be used"]
+             f"{course.layout.relative(course.layout.feedback_dir)}/ can be used, and the released notebooks read"]
     for a in course.assignments:
         problems = course.setup_problems(a)
         if problems:
             notes.append(f"{a.name} is not set up yet, so commands for it stop (those for the other assignments "
                          f"do not): {'; '.join(problems)}")
+    notes += release_findings(course)[1]
     if course.exchange is not None and not course.exchange.is_dir():
         notes.append(f"the exchange folder {course.exchange} ({CONFIG_FILE}: exchange) does not exist: nbgrader's "
                      f"release_assignment, submit and collect need it (grading does not)")
@@ -1004,7 +1037,8 @@ def course_notes(course_dir: str | Path) -> tuple[str, ...]:
 
 def doctor(*, course_dir: str | Path | None = None, log: Log = _quiet, named: bool = False) -> DoctorReport:
     """Start the sandbox as `course autograde` would, run a probe notebook, report every layer; with
-    `course_dir` holding a course.yml, check that course too (config, gradebook, folders written).
+    `course_dir` holding a course.yml, check that course too (config, gradebook, folders written, released
+    notebooks).
     `named`: the folder was named (`--course-dir`), so that one which is no course folder is a problem."""
     from .sandbox import isolation
     from .sandbox.host import SandboxHost, SandboxUnavailable

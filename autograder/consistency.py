@@ -359,21 +359,33 @@ def require_release(course: Course, assignment: Assignment) -> None:
     """Refuse (CourseError, one line) an assignment with a notebook not released yet: its students
     have not been given it, so nothing submitted for it can be validated or graded against it. So is a
     released notebook that is no notebook (empty, not JSON: a copy cut short, a disk that filled up):
-    grading reads from it which cells are the student's, and against such a file would run them all."""
+    grading reads from it which cells are the student's, and against such a file would run them all.
+    The line is the first of `release_problems`."""
+    problems = release_problems(course, assignment)
+    if problems:
+        raise CourseError(problems[0])
+
+
+def release_problems(course: Course, assignment: Assignment) -> list[str]:
+    """Each released notebook of `assignment` that is missing or no notebook, one line each naming the
+    file and what to run (`require_release` refuses with the first; `course doctor` lists them all)."""
     layout = course.layout
+    out = []
     for name in assignment.notebooks:
         path = layout.release(assignment.name) / name
         shown = layout.relative(path)
         if not path.is_file():
-            raise CourseError(f"{shown}: not found (run `course release {assignment.name}` first)")
+            out.append(f"{shown}: not found (run `course release {assignment.name}` first)")
+            continue
         try:
             read_notebook_json(path)
         except OSError as exc:
-            raise CourseError(f"{shown}: cannot be read ({type(exc).__name__}: {exc.strerror or exc})") from None
+            out.append(f"{shown}: cannot be read ({type(exc).__name__}: {exc.strerror or exc})")
         except ValueError as exc:
             why = truncate(str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__, 200)
-            raise CourseError(f"{shown}: not a readable notebook ({why}); run `course release {assignment.name}` "
-                              f"to write it again") from None
+            out.append(f"{shown}: not a readable notebook ({why}); run `course release {assignment.name}` "
+                       f"to write it again")
+    return out
 
 
 def uncollected_checks(course: Course, assignment: Assignment) -> list[str]:

@@ -197,3 +197,66 @@ def test_doctor_names_an_assignment_not_set_up_without_stopping_grading(course_c
         "course.yml: assignments[1].package: assignment activations: folder assignments/activations does not "
         "exist (its reference and graders go there); course.yml: assignments[1].notebooks[0]: assignment "
         "activations: source notebook source/activations/activations.ipynb does not exist")
+
+
+@pytest.mark.parametrize("content, why", [
+    (None, f"not found (run `course release {ASSIGNMENT}` first)"),
+    (b"", f"not a readable notebook (Expecting value: line 1 column 1 (char 0)); run `course release {ASSIGNMENT}` "
+          f"to write it again"),
+    (b'{"metadata": {}}', f"not a readable notebook (no list of cells); run `course release {ASSIGNMENT}` to write "
+                          f"it again"),
+], ids=["missing", "empty", "no-cells"])
+def test_doctor_names_a_released_notebook_autograde_would_refuse_in_its_words(course_copy, capsys, content, why):
+    """With the released notebook missing, empty or JSON without cells, does doctor name that file on a `course:`
+    line in the words `course autograde` refuses it with, and exit 1?"""
+    layout = CourseLayout(course_copy)
+    released = layout.release(ASSIGNMENT) / f"{ASSIGNMENT}.ipynb"
+    if content is None:
+        shutil.rmtree(released.parent)
+    else:
+        released.write_bytes(content)
+    line = f"{layout.relative(released)}: {why}"
+    assert api.course_problems(course_copy) == (line,)
+    assert cli.main(["autograde", ASSIGNMENT, "--course-dir", str(course_copy)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"course: error: {line}"]
+    assert cli.main(["doctor", "--course-dir", str(course_copy)]) == 1
+    out = capsys.readouterr().out
+    assert f"course: {line}" in out.splitlines() and "refuse to grade in this course folder" in out
+
+
+def test_doctor_notes_an_assignment_not_released_yet_while_another_is_live(course_copy):
+    """With a second assignment set up (its package and source notebook there) but not released, does doctor
+    note it without calling the course unable to grade, while no submission awaits it; and name its release
+    as a problem once a student has submitted it, or when no assignment is released at all?"""
+    layout = CourseLayout(course_copy)
+    layout.config.write_text(layout.config.read_text(encoding="utf-8") + "  - name: activations\n    notebooks: "
+                             "[activations.ipynb]\n    problems:\n      relu: {points: 4}\n", encoding="utf-8")
+    layout.package("activations").mkdir()
+    layout.source("activations").mkdir(parents=True)
+    (layout.source("activations") / "activations.ipynb").write_text('{"cells": []}\n')
+    missing = f"{layout.relative(layout.release('activations') / 'activations.ipynb')}: not found (run `course " \
+              f"release activations` first)"
+    assert api.course_problems(course_copy) == ()
+    assert (f"activations is not released yet and nobody has submitted it, so `course autograde activations` stops "
+            f"(those of the other assignments do not): {missing}") in api.course_notes(course_copy)
+    layout.submission("ada", "activations").mkdir(parents=True)
+    assert api.course_problems(course_copy) == (missing,)
+    shutil.rmtree(layout.submitted_dir)
+    shutil.rmtree(layout.release(ASSIGNMENT))
+    assert api.course_problems(course_copy) == (
+        f"{layout.relative(layout.release(ASSIGNMENT) / f'{ASSIGNMENT}.ipynb')}: not found (run `course release "
+        f"{ASSIGNMENT}` first)", missing)
+
+
+def test_doctor_notes_a_release_that_shows_other_points_than_course_yml(course_copy):
+    """When course.yml's points changed after `course release`, does doctor note (without failing) what
+    `course autograde` warns of: the released notebook, the problem and both numbers?"""
+    config = CourseLayout(course_copy).config
+    text = config.read_text(encoding="utf-8")
+    assert "layer_norm: {points: 12}" in text
+    config.write_text(text.replace("layer_norm: {points: 12}", "layer_norm: {points: 10}"), encoding="utf-8")
+    assert api.course_problems(course_copy) == ()
+    release = CourseLayout(course_copy).relative(CourseLayout(course_copy).release(ASSIGNMENT))
+    assert any(note.startswith(f"{release}/{ASSIGNMENT}.ipynb: layer_norm: grade cell ")
+               and note.endswith("gives 12 points, course.yml gives 10 (run `course release`); course autograde "
+                                 "grades on course.yml's points") for note in api.course_notes(course_copy))
