@@ -5,6 +5,7 @@ Each takes a course folder and returns a report object; none prints except throu
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
 import os
 import shutil
@@ -422,7 +423,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
               seed: int | None = None, force: bool = False, insecure: bool = False,
               workers: int | None = None, scheduler: str | None = None, background_commit: bool = False,
               early: Sequence[StartedWorker] = (), log: Log = _quiet, progress: Progress | None = None,
-              notice: Log = _quiet, case_warned: set[str] | None = None) -> BatchResult:
+              notice: Log = _quiet, warned: set[str] | None = None) -> BatchResult:
     """Grade submissions; write results.json, feedback pages and the gradebook.
 
     Refuses (SandboxUnavailable, one line) when the sandbox cannot be fully set up on this
@@ -470,10 +471,11 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     gradebook's lock, whether a `course serve` server grades the submission, a commit made here
     rather than in the background (`course autograde` prints it on stderr).
 
-    `case_warned`: the `case_clashes` lines the caller's process gave already, for a command that grades
-    its students through a call each (`nbgrader autograde`): they are not given to `log` again, and those
-    given are added, so that a roster's ids differing only by case are said once per command, not once
-    per student.
+    `warned`: what the caller's process warned of already, for a command that grades its students through
+    a call each, and each notebook of an assignment through a call of its own (`nbgrader autograde`): the
+    `case_clashes` lines, and the stamps ahead of the clock (`future_stamp`'s `what`). Those are not given
+    to `log` again, and those given are added, so that a roster's ids differing only by case are said once
+    per command, not once per student, and a stamp ahead of the clock once per submission.
     """
     started = time.perf_counter()
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
@@ -489,10 +491,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
         for line in case_clashes(course, [sid for sid, _ in todo]):
-            if case_warned is None or line not in case_warned:
+            if warned is None or line not in warned:
                 log(f"WARNING: {line}")
-            if case_warned is not None:
-                case_warned.add(line)
+            if warned is not None:
+                warned.add(line)
         # a student taken out of the course: their folder is named in a WARNING, not graded
         removed = _split_removed(course, a, todo)
         for line in removed.values():
@@ -699,6 +701,11 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             if result.timestamp_problem:
                 log(f"WARNING: {sid}: {result.timestamp_problem} No late penalty was taken (see docs/grading.md, "
                     f"Late submissions).")
+            said, line = future_stamp(course, a, result)
+            if line and (warned is None or said not in warned):
+                log(f"WARNING: {line}")
+            if line and warned is not None:
+                warned.add(said)
             if progress is not None:
                 progress(len(rows), len(todo))
             settle(gradebook.recorded())
@@ -724,6 +731,37 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                        gradebook_changes=book.gradebook.created, committing=tuple(committing),
                        unreadable=tuple(unreadable.values()), removed=tuple(removed.values()),
                        standing_reviews=tuple(standing), already_graded=tuple(already), review_unread=tuple(unread))
+
+
+def future_stamp(course: Course, a: Assignment, result: SubmissionResult,
+                 now: dt.datetime | None = None) -> tuple[str, str]:
+    """(what, line): when the time `result` was graded with (its submission's timestamp.txt) lies ahead of
+    this machine's clock (`now`, default the time now) by more than lateness.CLOCK_SKEW_MINUTES, a line
+    naming the student, the file and the time, and `what` it is about (the student, file and time: the
+    line's words on how far ahead change with the clock); ("", "") otherwise. Such a submission is graded
+    as usual: the stamp may be right and this machine's clock behind, and the line says how to grade it
+    again once the stamp is corrected."""
+    from .grading.lateness import CLOCK_SKEW_MINUTES, ahead_of_clock, late_words
+    from .text import format_points
+
+    try:
+        when = dt.datetime.fromisoformat(result.submitted_at) if result.submitted_at else None
+    except ValueError:                  # a results.json edited by hand: its time is not judged here
+        return "", ""
+    if when is None or when.tzinfo is None:
+        return "", ""
+    ahead = ahead_of_clock(when, now)
+    if not ahead:
+        return "", ""
+    stamp = course.layout.relative(course.layout.submission(result.student, a.name) / TIMESTAMP_FILE)
+    what = f"{result.student}: {stamp} says {when.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC"
+    penalty = (f"a late penalty of {format_points(result.late_penalty)} points" if result.late_penalty
+               else "no late penalty")
+    return what, (f"{what}, {late_words(ahead)} ahead of this machine's clock (more than the {CLOCK_SKEW_MINUTES} "
+                  f"minutes allowed for clock skew): the clock of the machine that collected it was ahead (or this "
+                  f"one's is behind), or the file was edited. Graded as usual with that time ({penalty}); once the "
+                  f"file is corrected, `course autograde {a.name} --student {result.student}` grades it again (see "
+                  f"docs/grading.md, Late submissions).")
 
 
 def _greeted(early: Sequence[StartedWorker], course: Course, a: Assignment, *, insecure: bool, version: str,

@@ -196,18 +196,29 @@ def _ids(resources: dict[str, Any]) -> tuple[str, str, str]:
     return str(info.get("student", "")), str(info.get("assignment", "")), str(info.get("notebook", ""))
 
 
-# The lines about ids differing only by case (api.case_clashes) this process has logged: `nbgrader
-# autograde` grades the class one student (and notebook) at a time, each through api.autograde, and the
-# roster's own clashes are the same for every call, so each is logged once per command.
-_CASE_WARNED: set[str] = set()
-
-
 class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
     """Stands in for nbgrader's autograde preprocessors: grades the student's whole submission with
     `course autograde --student` (sandbox, hidden graders, results.json, feedback page, gradebook),
     then hands nbgrader the autograded copy with our report in its grade cells to write back."""
 
     course_dir = Unicode("", help="the course folder (set by autograder.nbgrader_hooks.configure)").tag(config=True)
+
+    def _warned(self) -> set[str]:
+        """What this command has warned of that each call of the engine would say again (api.autograde's
+        `warned`): the lines about ids differing only by case (api.case_clashes), and the stamps ahead of
+        the clock (api.future_stamp). nbgrader's converter grades the class one student and notebook at a
+        time, each through api.autograde, making this preprocessor anew for each notebook, but keeps one
+        exporter (our parent) for the command, or for a press of formgrader's Autograde button: the set is
+        kept there, so that the roster's clashes are logged once per command, not once per student, and
+        a student's stamp once, not once per notebook, while a later press of the button says them again."""
+        exporter: Any = self.parent
+        if exporter is None:                # made outside a converter: nothing to share with
+            return set()
+        warned = getattr(exporter, "_course_warned", None)
+        if not isinstance(warned, set):
+            warned = set()
+            exporter._course_warned = warned
+        return warned
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         import nbformat
@@ -223,7 +234,7 @@ class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
         # results.json, so the assignment's other notebooks find it unchanged and are not graded again.
         with _grading, tools_on_path():
             batch = api.autograde(self.course_dir, assignment, student=student, log=leveled(self.log),
-                                  notice=leveled(self.log), case_warned=_CASE_WARNED)
+                                  notice=leveled(self.log), warned=self._warned())
         for line in (*batch.gradebook_errors, *batch.output_errors, *batch.ungraded):
             self.log.warning(line)
         for line in batch.unreadable:

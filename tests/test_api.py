@@ -1,7 +1,7 @@
 """autograder.api's own helpers (the commands themselves are tested through the CLI)."""
 from __future__ import annotations
 
-from autograder.api import case_clashes, summarise_changes
+from autograder.api import case_clashes, future_stamp, summarise_changes
 from autograder.config import load_course
 
 
@@ -30,3 +30,33 @@ def test_a_new_roster_is_counted_in_the_gradebook_line_not_listed():
     assert line == ("assignment hw; 150 students (s001, s002, s003, ..., s150); student ada: email; "
                     "1 autograder cell added")
     assert summarise_changes(("student ada", "assignment hw", "student bo")) == "student ada; assignment hw; student bo"
+
+
+def test_a_stamp_ahead_of_the_clock_is_one_line_naming_the_student_the_file_and_the_time(course_copy):
+    """Is a submission whose time lies days ahead of this machine's clock one line naming the student, their
+    timestamp.txt and the time (in UTC), how far ahead, the late penalty judged from it and how to grade it
+    again; and are a time in the past, one within the tolerance for clock skew, and none at all not?"""
+    import datetime as dt
+
+    from autograder.grading.lateness import TIMESTAMP_FILE
+    from autograder.grading.results import SubmissionResult
+
+    course = load_course(course_copy)
+    a = course.assignment("transformer-block")
+    now = dt.datetime(2026, 12, 6, 19, 0, tzinfo=dt.UTC)
+    stamp = course.layout.relative(course.layout.submission("ada", a.name) / TIMESTAMP_FILE)
+
+    def result(submitted_at: str, late_penalty: float = 0.0) -> SubmissionResult:
+        return SubmissionResult(student="ada", assignment=a.name, state="graded", submitted_at=submitted_at,
+                                late_penalty=late_penalty)
+
+    what, line = future_stamp(course, a, result("2026-12-14T19:00:00+01:00", 30.0), now)
+    assert what == f"ada: {stamp} says 2026-12-14 18:00:00 UTC"
+    assert line == (f"{what}, 7 days 23 hours ahead of this machine's clock (more than the 5 minutes allowed for "
+                    f"clock skew): the clock of the machine that collected it was ahead (or this one's is behind), "
+                    f"or the file was edited. Graded as usual with that time (a late penalty of 30 points); once "
+                    f"the file is corrected, `course autograde transformer-block --student ada` grades it again "
+                    f"(see docs/grading.md, Late submissions).")
+    assert "(no late penalty)" in future_stamp(course, a, result("2026-12-06T20:00:00+00:00"), now)[1]
+    for quiet in ("2026-11-16T18:00:00+00:00", "2026-12-06T19:04:00+00:00", "", "not a time"):
+        assert future_stamp(course, a, result(quiet), now) == ("", ""), quiet

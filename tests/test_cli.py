@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -835,3 +836,49 @@ def test_cli_autograde_of_one_student_prints_its_report_on_stdout_and_notices_on
     assert lines[-1].startswith("gradebook: ada's grades are being committed in the background"), out
     for notice in ("waiting for the gradebook", "progress: ", "course serve", "grading on the warm worker"):
         assert notice not in out, out
+
+
+def test_cli_a_stamp_ahead_of_the_clock_is_warned_of_once_and_graded_as_usual(tmp_path):
+    """With the due date tomorrow and one notebook submitted by three students, stamped 3 days ahead of this
+    machine's clock, 2 minutes ahead (within the tolerance for clock skew) and yesterday: does `course autograde`
+    warn once, naming the first student, their timestamp.txt and its time, and grade all three as usual (the
+    late penalty judged from each stamp); and does a process that grades through a call per notebook
+    (`nbgrader autograde`, sharing `warned`) say it once, not once per call?"""
+    import datetime as dt
+
+    from autograder import api
+    from autograder.grading.lateness import TIMESTAMP_FILE
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    layout = CourseLayout(folder)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    config = layout.config.read_text()
+    assert "    due: 2026-11-16T23:59:00+00:00\n" in config
+    layout.config.write_text(config.replace("2026-11-16T23:59:00+00:00", (now + dt.timedelta(days=1)).isoformat()))
+    stamps = {"ahead": now + dt.timedelta(days=3), "skew": now + dt.timedelta(minutes=2),
+              "past": now - dt.timedelta(days=1)}
+    for sid, when in stamps.items():
+        shutil.copytree(layout.submission("ada", "transformer-block"), layout.submission(sid, "transformer-block"))
+        stamp = layout.submission(sid, "transformer-block") / TIMESTAMP_FILE
+        stamp.write_text(f"{when:%Y-%m-%d %H:%M:%S}.000000 UTC")
+    shutil.rmtree(layout.submitted_dir / "ada")
+    (folder / "roster.csv").write_text("id\n" + "\n".join(stamps) + "\n")
+    proc = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stamp = layout.relative(layout.submission("ahead", "transformer-block") / TIMESTAMP_FILE)
+    ahead = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "ahead of this machine's clock" in ln]
+    assert len(ahead) == 1 and ahead[0].startswith(
+        f"WARNING: ahead: {stamp} says {stamps['ahead']:%Y-%m-%d %H:%M:%S} UTC, 2 days 23 hours ahead of "), ahead
+    assert "(a late penalty of 20 points)" in ahead[0]
+    results = {sid: json.loads(layout.results_json(sid, "transformer-block").read_text()) for sid in stamps}
+    assert {sid: (r["extra_data"]["raw_score"], r["extra_data"]["late_penalty"], r["score"])
+            for sid, r in results.items()} == {"ahead": (100, 20, 80), "skew": (100, 0, 100), "past": (100, 0, 100)}
+    for sid, when in stamps.items():
+        assert dt.datetime.fromisoformat(results[sid]["extra_data"]["submitted_at"]) == when, sid
+        assert layout.feedback(sid, "transformer-block").is_dir(), sid
+    warned: set[str] = set()
+    for call in range(2):               # as nbgrader autograde's call for each notebook of the submission
+        lines: list[str] = []
+        api.autograde(folder, "transformer-block", student="ahead", log=lines.append, warned=warned)
+        said = [ln for ln in lines if "ahead of this machine's clock" in ln]
+        assert said == ([ahead[0]] if call == 0 else []), lines

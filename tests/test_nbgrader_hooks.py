@@ -834,10 +834,25 @@ def test_nbgraders_commands_keep_the_results_and_page_of_a_submission_with_an_un
     assert {p: p.read_bytes() for p in layout.submitted_dir.rglob("*") if p.is_file()} == submitted
 
 
+def test_what_nbgrader_autograde_warned_of_is_kept_for_the_command_not_for_the_process():
+    """Do the preprocessors nbgrader makes for each notebook of one command (one exporter, their parent) share
+    what the engine warned of, while the next command, or the next press of formgrader's Autograde button in
+    the same server (another converter, so another exporter), starts afresh and says it again?"""
+    from nbconvert.exporters import NotebookExporter
+
+    command, next_command = NotebookExporter(), NotebookExporter()
+    first = CourseAutograde(parent=command)._warned()
+    first.add("alan: his timestamp.txt says 2026-12-14 18:00:00 UTC")
+    assert CourseAutograde(parent=command)._warned() is first
+    assert CourseAutograde(parent=next_command)._warned() == set()
+
+
 def test_nbgrader_autograde_says_the_rosters_case_clash_once_not_once_per_student(tmp_path):
     """With `Ada` beside `ada` on the roster, does `nbgrader autograde` (which grades each student through a call
     of the engine's own) warn of the two ids once for the class, as `course autograde` does, not once per
-    student graded, while still saying it?"""
+    student graded, while still saying it; and of alan's timestamp.txt, two days ahead of the clock, once,
+    naming him and the file, as `course autograde` does?"""
+    import datetime as dt
     import subprocess
     import sys
 
@@ -845,12 +860,16 @@ def test_nbgrader_autograde_says_the_rosters_case_clash_once_not_once_per_studen
 
     folder = course_with_students(tmp_path / "course", ("ada", "alan"))
     (folder / "roster.csv").write_text("id\nada\nalan\nAda\n")
+    stamp = CourseLayout(folder).submission("alan", "transformer-block") / "timestamp.txt"
+    stamp.write_text(f"{dt.datetime.now(dt.UTC) + dt.timedelta(days=2):%Y-%m-%d %H:%M:%S}.000000 UTC")
     done = subprocess.run([sys.executable, "-m", "autograder.cli", "release", "transformer-block", "--course-dir",
                            str(folder)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     clash = "roster.csv: line 4: id 'Ada' differs from 'ada' (line 2) only by case"
     warnings = _nbgrader(folder, "autograde", "transformer-block")
     assert len([ln for ln in warnings if clash in ln]) == 1, warnings
+    ahead = f"alan: {CourseLayout(folder).relative(stamp)} says {stamp.read_text()[:19]} UTC, 1 day 23 hours ahead of"
+    assert len([ln for ln in warnings if ahead in ln]) == 1, warnings
     assert all(CourseLayout(folder).results_json(sid, "transformer-block").is_file() for sid in ("ada", "alan"))
 
 

@@ -17,6 +17,11 @@ from ..text import format_points, plural
 
 TIMESTAMP_FILE = "timestamp.txt"   # written by nbgrader's collect/submit into each submission folder
 TIMESTAMP_MAX_BYTES = 4096
+# How far a submission's time may lie ahead of the grading machine's clock before `course autograde`
+# warns of it (`ahead_of_clock`): two machines kept by NTP agree to well under a second, and one left
+# to drift for months is off by a few minutes at most, while a stamp hours or days ahead is a clock
+# set wrong (or a time zone taken for another) on the machine that collected it, or a file edited.
+CLOCK_SKEW_MINUTES = 5
 BYTE_ORDER_MARK = "\ufeff"
 
 
@@ -211,6 +216,14 @@ def submission_time(folder: Path, course_root: Path | None = None) -> tuple[dt.d
     except ValueError as exc:
         return None, (f"{TIMESTAMP_FILE} could not be read as a time ({text.strip()[:60]!r}: {exc}); the "
                       f"submission was treated as on time.")
+
+
+def ahead_of_clock(submitted_at: dt.datetime, now: dt.datetime | None = None) -> float:
+    """How many seconds `submitted_at` (aware) lies ahead of `now` (this machine's clock, aware; default:
+    the time now) when that is more than CLOCK_SKEW_MINUTES, else 0: a submission cannot have been made
+    after it is graded, so its stamp is wrong, and so may be the late penalty judged from it."""
+    ahead = (submitted_at - (now or dt.datetime.now(dt.UTC))).total_seconds()
+    return ahead if ahead > CLOCK_SKEW_MINUTES * 60 else 0.0
 
 
 def lateness(assignment: Assignment, submitted_at: dt.datetime | None, student: str = "") -> Lateness:

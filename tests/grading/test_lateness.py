@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from autograder.config import Assignment, LatePolicy, Limits
-from autograder.grading.lateness import late_words, lateness, parse_timestamp, submission_time
+from autograder.grading.lateness import (
+    CLOCK_SKEW_MINUTES,
+    ahead_of_clock,
+    late_words,
+    lateness,
+    parse_timestamp,
+    submission_time,
+)
 
 DUE = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
 
@@ -265,6 +272,19 @@ def test_course_autograde_commits_the_grades_of_a_submission_whose_stamp_is_out_
             submission = gb.find_submission("transformer-block", "ada")
             assert submission.score == 100.0
             assert submission.timestamp == stored
+
+
+@pytest.mark.parametrize("ahead, warned", [
+    (dt.timedelta(days=-1), False), (dt.timedelta(0), False), (dt.timedelta(minutes=CLOCK_SKEW_MINUTES), False),
+    (dt.timedelta(minutes=CLOCK_SKEW_MINUTES, seconds=1), True), (dt.timedelta(days=8, hours=1), True),
+], ids=["past", "now", "at-the-tolerance", "just-past-it", "days-ahead"])
+def test_a_stamp_is_ahead_of_the_clock_only_beyond_the_tolerance_for_skew(ahead, warned):
+    """Is a submission time later than this machine's clock by more than CLOCK_SKEW_MINUTES said to be ahead
+    of it, by how many seconds, while one in the past, now, or up to the tolerance ahead is not?"""
+    now = dt.datetime(2026, 12, 6, 19, 0, tzinfo=dt.UTC)
+    assert ahead_of_clock(now + ahead, now) == (ahead.total_seconds() if warned else 0.0)
+    assert ahead_of_clock((now + ahead).astimezone(dt.timezone(dt.timedelta(hours=-8))), now) == \
+        ahead_of_clock(now + ahead, now), "an offset changes the zone it is written in, not the time"
 
 
 @pytest.mark.parametrize("seconds, words", [
