@@ -319,14 +319,20 @@ def merge_heads_interleaved_features(x):
     return _merge_interleaved(np.asarray(x))
 
 
+# The error for a width that n_heads does not divide is graded in two parts (graders/test_split_heads.py):
+# its type, named no_value_error when it is not ValueError (an assert's AssertionError, or no error at all),
+# and its message, named unclear_value_error when it does not say what is wrong (numpy's own reshape error,
+# what a split_heads without a check of its own raises, or a vague or missing message of the student's own).
 catalogue.add("split_heads.no_value_error", hint="""
-    split_heads should raise ValueError when d_model is not divisible by n_heads. Check
-    d_model % n_heads before reshaping and raise with a message that names both numbers.""")
+    split_heads should raise ValueError when d_model is not divisible by n_heads: raise ValueError, not assert,
+    which raises AssertionError instead (and is skipped altogether under python -O). Check d_model % n_heads
+    before reshaping and raise ValueError yourself, with a message that names both numbers.""")
 
 catalogue.add("split_heads.unclear_value_error", hint="""
-    Your split_heads raises ValueError when d_model is not divisible by n_heads, but its message does not
-    say so, as when a plain reshape raises its own error. Check d_model % n_heads before reshaping and raise
-    ValueError yourself with a message that gives both numbers.""")
+    The error your split_heads raises when d_model is not divisible by n_heads does not say what is wrong:
+    numpy's reshape error (all that a split_heads without a check of its own gives) names only the array's
+    size and the shape asked for, and a vague message or a bare assert says no more. Check d_model % n_heads
+    before reshaping and raise ValueError yourself, with a message that gives both numbers.""")
 
 catalogue.add("general.mutates_input", hint="""
     Your function changed one of its input arrays in place, as x -= mean or another augmented

@@ -123,9 +123,10 @@ class _BlockFailed(Exception):
 
 @dataclass
 class Raised:
-    """What `Expect.raises` caught: the message of the student's exception, once the block has
-    raised the expected type (empty until then)."""
+    """What `Expect.raises` caught: the type's name and the message of the student's exception, once the
+    block has raised the expected type or a tolerated one (empty until then)."""
     message: str = ""
+    type_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -894,24 +895,28 @@ class Expect:
                        f"work on new arrays (e.g. `x - mean`, not `x -= mean`).")
 
     @contextlib.contextmanager
-    def raises(self, exc_type: type[BaseException], *, what: str, diagnose: str | None = None) -> Iterator[Raised]:
+    def raises(self, exc_type: type[BaseException], *, what: str, diagnose: str | None = None,
+               tolerate: tuple[type[BaseException], ...] = ()) -> Iterator[Raised]:
         """The student call inside the block must raise `exc_type` (by name, across the sandbox).
 
         `diagnose` names the mistake to record when the function answered without raising it
         (not when it gave no answer: an unfinished stub raising NotImplementedError, or one whose
-        body is `pass` and returns None). The block's value, a `Raised`, holds the exception's message
-        afterwards, for a check of what it says."""
+        body is `pass` and returns None). The block's value, a `Raised`, holds the exception's type
+        name and message afterwards, for a check of what it says. `tolerate` lists other types that
+        pass the block too, for a check of the message whose type another check charges (the failure
+        messages still ask for `exc_type` alone)."""
         name = exc_type.__name__
+        accepted = {name, *(t.__name__ for t in tolerate)}
         before = self.last_call()
         raised = Raised()
         try:
             yield raised
         except StudentRaised as exc:
-            if exc.type_name != name:
+            if exc.type_name not in accepted:
                 if diagnose and exc.type_name != "NotImplementedError":
                     self.diagnose(diagnose)
                 self._fail(f"{what} raised {exc.type_name}; expected {name}.")
-            raised.message = exc.message
+            raised.message, raised.type_name = exc.message, exc.type_name
             return
         answer = self.last_call()
         if answer is not before and getattr(answer, "value", ...) is None:

@@ -84,6 +84,25 @@ def test_raises_gives_the_message_of_the_exception_it_caught():
         assert raised.message == ""
         raise StudentRaised("ValueError", "d_model = 10 is not divisible by n_heads = 4", function="split_heads")
     assert raised.message == "d_model = 10 is not divisible by n_heads = 4"
+    assert raised.type_name == "ValueError"
+
+
+def test_raises_passes_a_tolerated_type_with_its_message_and_still_asks_for_the_expected_one():
+    """With AssertionError tolerated, does an assert's error pass the block with its type and message, while
+    another type fails it, named as the mistake and told that ValueError (alone) is expected?"""
+    cat = Catalogue()
+    cat.add("split_heads.no_value_error", hint="Check divisibility.")
+    ex = make_expect(cat)
+    with ex.raises(ValueError, what="split", tolerate=(AssertionError,)) as raised:
+        raise StudentRaised("AssertionError", "d_model must be divisible by n_heads", function="split_heads")
+    assert (raised.type_name, raised.message) == ("AssertionError", "d_model must be divisible by n_heads")
+    assert not ex.found
+
+    def raises_type_error():
+        with ex.raises(ValueError, what="split", diagnose="split_heads.no_value_error", tolerate=(AssertionError,)):
+            raise StudentRaised("TypeError", "d_model must be divisible by n_heads", function="split_heads")
+    assert failure(raises_type_error) == "split raised TypeError; expected ValueError."
+    assert [m.id for m in ex.found] == ["split_heads.no_value_error"]
 
 
 def test_raises_does_not_diagnose_an_unfinished_stub():

@@ -3,6 +3,14 @@
 x is (..., n, d_model); the result is (..., n_heads, n, d_k) with d_k = d_model // n_heads, and head i
 holds features i*d_k to (i+1)*d_k - 1 of every token (heads are numbered from 0). A width that
 n_heads does not divide is a ValueError.
+
+That error is scored in two parts, 3.5 points in all, so that the points follow what the student wrote:
+- its type (1 point): ValueError, as the notebook asks. numpy's reshape raises ValueError too, so a
+  split_heads without a check of its own earns this part; an assert (AssertionError) does not;
+- its message (2.5 points): does it say what is wrong (both sizes, or divisibility)? This part reads the
+  message of a ValueError or of an AssertionError alike, so an assert with a clear message earns it
+  (and loses the type's point only); numpy's own reshape error and a bare assert do not. Any other
+  exception (a TypeError, say) fails both parts.
 """
 import re
 
@@ -28,11 +36,12 @@ def test_split_heads_keeps_float32(student, expect, rng):
     expect_float32(expect, out, what)
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(1)
 @pytest.mark.parametrize("shape, n_heads", [((4, 10), 3), ((2, 3, 12), 5)],
                          ids=["d10_h3", "batch_axes_d12_h5"])
 def test_split_heads_rejects_width_not_divisible_by_heads(student, expect, rng, shape, n_heads):
-    """Does split_heads raise ValueError when d_model is not a multiple of n_heads?"""
+    """Does split_heads raise ValueError (not AssertionError, not nothing) when d_model is not a multiple of
+    n_heads? (The type only: what the message says is the next check's.)"""
     what = f"split_heads with d_model={shape[-1]}, n_heads={n_heads}"
     with expect.raises(ValueError, what=what, diagnose="split_heads.no_value_error"):
         student.split_heads(normal(rng, shape), n_heads)
@@ -45,18 +54,34 @@ def _names_the_problem(message: str, d_model: int, n_heads: int) -> bool:
     return {d_model, n_heads} <= numbers or re.search(r"divisib|divid|multiple", message, re.IGNORECASE) is not None
 
 
-@pytest.mark.points(0.5)
-def test_split_heads_value_error_names_the_problem(student, expect, rng):
-    """Does split_heads's ValueError say what is wrong (both sizes, or that d_model must be divisible by n_heads)?"""
+def _unclear(what: str, type_name: str, message: str) -> str:
+    """What the student is told of an error that does not say what is wrong: numpy's own reshape error ("cannot
+    reshape array of size 30 into shape (3,4,2)", what a split_heads without a check of its own raises) by name,
+    a vague message or none as such."""
+    if type_name == "ValueError" and message.startswith("cannot reshape array"):
+        said = "numpy's own reshape error, which gives the array's size and the shape asked for, not what is wrong"
+    elif message.strip():
+        said = f"{type_name}, but its message does not say what is wrong"
+    else:
+        said = f"{type_name} without a message"
+    return (f"{what} raised {said}: check d_model % n_heads yourself and raise ValueError with a message that "
+            "gives d_model and n_heads or says that d_model must be divisible by n_heads.")
+
+
+@pytest.mark.points(2.5)
+def test_split_heads_error_names_the_problem(student, expect, rng):
+    """Does split_heads's error for a d_model that n_heads does not divide say what is wrong (both sizes, or
+    that d_model must be divisible by n_heads)? The message of a ValueError or of an assert's AssertionError
+    is read alike: the type is charged by the check above, not again here."""
     d_model, n_heads = 10, 4      # reshaping (3, 10) to (3, 4, 2) fails with neither 10 nor "divisible" in its words
     what = f"split_heads with d_model={d_model}, n_heads={n_heads}"
-    with expect.raises(ValueError, what=what, diagnose="split_heads.no_value_error") as raised:
+    with expect.raises(ValueError, what=what, diagnose="split_heads.no_value_error",
+                       tolerate=(AssertionError,)) as raised:
         student.split_heads(normal(rng, (3, d_model)), n_heads)
-    if not _names_the_problem(raised.message, d_model, n_heads):
+    clear = _names_the_problem(raised.message, d_model, n_heads)
+    if not clear:
         expect.diagnose("split_heads.unclear_value_error")
-    assert _names_the_problem(raised.message, d_model, n_heads), (
-        f"{what} raised ValueError, but its message does not say what is wrong: it should give d_model and n_heads "
-        "or say that d_model must be divisible by n_heads.")
+    assert clear, _unclear(what, raised.type_name, raised.message)
 
 
 @pytest.mark.points(0)

@@ -23,7 +23,9 @@ import pytest
 
 from assignments.transformer_block import reference as ref
 from assignments.transformer_block.graders._inputs import CASE_LIST
+from autograder.config import load_course
 from autograder.grading.diagnosis import LOWER_PRECISION
+from autograder.grading.engine import score
 from autograder.grading.session import GraderSession
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -51,6 +53,7 @@ with warnings.catch_warnings():      # the graders' `points` mark is registered 
 
 session = graders_session.fixture()
 SEEDS = (17, 1_000_020)
+ASSIGNMENT = load_course(ROOT).assignment("transformer-block")
 
 SILU_IN_OTHER_CORRECT_FORMS = {
     "tanh": "def silu(x):\n    return x * 0.5 * (1.0 + np.tanh(0.5 * x))\n",
@@ -131,28 +134,80 @@ def _split_heads_raising(statement: str) -> str:
     return code.replace(check, f"{condition}{statement}\n    " if statement else "")
 
 
+_ERROR_TYPE = "test_split_heads_rejects_width_not_divisible_by_heads[{}]"
+_ERROR_MESSAGE = "test_split_heads_error_names_the_problem"
+_NO_VALUE_ERROR = ("split_heads.no_value_error",)
+_UNCLEAR = ("split_heads.unclear_value_error",)
+_WRONG_TYPE = {_ERROR_TYPE.format("d10_h3"): _NO_VALUE_ERROR, _ERROR_TYPE.format("batch_axes_d12_h5"): _NO_VALUE_ERROR}
+
 SPLIT_HEADS_ERRORS = {      # name: (the raise, the split_heads checks that fail with what they name)
     "numbers": ('raise ValueError(f"cannot split {d_model} features into {n_heads} heads")', {}),
     "divisible": ('raise ValueError("d_model must be divisible by n_heads")', {}),
     "multiple": ('raise ValueError("the width is not a Multiple of the number of heads")', {}),
-    "reshape_error": ("", {"test_split_heads_value_error_names_the_problem": ("split_heads.unclear_value_error",)}),
-    "vague": ('raise ValueError("bad input")',
-              {"test_split_heads_value_error_names_the_problem": ("split_heads.unclear_value_error",)}),
-    "assert": ('assert False, "d_model must be divisible by n_heads"', {
-        "test_split_heads_value_error_names_the_problem": ("split_heads.no_value_error",),
-        "test_split_heads_rejects_width_not_divisible_by_heads[d10_h3]": ("split_heads.no_value_error",),
-        "test_split_heads_rejects_width_not_divisible_by_heads[batch_axes_d12_h5]": ("split_heads.no_value_error",)}),
+    "reshape_error": ("", {_ERROR_MESSAGE: _UNCLEAR}),
+    "vague": ('raise ValueError("bad input")', {_ERROR_MESSAGE: _UNCLEAR}),
+    "assert": ('assert False, "d_model must be divisible by n_heads"', _WRONG_TYPE),
+    "assert_with_the_numbers": ('assert False, f"{d_model} % {n_heads} != 0"', _WRONG_TYPE),
+    "bare_assert": ("assert False", {**_WRONG_TYPE, _ERROR_MESSAGE: _UNCLEAR}),
+    "type_error": ('raise TypeError("d_model must be divisible by n_heads")', {**_WRONG_TYPE,
+                                                                              _ERROR_MESSAGE: _NO_VALUE_ERROR}),
 }
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("name", SPLIT_HEADS_ERRORS, ids=list(SPLIT_HEADS_ERRORS))
-def test_split_heads_value_error_is_judged_by_what_its_message_says(session, name, seed):
+def test_split_heads_error_is_judged_by_its_type_and_by_what_its_message_says(session, name, seed):
     """A ValueError giving both sizes or speaking of divisibility passes every split_heads check; numpy's own
-    reshape error or a vague message fails only the message check, named as an unclear ValueError; an assert
-    (AssertionError) fails every check that expects ValueError, named as no ValueError."""
+    reshape error or a vague message fails only the message check, named as unclear; an assert (AssertionError)
+    fails the type checks, named as no ValueError, and the message check too only when its message is unclear;
+    another type (TypeError) fails all three, named as no ValueError."""
     statement, failing = SPLIT_HEADS_ERRORS[name]
     assert _failed(_checks(session, seed, _split_heads_raising(statement)), "split_heads") == failing
+
+
+SPLIT_HEADS_POINTS = {      # the student: (the raise, the points of the error's 3.5 they earn)
+    "no_check": ("", 1.0),
+    "assert_with_a_clear_message": ('assert False, "d_model must be divisible by n_heads"', 2.5),
+    "value_error_with_a_clear_message": ('raise ValueError(f"cannot split {d_model} features into {n_heads} heads")',
+                                         3.5),
+}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("who", SPLIT_HEADS_POINTS, ids=list(SPLIT_HEADS_POINTS))
+def test_split_heads_error_points_follow_what_the_student_wrote(session, who, seed):
+    """Of the 3.5 points of split_heads's error: does a split_heads without a check (numpy's reshape raises a
+    ValueError that says nothing of the cause) earn the type's 1 only, an assert with a clear message the
+    message's 2.5 only, and a ValueError with a clear message all 3.5, every other split_heads check passing?"""
+    statement, points = SPLIT_HEADS_POINTS[who]
+    run = session.run({NOTEBOOK: InProcessStudent(_namespace(_split_heads_raising(statement)))}, seed)
+    tests = [t for t in score(run, ASSIGNMENT).tests if t.problem == "split_heads"]
+    error = [t for t in tests if t.name.split("::")[1].startswith((_ERROR_TYPE.split("[")[0], _ERROR_MESSAGE))]
+    assert len(error) == 3 and sum(t.max_score for t in error) == pytest.approx(3.5)
+    assert sum(t.score for t in error) == pytest.approx(points)
+    assert all(t.score == t.max_score for t in tests if t not in error)
+
+
+def _split_heads_feedback(session: GraderSession, statement: str) -> dict[str, tuple[str, str]]:
+    """split_heads's graded checks that did not pass with `statement` for its raise: their message and hints."""
+    run = session.run({NOTEBOOK: InProcessStudent(_namespace(_split_heads_raising(statement)))}, SEEDS[0])
+    return {c.name.split("::")[1]: (c.output, " ".join(" ".join(c.hints).split())) for c in run.checks
+            if c.problem == "split_heads" and c.weight > 0 and c.status != "passed"}
+
+
+def test_split_heads_error_feedback_tells_each_student_what_is_wrong(session):
+    """Without a check, is a student told that numpy's reshape error does not say what is wrong; with an assert
+    (clear message), that the error must be a ValueError raised, not an assert?"""
+    no_check = _split_heads_feedback(session, "")
+    assert list(no_check) == [_ERROR_MESSAGE], no_check
+    output, hints = no_check[_ERROR_MESSAGE]
+    assert "raised numpy's own reshape error" in output and "not what is wrong" in output, output
+    assert "numpy's reshape error" in hints and "Check d_model % n_heads" in hints, hints
+    asserted = _split_heads_feedback(session, 'assert False, "d_model must be divisible by n_heads"')
+    assert set(asserted) == set(_WRONG_TYPE), asserted
+    for output, hints in asserted.values():
+        assert output.endswith("raised AssertionError; expected ValueError."), output
+        assert "raise ValueError, not assert" in hints, hints
 
 
 @pytest.mark.parametrize("seed", SEEDS)
