@@ -388,6 +388,7 @@ MISTAKE_FORMS: dict[str, Form] = {
                                                             "gate = 1.0 / (1.0 + np.exp(-(x @ W_gate)))")),
     "swiglu_ffn.gelu_instead_of_silu": _e("swiglu_ffn", ("gate = silu(x @ W_gate)", "gate = gelu(x @ W_gate)")),
     "swiglu_ffn.silu_on_both_branches": _e("swiglu_ffn", ("up = x @ W_up", "up = silu(x @ W_up)")),
+    "swiglu_ffn.silu_before_gate_projection": _e("swiglu_ffn", ("gate = silu(x @ W_gate)", "gate = silu(x) @ W_gate")),
     "swiglu_ffn.silu_after_product": _e("swiglu_ffn", ("gate = silu(x @ W_gate)", "gate = x @ W_gate"),
                                         ("return (gate * up) @ W_down", "return silu(gate * up) @ W_down")),
     "count_block_params.missing_norm_params": _e("count_block_params", (

@@ -691,6 +691,13 @@ def swiglu_silu_on_both_branches(x, W_gate, W_up, W_down, *, silu=_SILU):
     return (silu(x @ W_gate) * silu(x @ W_up)) @ W_down
 
 
+@catalogue.mistake("swiglu_ffn.silu_before_gate_projection", hint="""
+    SiLU seems to be applied to x before the gate projection, as silu(x) @ W_gate. Project first and apply
+    silu to the result: silu(x @ W_gate).""")
+def swiglu_silu_before_gate_projection(x, W_gate, W_up, W_down, *, silu=_SILU):
+    return ((silu(x) @ W_gate) * (x @ W_up)) @ W_down
+
+
 @catalogue.mistake("swiglu_ffn.silu_after_product", hint="""
     SiLU seems to be applied after multiplying the two branches. Apply silu to the gate branch
     first, then multiply by the up branch.""")

@@ -211,6 +211,15 @@ def test_split_heads_error_feedback_tells_each_student_what_is_wrong(session):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
+def test_silu_before_the_gate_projection_is_named_for_it(session, seed):
+    """A SwiGLU that applies silu to x before the gate projection (silu(x) @ W_gate): do its value checks fail,
+    and does every swiglu_ffn check it fails name swiglu_ffn.silu_before_gate_projection, and nothing else?"""
+    failed = _failed(_checks(session, seed, mistake_cell("swiglu_ffn.silu_before_gate_projection")[1]), "swiglu_ffn")
+    assert {name for name in failed if name.startswith("test_swiglu_ffn_matches_reference[")}, failed
+    assert set(failed.values()) == {("swiglu_ffn.silu_before_gate_projection",)}, failed
+
+
+@pytest.mark.parametrize("seed", SEEDS)
 def test_a_mask_applied_as_float64_numbers_fails_the_masked_float32_check_only(session, seed):
     """`scores + (1 - mask) * -1e9` with the documented boolean mask makes float32 scores float64: does
     exactly multi_head_attention's masked float32 check fail, naming the upcast, and pre_ln_block (which
@@ -398,7 +407,8 @@ ATTENTION_ON_ONE_HEADS_FUNCTION = [
 ]
 WRONG_SILU = ["silu.relu", "silu.sigmoid_only", "silu.sign_flipped"]
 # SwiGLU's mistakes that still call silu (the others, a gate of no activation, sigmoid or gelu, do not).
-SWIGLU_ON_SILU = ["swiglu_ffn.gate_on_up_branch", "swiglu_ffn.silu_after_product", "swiglu_ffn.silu_on_both_branches"]
+SWIGLU_ON_SILU = ["swiglu_ffn.gate_on_up_branch", "swiglu_ffn.silu_after_product",
+                  "swiglu_ffn.silu_before_gate_projection", "swiglu_ffn.silu_on_both_branches"]
 
 
 def _named_as_on_right_blocks(session: GraderSession, problem: str, mistake_id: str, wrong: str) -> None:

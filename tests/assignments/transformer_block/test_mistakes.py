@@ -29,7 +29,7 @@ REQUIRED = {
     "multi_head_attention.reshape_without_transpose", "multi_head_attention.merge_without_transpose",
     "multi_head_attention.missing_scale", "multi_head_attention.softmax_wrong_axis",
     "multi_head_attention.mask_inverted", "pre_ln_block.post_ln", "pre_ln_block.missing_residual",
-    "pre_ln_block.exact_gelu", "swiglu_ffn.gate_on_up_branch",
+    "pre_ln_block.exact_gelu", "swiglu_ffn.gate_on_up_branch", "swiglu_ffn.silu_before_gate_projection",
 }
 
 
