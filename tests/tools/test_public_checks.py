@@ -11,7 +11,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import public_checks  # noqa: E402
-from submissions import MISTAKE_FORMS, SILU_NAIVE, UNCAUGHT_ON_PURPOSE, Case, build, solution_code  # noqa: E402
+from submissions import (  # noqa: E402
+    MISTAKE_FORMS,
+    SILU_NAIVE,
+    UNCAUGHT_ON_PURPOSE,
+    Case,
+    build,
+    mistake_cell,
+    solution_code,
+)
 
 from assignments.transformer_block.mistakes import catalogue  # noqa: E402
 
@@ -109,3 +117,45 @@ def test_a_split_heads_error_without_the_numbers_is_told_so_by_its_public_checks
     failures = public_checks.public_failures(build(case))
     assert [label for label, _ in failures] == ["public checks of `split_heads`"], failures
     assert "both numbers" in failures[0][1] and "only ask that it say what is wrong" in failures[0][1], failures
+
+
+def _count_failures(code: str) -> list[tuple[str, str]]:
+    """The public cells that raise for the release notebook with `code` for count_block_params."""
+    return public_checks.public_failures(build(Case("count", variants=(("count_block_params", code),))))
+
+
+def test_a_count_whose_own_assert_fails_is_told_the_error_came_from_its_function():
+    """A count that asserts d_ff == 4 * d_model and so fails on the chapter's SwiGLU figure: does its public check
+    say that the error came from the student's count_block_params, naming the call and giving their message,
+    instead of letting their AssertionError through as if the check itself had failed?"""
+    code = solution_code()["count_block_params"]
+    old = "attention = 4 * d_model * d_model"
+    assert old in code
+    asserting = code.replace(old, f'assert d_ff == 4 * d_model, "d_ff should be 4 * d_model"\n    {old}')
+    failures = _count_failures(asserting)
+    assert [label for label, _ in failures] == ["public checks of `count_block_params`"], failures
+    assert failures[0][1] == ("AssertionError: count_block_params(64, 170, 'swiglu') failed inside your "
+                              "count_block_params, not in these checks: it raised AssertionError: d_ff should be "
+                              "4 * d_model"), failures
+
+
+def test_a_count_asserting_its_names_is_told_to_raise_value_error_and_shown_its_own_message():
+    """A count that asserts its ffn and norm names (AssertionError for "relu"): does its public check name the
+    student's function, give the student's own message and ask for a ValueError?"""
+    failures = _count_failures(mistake_cell("count_block_params.no_value_error")[1])
+    assert [label for label, _ in failures] == ["public checks of `count_block_params`"], failures
+    assert failures[0][1].startswith(
+        "AssertionError: count_block_params(..., ffn='relu') should raise ValueError, but your count_block_params "
+        "raised AssertionError: unknown ffn 'relu' (an assert raises AssertionError)"), failures
+
+
+SWIGLU_MISTAKES = sorted(m for m, form in MISTAKE_FORMS.items() if form.function == "swiglu_ffn")
+
+
+@pytest.mark.parametrize("mistake_id", SWIGLU_MISTAKES)
+def test_every_swiglu_mistake_fails_the_visible_test_of_swiglu(mistake_id):
+    """Does the visible test in swiglu_ffn's graded cell (one feature, a gate weight other than 1, so that
+    silu(x) @ W_gate is not silu(x @ W_gate), nor silu(z) the sigmoid of z) fail for every catalogued swiglu_ffn
+    mistake, silu applied before the gate projection included?"""
+    failures = public_checks.public_failures(build(Case(mistake_id, variants=(mistake_cell(mistake_id),))))
+    assert "visible test of `swiglu_ffn`" in [label for label, _ in failures], failures

@@ -532,11 +532,13 @@ def test_a_wrong_count_shows_the_answer_only_where_the_notebook_prints_it(sessio
 
 def test_the_counts_shown_with_their_answer_are_the_ones_the_released_notebook_prints():
     """Is every call whose expected count a failure may show (`PUBLISHED`) made by the released notebook's
-    public checks, with that very count written in the same cell?"""
+    public checks (through their checked_count, which calls count_block_params with the same arguments), with
+    that very count written in the same cell?"""
     code = "\n".join(cell.source for cell in release_notebook().cells if cell.cell_type == "code"
                      and cell.source.startswith("# Public checks for count_block_params"))
+    assert "return count_block_params(*args, **kwargs)" in code
     for d_model, d_ff, ffn, norm in count_graders.PUBLISHED:
-        call = f'count_block_params({d_model}, {d_ff}, "{ffn}"' + ("" if norm == "layernorm" else f', norm="{norm}"')
+        call = f'checked_count({d_model}, {d_ff}, "{ffn}"' + ("" if norm == "layernorm" else f', norm="{norm}"')
         assert call + ")" in code, call
         assert f" {ref.count_block_params(d_model, d_ff, ffn, norm=norm):,} = " in code, call   # "... is 49,728 = ..."
 
