@@ -1235,7 +1235,10 @@ def _copy_lags(submitted: Path, copy: Path) -> bool:
 def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult) -> None:
     """Copy the submission's notebooks into autograded/ for the formgrader, annotated with our report:
     each is written once, annotated (or as submitted, when it cannot be; one that is not a readable
-    notebook is replaced by a placeholder formgrader can open, `annotate.placeholder_notebook`)."""
+    notebook is replaced by a placeholder formgrader can open, `annotate.placeholder_notebook`).
+    The notebooks of an earlier submission that this one does not have (another name, or one not copied
+    now: too large, a link) are removed first (`_remove_stale_copies`), so formgrader opens and our report
+    annotates this submission's notebook, never an earlier one left under the expected name."""
     from .reporting.annotate import annotate_autograded
 
     layout = course.layout
@@ -1244,6 +1247,7 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     max_bytes = int(a.limits.notebook_mb * 1024 * 1024)
     try:   # a notebook read before a later file fails is still written (as submitted)
         _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving)
+        _remove_stale_copies(target, keep=set(arriving))
         others = [target / name for name, mode in submission_entries(target)
                   if stat.S_ISREG(mode) and is_notebook_name(name) and name not in arriving]
         # nbformat would need hundreds of MB for a notebook of very many cells, outputs or other values:
@@ -1256,6 +1260,17 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     finally:
         for name, data in arriving.items():          # not annotated: as submitted
             _write_copy(target / name, data)
+
+
+def _remove_stale_copies(target: Path, keep: set[str]) -> None:
+    """Remove each notebook of the student's autograded folder `target` that is not in `keep` (the
+    notebooks copied from the submission now): copies of an earlier submission. Only notebooks go (what
+    nbgrader's autograde and this engine copy there); other files (results.json, the bookkeeping files,
+    anything a TA put there) and folders stay."""
+    for name, mode in submission_entries(target):
+        if is_notebook_name(name) and name not in keep and not stat.S_ISDIR(mode):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target / name)
 
 
 def gradebook_side_outputs(course: Course, a: Assignment, sid: str, folder: Path | None, result: SubmissionResult,
@@ -1279,11 +1294,13 @@ def _feedback_folder(course: Course, a: Assignment, sid: str, result: Submission
                      review: Review | None) -> Path:
     """feedback/<student>/<assignment>/: the page, and the submission's timestamp.txt and
     submission_secret.txt (from its autograded copy) where `nbgrader release_feedback` looks for
-    them; nothing instructor-only. Returns the page's path."""
-    from .reporting.feedback import write_feedback
+    them; nothing instructor-only. An earlier submission's pages that this one would not have are
+    removed (`feedback.remove_stale_pages`). Returns the page's path."""
+    from .reporting.feedback import remove_stale_pages, write_feedback
 
     folder = _inside(course, course.layout.feedback(sid, a.name))
     page = write_feedback(result, a, folder, review, course.name)
+    remove_stale_pages(folder, result)
     _copy_bookkeeping(course, a, sid, folder)
     return page
 

@@ -37,6 +37,17 @@ def course_with_students(dest: Path, students: tuple[str, ...]) -> Path:
     return course
 
 
+def course_cmd(course: Path, *args: str) -> str:
+    """`course ARGS --course-dir COURSE` run as a TA runs it (this venv's tools on PATH); its stdout,
+    after asserting it succeeded."""
+    bin_dir = Path(sys.executable).parent
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", *args, "--course-dir", str(course)],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
 @pytest.fixture
 def course_copy(tmp_path: Path) -> Path:
     return copy_course(tmp_path / "course")

@@ -442,8 +442,9 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
 
     for name in assignment.notebooks:
         path = folder / name
-        if not there(path) and len(assignment.notebooks) == 1 and len(submitted) == 1:
-            path = folder / submitted[0]       # the one notebook, under another name
+        if name not in submitted and len(assignment.notebooks) == 1 and len(submitted) == 1 \
+                and there(folder / submitted[0]):
+            path = folder / submitted[0]       # the one notebook graded, under another name (not a copy left there)
         if not there(path):
             reports.append(AnnotationReport(None, skipped=f"{name}: no autograded copy"))
             continue

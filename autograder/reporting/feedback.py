@@ -27,7 +27,9 @@ that failed with one identical message, and notebook cells that raised the same 
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
@@ -39,6 +41,7 @@ from markupsafe import Markup, escape
 
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
+from autograder.notebooks import RefusedFile, open_regular
 from autograder.text import format_points, plural, shown_name
 
 from .bounds import FEEDBACK_MAX_BYTES, bound_result, shrunk
@@ -535,6 +538,51 @@ def feedback_filename(result: SubmissionResult) -> str:
     if len(stem.encode("utf-8", "surrogateescape")) > 250:
         stem = ""
     return f"{stem or 'feedback'}.html"
+
+
+PAGE_HEAD = b"<!DOCTYPE html>"            # how our page begins (templates/feedback.html)
+PAGE_TITLE = b"<title>Feedback: "         # and its title, within PAGE_SNIFF_BYTES
+PAGE_SNIFF_BYTES = 4096
+
+
+def is_feedback_page(path: Path) -> bool:
+    """Whether `path` is a page this engine wrote (a regular `.html` file, not a link, that begins as
+    templates/feedback.html does, its title included), rather than a file someone else put there."""
+    if not path.name.lower().endswith(".html"):
+        return False
+    try:
+        fd = open_regular(path)
+    except RefusedFile:
+        return False
+    try:
+        head = os.read(fd, PAGE_SNIFF_BYTES)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return head.lstrip().startswith(PAGE_HEAD) and PAGE_TITLE in head
+
+
+def remove_stale_pages(folder: str | Path, result: SubmissionResult) -> list[str]:
+    """Remove from `folder` (feedback/<student>/<assignment>/) our pages that `result`'s submission would
+    not have: named after a notebook it no longer holds (an earlier submission's), or `feedback.html` once
+    a notebook names the page. Kept: its page (`feedback_filename`), a page named after each of its
+    notebooks (`nbgrader generate_feedback` writes one per notebook), and every file that is not our page
+    (`is_feedback_page`: a TA's notes, the bookkeeping files). Returns the names removed."""
+    folder = Path(folder)
+    keep = {feedback_filename(result)} | {f"{shown_name(Path(f).stem)}.html"
+                                          for f in (*result.files, *result.unreadable_notebooks)}
+    removed = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    for name in names:
+        if name not in keep and is_feedback_page(folder / name):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(folder / name)
+                removed.append(name)
+    return removed
 
 
 def write_feedback(result: SubmissionResult, assignment: Assignment | None, folder: str | Path,

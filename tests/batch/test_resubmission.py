@@ -5,14 +5,13 @@ submission's grading crashed and a TA graded it by hand."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from autograder.layout import CourseLayout
-from tests.conftest import course_with_students
+from tests.conftest import course_cmd, course_with_students
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -20,14 +19,6 @@ A = "transformer-block"
 COMMENT = "Divide by the root of the mean of squares."
 WARNING = ("WARNING: ada: a TA's score for rms_norm (4 of 5; the autograder now gives 5) and a comment were set on "
            "an earlier submission and still stand: review them in formgrader")
-
-
-def _course_cmd(course: Path, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "autograder.cli", *args, "--course-dir", str(course)],
-                          capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")])))
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 def _override(course: Path, sid: str, auto: float | None = 5.0) -> None:
@@ -47,12 +38,12 @@ def test_a_resubmission_warns_of_the_ta_review_that_still_stands(tmp_path):
     one-student run, which would commit in the background) print one WARNING line naming them while the
     gradebook keeps them, and do `--force` on the same files and a student without any review print none?"""
     course = course_with_students(tmp_path / "course", ("ada", "alan"))
-    _course_cmd(course, "release", A)
-    _course_cmd(course, "autograde", A)
+    course_cmd(course, "release", A)
+    course_cmd(course, "autograde", A)
     _override(course, "ada")
     (CourseLayout(course).submission("ada", A) / "timestamp.txt").write_text("2026-11-15 09:30:00.000000 UTC")
     (CourseLayout(course).submission("alan", A) / "timestamp.txt").write_text("2026-11-15 09:30:00.000000 UTC")
-    out = _course_cmd(course, "autograde", A, "--student", "ada")
+    out = course_cmd(course, "autograde", A, "--student", "ada")
     assert [line for line in out.splitlines() if "WARNING" in line] == [WARNING], out
     from nbgrader.api import Gradebook
 
@@ -60,9 +51,9 @@ def test_a_resubmission_warns_of_the_ta_review_that_still_stands(tmp_path):
         grade = gb.find_grade("test_rms_norm", A, A, "ada")
         assert (grade.auto_score, grade.manual_score, grade.needs_manual_grade) == (5.0, 4.0, True)
         assert gb.find_comment("rms_norm_solution", A, A, "ada").manual_comment == COMMENT
-    again = _course_cmd(course, "autograde", A, "--student", "ada", "--force")
+    again = course_cmd(course, "autograde", A, "--student", "ada", "--force")
     assert "graded    ada" in again and "WARNING" not in again, again
-    alan = _course_cmd(course, "autograde", A)
+    alan = course_cmd(course, "autograde", A)
     assert "graded    alan" in alan and "WARNING" not in alan, alan
 
 
@@ -75,8 +66,8 @@ def test_a_hand_score_the_new_submission_happens_to_earn_is_still_named(tmp_path
 
     course = course_with_students(tmp_path / "course", ("ada", "barbara"))
     layout = CourseLayout(course)
-    _course_cmd(course, "release", A)
-    _course_cmd(course, "autograde", A)
+    course_cmd(course, "release", A)
+    course_cmd(course, "autograde", A)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
         grade = gb.find_grade("test_rms_norm", A, A, "barbara")
         assert grade.auto_score == 0.0
@@ -91,7 +82,7 @@ def test_a_hand_score_the_new_submission_happens_to_earn_is_still_named(tmp_path
         folder = layout.submission("barbara", A)
         (folder / notebook).write_bytes((layout.submission("ada", A) / notebook).read_bytes())
         (folder / "timestamp.txt").write_text(stamp)
-        out = _course_cmd(course, "autograde", A, *args)
+        out = course_cmd(course, "autograde", A, *args)
         assert "graded    barbara" in out and [ln for ln in out.splitlines() if "WARNING" in ln] == [warning], out
         with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
             grade = gb.find_grade("test_rms_norm", A, A, "barbara")
@@ -125,12 +116,12 @@ def test_a_resubmission_after_a_crash_warns_of_the_ta_grade_that_still_stands(tm
     get the WARNING line (the TA's score still stands on it), while a student whose same files are
     graded again after the crash gets none?"""
     course = course_with_students(tmp_path / "course", ("ada", "alan"))
-    _course_cmd(course, "release", A)
+    course_cmd(course, "release", A)
     for sid in ("ada", "alan"):
         _crash(course, sid, monkeypatch, background=sid == "ada")
         _override(course, sid, auto=None)
     (CourseLayout(course).submission("ada", A) / "timestamp.txt").write_text("2026-11-15 09:30:00.000000 UTC")
-    out = _course_cmd(course, "autograde", A)
+    out = course_cmd(course, "autograde", A)
     assert "graded    ada" in out and "graded    alan" in out, out
     assert [line for line in out.splitlines() if "WARNING" in line] == [WARNING], out
     from nbgrader.api import Gradebook

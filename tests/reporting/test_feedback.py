@@ -4,7 +4,7 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 from autograder.layout import CourseLayout
-from autograder.reporting.feedback import render_feedback, write_feedback
+from autograder.reporting.feedback import remove_stale_pages, render_feedback, write_feedback
 
 from .conftest import HINT, MARKUP, SECRET, SEED, submission
 
@@ -151,6 +151,25 @@ def test_page_for_a_notebook_that_could_not_be_read_is_named_after_it(tmp_path, 
     feedback.html?"""
     result = submission("zed", files=(), unreadable_notebooks=("transformer-block.ipynb",))
     assert write_feedback(result, assignment, tmp_path).name == "transformer-block.html"
+
+
+def test_an_earlier_submissions_pages_go_and_other_files_stay(tmp_path, assignment):
+    """With the pages of earlier submissions in the folder (one named after a notebook no longer
+    submitted, feedback.html from one without notebooks), does removing the stale pages take exactly
+    those, and keep a page named after each notebook now submitted (nbgrader's generate_feedback
+    writes one per notebook), a TA's own HTML file, a link to a page, and other files?"""
+    folder = CourseLayout(tmp_path).feedback("zed", "transformer-block")
+    for files in (("old.ipynb",), (), ("second.ipynb",)):
+        write_feedback(submission("zed", files=files), assignment, folder)
+    (folder / "reading.html").write_text("<!DOCTYPE html>\n<html><title>Reading</title></html>\n")
+    (folder / "linked.html").symlink_to(folder / "second.html")
+    (folder / "timestamp.txt").write_text("2026-12-14 18:00:00.000000 UTC")
+    now = submission("zed", files=("transformer-block.ipynb", "second.ipynb"))
+    page = write_feedback(now, assignment, folder)
+    assert sorted(remove_stale_pages(folder, now)) == ["feedback.html", "old.html"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["linked.html", "reading.html", "second.html", "timestamp.txt", page.name])
+    assert remove_stale_pages(folder, now) == []
 
 
 def test_sections_kept_from_earlier_pages_give_the_page_made_afresh(ada, bob, cy, assignment, monkeypatch):

@@ -410,7 +410,9 @@ def test_the_copy_is_read_as_nbformat_reads_it(tmp_path, case):
 def test_the_copy_is_written_once_as_the_copy_annotated_afterwards_was(course_copy, copy, monkeypatch, kind):
     """Is each formgrader copy written once, annotated, and are the files (bytes and modes) those of
     copying the submission and then annotating the copy, also when a notebook cannot be read (then a
-    placeholder is written) or a copy from an earlier grading under another name is there?"""
+    placeholder is written) or when the copy of an earlier grading is there under the release's name
+    while this submission's notebook has another (then that earlier copy is removed, and the files are
+    those of this submission alone)?"""
     from autograder import api
     from autograder.reporting import annotate
 
@@ -423,13 +425,14 @@ def test_the_copy_is_written_once_as_the_copy_annotated_afterwards_was(course_co
         nb = nbformat.reads(data.decode(), as_version=4)
         nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_silu"]
         data = nbformat.writes(nb).encode()
-    (folder / ("extra.ipynb" if kind == "stale" else NB)).write_bytes(b"{not json" if kind == "unreadable" else data)
+    name = "transformer-block (1).ipynb" if kind == "stale" else NB
+    (folder / name).write_bytes(b"{not json" if kind == "unreadable" else data)
     (folder / "timestamp.txt").write_text("2026-12-14 18:00:00.000000 UTC\n")
-    result = replace(dora_result(), files=(str(folder / NB),))
+    result = replace(dora_result(), files=(str(folder / name),))
     targets = {}
     for how in ("before", "once"):
         target = course.layout.autograded("dora", a.name)
-        if kind == "stale":
+        if kind == "stale" and how == "once":
             target.mkdir(parents=True, exist_ok=True)
             (target / NB).write_bytes(data)              # from an earlier grading
         writes: list[str] = []
@@ -454,7 +457,8 @@ def test_the_copy_is_written_once_as_the_copy_annotated_afterwards_was(course_co
         targets[how] = {p.name: (p.read_bytes(), p.stat().st_mode) for p in target.iterdir()}
         shutil.rmtree(target)
     assert targets["once"] == targets["before"]
-    assert (kind == "unreadable") == (b"could not be read as a notebook" in targets["once"][NB][0])
+    assert (kind == "unreadable") == (b"could not be read as a notebook" in targets["once"][name][0])
+    assert OUTPUT_NAME.encode() in targets["once"][name][0]
 
 
 def test_a_notebook_read_before_a_later_file_fails_is_still_copied(course_copy, copy, monkeypatch):
