@@ -61,6 +61,6 @@ def test_a_resubmission_under_another_name_replaces_the_earlier_copy_and_page(tm
     assert sorted(p.name for p in copies.glob("*.ipynb")) == [RENAMED]
     assert "0 / 5 points for rms_norm" in _grade_cell_reports(copies / RENAMED)["test_rms_norm"]
     assert sorted(p.name for p in pages.glob("*.html")) == sorted([f"{A} (1).html", "extra-reading.html"])
-    assert "25.6" in (pages / f"{A} (1).html").read_text()
+    assert '<span class="big">32</span>' in (pages / f"{A} (1).html").read_text()
     for path, text in ta_files.items():
         assert path.read_text() == text, path
