@@ -595,7 +595,16 @@ def parse_yaml(text: str, loader: Any = None) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if mark is not None and _is_tab(text, mark.index):
+            problem = f"a tab character at column {mark.column + 1}; YAML indents with spaces"
         raise ConfigError(f"{CONFIG_NAME}:{where}: not valid YAML ({problem})") from None
+
+
+def _is_tab(text: str, index: object) -> bool:
+    """Whether the character at `index` of `text` (a YAML error's mark) is a tab, which YAML refuses
+    where it takes indentation, with a message that does not say so (libyaml's: "found character that
+    cannot start any token")."""
+    return isinstance(index, int) and 0 <= index < len(text) and text[index] == "\t"
 
 
 def _yaml_cache_key(text: str) -> str | None:

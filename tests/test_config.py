@@ -197,6 +197,26 @@ def test_config_invalid_yaml_names_the_line(tmp_path):
         load_course(course)
 
 
+@pytest.mark.parametrize("loader", ["CSafeLoader", "SafeLoader"])
+@pytest.mark.parametrize("text, line, column", [
+    ("name: x\nassignments:\n\t- name: hw\n", 3, 1),           # libyaml: "cannot start any token"
+    ("name: x\nlimits:\n  a: 1\n  \tb: 2\n", 4, 3),            # libyaml: "violates indentation"
+])
+def test_config_tab_in_yaml_is_named(text, line, column, loader):
+    """Is a tab where YAML refuses one named as a tab (YAML indents with spaces), whichever loader read it?"""
+    with pytest.raises(ConfigError) as info:
+        config.parse_yaml(text, getattr(yaml, loader))
+    assert str(info.value) == (f"course.yml: line {line}: not valid YAML (a tab character at column {column}; YAML "
+                               f"indents with spaces)")
+
+
+def test_config_yaml_error_elsewhere_keeps_the_parsers_words():
+    """Is a YAML error at another character than a tab (here after one) still given in the parser's words?"""
+    with pytest.raises(ConfigError) as info:
+        config.parse_yaml("name: x\tcolour: blue\n", yaml.CSafeLoader)
+    assert str(info.value) == "course.yml: line 1: not valid YAML (mapping values are not allowed in this context)"
+
+
 @pytest.mark.parametrize("data, expected", [
     (mutate("assignments.0.problems.layer_norm.points", "ten"),
      'assignments[0].problems.layer_norm.points: expected a positive number, got "ten"'),
