@@ -619,6 +619,11 @@ def _unfetchable(root: str, released: dict[str, list[str]]) -> list[str]:
     return lines
 
 
+def _has_page(folder: str) -> bool:
+    """Whether a student's feedback folder for an assignment holds a page (an .html file)."""
+    return bool(glob.glob(os.path.join(glob.escape(folder), "*.html")))
+
+
 class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
     """nbgrader's release_feedback (its own exchange), leaving out, with a warning naming the
     folder, each student whose feedback folder has no `submission_secret.txt` (a submission put in
@@ -638,9 +643,12 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
         skipped = []
         released: dict[str, list[str]] = {}                       # assignment -> students
         untimed: dict[str, str] = {}                              # page folder -> student: no timestamp.txt
+        found = False                                             # a folder asked for that holds a page
         for page_folder in sorted(glob.glob(self.src_path)):      # feedback/<student or *>/<assignment>
             student = os.path.basename(os.path.dirname(page_folder.rstrip(os.sep)))
-            if student in excluded or not glob.glob(os.path.join(glob.escape(page_folder), "*.html")):
+            has_page = _has_page(page_folder)
+            found = found or has_page
+            if student in excluded or not has_page:
                 continue
             why = _secret_problem(page_folder)
             if why:
@@ -651,6 +659,8 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
             released.setdefault(os.path.basename(page_folder.rstrip(os.sep)), []).append(student)
             if not os.path.isfile(os.path.join(page_folder, TIMESTAMP_FILE)):
                 untimed[page_folder] = student
+        if not found:
+            self.log.warning("%s", self._nothing_found())
         gone = self._removed(released)
         for students in released.values():
             students[:] = [sid for sid in students if sid not in gone]
@@ -668,6 +678,27 @@ class CourseReleaseFeedback(ExchangeReleaseFeedback):   # type: ignore[misc]
             super().copy_files()
         finally:
             self.coursedir.student_id_exclude = before
+
+    def _nothing_found(self) -> str:
+        """The line for a release that found no feedback page for the assignment (and student) asked
+        for: the folder it looked in, and the students with pages for that assignment or, when it has
+        none, the assignments with pages (a misspelt name, or `course feedback` not run yet)."""
+        from .reporting.lms_export import listed
+
+        pages: dict[str, list[str]] = {}                          # assignment -> students with a page
+        for folder in sorted(glob.glob(self.coursedir.format_path(self.coursedir.feedback_directory, "*", "*"))):
+            if _has_page(folder):
+                student, assignment = Path(folder).parts[-2:]
+                pages.setdefault(assignment, []).append(student)
+        asked = self.coursedir.assignment_id
+        where = f"{os.path.relpath(self.src_path, self.coursedir.root)}{os.sep}"
+        if self.coursedir.student_id and pages.get(asked):
+            have = f"the students with one for {asked}: {listed(pages[asked], shown=10)}"
+        elif pages:
+            have = f"the assignments with feedback pages: {', '.join(sorted(pages))}"
+        else:
+            have = "no assignment has any (`course feedback ASSIGNMENT` writes them)"
+        return f"no feedback page under {where}, so nothing was released; {have}"
 
     def _release_by_secret(self, page_folder: str, student: str) -> None:
         """Each page of `page_folder` (a student's feedback folder without timestamp.txt) copied where

@@ -338,6 +338,26 @@ def test_release_feedback_leaves_out_a_submission_that_did_not_come_through_the_
     assert len(released) == 2 and all(p.suffix == ".html" for p in released)
 
 
+def test_release_feedback_of_a_misspelt_assignment_or_student_says_nothing_was_found(tmp_path):
+    """When `nbgrader release_feedback` is given an assignment or a student with no feedback page, does it still
+    exit 0, release nothing, and warn naming the folder it looked in and the assignments or students that have
+    pages, rather than saying nothing?"""
+    folder = _graded_with_an_exchange(tmp_path, ("ada", "alan"), ("ada", "alan"))
+    layout = CourseLayout(folder)
+    released = tmp_path / "exchange" / "dl-attention" / EXCHANGE_FEEDBACK
+    misspelt, nobody = (layout.relative(layout.feedback(*ids)) for ids in (("*", "transformer-blok"),
+                                                                          ("katt", "transformer-block")))
+    assert _nbgrader(folder, "release_feedback", "transformer-blok") == [
+        f"[ReleaseFeedbackApp | WARNING] no feedback page under {misspelt}/, so nothing was released; the "
+        f"assignments with feedback pages: transformer-block"]
+    assert _nbgrader(folder, "release_feedback", "transformer-block", "--student=katt") == [
+        f"[ReleaseFeedbackApp | WARNING] no feedback page under {nobody}/, so nothing was released; the students "
+        f"with one for transformer-block: ada and alan"]
+    assert not released.exists() or not any(released.iterdir())
+    assert _nbgrader(folder, "release_feedback", "transformer-block", "--student=ada") == []
+    assert len(list(released.iterdir())) == 1
+
+
 def test_release_feedback_warns_of_a_page_that_fetch_feedback_will_not_find(tmp_path):
     """When ada submitted her notebook as transformer-block.IPYNB, does `nbgrader release_feedback` still
     release every page, and warn, naming her notebook and her page, that nbgrader's fetch_feedback (lower-case
