@@ -217,6 +217,12 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
     if batch.not_submitted:
         missing = plural(len(batch.not_submitted), "roster student")
         print(f"no submission from {missing}, each scored 0 in the gradebook: {', '.join(batch.not_submitted)}")
+        from .config import roster_typo
+        for row in batch.results:
+            typo = None if row.on_roster else roster_typo(row.student, batch.not_submitted, case_only=False)
+            if typo:
+                print(f"WARNING: {typo}: if so, correct the roster (or rename the submission folder) and run "
+                      f"`course autograde {a.name}` again")
     for err in batch.gradebook_errors:
         print(f"gradebook: {err}", file=sys.stderr)
     for err in batch.output_errors:

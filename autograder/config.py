@@ -20,6 +20,7 @@ import io
 import math
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from . import schema, usercache
 from .errors import ConfigError
 from .layout import CONFIG_FILE, CourseLayout
 from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, POSITIVE, Check, Scope, pattern, setting, show
+from .text import shown_name
 
 CONFIG_NAME = CONFIG_FILE
 DTYPES = ("float64", "float32")
@@ -276,6 +278,28 @@ def roster_id_problem(student: str) -> str | None:
 ROSTER_COLUMNS = ("first_name", "last_name", "email", "lms_user_id", "sis_user_id", "sis_login_id", "section")
 # Those the gradebook keeps for each student (nbgrader's Student fields of the same name), synced from the roster.
 SYNCED_COLUMNS = ("first_name", "last_name", "email", "lms_user_id")
+
+
+# How alike (difflib's ratio, ids compared ignoring case) a submitter off the roster and a roster student
+# without a submission must be to be named as a likely typo of one for the other: strict, so that two
+# students' ids are seldom taken for one ('katherine' and 'katherin' are 0.94, 'ada' and 'alan' 0.57).
+TYPO_CUTOFF = 0.8
+
+
+def roster_typo(student: str, without_submission: Sequence[str], *, case_only: bool = True) -> str | None:
+    """The line saying that `student`, who submitted and is not on the roster, may be one of the roster
+    students `without_submission` under a misspelt id (the closest, by difflib, at `TYPO_CUTOFF`), or None
+    when none is that close. `case_only`: also name an id equal to `student` but for case (False where
+    those are said already, api.case_clashes)."""
+    folded: dict[str, list[str]] = {}
+    for sid in without_submission:
+        if sid != student and (case_only or sid.casefold() != student.casefold()):
+            folded.setdefault(sid.casefold(), []).append(sid)
+    close = difflib.get_close_matches(student.casefold(), list(folded), n=3, cutoff=TYPO_CUTOFF)
+    meant = [shown_name(sid) for key in close for sid in folded[key]]
+    if not meant:
+        return None
+    return f"{shown_name(student)} (not on the roster) may be the roster's {' or '.join(meant)} (a typo?)"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -118,6 +118,21 @@ def _grader_for_no_problem(folder: Path) -> None:
     (graders / "test_gelu.py").write_text((graders / "test_silu.py").read_text())
 
 
+def test_cli_a_misspelt_roster_id_is_named_beside_the_submitter_it_likely_means(tmp_path):
+    """When the roster has adaa for ada (and Alan for alan), does `course autograde` pair ada, graded off the
+    roster, with adaa, who has no submission, in one WARNING line, leaving alan to the case warning alone?"""
+    folder = course_with_students(tmp_path / "course", ("ada", "alan"))
+    (folder / "roster.csv").write_text("id\nadaa\nAlan\n")
+    proc = course("autograde", "transformer-block", "--course-dir", str(folder))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no submission from 2 roster students, each scored 0 in the gradebook: adaa, Alan" in proc.stdout
+    hints = [line for line in proc.stdout.splitlines() if "(a typo?)" in line]
+    assert hints == ["WARNING: ada (not on the roster) may be the roster's adaa (a typo?): if so, correct the roster "
+                     "(or rename the submission folder) and run `course autograde transformer-block` again"], (
+        proc.stdout)
+    assert "matches roster id Alan except for case" in proc.stdout
+
+
 @pytest.mark.parametrize("breakage, args, message", [
     (_no_grader, ["--force"], "gelu: no grader file assignments/transformer_block/graders/test_gelu.py"),
     (_grader_does_not_import, ["--force"], f"test_silu.py, line {BROKEN_LINE}: SyntaxError: invalid syntax, "

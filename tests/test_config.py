@@ -571,3 +571,18 @@ def test_config_a_roster_that_is_a_folder_is_one_line_naming_the_key(tmp_path):
     with pytest.raises(ConfigError) as info:
         course.students()
     assert str(info.value).startswith("course.yml: roster: ") and "is not a file" in str(info.value)
+
+
+def test_roster_typo_pairs_only_close_ids_and_case_only_ones_when_asked():
+    """Is a submitter off the roster named beside a roster id a letter away (ignoring case), not beside a
+    different student's id, and beside one equal but for case only when those are not said elsewhere?"""
+    from autograder.config import roster_typo
+
+    assert roster_typo("katherine", ["ada", "katherin"]) == (
+        "katherine (not on the roster) may be the roster's katherin (a typo?)")
+    assert roster_typo("Katherine", ["KATHERIN"]) == (
+        "Katherine (not on the roster) may be the roster's KATHERIN (a typo?)")
+    assert roster_typo("ada", ["alan", "adam"]) == "ada (not on the roster) may be the roster's adam (a typo?)"
+    assert roster_typo("ada", ["alan", "ana", "bob"]) is None
+    assert roster_typo("Ada", ["ada"]) == "Ada (not on the roster) may be the roster's ada (a typo?)"
+    assert roster_typo("Ada", ["ada"], case_only=False) is None

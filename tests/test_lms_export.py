@@ -482,6 +482,23 @@ def test_a_student_in_the_gradebook_but_not_on_the_roster_is_left_out_with_a_war
     assert not [w for w in everyone.warnings if "not on the roster" in w]
 
 
+def test_an_off_roster_id_close_to_a_roster_student_without_a_submission_is_named_as_a_likely_typo():
+    """When the roster misspells a student's id (katherin for katherine), is the submitter left out of the file
+    paired in one warning with the roster student who has no submission (whose 0 the file holds), while an
+    off-roster id close to a student who did submit, or far from everyone, gets no such line?"""
+    def row(sid: str, submitted: bool) -> dict:
+        return {**_row(sid), "submitted": submitted, "score": 88.0 if submitted else 0.0}
+
+    rows = [row("katherine", True), row("katherin", False), row("bobby", True), row("bobb", True), row("zed", True),
+            row("yan", False)]
+    roster = _roster(RosterStudent("katherin"), RosterStudent("bobb"), RosterStudent("yan"))
+    got = lms_table("canvas", [(A, 100.0)], rows, roster, {})
+    assert [w for w in got.warnings if "typo" in w] == [
+        "katherine (not on the roster) may be the roster's katherin (a typo?): if so, correct the roster and export "
+        "again"]
+    assert [r[3] for r in got.records[2:]] == ["katherin", "bobb", "yan"]
+
+
 TAIL = ("; add them to the roster with their LMS ids, or take a student who left the course out of the gradebook "
         "with `nbgrader db student remove <id> --force` (--force: their grades are deleted too)")
 

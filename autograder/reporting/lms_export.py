@@ -91,7 +91,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import RosterStudent
+from ..config import RosterStudent, roster_typo
 from ..errors import ExportError
 from ..text import shown_name
 
@@ -149,6 +149,7 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
     gradebook but not on `roster` (when there is one) is left out, with a warning, unless
     `include_unrostered`."""
     off_roster = [sid for sid in dict.fromkeys(r["student_id"] for r in rows) if roster and sid not in roster]
+    typos = roster_typos(rows, roster, off_roster)
     if off_roster and not include_unrostered:
         rows = [r for r in rows if r["student_id"] not in set(off_roster)]
     scores: dict[tuple[str, str], Any] = {(r["student_id"], r["assignment"]): r["score"] for r in rows}
@@ -196,6 +197,7 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
         warnings.append(off_roster_warning(lms, off_roster, held))
     elif off_roster:
         warnings.append(left_out_warning(lms, off_roster))
+    warnings += typos
     if lms == "moodle":
         warnings += filter(None, [moodle_maxima_warning(assignments), moodle_over_warning(names, sids, scores)])
     elif lms == "blackboard":
@@ -351,6 +353,25 @@ def off_roster_warning(lms: str, students: Sequence[str], held: Mapping[str, Seq
             f"{', '.join(given)} and {login}, {match}; add them to the roster with their LMS ids, or "
             f"take a student who left the course out of the gradebook with `nbgrader db student remove <id> --force` "
             f"(--force: their grades are deleted too)")
+
+
+def roster_typos(rows: Sequence[Mapping[str, Any]], roster: Mapping[str, RosterStudent],
+                 off_roster: Sequence[str]) -> list[str]:
+    """A line for each student of `off_roster` whose id is close to that of a roster student without a
+    submission of an assignment they submitted (config.roster_typo): most likely one student, whose
+    grade the LMS file would leave out and give the other a 0 for."""
+    submitted: dict[str, set[str]] = {}
+    for row in rows:
+        if row.get("submitted"):
+            submitted.setdefault(row["student_id"], set()).add(row["assignment"])
+    lines = []
+    for sid in off_roster:
+        theirs = submitted.get(sid, set())
+        missing = [other for other in roster if theirs - submitted.get(other, set())]
+        line = roster_typo(sid, missing)
+        if line:
+            lines.append(f"{line}: if so, correct the roster and export again")
+    return lines
 
 
 def left_out_warning(lms: str, students: Sequence[str]) -> str:
