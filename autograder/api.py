@@ -43,6 +43,7 @@ from .notebooks import (
     read_regular,
     submission_entries,
 )
+from .text import plural
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
     from .batch.launch import StartedWorker
@@ -172,6 +173,9 @@ class BatchResult:
     # students committed in the background whose gradebook could not be read for a person's changes:
     # their row shows the autograder's scores
     review_unread: tuple[str, ...] = ()
+    # students graded before under other graders (the engine, the instructor code or the course.yml entry
+    # changed since), graded again
+    regraded: tuple[str, ...] = ()
 
     @property
     def grader_failed(self) -> bool:
@@ -545,9 +549,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             start_writer()
         from .batch.pool import make_pool
         from .batch.worker import Task
-        from .grading.fingerprint import graders_version, grading_key, resubmitted, submission_hash
+        from .grading.fingerprint import graders_version, grading_key, regraded, resubmitted, submission_hash
         from .grading.seeds import student_seed
         from .reporting.gradebook_sql import has_person_review, holds_grades, person_reviewed
+        from .reporting.review import regrade_kept_warning
         from .reporting.summary import StudentRow
 
         roster = set(course.roster())
@@ -563,6 +568,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         keys: dict[str, str] = {}
         refused: set[str] = set()
         changed: set[str] = set()           # graded before, and submitted again since (other content)
+        new_graders: list[str] = []         # graded before under other graders
+        kept: dict[str, str] = {}           # of those, the ones people reviewed: what they set, kept
         folders = dict(todo)
         tasks: list[Task] = []
         # known without grading, in student order: a refusal, or None for a result read back from
@@ -593,6 +600,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 before = _stored_result(course, a, sid)
                 if before is not None and resubmitted(before[1], keys[sid]):
                     changed.add(sid)
+                if before is not None and regraded(before[1], version):
+                    new_graders.append(sid)
+        if new_graders:
+            log(graders_changed_line(course, a, len(new_graders), len(todo)))
 
         def arriving() -> Iterator[tuple[SubmissionResult, bool]]:
             for sid, known in ready:
@@ -617,6 +628,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 for line in ack.warnings:
                     standing.append(line)
                     log(f"WARNING: {line}")
+                if ack.kept:
+                    kept[ack.student] = ack.kept
                 if ack.review is not None and ack.student in rows:     # what the student gets, for the summary
                     rows[ack.student] = rows[ack.student].with_review(ack.review)
                 waiting = pending.pop(ack.student, None)
@@ -670,7 +683,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             elif (detach and not fresh and not copy and not page_written and seen is False
                     and holds_grades(course, a, result) and not _page_shows_review(course, a, sid, result)):
                 already.append(sid)                   # everything of it is written already: nothing to do
-            elif detach and not (seen is True or (seen is None and sid in changed)):
+            elif detach and not (seen is True or (seen is None and (sid in changed or sid in new_graders))):
                 writer_waits = False
                 waiting = pending.get(sid)            # the key, added by the writer after its commit
                 lock = acquire_gradebook_lock(course, notice=notice)
@@ -692,7 +705,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                     writer_waits = False
                     start_writer()
                 gradebook.record(result, copy_from=folders[sid] if copy else None, encoded=pool.encoded(result),
-                                 resubmitted=sid in changed)
+                                 resubmitted=sid in changed, regraded=sid in new_graders and sid not in changed)
             log(f"{'graded' if fresh else 'unchanged':<9} {sid:<20} "
                 f"{result.score:6.2f}/{result.max_score:g}" + ("  (autograder)" if maybe_reviewed is not False else "")
                 + ("" if result.on_roster else "  (not on the roster)")
@@ -718,6 +731,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             settle(gradebook.recorded(wait=True))
             book = gradebook.finish()
     output_errors.extend(book.output_errors)
+    kept_line = regrade_kept_warning(kept)
+    if kept_line:
+        log(f"WARNING: {kept_line}")
     # each line is "<student>: <why>": its row says the student's files are not all written
     results = tuple(replace(rows[sid], unsaved=True) if any(e.startswith(f"{sid}: ") for e in output_errors)
                     else rows[sid] for sid, _ in todo if sid in rows)
@@ -730,7 +746,19 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                        not_submitted=() if student else tuple(s for s in course.roster() if s not in graded),
                        gradebook_changes=book.gradebook.created, committing=tuple(committing),
                        unreadable=tuple(unreadable.values()), removed=tuple(removed.values()),
-                       standing_reviews=tuple(standing), already_graded=tuple(already), review_unread=tuple(unread))
+                       standing_reviews=tuple(standing), already_graded=tuple(already), review_unread=tuple(unread),
+                       regraded=tuple(new_graders))
+
+
+def graders_changed_line(course: Course, a: Assignment, count: int, total: int) -> str:
+    """The line said before a batch grades again `count` of its `total` submissions that were graded
+    under other graders (grading.fingerprint.graders_version: the engine, the assignment's instructor
+    code, its course.yml entry), whatever their own files."""
+    every = "all " if count == total and count > 1 else ""
+    return (f"{a.name}: the graders changed since the last grading (the engine, "
+            f"{course.layout.relative(course.layout.package(a.package))}/ or the assignment's course.yml settings: "
+            f"problems, points, tolerances, limits, due date, late policy), so {every}{plural(count, 'submission')} "
+            f"graded before {'is' if count == 1 else 'are'} graded again")
 
 
 def future_stamp(course: Course, a: Assignment, result: SubmissionResult,

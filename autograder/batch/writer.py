@@ -9,17 +9,19 @@ copies the submission's notebooks into autograded/ for the formgrader, annotated
 the gradebook holds a person's overrides or comments for them (api.gradebook_side_outputs):
 
     writer -> {"op": "open", "created": [...]}              or {"op": "failed", "message"}
-    driver -> {"op": "record", "copy_from": null | "<submission folder>", "resubmitted": bool}
+    driver -> {"op": "record", "copy_from": null | "<submission folder>", "resubmitted": bool, "regraded": bool}
               + <result_to_dict>   (attached: batch.wire)
     writer -> {"op": "recorded", "student", "error": null | "<why>", "output_errors": [...], "warnings": [...],
-               "review": null | <reporting.review.scores_to_plain>}
+               "review": null | <reporting.review.scores_to_plain>, "kept": null | "<what people set>"}
 
 `review` (when a person changed a score in the gradebook: an override, extra credit) carries the
 gradebook's scores as committed, so the batch's summary shows what the student gets.
 
 `resubmitted` (a submission whose content changed since it was last graded) asks the writer for a
 warning when the gradebook still holds a TA's overrides, extra credit or comments from the earlier
-submission (reporting.review.resubmission_warning), which nbgrader keeps on a regrade.
+submission (reporting.review.resubmission_warning), which nbgrader keeps on a regrade. `regraded` (the
+same submission graded again because the graders changed) asks for what people set in the gradebook, in
+words (`kept`: reporting.review.people_set), which the batch names in one line for all such students.
     driver -> {"op": "done"}                                 (then the writer exits)
 
 The driver takes the course's gradebook lock (reporting.gradebook.acquire_gradebook_lock) and
@@ -87,6 +89,7 @@ class Recorded:
     output_errors: tuple[str, ...] = ()      # "<student>: <why>" for its files that could not be written
     warnings: tuple[str, ...] = ()           # "<student>: ..." a TA should know (a resubmission's standing review)
     review: Review | None = None             # the gradebook's scores when a person changed one (no comments)
+    kept: str = ""                           # a regrade's: what people set in the gradebook, kept (in words)
 
 
 @dataclass(frozen=True)
@@ -137,12 +140,14 @@ class GradebookProcess:
         self._conn = conn
 
     def record(self, result: SubmissionResult, *, copy_from: Path | None = None, encoded: bytes | None = None,
-               resubmitted: bool = False) -> None:
+               resubmitted: bool = False, regraded: bool = False) -> None:
         """Queue one result for the gradebook (returns without waiting for the commit); with
         `copy_from` (the submission folder), the formgrader copy is written too. `encoded`, when
         given, is `result_to_dict(result)` already encoded by batch.wire (as a worker sent it): it is
         sent as it is. `resubmitted`: the submission changed since it was last graded (its
-        acknowledgement then warns of a TA's review still standing from the earlier one)."""
+        acknowledgement then warns of a TA's review still standing from the earlier one); `regraded`: the
+        same submission graded again under changed graders (its acknowledgement then says what people set,
+        `Recorded.kept`)."""
         if self._gone:                          # checked first: a writer that stopped has no connection left
             self._ack(Recorded(result.student, self._gone))
             return
@@ -151,7 +156,7 @@ class GradebookProcess:
         self._waiting.append(result.student)
         try:
             self._conn.send({"op": "record", "copy_from": str(copy_from) if copy_from is not None else None,
-                             "resubmitted": resubmitted},
+                             "resubmitted": resubmitted, "regraded": regraded},
                             attached=encoded if encoded is not None else dumps(result_to_dict(result)))
         except OSError:                         # it is gone: what it said before it went (why it stopped)
             self._conn.sock.settimeout(LAST_WORDS_SECONDS)
@@ -191,7 +196,7 @@ class GradebookProcess:
                 review = None                   # the summary shows the autograder's scores
             self._ack(Recorded(student, None if error is None else str(error),
                                tuple(str(e) for e in msg.get("output_errors", ())),
-                               tuple(str(w) for w in msg.get("warnings", ())), review))
+                               tuple(str(w) for w in msg.get("warnings", ())), review, str(msg.get("kept") or "")))
 
     def _ack(self, ack: Recorded) -> None:
         self._acks.append(ack)
@@ -445,7 +450,7 @@ def serve(fd: int, course_dir: str, assignment_name: str) -> int:
     from ..api import gradebook_side_outputs
     from ..config import load_course
     from ..reporting.gradebook import GradebookWriter
-    from ..reporting.review import resubmission_warning
+    from ..reporting.review import people_set, resubmission_warning
 
     conn = Connection.from_fd(fd)
     try:
@@ -479,8 +484,9 @@ def serve(fd: int, course_dir: str, assignment_name: str) -> int:
             folder = Path(msg["copy_from"]) if msg.get("copy_from") else None
             written = gradebook_side_outputs(course, assignment, result.student, folder, result, review)
             standing = resubmission_warning(review) if review is not None and msg.get("resubmitted") else None
+            kept = people_set(review) if review is not None and msg.get("regraded") else None
             conn.send({"op": "recorded", "student": result.student, "error": error, "output_errors": written,
-                       "warnings": [standing] if standing else [],
+                       "warnings": [standing] if standing else [], "kept": kept[0] if kept else None,
                        "review": scores_to_plain(review) if review is not None and review.scores_changed else None})
     finally:
         writer.__exit__(None, None, None)

@@ -83,20 +83,41 @@ def submission_hash(folder: Path) -> str:
 KEY_SEPARATOR = "/"
 
 
+GRADERS_TAG_LENGTH = 16     # hex digits of the graders' version a key carries: enough to tell two apart
+
+
 def grading_key(graders: str, submission: str, *, seed: int, on_roster: bool,
                 isolation: tuple[str, ...] = ()) -> str:
     """The key stored with a result: equal keys mean grading again would give the same result. It
-    ends with the submission's own hash (`submission_of`), so a later run can tell a new submission
-    from the same one graded again under other graders (a course.yml change, --force)."""
+    ends with the start of the graders' version (`graders_of`) and the submission's own hash
+    (`submission_of`), so a later run can tell a new submission from the same one graded again
+    under other graders (a course.yml change, --force), and new graders from another seed, roster
+    status or sandbox."""
     text = (f"graders {graders}\0submission {submission}\0seed {seed}\0roster {on_roster}"
             f"\0isolation {','.join(sorted(isolation))}")
-    return f"{hashlib.sha256(text.encode()).hexdigest()}{KEY_SEPARATOR}{submission}"
+    return (f"{hashlib.sha256(text.encode()).hexdigest()}{KEY_SEPARATOR}{graders[:GRADERS_TAG_LENGTH]}"
+            f"{KEY_SEPARATOR}{submission}")
 
 
 def submission_of(key: str) -> str:
     """The submission hash a grading key ends with ("" for a key without one)."""
-    _, sep, submission = key.partition(KEY_SEPARATOR)
+    _, sep, submission = key.rpartition(KEY_SEPARATOR)
     return submission if sep else ""
+
+
+def graders_of(key: str) -> str:
+    """The start of the graders' version a grading key carries ("" for a key without one: empty, or
+    written before keys held it)."""
+    parts = key.split(KEY_SEPARATOR)
+    return parts[1] if len(parts) == 3 else ""
+
+
+def regraded(before: str, graders: str) -> bool:
+    """Whether the result keyed `before` was graded under other graders than `graders` (the engine,
+    the assignment's instructor code or its course.yml entry changed since); False when the key does
+    not tell."""
+    old = graders_of(before)
+    return bool(old) and old != graders[:GRADERS_TAG_LENGTH]
 
 
 def resubmitted(before: str, now: str) -> bool:

@@ -3,7 +3,10 @@ comments in formgrader), as the feedback page shows it. Read by `reporting.grade
 plain data, so rendering a page never needs nbgrader."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from ..text import plural
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,18 @@ def resubmission_warning(review: Review) -> str | None:
     one equal to what the autograder now gives: it was set for the earlier submission and still
     decides the grade (a later regrade, `--force` after a grader fix, would not change it), so the TA
     reviews it as any other (the gradebook flags it too, `needs_manual_grade`)."""
+    set_by_people = people_set(review)
+    if set_by_people is None:
+        return None
+    items, one = set_by_people
+    return (f"{review.student}: {items} {'was' if one else 'were'} set on an earlier submission and "
+            f"still {'stands' if one else 'stand'}: review {'it' if one else 'them'} in formgrader")
+
+
+def people_set(review: Review) -> tuple[str, bool] | None:
+    """What people set in the gradebook on the submission `review` was committed for, in words ("a
+    TA's score for rms_norm (4 of 5; the autograder now gives 5) and a comment"), and whether it is a
+    single thing; None when nothing was set."""
     scores = [p for p in review.problems if p.manual_score is not None]
     extra = [p for p in review.problems if p.extra_credit]
     items = []
@@ -107,9 +122,19 @@ def resubmission_warning(review: Review) -> str | None:
         items.append("a comment" if len(review.comments) == 1 else f"{len(review.comments)} comments")
     if not items:
         return None
-    one = len(scores) + len(extra) + len(review.comments) == 1
-    return (f"{review.student}: {_joined(items)} {'was' if one else 'were'} set on an earlier submission and "
-            f"still {'stands' if one else 'stand'}: review {'it' if one else 'them'} in formgrader")
+    return _joined(items), len(scores) + len(extra) + len(review.comments) == 1
+
+
+def regrade_kept_warning(kept: Mapping[str, str]) -> str | None:
+    """The one line for students graded again, their submission unchanged, because the graders changed:
+    what people set in the gradebook for each (`kept`: student -> `people_set`'s words) is kept, as
+    nbgrader keeps it on a regrade, for the TA to review against the new automatic scores; None when
+    there is nothing to say."""
+    if not kept:
+        return None
+    who = _joined([f"{sid} ({items})" for sid, items in kept.items()])
+    return (f"the TA's overrides, extra credit and comments of {plural(len(kept), 'student')} graded again under "
+            f"the changed graders are kept: {who}; review them in formgrader")
 
 
 def _joined(items: list[str]) -> str:

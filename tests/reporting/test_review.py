@@ -1,7 +1,8 @@
-"""The warning for a resubmission whose earlier submission got a TA's review in the gradebook."""
+"""The warnings for a resubmission whose earlier submission got a TA's review in the gradebook, and for
+reviewed students graded again under changed graders."""
 from __future__ import annotations
 
-from autograder.reporting.review import ProblemReview, Review, resubmission_warning
+from autograder.reporting.review import ProblemReview, Review, people_set, regrade_kept_warning, resubmission_warning
 
 
 def _review(*problems: ProblemReview, comments: tuple[tuple[str, str], ...] = ()) -> Review:
@@ -74,3 +75,18 @@ def test_the_final_score_takes_the_gradebooks_penalty_else_the_given_one_never_b
     assert Review("ada", "a", problems, late_penalty=2.0).final_score(9.0) == 3.5
     assert Review("ada", "a", problems).final_score(1.0) == 4.5
     assert Review("ada", "a", problems).final_score(10.0) == 0.0
+
+
+def test_reviews_kept_on_a_regrade_are_one_line_counting_and_naming_the_students():
+    """When the graders changed and reviewed students were graded again, is what people set named in one line
+    with their count and names (the same words as a resubmission's), and no line when nobody was reviewed?"""
+    ada = people_set(_review(ProblemReview("rms_norm", 5.0, 5.0, 4.0), comments=(("", "Nice."),)))
+    bob = people_set(Review("bob", "transformer-block", (ProblemReview("silu", 5.0, 5.0, None, 1.0),)))
+    assert ada == ("a TA's score for rms_norm (4 of 5; the autograder now gives 5) and a comment", False)
+    assert bob == ("extra credit on silu (+1)", True)
+    assert regrade_kept_warning({"ada": ada[0], "bob": bob[0]}) == (
+        "the TA's overrides, extra credit and comments of 2 students graded again under the changed graders are "
+        "kept: ada (a TA's score for rms_norm (4 of 5; the autograder now gives 5) and a comment) and bob (extra "
+        "credit on silu (+1)); review them in formgrader")
+    assert regrade_kept_warning({}) is None
+    assert people_set(_review(ProblemReview("silu", 5.0, 5.0))) is None
