@@ -139,11 +139,11 @@ def test_a_regrade_under_changed_graders_says_so_and_names_the_reviews_it_keeps(
     their own WARNING, and saying neither when nothing changed, on --force, or (one line each) for one student?"""
     course = course_with_students(tmp_path / "course", ("ada", "alan", "grace"))
     layout = CourseLayout(course)
-    _course_cmd(course, "release", A)
-    _course_cmd(course, "autograde", A)
+    course_cmd(course, "release", A)
+    course_cmd(course, "autograde", A)
     _override(course, "ada")
     _override(course, "grace")
-    (layout.submission("grace", A) / "timestamp.txt").write_text("2026-12-13 09:30:00.000000 UTC")
+    (layout.submission("grace", A) / "timestamp.txt").write_text("2026-11-15 09:30:00.000000 UTC")
     grader = layout.graders("transformer_block") / "test_layer_norm.py"
     grader.write_text(grader.read_text() + "# a fix\n")
     changed = (f"{A}: the graders changed since the last grading (the engine, "
@@ -152,15 +152,15 @@ def test_a_regrade_under_changed_graders_says_so_and_names_the_reviews_it_keeps(
     kept = ("WARNING: the TA's overrides, extra credit and comments of 1 student graded again under the changed "
             "graders are kept: ada (a TA's score for rms_norm (4 of 5; the autograder now gives 5) and a comment); "
             "review them in formgrader")
-    out = _course_cmd(course, "autograde", A)
+    out = course_cmd(course, "autograde", A)
     lines = out.splitlines()
     assert lines[0] == changed + "all 3 submissions graded before are graded again", out
     assert [ln for ln in lines if "WARNING" in ln] == [WARNING.replace("ada:", "grace:"), kept], out
     assert all(f"graded    {sid}" in out for sid in ("ada", "alan", "grace")), out
     for args in ((), ("--force",)):
-        again = _course_cmd(course, "autograde", A, *args)
+        again = course_cmd(course, "autograde", A, *args)
         assert "graders changed" not in again and "WARNING" not in again, again
     grader.write_text(grader.read_text() + "# another fix\n")
-    one = _course_cmd(course, "autograde", A, "--student", "ada")
+    one = course_cmd(course, "autograde", A, "--student", "ada")
     assert [ln for ln in one.splitlines() if "graders changed" in ln or "WARNING" in ln] == [
         changed + "1 submission graded before is graded again", kept], one
