@@ -39,7 +39,6 @@ from .notebooks import (
     RefusedFile,
     open_regular,
     over_notebook_limits,
-    over_notebook_limits_file,
     read_regular,
     submission_entries,
 )
@@ -1275,13 +1274,10 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     max_bytes = int(a.limits.notebook_mb * 1024 * 1024)
     try:   # a notebook read before a later file fails is still written (as submitted)
         _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving)
-        _remove_stale_copies(target, keep=set(arriving))
-        others = [target / name for name, mode in submission_entries(target)
-                  if stat.S_ISREG(mode) and is_notebook_name(name) and name not in arriving]
+        _remove_stale_copies(target, keep=set(arriving))     # the folder's notebooks are now `arriving`'s
         # nbformat would need hundreds of MB for a notebook of very many cells, outputs or other values:
         # such a submission (refused by the grader too) is copied as submitted, without being parsed
-        if not any(over_notebook_limits(name, data) for name, data in arriving.items()) and \
-                not any(over_notebook_limits_file(c, max_bytes) for c in others):
+        if not any(over_notebook_limits(name, data) for name, data in arriving.items()):
             for report in annotate_autograded(result, a, target, layout.release(a.name), arriving=arriving):
                 if report.notebook is not None:
                     arriving.pop(report.notebook.name, None)
