@@ -97,16 +97,24 @@ def test_count_block_params_matches_reference_for_other_sizes(student, ref, expe
 
 
 @pytest.mark.points(0.5)
-def test_count_block_params_uses_layernorm_by_default(student, ref, expect):
-    """Called without norm, does count_block_params count LayerNorms, as with norm="layernorm"?"""
-    got = expect.call(student.count_block_params, 64, 256, "gelu")
-    # Only the default is asked about here: a count that is wrong either way is charged by the checks
-    # above, so the answer is the student's own for norm="layernorm" when that could be a count (a
-    # positive whole number that changes with the widths).
-    explicit = expect.call(student.count_block_params, 64, 256, "gelu", norm="layernorm")
-    same = _as_int(explicit) if _a_count(student, expect, explicit) else ref.count_block_params(64, 256, "gelu")
-    expect.equal(got, same, what="count_block_params(64, 256, 'gelu')",
-                 hint="It should count what norm=\"layernorm\" counts: give norm the default \"layernorm\".")
+def test_count_block_params_uses_layernorm_by_default(student, ref, expect, rng):
+    """Called without norm, does count_block_params count LayerNorms, as with norm="layernorm", both for the
+    notebook's 64-wide block and for hidden widths?"""
+    # Only the default is asked about here: a count that is wrong either way is charged by the checks above, so
+    # the answer is the student's own for norm="layernorm" when that could be a count (a positive whole number
+    # that changes with the widths), else the reference's. Asked at two sizes whose counts differ, so that a
+    # constant (the 64-wide block's 49,728 whatever the widths) cannot match both.
+    hidden = _hidden_widths(rng)
+    while ref.count_block_params(*hidden, "gelu") == ref.count_block_params(64, 256, "gelu"):
+        hidden = _hidden_widths(rng)
+    for d_model, d_ff, what in ((64, 256, "count_block_params(64, 256, 'gelu')"),
+                                (*hidden, "count_block_params(d_model, d_ff, 'gelu') for hidden widths")):
+        got = expect.call(student.count_block_params, d_model, d_ff, "gelu")
+        explicit = expect.call(student.count_block_params, d_model, d_ff, "gelu", norm="layernorm")
+        same = _as_int(explicit) if _a_count(student, expect, explicit, d_model, d_ff) \
+            else ref.count_block_params(d_model, d_ff, "gelu")
+        expect.equal(got, same, what=what, hint="It should count what norm=\"layernorm\" counts, whatever the "
+                                                "widths: give norm the default \"layernorm\".")
 
 
 @pytest.mark.points(1)

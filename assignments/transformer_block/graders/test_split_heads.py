@@ -11,6 +11,9 @@ That error is scored in two parts, 3.5 points in all, so that the points follow 
   message of a ValueError or of an AssertionError alike, so an assert with a clear message earns it
   (and loses the type's point only); numpy's own reshape error and a bare assert do not. Any other
   exception (a TypeError, say) fails both parts.
+Both parts are earned only by a split_heads that also splits: one that raises a clear ValueError whatever it is
+given (a width n_heads divides too) holds them trivially, so each of those checks then asks for the heads of a
+width n_heads divides (x's entries with one more axis) and fails, saying why, when the function raises there.
 """
 import re
 
@@ -18,6 +21,7 @@ import numpy as np
 import pytest
 
 from assignments.transformer_block.graders._inputs import CASE_IDS, CASE_LIST, expect_clean_call, expect_float32, normal
+from autograder.sandbox.outcomes import StudentRaised
 
 
 @pytest.mark.points(6)
@@ -45,6 +49,33 @@ def test_split_heads_rejects_width_not_divisible_by_heads(student, expect, rng, 
     what = f"split_heads with d_model={shape[-1]}, n_heads={n_heads}"
     with expect.raises(ValueError, what=what, diagnose="split_heads.no_value_error"):
         student.split_heads(normal(rng, shape), n_heads)
+    _splits_a_divisible_width(student, rng, shape, n_heads, what)
+
+
+def _splits_a_divisible_width(student, rng, shape, n_heads, what: str) -> None:
+    """The error's points go with a split: given tokens as `shape` has them (without its batch axes) and a width
+    widened to the next multiple of n_heads, split_heads must not raise and must give x's entries (up to float32
+    rounding) with one more axis, the heads. Their order, and batch axes, are the value checks' business: a split
+    that puts features in the wrong heads keeps its error points; a function that raises whatever it is given,
+    hands x back or gives nothing does not."""
+    valid = (shape[-2], n_heads * (shape[-1] // n_heads + 1))
+    x = normal(rng, valid)
+    asked = f"split_heads on x of shape {valid} with n_heads={n_heads}, a width that n_heads divides,"
+    try:
+        out = student.split_heads(x, n_heads)
+    except StudentRaised as exc:
+        raised = f"{exc.type_name}: {exc.message}" if exc.message else exc.type_name
+        raise AssertionError(
+            f"{what} raised an error, but {asked} raised {raised}: it raised on a valid input. The error earns "
+            "its points only in a split_heads that splits such a width: raise only when d_model % n_heads != 0."
+        ) from None
+    if not (isinstance(out, np.ndarray) and out.dtype.kind == "f" and out.ndim == x.ndim + 1 and out.size == x.size
+            and np.allclose(np.sort(out, axis=None), np.sort(x, axis=None), rtol=1e-6, atol=0.0)):
+        got = f"an array of shape {out.shape}" if isinstance(out, np.ndarray) else "None" if out is None \
+            else f"a {type(out).__name__}"
+        raise AssertionError(
+            f"{what} raised an error, but {asked} returned {got}, not x's entries cut into heads (one more axis): "
+            "the error earns its points only in a split_heads that splits such a width.")
 
 
 def _names_the_problem(message: str, d_model: int, n_heads: int) -> bool:
@@ -78,6 +109,7 @@ def test_split_heads_error_names_the_problem(student, expect, rng):
     with expect.raises(ValueError, what=what, diagnose="split_heads.no_value_error",
                        tolerate=(AssertionError,)) as raised:
         student.split_heads(normal(rng, (3, d_model)), n_heads)
+    _splits_a_divisible_width(student, rng, (3, d_model), n_heads, what)
     clear = _names_the_problem(raised.message, d_model, n_heads)
     if not clear:
         expect.diagnose("split_heads.unclear_value_error")

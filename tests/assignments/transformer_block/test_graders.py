@@ -210,6 +210,44 @@ def test_split_heads_error_feedback_tells_each_student_what_is_wrong(session):
         assert "raise ValueError, not assert" in hints, hints
 
 
+def _split_heads_error_points(session: GraderSession, cell: str, seed: int) -> tuple[float, dict[str, str]]:
+    """The points of split_heads's error (of 3.5) that `cell` earns, and the output of each error check it fails."""
+    run = session.run({NOTEBOOK: InProcessStudent(_namespace(cell))}, seed)
+    error = [t for t in score(run, ASSIGNMENT).tests if t.problem == "split_heads"
+             and t.name.split("::")[1].startswith((_ERROR_TYPE.split("[")[0], _ERROR_MESSAGE))]
+    assert len(error) == 3 and sum(t.max_score for t in error) == pytest.approx(3.5)
+    outputs = {c.name.split("::")[1]: c.output for c in run.checks if c.problem == "split_heads" and c.weight > 0
+               and c.status != "passed"}
+    return sum(t.score for t in error), {name: outputs[name] for name in outputs
+                                         if name.startswith((_ERROR_TYPE.split("[")[0], _ERROR_MESSAGE))}
+
+
+_CLEAR_RAISE = 'raise ValueError(f"d_model = {d_model} must be divisible by n_heads = {n_heads}")'
+SPLITS_AND_ERRORS = {      # name: (split_heads's cell, the points of the error's 3.5 it earns)
+    "raises_only_when_not_divisible": (_split_heads_raising(_CLEAR_RAISE), 3.5),
+    "wrong_split_raising_only_when_not_divisible": (mistake_cell("split_heads.reshape_without_transpose")[1], 3.5),
+    "raises_whatever_it_is_given": (f"def split_heads(x, n_heads):\n    d_model = x.shape[-1]\n"
+                                    f"    {_CLEAR_RAISE}\n", 0.0),
+    "checks_but_returns_nothing": (solution_code()["split_heads"].split("    d_k = d_model // n_heads")[0], 0.0),
+}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", SPLITS_AND_ERRORS, ids=list(SPLITS_AND_ERRORS))
+def test_split_heads_error_points_go_only_with_a_split(session, name, seed):
+    """Does a split_heads that raises a clear ValueError on every width, the ones n_heads divides too, or that
+    checks the width and then gives nothing, earn none of the error's 3.5 points, each failed check saying why;
+    while one raising only when n_heads does not divide the width earns them all, even with its heads in the
+    wrong order?"""
+    cell, points = SPLITS_AND_ERRORS[name]
+    earned, failed = _split_heads_error_points(session, cell, seed)
+    assert earned == pytest.approx(points), failed
+    assert len(failed) == (0 if points else 3), failed
+    for output in failed.values():
+        assert "a width that n_heads divides" in output, output
+        assert ("it raised on a valid input" in output) == (name == "raises_whatever_it_is_given"), output
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_silu_before_the_gate_projection_is_named_for_it(session, seed):
     """A SwiGLU that applies silu to x before the gate projection (silu(x) @ W_gate): do its value checks fail,
@@ -506,6 +544,20 @@ def test_a_count_defaulting_to_rmsnorm_fails_the_check_of_the_default(session):
     assert 'norm="rmsnorm"' in cell
     failed = _failed(_checks(session, SEEDS[0], cell), "count_block_params")
     assert list(failed) == ["test_count_block_params_uses_layernorm_by_default"], failed
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_constant_count_earns_only_the_figure_it_gives(session, seed):
+    """A count_block_params that returns the 64-wide GELU block's 49,728 whatever it is given: does it pass the
+    check of that figure alone, the check of the default norm (where 49,728 is also the answer) failing for hidden
+    widths?"""
+    cell = "def count_block_params(d_model, d_ff, ffn, norm='layernorm'):\n    return 49_728\n"
+    run = session.run({NOTEBOOK: InProcessStudent(_namespace(cell))}, seed)
+    checks = {c.name.split("::")[1]: c for c in run.checks if c.problem == "count_block_params" and c.weight > 0}
+    passed = {name for name, c in checks.items() if c.status == "passed"}
+    assert passed == {"test_count_block_params_matches_chapter_figures[d64_gelu_dff256]"}, passed
+    default = checks["test_count_block_params_uses_layernorm_by_default"].output
+    assert default.startswith("count_block_params(d_model, d_ff, 'gelu') for hidden widths is not right."), default
 
 
 def test_a_wrong_count_shows_the_answer_only_where_the_notebook_prints_it(session):
