@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 
 from autograder import cellplan
+from autograder.config import load_course
+from autograder.grading.engine import released_cells
+from autograder.layout import EXAMPLES, CourseLayout
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SETUP = textwrap.dedent("""\
     import numpy as np
@@ -81,6 +86,21 @@ def test_a_changed_generator_that_a_function_reads_keeps_the_check():
 def test_a_check_calling_a_function_that_is_not_plain_runs(answer):
     """Does a check run when the function it calls may change state (or reaches names indirectly)?"""
     assert 2 not in skipped(SETUP, answer, CHECK, DEMO)
+
+
+def test_the_course_s_correct_notebook_leaves_out_every_public_check():
+    """Against the course's own release, does the demo's correct notebook (ada's) leave out each of its nine
+    public-check cells? (When the count's checks kept their helpers in the notebook, one helper function read
+    another, so a function of the notebook read a name that cell binds: it ran, and so did every cell binding a
+    name it reads, such as `err`, until all nine ran.)"""
+    course = load_course(ROOT)
+    released = released_cells(course, course.assignment("transformer-block"))["transformer-block.ipynb"]
+    folder = CourseLayout(ROOT / EXAMPLES).submission("ada", "transformer-block")
+    cells = json.loads((folder / "transformer-block.ipynb").read_text(encoding="utf-8"))["cells"]
+    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    checks = {i for i, source in enumerate(sources) if source.startswith("# Public checks for ")}
+    assert len(checks) == 9 and checks <= {i for i, source in enumerate(sources) if source in released.sources}
+    assert checks <= cellplan.cells_to_skip(sources, released)
 
 
 def test_indirect_access_anywhere_keeps_every_cell():

@@ -595,6 +595,21 @@ def test_the_counts_shown_with_their_answer_are_the_ones_the_released_notebook_p
         assert f" {ref.count_block_params(d_model, d_ff, ffn, norm=norm):,} = " in code, call   # "... is 49,728 = ..."
 
 
+def test_the_public_checks_of_the_count_leave_no_names_of_their_own_in_the_notebook():
+    """Run on the solution, do the released notebook's public checks for count_block_params pass and leave at most
+    underscore-private names behind (their helpers and counts kept inside a function of their own), so that none
+    can clash with a student's names or be read by the student's code?"""
+    code = next(cell.source for cell in release_notebook().cells if cell.cell_type == "code"
+                and cell.source.startswith("# Public checks for count_block_params"))
+    namespace = _namespace()
+    before = set(namespace)
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        exec(compile(code, "<cell>", "exec"), namespace)
+    assert printed.getvalue().count("ok: ") == 6, printed.getvalue()
+    left = set(namespace) - before
+    assert left and all(name.startswith("_") for name in left), left
+
+
 NORM_DEFAULTS = {
     "layer_norm_default_1e_6": ("layer_norm", "eps=1e-5)", "eps=1e-6)"),
     "layer_norm_default_1e_8": ("layer_norm", "eps=1e-5)", "eps=1e-8)"),
