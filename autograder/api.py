@@ -42,7 +42,7 @@ from .notebooks import (
     read_regular,
     submission_entries,
 )
-from .text import plural
+from .text import plural, sorted_ids
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
     from .batch.launch import StartedWorker
@@ -112,7 +112,8 @@ def summarise_changes(changes: tuple[str, ...]) -> str:
             added[words[0]] = added.get(words[0], 0) + 1
         elif len(students) > 5 and len(words) == 2 and words[0] == "student":
             if words[1] == students[0]:      # a new roster: counted where it starts, a few named
-                rest.append(f"{len(students)} students ({', '.join(students[:3])}, ..., {students[-1]})")
+                named = sorted_ids(students)
+                rest.append(f"{len(students)} students ({', '.join(named[:3])}, ..., {named[-1]})")
         else:
             rest.append(line)
     counted = [f"{n} {kind} cell{'s' if n != 1 else ''} added" for kind, n in added.items()]
@@ -1235,7 +1236,8 @@ def needs_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     was graded afresh, when a stopped batch left it without its notebooks, or when its timestamp.txt or
     submission_secret.txt is not there as submitted (the grading key does not cover the secret, so one
     that reached submitted/ after the notebook was graded would otherwise never be copied, and
-    `nbgrader release_feedback` could not hand the student's page back)."""
+    `nbgrader release_feedback` could not hand the student's page back), or is there from an earlier
+    submission while this one has none (the copy removes it: `_remove_stale_copies`)."""
     if refused:
         return False
     if fresh:
@@ -1251,11 +1253,11 @@ def needs_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
 
 def _copy_lags(submitted: Path, copy: Path) -> bool:
     """Whether the bookkeeping file `submitted` (one a copy takes: regular, small) is not in `copy`
-    with the same bytes."""
+    with the same bytes, or `copy` is an earlier submission's while the submission has no such file."""
     try:
         data = read_regular(submitted, BOOKKEEPING_BYTES)
-    except RefusedFile:
-        return False            # none, or none that a copy would take
+    except RefusedFile:         # none (then a copy is stale), or none that a copy would take
+        return not os.path.lexists(submitted) and os.path.lexists(copy)
     return not _holds(copy, data)
 
 
@@ -1263,9 +1265,11 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     """Copy the submission's notebooks into autograded/ for the formgrader, annotated with our report:
     each is written once, annotated (or as submitted, when it cannot be; one that is not a readable
     notebook is replaced by a placeholder formgrader can open, `annotate.placeholder_notebook`).
-    The notebooks of an earlier submission that this one does not have (another name, or one not copied
-    now: too large, a link) are removed first (`_remove_stale_copies`), so formgrader opens and our report
-    annotates this submission's notebook, never an earlier one left under the expected name."""
+    The notebooks and bookkeeping files of an earlier submission that this one does not have (another
+    name, or one not copied now: too large, a link; a timestamp.txt or submission_secret.txt it lacks) are
+    removed first (`_remove_stale_copies`), so formgrader opens and our report annotates this submission's
+    notebook, never an earlier one left under the expected name, and neither its time nor its secret is
+    taken for an earlier submission's."""
     from .reporting.annotate import annotate_autograded
 
     layout = course.layout
@@ -1273,8 +1277,8 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     arriving: dict[str, bytes] = {}
     max_bytes = int(a.limits.notebook_mb * 1024 * 1024)
     try:   # a notebook read before a later file fails is still written (as submitted)
-        _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving)
-        _remove_stale_copies(target, keep=set(arriving))     # the folder's notebooks are now `arriving`'s
+        copied = _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving)
+        _remove_stale_copies(target, keep=copied)     # the folder's notebooks are now `arriving`'s
         # nbformat would need hundreds of MB for a notebook of very many cells, outputs or other values:
         # such a submission (refused by the grader too) is copied as submitted, without being parsed
         if not any(over_notebook_limits(name, data) for name, data in arriving.items()):
@@ -1287,12 +1291,13 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
 
 
 def _remove_stale_copies(target: Path, keep: set[str]) -> None:
-    """Remove each notebook of the student's autograded folder `target` that is not in `keep` (the
-    notebooks copied from the submission now): copies of an earlier submission. Only notebooks go (what
-    nbgrader's autograde and this engine copy there); other files (results.json, the bookkeeping files,
-    anything a TA put there) and folders stay."""
+    """Remove each notebook and bookkeeping file (timestamp.txt, submission_secret.txt) of the student's
+    autograded folder `target` that is not in `keep` (the files copied from the submission now): copies of
+    an earlier submission. Only what nbgrader's autograde and this engine copy there goes; other files
+    (results.json, anything a TA put there) and folders stay."""
     for name, mode in submission_entries(target):
-        if is_notebook_name(name) and name not in keep and not stat.S_ISDIR(mode):
+        copied_kind = is_notebook_name(name) or name in BOOKKEEPING
+        if copied_kind and name not in keep and not stat.S_ISDIR(mode):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target / name)
 
@@ -1331,7 +1336,8 @@ def _feedback_folder(course: Course, a: Assignment, sid: str, result: Submission
 
 def _copy_bookkeeping(course: Course, a: Assignment, sid: str, folder: Path) -> None:
     """timestamp.txt and submission_secret.txt from the student's autograded copy into `folder`
-    (where there are any yet)."""
+    (where there are any yet). One that the copy, there, no longer has (a later submission without it:
+    `_remove_stale_copies`) is removed from `folder` too: it was an earlier submission's."""
     from .reporting.results_json import atomic_write_bytes
 
     autograded = course.layout.autograded(sid, a.name)
@@ -1339,6 +1345,9 @@ def _copy_bookkeeping(course: Course, a: Assignment, sid: str, folder: Path) -> 
         try:
             data = read_regular(autograded / name, BOOKKEEPING_BYTES)
         except RefusedFile:
+            if autograded.is_dir() and not os.path.lexists(autograded / name):
+                with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                    os.unlink(folder / name)
             continue
         if not _holds(folder / name, data):
             atomic_write_bytes(folder / name, data)
@@ -1382,12 +1391,14 @@ def _mkdir(path: Path) -> None:
 
 
 def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int,
-                         notebooks: dict[str, bytes] | None = None) -> None:
+                         notebooks: dict[str, bytes] | None = None) -> set[str]:
     """Copy the submitted notebooks, timestamp and submission secret (as nbgrader's autograde does),
     so formgrader can show them for manual review and `nbgrader generate_feedback` finds them. Only
     regular files within the notebook size limit are copied; no link is followed and each copy is
     written atomically. The originals are only read. With `notebooks`, the notebooks are read into
-    it (name -> bytes) instead, for the caller to write."""
+    it (name -> bytes) instead, for the caller to write. Returns the names of the files taken from the
+    submission (a bookkeeping file `autograded` holds already with the same bytes included)."""
+    taken: set[str] = set()
     for name, mode in submission_entries(submitted):
         if not stat.S_ISREG(mode) or not (is_notebook_name(name) or name in BOOKKEEPING):
             continue
@@ -1399,6 +1410,7 @@ def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int,
             size = os.fstat(fd).st_size
             if size > max_bytes:
                 continue
+            taken.add(name)
             if name in BOOKKEEPING and size <= BOOKKEEPING_BYTES:
                 data = os.pread(fd, size + 1, 0)
                 if _holds(autograded / name, data):
@@ -1412,6 +1424,7 @@ def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int,
                 _write_copy(autograded / name, b"".join(chunks))
         finally:
             os.close(fd)
+    return taken
 
 
 def _write_copy(path: Path, data: bytes) -> None:

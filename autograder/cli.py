@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NoReturn
 from . import __version__
 from .errors import CourseError
 from .slowimports import skip_format_checkers
-from .text import plural
+from .text import plural, sorted_ids
 from .toolpath import tools_on_path
 
 # The engine (autograder.api, autograder.config) is imported where used: `course autograde`
@@ -174,7 +174,7 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
     finally:
         progress.close()
     # imported after the batch: its imports (numpy) need not delay the gradebook writer's start
-    from .reporting.summary import format_summary
+    from .reporting.summary import format_summary, not_submitted_lines
 
     course = load_course(course_dir)
     a = course.assignment(assignment)
@@ -182,12 +182,12 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
     print()
     print(format_summary(batch.results, a, graders=layout.relative(layout.graders(a.package))))
     if batch.already_graded:
-        print(f"Already graded: {', '.join(batch.already_graded)} (submission and graders unchanged since the last "
-              f"run): nothing was graded or written; --force grades again")
+        print(f"Already graded: {', '.join(sorted_ids(batch.already_graded))} (submission and graders unchanged "
+              f"since the last run): nothing was graded or written; --force grades again")
     rewritten = [sid for sid in batch.skipped if sid not in batch.already_graded]
     if rewritten:
         print(f"Not graded again (submission and graders unchanged since the last run: results kept, grades "
-              f"written to the gradebook again; --force to regrade): {', '.join(rewritten)}")
+              f"written to the gradebook again; --force to regrade): {', '.join(sorted_ids(rewritten))}")
 
     def shown(path: Path) -> str:
         if shown_from is not None and path.is_relative_to(shown_from):
@@ -197,11 +197,11 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
     print(f"\nresults.json: {shown(layout.results_json('<student>', a.name))}")
     print(f"feedback:     {shown(layout.feedback('<student>', a.name))}/")
     if batch.committing:
-        print(f"gradebook: {', '.join(batch.committing)}'s grades are being committed in the background "
+        print(f"gradebook: {', '.join(sorted_ids(batch.committing))}'s grades are being committed in the background "
               f"(course commands wait for it; --wait to wait here)")
     if batch.review_unread:
-        print(f"gradebook: a TA's changes for {', '.join(batch.review_unread)} could not be read now, so the table "
-              f"shows the autograder's scores (--wait, or the feedback page, shows the final ones)")
+        print(f"gradebook: a TA's changes for {', '.join(sorted_ids(batch.review_unread))} could not be read now, "
+              f"so the table shows the autograder's scores (--wait, or the feedback page, shows the final ones)")
     if batch.gradebook_changes:
         print(f"gradebook: from course.yml: {api.summarise_changes(batch.gradebook_changes)}")
     for line in batch.ungraded:
@@ -215,8 +215,8 @@ def _autograde(course_dir: str | Path, assignment: str, student: str | None, see
         for line in release_points_problems(course, a):
             print(f"WARNING: {line}; graded on course.yml's points")
     if batch.not_submitted:
-        missing = plural(len(batch.not_submitted), "roster student")
-        print(f"no submission from {missing}, each scored 0 in the gradebook: {', '.join(batch.not_submitted)}")
+        for line in not_submitted_lines(batch.not_submitted, a):
+            print(line)
         from .config import roster_typo
         for row in batch.results:
             typo = None if row.on_roster else roster_typo(row.student, batch.not_submitted, case_only=False)
@@ -259,14 +259,16 @@ def _feedback(course_dir: str, assignment: str, student: str | None) -> int:
     print(f"\n{plural(len(report.written), 'feedback page')} written under "
           f"{layout.relative(layout.feedback('<student>', report.assignment))}/")
     if report.not_graded:
-        print(f"not graded yet (run `course autograde {report.assignment}`): {', '.join(report.not_graded)}")
+        print(f"not graded yet (run `course autograde {report.assignment}`): "
+              f"{', '.join(sorted_ids(report.not_graded))}")
     if report.removed:
         print(f"taken out of the course (on neither the roster nor the gradebook, which had their grades), so no "
-              f"page was written: {', '.join(report.removed)}; add them to the roster (or `nbgrader db student add`) "
-              f"and run `course autograde {report.assignment}` to grade them again")
+              f"page was written: {', '.join(sorted_ids(report.removed))}; add them to the roster (or `nbgrader db "
+              f"student add`) and run `course autograde {report.assignment}` to grade them again")
     if report.no_secret:
         print(f"no submission_secret.txt (not submitted through nbgrader's exchange), so `nbgrader "
-              f"release_feedback` cannot release them (it leaves them out, naming each): {', '.join(report.no_secret)}")
+              f"release_feedback` cannot release them (it leaves them out, naming each): "
+              f"{', '.join(sorted_ids(report.no_secret))}")
     for err in report.errors:
         print(f"feedback: {err}", file=sys.stderr)
     return 1 if report.errors else 0

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from .config import Assignment, Course, Problem
 from .errors import CourseError
 from .layout import CourseLayout
-from .text import truncate
+from .text import first_ids, truncate
 
 if TYPE_CHECKING:
     from .grading.results import SubmissionResult
@@ -508,8 +508,8 @@ def grader_failures(assignment: Assignment, results: Iterable[SubmissionResult])
 
 
 def _named(students: list[str]) -> str:
-    """'ada', 'ada, bob', 'ada, bob, cy, dee, eve and 2 more'."""
-    return ", ".join(students[:5]) + (f" and {len(students) - 5} more" if len(students) > 5 else "")
+    """'ada', 'ada, bob', 'ada, bob, cy, dee, eve and 2 more', sorted ignoring case (`text.first_ids`)."""
+    return first_ids(students)
 
 
 def stale_results(assignment: Assignment, results: Iterable[SubmissionResult]) -> list[str]:

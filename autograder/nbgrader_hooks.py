@@ -59,7 +59,7 @@ from .grading.lateness import TIMESTAMP_FILE
 from .intake import SECRET_FILE
 from .layout import NBGRADER_CONFIG, RESULTS_JSON, output_problem
 from .notebooks import over_notebook_limits_file
-from .text import shown_name
+from .text import first_ids, shown_name
 
 HOOKS = __name__
 # nbgrader's command-line apps that this engine routes: run with a course.yml that cannot be read,
@@ -429,7 +429,7 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
         if not unknown:
             return None
         roster = course.layout.relative(course.roster_file) if course.roster_file is not None else "no roster"
-        some = ", ".join(shown_name(sid) for sid in held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        some = first_ids([shown_name(sid) for sid in held])
         return (f"--student {', '.join(shown_name(sid) for sid in unknown)}: not in the gradebook nor on the roster "
                 f"({roster}), which hold {some if held else 'no student yet'}; no file written")
 
@@ -487,7 +487,8 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
         extension is that earlier one, and the same regrading writes course.yml's)."""
         lines = []
         for name, given in self._elsewhere.items():
-            shown = [f"{sid} ({words})" for sid, words in given if (name, sid) not in stale]
+            shown = [f"{sid} ({words})" for sid, words in sorted(given, key=lambda g: g[0].casefold())
+                     if (name, sid) not in stale]
             if shown:
                 lines.append(f"{name}: the gradebook gives {', '.join(shown[:5])}"
                              f"{f' and {len(shown) - 5} more' if len(shown) > 5 else ''} another extension than "

@@ -6,9 +6,11 @@ the sandboxed child included.
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 
 ELLIPSIS = "..."
 VOWELS = frozenset("aeiouAEIOU")
@@ -44,6 +46,28 @@ def format_points(x: float) -> str:
     """Points for people: at most two decimals, no trailing zeros (15, 12.5, 3.33)."""
     text = f"{x:.2f}".rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
+
+
+def format_time(when: dt.datetime) -> str:
+    """A time for people, to the second and in UTC ("2026-12-14 23:59:30 UTC"; a naive time is taken as UTC):
+    a submission 30 seconds late must not read as made in the due date's minute."""
+    if when.tzinfo is not None:
+        when = when.astimezone(dt.UTC)
+    return f"{when:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def sorted_ids(ids: Iterable[str]) -> list[str]:
+    """Student ids in the order a message lists them: sorted ignoring case, stably (ids differing in case
+    alone keep the order they came in), never in the gradebook's or the file system's order."""
+    return sorted(ids, key=str.casefold)
+
+
+def first_ids(ids: Sequence[str], shown: int = 5) -> str:
+    """Student ids for a one-line message, sorted (`sorted_ids`): the first `shown` and how many more there
+    are ("ada, bob, cy, dee, eve and 2 more")."""
+    ordered = sorted_ids(ids)
+    more = len(ordered) - shown
+    return ", ".join(ordered[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def times(n: int) -> str:

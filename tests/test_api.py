@@ -60,3 +60,45 @@ def test_a_stamp_ahead_of_the_clock_is_one_line_naming_the_student_the_file_and_
     assert "(no late penalty)" in future_stamp(course, a, result("2026-12-06T20:00:00+00:00"), now)[1]
     for quiet in ("2026-11-16T18:00:00+00:00", "2026-12-06T19:04:00+00:00", "", "not a time"):
         assert future_stamp(course, a, result(quiet), now) == ("", ""), quiet
+
+
+def test_a_resubmission_without_timestamp_or_secret_leaves_no_earlier_copy_of_them(course_copy):
+    """A new submission without timestamp.txt and submission_secret.txt, graded after one with them: does its
+    copy in autograded/ lose the earlier submission's two files (its time and secret would pass for this
+    one's), and the feedback folder the copies taken from them, while a file a TA put in either folder and
+    this submission's notebook stay; and does an unchanged submission that lost its secret get a new copy?"""
+    import shutil
+
+    from autograder import api
+    from autograder.grading.lateness import TIMESTAMP_FILE
+    from autograder.grading.results import SubmissionResult
+    from autograder.intake import SECRET_FILE
+
+    course = load_course(course_copy)
+    a = course.assignment("transformer-block")
+    layout = course.layout
+    notebook = f"{a.name}.ipynb"
+    folder = layout.submission("ada", a.name)
+    folder.mkdir(parents=True)
+    shutil.copy(layout.release(a.name) / notebook, folder / notebook)
+    (folder / TIMESTAMP_FILE).write_text("2026-11-16 20:00:00.000000 UTC\n")
+    (folder / SECRET_FILE).write_text("earlier-secret\n")
+    result = SubmissionResult(student="ada", assignment=a.name, state="graded", files=(str(folder / notebook),))
+    copies, pages = layout.autograded("ada", a.name), layout.feedback("ada", a.name)
+    copies.mkdir(parents=True)
+    pages.mkdir(parents=True)
+    api.write_formgrader_copy(course, a, "ada", folder, result)
+    api._copy_bookkeeping(course, a, "ada", pages)
+    assert {p.name for p in copies.iterdir()} == {notebook, TIMESTAMP_FILE, SECRET_FILE}
+    assert {p.name for p in pages.iterdir()} == {TIMESTAMP_FILE, SECRET_FILE}
+    (copies / "ta-notes.txt").write_text("see the office-hours notes\n")
+    (pages / "ta-notes.txt").write_text("to discuss in class\n")
+
+    (folder / SECRET_FILE).unlink()            # the notebook and stamp unchanged: not graded afresh
+    assert api.needs_formgrader_copy(course, a, "ada", folder, fresh=False, refused=False)
+    (folder / TIMESTAMP_FILE).unlink()
+    api.write_formgrader_copy(course, a, "ada", folder, result)
+    api._copy_bookkeeping(course, a, "ada", pages)
+    assert {p.name for p in copies.iterdir()} == {notebook, "ta-notes.txt"}
+    assert {p.name for p in pages.iterdir()} == {"ta-notes.txt"}
+    assert not api.needs_formgrader_copy(course, a, "ada", folder, fresh=False, refused=False)

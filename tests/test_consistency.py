@@ -179,8 +179,8 @@ def test_consistency_names_an_extension_for_no_student(course_copy):
 
 def test_results_graded_against_another_due_date_or_extension_are_named():
     """Are the students whose results were graded against a due date or extension course.yml no longer
-    gives them named in one line, and those graded against the current ones, without a timestamp (no
-    penalty either way) or crashed left out?"""
+    gives them named in one line (sorted, ignoring case), and those graded against the current ones, without a
+    timestamp (no penalty either way) or crashed left out?"""
     import datetime as dt
 
     from autograder.config import Assignment, Extension, Limits
@@ -201,7 +201,7 @@ def test_results_graded_against_another_due_date_or_extension_are_named():
     before = [graded("kat", due), graded("bob", due - dt.timedelta(days=1)), graded("cy", due, "2 days"),
               graded("dan", due, "1 day", submitted_at=""), graded("eve", due, "1 day", state="crashed")]
     assert stale_due_dates(a, before).startswith(
-        "hw: course.yml's due date or extensions changed since kat, bob, cy were graded; the late penalties ")
+        "hw: course.yml's due date or extensions changed since bob, cy, kat were graded; the late penalties ")
     assert stale_due_students(a, before) == ["kat", "bob", "cy"] and stale_due_students(a, now) == []
 
 

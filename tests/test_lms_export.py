@@ -239,6 +239,24 @@ def test_moodle_file_never_has_an_empty_id_number_or_email_in_a_row(blank):
     assert all(all(r[2:5]) for r in full_file.records[1:]) and full_file.warnings == ()
 
 
+def test_moodle_leaves_out_a_column_no_student_has_without_a_word_and_names_who_lacks_one_sorted():
+    """A roster without sis_user_id (or a gradebook without emails) gives no student an ID number (an email):
+    is that column left out of the Moodle file with no warning, while a column some students have and others
+    lack is left out with a warning naming those who lack it, sorted ignoring case (not in gradebook order)?"""
+    rows = [_row("zed", "z@e.edu"), _row("Ada", "a@e.edu"), _row("bob", "b@e.edu")]
+    got = lms_table("moodle", [(A, 100.0)], rows, _roster(*(RosterStudent(r["student_id"]) for r in rows)), {})
+    assert got.records[0] == ["First name", "Last name", "Username", "Email address", A]
+    assert got.warnings == ()
+    got = lms_table("moodle", [(A, 100.0)], [_row(r["student_id"]) for r in rows], {}, {})
+    assert got.records[0] == ["First name", "Last name", "Username", A] and got.warnings == ()
+    rows.append(_row("cy", "c@e.edu"))
+    roster = _roster(*(RosterStudent(r["student_id"]) for r in rows[:3]), RosterStudent("cy", sis_user_id="S4"))
+    got = lms_table("moodle", [(A, 100.0)], rows, roster, {})
+    assert got.records[0] == ["First name", "Last name", "Username", "Email address", A]
+    assert [w.split(" (")[0] for w in got.warnings] == ["ID number: left out of the Moodle file, since Ada, bob and "
+                                                        "zed have none"]
+
+
 def test_canvas_rows_always_name_their_student():
     """Canvas looks each row up on its own by ID, SIS User ID or SIS Login ID: does every row, a student on
     no roster or with no LMS ids included, carry a SIS Login ID, with the five columns always written?"""
@@ -473,7 +491,7 @@ def test_a_student_in_the_gradebook_but_not_on_the_roster_is_left_out_with_a_war
            "blackboard": "Blackboard matches a row on its Username alone, so such a row counts only if the student "
                          "id is the login, and is not processed otherwise"}[lms]
     assert [w for w in got.warnings if not w.startswith("Points possible:")] == [
-        f"zed and yan: in the gradebook but not on the roster, so left out of the {lms.capitalize()} file ({why}); "
+        f"yan and zed: in the gradebook but not on the roster, so left out of the {lms.capitalize()} file ({why}); "
         f"add them to the roster with their LMS ids, take a student who left the course out of the gradebook with "
         f"`nbgrader db student remove <id> --force` (--force: their grades are deleted too), or write them with "
         f"their student id as {column} with --CourseCsvExport.include_unrostered=True"]
@@ -520,8 +538,8 @@ def test_a_student_not_on_the_roster_is_written_when_asked_for_with_a_warning(lm
                "blackboard": "the gradebook's name and the student id as Username, no Student ID, which Blackboard "
                              "matches only if it is the login (it processes no row whose Username is not enrolled in "
                              "the course)"}[lms]
-    assert [w for w in got.warnings if w.startswith("zed")] == [
-        f"zed and yan: in the gradebook but not on the roster, written (include_unrostered) with {written}{TAIL}"]
+    assert [w for w in got.warnings if w.startswith("yan")] == [
+        f"yan and zed: in the gradebook but not on the roster, written (include_unrostered) with {written}{TAIL}"]
 
 
 def test_canvas_warning_of_students_not_on_the_roster_names_the_id_written_from_the_gradebook():
@@ -532,7 +550,7 @@ def test_canvas_warning_of_students_not_on_the_roster_names_the_id_written_from_
                     include_unrostered=True)
     assert [r[1] for r in got.records[2:]] == ["", "77", ""]
     assert got.warnings == (
-        "zed and yan: in the gradebook but not on the roster, written (include_unrostered) with the gradebook's name, "
+        "yan and zed: in the gradebook but not on the roster, written (include_unrostered) with the gradebook's name, "
         "the gradebook's lms_user_id as ID (for zed) and the student id as SIS Login ID, no SIS User ID, which Canvas "
         "matches only if it is the login when the row has no ID (a row with one is matched by it)" + TAIL,)
 

@@ -7,9 +7,12 @@ from autograder.text import (
     NAME_CONTROL,
     code_excerpt,
     display_width,
+    first_ids,
+    format_time,
     minutes,
     pad,
     shown_name,
+    sorted_ids,
     truncate,
     visible,
     with_article,
@@ -101,3 +104,21 @@ def test_minutes_are_one_minute_alone_in_the_singular(n, unit, said):
     """Is a number of minutes that need not be whole said as `course serve` says it ("after 1 idle minute",
     not "1 idle minutes")?"""
     assert minutes(n, unit) == said
+
+
+def test_student_ids_are_listed_sorted_ignoring_case_and_stably():
+    """Are student ids listed sorted ignoring case (not in the gradebook's order), ids differing in case alone
+    kept in the order given, and a long list cut to the first few and a count?"""
+    assert sorted_ids(["zed", "Bob", "ada", "bob", "Ada"]) == ["ada", "Ada", "Bob", "bob", "zed"]
+    assert sorted_ids(["bob", "Bob"]) == ["bob", "Bob"]
+    assert first_ids(["g", "F", "e", "D", "c", "B", "a"]) == "a, B, c, D, e and 2 more"
+    assert first_ids(["b", "A"], shown=5) == "A, b" and first_ids([]) == ""
+
+
+def test_a_time_for_people_shows_its_seconds_in_utc():
+    """Is a time shown to the second, in UTC whatever its offset, a naive one taken as UTC?"""
+    import datetime as dt
+
+    plus_one = dt.timezone(dt.timedelta(hours=1))
+    assert format_time(dt.datetime(2026, 12, 15, 0, 59, 30, 999999, tzinfo=plus_one)) == "2026-12-14 23:59:30 UTC"
+    assert format_time(dt.datetime(2026, 12, 14, 23, 59)) == "2026-12-14 23:59:00 UTC"

@@ -52,14 +52,15 @@ class Lateness:
                 f"{self.fraction:.0%} ({format_points(penalty_points)} points).")
 
 
-LATE_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60))
+LATE_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
 
 
 def late_words(seconds: float) -> str:
-    """How late, in words a student reads at a glance: the two largest of days, hours and minutes that are
-    not 0, each a whole number, never rounded up ("25 minutes", "1 hour 5 minutes", "1 day", "1 day 12
-    hours" for 36 hours and 1 minute, "2 days 5 minutes"); under a minute is "1 minute", never "0 minutes"."""
-    left = max(int(seconds), 60)
+    """How late, in words a student reads at a glance: the two largest of days, hours, minutes and seconds
+    that are not 0, each a whole number, never rounded up ("30 seconds", "25 minutes 10 seconds", "1 hour 5
+    minutes", "1 day", "1 day 12 hours" for 36 hours and 1 minute, "2 days 5 minutes"), so that a submission
+    seconds late is told so; under a second is "1 second", never "0 seconds"."""
+    left = max(int(seconds), 1)
     parts: list[str] = []
     for unit, size in LATE_UNITS:
         count, left = divmod(left, size)
@@ -150,7 +151,7 @@ def _read_in_zone(local: dt.datetime, abbreviation: str, zone_of: str | Callable
             if value.tzname() == abbreviation and offset is not None:
                 return local.replace(tzinfo=dt.timezone(offset, abbreviation))
         raise ValueError(f"time zone {abbreviation!r} is not what {zone} (nbgrader's Exchange.timezone) "
-                         f"calls {local:%Y-%m-%d %H:%M}")
+                         f"calls {local:%Y-%m-%d %H:%M:%S}")
     raise ValueError(f"time zone {abbreviation!r} means more than one offset or none known, and no "
                      f"Exchange.timezone is set in nbgrader's config to read it in")
 

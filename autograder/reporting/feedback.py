@@ -42,7 +42,7 @@ from markupsafe import Markup, escape
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult
 from autograder.notebooks import RefusedFile, open_regular
-from autograder.text import format_points, plural, shown_name
+from autograder.text import format_points, format_time, plural, shown_name
 
 from .bounds import FEEDBACK_MAX_BYTES, bound_result, shrunk
 from .digest import (
@@ -206,7 +206,7 @@ class FeedbackView:
     problems: tuple[ProblemView, ...]
     common_failure: str   # the one message of every check when all of them failed alike, else ""
     instructor: tuple[InstructorNote, ...] = ()
-    due: str = ""         # the student's due date (with their extension), for reading: "2026-12-14 23:59 UTC"
+    due: str = ""         # the student's due date (with their extension), for reading: "2026-12-14 23:59:00 UTC"
     extension: str = ""   # "2 days"
     course: str = ""      # the course's name, when the page is written for a course
     submitted: str = ""   # when the submission was made (its timestamp.txt), for reading
@@ -326,8 +326,10 @@ def _instructor_notes(review: Review) -> tuple[InstructorNote, ...]:
 
 
 def _readable_time(iso: str) -> str:
+    """results.json's time for reading, to the second (`text.format_time`): a submission 30 seconds after
+    the due date must not show the due date's minute."""
     try:
-        return dt.datetime.fromisoformat(iso).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        return format_time(dt.datetime.fromisoformat(iso))
     except (ValueError, OverflowError):     # out of range in UTC: a results.json from before stamps were read in UTC
         return iso
 

@@ -55,6 +55,7 @@ from autograder.config import SYNCED_COLUMNS, Assignment, Course, Problem
 from autograder.errors import ConfigError, CourseError, ReleaseError
 from autograder.grading.results import SubmissionResult
 from autograder.layout import CONFIG_FILE
+from autograder.text import first_ids, format_time
 from autograder.toolpath import tools_on_path
 
 from .review import ProblemReview, Review
@@ -243,8 +244,7 @@ class GradebookReport:
             if len(same) < 3:
                 lines.append(f"{student}: {why}")
             elif same[0] == student:
-                shown = ", ".join(same[:5]) + (f" and {len(same) - 5} more" if len(same) > 5 else "")
-                lines.append(f"{len(same)} students ({shown}): {why}")
+                lines.append(f"{len(same)} students ({first_ids(same)}): {why}")
         return tuple(lines)
 
 
@@ -506,7 +506,7 @@ def _sync_assignment(gb: Gradebook, course: Course, assignment: Assignment, *, r
         row = GbAssignment(assignment.name, duedate=due, course_id=course.course_id)
         gb.db.add(row)
         gb.db.flush()
-        changes.append(f"assignment {assignment.name}" + (f" (due {due:%Y-%m-%d %H:%M} UTC)" if due else ""))
+        changes.append(f"assignment {assignment.name}" + (f" (due {format_time(due)})" if due else ""))
     else:
         if due is not None and row.duedate != due:     # course.yml without a due date leaves nbgrader's alone
             changes.append(f"assignment {assignment.name}: due date {row.duedate or 'none'} -> {due}")
@@ -546,8 +546,8 @@ def _regrade_note(row: Any, cell: Any, assignment: Assignment, points: float) ->
     n = len(row.submissions)
     who = "the 1 submission graded before keeps its" if n == 1 else f"the {n} submissions graded before keep their"
     note = f"; {who} old scores until `course autograde {assignment.name}`"
-    above = sorted((g.student.id, g.manual_score) for g in cell.grades
-                   if g.manual_score is not None and g.manual_score > points)
+    above = sorted(((g.student.id, g.manual_score) for g in cell.grades
+                    if g.manual_score is not None and g.manual_score > points), key=lambda a: a[0].casefold())
     if above:
         shown = ", ".join(f"{sid} ({score:g})" for sid, score in above[:5]) + (
             f" and {len(above) - 5} more" if len(above) > 5 else "")

@@ -33,7 +33,8 @@ creates new assignments; Moodle: `grade/import/csv/classes/load_data.php`, `grad
   in its debugging output), and the later row's grades replace the earlier's. So `Username` (never
   empty) is always written, and a shared or '0' `Username` stops the export; `ID number` and `Email
   address` are written only when every row has its own (`LmsFile.warnings` says which column was
-  left out, and for whom). Values are compared trimmed and ignoring case, as Moodle's database
+  left out, and for whom; a column no row has a value for, as from a roster without it, is left out
+  without a word). Values are compared trimmed and ignoring case, as Moodle's database
   usually compares them. The file has no maximum: a grade item the import creates is out of 100, and
   Moodle caps a grade at its item's maximum (and refuses the whole file for a grade above 100 unless
   the site allows unlimited grades), so a warning names each assignment out of other points.
@@ -93,7 +94,7 @@ from typing import Any
 
 from ..config import RosterStudent, roster_typo
 from ..errors import ExportError
-from ..text import shown_name
+from ..text import shown_name, sorted_ids
 
 LMS_FORMATS = ("nbgrader", "canvas", "moodle", "blackboard")
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -142,7 +143,8 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
     field quoted (`LmsFile.quote_all`); `column_ids` (`CourseCsvExport.blackboard_columns`, checked by
     `blackboard_column_problem`) gives the Column ID of an assignment's existing Blackboard column, whose
     header is then written as Blackboard's download writes it (`blackboard_header`).
-    Moodle's `ID number` and `Email address` columns are left out unless every student has their own;
+    Moodle's `ID number` and `Email address` columns are left out unless every student has their own (with a
+    warning, unless no student has one);
     Canvas's `ID` and `SIS User ID` are left empty where they cannot tell students apart. An
     ExportError (one line) when the login column cannot: no file would import right. `now` (naive
     UTC, default the clock) tells which students without a submission are not due yet. A student in the
@@ -179,7 +181,11 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
     warnings = list(filter(None, [name_warning(lms, sids, students)]))
     if lms == "moodle":
         for column in MOODLE_OPTIONAL:
-            line = moodle_column_problem(column, sids, columns.get(column, []))
+            values = columns.get(column, [])
+            if values and not any(value.strip() for value in values):
+                header.remove(column)       # nobody has one (a roster without the column): nothing to match on
+                continue
+            line = moodle_column_problem(column, sids, values)
             if line:
                 header.remove(column)
                 warnings.append(line)
@@ -227,9 +233,10 @@ def shared_values(sids: Sequence[str], values: Sequence[str],
     return [(value, who) for value, who in groups.values() if len(who) > 1]
 
 
-def shared_text(groups: Sequence[tuple[str, list[str]]], shown: int = 3) -> str:
-    """"ada and bob share 'S1'; cy and dee share 'S2'" for a one-line message."""
-    parts = [f"{listed(who)} share '{shown_name(value.strip())}'" for value, who in groups[:shown]]
+def shared_text(groups: Sequence[tuple[str, list[str]]], shown: int = 3, *, ids: bool = True) -> str:
+    """"ada and bob share 'S1'; cy and dee share 'S2'" for a one-line message (`ids` false: the names of
+    other things than students, listed in the order given)."""
+    parts = [f"{listed(who, ids=ids)} share '{shown_name(value.strip())}'" for value, who in groups[:shown]]
     if len(groups) > shown:
         parts.append(f"{len(groups) - shown} more values are shared")
     return "; ".join(parts)
@@ -299,7 +306,8 @@ def canvas_blanked_ids(sids: Sequence[str], columns: dict[str, list[str]]) -> li
     warning line for each column changed."""
     lines = []
     ids = columns.get("ID", [])
-    odd = [i for i, value in enumerate(ids) if value and not (value.isascii() and value.isdigit())]
+    odd = sorted((i for i, value in enumerate(ids) if value and not (value.isascii() and value.isdigit())),
+                 key=lambda i: sids[i].casefold())            # as `listed` names them: the first one's shown
     if odd:
         lines.append(f"ID: left empty for {listed([sids[i] for i in odd])}, whose lms_user_id "
                      f"('{shown_name(ids[odd[0]])}'{', ...' if len(odd) > 1 else ''}) is not a whole number: Canvas "
@@ -365,7 +373,7 @@ def roster_typos(rows: Sequence[Mapping[str, Any]], roster: Mapping[str, RosterS
         if row.get("submitted"):
             submitted.setdefault(row["student_id"], set()).add(row["assignment"])
     lines = []
-    for sid in off_roster:
+    for sid in sorted_ids(off_roster):
         theirs = submitted.get(sid, set())
         missing = [other for other in roster if theirs - submitted.get(other, set())]
         line = roster_typo(sid, missing)
@@ -440,8 +448,8 @@ def blackboard_column_problem(column_ids: Mapping[str, str], held: Sequence[str]
                 f"('Name [Total Pts: 100 Score] |123456'); no file written")
     groups = shared_values(list(column_ids), list(column_ids.values()), key=int)
     if groups:
-        return (f"{BLACKBOARD_COLUMNS_KEY}: {shared_text(groups)}, so both would be uploaded into one Blackboard "
-                f"column; no file written")
+        return (f"{BLACKBOARD_COLUMNS_KEY}: {shared_text(groups, ids=False)}, so both would be uploaded into one "
+                f"Blackboard column; no file written")
     return None
 
 
@@ -479,7 +487,7 @@ def moodle_over_warning(names: Sequence[str], sids: Sequence[str],
                         scores: Mapping[tuple[str, str], Any]) -> str | None:
     """The line naming the grades above 100 (extra credit, say), or None: Moodle's import stops at such a
     grade, refusing the whole file, unless the site allows unlimited grades."""
-    over = [f"{shown_name(sid)} {number(scores[sid, name])} in {name}" for name in names for sid in sids
+    over = [f"{shown_name(sid)} {number(scores[sid, name])} in {name}" for name in names for sid in sorted_ids(sids)
             if float(scores.get((sid, name), 0.0)) > MOODLE_MAX]
     if not over:
         return None
@@ -559,8 +567,10 @@ def formula_warning(column: str, values: Iterable[tuple[str, str]], why: str) ->
             f"file as written, without opening and saving it in a spreadsheet, which would run it as a formula")
 
 
-def listed(students: Sequence[str], shown: int = 5) -> str:
-    """Student ids for a one-line message: "ada, bob and 3 more", control characters written out."""
+def listed(students: Sequence[str], shown: int = 5, *, ids: bool = True) -> str:
+    """Student ids for a one-line message, sorted (`text.sorted_ids`): "ada, Bob and 3 more", control
+    characters written out; other names (`ids` false: assignments) in the order given."""
+    students = sorted_ids(students) if ids else list(students)
     names = [shown_name(s) for s in students[:shown]]
     if len(students) > shown:
         names.append(f"{len(students) - shown} more")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..text import plural
+from ..text import plural, sorted_ids
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def regrade_kept_warning(kept: Mapping[str, str]) -> str | None:
     there is nothing to say."""
     if not kept:
         return None
-    who = _joined([f"{sid} ({items})" for sid, items in kept.items()])
+    who = _joined([f"{sid} ({kept[sid]})" for sid in sorted_ids(kept)])
     return (f"the TA's overrides, extra credit and comments of {plural(len(kept), 'student')} graded again under "
             f"the changed graders are kept: {who}; review them in formgrader")
 

@@ -34,6 +34,7 @@ problem columns are headed P1, P2, ... and a legend line names them.
 """
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -41,7 +42,7 @@ from dataclasses import dataclass, replace
 from autograder.config import Assignment
 from autograder.grading.results import SubmissionResult, SubmissionState, grader_error_parts
 from autograder.sandbox.isolation import OPTIONAL, REQUIRED
-from autograder.text import display_width, format_points, pad, truncate
+from autograder.text import display_width, first_ids, format_points, format_time, pad, plural, sorted_ids, truncate
 
 from .results_json import ordered_problems, reported_score
 from .review import Review
@@ -233,16 +234,10 @@ def _mean_covers(rows: Sequence[StudentRow]) -> str:
     """What the mean covers beyond the graded submissions: "" when every submission was graded."""
     by_hand = [r.student for r in rows if r.crashed and r.final_score is not None]
     left_out = sum(not _counted(r) for r in rows)
-    parts = [f"including crashed {_names(by_hand)}, scored by a TA"] if by_hand else []
+    parts = [f"including crashed {first_ids(by_hand)}, scored by a TA"] if by_hand else []
     if left_out:
         parts.append(f"{left_out} other crashed excluded" if by_hand else "crashed excluded")
     return "; ".join(parts)
-
-
-def _names(students: Sequence[str], shown: int = 5) -> str:
-    """The first `shown` of `students`, and how many more there are."""
-    more = len(students) - shown
-    return ", ".join(students[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _graded_count(rows: Sequence[StudentRow], graded: int) -> str:
@@ -272,7 +267,30 @@ def unstamped_line(rows: Sequence[StudentRow], assignment: Assignment) -> str:
         return (f"{LATE_POLICY}none of the {len(graded)} submissions has a timestamp.txt (nbgrader's collect "
                 f"and submit write one), so all were graded as on time.")
     return (f"{LATE_POLICY}{len(missing)} submission{'s' if len(missing) != 1 else ''} without a timestamp.txt "
-            f"(nbgrader's collect and submit write one), graded as on time: {_names(missing)}.")
+            f"(nbgrader's collect and submit write one), graded as on time: {first_ids(missing)}.")
+
+
+def not_submitted_lines(students: Sequence[str], assignment: Assignment, now: dt.datetime | None = None) -> list[str]:
+    """The lines naming the roster `students` without a submission (each a 0 in the gradebook), sorted: those
+    whose due date (their extension's, when they have one) is still ahead of `now` (aware; default this
+    machine's clock, as lateness.ahead_of_clock) apart, as not due yet, so that nobody is chased for a
+    submission before their deadline. No line for either group without students."""
+    now = now or dt.datetime.now(dt.UTC)
+    dues = {sid: assignment.due_for(sid) for sid in students}
+    not_due = {sid: due for sid, due in dues.items() if due is not None and due > now}
+    ahead = sorted_ids(sid for sid in dues if sid in not_due)
+    past = sorted_ids(sid for sid in dues if sid not in not_due)
+    lines = []
+    if past:
+        lines.append(f"no submission from {plural(len(past), 'roster student')}, each scored 0 in the gradebook: "
+                     f"{', '.join(past)}")
+    if ahead:
+        when = set(not_due.values())
+        due = (f"due {format_time(when.pop())}" if len(when) == 1
+               else "each one's due date, extensions included, is still ahead")
+        lines.append(f"no submission (not due yet: {due}) from {plural(len(ahead), 'roster student')}, each scored "
+                     f"0 in the gradebook until they submit and are graded: {', '.join(ahead)}")
+    return lines
 
 
 def grader_error_lines(rows: Sequence[StudentRow], assignment: Assignment, graders: str = "graders") -> list[str]:

@@ -288,15 +288,16 @@ def test_a_stamp_is_ahead_of_the_clock_only_beyond_the_tolerance_for_skew(ahead,
 
 
 @pytest.mark.parametrize("seconds, words", [
-    (1, "1 minute"), (59, "1 minute"), (59.999, "1 minute"), (60, "1 minute"), (61, "1 minute"),
-    (119, "1 minute"), (3599, "59 minutes"), (3600, "1 hour"), (3659, "1 hour"), (3660, "1 hour 1 minute"),
+    (0.2, "1 second"), (1, "1 second"), (30, "30 seconds"), (59.999, "59 seconds"), (60, "1 minute"),
+    (61, "1 minute 1 second"), (119, "1 minute 59 seconds"), (3599, "59 minutes 59 seconds"), (3600, "1 hour"),
+    (3659, "1 hour 59 seconds"), (3660, "1 hour 1 minute"), (3661, "1 hour 1 minute"),
     (86399.9, "23 hours 59 minutes"), (86400, "1 day"), (86400 + 300, "1 day 5 minutes"),
     (36 * 3600, "1 day 12 hours"), (36 * 3600 + 60, "1 day 12 hours"), (2 * 86400, "2 days"),
     (3 * 86400 + 3 * 3600 + 1, "3 days 3 hours"), (3 * 86400 + 3 * 3600 + 59 * 60 + 59, "3 days 3 hours")])
 def test_late_words_say_how_late_at_a_glance(seconds, words):
-    """Is how late a submission was said in the two largest of days, hours and minutes that are not 0, each
-    whole and never rounded up (36 hours and 1 minute is "1 day 12 hours", not "37 hours"), with anything
-    under a minute said as "1 minute"?"""
+    """Is how late a submission was said in the two largest of days, hours, minutes and seconds that are not
+    0, each whole and never rounded up (36 hours and 1 minute is "1 day 12 hours", not "37 hours"), so that
+    one 30 seconds late is told "30 seconds" (not a minute, nor on time), and under a second "1 second"?"""
     assert late_words(seconds) == words
 
 

@@ -92,10 +92,10 @@ def test_an_extension_shows_the_students_own_due_date(ada, assignment):
     """Does a student with an extension see their due date and the extension, and one without see
     the due date alone?"""
     extended = dataclasses.replace(ada, due="2026-12-16T23:59:00+00:00", extension="2 days")
-    assert "due 2026-12-16 23:59 UTC (with your extension of 2 days)" in text_of(
+    assert "due 2026-12-16 23:59:00 UTC (with your extension of 2 days)" in text_of(
         render_feedback(extended, assignment))
     plain = text_of(render_feedback(dataclasses.replace(ada, due="2026-12-14T23:59:00+00:00"), assignment))
-    assert "due 2026-12-14 23:59 UTC" in plain and "extension" not in plain
+    assert "due 2026-12-14 23:59:00 UTC" in plain and "extension" not in plain
 
 
 def test_the_page_says_which_course_when_it_was_submitted_due_and_graded(ada, assignment):
@@ -105,13 +105,32 @@ def test_the_page_says_which_course_when_it_was_submitted_due_and_graded(ada, as
     timed = dataclasses.replace(ada, due="2026-12-14T23:59:00+00:00", submitted_at="2026-12-14T19:00:00+01:00",
                                 graded_at="2026-12-15T08:30:59+00:00")
     text = html.unescape(text_of(render_feedback(timed, assignment, None, "Deep Learning <i>101</i>")))
-    assert ("Student: ada Deep Learning <i>101</i> \u00b7 submitted 2026-12-14 18:00 UTC \u00b7 "
-            "due 2026-12-14 23:59 UTC \u00b7 graded 2026-12-15 08:30 UTC 30 / 30 points") in text
+    assert ("Student: ada Deep Learning <i>101</i> \u00b7 submitted 2026-12-14 18:00:00 UTC \u00b7 "
+            "due 2026-12-14 23:59:00 UTC \u00b7 graded 2026-12-15 08:30:59 UTC 30 / 30 points") in text
     assert "<i>101" not in render_feedback(timed, assignment, None, "Deep Learning <i>101</i>")
     assert 'class="facts"' not in render_feedback(ada, assignment)
-    assert "Student: ada submitted 2026-12-14 18:00 UTC \u00b7 due" in text_of(render_feedback(timed, assignment))
+    assert "Student: ada submitted 2026-12-14 18:00:00 UTC \u00b7 due" in text_of(render_feedback(timed, assignment))
     graded_only = text_of(render_feedback(dataclasses.replace(ada, graded_at="2026-12-15T08:30:00+00:00"), assignment))
-    assert "Student: ada graded 2026-12-15 08:30 UTC 30 / 30 points" in graded_only
+    assert "Student: ada graded 2026-12-15 08:30:00 UTC 30 / 30 points" in graded_only
+
+
+def test_a_submission_seconds_late_shows_its_seconds_and_how_late(ada, assignment):
+    """Does a submission 30 seconds after the due date show both times to the second (not the due date's
+    minute twice, which reads as on time) and a late note saying "30 seconds", not a minute?"""
+    import datetime as dt
+
+    from autograder.config import LatePolicy
+    from autograder.grading.lateness import lateness
+
+    due = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
+    policy = dataclasses.replace(assignment, due=due, late_policy=LatePolicy(penalty_per_day=0.1))
+    note = lateness(policy, due + dt.timedelta(seconds=30)).note(3.0)
+    assert note == "Submitted 30 seconds after the due date, counted as 1 day: late penalty of 10% (3 points)."
+    late = dataclasses.replace(ada, due=due.isoformat(), submitted_at="2026-12-15T00:59:30+01:00", late_penalty=3.0,
+                               notes=(note,))
+    text = text_of(render_feedback(late, assignment))
+    assert "Student: ada submitted 2026-12-14 23:59:30 UTC \u00b7 due 2026-12-14 23:59:00 UTC" in text
+    assert note in text
 
 
 def test_a_late_submission_changed_by_a_ta_states_the_penalty_fixed_at_autograde_time(ada, assignment):
@@ -147,7 +166,8 @@ def test_the_late_note_and_the_ta_sentence_give_the_penalty_in_the_same_figures(
     due = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
     policy = dataclasses.replace(assignment, due=due, late_policy=LatePolicy(grace_minutes=15, penalty_per_day=0.1))
     note = lateness(policy, due + dt.timedelta(minutes=16, seconds=1)).note(8.38235)
-    assert note == "Submitted 16 minutes after the due date, counted as 1 day: late penalty of 10% (8.38 points)."
+    assert note == ("Submitted 16 minutes 1 second after the due date, counted as 1 day: late penalty of 10% "
+                    "(8.38 points).")
     late = dataclasses.replace(ada, late_penalty=8.38235, notes=(note,))
     text = text_of(render_feedback(late, assignment, review_for(late, late_penalty=8.38235, split_heads=(7.0, 0.0))))
     assert note in text and "less a late penalty of 8.38 points, fixed when your submission was autograded" in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autograder.layout import CourseLayout
-from autograder.reporting.summary import StudentRow, format_summary
+from autograder.reporting.summary import StudentRow, format_summary, not_submitted_lines
 
 from .conftest import check, make_assignment, submission
 
@@ -177,6 +177,31 @@ def test_submissions_without_a_timestamp_are_named_when_there_is_a_due_date(assi
     assert line == ["Late policy: 2 submissions without a timestamp.txt (nbgrader's collect and submit write one), "
                     "graded as on time: cy, dee."]
     assert "Late policy" not in format_summary([stamped, unread, submission("cy")], assignment)   # no due date
+
+
+def test_students_without_a_submission_before_their_due_date_are_said_not_due_yet(assignment):
+    """With the clock given (before the due date, between it and an extension's end, after both), are the
+    roster students without a submission named sorted ignoring case, those whose due date (their extension's)
+    is still ahead apart as "not due yet" with that date to the second, so no TA chases them before it?"""
+    import dataclasses
+    import datetime as dt
+
+    from autograder.config import Extension
+
+    a = dataclasses.replace(_due(assignment), extensions={"kat": Extension(days=2)})
+    due = a.due
+    missing = ("zed", "kat", "Bob", "ada")
+    assert not_submitted_lines(missing, a, now=due - dt.timedelta(hours=1)) == [
+        "no submission (not due yet: each one's due date, extensions included, is still ahead) from 4 roster "
+        "students, each scored 0 in the gradebook until they submit and are graded: ada, Bob, kat, zed"]
+    assert not_submitted_lines(missing, a, now=due + dt.timedelta(seconds=1)) == [
+        "no submission from 3 roster students, each scored 0 in the gradebook: ada, Bob, zed",
+        "no submission (not due yet: due 2026-12-16 23:59:00 UTC) from 1 roster student, each scored 0 in the "
+        "gradebook until they submit and are graded: kat"]
+    after = ["no submission from 4 roster students, each scored 0 in the gradebook: ada, Bob, kat, zed"]
+    assert not_submitted_lines(missing, a, now=due + dt.timedelta(days=3)) == after
+    assert not_submitted_lines(missing, assignment, now=due - dt.timedelta(days=30)) == after    # no due date
+    assert not_submitted_lines((), a, now=due) == []
 
 
 def test_a_class_without_any_timestamp_is_told_once(assignment):
