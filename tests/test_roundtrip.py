@@ -183,7 +183,7 @@ def test_release_puts_the_roster_and_due_date_in_the_gradebook(trip):
     assert f"{len(problems)} grade cells added" in out
     due = yaml.safe_load((trip.course / "course.yml").read_text())["assignments"][0]["due"]
     due = dt.datetime.fromisoformat(due) if isinstance(due, str) else due
-    assert f"assignment transformer-block (due {due.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC)" in out
+    assert f"assignment transformer-block (due {due.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC)" in out
 
 
 def test_students_receive_our_page_with_the_override_and_the_comment(trip):
@@ -195,7 +195,7 @@ def test_students_receive_our_page_with_the_override_and_the_comment(trip):
         f"{trip.auto_before:g}." in kat
     total = trip.results["kat"]["score"] + OVERRIDE - trip.auto_before
     assert f"{total:g} / 100 points" in kat
-    assert re.search(r"due \d{4}-\d\d-\d\d \d\d:\d\d UTC \(with your extension of 3 days\)", kat)
+    assert re.search(r"due \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(with your extension of 3 days\)", kat)
     ada = text_of(fetched_page(trip, "ada"))
     assert "late penalty of 20" in ada and "From your instructor" in ada and COMMENT not in ada
     assert "Feedback: transformer" in ada and "Student: ada" in ada
