@@ -266,6 +266,15 @@ class Expect:
             self.found.append(m)
         return m
 
+    def _after_earlier_checks(self) -> None:
+        """Before what the submission's checks share (`localised`, `confirmations`, `verdicts`,
+        `wirings`, `precision`) is read or filled: return once the checks before this one have
+        ended, when checks run side by side (StudentProxy.after_earlier_checks), so that the first
+        check to fill it is the one that would when checks run one after another."""
+        wait = getattr(type(self.student), "after_earlier_checks", None)
+        if wait is not None:
+            wait(self.student)
+
     def _fail(self, message: str) -> NoReturn:
         # Recognised mistakes travel separately (self.found -> TestResult.diagnoses and hints);
         # every output renders them beside the message.
@@ -382,6 +391,7 @@ class Expect:
         submission, the outcome kept for the other tests; a failed call raises again)."""
         if self.catalogue is None or self.student is None:
             return None
+        self._after_earlier_checks()             # the outputs are the submission's: kept by the first check to ask
         calls = self.catalogue.confirmation_calls(name)
 
         def output(i: int) -> Any:
@@ -405,6 +415,7 @@ class Expect:
         if self.catalogue is None or self.reference is None or self.student is None \
                 or not self.catalogue.has_probe(name):
             return ()
+        self._after_earlier_checks()
         if name not in self.localised:
             reference = self._reference(name)
             composite = bool(building_blocks(reference))
@@ -569,6 +580,7 @@ class Expect:
         NotGraded, naming the block, when the wiring cannot be trusted. Once it was, the wirings of
         the composite's later checks are taken as they come: a composite that passed this test has
         computed its answer from real intermediate values once already."""
+        self._after_earlier_checks()             # the first check of the composite to need it is tested
         if self.wirings.get(composite):
             return
         problem = self._wiring_problem(composite, calls)
@@ -814,7 +826,10 @@ class Expect:
         two calls, made once per function and submission (`precision`); (1) is trusted numpy only.
         Only when the catalogue registers LOWER_PRECISION (its hint is the assignment's)."""
         if self.catalogue is None or LOWER_PRECISION not in self.catalogue or self.student is None \
-                or self.reference is None or self.precision.get(name) is False:
+                or self.reference is None:
+            return False
+        self._after_earlier_checks()             # the first check to ask decides, on its own arguments
+        if self.precision.get(name) is False:
             return False
         at = next((i for i, a in enumerate(args)
                    if isinstance(a, np.ndarray) and a.dtype == np.float64 and a.size), None)

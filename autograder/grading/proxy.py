@@ -20,6 +20,7 @@ from ..sandbox.outcomes import CallResult, CallTimeout, ChildCrashed, ExecutionR
 __all__ = ["StudentProxy", "StudentFunction", "CallTimeout", "ChildCrashed", "NotebookFailed"]
 
 DEFAULT_PROBLEM = "(no problem)"
+AFTER_EARLIER_CHECKS = object()     # what `after_earlier_checks` hands the session instead of a call
 
 
 class StudentFunction:
@@ -143,10 +144,31 @@ class StudentProxy:
         the answer it gives back, made ahead, is taken if it still stands (else the call is made)."""
         self._gather = ask
 
-    def prefetch(self, calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> list[Ahead]:
-        """Make `calls` (the first calls of the current problem's checks, in their order) in one
-        round trip, before those checks go on; see ProblemHandle.prefetch."""
-        return self._current().prefetch(calls)
+    def after_earlier_checks(self) -> None:
+        """Return once every check that comes before the current one has ended. Checks whose calls
+        are made ahead in waves run side by side; one that is about to read or fill what the
+        submission's checks share (diagnosis outputs kept for the submission, the wiring's trust,
+        ...) waits here, so that it finds that state as when the checks run one after another."""
+        if self._gather is not None:
+            self._gather(AFTER_EARLIER_CHECKS)
+
+    def prefetch(self, calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]], *,
+                 running: bool = False, keep_bytes: int | None = None) -> list[Ahead]:
+        """Make `calls` (the first calls of the current problem's checks, in their order; with
+        `running`, a later wave of them, on the problem's running process) in one round trip,
+        before those checks go on; see ProblemHandle.prefetch."""
+        return self._current().prefetch(calls, running=running, keep_bytes=keep_bytes)
+
+    @property
+    def received(self) -> int:
+        """Bytes of the replies read so far from the current problem's processes."""
+        return self._current().received
+
+    @property
+    def ahead_bytes(self) -> int:
+        """How many bytes of replies the checks of a problem that wait for their calls' answers may
+        hold in all (the run's `prefetch_bytes`: `limits.return_mb`, at least 1 MB)."""
+        return self._run.prefetch_bytes
 
     def call_many(self, calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]], *,
                   stop_at_error: bool = False) -> list[Any]:

@@ -18,15 +18,22 @@ Each check then runs through one of two loops that give the same outcomes (teste
 - pytest's own runtest protocol, for any other check (one using another fixture, a skip/xfail
   marker, ...), so graders may use whatever pytest offers.
 
-Calls made ahead. A problem's consecutive lean checks start together: each runs, in its own
-greenlet (kept by the session for later checks once its check ends), up to its first call of a
+Calls made ahead, in waves. A problem's consecutive lean checks start together: each runs, in its
+own greenlet (kept by the session for later checks once its check ends), up to its first call of a
 student function and waits there; those first calls are made together, in the checks' order, in
-one round trip to the problem's fresh process; then each check goes on in turn, to its end, its
-first call answered by what was made ahead when that answer still stands (ProblemHandle.take),
-else made then. What a check sees is what calls made one by one give, unless a student function
-keeps hidden state between calls: the order in which the problem's process answers them changes
-(docs/grading.md). A check's code before its first call runs before the earlier checks end, so it
-must not depend on them (checks are independent: each draws its inputs from its own rng).
+one round trip to the problem's fresh process. Then each check goes on in turn up to its next call
+(its call answered by what was made ahead when that answer still stands, ProblemHandle.take, else
+made then) and waits there again: the checks' second calls are the next wave, made together in one
+round trip to the problem's running process, and so on until every check has ended. A call that is
+not one plain call (several at once, a call alone in a fresh process) is made in turn, when its check
+gets to it. What a check sees is what calls made one by one give, unless a student function keeps
+hidden state between calls: the order in which the problem's process answers them changes
+(docs/grading.md). The checks' code runs interleaved, between their calls, so a check must not
+depend on the others (each draws its inputs from its own rng); what they share for the submission
+(diagnosis outputs, the wiring's trust, ...) is read and filled only once the checks before have
+ended (`StudentProxy.after_earlier_checks`, called by Expect). Once the replies read for a run's
+checks come to more bytes than answers made ahead may hold (`ahead_bytes`), each check goes on to
+its end in turn: checks that wait may hold every reply they were given.
 """
 from __future__ import annotations
 
@@ -55,7 +62,7 @@ from ..errors import CourseError
 from ..text import truncate
 from .diagnosis import Catalogue
 from .plugin import FIXTURES, GradingPlugin, InstructorFolder, TestCaseFixtures, classify, problem_of
-from .proxy import StudentProxy
+from .proxy import AFTER_EARLIER_CHECKS, StudentProxy
 from .results import CheckOutcome
 
 
@@ -398,8 +405,8 @@ class GraderSession:
         plugin.record(nodeid, outcome)
 
     def _run_together(self, checks: list[pytest.Item]) -> None:
-        """One problem's consecutive lean checks, their first calls made ahead in one round trip
-        (see the module's docstring)."""
+        """One problem's consecutive lean checks, their calls made ahead in waves, one round trip
+        each (see the module's docstring)."""
         try:
             student = self.plugin.student_for(self._plans[checks[0].nodeid].problem)
         except Exception:  # noqa: BLE001 - the checks meet the same error themselves, and report it
@@ -409,41 +416,76 @@ class GraderSession:
                 self._run_lean(item)
             return
         here = getcurrent()
-        waiting: list[tuple[int, greenlet, tuple[str, tuple[Any, ...], dict[str, Any]] | None]] = []
+        waiting: list[tuple[int, greenlet, Any]] = []   # (index, greenlet, its call or None or AFTER_EARLIER_CHECKS)
+        going_on: list[tuple[int, greenlet, Any]] = []
         spent = [0.0] * len(checks)
-        student.gather(here.switch)             # a check's first call comes back here, and waits
+        student.gather(here.switch)             # a check's call comes back here, and waits for its wave
         try:
             for i, item in enumerate(checks):
                 check = self._check_greenlet(here)
                 started = time.perf_counter()
                 call = check.switch(item)
+                while call is AFTER_EARLIER_CHECKS and not waiting:
+                    call = check.switch(None)   # every check before it has ended: it goes on
                 spent[i] = time.perf_counter() - started
                 if call is _CHECK_ENDED:
                     self._idle.append(check)
                 else:
                     waiting.append((i, check, call))
+            start, budget = student.received, student.ahead_bytes
+            first = True
+            while waiting:
+                calls = [call for _, _, call in waiting if isinstance(call, tuple)]
+                left = budget - (student.received - start)
+                try:                            # a later wave of a single call: made in turn, as alike
+                    aheads = iter(student.prefetch(calls) if first else
+                                  student.prefetch(calls, running=True, keep_bytes=left) if len(calls) > 1 else ())
+                except Exception:  # noqa: BLE001 - the checks make their calls themselves, and meet the error
+                    aheads = iter(())
+                first, going_on = False, []
+                for n, (i, check, call) in enumerate(waiting):     # each to its next call, in order
+                    if student.received - start > budget:
+                        # the replies read for these checks, which they may hold while they wait, come to
+                        # the bytes answers made ahead may: from here on each check goes on to its end in turn
+                        student.gather(None)
+                        self._to_their_ends(going_on, iter(()), spent)     # asked since the wave went out
+                        self._to_their_ends(waiting[n:], aheads, spent)
+                        going_on = []
+                        break
+                    if call is AFTER_EARLIER_CHECKS and going_on:
+                        going_on.append((i, check, call))      # a check before it has not ended yet
+                        continue
+                    started = time.perf_counter()
+                    asked = check.switch(next(aheads, None) if isinstance(call, tuple) else None)
+                    # a call not made ahead (several at once, or alone) is made now; a check waiting
+                    # for those before it to end goes on when they have
+                    while asked is None or (asked is AFTER_EARLIER_CHECKS and not going_on):
+                        asked = check.switch(None)
+                    spent[i] += time.perf_counter() - started
+                    if asked is _CHECK_ENDED:
+                        self._idle.append(check)
+                    else:
+                        going_on.append((i, check, asked))
+                waiting = going_on
         except BaseException:
-            _end_waiting([check for _, check, _ in waiting])
+            _end_waiting([check for _, check, _ in waiting + going_on if check not in self._idle])
             raise
         finally:
             student.gather(None)
-        try:
-            aheads = iter(student.prefetch([call for _, _, call in waiting if call is not None]))
-        except Exception:  # noqa: BLE001 - the checks make their calls themselves, and meet the error
-            aheads = iter(())
-        try:
-            for i, check, call in waiting:      # each to its end, in order
-                started = time.perf_counter()
-                if check.switch(next(aheads, None) if call is not None else None) is _CHECK_ENDED:
-                    self._idle.append(check)
-                spent[i] += time.perf_counter() - started
-        except BaseException:
-            _end_waiting([check for _, check, _ in waiting if check not in self._idle])
-            raise
         outcomes = self.plugin.current.outcomes
         for item, seconds in zip(checks, spent):    # a check's duration: its own time, not its wait
             if item.nodeid in outcomes:
                 outcomes[item.nodeid].duration = seconds
+
+    def _to_their_ends(self, checks: list[tuple[int, greenlet, Any]], aheads: Iterator[Any],
+                       spent: list[float]) -> None:
+        """Each of `checks` (waiting, in order) goes on to its end in turn, nothing more gathered:
+        its pending call answered by what `aheads` made ahead for it, else made now."""
+        for i, check, call in checks:
+            started = time.perf_counter()
+            if check.switch(next(aheads, None) if isinstance(call, tuple) else None) is _CHECK_ENDED:
+                self._idle.append(check)
+            spent[i] += time.perf_counter() - started
 
     def _check_greenlet(self, here: greenlet) -> greenlet:
         """A greenlet to run checks in, under `here`: one parked after its last check when there

@@ -1104,6 +1104,7 @@ class ProblemHandle:
         self._process = 0               # the current process's number (forks counts only those kept)
         self._ended_ahead: int | None = None   # the process a call made ahead ended, until its check takes it
         self._ended_on_purpose = False  # the current process was ended by `call_alone`: the next fork is no restart
+        self.received = 0               # bytes of the replies read from this problem's processes
 
     def close(self, *, clean: bool = True) -> None:
         """End this problem's process; its leftovers are killed (and its folder emptied) at once,
@@ -1214,14 +1215,23 @@ class ProblemHandle:
         return len(self.run.failures.get(function, ())) >= MAX_FAILURES_PER_FUNCTION
 
     # ---- calls made ahead of their turn
-    def prefetch(self, calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]]) -> list[Ahead]:
+    def prefetch(self, calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]], *,
+                 running: bool = False, keep_bytes: int | None = None) -> list[Ahead]:
         """The first process of this problem answers `calls` in one round trip, before the checks
         that make them run; each answer waits for its check (`take`). The answers stop where that
         process ends (a hang, a crash), at a function that may no longer be called, or when the
-        process cannot start; nothing is made ahead once the problem has a process. An ending is
-        charged (failure count, restart) only when its check takes it: until then the calls made in
-        turn go on as if that process were alive (a fresh process then is no restart)."""
-        if not calls or self.forks > 0 or self._closed or self._capped(calls[0][0]):
+        process cannot start; nothing is made ahead once the problem has a process, unless
+        `running`: then the process the problem has answers them (a later wave of the checks'
+        calls), when it runs and no ending made ahead waits to be taken (else nothing is made). An
+        ending is charged (failure count, restart) only when its check takes it: until then the
+        calls made in turn go on as if that process were alive (a fresh process then is no restart).
+        The answers held come to at most `keep_bytes` (the run's `prefetch_bytes` by default)."""
+        if running:
+            if self._chan is None or self._ended_ahead is not None:
+                return []
+        elif self.forks > 0:
+            return []
+        if not calls or self._closed or self._capped(calls[0][0]):
             return []
         with _on_cpu(self.run.host._call_cpu):
             try:
@@ -1232,7 +1242,8 @@ class ProblemHandle:
             failed: list[StudentCodeError] = []
             kept: list[bool] = []
             answers = self._round_trip(chan, batch, False, failed.append,
-                                       keep_bytes=self.run.prefetch_bytes, kept=kept)
+                                       keep_bytes=self.run.prefetch_bytes if keep_bytes is None else keep_bytes,
+                                       kept=kept)
         out = [Ahead(call, answer, self._process) for call, answer in zip(batch, answers)]
         if not all(kept):
             # Answers past the byte budget were read and dropped (each is made again in turn, as if
@@ -1331,6 +1342,7 @@ class ProblemHandle:
                 out.append(BadReturnValue(f"data that could not be read ({exc})", name))
                 break
             reply = self._reply(msg, name)
+            self.received += chan.last_size
             if keep_bytes is not None:
                 received += chan.last_size
                 if received > keep_bytes:

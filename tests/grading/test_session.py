@@ -3,6 +3,7 @@ outcomes, messages, restarts and failure counts of calls made one by one, whatev
 or raises among them."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import textwrap
 from pathlib import Path
@@ -54,9 +55,9 @@ def host():
         yield h
 
 
-def assignment(*problems: str) -> Assignment:
+def assignment(*problems: str, limits: Limits = LIMITS) -> Assignment:
     return Assignment(name="hw", package="hw", notebooks=("hw.ipynb",),
-                      problems=tuple(Problem(p, 1, f"test_{p}", "hw.ipynb", TOL) for p in problems), limits=LIMITS)
+                      problems=tuple(Problem(p, 1, f"test_{p}", "hw.ipynb", TOL) for p in problems), limits=limits)
 
 
 class Traffic:
@@ -72,15 +73,16 @@ class Traffic:
         monkeypatch.setattr(host_module.ProblemHandle, "_round_trip", counted)
 
 
-def grade(host, tmp_path: Path, graders: dict[str, str], *, ahead: bool, notebook: str = NOTEBOOK):
+def grade(host, tmp_path: Path, graders: dict[str, str], *, ahead: bool, notebook: str = NOTEBOOK,
+          limits: Limits = LIMITS):
     """Every check's (name, status, output) and the run's restarts and failure counts."""
     folder = tmp_path / ("ahead" if ahead else "one_by_one")
     folder.mkdir()
     for problem, body in graders.items():
         (folder / f"test_{problem}.py").write_text(textwrap.dedent(body))
     cells = [{"index": 1, "label": cell_label(1, notebook), "source": notebook}]
-    with GraderSession(assignment(*graders), InstructorCode(None, None, folder), ahead=ahead) as session, \
-            StudentProxy(host.submission(cells, LIMITS)) as proxy:
+    with GraderSession(assignment(*graders, limits=limits), InstructorCode(None, None, folder), ahead=ahead) \
+            as session, StudentProxy(host.submission(cells, limits)) as proxy:
         graded = session.run({"hw.ipynb": proxy}, seed=1)
         run = proxy._run
         assert not graded.broken
@@ -88,11 +90,11 @@ def grade(host, tmp_path: Path, graders: dict[str, str], *, ahead: bool, noteboo
                 run.restarts, {k: len(v) for k, v in run.failures.items()})
 
 
-def both(host, tmp_path, graders, monkeypatch):
+def both(host, tmp_path, graders, monkeypatch, limits: Limits = LIMITS):
     traffic = Traffic(monkeypatch)
-    alone = grade(host, tmp_path, graders, ahead=False)
+    alone = grade(host, tmp_path, graders, ahead=False, limits=limits)
     trips_alone, traffic.round_trips = traffic.round_trips, 0
-    ahead = grade(host, tmp_path, graders, ahead=True)
+    ahead = grade(host, tmp_path, graders, ahead=True, limits=limits)
     return ahead, alone, traffic.round_trips, trips_alone
 
 
@@ -166,7 +168,7 @@ def test_a_hang_made_ahead_costs_what_it_costs_one_by_one(host, tmp_path, monkey
 CRASH = {"f": """
     def test_f_before(student):
         assert student.f(1) == 2
-        assert student.bump() == 1        # the process before the crash: fresh state
+        assert student.f(2) == 4          # the next wave: made after the crash, in the fresh process
 
     def test_f_dies(student):
         student.die(1)
@@ -190,8 +192,11 @@ def test_a_crash_made_ahead_costs_what_it_costs_one_by_one(host, tmp_path, monke
 
 LATER_CRASH = {"f": """
     def test_f_first(student):
-        assert student.f(1) == 2
-        student.die(1)                    # ends the process that answered the next checks' first calls
+        # several calls at once are made in turn, not ahead: the crash ends the process that
+        # answered the next checks' first calls
+        value, crash = student.call_many([("f", (1,), {}), ("die", (1,), {})])
+        assert value == 2
+        raise crash
 
     def test_f_second(student):
         assert student.f(2) == 4
@@ -250,6 +255,83 @@ def test_a_problems_first_calls_reach_its_process_before_the_checks_later_calls(
     ahead, alone, _, _ = both(host, tmp_path, STATEFUL, monkeypatch)
     assert [status for _, status, _ in ahead[0]] == ["passed", "passed"]
     assert [status for _, status, _ in alone[0]] == ["failed", "failed"]
+
+
+WAVES = {"f": """
+    import pytest
+
+    @pytest.mark.parametrize("x", [1, 2, 3])
+    def test_f_three_calls(student, x):
+        assert student.f(x) == 2 * x
+        assert student.f(10 * x) == 20 * x
+        assert student.f(100 * x) == 200 * x, "the third call"
+
+    def test_f_fails_at_its_second_call(student):
+        assert student.f(7) == 14
+        student.boom(7)
+
+    def test_f_hangs_at_its_third_call(student):
+        assert student.f(8) == 16
+        assert student.f(9) == 18
+        student.spin(9)
+"""}
+
+
+def test_later_calls_of_the_checks_go_in_waves_with_the_same_outcomes(host, tmp_path, monkeypatch):
+    """Are the checks' second calls made together in one round trip, then their third calls, with
+    the outcomes, restarts and failure counts of calls made one by one (a raised error, a hang)?"""
+    ahead, alone, trips, trips_alone = both(host, tmp_path, WAVES, monkeypatch)
+    assert ahead == alone
+    assert [status for _, status, _ in ahead[0]] == ["passed", "passed", "passed", "failed", "failed"]
+    assert ahead[2] == {"spin": 1}
+    assert (trips, trips_alone) == (3, 14)
+
+
+BIG = {"f": """
+    import numpy as np
+    import pytest
+
+    @pytest.mark.parametrize("k", [1, 2, 3])
+    def test_f_big(student, k):
+        x = np.full(50_000, float(k))       # 400 KB each way
+        assert (student.f(x) == 2 * x).all()
+        assert (student.f(x + 1) == 2 * x + 2).all()
+"""}
+
+
+def test_checks_whose_answers_come_to_the_bytes_held_ahead_go_on_to_their_ends_in_turn(host, tmp_path, monkeypatch):
+    """Once the replies read for a problem's waiting checks come to more than answers made ahead
+    may hold (here 1 MB: three answers of 400 KB), does each check go on to its end in turn, its
+    later calls made one by one, with the outcomes calls made one by one give?"""
+    ahead, alone, trips, trips_alone = both(host, tmp_path, BIG, monkeypatch, dataclasses.replace(LIMITS, return_mb=1))
+    assert ahead == alone
+    assert [status for _, status, _ in ahead[0]] == ["passed"] * 3
+    # the first calls together (the third answer read and dropped), then the third made again, and
+    # each second call in turn
+    assert (trips, trips_alone) == (5, 6)
+
+
+IN_TURN = {"f": """
+    ended = []
+
+    def test_f_first(student):
+        assert student.f(1) == 2
+        assert student.f(2) == 4          # a later wave: the next check goes on meanwhile
+        ended.append("first")
+
+    def test_f_second(student):
+        assert student.f(3) == 6
+        student.after_earlier_checks()
+        assert ended == ["first"], f"went on before the first check ended: {ended}"
+"""}
+
+
+def test_a_check_may_wait_for_the_checks_before_it_to_end(host, tmp_path, monkeypatch):
+    """Does a check that asks to go on only after the checks before it have ended (to read what
+    the submission's checks share, as Expect does before its diagnosis) find them ended?"""
+    ahead, alone, _, _ = both(host, tmp_path, IN_TURN, monkeypatch)
+    assert ahead == alone
+    assert [status for _, status, _ in ahead[0]] == ["passed", "passed"]
 
 
 MIXED = {"f": """

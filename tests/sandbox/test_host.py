@@ -566,6 +566,21 @@ def test_prefetch_answers_in_one_round_trip_and_take_gives_each_answer(submit):
     assert p.prefetch([("bump", (), {})]) == []           # nothing is made ahead once the problem has a process
 
 
+def test_prefetch_on_the_running_process_makes_a_later_wave_of_calls(submit):
+    """With `running`, are calls made ahead by the problem's running process (its state kept), in
+    one round trip, and none when it has no process or a hang made ahead waits to be taken?"""
+    run = submit([BATCHED])
+    p = run.problem("p")
+    assert p.prefetch([("bump", (), {})], running=True) == [] and p.forks == 0    # no process yet
+    assert p.call("bump").value == 1
+    aheads = p.prefetch([("bump", (), {}), ("spin", (), {}), ("bump", (), {})], running=True)
+    assert len(aheads) == 2 and p.forks == 1 and isinstance(aheads[1].answer, CallTimeout)
+    assert p.take(aheads[0]).value == 2                  # the same process: its state kept
+    assert p.prefetch([("bump", (), {})], running=True) == []     # the hang is not taken yet
+    assert isinstance(p.take(aheads[1]), CallTimeout) and len(run.failures["spin"]) == 1
+    assert p.call("bump").value == 1 and run.restarts == 1
+
+
 def test_prefetch_stops_at_a_hang_charged_only_when_taken(submit):
     """When a call made ahead hangs, do the answers stop there, the calls made in turn before it is
     taken go to a fresh process that is no restart, and taking it charge the hang (the next call a
