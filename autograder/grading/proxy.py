@@ -107,7 +107,12 @@ class StudentProxy:
         answer = None
         if self._gather is not None:            # asked ahead: the answer, when it still stands
             ahead = self._gather((name, args, kwargs))
+            if ahead is not None and ahead.ended:
+                self.after_earlier_checks()     # taking it charges the hang or crash: see `_in_turn`
             answer = self._current().take(ahead) if ahead is not None else None
+            ahead = None                        # an answer that no longer stands is not held while it waits
+            if answer is None:
+                self._in_turn()
         self._last_call = None                  # (after the wait: other checks' calls came in between)
         self._last_error = None
         if answer is None:
@@ -126,8 +131,7 @@ class StudentProxy:
         """`call`, in a process forked from the notebook's state for this call alone (see
         ProblemHandle.call_alone): what the function answers on these arguments, whatever the
         problem's earlier calls did to the notebook's state."""
-        if self._gather is not None:
-            self._gather(None)                  # not made ahead
+        self._in_turn()                         # not made ahead
         self._last_call = None
         self._last_error = None
         try:
@@ -140,8 +144,9 @@ class StudentProxy:
 
     # ---- calls made ahead (see autograder.grading.session)
     def gather(self, ask: Callable[[tuple[str, tuple[Any, ...], dict[str, Any]] | None], Ahead | None] | None) -> None:
-        """While `ask` is set, each call (None for several at once) is first handed to it, and
-        the answer it gives back, made ahead, is taken if it still stands (else the call is made)."""
+        """While `ask` is set, each call is first handed to it, and the answer it gives back, made
+        ahead, is taken if it still stands; a call made now instead (not made ahead, or several at
+        once, or alone) first hands it AFTER_EARLIER_CHECKS (see `_in_turn`)."""
         self._gather = ask
 
     def after_earlier_checks(self) -> None:
@@ -151,6 +156,14 @@ class StudentProxy:
         ...) waits here, so that it finds that state as when the checks run one after another."""
         if self._gather is not None:
             self._gather(AFTER_EARLIER_CHECKS)
+
+    def _in_turn(self) -> None:
+        """Before a call made now, not answered ahead: it may hang or crash, and what that costs is
+        the submission's (a failure counted against the function, a restart, a function no longer
+        called), so it waits until the checks before this one have ended, which one after another
+        make all their calls before it."""
+        if self._gather is not None:
+            self.after_earlier_checks()
 
     def prefetch(self, calls: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]], *,
                  running: bool = False, keep_bytes: int | None = None) -> list[Ahead]:
@@ -176,8 +189,7 @@ class StudentProxy:
         one by one: a value, or the StudentCodeError instead of it, per call (`stop_at_error`: up
         to the first error, the last item; none is made after it). `last_call` and `last_error`
         are then those of the last call made."""
-        if self._gather is not None:
-            self._gather(None)                  # several calls: not made ahead
+        self._in_turn()                         # several calls: not made ahead
         self._last_call = None
         self._last_error = None
         out = self._current().call_many(calls, stop_at_error=stop_at_error)

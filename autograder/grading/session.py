@@ -24,16 +24,19 @@ student function and waits there; those first calls are made together, in the ch
 one round trip to the problem's fresh process. Then each check goes on in turn up to its next call
 (its call answered by what was made ahead when that answer still stands, ProblemHandle.take, else
 made then) and waits there again: the checks' second calls are the next wave, made together in one
-round trip to the problem's running process, and so on until every check has ended. A call that is
-not one plain call (several at once, a call alone in a fresh process) is made in turn, when its check
-gets to it. What a check sees is what calls made one by one give, unless a student function keeps
-hidden state between calls: the order in which the problem's process answers them changes
-(docs/grading.md). The checks' code runs interleaved, between their calls, so a check must not
-depend on the others (each draws its inputs from its own rng); what they share for the submission
-(diagnosis outputs, the wiring's trust, ...) is read and filled only once the checks before have
-ended (`StudentProxy.after_earlier_checks`, called by Expect). Once the replies read for a run's
-checks come to more bytes than answers made ahead may hold (`ahead_bytes`), each check goes on to
-its end in turn: checks that wait may hold every reply they were given.
+round trip to the problem's running process, and so on until every check has ended. A call made
+then, not answered ahead (not made ahead, no longer standing, several at once, alone in a fresh
+process), and the taking of a hang or crash made ahead, wait until the checks before have ended
+(StudentProxy._in_turn): what a hang or crash costs (a failure count, a restart) is charged after
+every call of the checks before it, as one by one. What a check sees is what calls made one by
+one give, unless a student function keeps hidden state between calls: the order in which the
+problem's process answers them changes (docs/grading.md). The checks' code runs interleaved,
+between their calls, so a check must not depend on the others (each draws its inputs from its
+own rng); what they share for the submission (diagnosis outputs, the wiring's trust, ...) is read
+and filled only once the checks before have ended (`StudentProxy.after_earlier_checks`, called by
+Expect). Once the replies read for a run's checks come to more bytes than answers made ahead may
+hold (`ahead_bytes`), each check goes on to its end in turn: checks that wait may hold every reply
+they were given.
 """
 from __future__ import annotations
 
@@ -416,7 +419,7 @@ class GraderSession:
                 self._run_lean(item)
             return
         here = getcurrent()
-        waiting: list[tuple[int, greenlet, Any]] = []   # (index, greenlet, its call or None or AFTER_EARLIER_CHECKS)
+        waiting: list[tuple[int, greenlet, Any]] = []   # (index, greenlet, its call or AFTER_EARLIER_CHECKS)
         going_on: list[tuple[int, greenlet, Any]] = []
         spent = [0.0] * len(checks)
         student.gather(here.switch)             # a check's call comes back here, and waits for its wave
@@ -457,9 +460,9 @@ class GraderSession:
                         continue
                     started = time.perf_counter()
                     asked = check.switch(next(aheads, None) if isinstance(call, tuple) else None)
-                    # a call not made ahead (several at once, or alone) is made now; a check waiting
-                    # for those before it to end goes on when they have
-                    while asked is None or (asked is AFTER_EARLIER_CHECKS and not going_on):
+                    # a check waiting for those before it to end (to read what the checks share, to
+                    # make a call not made ahead) goes on when they have
+                    while asked is AFTER_EARLIER_CHECKS and not going_on:
                         asked = check.switch(None)
                     spent[i] += time.perf_counter() - started
                     if asked is _CHECK_ENDED:

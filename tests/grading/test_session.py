@@ -90,11 +90,11 @@ def grade(host, tmp_path: Path, graders: dict[str, str], *, ahead: bool, noteboo
                 run.restarts, {k: len(v) for k, v in run.failures.items()})
 
 
-def both(host, tmp_path, graders, monkeypatch, limits: Limits = LIMITS):
+def both(host, tmp_path, graders, monkeypatch, limits: Limits = LIMITS, notebook: str = NOTEBOOK):
     traffic = Traffic(monkeypatch)
-    alone = grade(host, tmp_path, graders, ahead=False, limits=limits)
+    alone = grade(host, tmp_path, graders, ahead=False, limits=limits, notebook=notebook)
     trips_alone, traffic.round_trips = traffic.round_trips, 0
-    ahead = grade(host, tmp_path, graders, ahead=True, limits=limits)
+    ahead = grade(host, tmp_path, graders, ahead=True, limits=limits, notebook=notebook)
     return ahead, alone, traffic.round_trips, trips_alone
 
 
@@ -332,6 +332,52 @@ def test_a_check_may_wait_for_the_checks_before_it_to_end(host, tmp_path, monkey
     ahead, alone, _, _ = both(host, tmp_path, IN_TURN, monkeypatch)
     assert ahead == alone
     assert [status for _, status, _ in ahead[0]] == ["passed", "passed"]
+
+
+# `halve` stops its process on a negative number, and works otherwise
+SOMETIMES_CRASHES = NOTEBOOK + """
+def halve(x):
+    if x < 0:
+        os._exit(3)
+    return x / 2
+"""
+
+LATER_CHECKS_CRASH = """
+    def halve(student, x):
+        return student.halve(x)
+
+    def halve_in_turn(student, x):
+        [half] = student.call_many([("halve", (x,), {{}})])     # several calls at once: made in turn
+        return half
+
+    def test_f_halves_three_times(student):
+        assert student.halve(2) == 1
+        assert student.halve(4) == 2      # one by one: made before the next checks' crashes
+        assert student.halve(6) == 3
+
+    def test_f_halves_minus_one(student):
+        assert {halve}(student, -1) == -0.5
+
+    def test_f_halves_minus_two(student):
+        assert {halve}(student, -2) == -1
+
+    def test_f_dies(student):
+        student.die(1)
+"""
+
+
+@pytest.mark.parametrize("halve, max_restarts", [
+    ("halve", 5), ("halve", 1), ("halve_in_turn", 5),
+])
+def test_a_later_checks_crashes_cost_an_earlier_check_nothing(host, tmp_path, monkeypatch, halve, max_restarts):
+    """A check's later calls go in waves with the next checks' calls: when those crash, is the
+    earlier check still graded as one by one, where it ends before they start (not refused because
+    the function was capped after two crashes, or the restarts were used up, by the checks after it)?"""
+    graders = {"f": LATER_CHECKS_CRASH.format(halve=halve)}
+    limits = dataclasses.replace(LIMITS, max_restarts=max_restarts)
+    ahead, alone, _, _ = both(host, tmp_path, graders, monkeypatch, limits, SOMETIMES_CRASHES)
+    assert ahead == alone
+    assert ahead[0][0] == ("test_f_halves_three_times", "passed", "")
 
 
 MIXED = {"f": """
