@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -595,19 +596,26 @@ def test_the_counts_shown_with_their_answer_are_the_ones_the_released_notebook_p
         assert f" {ref.count_block_params(d_model, d_ff, ffn, norm=norm):,} = " in code, call   # "... is 49,728 = ..."
 
 
-def test_the_public_checks_of_the_count_leave_no_names_of_their_own_in_the_notebook():
-    """Run on the solution, do the released notebook's public checks for count_block_params pass and leave at most
-    underscore-private names behind (their helpers and counts kept inside a function of their own), so that none
-    can clash with a student's names or be read by the student's code?"""
-    code = next(cell.source for cell in release_notebook().cells if cell.cell_type == "code"
-                and cell.source.startswith("# Public checks for count_block_params"))
-    namespace = _namespace()
-    before = set(namespace)
-    with contextlib.redirect_stdout(io.StringIO()) as printed:
-        exec(compile(code, "<cell>", "exec"), namespace)
-    assert printed.getvalue().count("ok: ") == 6, printed.getvalue()
-    left = set(namespace) - before
-    assert left and all(name.startswith("_") for name in left), left
+def test_the_public_checks_leave_no_names_of_their_own_in_the_notebook():
+    """Run on the solution, does each of the released notebook's public-check cells pass, printing each of its
+    "ok: " lines, and leave at most underscore-private names behind (its arrays and helpers kept inside a function
+    of its own, such as `_check_count_block_params`), so that none can clash with a student's names, be read by
+    the student's code or keep the cell in grading?"""
+    checks = {cell.source.split("\n", 1)[0]: cell.source for cell in release_notebook().cells
+              if cell.cell_type == "code" and cell.source.startswith("# Public checks for ")}
+    assert len(checks) == len(solution_code()), list(checks)
+    left_behind = {}
+    for first_line, code in checks.items():
+        namespace = _namespace()
+        before = set(namespace)
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            exec(compile(code, "<cell>", "exec"), namespace)
+        oks = len(re.findall(r'print\(f?"ok: ', code))
+        assert oks and printed.getvalue().count("ok: ") == oks, (first_line, printed.getvalue())
+        left = set(namespace) - before
+        if not left or not all(name.startswith("_") for name in left):
+            left_behind[first_line] = sorted(left)
+    assert not left_behind, left_behind
 
 
 NORM_DEFAULTS = {
