@@ -59,7 +59,7 @@ from .grading.lateness import TIMESTAMP_FILE
 from .intake import SECRET_FILE
 from .layout import NBGRADER_CONFIG, RESULTS_JSON, output_problem
 from .notebooks import over_notebook_limits_file
-from .text import first_ids, shown_name
+from .text import first_few, first_ids, shown_name
 
 HOOKS = __name__
 # nbgrader's command-line apps that this engine routes: run with a course.yml that cannot be read,
@@ -490,8 +490,7 @@ class CourseCsvExport(CsvExportPlugin):   # type: ignore[misc]
             shown = [f"{sid} ({words})" for sid, words in sorted(given, key=lambda g: g[0].casefold())
                      if (name, sid) not in stale]
             if shown:
-                lines.append(f"{name}: the gradebook gives {', '.join(shown[:5])}"
-                             f"{f' and {len(shown) - 5} more' if len(shown) > 5 else ''} another extension than "
+                lines.append(f"{name}: the gradebook gives {first_few(shown)} another extension than "
                              f"course.yml; extensions are course.yml's (assignments[].extensions): the export's "
                              f"extension columns and the late penalty follow it, and the next `course autograde "
                              f"{name}` writes it into the gradebook")

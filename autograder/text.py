@@ -50,10 +50,13 @@ def format_points(x: float) -> str:
 
 def format_time(when: dt.datetime) -> str:
     """A time for people, to the second and in UTC ("2026-12-14 23:59:30 UTC"; a naive time is taken as UTC):
-    a submission 30 seconds late must not read as made in the due date's minute."""
+    a submission 30 seconds late must not read as made in the due date's minute. A fraction of a second is
+    shown when the time has one, without trailing zeros ("2026-12-14 23:59:30.4 UTC"): a submission 0.4 s
+    after a due date on the second, cut to the second, would read as made on the due date itself."""
     if when.tzinfo is not None:
         when = when.astimezone(dt.UTC)
-    return f"{when:%Y-%m-%d %H:%M:%S} UTC"
+    fraction = f".{when.microsecond:06d}".rstrip("0") if when.microsecond else ""
+    return f"{when:%Y-%m-%d %H:%M:%S}{fraction} UTC"
 
 
 def sorted_ids(ids: Iterable[str]) -> list[str]:
@@ -62,12 +65,17 @@ def sorted_ids(ids: Iterable[str]) -> list[str]:
     return sorted(ids, key=str.casefold)
 
 
+def first_few(items: Sequence[str], shown: int = 5) -> str:
+    """Items for a one-line message, in the order given: the first `shown` and how many more there are
+    ("ada (2 days), bob (1 day) and 3 more")."""
+    more = len(items) - shown
+    return ", ".join(items[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 def first_ids(ids: Sequence[str], shown: int = 5) -> str:
     """Student ids for a one-line message, sorted (`sorted_ids`): the first `shown` and how many more there
     are ("ada, bob, cy, dee, eve and 2 more")."""
-    ordered = sorted_ids(ids)
-    more = len(ordered) - shown
-    return ", ".join(ordered[:shown]) + (f" and {more} more" if more > 0 else "")
+    return first_few(sorted_ids(ids), shown)
 
 
 def times(n: int) -> str:

@@ -39,7 +39,7 @@ from .consistency import (
 )
 from .errors import CourseError
 from .markers import course_delimiters, marker_problems, metadata_problems
-from .text import truncate
+from .text import first_few, truncate
 from .toolpath import tools_on_path
 
 if TYPE_CHECKING:
@@ -292,7 +292,7 @@ def _differing_cells(made: list[tuple[str, str]], committed: list[tuple[str, str
     """Which cells differ, numbered from 1 as Jupyter shows them, in words: "cells 3 and 7 differ",
     "cell 4 differs" or "22 cells, course release makes 24"."""
     differ = [i + 1 for i, (a, b) in enumerate(zip(made, committed)) if a != b]
-    shown = ", ".join(map(str, differ[:8])) + (f" and {len(differ) - 8} more" if len(differ) > 8 else "")
+    shown = first_few([str(i) for i in differ], 8)
     if len(differ) == 2:
         shown = f"{differ[0]} and {differ[1]}"
     if len(made) != len(committed):

@@ -7,6 +7,7 @@ from autograder.text import (
     NAME_CONTROL,
     code_excerpt,
     display_width,
+    first_few,
     first_ids,
     format_time,
     minutes,
@@ -115,10 +116,22 @@ def test_student_ids_are_listed_sorted_ignoring_case_and_stably():
     assert first_ids(["b", "A"], shown=5) == "A, b" and first_ids([]) == ""
 
 
+def test_first_few_keeps_the_order_given_and_counts_the_rest():
+    """Are formatted items listed in the order given, the first few and how many more?"""
+    items = [f"s{i} ({i} days)" for i in (3, 1, 2, 5, 4, 6, 7)]
+    assert first_few(items) == "s3 (3 days), s1 (1 days), s2 (2 days), s5 (5 days), s4 (4 days) and 2 more"
+    assert first_few(items, 7) == ", ".join(items)
+    assert first_few(["12", "3"], 1) == "12 and 1 more" and first_few([]) == ""
+
+
 def test_a_time_for_people_shows_its_seconds_in_utc():
-    """Is a time shown to the second, in UTC whatever its offset, a naive one taken as UTC?"""
+    """Is a time shown to the second, in UTC whatever its offset, a naive one taken as UTC, and a fraction
+    of a second shown only when the time has one (never cut off, never rounded up to the next second)?"""
     import datetime as dt
 
     plus_one = dt.timezone(dt.timedelta(hours=1))
-    assert format_time(dt.datetime(2026, 12, 15, 0, 59, 30, 999999, tzinfo=plus_one)) == "2026-12-14 23:59:30 UTC"
+    assert format_time(dt.datetime(2026, 12, 15, 0, 59, 30, tzinfo=plus_one)) == "2026-12-14 23:59:30 UTC"
     assert format_time(dt.datetime(2026, 12, 14, 23, 59)) == "2026-12-14 23:59:00 UTC"
+    assert format_time(dt.datetime(2026, 12, 14, 23, 59, 30, 999999)) == "2026-12-14 23:59:30.999999 UTC"
+    assert format_time(dt.datetime(2026, 12, 14, 23, 59, 0, 400000)) == "2026-12-14 23:59:00.4 UTC"
+    assert format_time(dt.datetime(2026, 12, 14, 23, 59, 0, 120)) == "2026-12-14 23:59:00.00012 UTC"

@@ -55,7 +55,7 @@ from autograder.config import SYNCED_COLUMNS, Assignment, Course, Problem
 from autograder.errors import ConfigError, CourseError, ReleaseError
 from autograder.grading.results import SubmissionResult
 from autograder.layout import CONFIG_FILE
-from autograder.text import first_ids, format_time
+from autograder.text import first_few, first_ids, format_time
 from autograder.toolpath import tools_on_path
 
 from .review import ProblemReview, Review
@@ -509,7 +509,8 @@ def _sync_assignment(gb: Gradebook, course: Course, assignment: Assignment, *, r
         changes.append(f"assignment {assignment.name}" + (f" (due {format_time(due)})" if due else ""))
     else:
         if due is not None and row.duedate != due:     # course.yml without a due date leaves nbgrader's alone
-            changes.append(f"assignment {assignment.name}: due date {row.duedate or 'none'} -> {due}")
+            old = format_time(row.duedate) if row.duedate else "none"
+            changes.append(f"assignment {assignment.name}: due date {old} -> {format_time(due)}")
             row.duedate = due
     stems = dict.fromkeys([notebook_name(n) for n in assignment.notebooks]
                           + [notebook_name(p.notebook) for p in assignment.problems])
@@ -549,8 +550,7 @@ def _regrade_note(row: Any, cell: Any, assignment: Assignment, points: float) ->
     above = sorted(((g.student.id, g.manual_score) for g in cell.grades
                     if g.manual_score is not None and g.manual_score > points), key=lambda a: a[0].casefold())
     if above:
-        shown = ", ".join(f"{sid} ({score:g})" for sid, score in above[:5]) + (
-            f" and {len(above) - 5} more" if len(above) > 5 else "")
+        shown = first_few([f"{sid} ({score:g})" for sid, score in above])
         note += f"; TA scores above {points:g} points, left as they are: {shown}"
     return note
 

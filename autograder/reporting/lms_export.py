@@ -94,7 +94,7 @@ from typing import Any
 
 from ..config import RosterStudent, roster_typo
 from ..errors import ExportError
-from ..text import shown_name, sorted_ids
+from ..text import first_few, shown_name, sorted_ids
 
 LMS_FORMATS = ("nbgrader", "canvas", "moodle", "blackboard")
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -491,10 +491,9 @@ def moodle_over_warning(names: Sequence[str], sids: Sequence[str],
             if float(scores.get((sid, name), 0.0)) > MOODLE_MAX]
     if not over:
         return None
-    shown = ", ".join(over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")
-    return (f"Grade above 100: {shown}: Moodle's import refuses the whole file for a grade above 100 unless the "
-            f"site allows unlimited grades (Site administration > Grades > General settings), and caps a grade at "
-            f"its grade item's maximum")
+    return (f"Grade above 100: {first_few(over)}: Moodle's import refuses the whole file for a grade above 100 "
+            f"unless the site allows unlimited grades (Site administration > Grades > General settings), and caps "
+            f"a grade at its grade item's maximum")
 
 
 def canvas_name(row: Mapping[str, Any]) -> str:

@@ -271,6 +271,25 @@ def test_the_due_date_and_an_extension_reach_the_gradebook(course, ada):
         assert sub.total_seconds_late == 0, "nbgrader's own lateness counts from the extended due date"
 
 
+def test_a_changed_due_date_is_told_as_the_page_shows_times(course, ada):
+    """When course.yml moves the due date, does the release's line give the old and new dates to the second,
+    in UTC, as the feedback page and the summary write times?"""
+    import datetime as dt
+
+    from autograder.reporting.gradebook import NotebookCells, apply_release
+
+    due = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
+    first = dataclasses.replace(make_assignment(), due=due)
+    release_into(course, first)
+    record_grades(course, first, [ada])
+    grade = {p.grade_id: {"max_score": p.points, "cell_type": "code"} for p in first.problems}
+    spec = NotebookCells(STEM, None, {"grade": grade, "solution": {}, "task": {}, "source": {}})
+    later = dataclasses.replace(first, due=due + dt.timedelta(days=1, seconds=30))
+    changes = apply_release(course, later, (spec,))
+    assert (f"assignment {first.name}: due date 2026-12-14 23:59:00 UTC -> 2026-12-15 23:59:30 UTC"
+            in changes), changes
+
+
 def test_a_ta_override_and_comment_are_read_back(course, assignment, ada):
     """Are a manual score entered in the gradebook and a comment on a solution cell read back per problem?"""
     from autograder.reporting.gradebook import review_of
