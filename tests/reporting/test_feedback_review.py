@@ -133,6 +133,26 @@ def test_a_submission_seconds_late_shows_its_seconds_and_how_late(ada, assignmen
     assert note in text
 
 
+def test_a_submission_under_a_second_late_does_not_show_the_due_second(ada, assignment):
+    """Does a submission 0.4 s after the due date show its fraction of a second (cut to the second it would
+    read as made on the due date itself) beside a late note of 1 second?"""
+    import datetime as dt
+
+    from autograder.config import LatePolicy
+    from autograder.grading.lateness import lateness
+
+    due = dt.datetime(2026, 12, 14, 23, 59, tzinfo=dt.UTC)
+    policy = dataclasses.replace(assignment, due=due, late_policy=LatePolicy(penalty_per_day=0.1))
+    when = due + dt.timedelta(seconds=0.4)
+    note = lateness(policy, when).note(3.0)
+    assert note.startswith("Submitted 1 second after the due date"), note
+    late = dataclasses.replace(ada, due=due.isoformat(), submitted_at=when.isoformat(), late_penalty=3.0,
+                               notes=(note,))
+    text = text_of(render_feedback(late, assignment))
+    assert "Student: ada submitted 2026-12-14 23:59:00.4 UTC \u00b7 due 2026-12-14 23:59:00 UTC" in text
+    assert note in text
+
+
 def test_a_late_submission_changed_by_a_ta_states_the_penalty_fixed_at_autograde_time(ada, assignment):
     """After a TA lowers a late submission's grade, does the page say the autograder's score was changed,
     and give the penalty in points as the gradebook holds it (fixed when autograded), tied to the
