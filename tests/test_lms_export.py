@@ -364,7 +364,8 @@ def test_blackboard_column_ids_that_cannot_be_written_are_named_in_one_line():
 def test_blackboard_export_takes_column_ids_from_nbgrader_config_and_refuses_a_bad_one(tmp_path):
     """Through `nbgrader export --CourseCsvExport.lms=blackboard`, with the assignment's Column ID in the course's
     nbgrader_config.py: is its column headed with it (no Points possible warning), and with a Column ID that is
-    not a number does the export exit 2 with one line naming the setting, no traceback and no file?"""
+    not a number does the export exit 2 with one line naming the setting, no traceback and no file? And given on
+    the command line (`--CourseCsvExport.blackboard_columns=NAME=ID`), is it read the same way?"""
     from nbgrader.api import Gradebook
 
     folder = course_with_students(tmp_path / "course", ())
@@ -386,6 +387,15 @@ def test_blackboard_export_takes_column_ids_from_nbgrader_config_and_refuses_a_b
     assert len(lines) == 1 and lines[0].startswith(f"nbgrader export: CourseCsvExport.blackboard_columns: the Column "
                                                    f"ID of {A} ('12a') is not a whole number"), done.stderr
     assert "Traceback" not in done.stderr and not (folder / "bad.csv").exists()
+    config.write_text(plain, encoding="utf-8")
+    done = export(folder, "cli.csv", "--CourseCsvExport.lms=blackboard", f"--CourseCsvExport.blackboard_columns={A}=77")
+    assert done.returncode == 0, done.stderr
+    assert records(folder / "cli.csv")[0][4] == f"{A} [Total Pts: 0 Score] |77", "the setting given on the command line"
+    done = export(folder, "cli-bad.csv", "--CourseCsvExport.lms=blackboard",
+                  "--CourseCsvExport.blackboard_columns=lab=7")
+    assert done.returncode == 2 and "labb" not in done.stderr, done.stderr
+    assert f"CourseCsvExport.blackboard_columns: lab is not in the gradebook, which holds {A}" in done.stderr
+    assert not (folder / "cli-bad.csv").exists()
 
 
 @pytest.mark.parametrize("column", ["ID number", "Email address"])
