@@ -1088,6 +1088,7 @@ class Ahead:
     process: int            # the handle's process that answered (its number among the handle's forks)
     ended: bool = False     # the process ended with this call (a hang, a crash, data out of step)
     counts: bool = False    # ... and it counts against the function once taken (a hang or a crash)
+    seconds: float = 0.0    # ... and the time it took, given back to the submission's budget until taken
 
 
 class ProblemHandle:
@@ -1104,6 +1105,8 @@ class ProblemHandle:
         self._process = 0               # the current process's number (forks counts only those kept)
         self._ended_ahead: int | None = None   # the process a call made ahead ended, until its check takes it
         self._ended_on_purpose = False  # the current process was ended by `call_alone`: the next fork is no restart
+        self._lent: list[Ahead] = []    # endings made ahead whose time the submission's budget has back until taken
+        self._awaited = 0.0             # when the answer of the call last sent began to be awaited
         self.received = 0               # bytes of the replies read from this problem's processes
 
     def close(self, *, clean: bool = True) -> None:
@@ -1111,6 +1114,8 @@ class ProblemHandle:
         the next fork waiting for that to be done (`clean=False`: the submission ends next, and
         every process of it with it)."""
         self._closed = True
+        for ahead in list(self._lent):          # never taken: their time is spent after all
+            self._repay(ahead)
         had_process = self._chan is not None
         self._drop()
         if had_process and clean:
@@ -1224,7 +1229,8 @@ class ProblemHandle:
         `running`: then the process the problem has answers them (a later wave of the checks'
         calls), when it runs and no ending made ahead waits to be taken (else nothing is made). An
         ending is charged (failure count, restart) only when its check takes it: until then the
-        calls made in turn go on as if that process were alive (a fresh process then is no restart).
+        calls made in turn go on as if that process were alive (a fresh process then is no restart),
+        and with the time it took given back to the submission's budget (see `take`).
         The answers held come to at most `keep_bytes` (the run's `prefetch_bytes` by default)."""
         if running:
             if self._chan is None or self._ended_ahead is not None:
@@ -1259,7 +1265,19 @@ class ProblemHandle:
                 return out[:-1]
             out[-1].ended, out[-1].counts = True, bool(failed)
             self._ended_ahead = self._process
+            # One by one, the calls of the checks before this one are all made before it: the time
+            # it took (up to call_seconds for a hang) is given back to the submission's budget until
+            # its check takes it, so that those calls have the time they would have had.
+            out[-1].seconds = time.monotonic() - self._awaited
+            self.run.deadline += out[-1].seconds
+            self._lent.append(out[-1])
         return out
+
+    def _repay(self, ahead: Ahead) -> None:
+        """The time of an ending made ahead (see `prefetch`) is the submission's budget's again."""
+        if ahead in self._lent:
+            self._lent.remove(ahead)
+            self.run.deadline -= ahead.seconds
 
     def _stands(self, process: int) -> bool:
         """Would `process` still be answering, had only the calls made in turn been made? Yes while
@@ -1273,9 +1291,14 @@ class ProblemHandle:
     def take(self, ahead: Ahead) -> CallResult | StudentCodeError | None:
         """The answer made ahead, as the call made now would give it: None when it no longer can
         (the process that answered would have ended before it, the function may no longer be
-        called, the time budget is spent), the call then to be made again."""
+        called, the time budget is spent), the call then to be made again. An ending's time is
+        charged to the budget now (see `prefetch`); a hang stopped by the end of the budget stands
+        even so, as the call made now would have been stopped by it too."""
         name = ahead.call[0]
-        if self._capped(name) or self.run.left <= 0 or not self._stands(ahead.process):
+        if ahead.ended:
+            self._repay(ahead)
+        spent = self.run.left <= 0 and not (ahead.ended and isinstance(ahead.answer, TimeBudgetExceeded))
+        if self._capped(name) or spent or not self._stands(ahead.process):
             return None
         if ahead.ended:                         # the call ends its process now
             self._ended_ahead = None
@@ -1323,7 +1346,8 @@ class ProblemHandle:
                 return [not_started]
         for name, _, _ in calls:
             limit = run.limits.call_seconds
-            deadline = min(time.monotonic() + limit, run.deadline)
+            self._awaited = time.monotonic()
+            deadline = min(self._awaited + limit, run.deadline)
             try:
                 msg = chan.recv(trusted=True, deadline=deadline, caps=run.call_caps)
             except TimeoutError:

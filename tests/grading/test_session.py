@@ -380,6 +380,37 @@ def test_a_later_checks_crashes_cost_an_earlier_check_nothing(host, tmp_path, mo
     assert ahead[0][0] == ("test_f_halves_three_times", "passed", "")
 
 
+HANG_TO_THE_END = """
+    def test_f_before(student):
+        assert student.f(1) == 2          # answered ahead, before the hang{later}
+
+    def test_f_spins(student):
+        student.spin(1)                   # runs until the submission's time is spent
+
+    def test_f_after(student):
+        assert student.f(3) == 6
+"""
+
+
+@pytest.mark.parametrize("later", [
+    "\n        assert student.f(2) == 4          # one by one: made before the next check's hang",
+    "",
+], ids=["a_later_call", "no_later_call"])
+def test_the_time_a_hang_made_ahead_spends_costs_an_earlier_check_nothing(host, tmp_path, monkeypatch, later):
+    """A call made ahead that hangs spends the submission's time before the earlier checks' later
+    calls are made, and before their answers made ahead are taken: when it runs until that time is
+    spent, is the earlier check still graded as one by one, where its calls were all made before
+    the hang began (and the hang, and the checks after it, as one by one: the time ran out)?"""
+    limits = dataclasses.replace(LIMITS, call_seconds=10.0, submission_seconds=2.0)
+    graders = {"f": HANG_TO_THE_END.format(later=later)}
+    ahead, alone, _, _ = both(host, tmp_path, graders, monkeypatch, limits)
+    assert ahead == alone
+    assert ahead[0][0] == ("test_f_before", "passed", "")
+    assert [status for _, status, _ in ahead[0][1:]] == ["failed", "failed"]
+    assert all("longer than the 2 s allowed per submission" in output for _, _, output in ahead[0][1:])
+    assert ahead[1] == 1 and ahead[2] == {"spin": 1}
+
+
 MIXED = {"f": """
     import pytest
     from autograder.grading.checks import Expect
