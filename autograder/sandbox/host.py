@@ -1268,7 +1268,9 @@ class ProblemHandle:
             # One by one, the calls of the checks before this one are all made before it: the time
             # it took (up to call_seconds for a hang) is given back to the submission's budget until
             # its check takes it, so that those calls have the time they would have had.
-            out[-1].seconds = time.monotonic() - self._awaited
+            # Measured from the wait for its answer (or from this round trip's start, for a process
+            # found ended as the calls were sent), and never more than one call may take.
+            out[-1].seconds = min(max(time.monotonic() - self._awaited, 0.0), self.run.limits.call_seconds)
             self.run.deadline += out[-1].seconds
             self._lent.append(out[-1])
         return out
@@ -1333,8 +1335,9 @@ class ProblemHandle:
                               {"op": "calls", "calls": requests, "stop": stop})
         run = self.run
         out: list[CallResult | StudentCodeError] = []
+        self._awaited = time.monotonic()
         try:
-            chan.send_frame(data, deadline=time.monotonic() + CONTROL_SECONDS)
+            chan.send_frame(data, deadline=self._awaited + CONTROL_SECONDS)
         except (OSError, TimeoutError) as exc:
             not_started = None if self._greeted else self._greet(first)
             if not_started is not None:

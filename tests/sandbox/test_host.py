@@ -595,6 +595,40 @@ def test_prefetch_stops_at_a_hang_charged_only_when_taken(submit):
     assert p.call("bump").value == 1 and run.restarts == 1      # after the hang: a restart
 
 
+def test_a_hang_made_ahead_lends_its_time_until_taken_or_its_problem_closes(submit):
+    """Is the time a hang made ahead took (call_seconds) given back to the submission's budget until its check
+    takes it, and charged again then, or when its problem closes with it never taken?"""
+    limits = Limits(cell_seconds=2, total_seconds=10, call_seconds=1, memory_mb=1024)
+    run = submit([BATCHED], limits)
+    p = run.problem("p")
+    base = run.deadline
+    aheads = p.prefetch([("bump", (), {}), ("spin", (), {})])
+    assert aheads[-1].ended and 0.9 <= run.deadline - base <= 1.0
+    assert p.take(aheads[0]).value == 1 and 0.9 <= run.deadline - base <= 1.0
+    assert isinstance(p.take(aheads[1]), CallTimeout) and run.deadline == pytest.approx(base, abs=1e-9)
+    q = run.problem("q")
+    base = run.deadline
+    assert q.prefetch([("spin", (), {})])[-1].ended and 0.9 <= run.deadline - base <= 1.0
+    run.problem("r")                    # q closes, its hang never taken
+    assert run.deadline == pytest.approx(base, abs=1e-9)
+
+
+def test_a_process_found_ended_as_a_wave_is_sent_lends_no_more_than_a_call_may_take(submit):
+    """When the process ended by itself between waves (seconds before the next wave is sent), is the time
+    given back for that ending measured from the wave, never the grader's time since the last call, and
+    never more than call_seconds?"""
+    limits = Limits(cell_seconds=2, total_seconds=10, call_seconds=1, memory_mb=1024)
+    run = submit([BATCHED + "\nimport os, threading\ndef arm():\n    threading.Timer(0.1, os._exit, (3,)).start()\n"
+                  "    return 0\n"], limits)
+    p = run.problem("p")
+    assert p.call("arm").value == 0
+    time.sleep(1.5)                     # the grader's own time; the process ended after 0.1 s of it
+    base = run.deadline
+    aheads = p.prefetch([("bump", (), {}), ("bump", (), {})], running=True)
+    assert aheads and aheads[-1].ended, aheads
+    assert aheads[-1].seconds <= limits.call_seconds and run.deadline - base <= limits.call_seconds
+
+
 def test_prefetch_answer_of_a_process_that_ended_since_is_not_taken(submit):
     """When a call made in turn crashes the process that answered calls made ahead, does take refuse
     the answers (None: the call is made again, in a restarted process)?"""
