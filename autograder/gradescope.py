@@ -58,6 +58,7 @@ from .layout import (
     output_problem,
     student_id_problem,
 )
+from .notebooks import named_like
 from .reporting.results_json import VISIBILITIES, atomic_write_text
 from .reporting.summary import LATE_POLICY
 from .text import shown_name, truncate
@@ -450,8 +451,9 @@ def place_notebooks(submission: Path, dest: Path, expected: tuple[str, ...]) -> 
 
     Each expected notebook is taken from the submission's top folder, else from the one subfolder
     that holds a file of that name; an assignment of one notebook takes the submission's only
-    notebook whatever its name. Anything else is not copied (the grader then reports the missing
-    notebook, after a note naming the notebooks that were found). Only regular files are read."""
+    notebook whatever its name, or among several the only one named like it (`notebooks.named_like`).
+    Anything else is not copied (the grader then reports the missing notebook, after a note naming
+    the notebooks that were found). Only regular files are read."""
     dest.mkdir(parents=True, exist_ok=True)
     found = list(_notebooks(submission)) if submission.is_dir() else []
     notes = []
@@ -464,6 +466,8 @@ def place_notebooks(submission: Path, dest: Path, expected: tuple[str, ...]) -> 
             chosen = named[0]
         elif len(expected) == 1 and len(found) == 1:
             chosen = found[0]
+        elif len(expected) == 1 and len(like := [p for p in found if named_like(p.name, name)]) == 1:
+            chosen = like[0]
         else:
             if len(named) > 1:
                 notes.append(f"Your submission holds {_listed(named, submission)}, none of them in its top folder, "

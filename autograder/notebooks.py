@@ -420,12 +420,25 @@ def _skipped_note(name: str, skipped: list[str], shown: int = 5) -> str:
             f"skipped.")
 
 
+def named_like(name: str, expected: str) -> bool:
+    """Whether the submitted notebook `name` holds the expected notebook's name without its extension, in
+    any case: a copy Jupyter or a browser made of it ("hw-Copy1.ipynb", "hw (1).ipynb", "Copy of HW.ipynb")."""
+    stem = Path(expected).stem.lower()
+    return bool(stem) and stem in Path(name).stem.lower()
+
+
+def _like(paths: list[Path], expected: str) -> list[Path]:
+    """The notebooks of `paths` named like `expected` (`named_like`)."""
+    return [p for p in paths if named_like(p.name, expected)]
+
+
 def find_submission_notebooks(folder: Path,
                               expected: tuple[str, ...]) -> tuple[dict[str, Path | None], tuple[str, ...]]:
     """Match the notebooks in a submission folder to the assignment's expected names.
 
     Returns ({expected name: path or None}, notes). A single notebook under another name stands in
-    for a single expected one (students rename files), with a note.
+    for a single expected one (students rename files), with a note; so does, among several, the only
+    one named like the expected one (a renamed copy beside a scratch "Untitled.ipynb").
     """
     entries = [(n, m) for n, m in submission_entries(folder) if is_notebook_name(n)]
     present = [folder / n for n, m in entries if stat.S_ISREG(m) and utf8_name(n)]
@@ -442,13 +455,25 @@ def find_submission_notebooks(folder: Path,
             found[name] = None
         elif path in present:
             found[name] = path
-        elif len(expected) == 1 and len(unmatched) == 1:
-            stand_in = unmatched.pop()
+        elif len(expected) == 1 and (len(unmatched) == 1 or len(like := _like(unmatched, name)) == 1):
+            stand_in = unmatched[0] if len(unmatched) == 1 else like[0]
+            unmatched.remove(stand_in)
             found[name] = stand_in
             notes.append(f"Expected {name}; graded {shown_name(stand_in.name)} instead (please keep the file name).")
         else:
             found[name] = None
             notes.append(f"{name} was not submitted.")
     for extra in unmatched:
-        notes.append(f"{shown_name(extra.name)} is not part of this assignment and was ignored.")
+        name = next((name for name in expected if named_like(extra.name, name)), "")
+        if not name:
+            notes.append(f"{shown_name(extra.name)} is not part of this assignment and was ignored.")
+        elif found.get(name) is not None:
+            notes.append(f"{shown_name(extra.name)}, named like {name}, was not graded: only {name} was. If it is "
+                         f"the version you meant to submit, name it {name} (and remove the other) and resubmit.")
+        elif len(_like(unmatched, name)) > 1:
+            notes.append(f"{shown_name(extra.name)}, named like {name}, was not graded: several notebooks are named "
+                         f"like it, so none was taken for it. Keep one, named {name}, and resubmit.")
+        else:
+            notes.append(f"{shown_name(extra.name)}, named like {name}, was not graded; name it {name} and "
+                         f"resubmit.")
     return found, tuple(notes)

@@ -95,6 +95,35 @@ def test_find_a_renamed_single_notebook_is_used_with_a_note(tmp_path):
     assert "Expected hw.ipynb; graded Copy of hw.ipynb" in notes[0]
 
 
+def test_a_renamed_copy_beside_a_scratch_notebook_is_graded(tmp_path):
+    """Is the one notebook named like the expected one graded in its place when a scratch notebook lies
+    beside it (a renamed copy and an Untitled.ipynb), the scratch one alone named as not part of the
+    assignment?"""
+    copy = write_nb(tmp_path / "HW-Copy1.ipynb", "x = 1")
+    write_nb(tmp_path / "Untitled.ipynb", "1 + 1")
+    found, notes = find_submission_notebooks(tmp_path, ("hw.ipynb",))
+    assert found == {"hw.ipynb": copy}
+    assert notes == ("Expected hw.ipynb; graded HW-Copy1.ipynb instead (please keep the file name).",
+                     "Untitled.ipynb is not part of this assignment and was ignored.")
+
+
+def test_copies_named_like_the_notebook_are_named_as_copies_not_as_foreign_files(tmp_path):
+    """Does a second upload beside the expected notebook ("hw (1).ipynb") say it was not graded and how to
+    submit it instead, and do two such copies without the expected notebook say why neither was taken?"""
+    write_nb(tmp_path / "hw.ipynb", "x = 1")
+    write_nb(tmp_path / "hw (1).ipynb", "x = 2")
+    found, notes = find_submission_notebooks(tmp_path, ("hw.ipynb",))
+    assert found == {"hw.ipynb": tmp_path / "hw.ipynb"}
+    assert notes == ("hw (1).ipynb, named like hw.ipynb, was not graded: only hw.ipynb was. If it is the version "
+                     "you meant to submit, name it hw.ipynb (and remove the other) and resubmit.",)
+    (tmp_path / "hw.ipynb").rename(tmp_path / "hw (2).ipynb")
+    found, notes = find_submission_notebooks(tmp_path, ("hw.ipynb",))
+    assert found == {"hw.ipynb": None}
+    assert notes == ("hw.ipynb was not submitted.",
+                     *(f"hw ({n}).ipynb, named like hw.ipynb, was not graded: several notebooks are named like it, "
+                       f"so none was taken for it. Keep one, named hw.ipynb, and resubmit." for n in (1, 2)))
+
+
 def test_a_notebook_whose_extension_is_in_capitals_is_graded_as_a_renamed_one(tmp_path):
     """Is `hw.IPYNB` (or `.Ipynb`) graded in place of hw.ipynb with the renamed notebook's note, not
     taken for another file and the notebook called not submitted?"""
