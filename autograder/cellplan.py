@@ -264,6 +264,21 @@ def _parse(source: str) -> ast.Module | None:
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
+@lru_cache(maxsize=4096)
+def defined_functions(source: str) -> tuple[str, ...]:
+    """The functions a cell defines at its top level (`def name`), in order, as the sandbox runs the
+    cell; none for a cell that defines none when run (it does not parse, a cell magic skips it)."""
+    if "def" not in source:                     # most cells: nothing to parse
+        return ()
+    try:
+        tree = _parse(source)
+    except (RecursionError, MemoryError):       # nested too deeply to read
+        return ()
+    if tree is None:
+        return ()
+    return tuple(s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+
 def definitions_only(source: str) -> tuple[str, tuple[str, ...]] | None:
     """For a cell that was stopped partway (too slow, or it ended its process): the cell with every
     top-level statement but its definitions (`def`, `class`, decorators included) and imports blanked

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .cellplan import defined_functions
 from .layout import is_notebook_name, utf8_name
 from .text import shown_name, truncate
 
@@ -332,6 +333,45 @@ def copied_cell_notes(name: str, raw_cells: list[Any], source_key: str = "source
     return notes
 
 
+def redefined_notes(name: str, raw_cells: list[Any], source_key: str = "source") -> list[str]:
+    """A note per function that an answer cell or a given (read-only) cell defines and a later code cell,
+    not a copy of that cell, defines again: that later definition is the one Python keeps, so it is the
+    one graded and the one the notebook's other functions call, whatever the first one says."""
+    first: dict[str, tuple[str, str, str]] = {}        # function -> (grade_id, kind, label) of its nbgrader cell
+    again: dict[str, str] = {}                          # function -> label of the last cell defining it again
+    number = 0
+    for cell in raw_cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        number += 1
+        source = _source(cell.get(source_key, "")) or ""
+        # read from the lines that begin with `def` (cheap), then, for a function defined again, from the
+        # syntax tree as the sandbox runs the cell (a cell that does not compile defines nothing)
+        functions = [m.group(2) for m in _DEF.finditer(source) if m.group(1) == "def"]
+        if not functions:
+            continue
+        kind = cell_kind(cell)
+        grade_id = cell["metadata"]["nbgrader"]["grade_id"] if kind else ""
+        for function in functions:
+            owner = first.get(function)
+            if owner is None:
+                if kind in ("answer", "read-only"):
+                    first[function] = (grade_id, kind, cell_label(number, source))
+            elif owner[0] != grade_id and function in defined_functions(source):
+                again[function] = cell_label(number, source)
+    notes = []
+    for function, label in again.items():
+        _, kind, where = first[function]
+        if kind == "answer":
+            notes.append(f"{name}: `{function}`, written in its answer cell ({where}), is defined again in {label}, "
+                         f"which runs after it: that later definition is the one graded, and the one your other "
+                         f"functions call.")
+        else:
+            notes.append(f"{name}: `{function}`, given in {where}, is defined again in {label}: your functions "
+                         f"call that later definition, not the given one.")
+    return notes
+
+
 def _unreadable(path: Path | None, reason: str) -> LoadedNotebook:
     return LoadedNotebook(path=path, cells=(), notes=(reason,), readable=False, unread=True)
 
@@ -404,6 +444,7 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
             continue
         cells.append(CodeCell(index=i, source=src, label=cell_label(number, src), test_of=_test_of(cell)))
     notes += copied_cell_notes(name, raw_cells, source_key)
+    notes += redefined_notes(name, raw_cells, source_key)
     if skipped:
         notes.append(_skipped_note(name, skipped))
     if not cells:

@@ -262,6 +262,35 @@ def test_load_notes_a_copied_answer_cell_once_and_takes_the_last(tmp_path):
     assert len(loaded.cells) == 5
 
 
+def test_load_notes_a_function_defined_again_after_its_answer_or_given_cell(tmp_path):
+    """When a later cell defines again a function of an answer cell (a scratch experiment at the end) or
+    of a given read-only cell (the student's own `softmax` in another answer cell), is each said once,
+    naming both cells and that the later definition is the one used; and is nothing said of a cell that
+    defines it before its answer cell, of a copy of the answer cell (noted as a copy), or of a later cell
+    that does not compile or that a cell magic skips (neither defines anything when run)?"""
+    nb = nbformat.v4.new_notebook()
+    setup = {"grade": False, "solution": False, "locked": True, "grade_id": "setup"}
+    answer_f = {"grade": False, "solution": True, "locked": False, "grade_id": "f_solution"}
+    answer_g = {"grade": False, "solution": True, "locked": False, "grade_id": "g_solution"}
+    nb.cells = [nbformat.v4.new_code_cell("def g(x):\n    return 0", metadata={"nbgrader": {}}),
+                nbformat.v4.new_code_cell("def softmax(x):\n    return x", metadata={"nbgrader": setup}),
+                nbformat.v4.new_code_cell("def f(x):\n    return x", metadata={"nbgrader": answer_f}),
+                nbformat.v4.new_code_cell("def softmax(x):\n    return 2 * x\n\n\ndef g(x):\n    return softmax(x)",
+                                          metadata={"nbgrader": answer_g}),
+                nbformat.v4.new_code_cell("# trying\ndef f(x):\n    return 2 * x"),
+                nbformat.v4.new_code_cell("def f(x):\n    return x +", metadata={"nbgrader": dict(answer_f)}),
+                nbformat.v4.new_code_cell("%%bash\ndef f(x):\n    return 3")]
+    nbformat.write(nb, tmp_path / "hw.ipynb")
+    loaded = load_notebook(tmp_path / "hw.ipynb", max_mb=5)
+    assert loaded.notes[1:] == (
+        "hw.ipynb: `softmax`, given in the 2nd code cell (`def softmax`), is defined again in the 4th code cell "
+        "(`def softmax`): your functions call that later definition, not the given one.",
+        "hw.ipynb: `f`, written in its answer cell (the 3rd code cell (`def f`)), is defined again in the 5th code "
+        "cell (`def f`), which runs after it: that later definition is the one graded, and the one your other "
+        "functions call.")
+    assert loaded.notes[0].startswith("hw.ipynb: the answer cell `f_solution` appears 2 times")
+
+
 def _generated_notebook(extra_cells: list[dict], **metadata: object) -> bytes:
     """A notebook of one code cell defining `f`, then `extra_cells`, as compact JSON."""
     code = {"cell_type": "code", "execution_count": None, "id": "a", "metadata": {}, "outputs": [],
