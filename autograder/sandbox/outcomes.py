@@ -137,6 +137,10 @@ class StudentRaised(StudentCodeError):
             text += f": {truncate(message, 300)}"
         if self.where:
             text += f" (at {self.where[-1]})"
+        elif function and type_name == "TypeError" and message.startswith(f"{function}() "):
+            # raised before any line of the function ran: the call did not fit its parameters
+            text += (f"; the checks call `{function}` as its def line in the released notebook has it: keep its "
+                     f"parameters, their names, order and defaults, as given")
         super().__init__(text, text + ("\n" + "\n".join(self.where) if self.where else ""))
 
 

@@ -24,3 +24,21 @@ def test_a_missing_function_says_so_in_one_sentence_without_brackets():
     feedback = FunctionMissing("split_heads").feedback
     assert feedback == "`split_heads` is not defined in your notebook; perhaps it was renamed, or its cell failed."
     assert "(" not in feedback and ")" not in feedback
+
+
+def test_a_call_that_does_not_fit_the_students_parameters_says_to_keep_the_released_ones():
+    """When the student's function raised TypeError before any of its lines ran (an added parameter
+    without a default, one renamed), does the sentence say the checks call it with the released
+    notebook's parameters, without brackets; and is a TypeError raised inside the function, or naming
+    another function, left as it was?"""
+    from autograder.sandbox.outcomes import StudentRaised
+
+    added = StudentRaised("TypeError", "silu() missing 1 required positional argument: 'beta'", function="silu")
+    assert added.feedback == ("`silu` raised TypeError: silu() missing 1 required positional argument: 'beta'; the "
+                              "checks call `silu` as its def line in the released notebook has it: keep its "
+                              "parameters, their names, order and defaults, as given")
+    inside = StudentRaised("TypeError", "silu() takes 1 positional argument but 2 were given", function="silu",
+                           where=("the 22nd code cell (`def silu`), line 3: `return silu(x, 1)`",))
+    assert "released notebook" not in inside.feedback
+    other = StudentRaised("TypeError", "mean() got an unexpected keyword argument 'dim'", function="layer_norm")
+    assert other.feedback == "`layer_norm` raised TypeError: mean() got an unexpected keyword argument 'dim'"
