@@ -355,6 +355,10 @@ class Expect:
         out = self.call(fn, *args, **kwargs)
         changed = bool(getattr(self.last_call(), "mutated", ()))
         expected = np.asarray(reference(*args, **kwargs))
+        answer = out
+        if expected.ndim == 0 and isinstance(out, (int, float, complex, np.number, np.bool_)) \
+                and isinstance(out, (bool, np.bool_)) == (expected.dtype.kind == "b"):
+            out = np.asarray(out)                # a reference that returns a number is answered by one
         composite = bool(building_blocks(reference))
         if isinstance(out, np.ndarray) and out.dtype.kind == expected.dtype.kind == "f" \
                 and out.dtype.itemsize < expected.dtype.itemsize:
@@ -362,7 +366,7 @@ class Expect:
             self._fail(f"{what} returned dtype {out.dtype}; expected {expected.dtype} (keep the input's precision: "
                        f"an .astype({out.dtype.name}) or a {out.dtype.name} constant lowers it).")
         if self._agrees(out, expected, tol):
-            return out
+            return answer
         if composite:
             del self._block_calls[:]
             self._block_changes.clear()          # what the blocks of this wiring modified, not an earlier one's
@@ -370,7 +374,7 @@ class Expect:
             if self._agrees(out, wired, tol, equal_nan=True):
                 self._finite_where_reference_is(wired, expected)     # NotGraded when a block's NaN is all it shows
                 self._trust_wiring(name, [(tuple(args), kwargs, out)])   # NotGraded when its blocks cannot be trusted
-                return out
+                return answer
         if if_not_finite and isinstance(out, np.ndarray) and out.dtype.kind in "fc" \
                 and not np.all(np.isfinite(out)):
             self.diagnose(if_not_finite)
@@ -384,7 +388,7 @@ class Expect:
             self._diagnose(call, out, tol or self.tolerance_for(expected.dtype))
             self.finite(out, what)               # NaN or inf where the reference has numbers: say so first
         self.close(out, expected, what=what, call=call, tol=tol)
-        return out
+        return answer
 
     def confirmation(self, name: str) -> Callable[[int], Any] | None:
         """The student's `name` on the catalogue's i-th confirmation call for it (called once per
@@ -720,10 +724,13 @@ class Expect:
 
     def dtype(self, actual: Any, dtype: Any, what: str) -> None:
         self.array(actual, what)
-        if actual.dtype != np.dtype(dtype):
+        if actual.dtype == np.dtype(dtype):
+            return
+        if actual.dtype.kind in "fc" and np.dtype(dtype).kind in "fc":
             self._fail(f"{what} returned dtype {actual.dtype}; expected {np.dtype(dtype)} "
                        f"(keep the input's precision: a NumPy float64 scalar such as np.sqrt(d_k), or a float64 "
                        f"array such as constants or a mask turned into numbers, turns a float32 array into float64).")
+        self._fail(f"{what} returned dtype {actual.dtype}; expected {np.dtype(dtype)}.")
 
     def finite(self, actual: Any, what: str) -> None:
         arr = self.array(actual, what)

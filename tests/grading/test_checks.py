@@ -138,6 +138,21 @@ def test_raises_does_not_diagnose_a_stub_that_returns_none():
     assert [m.id for m in ex.found] == ["split_heads.no_value_error"]
 
 
+def test_dtype_gives_the_float_precision_advice_between_float_dtypes():
+    """Is a float64 answer where float32 is expected told how float32 precision is lost?"""
+    assert "keep the input's precision" in failure(lambda: make_expect().dtype(np.zeros(2), np.float32, "f(x)"))
+
+
+@pytest.mark.parametrize("out, expected", [(np.zeros(2), np.bool_), (np.ones(2, dtype=np.int64), np.bool_),
+                                           (np.zeros(2), np.int64)], ids=["float-for-bool", "int-for-bool",
+                                                                          "float-for-int"])
+def test_dtype_names_only_the_two_dtypes_when_one_is_not_a_float(out, expected):
+    """Is a bool or int check told the two dtypes alone, not advice about float32 that has nothing to do with it?"""
+    msg = failure(lambda: make_expect().dtype(out, expected, "mask(4)"))
+    assert msg == f"mask(4) returned dtype {out.dtype}; expected {np.dtype(expected)}.", msg
+    make_expect().dtype(np.ones(2, dtype=expected), expected, "mask(4)")
+
+
 def test_equal_hides_the_answer():
     """Does an exact check on a count never print the right count?"""
     msg = failure(lambda: make_expect().equal(49000, 49728, what="count_block_params(64, 256, 'gelu')",
@@ -235,6 +250,41 @@ def test_matches_reference_refuses_float64_inputs_answered_in_float32():
     assert "f(x) returned dtype float32; expected float64" in msg
     out = ex.matches_reference(ex.student.double_plus_one, (X.astype(np.float32),), what="f(x)")
     assert out.dtype == np.float32
+
+
+def _mean_square(x):
+    """A reference that returns a Python float, as a loss does."""
+    return float(np.mean(x * x))
+
+
+def scalar_expect(answer) -> Expect:
+    return Expect(problem="mean_square", tolerance_for=lambda dtype: Tolerance(1e-7, 1e-9), catalogue=None,
+                  last_call=lambda: None, student=FakeStudent(mean_square=answer),
+                  reference=SimpleNamespace(mean_square=_mean_square))
+
+
+@pytest.mark.parametrize("kind", [float, np.float64, np.asarray], ids=["float", "np.float64", "0-d array"])
+def test_matches_reference_accepts_a_number_where_the_reference_returns_one(kind):
+    """When the reference returns a number, does the same number from the student pass, as a Python
+    float, a numpy scalar or a 0-d array, and come back as the student gave it?"""
+    ex = scalar_expect(lambda x: kind(np.mean(x * x)))
+    out = ex.matches_reference(ex.student.mean_square, (X,), what="mean_square(x)")
+    assert type(out) is type(kind(1.0)) and out == _mean_square(X)
+
+
+def test_matches_reference_says_a_wrong_number_is_off_rather_than_not_an_array():
+    """Is a wrong number, where the reference returns one, told it is off, not that it is no array?"""
+    ex = scalar_expect(lambda x: float(np.sum(x * x)))
+    msg = failure(lambda: ex.matches_reference(ex.student.mean_square, (X,), what="mean_square(x)"))
+    assert msg.startswith("mean_square(x) is off") and "numpy array" not in msg, msg
+
+
+@pytest.mark.parametrize("wrong, said", [([0.5], "a list of length 1"), (True, "a bool")], ids=["list", "bool"])
+def test_matches_reference_still_says_what_came_back_when_no_number_did(wrong, said):
+    """Where the reference returns a number, is a list or a bool still told what came back?"""
+    ex = scalar_expect(lambda x: wrong)
+    msg = failure(lambda: ex.matches_reference(ex.student.mean_square, (X,), what="mean_square(x)"))
+    assert f"mean_square(x) returned {said}; expected a numpy array." in msg, msg
 
 
 def test_matches_reference_accepts_the_wiring_of_the_students_own_blocks():
