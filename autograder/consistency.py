@@ -281,7 +281,7 @@ def points_problems(nb: dict[str, Any], assignment: Assignment, notebook: str, w
             shown = rows.pop(p.name, None)
             if shown is None:
                 out.append(f"{where}: {p.name}: missing from the points table in the intro (course.yml gives "
-                           f"{points_text(p.points)})")
+                           f"{points_text(p.points)}; run `course release`)")
             elif _number(shown) != p.points:
                 out.append(f"{where}: {p.name}: the points table in the intro gives {shown}, course.yml gives "
                            f"{points_text(p.points)} (run `course release`)")
@@ -292,7 +292,7 @@ def points_problems(nb: dict[str, Any], assignment: Assignment, notebook: str, w
                        f"{points_text(want)} (run `course release`)")
         for name in rows:
             out.append(f"{where}: the points table in the intro lists {name}, which is not a problem of this "
-                       f"notebook in course.yml")
+                       f"notebook in course.yml (run `course release`)")
     return out
 
 

@@ -106,6 +106,19 @@ def test_the_table_lists_every_problem_and_only_problems(nb, assignment):
     assert any("lists gelu, which is not a problem" in p for p in problems)
 
 
+def test_a_missing_or_stray_table_row_says_what_rewrites_the_table(nb, assignment):
+    """Are a problem missing from the table and a row for no problem told that `course release`
+    rewrites the table, as a row with other points is?"""
+    table = find_table(nb)
+    cell = nb["cells"][table.cell]
+    cell["source"] = "".join(cell["source"]).replace("| `silu` | 5 |", "| `gelu` | 5 |")
+    problems = points_problems(nb, assignment, NB, WHERE)
+    assert f"{WHERE}: silu: missing from the points table in the intro (course.yml gives 5; run `course release`)" \
+        in problems
+    assert f"{WHERE}: the points table in the intro lists gelu, which is not a problem of this notebook in " \
+        "course.yml (run `course release`)" in problems
+
+
 def test_graders_and_functions_agree_for_this_course(source, assignment):
     """Does every grader file have its problem and every problem's function exist in the notebook?"""
     course = load_course(PROJECT.root)
