@@ -755,19 +755,22 @@ class Expect:
         if ok.all():
             return
         n_bad, total = int((~ok).sum()), ok.size
-        lines = [f"{what} is off in {n_bad} of {total} entries "
-                 f"(tolerance rtol={tol.rtol:g}, atol={tol.atol:g})."]
+        tolerance = f"(tolerance rtol={tol.rtol:g}, atol={tol.atol:g})"
+        lines = [f"{what} is off {tolerance}." if a.ndim == 0
+                 else f"{what} is off in {n_bad} of {total} entries {tolerance}."]
         nonfinite = ~np.isfinite(a)
         if nonfinite.any():
             first = _index(int(np.flatnonzero(nonfinite)[0]), a.shape)
-            lines.append(f"It has {int(nonfinite.sum())} NaN or infinite entries (first at index {first}).")
+            lines.append("It is NaN or infinite." if a.ndim == 0 else
+                         f"It has {int(nonfinite.sum())} NaN or infinite entries (first at index {first}).")
         with np.errstate(all="ignore"):
             err = np.where(np.isfinite(a), np.abs(a - e), 0.0)
         if err.size and err.max() > 0:
             worst = int(np.argmax(err))
             scale = float(np.linalg.norm(e.ravel())) or 1.0
             rel = float(np.linalg.norm(np.where(np.isfinite(a), a - e, 0.0).ravel())) / scale
-            lines.append(f"Largest absolute error {_g(float(err.flat[worst]))} at index {_index(worst, a.shape)}; "
+            lines.append(f"Absolute error {_g(float(err.flat[worst]))}; relative error {_g(rel)}." if a.ndim == 0 else
+                         f"Largest absolute error {_g(float(err.flat[worst]))} at index {_index(worst, a.shape)}; "
                          f"overall relative error {_g(rel)}.")
         if n_bad < total and a.ndim >= 1:
             pattern = _where_pattern(~ok)

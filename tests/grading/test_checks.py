@@ -279,6 +279,14 @@ def test_matches_reference_says_a_wrong_number_is_off_rather_than_not_an_array()
     assert msg.startswith("mean_square(x) is off") and "numpy array" not in msg, msg
 
 
+def test_a_single_number_off_is_told_without_entries_or_index():
+    """Is a wrong number told it is off, with its error, and not 'off in 1 of 1 entries ... at index ()'?"""
+    msg = failure(lambda: make_expect().close(3.5, 2.5, what="loss(x)"))
+    assert msg == "loss(x) is off (tolerance rtol=1e-07, atol=1e-09). Absolute error 1; relative error 0.4.", msg
+    msg = failure(lambda: make_expect().close(float("nan"), 2.5, what="loss(x)"))
+    assert msg == "loss(x) is off (tolerance rtol=1e-07, atol=1e-09). It is NaN or infinite.", msg
+
+
 @pytest.mark.parametrize("wrong, said", [([0.5], "a list of length 1"), (True, "a bool")], ids=["list", "bool"])
 def test_matches_reference_still_says_what_came_back_when_no_number_did(wrong, said):
     """Where the reference returns a number, is a list or a bool still told what came back?"""
