@@ -16,7 +16,8 @@ only that process: the next call forks again from the template (milliseconds; th
 not run again), at most limits.max_restarts times per submission, and a function that hung or
 crashed twice is not called again. A notebook cell that hangs or kills its process is noted and
 the notebook is run again with that cell's definitions alone in its place (or without it: see
-`_cell_stopped`), within limits.total_seconds.
+`_cell_stopped`), within limits.total_seconds; past that, once more up to the cell the time ran
+out in, within half of what is left of the submission's budget (see `_plan_last_run`).
 """
 from __future__ import annotations
 
@@ -71,6 +72,8 @@ TEXT_KEEP = 2_000
 TEMPLATE_LOST = ("the process holding your notebook's state stopped after the notebook ran "
                  "(did your code end it, e.g. with os.kill, or from a background thread?)")
 TEMPLATE_EXIT_SECONDS = 2.0    # how long a template whose socket closed may take to be seen gone
+LAST_RUN_SHARE = 0.5           # of the submission's budget left: the most a last run after the total limit takes
+LAST_RUN_MIN_SECONDS = 1.0     # no last run shorter than this
 CELL_CHUNK = 1000              # cells per message to the template
 REPLY_HEADER = 4 * 2**20       # the non-array part of a reply (numbers in lists, messages, printed output)
 CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, max_items=100_000)
@@ -794,6 +797,7 @@ class SubmissionRun:
         messages: list[str] = []
         detail = ""
         labels = {c.index: c.label for c in self.cells}
+        last_run = False
         while True:
             self._start_template()
             stop = self._send_cells(end) or self._read_cells(end, outcomes, labels)
@@ -804,6 +808,12 @@ class SubmissionRun:
                 self._stopped[index] = self._cell_stopped(index, stop, labels.get(index, ""))
                 outcomes[index] = self._stopped[index]
                 continue
+            if stop.kind == "total" and not last_run:
+                seconds = self._last_run_seconds(stop.index)
+                if stop.index is not None and seconds is not None:
+                    messages.append(self._plan_last_run(stop.index, seconds, outcomes, labels))
+                    end, last_run = time.monotonic() + seconds, True
+                    continue
             if stop.kind == "total":
                 state = "timeout"
                 limit = self.limits.total_seconds if end < self.deadline else self.limits.submission_seconds
@@ -826,6 +836,75 @@ class SubmissionRun:
         cells = tuple(outcomes[c.index] for c in self.cells if c.index in outcomes)
         return ExecutionReport(cells=cells, seconds=round(time.monotonic() - began, 4), state=state,
                                isolation=self.isolation, messages=tuple(messages), detail=detail)
+
+    def _last_run_seconds(self, index: int | None) -> float | None:
+        """When the notebook reached its total limit with cell `index` running: the seconds of one
+        last run up to that cell (see `_plan_last_run`), or None when there is no such run: the
+        cell is not known, or too little of the submission's budget is left (at most half of it
+        goes to the last run, the rest being the calls')."""
+        if index is None or index not in {c.index for c in self.cells}:
+            return None
+        seconds = min(self.limits.total_seconds, self.left * LAST_RUN_SHARE)
+        if seconds < LAST_RUN_MIN_SECONDS:
+            return None
+        return seconds
+
+    def _plan_last_run(self, index: int, seconds: float, outcomes: dict[int, CellOutcome],
+                       labels: dict[int, str]) -> str:
+        """The notebook ran out of time in cell `index`: it is run once more up to that cell (kept as
+        its definitions alone, as a cell stopped at its own limit is), the cells after it left out,
+        and so are the slowest of the cells before it (their definitions alone kept) until what is
+        left took at most half of the last run's `seconds`. The functions are then graded on what the
+        cells that finished define, as in Jupyter after an interrupt. Returns the note saying so."""
+        limit = self.limits.total_seconds
+        order = [c.index for c in self.cells]
+        sources = {c.index: c.source for c in self.cells}
+        at = order.index(index)
+        for later in order[at + 1:]:
+            if later not in self._stopped:
+                self._stopped[later] = outcomes[later] = CellOutcome(
+                    later, "not_run", label=labels[later],
+                    message=f"was not run: the notebook reached its time limit of {limit:g} s before it")
+        what = f"was still running when the notebook reached its time limit of {limit:g} s"
+        self._stop_what[index] = what
+        kept = self._definitions_alone(index, sources[index])
+        self._stopped[index] = outcomes[index] = CellOutcome(
+            index, "timeout", label=labels[index],
+            message=f"{what} and was stopped; the notebook was then run again up to this cell, "
+                    f"{f'with only its definitions kept ({kept})' if kept else 'leaving it out'}")
+        finished = [i for i in order[:at] if i not in self._stopped and i in outcomes]
+        took_all = sum(outcomes[i].seconds for i in finished)
+        left_out: list[int] = []
+        for slow in sorted(finished, key=lambda i: -outcomes[i].seconds):
+            if took_all <= seconds / 2:
+                break
+            left_out.append(slow)
+            took = outcomes[slow].seconds
+            took_all -= took
+            kept = self._definitions_alone(slow, sources[slow])
+            self._stop_what[slow] = f"took {round(took, 1):g} s"
+            self._stopped[slow] = outcomes[slow] = CellOutcome(
+                slow, "not_run", seconds=took, label=labels[slow],
+                message=f"took {round(took, 1):g} s: when the notebook was run again after reaching its time "
+                        f"limit of {limit:g} s, this slow cell was left out"
+                        f"{f', only its definitions kept ({kept})' if kept else ''}")
+        slow_part = f", leaving out {plural(len(left_out), 'slow cell')} before it" if left_out else ""
+        return (f"Your notebook did not finish within its time limit of {limit:g} s: it was run again up to "
+                f"{labels[index]}, where the time ran out{slow_part}, and your functions were graded on what "
+                f"the cells that ran define. Make every cell fast enough (remove sleeps, long loops and "
+                f"debugging code) so that the whole notebook runs in {limit:g} s.")
+
+    def _definitions_alone(self, index: int, source: str) -> str:
+        """Have cell `index` run as its definitions alone from now on (`cellplan.definitions_only`),
+        when it has any: the names they define, else "" (and the cell is not run at all)."""
+        from ..cellplan import definitions_only
+
+        self._trimmed.pop(index, None)
+        trimmed = definitions_only(source)
+        if trimmed is None:
+            return ""
+        self._trimmed[index] = trimmed[0]
+        return ", ".join(trimmed[1])
 
     def _cell_stopped(self, index: int, stop: _Stop, label: str) -> CellOutcome:
         """The outcome of a cell that ran too long or ended its process. The notebook is run again

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from autograder.config import Assignment, Limits, Problem, Tolerance
+from autograder.config import Assignment, Course, Limits, Problem, Tolerance
 from autograder.errors import CourseError
+from autograder.grading import engine
 from autograder.grading import session as session_module
 from autograder.grading.plugin import InstructorFolder
 from autograder.grading.proxy import StudentProxy
 from autograder.grading.session import OPTIONAL_PLUGINS, GraderSession, InstructorCode, pytest_args
+from autograder.layout import CourseLayout
 from autograder.notebooks import cell_label
 from autograder.sandbox import host as host_module
 from autograder.sandbox.host import SandboxHost
@@ -597,3 +600,29 @@ def test_instructor_code_changed_since_or_of_another_course_is_imported_afresh(t
         for name in [n for n in sys.modules if n == "assignments" or n.startswith("assignments.")]:
             del sys.modules[name]
         sys.modules.update(held)
+
+
+def test_a_notebook_past_its_total_limit_scores_its_answers_with_a_note(host, tmp_path):
+    """A notebook whose answer cells come first and whose later cells together run past the total
+    limit (each under the cell limit): do its answers get their points, with notes naming the cells
+    that were not run and why, rather than 0 for every problem?"""
+    layout = CourseLayout(tmp_path)
+    graders = layout.graders("hw")
+    graders.mkdir(parents=True)
+    (graders / "test_double.py").write_text("def test_double(student):\n    assert student.double(3) == 6\n")
+    limits = dataclasses.replace(LIMITS, cell_seconds=1.0, total_seconds=1.5, submission_seconds=20.0)
+    a = assignment("double", limits=limits)
+    course = Course(root=tmp_path, name="t", course_id="t", assignments=(a,), roster_file=None,
+                    gradebook_url="sqlite://", secret_file=tmp_path / ".secret")
+    folder = layout.submission("ada", "hw")
+    folder.mkdir(parents=True)
+    sources = ["def double(x):\n    return 2 * x", *["import time\ntime.sleep(0.6)"] * 4]
+    (folder / "hw.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "source": s, "metadata": {}, "outputs": [], "execution_count": None} for s in sources]}))
+    with GraderSession(a, InstructorCode(None, None, graders)) as session:
+        result = engine.grade_submission(course, a, "ada", folder, seed=1, host=host, session=session, released={})
+    assert result.state == "graded" and result.score == result.max_score == 1, result.notes
+    notes = "\n".join(result.notes)
+    assert "Your notebook did not finish within its time limit of 1.5 s: it was run again up to the " in notes
+    assert "The 5th code cell (`import time`) was not run: the notebook reached its time limit of 1.5 s before it" \
+        in notes

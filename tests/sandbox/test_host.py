@@ -103,13 +103,50 @@ def test_a_template_that_cannot_fork_fails_each_problem_not_the_notebook(submit)
         assert isinstance(got, ChildCrashed), getattr(got, "feedback", got)
         assert "a fresh process for these checks did not start" in got.feedback
 
-def test_the_total_limit_stops_the_notebook_and_calls_say_why(submit):
-    """When the cells together exceed total_seconds, is the run a timeout and are calls refused clearly?"""
-    limits = Limits(cell_seconds=2.0, total_seconds=2.5, call_seconds=1.0, memory_mb=1024)
+def test_the_total_limit_grades_what_the_cells_that_finished_define(submit):
+    """When the cells together exceed total_seconds, is the notebook run once more up to the cell
+    the time ran out in (the cells after it not run, the slow cells before it left out but for their
+    definitions), its functions graded on what the cells that ran define, with a note saying so?"""
+    limits = Limits(cell_seconds=2.0, total_seconds=2.5, call_seconds=1.0, memory_mb=1024, submission_seconds=30)
     started = time.monotonic()     # the first sleep ends ~1.5 s in (1 s to spare), the second would end 3 s in
+    run = submit(["import time\ndef f():\n    return 1", "def g():\n    return 2\ntime.sleep(1.5)",
+                  "time.sleep(1.5)", "def h():\n    return 3"], limits)
+    assert time.monotonic() - started < 10, "the last run is bounded too"
+    report = run.report
+    assert report.state == "ok"
+    assert [c.status for c in report.cells] == ["ok", "not_run", "timeout", "not_run"]
+    assert run.problem("p").call("f").value == 1
+    assert run.problem("q").call("g").value == 2, "a slow cell's definitions are kept"
+    with pytest.raises(FunctionMissing):
+        run.problem("r").call("h")
+    notes = " ".join(report.notes)
+    assert "Your notebook did not finish within its time limit of 2.5 s: it was run again up to " \
+           "the 3rd code cell (`time.sleep(1.5)`), where the time ran out, leaving out 1 slow cell" in notes
+    assert "The 4th code cell (`def h`) was not run: the notebook reached its time limit of 2.5 s before it" in notes
+    assert "this slow cell was left out, only its definitions kept (g)" in report.cell(2).note
+    assert "was stopped; the notebook was then run again up to this cell, leaving it out" in report.cell(3).note
+
+
+def test_endless_cells_whose_reruns_use_up_the_total_limit_leave_the_answers_graded(submit):
+    """When the notebook is run again after each endless cell until the total limit is reached, are
+    the functions of the cells before them still graded, each endless cell noted?"""
+    limits = Limits(cell_seconds=1.0, total_seconds=2.5, call_seconds=1.0, memory_mb=1024, submission_seconds=30)
+    started = time.monotonic()
+    run = submit(["def f():\n    return 1"] + ["while True:\n    pass"] * 3 + ["def h():\n    return 3"], limits)
+    assert time.monotonic() - started < 10
+    assert run.report.state == "ok"
+    assert [c.status for c in run.report.cells] == ["ok", "timeout", "timeout", "timeout", "not_run"]
+    assert run.problem("p").call("f").value == 1
+    assert "ran longer than 1 s and was stopped" in run.report.cell(2).note
+    assert "was still running when the notebook reached its time limit of 2.5 s" in run.report.cell(4).note
+
+
+def test_the_total_limit_with_no_time_left_for_a_last_run_stops_the_notebook(submit):
+    """When the submission's budget leaves no time for a last run, is the run a timeout and are
+    calls refused clearly?"""
+    limits = Limits(cell_seconds=2.0, total_seconds=2.5, call_seconds=1.0, memory_mb=1024, submission_seconds=3.0)
     run = submit(["import time\ndef f():\n    return 1", "time.sleep(1.5)", "time.sleep(1.5)", "time.sleep(1.5)"],
                  limits)
-    assert time.monotonic() - started < 10, "the total limit bounds the run"
     assert run.report.state == "timeout" and not run.report.ok
     assert [c.status for c in run.report.cells] == ["ok", "ok", "timeout", "not_run"]
     with pytest.raises(NotebookFailed) as info:
