@@ -50,7 +50,7 @@ if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
     from .release import ReleaseReport
     from .reporting.review import Review
     from .reporting.summary import StudentRow
-    from .validate import ValidationReport
+    from .validate import NotebookRun, ValidationReport
 
 Log = Callable[[str], None]
 Progress = Callable[[int, int], None]
@@ -93,12 +93,29 @@ def release(course_dir: str | Path, assignment: str, *, log: Log = _quiet, drop_
         where = course.layout.relative(course.layout.source(a.name) / name)
         log(f"points from course.yml written into {where}: {'; '.join(changes)}")
     for nb in report.notebooks:
-        log(f"released {nb.relative_to(course.root)} (leak check: {report.checked_lines} instructor-only lines absent)")
+        log(released_line(nb.relative_to(course.root), report.checked_lines))
     if report.gradebook:
         log(f"gradebook: {summarise_changes(report.gradebook)}")
     for line in report.warnings:
         log(f"WARNING: {line}")
     return report
+
+
+def released_line(where: Path, checked_lines: int) -> str:
+    """`course release`'s line for one released notebook and its leak check."""
+    return f"released {where} (leak check: {plural(checked_lines, 'instructor-only line')} absent)"
+
+
+def run_line(kind: str, run: NotebookRun, root: Path) -> str:
+    """`course validate`'s line for one notebook run in a kernel: `kind` "source" (where any error is
+    one) or "release" (where errors are the stubs students are to finish)."""
+    ran = f"{plural(run.cells, 'cell')} ran"
+    if kind == "source":
+        return (f"source  {run.path.relative_to(root)}: {ran} in a Jupyter kernel in {run.seconds:.1f} s, "
+                f"{plural(len(run.errors), 'error')}")
+    kinds = sorted({e.ename for e in run.errors})
+    return (f"release {run.path.relative_to(root)}: {ran} in {run.seconds:.1f} s, "
+            f"{plural(len(run.errors), 'cell')} stopped at unfinished stubs ({', '.join(kinds) or 'none'})")
 
 
 def summarise_changes(changes: tuple[str, ...]) -> str:
@@ -135,12 +152,9 @@ def validate(course_dir: str | Path, assignment: str, *, log: Log = _quiet,
         return ValidationReport(assignment, (), (), (0.0, 0.0), (0.0, 0.0), problems=missing)
     report = run_validate(course, course.assignment(assignment))
     for run in report.source_runs:
-        log(f"source  {run.path.relative_to(course.root)}: {run.cells} cells ran in a Jupyter kernel in "
-            f"{run.seconds:.1f} s, {len(run.errors)} errors")
+        log(run_line("source", run, course.root))
     for run in report.release_runs:
-        kinds = sorted({e.ename for e in run.errors})
-        log(f"release {run.path.relative_to(course.root)}: {run.cells} cells ran in {run.seconds:.1f} s, "
-            f"{len(run.errors)} cells stopped at unfinished stubs ({', '.join(kinds) or 'none'})")
+        log(run_line("release", run, course.root))
     log(f"autograder: source scores {report.source_score[0]:g}/{report.source_score[1]:g}, "
         f"release scores {report.release_score[0]:g}/{report.release_score[1]:g}")
     return report

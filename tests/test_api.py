@@ -1,8 +1,12 @@
 """autograder.api's own helpers (the commands themselves are tested through the CLI)."""
 from __future__ import annotations
 
-from autograder.api import case_clashes, future_stamp, summarise_changes
+from pathlib import Path
+
+from autograder.api import case_clashes, future_stamp, released_line, run_line, summarise_changes
 from autograder.config import load_course
+from autograder.layout import CourseLayout
+from autograder.validate import CellError, NotebookRun
 
 
 def test_ids_that_differ_only_by_case_are_each_one_warning(course_copy):
@@ -30,6 +34,26 @@ def test_a_new_roster_is_counted_in_the_gradebook_line_not_listed():
     assert line == ("assignment hw; 150 students (s001, s002, s003, ..., s150); student ada: email; "
                     "1 autograder cell added")
     assert summarise_changes(("student ada", "assignment hw", "student bo")) == "student ada; assignment hw; student bo"
+
+
+def test_counts_in_the_release_and_validate_lines_agree_with_their_nouns():
+    """Does one of anything read "1 cell", "1 line", "1 error" in the lines `course release` and
+    `course validate` print, while other counts keep their plural?"""
+    layout = CourseLayout(Path("/course"))
+    notebook = layout.release("hw1") / "hw1.ipynb"
+    assert released_line(Path(layout.relative(notebook)), 1) == (
+        "released release/hw1/hw1.ipynb (leak check: 1 instructor-only line absent)")
+    assert released_line(Path(layout.relative(notebook)), 12).endswith("(leak check: 12 instructor-only lines absent)")
+    stub = CellError(index=3, ename="NotImplementedError", evalue="", grade_id="silu")
+    one = NotebookRun(path=notebook, cells=1, errors=(stub,), seconds=2.0)
+    assert run_line("release", one, layout.root) == (
+        "release release/hw1/hw1.ipynb: 1 cell ran in 2.0 s, 1 cell stopped at unfinished stubs (NotImplementedError)")
+    assert run_line("source", one, layout.root) == (
+        "source  release/hw1/hw1.ipynb: 1 cell ran in a Jupyter kernel in 2.0 s, 1 error")
+    many = NotebookRun(path=notebook, cells=9, errors=(), seconds=2.0)
+    assert run_line("release", many, layout.root).endswith(
+        "9 cells ran in 2.0 s, 0 cells stopped at unfinished stubs (none)")
+    assert run_line("source", many, layout.root).endswith("9 cells ran in a Jupyter kernel in 2.0 s, 0 errors")
 
 
 def test_a_stamp_ahead_of_the_clock_is_one_line_naming_the_student_the_file_and_the_time(course_copy):
