@@ -372,6 +372,11 @@ def redefined_notes(name: str, raw_cells: list[Any], source_key: str = "source")
     return notes
 
 
+# What an editor saving "UTF-8 with BOM" writes first. Not stripped: nbformat, and so Jupyter and
+# nbgrader's own commands, refuse such a file, so a student is told to save it again instead.
+UTF8_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+
+
 def _unreadable(path: Path | None, reason: str) -> LoadedNotebook:
     return LoadedNotebook(path=path, cells=(), notes=(reason,), readable=False, unread=True)
 
@@ -393,6 +398,11 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
     too_costly = over_notebook_limits(name, data_bytes)
     if too_costly:
         return _unreadable(path, too_costly)
+    if data_bytes.startswith(UTF8_BYTE_ORDER_MARK):
+        return _unreadable(path, f"{name} starts with a byte-order mark, an invisible mark that some editors (such as "
+                                 f"Windows Notepad) put at the start of a file; Jupyter cannot open such a file "
+                                 f"either, so nothing was graded. Save it again as UTF-8 without BOM (in Notepad: "
+                                 f"Save As, Encoding \"UTF-8\"), or submit the copy Jupyter last saved, and resubmit.")
     try:
         raw = data_bytes.decode("utf-8")
     except UnicodeDecodeError:

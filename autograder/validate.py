@@ -39,6 +39,7 @@ from .consistency import (
 )
 from .errors import CourseError
 from .markers import course_delimiters, marker_problems, metadata_problems
+from .notebooks import UTF8_BYTE_ORDER_MARK
 from .text import first_few, truncate
 from .toolpath import tools_on_path
 
@@ -111,6 +112,9 @@ def read_notebook(path: Path, shown: str) -> nbformat.NotebookNode:
         raise CourseError(f"{shown}: not found") from None
     except (OSError, ValueError) as exc:
         raise CourseError(f"{shown}: not a readable notebook ({exc})") from None
+    if text.startswith(UTF8_BYTE_ORDER_MARK.decode()):
+        raise CourseError(f"{shown}: starts with a byte-order mark, as some editors such as Notepad save files, "
+                          f"which Jupyter and nbgrader cannot read; save it again as UTF-8 without BOM")
     try:
         json.loads(text)                # for its message: where the JSON breaks
         nb: nbformat.NotebookNode = nbformat.convert(nbformat.reader.reads(text), 4)

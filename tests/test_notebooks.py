@@ -35,6 +35,20 @@ def test_load_not_json_gives_a_reason(tmp_path):
     assert nb.notes[0].startswith("hw.ipynb is not valid notebook JSON (line 1")
 
 
+def test_load_a_byte_order_mark_says_what_it_is_and_how_to_save_the_file_again(tmp_path):
+    """Does a notebook saved by an editor as "UTF-8 with BOM" (Notepad) say so in plain words, and
+    how to save it so that it can be graded, rather than give the JSON parser's jargon?"""
+    path = write_nb(tmp_path / "hw.ipynb", "x = 1")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    nb = load_notebook(path, max_mb=5)
+    assert not nb.readable and nb.cells == ()
+    assert nb.notes == (
+        "hw.ipynb starts with a byte-order mark, an invisible mark that some editors (such as Windows Notepad) put at "
+        "the start of a file; Jupyter cannot open such a file either, so nothing was graded. Save it again as UTF-8 "
+        "without BOM (in Notepad: Save As, Encoding \"UTF-8\"), or submit the copy Jupyter last saved, and "
+        "resubmit.",)
+
+
 def test_load_empty_file_gives_a_reason(tmp_path):
     """Does an empty file give a reason?"""
     path = tmp_path / "hw.ipynb"

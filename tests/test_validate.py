@@ -8,8 +8,10 @@ import sys
 
 import pytest
 
+from autograder.errors import CourseError
 from autograder.grading.results import TestResult
 from autograder.layout import CourseLayout
+from autograder.validate import read_notebook
 from conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -210,6 +212,18 @@ def test_validate_says_when_the_release_is_older_than_the_source(course_copy):
             f"{shown(course_copy, 'source')} and course.yml now (cell {cell + 1} differs), so students would get "
             f"another notebook; run `course release {ASSIGNMENT}`") in proc.stdout
     assert f"validate {ASSIGNMENT}: 1 problem" in proc.stdout
+
+
+def test_a_notebook_saved_with_a_byte_order_mark_is_refused_saying_how_to_save_it(course_copy):
+    """Does a source notebook that an editor saved as "UTF-8 with BOM" get a plain reason and the fix,
+    rather than the JSON parser's advice to decode it with utf-8-sig?"""
+    path = CourseLayout(course_copy).source(ASSIGNMENT) / NB
+    path.write_text("\ufeff" + path.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(CourseError) as caught:
+        read_notebook(path, shown(course_copy, "source"))
+    assert str(caught.value) == (
+        f"{shown(course_copy, 'source')}: starts with a byte-order mark, as some editors such as Notepad save "
+        f"files, which Jupyter and nbgrader cannot read; save it again as UTF-8 without BOM")
 
 
 def test_a_release_whose_grading_crashed_is_not_said_to_score_what_was_expected():
