@@ -225,13 +225,40 @@ def _function(fn: ast.FunctionDef | ast.AsyncFunctionDef, table: symtable.Symbol
                     uses=frozenset(_attribute_uses(body, skip=local)), local_only=local_only)
 
 
+# The cell magics whose body the sandbox runs without their line, as IPython runs it: in the
+# notebook's namespace, so that what the body defines is kept. Any other cell magic skips the cell:
+# `%%timeit` runs its body inside a function of its own (nothing it defines is kept, in Jupyter too),
+# and the rest are not Python run in the notebook (`%%bash`, `%%writefile`, `%%html`, ...).
+RUN_CELL_MAGICS = ("%%time", "%%capture")
+
+
+def skipping_cell_magic(source: str) -> str | None:
+    """The cell magic (`%%timeit`) the cell starts with when the sandbox skips the cell for it, else None."""
+    first = next((ln.strip() for ln in source.split("\n") if ln.strip()), "")
+    if not first.startswith("%%"):
+        return None
+    magic = first.split()[0]
+    return None if magic in RUN_CELL_MAGICS else magic
+
+
+def functions_under_magic(source: str) -> tuple[str, tuple[str, ...]]:
+    """For a cell the sandbox skips for its cell magic: the magic and the functions its body would
+    define at top level without it (("%%timeit", ("silu",))); ("", ()) for any other cell."""
+    magic = skipping_cell_magic(source)
+    if magic is None:
+        return "", ()
+    lines = source.split("\n")
+    lines[next(i for i, ln in enumerate(lines) if ln.strip())] = ""
+    return magic, defined_functions("\n".join(lines))
+
+
 def _sandbox_source(source: str) -> str | None:
     """The source as the sandbox compiles it; None when the sandbox runs none of it."""
+    if skipping_cell_magic(source) is not None:
+        return None
     lines = source.split("\n")
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
     if first is not None and lines[first].strip().startswith("%%"):
-        if lines[first].split()[0] not in ("%%time", "%%capture"):
-            return None
         lines[first] = ""
     return "\n".join(lines)
 

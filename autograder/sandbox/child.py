@@ -369,8 +369,12 @@ class Runner:
         first = next((ln.strip() for ln in source.split("\n") if ln.strip()), "")
         if first.startswith("%%"):
             magic = first.split()[0]
-            if magic not in ("%%time", "%%capture"):
-                return None, [f"{label}: skipped: it starts with the cell magic `{_code_excerpt(first, 80)}`"], None
+            if magic not in ("%%time", "%%capture"):      # as cellplan.RUN_CELL_MAGICS
+                why = ("which keeps none of the cell's definitions" if magic == "%%timeit" else
+                       "so none of the cell runs as Python in your notebook")
+                return None, [f"{label}: skipped: it starts with the cell magic `{_code_excerpt(first, 80)}`, "
+                              f"{why}, as in Jupyter; if the cell defines a function to be graded, remove "
+                              f"the `{_code_excerpt(magic, 40)}` line"], None
             lines = source.split("\n")
             at = next(i for i, ln in enumerate(lines) if ln.strip())
             lines[at] = ""

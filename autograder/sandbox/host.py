@@ -669,6 +669,18 @@ class SubmissionRun:
         """Seconds left of the submission's budget."""
         return self.deadline - time.monotonic()
 
+    def skipped_definer(self, name: str) -> tuple[str, str]:
+        """(cell magic, cell) when a cell that defines the function `name` was skipped for the cell
+        magic it starts with (`%%timeit`): what a missing `name` is told; ("", "") when none was. The
+        cell is named by its place alone ("the 3rd code cell"), its label's brackets left out."""
+        from ..cellplan import functions_under_magic
+
+        for c in reversed(self.cells):
+            magic, functions = functions_under_magic(c.source)
+            if name in functions:
+                return magic, c.label.partition(" (")[0]
+        return "", ""
+
     def close(self) -> None:
         """End the submission: every process of it is killed (its PID namespace goes)."""
         if self._closed:
@@ -1484,7 +1496,7 @@ class ProblemHandle:
             kind = msg.get("kind")
             error: StudentCodeError
             if kind == "missing":
-                error = FunctionMissing(name)
+                error = FunctionMissing(name, *self.run.skipped_definer(name))
             elif kind == "not_callable":
                 error = NotCallable(name, _text(msg, "type", 100))
             elif kind == "raised":

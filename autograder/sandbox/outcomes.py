@@ -171,9 +171,20 @@ class FunctionMissing(StudentCodeError):
     """No such name in the notebook's namespace after its cells ran. Its sentence has no brackets of
     its own: checks that needed the function quote it in theirs ("which failed on its inputs (...)")."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, magic: str = "", cell: str = ""):
         self.name = name
-        super().__init__(f"`{name}` is not defined in your notebook; perhaps it was renamed, or its cell failed.")
+        self.magic = magic      # the cell magic that made the sandbox skip `cell`, which defines `name`
+        if not magic:
+            text = f"`{name}` is not defined in your notebook; perhaps it was renamed, or its cell failed."
+        elif magic == "%%timeit":
+            text = (f"`{name}` is not defined in your notebook: {cell}, which defines it, starts with the cell "
+                    f"magic `%%timeit`, which keeps none of the cell's definitions, as in Jupyter; remove the "
+                    f"`%%timeit` line.")
+        else:
+            text = (f"`{name}` is not defined in your notebook: {cell}, which defines it, starts with the cell "
+                    f"magic `{magic}`, so its body does not run as Python in your notebook, as in Jupyter; "
+                    f"remove the `{magic}` line.")
+        super().__init__(text)
 
 
 class NotCallable(StudentCodeError):

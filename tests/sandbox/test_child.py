@@ -191,9 +191,45 @@ def test_cell_magics_skip_the_cell_except_time_and_capture(submit):
     """Is a `%%bash` cell skipped whole with a note, while a `%%time` cell's code still runs?"""
     sb, report = run(submit, "%%bash\necho hi", "%%time\nt = 5", "def get():\n    return t")
     assert report.cell(1).status == "skipped"
-    assert report.cell(1).notes == ("the 1st code cell (`%%bash`): skipped: it starts with the cell magic `%%bash`",)
+    assert report.cell(1).notes == (
+        "the 1st code cell (`%%bash`): skipped: it starts with the cell magic `%%bash`, so none of the cell runs as "
+        "Python in your notebook, as in Jupyter; if the cell defines a function to be graded, remove the `%%bash` "
+        "line",)
     assert report.cell(2).status == "ok" and sb.call("get").value == 5
     assert "skipped" in " ".join(report.notes)
+
+
+def test_a_function_defined_under_timeit_is_missing_and_told_why(submit):
+    """As in Jupyter, where `%%timeit` runs its body inside a function of its own, is a function
+    defined in a `%%timeit` cell missing, with a note and an error that name the magic and say to
+    remove its line, rather than suggest the function was renamed; is one defined under `%%time` kept?"""
+    sb, report = run(submit, "%%timeit -n 3\ndef silu(x):\n    return x", "%%time\ndef relu(x):\n    return x")
+    assert report.cell(1).status == "skipped"
+    assert report.cell(1).notes == (
+        "the 1st code cell (`def silu`): skipped: it starts with the cell magic `%%timeit -n 3`, which keeps none "
+        "of the cell's definitions, as in Jupyter; if the cell defines a function to be graded, remove the "
+        "`%%timeit` line",)
+    with pytest.raises(FunctionMissing) as info:
+        sb.call("silu", (1,))
+    assert info.value.feedback == (
+        "`silu` is not defined in your notebook: the 1st code cell, which defines it, starts with the cell magic "
+        "`%%timeit`, which keeps none of the cell's definitions, as in Jupyter; remove the `%%timeit` line.")
+    assert sb.call("relu", (2,)).value == 2
+
+
+def test_a_function_under_another_cell_magic_is_missing_saying_which(submit):
+    """Is a function in a cell under a magic whose body is not Python in the notebook (`%%writefile`)
+    missing with the magic named, and one missing for no such reason told as before?"""
+    sb, _ = run(submit, "%%writefile answer.py\ndef gelu(x):\n    return x")
+    with pytest.raises(FunctionMissing) as info:
+        sb.call("gelu", (1,))
+    assert info.value.feedback == (
+        "`gelu` is not defined in your notebook: the 1st code cell, which defines it, starts with the cell magic "
+        "`%%writefile`, so its body does not run as Python in your notebook, as in Jupyter; remove the "
+        "`%%writefile` line.")
+    with pytest.raises(FunctionMissing) as info:
+        sb.call("swish", (1,))
+    assert "perhaps it was renamed" in info.value.feedback
 
 
 def test_get_ipython_and_display_are_harmless(submit):

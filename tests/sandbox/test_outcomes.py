@@ -24,6 +24,11 @@ def test_a_missing_function_says_so_in_one_sentence_without_brackets():
     feedback = FunctionMissing("split_heads").feedback
     assert feedback == "`split_heads` is not defined in your notebook; perhaps it was renamed, or its cell failed."
     assert "(" not in feedback and ")" not in feedback
+    for magic in ("%%timeit", "%%bash"):
+        feedback = FunctionMissing("split_heads", magic, "the 3rd code cell").feedback
+        assert feedback.startswith("`split_heads` is not defined in your notebook: the 3rd code cell, which defines "
+                                   f"it, starts with the cell magic `{magic}`")
+        assert "(" not in feedback and ")" not in feedback
 
 
 def test_a_call_that_does_not_fit_the_students_parameters_says_to_keep_the_released_ones():
