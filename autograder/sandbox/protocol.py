@@ -192,7 +192,8 @@ class _Encoder:
 
     def __init__(self, caps: Caps):
         self.caps = caps
-        self.buffers: list[bytes] = []
+        self.buffers: list[Any] = []          # bytes, or a C-ordered array standing for its own bytes
+        self.lengths: list[int] = []          # bytes in each
         self.nbytes = 0
         self.items = 0
 
@@ -264,37 +265,45 @@ class _Encoder:
         shape = arr.shape
         if len(shape) > 32:
             raise EncodeError(f"an array with {len(shape)} dimensions")
-        if arr.nbytes + self.nbytes > self.caps.max_bytes:     # before the copy
+        size = arr.nbytes
+        if size + self.nbytes > self.caps.max_bytes:     # before any copy
             raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data")
-        return {"a": [code, list(shape), self.buffer(arr.tobytes(order="C"))]}
+        self.nbytes += size
+        # A C-ordered array goes into the frame as it is: its bytes are copied once, when the
+        # frame is joined (before frame() returns), instead of into a bytes object first.
+        self.buffers.append(arr if arr.flags.c_contiguous else arr.tobytes(order="C"))
+        self.lengths.append(size)
+        # the shape as a tuple: JSON writes it as a list all the same
+        return {"a": [code, shape, len(self.lengths) - 1]}
 
     def buffer(self, data: bytes) -> int:
         self.nbytes += len(data)
         if self.nbytes > self.caps.max_bytes:
             raise EncodeError(f"more than {self.caps.max_bytes // 2**20} MB of array data")
         self.buffers.append(data)
-        return len(self.buffers) - 1
+        self.lengths.append(len(data))
+        return len(self.lengths) - 1
 
 
 _ENCODABLE: dict[np.dtype, str] = {}  # numeric dtypes already checked -> their code (dtype.str)
 
 
-def _encode_parts(obj: Any, caps: Caps) -> list[bytes]:
-    """The frame's pieces: its length prefix (first), the header and each buffer, padded."""
+def _encode_parts(obj: Any, caps: Caps) -> list[Any]:
+    """The frame's pieces: its length prefix (first), the header and each buffer, padded (bytes, or
+    C-ordered arrays whose memory is joined as it is)."""
     enc = _Encoder(caps)
     tree = enc.value(obj, 0)
-    # map(), not a list comprehension: no function object made per message (in a fresh problem
-    # process, each one made writes to a page copied from its template)
-    header = _json_encode([tree, list(map(len, enc.buffers))]).encode("ascii")
+    lengths = enc.lengths
+    header = _json_encode([tree, lengths]).encode("ascii")
     if len(header) > caps.max_header:
         raise EncodeError(f"more than {caps.max_header // 2**20} MB of non-array data")
     parts = [b"", _HLEN.pack(len(header)), header, _PADDING[_pad(4 + len(header))]]
     total = 4 + len(header) + len(parts[3])
-    for b in enc.buffers:
-        pad = _PADDING[_pad(len(b))]
+    for b, n in zip(enc.buffers, lengths):
+        pad = _PADDING[-n % _ALIGN]
         parts.append(b)
         parts.append(pad)
-        total += len(b) + len(pad)
+        total += n + len(pad)
     parts[0] = _LEN.pack(total)
     return parts
 
@@ -423,6 +432,12 @@ class _Decoder:
                 if self.items > self.caps.max_items:
                     raise ProtocolError(f"more than {self.caps.max_items} values in one message")
                 out.append(x)
+            elif kind is list and not x and depth < self.caps.max_depth:
+                # an empty list (a reply's warnings and mutated arguments, mostly), as self.value takes it
+                self.items += 1
+                if self.items > self.caps.max_items:
+                    raise ProtocolError(f"more than {self.caps.max_items} values in one message")
+                out.append([])
             else:
                 out.append(value(x, depth))
         return out
@@ -456,13 +471,16 @@ class _Decoder:
 def decode(data: bytes | bytearray | memoryview, *, trusted: bool, caps: Caps | None = None) -> Any:
     """The value in one payload. `trusted=True`: caps enforced (data comes from the child)."""
     caps = caps or (TRUSTED_CAPS if trusted else UNCAPPED)
-    if isinstance(data, bytes):
+    kind = type(data)
+    if kind is bytes:
         data = bytearray(data)          # arrays handed out are writable
-    view = memoryview(data).cast("B")
-    if len(view) < 4:
+    # a bytearray's view is already one of bytes; anything else is cast to one
+    view = memoryview(data) if kind is bytes or kind is bytearray else memoryview(data).cast("B")
+    size = len(view)
+    if size < 4:
         raise ProtocolError("message shorter than its header length")
     (hlen,) = _HLEN.unpack_from(view, 0)
-    if hlen > caps.max_header or 4 + hlen > len(view):
+    if hlen > caps.max_header or 4 + hlen > size:
         raise ProtocolError(f"header of {hlen} bytes does not fit the message")
     try:
         header = _loads(str(view[4:4 + hlen], "ascii"))
@@ -473,15 +491,15 @@ def decode(data: bytes | bytearray | memoryview, *, trusted: bool, caps: Caps | 
     tree, lengths = header
     if len(lengths) > caps.max_items:           # each buffer is a value's (counted in max_items)
         raise ProtocolError(f"more than {caps.max_items} buffers in one message")
-    offset = 4 + hlen + _pad(4 + hlen)
+    offset = 4 + hlen + -(4 + hlen) % _ALIGN
     starts = []
     for n in lengths:
-        if type(n) is not int or n < 0 or offset + n > len(view):
+        if type(n) is not int or n < 0 or offset + n > size:
             raise ProtocolError("buffer lengths do not match the message")
         starts.append(offset)
-        offset += n + _pad(n)
-    if offset != len(view):
-        raise ProtocolError(f"message has {len(view) - offset} bytes beyond its buffers")
+        offset += n + -n % _ALIGN
+    if offset != size:
+        raise ProtocolError(f"message has {size - offset} bytes beyond its buffers")
     if sum(lengths) > caps.max_bytes:
         raise ProtocolError(f"more than {caps.max_bytes // 2**20} MB of array data")
     dec = _Decoder(view, starts, lengths, caps)
