@@ -213,7 +213,15 @@ def _describe_type(value: Any) -> str:
         return "None (did you forget a `return`?)"
     if isinstance(value, (list, tuple)):
         return f"a {type(value).__name__} of length {len(value)}"
-    return f"a {type(value).__name__}"
+    name = type(value).__name__
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+
+
+def _as_number(value: Any) -> Any:
+    """A single number as a 0-d array, when numpy holds it as a number: a Python int beyond 64 bits
+    (numpy would make an array of Python objects, which no comparison takes) stays as it is."""
+    arr = np.asarray(value)
+    return arr if arr.dtype.kind in "biufc" else value
 
 
 def _index(flat: int, shape: tuple[int, ...]) -> str:
@@ -358,7 +366,7 @@ class Expect:
         answer = out
         if expected.ndim == 0 and isinstance(out, (int, float, complex, np.number, np.bool_)) \
                 and isinstance(out, (bool, np.bool_)) == (expected.dtype.kind == "b"):
-            out = np.asarray(out)                # a reference that returns a number is answered by one
+            out = _as_number(out)                # a reference that returns a number is answered by one
         composite = bool(building_blocks(reference))
         if isinstance(out, np.ndarray) and out.dtype.kind == expected.dtype.kind == "f" \
                 and out.dtype.itemsize < expected.dtype.itemsize:
@@ -380,6 +388,7 @@ class Expect:
             self.diagnose(if_not_finite)
         if not isinstance(out, np.ndarray) or out.shape != expected.shape:
             self.localise(name)                  # no variant can match a wrong shape
+        self._single(out, expected, what)
         self.shape(out, expected.shape, what)
         if composite and changed:
             self._blame_changing_block(name, what)
@@ -710,6 +719,17 @@ class Expect:
         return all_close(actual, expected, rtol=tol.rtol, atol=tol.atol, equal_nan=equal_nan)
 
     # ---------------------------------------------------------------- checks
+    def _single(self, actual: Any, expected: np.ndarray, what: str) -> None:
+        """Where the answer is one number (a 0-d `expected`), what came back instead of a number (of
+        numpy's kinds: a Python int beyond 64 bits is none) fails saying that a number is expected."""
+        if expected.ndim or isinstance(actual, np.ndarray):
+            return
+        wanted = "a bool (True or False)" if expected.dtype.kind == "b" else "a number"
+        if isinstance(actual, int) and not -2**63 <= actual < 2**64:
+            self._fail(f"{what} returned an integer too large for a numpy number (numpy's integers have 64 bits); "
+                       f"expected {wanted}.")
+        self._fail(f"{what} returned {_describe_type(actual)}; expected {wanted}.")
+
     def array(self, actual: Any, what: str) -> np.ndarray:
         if not isinstance(actual, np.ndarray):
             self._fail(f"{what} returned {_describe_type(actual)}; expected a numpy array.")
@@ -737,17 +757,19 @@ class Expect:
         if arr.dtype.kind in "fc":
             bad = ~np.isfinite(arr)
             if bad.any():
-                first = _index(int(np.flatnonzero(bad)[0]), arr.shape)
-                self._fail(f"{what} has {int(bad.sum())} NaN or infinite entries (first at index {first}); "
-                           f"look for overflow in exp, a division by zero, or a softmax over entries that are "
-                           f"all -inf (every one masked).")
+                found = ("is NaN" if np.isnan(arr) else "is infinite") if arr.ndim == 0 else \
+                    f"has {int(bad.sum())} NaN or infinite entries " \
+                    f"(first at index {_index(int(np.flatnonzero(bad)[0]), arr.shape)})"
+                self._fail(f"{what} {found}; look for overflow in exp, a division by zero, or a softmax over "
+                           f"entries that are all -inf (every one masked).")
 
     def close(self, actual: Any, expected: Any, *, what: str,
               call: tuple[str, Args, Kwargs] | None = None, tol: Tolerance | None = None) -> None:
         """Agreement with the reference within the problem's tolerance for the expected dtype."""
         expected = np.asarray(expected)
         if np.isscalar(actual) and not isinstance(actual, (str, bytes)) and expected.shape == ():
-            actual = np.asarray(actual)
+            actual = _as_number(actual)
+        self._single(actual, expected, what)
         self.shape(actual, expected.shape, what)
         tol = tol or self.tolerance_for(expected.dtype)
         a, e = as_float(actual), as_float(expected)

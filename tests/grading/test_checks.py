@@ -287,12 +287,55 @@ def test_a_single_number_off_is_told_without_entries_or_index():
     assert msg == "loss(x) is off (tolerance rtol=1e-07, atol=1e-09). It is NaN or infinite.", msg
 
 
-@pytest.mark.parametrize("wrong, said", [([0.5], "a list of length 1"), (True, "a bool")], ids=["list", "bool"])
-def test_matches_reference_still_says_what_came_back_when_no_number_did(wrong, said):
-    """Where the reference returns a number, is a list or a bool still told what came back?"""
+@pytest.mark.parametrize("wrong, said", [([0.5], "a list of length 1"), (True, "a bool"), ("0.5", "a str"),
+                                         (None, "None (did you forget a `return`?)")],
+                         ids=["list", "bool", "str", "None"])
+def test_matches_reference_says_a_number_is_expected_when_no_number_came_back(wrong, said):
+    """Where the reference returns a number, is a list, a bool, a str or None told what came back
+    and that a number, not an array, is expected?"""
     ex = scalar_expect(lambda x: wrong)
     msg = failure(lambda: ex.matches_reference(ex.student.mean_square, (X,), what="mean_square(x)"))
-    assert f"mean_square(x) returned {said}; expected a numpy array." in msg, msg
+    assert msg == f"mean_square(x) returned {said}; expected a number.", msg
+
+
+def test_matches_reference_says_a_bool_is_expected_where_the_reference_returns_one():
+    """Where the reference returns a bool, is a number told that a bool is expected?"""
+    ex = Expect(problem="is_small", tolerance_for=lambda dtype: Tolerance(1e-7, 1e-9), catalogue=None,
+                last_call=lambda: None, student=FakeStudent(is_small=lambda x: 1),
+                reference=SimpleNamespace(is_small=lambda x: bool(np.all(np.abs(x) <= 1))))
+    msg = failure(lambda: ex.matches_reference(ex.student.is_small, (X,), what="is_small(x)"))
+    assert msg == "is_small(x) returned an int; expected a bool (True or False).", msg
+
+
+@pytest.mark.parametrize("big", [2**64, -2**70, 2**4000], ids=["2**64", "-2**70", "2**4000"])
+def test_matches_reference_fails_an_integer_too_large_for_numpy_plainly(big):
+    """Where the reference returns a number, is a Python int that no numpy integer holds (the sandbox
+    passes ints of up to 4096 bits) a plain failure saying so, not an error of the check itself?
+    And is expect.close, given such an int for a single number, the same, while an int just below
+    2**64 is still compared?"""
+    ex = scalar_expect(lambda x: big)
+    msg = failure(lambda: ex.matches_reference(ex.student.mean_square, (X,), what="mean_square(x)"))
+    said = "returned an integer too large for a numpy number (numpy's integers have 64 bits); expected a number."
+    assert msg == f"mean_square(x) {said}", msg
+    msg = failure(lambda: make_expect().close(big, 2.5, what="loss(x)"))
+    assert msg == f"loss(x) {said}", msg
+    ex = scalar_expect(lambda x: 2**64 - 1)        # numpy holds it, as a uint64: compared as a number
+    msg = failure(lambda: ex.matches_reference(ex.student.mean_square, (X,), what="mean_square(x)"))
+    assert msg.startswith("mean_square(x) is off (tolerance"), msg
+
+
+@pytest.mark.parametrize("value, said", [(float("nan"), "is NaN"), (float("-inf"), "is infinite")],
+                         ids=["nan", "-inf"])
+def test_a_single_number_not_finite_is_told_without_entries_or_index(value, said):
+    """Is a NaN or infinite number, where the reference returns a number, told so in words for one
+    number, not as '1 NaN or infinite entries (first at index ())'?"""
+    advice = ("; look for overflow in exp, a division by zero, or a softmax over entries that are all -inf "
+              "(every one masked).")
+    msg = failure(lambda: make_expect().finite(np.asarray(value), "loss(x)"))
+    assert msg == f"loss(x) {said}{advice}", msg
+    ex = scalar_expect(lambda x: value)
+    msg = failure(lambda: ex.matches_reference(ex.student.mean_square, (X,), what="mean_square(x)"))
+    assert msg == f"mean_square(x) {said}{advice}", msg
 
 
 def test_matches_reference_accepts_the_wiring_of_the_students_own_blocks():
