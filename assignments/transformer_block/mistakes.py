@@ -335,8 +335,9 @@ catalogue.add("split_heads.unclear_value_error", hint="""
     before reshaping and raise ValueError yourself, with a message that gives both numbers.""")
 
 catalogue.add("general.mutates_input", hint="""
-    Your function changed one of its input arrays in place, as x -= mean or another augmented
-    assignment to an argument does. Compute into new arrays (x = x - mean) and leave the caller's arrays alone.""")
+    Your function changed one of its input arrays in place, as an augmented assignment to an argument
+    (x -= ..., x *= ...) or an assignment into its elements (x[...] = ...) does. Compute into new arrays
+    (y = x * ...) and leave the caller's arrays alone.""")
 
 catalogue.add("general.float32_upcast", hint="""
     Float32 inputs came back as float64: under NumPy 2's promotion rules anything float64 in the

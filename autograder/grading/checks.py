@@ -552,7 +552,7 @@ class Expect:
         self._fail(f"{what} is not right, and changed its own input while it ran: your `{block}` modifies its "
                    f"argument in place ({', '.join(paths)}), so where `{composite}` uses that array again after "
                    f"calling `{block}` (a residual x + ..., say) it gets the modified values. Make `{block}` "
-                   f"compute into new arrays (x = x - mean, not x -= mean); the modification costs the points "
+                   f"compute into new arrays (y = x - ..., not x -= ...); the modification costs the points "
                    f"here, where it shows.")
 
     def _block(self, name: str, call: Callable[[Args, Kwargs], Any],
@@ -939,7 +939,7 @@ class Expect:
         mutated = tuple(getattr(info, "mutated", ()) or ())
         if mutated:
             self._fail(f"{what} modified its input in place ({', '.join(mutated)}); "
-                       f"work on new arrays (e.g. `x - mean`, not `x -= mean`).")
+                       f"work on new arrays (e.g. `y = x * ...`, not `x *= ...` or `x[...] = ...`).")
 
     @contextlib.contextmanager
     def raises(self, exc_type: type[BaseException], *, what: str, diagnose: str | None = None,

@@ -186,6 +186,15 @@ def test_warnings_and_mutation_come_from_the_last_call():
     assert "modified its input in place (x)" in failure(lambda: ex.not_mutated("silu(x)"))
 
 
+def test_the_advice_on_an_argument_changed_in_place_fits_a_function_with_no_mean():
+    """Does the advice shown for silu name no operation of layer_norm's (a mean) as its example?"""
+    class Call:
+        warnings = ()
+        mutated = ("x",)
+    advice = failure(lambda: make_expect(last_call=Call()).not_mutated("silu(x)"))
+    assert "in place (x)" in advice and "mean" not in advice, advice
+
+
 # --------------------------------------------------------------------------- the reference wiring
 
 def _double(x):

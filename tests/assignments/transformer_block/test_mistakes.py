@@ -68,6 +68,13 @@ def test_every_id_is_its_problem_dot_snake_case():
     assert {m.problem for m in CATALOGUE} <= set(COURSE_PROBLEMS) | {"general"}
 
 
+def test_the_hint_on_an_argument_changed_in_place_fits_silu_too():
+    """Is the hint shown for any function that changes its argument in place (silu among them) free of
+    layer_norm's mean?"""
+    hint = CATALOGUE["general.mutates_input"].hint
+    assert "in place" in hint and "mean" not in hint, hint
+
+
 def test_every_hint_is_one_or_two_sentences_without_values():
     """Is every hint one or two full sentences, with no literal values (decimals or multi-digit numbers)?"""
     for m in CATALOGUE:
