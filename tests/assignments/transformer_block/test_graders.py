@@ -527,6 +527,15 @@ def test_a_right_block_on_a_layer_norm_that_modifies_its_argument_names_the_laye
         assert not c.diagnoses and not c.stages, (c.name, c.diagnoses, c.stages)
 
 
+def test_an_attention_with_its_mask_parameter_renamed_loses_points_in_its_own_problem(session):
+    """Does a multi_head_attention whose `mask` parameter is renamed fail a check of its own (the mask
+    given by keyword, as the released def line names it), with every other attention check passed?"""
+    renamed = re.sub(r"\bmask\b", "causal_mask", solution_code()["multi_head_attention"])
+    assert "causal_mask=None" in renamed
+    failed = _failed(_checks(session, SEEDS[0], renamed), "multi_head_attention")
+    assert list(failed) == ["test_multi_head_attention_follows_any_boolean_mask"], failed
+
+
 COUNT_MISTAKES = [m for m, form in MISTAKE_FORMS.items() if form.function == "count_block_params"]
 
 
