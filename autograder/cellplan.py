@@ -337,6 +337,27 @@ def definitions_only(source: str) -> tuple[str, tuple[str, ...]] | None:
     return text, tuple(dict.fromkeys(names))
 
 
+def definitions_alone(source: str) -> tuple[str | None, tuple[str, ...]] | None:
+    """What of a cell to run when its time is not to be spent: `definitions_only` when it has
+    definitions to keep and something else to leave out; (None, names) when it is made of
+    definitions and imports alone (`import torch`, a decorated `def`), so that all of it is run;
+    None when it has no definition or import to keep, or cannot be split (it is left out)."""
+    trimmed = definitions_only(source)
+    if trimmed is not None:
+        return trimmed
+    tree = _parse(source)
+    kinds = (*_DEFINITIONS, ast.Import, ast.ImportFrom)
+    if tree is None or not tree.body or not all(isinstance(s, kinds) for s in tree.body):
+        return None
+    names: list[str] = []
+    for statement in tree.body:
+        if isinstance(statement, _DEFINITIONS):
+            names.append(statement.name)
+        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+            names += [(a.asname or a.name).split(".")[0] for a in statement.names if a.name != "*"]
+    return None, tuple(dict.fromkeys(names))
+
+
 @lru_cache(maxsize=4096)
 def cell_facts(source: str) -> CellFacts:
     """The facts of one cell (cached by source: released cells and common answers repeat)."""

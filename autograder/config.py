@@ -61,8 +61,9 @@ class Limits:
     cell_seconds: float = setting(30.0, check=POSITIVE, help="wall-clock seconds for one notebook cell")
     total_seconds: float = setting(180.0, check=POSITIVE,
                                    help="wall-clock seconds for all cells of one notebook (past it, the notebook is "
-                                        "run once more up to the cell the time ran out in, within half of what is "
-                                        "left of submission_seconds: see docs/grading.md)")
+                                        "run once more, up to the cell the time ran out in or, when reruns after "
+                                        "stopped cells used the time, to the end, within half of what is left of "
+                                        "submission_seconds: see docs/grading.md)")
     call_seconds: float = setting(10.0, check=POSITIVE,
                                   help="seconds for one call from a grader into a student function")
     memory_mb: int = setting(2048, check=POSITIVE, help="address space of the student's process, in MB")

@@ -308,3 +308,17 @@ def test_a_stopped_cell_with_nothing_to_split_is_left_out_whole(source):
     """Is definitions_only None when there is no function or class to keep, nothing to leave out, or the cell
     cannot be split line for line?"""
     assert cellplan.definitions_only(source) is None
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("import time\nK = 2\ndef f():\n    return K", ("import time\n\ndef f():\n    return K", ("time", "f"))),
+    ("import torch.nn as nn\nfrom os import path", (None, ("nn", "path"))),
+    ("@slow\ndef f():\n    return 1\nclass C:\n    pass", (None, ("f", "C"))),
+    ("import os\nos._exit(0)", None),
+    ("time.sleep(5)", None),
+    ("%%bash\nsleep 100", None),
+])
+def test_definitions_alone_keeps_a_cell_of_definitions_and_imports_whole(source, expected):
+    """Is a cell split as definitions_only splits it, run whole (None for its text) when it is made of
+    definitions and imports alone, and None when it has nothing to keep or cannot be split?"""
+    assert cellplan.definitions_alone(source) == expected

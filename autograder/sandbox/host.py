@@ -16,8 +16,9 @@ only that process: the next call forks again from the template (milliseconds; th
 not run again), at most limits.max_restarts times per submission, and a function that hung or
 crashed twice is not called again. A notebook cell that hangs or kills its process is noted and
 the notebook is run again with that cell's definitions alone in its place (or without it: see
-`_cell_stopped`), within limits.total_seconds; past that, once more up to the cell the time ran
-out in, within half of what is left of the submission's budget (see `_plan_last_run`).
+`_cell_stopped`), within limits.total_seconds; past that, once more, up to the cell the time ran
+out in or, when the reruns used the time, to the end, within limits.total_seconds and half of
+what is left of the submission's budget (see `_plan_last_run`).
 """
 from __future__ import annotations
 
@@ -636,6 +637,7 @@ class SubmissionRun:
         self._stopped: dict[int, CellOutcome] = {}
         self._stop_what: dict[int, str] = {}        # how each stopped cell first stopped, in words
         self._trimmed: dict[int, str] = {}  # stopped cells run again as their definitions alone (definitions_only)
+        self._unrun: set[int] = set()       # cells after the one the time ran out in, not run (_plan_last_run)
         self._failed: tuple[str, str] | None = None
         self._layers: set[str] = set(host._host_layers)
         self._submission_layers: set[str] = set()
@@ -680,6 +682,16 @@ class SubmissionRun:
             if name in functions:
                 return magic, c.label.partition(" (")[0]
         return "", ""
+
+    def unrun_definer(self, name: str) -> str:
+        """The cell that defines the function `name` when it was not run, the notebook having reached
+        its time limit before it (`_plan_last_run`), named by its place alone; "" when none was."""
+        from ..cellplan import defined_functions
+
+        for c in reversed(self.cells):
+            if c.index in self._unrun and name in defined_functions(c.source):
+                return c.label.partition(" (")[0]
+        return ""
 
     def close(self) -> None:
         """End the submission: every process of it is killed (its PID namespace goes)."""
@@ -809,7 +821,7 @@ class SubmissionRun:
         messages: list[str] = []
         detail = ""
         labels = {c.index: c.label for c in self.cells}
-        last_run = False
+        last_run: float | None = None       # the seconds of the last run, once it is planned
         while True:
             self._start_template()
             stop = self._send_cells(end) or self._read_cells(end, outcomes, labels)
@@ -820,20 +832,28 @@ class SubmissionRun:
                 self._stopped[index] = self._cell_stopped(index, stop, labels.get(index, ""))
                 outcomes[index] = self._stopped[index]
                 continue
-            if stop.kind == "total" and not last_run:
+            if stop.kind == "total" and last_run is None:
                 seconds = self._last_run_seconds(stop.index)
                 if stop.index is not None and seconds is not None:
-                    messages.append(self._plan_last_run(stop.index, seconds, outcomes, labels))
-                    end, last_run = time.monotonic() + seconds, True
+                    plan_note = self._plan_last_run(stop.index, seconds, outcomes, labels)
+                    messages.append(plan_note)
+                    end, last_run = time.monotonic() + seconds, seconds
                     continue
+            if last_run is not None:            # the last run did not finish either: nothing was graded on it
+                messages.remove(plan_note)
             if stop.kind == "total":
                 state = "timeout"
                 limit = self.limits.total_seconds if end < self.deadline else self.limits.submission_seconds
                 reason = f"it did not finish within {limit:g} s"
+                running = f"the notebook reached its time limit of {limit:g} s"
+                if last_run is not None:
+                    reason = (f"it did not finish within {self.limits.total_seconds:g} s, nor when run once more "
+                              f"within {last_run:.3g} s")
+                    running = f"the notebook, run once more, reached that run's time limit of {last_run:.3g} s"
                 if stop.index is not None:
                     outcomes[stop.index] = CellOutcome(
                         stop.index, "timeout", label=labels.get(stop.index, ""),
-                        message=f"was still running when the notebook reached its time limit of {limit:g} s")
+                        message=f"was still running when {running}")
             else:
                 state = "crashed"
                 reason = f"its process stopped before running it: {stop.reason}"
@@ -851,7 +871,7 @@ class SubmissionRun:
 
     def _last_run_seconds(self, index: int | None) -> float | None:
         """When the notebook reached its total limit with cell `index` running: the seconds of one
-        last run up to that cell (see `_plan_last_run`), or None when there is no such run: the
+        last run (see `_plan_last_run`), or None when there is no such run: the
         cell is not known, or too little of the submission's budget is left (at most half of it
         goes to the last run, the rest being the calls')."""
         if index is None or index not in {c.index for c in self.cells}:
@@ -863,60 +883,80 @@ class SubmissionRun:
 
     def _plan_last_run(self, index: int, seconds: float, outcomes: dict[int, CellOutcome],
                        labels: dict[int, str]) -> str:
-        """The notebook ran out of time in cell `index`: it is run once more up to that cell (kept as
-        its definitions alone, as a cell stopped at its own limit is), the cells after it left out,
-        and so are the slowest of the cells before it (their definitions alone kept) until what is
-        left took at most half of the last run's `seconds`. The functions are then graded on what the
-        cells that finished define, as in Jupyter after an interrupt. Returns the note saying so."""
+        """The notebook ran out of time in cell `index`: it is run once more, within `seconds`.
+        When cells were stopped at their own limit before (the reruns after them used the time), all
+        cells are run, the stopped ones as they were last (their definitions alone, or left out).
+        Otherwise it is run up to cell `index`, the cells after it not run; that cell is kept as its
+        definitions alone, run whole when it is made of definitions and imports alone, or left out
+        when it defines nothing (`_definitions_alone`). Then, while the cells before it that finished
+        took more than half of `seconds`, the slowest of them are left out: first those that define
+        nothing, then, only if still needed, those with definitions (their definitions alone kept; a
+        cell of definitions and imports alone is never left out). The functions are then graded on
+        what the cells that ran define, as in Jupyter after an interrupt. Returns the note saying so."""
         limit = self.limits.total_seconds
         order = [c.index for c in self.cells]
         sources = {c.index: c.source for c in self.cells}
         at = order.index(index)
-        for later in order[at + 1:]:
-            if later not in self._stopped:
+        rerun = bool(self._stopped)         # cells stopped at their own limit: the notebook was run again
+        if not rerun:
+            for later in order[at + 1:]:
+                self._unrun.add(later)
                 self._stopped[later] = outcomes[later] = CellOutcome(
                     later, "not_run", label=labels[later],
                     message=f"was not run: the notebook reached its time limit of {limit:g} s before it")
-        what = f"was still running when the notebook reached its time limit of {limit:g} s"
-        self._stop_what[index] = what
-        kept = self._definitions_alone(index, sources[index])
-        self._stopped[index] = outcomes[index] = CellOutcome(
-            index, "timeout", label=labels[index],
-            message=f"{what} and was stopped; the notebook was then run again up to this cell, "
-                    f"{f'with only its definitions kept ({kept})' if kept else 'leaving it out'}")
+            plan = self._definitions_alone(index, sources[index])
+            if plan is None or plan[0]:
+                what = f"was still running when the notebook reached its time limit of {limit:g} s"
+                self._stop_what[index] = what
+                self._stopped[index] = outcomes[index] = CellOutcome(
+                    index, "timeout", label=labels[index],
+                    message=f"{what} and was stopped; the notebook was then run again up to this cell, "
+                            f"{f'with only its definitions kept ({plan[1]})' if plan else 'leaving it out'}")
         finished = [i for i in order[:at] if i not in self._stopped and i in outcomes]
         took_all = sum(outcomes[i].seconds for i in finished)
+        plans = {i: self._definitions_alone(i, sources[i], keep=False) for i in finished}
+        slowest = sorted(finished, key=lambda i: -outcomes[i].seconds)
+        trimmable = [i for i in slowest if (plan := plans[i]) is not None and plan[0]]
         left_out: list[int] = []
-        for slow in sorted(finished, key=lambda i: -outcomes[i].seconds):
+        for slow in [i for i in slowest if plans[i] is None] + trimmable:
             if took_all <= seconds / 2:
                 break
             left_out.append(slow)
             took = outcomes[slow].seconds
             took_all -= took
-            kept = self._definitions_alone(slow, sources[slow])
+            plan = self._definitions_alone(slow, sources[slow])
             self._stop_what[slow] = f"took {round(took, 1):g} s"
             self._stopped[slow] = outcomes[slow] = CellOutcome(
                 slow, "not_run", seconds=took, label=labels[slow],
                 message=f"took {round(took, 1):g} s: when the notebook was run again after reaching its time "
                         f"limit of {limit:g} s, this slow cell was left out"
-                        f"{f', only its definitions kept ({kept})' if kept else ''}")
-        slow_part = f", leaving out {plural(len(left_out), 'slow cell')} before it" if left_out else ""
-        return (f"Your notebook did not finish within its time limit of {limit:g} s: it was run again up to "
-                f"{labels[index]}, where the time ran out{slow_part}, and your functions were graded on what "
-                f"the cells that ran define. Make every cell fast enough (remove sleeps, long loops and "
-                f"debugging code) so that the whole notebook runs in {limit:g} s.")
+                        f"{f', only its definitions kept ({plan[1]})' if plan else ''}")
+        slow_part = f", leaving out {plural(len(left_out), 'slow cell')}" if left_out else ""
+        if rerun:
+            run_again = (f", as it was run again after each cell stopped at its own limit: it was run once more "
+                         f"to the end, those cells as they were last run{slow_part}")
+        else:
+            run_again = (f": it was run again up to {labels[index]}, where the time ran out"
+                         f"{slow_part and slow_part + ' before it'}")
+        return (f"Your notebook did not finish within its time limit of {limit:g} s{run_again}, and your "
+                f"functions were graded on what the cells that ran define. Make every cell fast enough (remove "
+                f"sleeps, long loops and debugging code) so that the whole notebook runs in {limit:g} s.")
 
-    def _definitions_alone(self, index: int, source: str) -> str:
-        """Have cell `index` run as its definitions alone from now on (`cellplan.definitions_only`),
-        when it has any: the names they define, else "" (and the cell is not run at all)."""
-        from ..cellplan import definitions_only
+    def _definitions_alone(self, index: int, source: str, keep: bool = True) -> tuple[bool, str] | None:
+        """What of cell `index` is run when its time is not to be spent (`cellplan.definitions_alone`):
+        (True, the names they define) when its definitions alone are kept, the rest of it not run;
+        (False, names) when it is made of definitions and imports alone and so is run whole; None when
+        it defines nothing, and so is not run at all. With `keep`, cell `index` is run so from now on."""
+        from ..cellplan import definitions_alone
 
-        self._trimmed.pop(index, None)
-        trimmed = definitions_only(source)
-        if trimmed is None:
-            return ""
-        self._trimmed[index] = trimmed[0]
-        return ", ".join(trimmed[1])
+        found = definitions_alone(source)
+        if keep:
+            self._trimmed.pop(index, None)
+            if found is not None and found[0] is not None:
+                self._trimmed[index] = found[0]
+        if found is None:
+            return None
+        return found[0] is not None, ", ".join(found[1])
 
     def _cell_stopped(self, index: int, stop: _Stop, label: str) -> CellOutcome:
         """The outcome of a cell that ran too long or ended its process. The notebook is run again
@@ -1496,7 +1536,9 @@ class ProblemHandle:
             kind = msg.get("kind")
             error: StudentCodeError
             if kind == "missing":
-                error = FunctionMissing(name, *self.run.skipped_definer(name))
+                magic, cell = self.run.skipped_definer(name)
+                unrun = "" if magic else self.run.unrun_definer(name)
+                error = FunctionMissing(name, magic, cell or unrun, unrun=bool(unrun))
             elif kind == "not_callable":
                 error = NotCallable(name, _text(msg, "type", 100))
             elif kind == "raised":

@@ -171,10 +171,13 @@ class FunctionMissing(StudentCodeError):
     """No such name in the notebook's namespace after its cells ran. Its sentence has no brackets of
     its own: checks that needed the function quote it in theirs ("which failed on its inputs (...)")."""
 
-    def __init__(self, name: str, magic: str = "", cell: str = ""):
+    def __init__(self, name: str, magic: str = "", cell: str = "", *, unrun: bool = False):
         self.name = name
         self.magic = magic      # the cell magic that made the sandbox skip `cell`, which defines `name`
-        if not magic:
+        if unrun:               # `cell` was not run: the notebook reached its time limit before it
+            text = (f"`{name}` is not defined in your notebook: {cell}, which defines it, was not run, as your "
+                    f"notebook reached its time limit before it; make the cells above it faster.")
+        elif not magic:
             text = f"`{name}` is not defined in your notebook; perhaps it was renamed, or its cell failed."
         elif magic == "%%timeit":
             text = (f"`{name}` is not defined in your notebook: {cell}, which defines it, starts with the cell "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 import select
 import signal
 import sys
@@ -117,8 +118,11 @@ def test_the_total_limit_grades_what_the_cells_that_finished_define(submit):
     assert [c.status for c in report.cells] == ["ok", "not_run", "timeout", "not_run"]
     assert run.problem("p").call("f").value == 1
     assert run.problem("q").call("g").value == 2, "a slow cell's definitions are kept"
-    with pytest.raises(FunctionMissing):
+    with pytest.raises(FunctionMissing) as missing:
         run.problem("r").call("h")
+    assert missing.value.feedback == ("`h` is not defined in your notebook: the 4th code cell, which defines it, was "
+                                      "not run, as your notebook reached its time limit before it; make the cells "
+                                      "above it faster.")
     notes = " ".join(report.notes)
     assert "Your notebook did not finish within its time limit of 2.5 s: it was run again up to " \
            "the 3rd code cell (`time.sleep(1.5)`), where the time ran out, leaving out 1 slow cell" in notes
@@ -128,17 +132,22 @@ def test_the_total_limit_grades_what_the_cells_that_finished_define(submit):
 
 
 def test_endless_cells_whose_reruns_use_up_the_total_limit_leave_the_answers_graded(submit):
-    """When the notebook is run again after each endless cell until the total limit is reached, are
-    the functions of the cells before them still graded, each endless cell noted?"""
+    """When the notebook is run again after each endless cell until the total limit is reached, is
+    it run once more to the end, the endless cells left out (their reruns, not the cells that are
+    left, used the time), so that the functions after them are graded too, each endless cell noted?"""
     limits = Limits(cell_seconds=1.0, total_seconds=2.5, call_seconds=1.0, memory_mb=1024, submission_seconds=30)
     started = time.monotonic()
     run = submit(["def f():\n    return 1"] + ["while True:\n    pass"] * 3 + ["def h():\n    return 3"], limits)
     assert time.monotonic() - started < 10
     assert run.report.state == "ok"
-    assert [c.status for c in run.report.cells] == ["ok", "timeout", "timeout", "timeout", "not_run"]
+    assert [c.status for c in run.report.cells] == ["ok", "timeout", "timeout", "timeout", "ok"]
     assert run.problem("p").call("f").value == 1
-    assert "ran longer than 1 s and was stopped" in run.report.cell(2).note
-    assert "was still running when the notebook reached its time limit of 2.5 s" in run.report.cell(4).note
+    assert run.problem("q").call("h").value == 3
+    for cell in (2, 3, 4):
+        assert "ran longer than 1 s and was stopped; the notebook was then run again without it" \
+            in run.report.cell(cell).note
+    assert "Your notebook did not finish within its time limit of 2.5 s, as it was run again after each cell " \
+           "stopped at its own limit: it was run once more to the end" in " ".join(run.report.notes)
 
 
 def test_the_total_limit_with_no_time_left_for_a_last_run_stops_the_notebook(submit):
@@ -152,6 +161,49 @@ def test_the_total_limit_with_no_time_left_for_a_last_run_stops_the_notebook(sub
     with pytest.raises(NotebookFailed) as info:
         run.problem("p").call("f")
     assert "did not finish within 2.5 s" in info.value.feedback
+
+
+LAST_RUN_LIMITS = Limits(cell_seconds=2.0, total_seconds=2.5, call_seconds=1.0, memory_mb=1024, submission_seconds=30)
+
+
+def test_a_slow_cell_of_definitions_alone_runs_whole_in_the_last_run(submit):
+    """A cell made of definitions alone that is slow (a decorator that takes 0.9 s, as `import torch`
+    can): when the notebook is run once more after its total limit, is that cell run whole, its
+    time counted, the cells that define nothing left out instead, so that its function is graded?"""
+    run = submit(["import time\ndef slow(fn):\n    time.sleep(0.9)\n    return fn", "@slow\ndef f():\n    return 1",
+                  *["time.sleep(0.5)"] * 5], LAST_RUN_LIMITS)
+    assert run.report.state == "ok"
+    assert run.report.cell(2).status == "ok"
+    assert run.problem("p").call("f").value == 1
+
+
+def test_the_last_run_leaves_out_cells_that_define_nothing_before_slow_answer_cells(submit):
+    """A slow answer cell (`K = 2`, a 0.9 s loop, a function using K) before cells that only sleep:
+    are the sleeping cells left out first, so that the answer cell runs whole and K is defined?"""
+    run = submit(["import time\nK = 2\ntime.sleep(0.9)\ndef f():\n    return K", *["time.sleep(0.5)"] * 5],
+                 LAST_RUN_LIMITS)
+    assert run.report.state == "ok"
+    assert run.report.cell(1).status == "ok"
+    assert run.problem("p").call("f").value == 2
+
+
+def test_a_last_run_that_runs_out_too_fails_the_notebook_with_one_note_naming_its_own_limit(submit):
+    """When the last run runs out of time too (a cell fast the first time, slow the second), is the
+    note on grading what ran dropped, leaving only the one that the notebook could not be run to the
+    end, and does it name the last run's own limit (half of the budget left, under total_seconds)?"""
+    again = "import os, time\nif os.path.exists('mark'):\n    time.sleep(5)\nopen('mark', 'w').close()"
+    limits = Limits(cell_seconds=10.0, total_seconds=2.5, call_seconds=1.0, memory_mb=1024, submission_seconds=7.0)
+    started = time.monotonic()
+    run = submit(["def f():\n    return 1", "import time\ntime.sleep(1.0)", again, "time.sleep(1.6)"], limits)
+    assert time.monotonic() - started < 10
+    assert run.report.state == "timeout"
+    (note,) = run.report.messages
+    found = re.search(r"it did not finish within 2\.5 s, nor when run once more within ([0-9.]+) s", note)
+    assert found and 1.0 <= float(found[1]) < 2.5, note
+    assert "could not be run to the end" in note
+    assert f"reached that run's time limit of {found[1]} s" in run.report.cell(3).note
+    with pytest.raises(NotebookFailed):
+        run.problem("p").call("f")
 
 
 def test_too_little_memory_for_the_notebook_is_a_clear_failure(host):

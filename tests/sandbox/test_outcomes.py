@@ -29,6 +29,9 @@ def test_a_missing_function_says_so_in_one_sentence_without_brackets():
         assert feedback.startswith("`split_heads` is not defined in your notebook: the 3rd code cell, which defines "
                                    f"it, starts with the cell magic `{magic}`")
         assert "(" not in feedback and ")" not in feedback
+    feedback = FunctionMissing("split_heads", cell="the 3rd code cell", unrun=True).feedback
+    assert feedback == ("`split_heads` is not defined in your notebook: the 3rd code cell, which defines it, was not "
+                        "run, as your notebook reached its time limit before it; make the cells above it faster.")
 
 
 def test_a_call_that_does_not_fit_the_students_parameters_says_to_keep_the_released_ones():
