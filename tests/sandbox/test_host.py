@@ -177,6 +177,18 @@ def test_a_slow_cell_of_definitions_alone_runs_whole_in_the_last_run(submit):
     assert run.problem("p").call("f").value == 1
 
 
+def test_the_cell_the_time_ran_out_in_runs_whole_when_made_of_definitions_alone(submit):
+    """When the time runs out in a slow cell of definitions alone (a decorated `def`), does the last
+    run, up to that cell, run it whole, so that its function is graded?"""
+    run = submit(["import time\ndef slow(fn):\n    time.sleep(0.9)\n    return fn", "time.sleep(1.0)",
+                  "time.sleep(1.0)", "@slow\ndef g():\n    return 2", "def h():\n    return 3"], LAST_RUN_LIMITS)
+    assert run.report.state == "ok"
+    statuses = [c.status for c in run.report.cells]
+    assert statuses[3:] == ["ok", "not_run"] and sorted(statuses[1:3]) == ["not_run", "ok"], statuses
+    assert run.problem("p").call("g").value == 2
+    assert "was run again up to the 4th code cell (`def g`), where the time ran out" in " ".join(run.report.notes)
+
+
 def test_the_last_run_leaves_out_cells_that_define_nothing_before_slow_answer_cells(submit):
     """A slow answer cell (`K = 2`, a 0.9 s loop, a function using K) before cells that only sleep:
     are the sleeping cells left out first, so that the answer cell runs whole and K is defined?"""
