@@ -557,11 +557,24 @@ def _skipped_note(name: str, skipped: list[str], shown: int = 5) -> str:
             f"skipped.")
 
 
+# what Jupyter ("-Copy1"), a file manager (" copy", " copy 2", "_copy"), a browser or an LMS download
+# (" (1)", "(1)") and a drive ("Copy of ") add to a file's name when they copy it
+_COPY_PREFIX = r"(?:copy\s+of\s+)*"
+_COPY_SUFFIX = r"(?:[-_ ]copy(?:\s*\d+)?|\s*\(\d+\))*"
+
+
 def named_like(name: str, expected: str) -> bool:
-    """Whether the submitted notebook `name` holds the expected notebook's name without its extension, in
-    any case: a copy Jupyter or a browser made of it ("hw-Copy1.ipynb", "hw (1).ipynb", "Copy of HW.ipynb")."""
-    stem = Path(expected).stem.lower()
-    return bool(stem) and stem in Path(name).stem.lower()
+    """Whether the submitted notebook `name` bears the name a copy of the expected notebook gets, in
+    any case: the expected name without its extension, with what Jupyter, a file manager, a browser
+    or an LMS download adds to a copy ("hw-Copy1.ipynb", "hw-Copy1 (2).ipynb", "hw (1).ipynb",
+    "hw(1).ipynb", "Copy of HW.ipynb", "hw copy.ipynb", "hw_copy.ipynb"), maybe with spaces around it.
+    Any other name is not: "lab10.ipynb" is not named like lab1.ipynb, nor "hw3_backup_old.ipynb" like
+    hw3.ipynb, nor "hw1.ipynb" like hw.ipynb."""
+    stem = Path(expected).stem
+    if not stem.strip():
+        return False
+    pattern = _COPY_PREFIX + re.escape(stem.strip()) + _COPY_SUFFIX
+    return re.fullmatch(pattern, Path(name).stem.strip(), re.IGNORECASE) is not None
 
 
 def _like(paths: list[Path], expected: str) -> list[Path]:

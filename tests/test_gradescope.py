@@ -246,6 +246,7 @@ def test_a_grader_that_cannot_run_still_writes_results(built, tmp_path, venv):
     ({"sub/my work.ipynb": "c"}, "c", True),                         # the only notebook, renamed
     ({"a.ipynb": "a", "b.ipynb": "b"}, None, True),                  # two others: neither guessed, both named
     ({"work/Transformer-Block-Copy1.ipynb": "c", "Untitled.ipynb": "u"}, "c", True),   # the one named like it
+    ({"transformer-block-old.ipynb": "o", "Untitled.ipynb": "u"}, None, True),   # a name holding it: not a copy
     ({"__MACOSX/x.ipynb": "m", ".ipynb_checkpoints/y.ipynb": "k"}, None, False),
     ({f"x/{NOTEBOOK}": "x", f"y/{NOTEBOOK}": "y"}, None, True),      # two of that name in subfolders
 ])

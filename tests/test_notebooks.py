@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.notebooks import find_submission_notebooks, load_notebook
+from autograder.notebooks import find_submission_notebooks, load_notebook, named_like
 
 
 def write_nb(path: Path, *sources: str, markdown: str | None = None) -> Path:
@@ -136,6 +136,37 @@ def test_copies_named_like_the_notebook_are_named_as_copies_not_as_foreign_files
     assert notes == ("hw.ipynb was not submitted.",
                      *(f"hw ({n}).ipynb, named like hw.ipynb, was not graded: several notebooks are named like it, "
                        f"so none was taken for it. Keep one, named hw.ipynb, and resubmit." for n in (1, 2)))
+
+
+@pytest.mark.parametrize("name", ["hw-Copy1.ipynb", "hw-Copy1 (2).ipynb", "hw (1).ipynb", "hw(1).ipynb",
+                                  "Copy of HW.ipynb", "hw copy.ipynb", "HW_copy.ipynb", " hw copy 2 .ipynb"])
+def test_a_copy_jupyter_a_browser_or_a_download_made_is_named_like_the_notebook(name):
+    """Is each copy Jupyter, a file manager, a browser or an LMS download makes of hw.ipynb named like it?"""
+    assert named_like(name, "hw.ipynb")
+
+
+@pytest.mark.parametrize(("name", "expected"), [("lab10.ipynb", "lab1.ipynb"), ("hw1.ipynb", "hw.ipynb"),
+                                                ("hw3_backup_old.ipynb", "hw3.ipynb"), ("my hw.ipynb", "hw.ipynb"),
+                                                ("hw.ipynb", "hw3.ipynb")])
+def test_a_name_that_merely_holds_the_notebook_s_is_not_named_like_it(name, expected):
+    """Is a notebook whose name only contains the expected one's (another lab, a backup) not taken for it?"""
+    assert not named_like(name, expected)
+
+
+def test_another_notebook_holding_the_expected_name_is_not_graded_in_its_place(tmp_path):
+    """With lab1.ipynb missing, is lab10.ipynb (beside another notebook) not graded as lab1.ipynb, and does
+    a copy of a second notebook of the assignment name that notebook, not the first whose name it holds?"""
+    write_nb(tmp_path / "lab10.ipynb", "x = 1")
+    write_nb(tmp_path / "final.ipynb", "x = 2")
+    found, notes = find_submission_notebooks(tmp_path, ("lab1.ipynb",))
+    assert found == {"lab1.ipynb": None}
+    assert notes == ("lab1.ipynb was not submitted.",
+                     "final.ipynb is not part of this assignment and was ignored.",
+                     "lab10.ipynb is not part of this assignment and was ignored.")
+    (tmp_path / "lab10.ipynb").rename(tmp_path / "lab10 (1).ipynb")
+    found, notes = find_submission_notebooks(tmp_path, ("lab1.ipynb", "lab10.ipynb"))
+    assert found == {"lab1.ipynb": None, "lab10.ipynb": None}
+    assert "lab10 (1).ipynb, named like lab10.ipynb, was not graded; name it lab10.ipynb and resubmit." in notes
 
 
 def test_a_notebook_whose_extension_is_in_capitals_is_graded_as_a_renamed_one(tmp_path):
