@@ -412,12 +412,25 @@ def copied_cell_notes(name: str, raw_cells: list[Any], source_key: str = "source
     return notes
 
 
-def redefined_notes(name: str, raw_cells: list[Any], source_key: str = "source") -> list[str]:
-    """A note per function that an answer cell or a given (read-only) cell defines and a later code cell,
-    not a copy of that cell, defines again: that later definition is the one Python keeps, so it is the
-    one graded and the one the notebook's other functions call, whatever the first one says."""
-    first: dict[str, tuple[str, str, str]] = {}        # function -> (grade_id, kind, label) of its nbgrader cell
-    again: dict[str, str] = {}                          # function -> label of the last cell defining it again
+_Redefinition = tuple[str, str, str]     # (function, the cell it was defined in, the cell defining it again): `_key`s
+
+
+def _key(cell: dict[str, Any], source: str) -> str:
+    """A cell as the released notebook and a submission can both hold it: an nbgrader cell by its id (its
+    answer changes), another by its source."""
+    return f"id:{cell['metadata']['nbgrader']['grade_id']}" if cell_kind(cell) else f"source:{source}"
+
+
+def _redefinitions(raw_cells: list[Any], source_key: str, released: frozenset[_Redefinition] | None
+                   ) -> tuple[dict[str, tuple[str, str, str | None]], set[_Redefinition]]:
+    """Walk the code cells in order, as they run, following each function first defined by an answer or
+    given (read-only) cell. Returns ({function: (kind, label of that cell, label of the later cell whose
+    definition is the one run last, if not a copy of that cell nor a redefinition `released` holds)},
+    the redefinitions seen). With `released` None (read from the released notebook), every redefinition
+    is the release's own."""
+    owner: dict[str, tuple[str, str, str]] = {}    # function -> (key, kind, label) of its answer or given cell
+    last: dict[str, str | None] = {}               # function -> label of the cell defining it again, run last
+    seen: set[_Redefinition] = set()
     number = 0
     for cell in raw_cells:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -429,18 +442,64 @@ def redefined_notes(name: str, raw_cells: list[Any], source_key: str = "source")
         functions = [m.group(2) for m in _DEF.finditer(source) if m.group(1) == "def"]
         if not functions:
             continue
-        kind = cell_kind(cell)
-        grade_id = cell["metadata"]["nbgrader"]["grade_id"] if kind else ""
+        kind, key, label = cell_kind(cell), _key(cell, source), cell_label(number, source)
         for function in functions:
-            owner = first.get(function)
-            if owner is None:
+            first = owner.get(function)
+            if first is None:
                 if kind in ("answer", "read-only"):
-                    first[function] = (grade_id, kind, cell_label(number, source))
-            elif owner[0] != grade_id and function in defined_functions(source):
-                again[function] = cell_label(number, source)
+                    owner[function], last[function] = (key, kind, label), None
+                continue
+            if function not in defined_functions(source):
+                continue
+            if key == first[0]:                     # a copy of that cell: its definition is the one run
+                owner[function], last[function] = (key, first[1], label), None
+                continue
+            seen.add((function, first[0], key))
+            if released is None or (function, first[0], key) in released:
+                if kind in ("answer", "read-only"):     # the release's own: this cell is meant to replace it
+                    owner[function] = (key, kind, label)
+                last[function] = None
+            else:
+                last[function] = label
+    return {f: (kind, where, last[f]) for f, (_, kind, where) in owner.items()}, seen
+
+
+def released_redefinitions(path: Path | None) -> frozenset[_Redefinition] | None:
+    """The functions that the released notebook at `path` itself defines again in a later cell (a given
+    stub its answer cell replaces, a helper two given cells define); None when it cannot be read."""
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return _released_redefinitions(path, (st.st_mtime_ns, st.st_size))
+
+
+@lru_cache(maxsize=16)
+def _released_redefinitions(path: Path, stamp: tuple[int, int]) -> frozenset[_Redefinition] | None:
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        if not isinstance(cells, list):
+            return None
+        return frozenset(_redefinitions(cells, "source", None)[1])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+
+
+def redefined_notes(name: str, raw_cells: list[Any], source_key: str = "source",
+                    released: frozenset[_Redefinition] | None = None) -> list[str]:
+    """A note per function that an answer cell or a given (read-only) cell defines and a later code cell,
+    not a copy of that cell, defines again, naming the cell whose definition runs last: that one is the
+    definition Python keeps, so it is the one graded and the one the notebook's other functions call,
+    whatever the first one says. A redefinition the released notebook itself makes (`released`, from
+    `released_redefinitions`: a given stub an answer cell replaces, a helper two given cells define) is
+    not the student's, so it is not noted; nor is one followed by a copy of the first cell, which runs
+    last."""
     notes = []
-    for function, label in again.items():
-        _, kind, where = first[function]
+    for function, (kind, where, label) in _redefinitions(raw_cells, source_key, released or frozenset())[0].items():
+        if label is None:
+            continue
         if kind == "answer":
             notes.append(f"{name}: `{function}`, written in its answer cell ({where}), is defined again in {label}, "
                          f"which runs after it: that later definition is the one graded, and the one your other "
@@ -460,9 +519,10 @@ def _unreadable(path: Path | None, reason: str) -> LoadedNotebook:
     return LoadedNotebook(path=path, cells=(), notes=(reason,), readable=False, unread=True)
 
 
-def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
+def load_notebook(path: Path, *, max_mb: float, release: Path | None = None) -> LoadedNotebook:
     """Read a submitted notebook (nbformat 4, or 3 converted) into its code cells. Notes name it as
-    shown_name writes it (a submitted name may hold control characters)."""
+    shown_name writes it (a submitted name may hold control characters). `release`: the released
+    notebook it was made from, if known (what the release itself does is not noted as the student's)."""
     name = shown_name(path.name)
     try:
         data_bytes = read_regular(path, int(max_mb * 1024 * 1024))
@@ -540,7 +600,7 @@ def load_notebook(path: Path, *, max_mb: float) -> LoadedNotebook:
             continue
         cells.append(CodeCell(index=i, source=src, label=cell_label(number, src), test_of=_test_of(cell)))
     notes += copied_cell_notes(name, raw_cells, source_key)
-    notes += redefined_notes(name, raw_cells, source_key)
+    notes += redefined_notes(name, raw_cells, source_key, released_redefinitions(release))
     if skipped:
         notes.append(_skipped_note(name, skipped))
     if not cells:

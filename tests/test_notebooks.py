@@ -7,7 +7,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.notebooks import find_submission_notebooks, load_notebook, named_like
+from autograder.config import load_course
+from autograder.grading.engine import load
+from autograder.layout import CourseLayout
+from autograder.notebooks import find_submission_notebooks, load_notebook, named_like, ordinal
 
 
 def write_nb(path: Path, *sources: str, markdown: str | None = None) -> Path:
@@ -334,6 +337,76 @@ def test_load_notes_a_function_defined_again_after_its_answer_or_given_cell(tmp_
         "cell (`def f`), which runs after it: that later definition is the one graded, and the one your other "
         "functions call.")
     assert loaded.notes[0].startswith("hw.ipynb: the answer cell `f_solution` appears 2 times")
+
+
+def _nbgrader_cell(source: str, grade_id: str = "", *, answer: bool = False) -> nbformat.NotebookNode:
+    """A code cell: an answer cell (`answer`) or a given read-only cell of id `grade_id`, else a plain one."""
+    meta = {"grade": False, "solution": answer, "locked": not answer, "grade_id": grade_id} if grade_id else {}
+    return nbformat.v4.new_code_cell(source, metadata={"nbgrader": meta})
+
+
+def test_a_redefinition_the_released_notebook_itself_makes_is_not_noted(tmp_path):
+    """When the released notebook itself defines a function again (two given cells defining the same helper,
+    a given stub its answer cell replaces), is nothing said of it to the student who keeps it, while a
+    function the student defines again (the helper tried again at the end) is still said, naming that cell?"""
+    course = CourseLayout(tmp_path)
+    release, submission = course.release("hw") / "hw.ipynb", course.submission("ada", "hw") / "hw.ipynb"
+    given = [_nbgrader_cell("def helper(x):\n    return x", "setup"),
+             _nbgrader_cell("def helper(x):\n    return x + 0", "more_setup"),
+             _nbgrader_cell("def f(x):\n    raise NotImplementedError", "stub")]
+    stub = "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError"
+    released = nbformat.v4.new_notebook(cells=[*given, _nbgrader_cell(stub, "f_solution", answer=True)])
+    submitted = nbformat.v4.new_notebook(cells=[*given, _nbgrader_cell("def f(x):\n    return helper(x)",
+                                                                       "f_solution", answer=True)])
+    for path, nb in ((release, released), (submission, submitted)):
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+    assert load_notebook(submission, max_mb=5, release=release).notes == ()
+    submitted.cells.append(nbformat.v4.new_code_cell("def helper(x):\n    return 2 * x"))
+    nbformat.write(submitted, submission)
+    assert load_notebook(submission, max_mb=5, release=release).notes == (
+        "hw.ipynb: `helper`, given in the 2nd code cell (`def helper`), is defined again in the 5th code cell "
+        "(`def helper`): your functions call that later definition, not the given one.",)
+
+
+def test_grading_compares_a_submission_with_its_release_before_noting_a_function_defined_again(course_copy):
+    """Does grading read a submission beside the course's released notebook, so that a helper two given cells
+    of the release define says nothing, while the student's own redefinition of it is still said?"""
+    course = load_course(course_copy)
+    assignment = course.assignment("transformer-block")
+    release = course.layout.release(assignment.name) / "transformer-block.ipynb"
+    folder = course.layout.submission("ada", assignment.name)
+    nb = nbformat.read(release, as_version=4)
+    nb.cells += [_nbgrader_cell("def _scale(x):\n    return x", "scale_given"),
+                 _nbgrader_cell("def _scale(x):\n    return 1.0 * x", "scale_again")]
+    nbformat.write(nb, release)
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / release.name)
+    assert not [n for n in load(course, assignment, "ada", folder).notes if "defined again" in n]
+    nb.cells.append(nbformat.v4.new_code_cell("def _scale(x):\n    return 2 * x"))
+    nbformat.write(nb, folder / release.name)
+    code = sum(cell.cell_type == "code" for cell in nb.cells)
+    assert [n for n in load(course, assignment, "ada", folder).notes if "defined again" in n] == [
+        f"transformer-block.ipynb: `_scale`, given in the {ordinal(code - 1)} code cell (`def _scale`), is "
+        f"defined again in the {ordinal(code)} code cell (`def _scale`): your functions call that later "
+        f"definition, not the given one."]
+
+
+def test_the_note_on_a_function_defined_again_names_the_definition_run_last(tmp_path):
+    """After an answer cell and a scratch cell defining its function again, does a later copy of the answer
+    cell (which runs last, so its definition is graded) leave nothing to say, and does a scratch cell after
+    that copy get named as the definition graded?"""
+    answer = _nbgrader_cell("def f(x):\n    return x", "f_solution", answer=True)
+    copy = _nbgrader_cell("def f(x):\n    return x + 1", "f_solution", answer=True)
+    nb = nbformat.v4.new_notebook(cells=[answer, nbformat.v4.new_code_cell("def f(x):\n    return 0"), copy])
+    nbformat.write(nb, tmp_path / "hw.ipynb")
+    assert [n for n in load_notebook(tmp_path / "hw.ipynb", max_mb=5).notes if "defined again" in n] == []
+    nb.cells.append(nbformat.v4.new_code_cell("x = 1\ndef f(x):\n    return 3"))
+    nbformat.write(nb, tmp_path / "hw.ipynb")
+    assert [n for n in load_notebook(tmp_path / "hw.ipynb", max_mb=5).notes if "defined again" in n] == [
+        "hw.ipynb: `f`, written in its answer cell (the 3rd code cell (`def f`)), is defined again in the 4th code "
+        "cell (`def f`), which runs after it: that later definition is the one graded, and the one your other "
+        "functions call."]
 
 
 def _generated_notebook(extra_cells: list[dict], **metadata: object) -> bytes:

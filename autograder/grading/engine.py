@@ -73,8 +73,10 @@ def load(course: Course, assignment: Assignment, student: str, folder: Path) -> 
     matched, found_notes = find_submission_notebooks(folder, assignment.notebooks)
     notes = list(found_notes)
     notebooks = []
+    release = CourseLayout(course.root).release(assignment.name)
     for name, path in matched.items():
-        nb = load_notebook(path, max_mb=assignment.limits.notebook_mb) if path else LoadedNotebook(None, (), (), False)
+        nb = (load_notebook(path, max_mb=assignment.limits.notebook_mb, release=release / name) if path
+              else LoadedNotebook(None, (), (), False))
         notebooks.append((name, nb))
         notes.extend(nb.notes)
     submitted_at, stamp_note = submission_time(folder, course.root)
