@@ -73,7 +73,7 @@ def load(course: Course, assignment: Assignment, student: str, folder: Path) -> 
     matched, found_notes = find_submission_notebooks(folder, assignment.notebooks)
     notes = list(found_notes)
     notebooks = []
-    release = CourseLayout(course.root).release(assignment.name)
+    release = course.layout.release(assignment.name)
     for name, path in matched.items():
         nb = (load_notebook(path, max_mb=assignment.limits.notebook_mb, release=release / name) if path
               else LoadedNotebook(None, (), (), False))
