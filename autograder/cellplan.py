@@ -358,6 +358,38 @@ def definitions_alone(source: str) -> tuple[str | None, tuple[str, ...]] | None:
     return None, tuple(dict.fromkeys(names))
 
 
+def binds_names(source: str) -> bool:
+    """Whether running the cell binds or changes a module-level name: an assignment (augmented,
+    annotated, to an item or attribute), a `for`, `with`, `except` or `match` target, `del`, `:=`,
+    a `global` statement, a definition or an import. A cell the sandbox does not run (a `%%bash`
+    cell) binds nothing; one that cannot be parsed counts as binding."""
+    if _sandbox_source(source) is None:
+        return False
+    tree = _parse(source)
+    if tree is None:
+        return True
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*_DEFINITIONS, ast.Import, ast.ImportFrom, ast.Global, ast.NamedExpr)):
+            return True
+        if isinstance(node, (ast.Name, ast.Subscript, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            return True
+        if isinstance(node, ast.ExceptHandler) and node.name:
+            return True
+        if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            return True
+        if isinstance(node, ast.MatchMapping) and node.rest:
+            return True
+        if isinstance(node, ast.Lambda):
+            continue                    # its parameters are its own
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            stack.extend(n for n in ast.walk(node) if isinstance(n, ast.NamedExpr))
+            continue                    # its targets are its own; a `:=` in it binds the cell's name
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
 @lru_cache(maxsize=4096)
 def cell_facts(source: str) -> CellFacts:
     """The facts of one cell (cached by source: released cells and common answers repeat)."""

@@ -322,3 +322,28 @@ def test_definitions_alone_keeps_a_cell_of_definitions_and_imports_whole(source,
     """Is a cell split as definitions_only splits it, run whole (None for its text) when it is made of
     definitions and imports alone, and None when it has nothing to keep or cannot be split?"""
     assert cellplan.definitions_alone(source) == expected
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("import time\nW = 5\ntime.sleep(0.9)", True),
+    ("total += 1", True),
+    ("n: int = 3", True),
+    ("for i in range(3):\n    pass", True),
+    ("with open('f') as handle:\n    pass", True),
+    ("table['a'] = 1", True),
+    ("del table", True),
+    ("print([y := 2 for _ in range(1)])", True),
+    ("def f():\n    return 1", True),
+    ("import os", True),
+    ("try:\n    pass\nexcept ValueError as err:\n    pass", True),
+    ("time.sleep(0.5)", False),
+    ("print([x * 2 for x in range(3)])", False),
+    ("plt.plot(sorted(data, key=lambda v: -v))", False),
+    ("%%bash\nsleep 100", False),
+    ("def f(:\n    pass", True),
+])
+def test_binds_names_tells_cells_that_set_data_from_those_that_only_run(source, expected):
+    """Does binds_names say a cell binds a module-level name for assignments of every kind, loop,
+    `with` and `except` targets, `del`, `:=`, definitions and imports (and when it cannot be read),
+    and not for sleeps, prints, plots, comprehensions and lambdas or a cell the sandbox does not run?"""
+    assert cellplan.binds_names(source) is expected

@@ -17,7 +17,7 @@ not run again), at most limits.max_restarts times per submission, and a function
 crashed twice is not called again. A notebook cell that hangs or kills its process is noted and
 the notebook is run again with that cell's definitions alone in its place (or without it: see
 `_cell_stopped`), within limits.total_seconds; past that, once more, up to the cell the time ran
-out in or, when the reruns used the time, to the end, within limits.total_seconds and half of
+out in or, when the reruns used the time and the rest fits, to the end, within limits.total_seconds and half of
 what is left of the submission's budget (see `_plan_last_run`).
 """
 from __future__ import annotations
@@ -75,6 +75,7 @@ TEMPLATE_LOST = ("the process holding your notebook's state stopped after the no
 TEMPLATE_EXIT_SECONDS = 2.0    # how long a template whose socket closed may take to be seen gone
 LAST_RUN_SHARE = 0.5           # of the submission's budget left: the most a last run after the total limit takes
 LAST_RUN_MIN_SECONDS = 1.0     # no last run shorter than this
+LAST_RUN_FIT = 0.75            # of the last run's time: the most the cells kept may have taken the first time
 CELL_CHUNK = 1000              # cells per message to the template
 REPLY_HEADER = 4 * 2**20       # the non-array part of a reply (numbers in lists, messages, printed output)
 CELL_CAPS = protocol.Caps(max_bytes=2**20, max_header=4 * 2**20, max_depth=8, max_items=100_000)
@@ -638,6 +639,7 @@ class SubmissionRun:
         self._stop_what: dict[int, str] = {}        # how each stopped cell first stopped, in words
         self._trimmed: dict[int, str] = {}  # stopped cells run again as their definitions alone (definitions_only)
         self._unrun: set[int] = set()       # cells after the one the time ran out in, not run (_plan_last_run)
+        self._cell_began: float | None = None   # when the cell running now started
         self._failed: tuple[str, str] | None = None
         self._layers: set[str] = set(host._host_layers)
         self._submission_layers: set[str] = set()
@@ -884,23 +886,39 @@ class SubmissionRun:
     def _plan_last_run(self, index: int, seconds: float, outcomes: dict[int, CellOutcome],
                        labels: dict[int, str]) -> str:
         """The notebook ran out of time in cell `index`: it is run once more, within `seconds`.
-        When cells were stopped at their own limit before (the reruns after them used the time), all
-        cells are run, the stopped ones as they were last (their definitions alone, or left out).
-        Otherwise it is run up to cell `index`, the cells after it not run; that cell is kept as its
-        definitions alone, run whole when it is made of definitions and imports alone, or left out
-        when it defines nothing (`_definitions_alone`). Then, while the cells before it that finished
-        took more than half of `seconds`, the slowest of them are left out: first those that define
-        nothing, then, only if still needed, those with definitions (their definitions alone kept; a
-        cell of definitions and imports alone is never left out). The functions are then graded on
+        When cells were stopped at their own limit before (the reruns after them used the time) and
+        the rest fits (the finished cells, the time cell `index` had run and each cell after it,
+        counted as the most of that time and the finished cells' mean, within LAST_RUN_FIT of
+        `seconds`), all cells are run, the stopped ones as they were last (their definitions alone,
+        or left out). Otherwise it is run up to cell `index`, the cells after it not run; that cell
+        is kept as its definitions alone, run whole when it is made of definitions and imports alone
+        (its time so far counted), or left out when it defines nothing (`_definitions_alone`). Then,
+        while the cells before it that finished took more than LAST_RUN_FIT of `seconds` (their
+        first-run times are an estimate), the slowest of them are left out: first those that bind no
+        name (`cellplan.binds_names`), then, only if still needed, those that do (their definitions
+        alone kept; a cell of definitions and imports alone is never left out). The functions are then graded on
         what the cells that ran define, as in Jupyter after an interrupt. Returns the note saying so."""
+        from ..cellplan import binds_names
+
         limit = self.limits.total_seconds
         order = [c.index for c in self.cells]
         sources = {c.index: c.source for c in self.cells}
         at = order.index(index)
-        rerun = bool(self._stopped)         # cells stopped at their own limit: the notebook was run again
+        running = 0.0 if self._cell_began is None else max(0.0, time.monotonic() - self._cell_began)
+        finished = [i for i in order[:at] if i not in self._stopped and i in outcomes]
+        took_all = sum(outcomes[i].seconds for i in finished)
+        # cells stopped at their own limit: the notebook was run again, and is now run to the end when
+        # what finished, the cell the time ran out in and those after it (each counted as the most of
+        # the time that cell had run and the finished cells' mean) fit the last run
+        rerun = bool(self._stopped)
+        if rerun:
+            ahead = [i for i in order[at + 1:] if i not in self._stopped or i in self._trimmed]
+            each = max(running, took_all / len(finished) if finished else 0.0)
+            rerun = took_all + running + len(ahead) * each <= seconds * LAST_RUN_FIT
         if not rerun:
             for later in order[at + 1:]:
                 self._unrun.add(later)
+                self._trimmed.pop(later, None)
                 self._stopped[later] = outcomes[later] = CellOutcome(
                     later, "not_run", label=labels[later],
                     message=f"was not run: the notebook reached its time limit of {limit:g} s before it")
@@ -912,14 +930,18 @@ class SubmissionRun:
                     index, "timeout", label=labels[index],
                     message=f"{what} and was stopped; the notebook was then run again up to this cell, "
                             f"{f'with only its definitions kept ({plan[1]})' if plan else 'leaving it out'}")
-        finished = [i for i in order[:at] if i not in self._stopped and i in outcomes]
-        took_all = sum(outcomes[i].seconds for i in finished)
+            else:
+                took_all += running             # run whole: at least the time it had run
         plans = {i: self._definitions_alone(i, sources[i], keep=False) for i in finished}
         slowest = sorted(finished, key=lambda i: -outcomes[i].seconds)
-        trimmable = [i for i in slowest if (plan := plans[i]) is not None and plan[0]]
+        binding = {i for i in finished if binds_names(sources[i])}
+        # left out first: the cells that bind nothing (sleeps, prints, plots), then those that do
+        # (their definitions alone kept); a cell of definitions and imports alone is never left out
+        order_out = [i for i in slowest if i not in binding] + [
+            i for i in slowest if i in binding and ((plan := plans[i]) is None or plan[0])]
         left_out: list[int] = []
-        for slow in [i for i in slowest if plans[i] is None] + trimmable:
-            if took_all <= seconds / 2:
+        for slow in order_out:
+            if took_all <= seconds * LAST_RUN_FIT:
                 break
             left_out.append(slow)
             took = outcomes[slow].seconds
@@ -1042,7 +1064,8 @@ class SubmissionRun:
             index = msg.get("index")
             if op == "cell_start" and type(index) is int and index in labels:
                 current = index
-                cell_end = time.monotonic() + self.limits.cell_seconds
+                self._cell_began = time.monotonic()
+                cell_end = self._cell_began + self.limits.cell_seconds
                 deadline, cell_limited = min(cell_end, end), cell_end < end
             elif op == "cell_done" and type(index) is int and index in labels:
                 status = msg.get("status")

@@ -108,9 +108,11 @@ def test_the_total_limit_grades_what_the_cells_that_finished_define(submit):
     """When the cells together exceed total_seconds, is the notebook run once more up to the cell
     the time ran out in (the cells after it not run, the slow cells before it left out but for their
     definitions), its functions graded on what the cells that ran define, with a note saying so?"""
-    limits = Limits(cell_seconds=2.0, total_seconds=2.5, call_seconds=1.0, memory_mb=1024, submission_seconds=30)
-    started = time.monotonic()     # the first sleep ends ~1.5 s in (1 s to spare), the second would end 3 s in
-    run = submit(["import time\ndef f():\n    return 1", "def g():\n    return 2\ntime.sleep(1.5)",
+    limits = Limits(cell_seconds=3.0, total_seconds=3.0, call_seconds=1.0, memory_mb=1024, submission_seconds=30)
+    # the first sleep ends ~2.4 s in (0.6 s to spare), the second would end 3.9 s in; the first does not fit in
+    # three quarters of the last run (LAST_RUN_FIT), and so is left out but for its definitions
+    started = time.monotonic()
+    run = submit(["import time\ndef f():\n    return 1", "def g():\n    return 2\ntime.sleep(2.4)",
                   "time.sleep(1.5)", "def h():\n    return 3"], limits)
     assert time.monotonic() - started < 10, "the last run is bounded too"
     report = run.report
@@ -124,9 +126,9 @@ def test_the_total_limit_grades_what_the_cells_that_finished_define(submit):
                                       "not run, as your notebook reached its time limit before it; make the cells "
                                       "above it faster.")
     notes = " ".join(report.notes)
-    assert "Your notebook did not finish within its time limit of 2.5 s: it was run again up to " \
+    assert "Your notebook did not finish within its time limit of 3 s: it was run again up to " \
            "the 3rd code cell (`time.sleep(1.5)`), where the time ran out, leaving out 1 slow cell" in notes
-    assert "The 4th code cell (`def h`) was not run: the notebook reached its time limit of 2.5 s before it" in notes
+    assert "The 4th code cell (`def h`) was not run: the notebook reached its time limit of 3 s before it" in notes
     assert "this slow cell was left out, only its definitions kept (g)" in report.cell(2).note
     assert "was stopped; the notebook was then run again up to this cell, leaving it out" in report.cell(3).note
 
@@ -197,6 +199,40 @@ def test_the_last_run_leaves_out_cells_that_define_nothing_before_slow_answer_ce
     assert run.report.state == "ok"
     assert run.report.cell(1).status == "ok"
     assert run.problem("p").call("f").value == 2
+
+
+def test_the_last_run_keeps_a_slow_cell_that_sets_data_when_leaving_out_the_sleeps_is_enough(submit):
+    """A slow cell that sets a name (`W = 5`, then 0.9 s) before a function using it and cells that
+    only sleep: are the sleeping cells left out, not the cell setting W (it binds a name, and what
+    is kept fits the last run once the sleeps are gone), so that the function is graded?"""
+    run = submit(["import time\nW = 5\ntime.sleep(0.9)", "def f():\n    return W", *["time.sleep(0.5)"] * 5],
+                 LAST_RUN_LIMITS)
+    assert run.report.state == "ok"
+    assert run.report.cell(1).status == "ok"
+    assert run.problem("p").call("f").value == 5
+
+
+def test_the_last_run_keeps_whole_a_slow_cell_before_the_time_ran_out_when_it_fits(submit):
+    """A cell setting K and taking 1.5 s, then a cell the time runs out in: is the first cell run
+    whole in the last run (1.5 s fits in its 2.5 s with a margin), not cut to its definitions, so
+    that the function reading K is graded?"""
+    run = submit(["import time\nK = 2\ndef f():\n    return K\ntime.sleep(1.5)", "time.sleep(1.5)"], LAST_RUN_LIMITS)
+    assert run.report.state == "ok"
+    assert [c.status for c in run.report.cells] == ["ok", "timeout"]
+    assert run.problem("p").call("f").value == 2
+
+
+def test_after_a_cell_stopped_at_its_limit_the_last_run_stops_where_the_time_ran_out_when_the_rest_is_slow(submit):
+    """An endless cell stopped at its own limit, then slow cells: the time runs out in one of them
+    on the rerun. Is the last run cut there (the cells after it not run) rather than run to the
+    end, which would not fit, so that the function before them is graded?"""
+    limits = Limits(cell_seconds=1.0, total_seconds=2.5, call_seconds=1.0, memory_mb=1024, submission_seconds=30)
+    run = submit(["def f():\n    return 1", "while True:\n    pass", *["import time\ntime.sleep(0.9)"] * 4], limits)
+    assert run.report.state == "ok"
+    statuses = [c.status for c in run.report.cells]
+    assert statuses[:2] == ["ok", "timeout"] and statuses[-1] == "not_run", statuses
+    assert run.problem("p").call("f").value == 1
+    assert "where the time ran out" in " ".join(run.report.notes)
 
 
 def test_a_last_run_that_runs_out_too_fails_the_notebook_with_one_note_naming_its_own_limit(submit):
