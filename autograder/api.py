@@ -1294,8 +1294,9 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
         copied = _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving)
         _remove_stale_copies(target, keep=copied)     # the folder's notebooks are now `arriving`'s
         # nbformat would need hundreds of MB for a notebook of very many cells, outputs or other values:
-        # such a submission (refused by the grader too) is copied as submitted, without being parsed
-        if not any(over_notebook_limits(name, data) for name, data in arriving.items()):
+        # such a submission (refused by the grader too, or graded without its outputs) is copied as
+        # submitted, without being parsed
+        if not any(over_notebook_limits(name, data, outputs=True) for name, data in arriving.items()):
             for report in annotate_autograded(result, a, target, layout.release(a.name), arriving=arriving):
                 if report.notebook is not None:
                     arriving.pop(report.notebook.name, None)

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -28,8 +28,11 @@ READ_CHUNK = 1 << 20
 # assignment needs thousands (a generated 100,000-cell notebook would cost the grader ~150 MB).
 MAX_CODE_CELLS = 5_000
 # Nor one with more cells of any kind (markdown and raw cells are parsed too: 431,000 raw cells once
-# cost the gradebook writer 811 MB), or more JSON values than this (outputs, lines, metadata entries,
-# attachments: each costs the parse memory). Counted from the bytes, before any parse.
+# cost the gradebook writer 811 MB), or more JSON values than this (lines, metadata entries,
+# attachments: each costs the parse memory). Counted from the bytes, before any parse. The values
+# inside code cells' saved outputs are not counted against the grader: it never uses outputs and
+# parses a notebook over the limit with them emptied (`without_outputs`); only a reader that parses
+# them too (nbformat, for the annotated copy) counts them.
 MAX_CELLS = 10_000
 MAX_NOTEBOOK_VALUES = 200_000
 
@@ -161,11 +164,61 @@ def notebook_counts(data: bytes) -> NotebookCounts:
     return NotebookCounts(cells=cells, code_cells=code_cells, values=values)
 
 
-def over_notebook_limits(name: str, data: bytes) -> str:
-    """Why the notebook file `data` (named `name` as shown_name writes it) is too costly to parse, or
-    "": more than MAX_CODE_CELLS code cells, MAX_CELLS cells of any kind, or MAX_NOTEBOOK_VALUES JSON
-    values. Such a notebook is not run, and its copy in autograded/ is not annotated (nor parsed)."""
-    counts = notebook_counts(data)
+def _nested_lists(depth: int) -> bytes:
+    """A pattern of a JSON list (in bytes whose escaped backslashes and quotes are masked) nesting
+    lists at most `depth` deep, strings skipped (possessive: no backtracking)."""
+    inside = rb'[^"\[\]]++|"[^"]*+"'
+    pattern = rb"\[(?:" + inside + rb")*+\]"
+    for _ in range(depth - 1):
+        pattern = rb"\[(?:" + inside + rb"|" + pattern + rb")*+\]"
+    return pattern
+
+
+_LIST_DEPTH = 32        # deeper lists are matched bracket by bracket, each match skipping shallower ones
+_OUTPUTS_KEY = re.compile(rb'"outputs"\s*:\s*(' + _nested_lists(_LIST_DEPTH) + rb")?")
+# from inside a list: its strings, other bytes and lists up to _LIST_DEPTH deep, then the next run of
+# opening or of closing brackets outside them; no match when a string or the file ends first
+_NEXT_BRACKETS = re.compile(rb'(?:[^"\[\]]++|"[^"]*+"|' + _nested_lists(_LIST_DEPTH) + rb")*+(\[++|\]++)")
+
+
+def without_outputs(data: bytes) -> bytes:
+    """`data` with the list of every `"outputs"` key emptied (`[]`), found from the bytes without
+    parsing them: what the grader reads of a notebook whose saved outputs hold too many values to
+    parse (it never uses outputs). Escaped backslashes and quotes are masked with bytes of the same
+    length (so every quote left opens or closes a string, and offsets stay those of `data`); a list
+    is matched whole when it nests lists at most _LIST_DEPTH deep (as outputs do), else its end is
+    found by counting the runs of brackets outside strings and shallower lists. A list that does not
+    end (not valid JSON) is left as it is: the parse refuses it. Linear in the size of `data` (a
+    20 MB file of the costliest lists: about a second)."""
+    masked = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    kept: list[bytes] = []
+    start = pos = 0
+    while (key := _OUTPUTS_KEY.search(masked, pos)) is not None:
+        if key.group(1) is not None:
+            kept += (data[start:key.start(1)], b"[]")
+            start = pos = key.end()
+            continue
+        if masked[key.end():key.end() + 1] != b"[":
+            pos = key.end()             # "outputs" is not followed by a list: left as it is
+            continue
+        depth, pos = 1, key.end() + 1
+        while depth and (run := _NEXT_BRACKETS.match(masked, pos)) is not None:
+            brackets = len(run.group(1))
+            if run.group(1)[0] == ord("["):
+                depth, pos = depth + brackets, run.end()
+            else:                       # the list ends at the bracket that closes it, maybe inside the run
+                closed = min(brackets, depth)
+                depth, pos = depth - closed, run.start(1) + closed
+        if depth:
+            break
+        kept += (data[start:key.end()], b"[]")
+        start = pos
+    del masked
+    kept.append(data[start:])
+    return b"".join(kept)
+
+
+def _too_many(name: str, counts: NotebookCounts) -> str:
     if counts.code_cells > MAX_CODE_CELLS:
         return (f"{name} has {counts.code_cells:,} code cells, more than the {MAX_CODE_CELLS:,} that can be graded, "
                 f"so it was not run; remove generated cells and resubmit.")
@@ -179,11 +232,37 @@ def over_notebook_limits(name: str, data: bytes) -> str:
     return ""
 
 
-def over_notebook_limits_file(path: Path, max_bytes: int) -> str:
+def _within_limits(name: str, data: bytes) -> tuple[str, bytes | None]:
+    """`over_notebook_limits`'s reason for a grader (saved outputs not counted), and `data` without
+    its outputs (`without_outputs`) when only they take it over MAX_NOTEBOOK_VALUES, else None."""
+    counts = notebook_counts(data)
+    if counts.values <= MAX_NOTEBOOK_VALUES:
+        return _too_many(name, counts), None
+    stripped = without_outputs(data)
+    if notebook_counts(stripped).values > MAX_NOTEBOOK_VALUES or _too_many(name, replace(counts, values=0)):
+        return _too_many(name, counts), None     # the reason as it always read, every value counted
+    return "", stripped
+
+
+def over_notebook_limits(name: str, data: bytes, *, outputs: bool = False) -> str:
+    """Why the notebook file `data` (named `name` as shown_name writes it) is too costly to parse, or
+    "": more than MAX_CODE_CELLS code cells, MAX_CELLS cells of any kind, or MAX_NOTEBOOK_VALUES JSON
+    values. Such a notebook is not run, and its copy in autograded/ is not annotated (nor parsed).
+    The values inside saved outputs count only with `outputs`, for a reader that parses them: a
+    notebook over the limit with them and within it without them is graded (its outputs emptied
+    before the parse), but its copy is not annotated; the reason then says so."""
+    reason, stripped = _within_limits(name, data)
+    if reason or stripped is None or not outputs:
+        return reason
+    return (f"{name}: its saved outputs hold more than {MAX_NOTEBOOK_VALUES:,} JSON values, too many to be "
+            f"read for an annotated copy")
+
+
+def over_notebook_limits_file(path: Path, max_bytes: int, *, outputs: bool = False) -> str:
     """`over_notebook_limits` for the regular file `path` (see read_regular); a file over `max_bytes`
     or that cannot be read gives that reason."""
     try:
-        return over_notebook_limits(shown_name(path.name), read_regular(path, max_bytes))
+        return over_notebook_limits(shown_name(path.name), read_regular(path, max_bytes), outputs=outputs)
     except RefusedFile as exc:
         return str(exc)
 
@@ -455,7 +534,7 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None) -> 
         return _unreadable(path, reason)
     if not data_bytes:
         return _unreadable(path, f"{name} is an empty file; nothing could be graded.")
-    too_costly = over_notebook_limits(name, data_bytes)
+    too_costly, stripped = _within_limits(name, data_bytes)
     if too_costly:
         return _unreadable(path, too_costly)
     if data_bytes.startswith(UTF8_BYTE_ORDER_MARK):
@@ -463,6 +542,13 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None) -> 
                                  f"Windows Notepad) put at the start of a file; Jupyter cannot open such a file "
                                  f"either, so nothing was graded. Save it again as UTF-8 without BOM (in Notepad: "
                                  f"Save As, Encoding \"UTF-8\"), or submit the copy Jupyter last saved, and resubmit.")
+    outputs_note = ""
+    if stripped is not None:            # within the limits without its outputs
+        data_bytes = stripped
+        outputs_note = (f"{name}: its saved outputs hold more than {MAX_NOTEBOOK_VALUES:,} JSON values (printed "
+                        f"lines, outputs), too many to read: they were left out (grading never uses them), and the "
+                        f"copy kept for your instructors has no feedback written into it; clear the outputs "
+                        f"(Kernel > Restart & Clear Output) before submitting.")
     try:
         raw = data_bytes.decode("utf-8")
     except UnicodeDecodeError:
@@ -476,7 +562,7 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None) -> 
         return _unreadable(path, f"{name} nests its JSON too deeply to be a notebook; it was not read.")
     if not isinstance(data, dict):
         return _unreadable(path, f"{name} is JSON but not a notebook (no top-level object).")
-    notes: list[str] = []
+    notes: list[str] = [outputs_note] if outputs_note else []
     major = data.get("nbformat")
     if major == 4:
         raw_cells = data.get("cells")

@@ -435,16 +435,19 @@ def test_load_too_many_cells_of_any_kind_gives_a_reason_naming_the_limit(tmp_pat
     assert load_notebook(path, max_mb=20).readable
 
 
-def test_load_too_many_outputs_attachments_or_metadata_values_gives_a_reason(tmp_path):
-    """Are outputs, attachments and metadata entries, which a parse pays for one by one like cells,
-    capped as JSON values, with a reason naming the limit?"""
+def test_load_too_many_attachments_lines_or_metadata_values_gives_a_reason(tmp_path):
+    """Are attachments, lines of source and metadata entries, which a parse pays for one by one like
+    cells, capped as JSON values (large outputs beside them or not), with a reason naming the limit?"""
     from autograder.notebooks import MAX_NOTEBOOK_VALUES
 
     n = MAX_NOTEBOOK_VALUES
     stream = {"output_type": "stream", "name": "stdout", "text": ""}
     cases = {
-        "outputs": _generated_notebook([{"cell_type": "code", "execution_count": None, "metadata": {},
-                                         "outputs": [stream] * (n // 3), "source": ""}]),
+        "code_lines": _generated_notebook([{"cell_type": "code", "execution_count": None, "metadata": {},
+                                            "outputs": [], "source": ["pass\n"] * n}]),
+        "outputs_and_metadata": _generated_notebook([{"cell_type": "code", "execution_count": None,
+                                                      "metadata": {"x": [0] * n}, "outputs": [stream] * n,
+                                                      "source": ""}]),
         "attachments": _generated_notebook([{"cell_type": "markdown", "metadata": {}, "source": "",
                                              "attachments": {f"{i}.png": {"image/png": ""} for i in range(n // 2)}}]),
         "metadata": _generated_notebook([], x=[{}] * n),
@@ -457,6 +460,85 @@ def test_load_too_many_outputs_attachments_or_metadata_values_gives_a_reason(tmp
         assert not nb.readable, what
         assert f"more than the {MAX_NOTEBOOK_VALUES:,} that can be graded, so it was not run" in nb.notes[0], what
         assert nb.notes[0].startswith(f"{what}.ipynb holds about "), what
+
+
+def test_a_notebook_whose_outputs_hold_too_many_values_is_graded_with_a_note(tmp_path):
+    """Is a notebook within every limit but for the 250,000 lines its loop printed (8 MB of saved
+    output, never graded) graded like any other, with a note that its outputs were left out?"""
+    from autograder.notebooks import MAX_NOTEBOOK_VALUES, over_notebook_limits
+
+    lines = [f"step {i}: loss 0.{i:06d}\n" for i in range(250_000)]
+    printed = {"output_type": "stream", "name": "stdout", "text": lines}
+    doc = json.loads(_generated_notebook([{"cell_type": "code", "execution_count": 2, "metadata": {},
+                                           "outputs": [printed], "source": "for i in range(250_000):\n    print(i)\n"},
+                                          {"cell_type": "markdown", "metadata": {}, "source": ["# notes\n"] * 1000}]))
+    path = tmp_path / "hw.ipynb"
+    path.write_text(json.dumps(doc, indent=1))
+    assert 7 * 1024 * 1024 < path.stat().st_size < 20 * 1024 * 1024
+    nb = load_notebook(path, max_mb=20)
+    assert nb.readable and [c.source for c in nb.cells] == ["def f():\n    return 1\n",
+                                                             "for i in range(250_000):\n    print(i)\n"]
+    assert len(nb.notes) == 1, nb.notes
+    assert nb.notes[0].startswith(f"hw.ipynb: its saved outputs hold more than {MAX_NOTEBOOK_VALUES:,} JSON values")
+    assert "not run" not in nb.notes[0] and "Restart & Clear Output" in nb.notes[0]
+    # nbformat, for the annotated copy, would parse the outputs too: that copy is kept as submitted
+    assert over_notebook_limits("hw.ipynb", path.read_bytes()) == ""
+    assert "too many to be read for an annotated copy" in over_notebook_limits("hw.ipynb", path.read_bytes(),
+                                                                               outputs=True)
+
+
+def test_outputs_are_emptied_from_the_bytes_as_a_parse_would_find_them():
+    """Does `without_outputs` empty exactly each `"outputs"` list, whatever its strings hold (quotes,
+    backslashes, brackets, `"outputs": [`) and however deep its lists nest, and leave the rest as it is?"""
+    from autograder.notebooks import _LIST_DEPTH, without_outputs
+
+    tricky = ['"outputs": [', "[[[", "]]", "\\", '\\"]', '\\\\"', "\"outputs\":[1]"]
+    deep: list = []
+    for _ in range(_LIST_DEPTH + 3):
+        deep = [deep, "]"]
+    outputs = [{"output_type": "stream", "name": "stdout", "text": tricky}, {"data": {"application/json": deep}},
+               [[[]], [tricky]] * 3]
+    cells = [{"cell_type": "code", "execution_count": 1, "metadata": {"tags": tricky}, "outputs": out,
+              "source": tricky} for out in (outputs, [], [deep], [[1, [2, [3]]]])]
+    for separators, indent in (((",", ":"), None), ((", ", ": "), 2)):
+        data = json.dumps({"nbformat": 4, "metadata": {"m": deep}, "cells": cells}, separators=separators,
+                          indent=indent).encode()
+        want = json.loads(data)
+        for cell in want["cells"]:
+            cell["outputs"] = []
+        assert json.loads(without_outputs(data)) == want
+    assert without_outputs(b'{"outputs": [[1, "]"]], "cells": [') == b'{"outputs": [], "cells": ['
+    assert without_outputs(b'{"outputs": [[1, "]"]') == b'{"outputs": [[1, "]"]'       # no end: as it is
+    deeper = b"[" * (_LIST_DEPTH + 9) + b"0" + b"]" * (_LIST_DEPTH + 11)     # its last closing run goes on
+    assert without_outputs(b'{"outputs": ' + deeper + b'}') == b'{"outputs": []]]}'
+
+
+def _load_in_a_fresh_process(path: Path) -> tuple[bool, list[str], list[str], int]:
+    """`load_notebook(path)` in a new Python process: readable, the notes, the code cells' sources and
+    the process's peak memory in KB (VmHWM: ru_maxrss would count pytest's own peak, from before the exec)."""
+    import subprocess
+    import sys
+
+    script = ("import json, re, sys; from pathlib import Path; from autograder.notebooks import load_notebook; "
+              "nb = load_notebook(Path(sys.argv[1]), max_mb=20); "
+              "hwm = re.search(r'VmHWM:\\s*(\\d+)', Path('/proc/self/status').read_text()).group(1); "
+              "print(json.dumps([nb.readable, nb.notes, [c.source for c in nb.cells], int(hwm)]))")
+    out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True)
+    readable, notes, sources, peak_kb = json.loads(out.stdout)
+    return readable, notes, sources, peak_kb
+
+
+def test_a_20_mb_notebook_of_tiny_output_values_is_graded_in_bounded_memory(tmp_path):
+    """Is a 20 MB notebook whose one output holds seven million empty lists (about 500 MB to parse)
+    graded from its other cells, the loading process's peak memory far below what parsing it costs?"""
+    path = tmp_path / "hw.ipynb"
+    flood = {"output_type": "stream", "name": "stdout", "text": [[]] * (20 * 1024 * 1024 // 3 - 200)}
+    path.write_bytes(_generated_notebook([{"cell_type": "code", "execution_count": 1, "metadata": {},
+                                           "outputs": [flood], "source": "g = 2\n"}]))
+    assert 19 * 1024 * 1024 < path.stat().st_size <= 20 * 1024 * 1024
+    readable, _, sources, peak_kb = _load_in_a_fresh_process(path)
+    assert readable and sources == ["def f():\n    return 1\n", "g = 2\n"]
+    assert peak_kb < 120 * 1024, f"{peak_kb / 1024:.0f} MB (json.loads alone would take ~540 MB)"
 
 
 def test_notebook_counts_match_the_parsed_json_whatever_the_strings_hold():
@@ -481,17 +563,8 @@ def test_notebook_counts_match_the_parsed_json_whatever_the_strings_hold():
 def test_a_generated_notebook_of_431000_raw_cells_is_refused_before_it_is_parsed(tmp_path):
     """Is the 19 MB notebook of 431,000 raw cells (which cost the gradebook writer 811 MB) refused
     from its bytes, with the loading process's peak memory far below what parsing it costs?"""
-    import subprocess
-    import sys
-
     path = tmp_path / "raw.ipynb"
     path.write_bytes(_generated_notebook([{"cell_type": "raw", "metadata": {}, "source": ""}] * 431_000))
-    script = ("import json, re, sys; from pathlib import Path; from autograder.notebooks import load_notebook; "
-              "nb = load_notebook(Path(sys.argv[1]), max_mb=20); "
-              "hwm = re.search(r'VmHWM:\\s*(\\d+)', Path('/proc/self/status').read_text()).group(1); "
-              "print(json.dumps([nb.readable, nb.notes, int(hwm)]))")
-    # VmHWM: ru_maxrss would count pytest's own peak, from before the exec
-    out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True)
-    readable, notes, peak_kb = json.loads(out.stdout)
+    readable, notes, _, peak_kb = _load_in_a_fresh_process(path)
     assert not readable and "has 431,001 cells (code, markdown and raw)" in notes[0]
     assert peak_kb < 120 * 1024, f"{peak_kb / 1024:.0f} MB (json.loads alone would take ~170 MB)"

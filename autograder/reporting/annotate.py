@@ -221,13 +221,13 @@ def _read_notebook(path: Path, data: bytes | None = None) -> tuple[Any, str]:
     """`nbformat.read(path, as_version=4)` without its validation: the notebook is validated once,
     as nbformat's writer would, when it is written back (`notebook_text`). With `data`, the bytes
     that are to be written at `path` are read instead of the file (as text, with universal newlines
-    as `open` reads it). A notebook over the grader's cell or value limits (`over_notebook_limits`:
-    nbformat would need about 2 KB per cell) is not parsed at all."""
+    as `open` reads it). A notebook over the grader's cell or value limits, saved outputs counted
+    (`over_notebook_limits`: nbformat would need about 2 KB per cell) is not parsed at all."""
     try:
         if data is None:
             with open(path, "rb") as fh:
                 data = fh.read()
-        too_costly = over_notebook_limits(shown_name(path.name), data)
+        too_costly = over_notebook_limits(shown_name(path.name), data, outputs=True)
         if too_costly:
             return None, f"{shown_name(path.name)}: not annotated, too costly to read ({too_costly})"
         text = data.decode("utf-8")

@@ -1150,8 +1150,9 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("notebook_431k_raw_cells", "ln", "431,000 raw cells (19 MB)", "every cell counted from the bytes before "
            "any parse: at most 10,000 cells (bounded grader and gradebook-writer memory)", layout="431k_raw_cells",
            note="code, markdown and raw"),
-    Attack("notebook_outputs_flood", "ln", "one code cell with 300,000 empty outputs (16 MB)", "JSON values counted "
-           "from the bytes before any parse: at most 200,000", layout="outputs_flood", note="JSON values"),
+    Attack("notebook_outputs_flood", "ln", "one code cell with 300,000 empty outputs (16 MB)", "outputs (never "
+           "graded) emptied from the bytes before the parse; the other JSON values counted: at most 200,000",
+           layout="outputs_flood", note="JSON values"),
     Attack("notebook_200mb", NO_NOTEBOOK, "a 200 MB notebook", "size checked with fstat before reading",
            layout="200mb", note="MB limit"),
     Attack("deep_json_nesting", NO_NOTEBOOK, "metadata nested 100,000 lists deep", "recursion error caught: a reason",
