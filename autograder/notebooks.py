@@ -164,32 +164,69 @@ def notebook_counts(data: bytes) -> NotebookCounts:
     return NotebookCounts(cells=cells, code_cells=code_cells, values=values)
 
 
-def _nested_lists(depth: int) -> bytes:
+_PLAIN = rb'[^"\[\]]*'           # bytes that are neither a quote nor a bracket
+_STRING = rb'"[^"]*"'              # a string, once escaped quotes and backslashes are masked
+
+
+def _nested_lists(depth: int, items: int) -> bytes:
     """A pattern of a JSON list (in bytes whose escaped backslashes and quotes are masked) nesting
-    lists at most `depth` deep, strings skipped (possessive: no backtracking)."""
-    inside = rb'[^"\[\]]++|"[^"]*+"'
-    pattern = rb"\[(?:" + inside + rb")*+\]"
+    lists at most `depth` deep, each of at most `items` strings and lists. No possessive repeats: each
+    repeat is followed by bytes it cannot match and the items of a list start with distinct bytes, so
+    a failed match gives its bytes back once; the bounds keep what the engine holds to backtrack (its
+    memory) small whatever the file."""
+    pattern = rb"\[" + _PLAIN + rb"(?:" + _STRING + _PLAIN + rb"){0,%d}\]" % items
     for _ in range(depth - 1):
-        pattern = rb"\[(?:" + inside + rb"|" + pattern + rb")*+\]"
+        pattern = rb"\[" + _PLAIN + rb"(?:(?:" + _STRING + rb"|" + pattern + rb")" + _PLAIN + rb"){0,%d}\]" % items
     return pattern
 
 
-_LIST_DEPTH = 32        # deeper lists are matched bracket by bracket, each match skipping shallower ones
-_OUTPUTS_KEY = re.compile(rb'"outputs"\s*:\s*(' + _nested_lists(_LIST_DEPTH) + rb")?")
-# from inside a list: its strings, other bytes and lists up to _LIST_DEPTH deep, then the next run of
-# opening or of closing brackets outside them; no match when a string or the file ends first
-_NEXT_BRACKETS = re.compile(rb'(?:[^"\[\]]++|"[^"]*+"|' + _nested_lists(_LIST_DEPTH) + rb")*+(\[++|\]++)")
+_LIST_DEPTH = 3         # lists matched whole nest at most this deep and hold at most _LIST_ITEMS items each;
+_LIST_ITEMS = 8         # the others are followed bracket by bracket
+_OUTPUTS_KEY = re.compile(rb'"outputs"\s*:\s*(' + _nested_lists(_LIST_DEPTH, _LIST_ITEMS) + rb")?")
+# from inside a list: up to 64 of its strings and lists matched whole, with the bytes between them;
+# what stops it is a bracket, a quote (a string left for the next match, or one that does not end) or
+# the end of the file
+_SKIP = re.compile(_PLAIN + rb"(?:(?:" + _STRING + rb"|" + _nested_lists(_LIST_DEPTH, _LIST_ITEMS) + rb")"
+                   + _PLAIN + rb"){0,64}")
+_OPENING = re.compile(rb"\[+")
+_CLOSING = re.compile(rb"\]+")
+
+
+def _matched_to(pattern: re.Pattern[bytes], masked: bytes, pos: int) -> int:
+    """Where `pattern` (one that matches wherever it is used) ends matching `masked` at `pos`."""
+    match = pattern.match(masked, pos)
+    assert match is not None
+    return match.end()
+
+
+def _list_end(masked: bytes, pos: int) -> int:
+    """Where the list whose opening bracket ends at `pos` in `masked` ends (after its closing bracket),
+    or -1 when a string or the file ends first: the runs of brackets outside strings are counted, the
+    lists that _SKIP matches whole skipped. Linear in the bytes read."""
+    depth = 1
+    while depth:
+        pos = _matched_to(_SKIP, masked, pos)
+        byte = masked[pos:pos + 1]
+        if byte == b"[":
+            run = _matched_to(_OPENING, masked, pos)
+            depth, pos = depth + run - pos, run
+        elif byte == b"]":
+            closed = min(_matched_to(_CLOSING, masked, pos) - pos, depth)
+            depth, pos = depth - closed, pos + closed
+        elif byte == b'"' and (end := masked.find(b'"', pos + 1)) >= 0:
+            pos = end + 1
+        else:
+            return -1
+    return pos
 
 
 def without_outputs(data: bytes) -> bytes:
     """`data` with the list of every `"outputs"` key emptied (`[]`), found from the bytes without
     parsing them: what the grader reads of a notebook whose saved outputs hold too many values to
     parse (it never uses outputs). Escaped backslashes and quotes are masked with bytes of the same
-    length (so every quote left opens or closes a string, and offsets stay those of `data`); a list
-    is matched whole when it nests lists at most _LIST_DEPTH deep (as outputs do), else its end is
-    found by counting the runs of brackets outside strings and shallower lists. A list that does not
-    end (not valid JSON) is left as it is: the parse refuses it. Linear in the size of `data` (a
-    20 MB file of the costliest lists: about a second)."""
+    length (so every quote left opens or closes a string, and offsets stay those of `data`); a small
+    list is matched whole, else its end is found by `_list_end`. A list that does not end (not valid
+    JSON) is left as it is: the parse refuses it. Linear in the size of `data`."""
     masked = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
     kept: list[bytes] = []
     start = pos = 0
@@ -201,15 +238,8 @@ def without_outputs(data: bytes) -> bytes:
         if masked[key.end():key.end() + 1] != b"[":
             pos = key.end()             # "outputs" is not followed by a list: left as it is
             continue
-        depth, pos = 1, key.end() + 1
-        while depth and (run := _NEXT_BRACKETS.match(masked, pos)) is not None:
-            brackets = len(run.group(1))
-            if run.group(1)[0] == ord("["):
-                depth, pos = depth + brackets, run.end()
-            else:                       # the list ends at the bracket that closes it, maybe inside the run
-                closed = min(brackets, depth)
-                depth, pos = depth - closed, run.start(1) + closed
-        if depth:
+        pos = _list_end(masked, key.end() + 1)
+        if pos < 0:
             break
         kept += (data[start:key.end()], b"[]")
         start = pos

@@ -513,6 +513,48 @@ def test_outputs_are_emptied_from_the_bytes_as_a_parse_would_find_them():
     assert without_outputs(b'{"outputs": ' + deeper + b'}') == b'{"outputs": []]]}'
 
 
+
+def test_outputs_emptied_from_the_bytes_match_a_parse_of_random_notebooks():
+    """Does `without_outputs` agree with a JSON parse on random notebooks: outputs whose lists nest
+    shallower and deeper than _LIST_DEPTH and are shorter and longer than _LIST_ITEMS (runs of
+    brackets of every length), strings full of quotes,
+    backslashes and brackets, under whatever regex engine this Python has?"""
+    import random
+
+    from autograder.notebooks import _LIST_DEPTH, _LIST_ITEMS, without_outputs
+
+    rng = random.Random(20240611)
+    pieces = ['"', "\\", "[", "]", "[[", "]]]", '\\"', "outputs", '"outputs": [', ",", " ", "x", "\n"]
+
+    def text() -> str:
+        return "".join(rng.choice(pieces) for _ in range(rng.randrange(6)))
+
+    def value(depth: int):
+        if depth <= 0 or rng.random() < 0.2:
+            return rng.choice([text(), rng.randrange(100), None, True, text()])
+        if rng.random() < 0.25:
+            return {text() + "k": value(depth - 1) for _ in range(rng.randrange(3))}
+        if rng.random() < 0.4:                  # a chain of single lists: a long run of brackets
+            chain = value(0)
+            for _ in range(rng.randrange(1, 2 * depth)):
+                chain = [chain]
+            return chain
+        width = _LIST_ITEMS + 2 if rng.random() < 0.15 else 4     # lists longer than those matched whole too
+        return [value(depth - rng.randrange(1, 4)) for _ in range(rng.randrange(width))]
+
+    for _ in range(60):
+        limit = rng.choice([2, _LIST_DEPTH - 2, _LIST_DEPTH, _LIST_DEPTH + 1, 3 * _LIST_DEPTH])
+        cells = [{"cell_type": "code", "metadata": {text() + "k": text()}, "source": [text(), text()],
+                  "outputs": [value(limit) for _ in range(rng.randrange(3))]} for _ in range(rng.randrange(1, 4))]
+        separators, indent = rng.choice([((",", ":"), None), ((", ", ": "), 1)])
+        data = json.dumps({"cells": cells, "metadata": {text() + "k": value(limit)}, "nbformat": 4},
+                          separators=separators, indent=indent).encode()
+        want = json.loads(data)
+        for cell in want["cells"]:
+            cell["outputs"] = []
+        assert json.loads(without_outputs(data)) == want
+
+
 def _load_in_a_fresh_process(path: Path) -> tuple[bool, list[str], list[str], int]:
     """`load_notebook(path)` in a new Python process: readable, the notes, the code cells' sources and
     the process's peak memory in KB (VmHWM: ru_maxrss would count pytest's own peak, from before the exec)."""
