@@ -291,16 +291,22 @@ def _parse(source: str) -> ast.Module | None:
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
+def parse_as_run(source: str) -> ast.Module | None:
+    """The cell's syntax tree as the sandbox compiles it (its lines where they are in `source`); None
+    when the sandbox runs none of it (it does not parse, a cell magic skips it, it nests too deeply)."""
+    try:
+        return _parse(source)
+    except (RecursionError, MemoryError):       # nested too deeply to read
+        return None
+
+
 @lru_cache(maxsize=4096)
 def defined_functions(source: str) -> tuple[str, ...]:
     """The functions a cell defines at its top level (`def name`), in order, as the sandbox runs the
     cell; none for a cell that defines none when run (it does not parse, a cell magic skips it)."""
     if "def" not in source:                     # most cells: nothing to parse
         return ()
-    try:
-        tree = _parse(source)
-    except (RecursionError, MemoryError):       # nested too deeply to read
-        return ()
+    tree = parse_as_run(source)
     if tree is None:
         return ()
     return tuple(s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
@@ -571,7 +577,11 @@ def _harmless_read(name: str, module_of: Callable[[str], str | None], plain: set
     return name not in bindings and name in PURE_BUILTINS
 
 
-def _mtime_key(path: Path) -> tuple[int, int] | None:
+def file_stamp(path: Path | None) -> tuple[int, int] | None:
+    """(mtime in ns, size) of the file at `path`, what a cache of what was read from it is keyed on
+    besides the path (a file changed since is read again); None when there is none."""
+    if path is None:
+        return None
     try:
         st = path.stat()
     except OSError:
@@ -582,7 +592,7 @@ def _mtime_key(path: Path) -> tuple[int, int] | None:
 def released_sources(path: Path) -> frozenset[str] | None:
     """The sources of the released notebook's code cells that are not solution cells; None when
     it cannot be read (then nothing is left out)."""
-    return _released_sources(path, _mtime_key(path))
+    return _released_sources(path, file_stamp(path))
 
 
 @lru_cache(maxsize=16)
@@ -708,7 +718,7 @@ def grader_names(package: Path, functions: tuple[str, ...]) -> frozenset[str]:
     (and every name given to getattr on one) in its trusted code, and the keyword-only parameters
     of its functions (a composite's building blocks, called by name)."""
     files = tuple(sorted(package.rglob("*.py"))) if package.is_dir() else ()
-    return _grader_names(files, tuple(_mtime_key(f) for f in files), functions)
+    return _grader_names(files, tuple(file_stamp(f) for f in files), functions)
 
 
 def _names_key(files: tuple[Path, ...], functions: tuple[str, ...]) -> str | None:

@@ -19,7 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .cellplan import defined_functions
+from .cellplan import defined_functions, file_stamp
+from .deflines import def_line_notes
 from .layout import is_notebook_name, utf8_name
 from .text import shown_name, truncate
 
@@ -497,13 +498,8 @@ def _redefinitions(raw_cells: list[Any], source_key: str, released: frozenset[_R
 def released_redefinitions(path: Path | None) -> frozenset[_Redefinition] | None:
     """The functions that the released notebook at `path` itself defines again in a later cell (a given
     stub its answer cell replaces, a helper two given cells define); None when it cannot be read."""
-    if path is None:
-        return None
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return _released_redefinitions(path, (st.st_mtime_ns, st.st_size))
+    stamp = file_stamp(path)
+    return None if path is None or stamp is None else _released_redefinitions(path, stamp)
 
 
 @lru_cache(maxsize=16)
@@ -549,10 +545,12 @@ def _unreadable(path: Path | None, reason: str) -> LoadedNotebook:
     return LoadedNotebook(path=path, cells=(), notes=(reason,), readable=False, unread=True)
 
 
-def load_notebook(path: Path, *, max_mb: float, release: Path | None = None) -> LoadedNotebook:
+def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
+                  functions: tuple[str, ...] = ()) -> LoadedNotebook:
     """Read a submitted notebook (nbformat 4, or 3 converted) into its code cells. Notes name it as
     shown_name writes it (a submitted name may hold control characters). `release`: the released
-    notebook it was made from, if known (what the release itself does is not noted as the student's)."""
+    notebook it was made from, if known (what the release itself does is not noted as the student's;
+    a function of `functions`, the graded ones, whose parameters do not fit its released def line is)."""
     name = shown_name(path.name)
     try:
         data_bytes = read_regular(path, int(max_mb * 1024 * 1024))
@@ -631,6 +629,7 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None) -> 
         cells.append(CodeCell(index=i, source=src, label=cell_label(number, src), test_of=_test_of(cell)))
     notes += copied_cell_notes(name, raw_cells, source_key)
     notes += redefined_notes(name, raw_cells, source_key, released_redefinitions(release))
+    notes += def_line_notes(name, [(c.source, c.label) for c in cells], functions, release)
     if skipped:
         notes.append(_skipped_note(name, skipped))
     if not cells:

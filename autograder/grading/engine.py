@@ -75,8 +75,9 @@ def load(course: Course, assignment: Assignment, student: str, folder: Path) -> 
     notebooks = []
     release = course.layout.release(assignment.name)
     for name, path in matched.items():
-        nb = (load_notebook(path, max_mb=assignment.limits.notebook_mb, release=release / name) if path
-              else LoadedNotebook(None, (), (), False))
+        graded = tuple(p.name for p in assignment.problems if p.notebook == name)
+        nb = (load_notebook(path, max_mb=assignment.limits.notebook_mb, release=release / name, functions=graded)
+              if path else LoadedNotebook(None, (), (), False))
         notebooks.append((name, nb))
         notes.extend(nb.notes)
     submitted_at, stamp_note = submission_time(folder, course.root)
