@@ -23,9 +23,12 @@ from .cellplan import file_stamp, parse_as_run
 from .text import code_excerpt
 
 SHOWN = 120         # at most this many characters of a def line are quoted
-# A cell longer than this is not parsed on the grader's side (a megabyte of code would cost it seconds
-# and hundreds of megabytes): a graded function it names is taken as bound there, unknown.
+# At most this many characters of a notebook's cells are parsed on the grader's side (100,000 of one
+# list literal take ~0.2-0.4 s and tens of megabytes to parse; a 20 MB notebook of such cells would cost
+# a grading worker a minute): a cell past this budget is not parsed, and a graded function it names is
+# taken as bound there, unknown. The cells that name no graded function are not parsed and cost nothing.
 MAX_PARSED = 100_000
+CACHED = 10_000     # only cells at most this long are kept in top_level_bindings' cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,11 +128,19 @@ def _names_bound(statement: ast.stmt) -> list[str]:
     return names
 
 
-@lru_cache(maxsize=512)          # the released cells, met again in every submission
 def top_level_bindings(source: str) -> tuple[tuple[str, DefLine | None], ...]:
     """What a cell binds at its top level, in order, as the sandbox runs it: (name, its DefLine) for a
     plain `def`, (name, None) for any other binding (a decorated `def` included). Empty for a cell
     that runs nothing (it does not parse, a cell magic skips it)."""
+    return _cached_bindings(source) if len(source) <= CACHED else _bindings(source)
+
+
+@lru_cache(maxsize=512)          # the released cells, met again in every submission (short ones only: bounded)
+def _cached_bindings(source: str) -> tuple[tuple[str, DefLine | None], ...]:
+    return _bindings(source)
+
+
+def _bindings(source: str) -> tuple[tuple[str, DefLine | None], ...]:
     tree = parse_as_run(source)
     if tree is None:
         return ()
@@ -149,13 +160,16 @@ def top_level_bindings(source: str) -> tuple[tuple[str, DefLine | None], ...]:
 def last_bindings(sources: Iterable[str], functions: Sequence[str]) -> dict[str, tuple[int, DefLine | None]]:
     """For each of `functions` that a cell of `sources` binds at its top level: (the index of the last
     cell binding it, in run order, and its DefLine there, or None when that binding is not a plain def
-    or the cell is too long to parse, `MAX_PARSED`)."""
+    or the cell is past the notebook's parsing budget, `MAX_PARSED` characters of the cells that name
+    one of `functions`)."""
     out: dict[str, tuple[int, DefLine | None]] = {}
+    budget = MAX_PARSED
     for index, source in enumerate(sources):
         named = [function for function in functions if function in source]
         if not named:                               # most cells: nothing to parse
             continue
-        bound: Sequence[tuple[str, DefLine | None]] = (top_level_bindings(source) if len(source) <= MAX_PARSED
+        budget -= len(source)
+        bound: Sequence[tuple[str, DefLine | None]] = (top_level_bindings(source) if budget >= 0
                                                        else [(name, None) for name in named])
         for name, line in bound:
             if name in functions:

@@ -104,6 +104,18 @@ def test_a_cell_too_long_to_parse_leaves_the_functions_it_names_unknown():
         "def layer_norm(x, gamma, beta, epsilon=1e-5)")
 
 
+def test_the_parsing_budget_is_the_notebooks_not_each_cells():
+    """Are the cells that name a graded function parsed only up to MAX_PARSED characters in all, so that
+    many long cells cost the grader no more than one, the functions named past the budget left unknown?"""
+    filler = "x = 1\n" * (MAX_PARSED // 6 // 3)
+    cells = [f"def layer_norm(x, gamma, beta, eps{i}=1e-5):\n    return x\n" + filler for i in range(5)]
+    assert all(len(cell) < MAX_PARSED for cell in cells) and sum(map(len, cells)) > MAX_PARSED
+    assert last_bindings(cells[:2], ("layer_norm",))["layer_norm"][1].text == (
+        "def layer_norm(x, gamma, beta, eps1=1e-5)")
+    assert last_bindings(cells, ("layer_norm",))["layer_norm"] == (4, None)
+    assert last_bindings(["x = 1\n" * (MAX_PARSED // 6 + 1), *cells[:1]], ("layer_norm",))["layer_norm"][1] is not None
+
+
 def _answer(source: str, grade_id: str) -> nbformat.NotebookNode:
     meta = {"grade": False, "solution": True, "locked": False, "grade_id": grade_id}
     return nbformat.v4.new_code_cell(source, metadata={"nbgrader": meta})
