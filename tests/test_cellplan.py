@@ -300,7 +300,7 @@ def test_a_stopped_cells_definitions_are_kept_line_for_line():
     "while True:\n    pass",                          # nothing to keep
     "import os\nos._exit(0)",                         # imports alone are not worth a run
     "def f():\n    return 1",                         # nothing left out
-    "def f():\n    return 1\nx = 1; import os",       # a kept and a left-out statement share a line
+    "def f():\n    return 1\nx = f(); import os",     # a kept and a left-out statement share a line
     "def f(:\n    pass\nwhile True: pass",            # does not parse
     "%%bash\nsleep 100",                              # a cell magic the sandbox does not run
 ])
@@ -311,7 +311,9 @@ def test_a_stopped_cell_with_nothing_to_split_is_left_out_whole(source):
 
 
 @pytest.mark.parametrize(("source", "expected"), [
-    ("import time\nK = 2\ndef f():\n    return K", ("import time\n\ndef f():\n    return K", ("time", "f"))),
+    ("import time\nK = 2\ndef f():\n    return K", (None, ("time", "K", "f"))),
+    ("import time\nK = 2\ntime.sleep(9)\ndef f():\n    return K", ("import time\nK = 2\n\ndef f():\n    return K",
+                                                                  ("time", "K", "f"))),
     ("import torch.nn as nn\nfrom os import path", (None, ("nn", "path"))),
     ("@slow\ndef f():\n    return 1\nclass C:\n    pass", (None, ("f", "C"))),
     ("import os\nos._exit(0)", None),
@@ -322,6 +324,81 @@ def test_definitions_alone_keeps_a_cell_of_definitions_and_imports_whole(source,
     """Is a cell split as definitions_only splits it, run whole (None for its text) when it is made of
     definitions and imports alone, and None when it has nothing to keep or cannot be split?"""
     assert cellplan.definitions_alone(source) == expected
+
+
+def test_a_stopped_cell_keeps_its_cheap_assignments_in_order():
+    """Are the plain assignments of a stopped cell kept with its definitions, in order, when their values
+    need no call (literals, containers of them, the cell's names, arithmetic on numbers, attributes of the
+    notebook's modules), and are the others blanked out: calls, comprehensions, subscripts, names that may
+    not exist, operators on values that are not numbers, huge powers, attributes of anything else?"""
+    source = textwrap.dedent("""\
+        K = 2
+        EPS = 1e-5
+        SHAPE = (3, [K, None])
+        CONFIG = {"lr": EPS, ("a", 1): -K}
+        NAMES = {"a", "b"}
+        DTYPE: type = np.float32
+        BIG = 2 ** 31 - 1
+        TAU = 2 * math.pi
+        a, b = K, -EPS / 3
+        HALF = TAU / 2 + (3 << 4) % a
+        calls = np.ones(K)
+        squares = [i * i for i in range(K)]
+        first = SHAPE[0]
+        data = X_train
+        doubled = data * 2
+        line = "-" * 40
+        keyed = {data: 1}
+        spread = [*SHAPE]
+        huge = 10 ** 10 ** 9
+        shifted = 1 << K
+        size = model.size
+        K += 1
+        def f(x):
+            return x * K + HALF
+        time.sleep(100)
+    """)
+    kept, names = cellplan.definitions_only(source, modules={"np", "math"})
+    lines = source.split("\n")
+    assert kept.split("\n") == lines[:10] + [""] * 12 + lines[22:24] + ["", ""]
+    assert names == ("K", "EPS", "SHAPE", "CONFIG", "NAMES", "DTYPE", "BIG", "TAU", "a", "b", "HALF", "f")
+    without_modules, _ = cellplan.definitions_only(source)
+    assert without_modules.split("\n")[5:8] == ["", "BIG = 2 ** 31 - 1", ""]
+
+
+@pytest.mark.parametrize("assignment", [
+    "K = len('ab')",                               # a call
+    "K = [v for v in (1, 2)]",                     # a comprehension
+    "K = (1, 2)[0]",                               # a subscript
+    "K = undefined",                               # a name that may not exist when it runs
+    "K = f'{2}'",                                  # formatting
+    "K = lambda: 1",                               # not a plain value
+    "K = (y := 2)",                                # binds another name
+    "K = 2 if True else 3",                        # a condition
+    "obj.K = 2",                                   # stores into an object
+])
+def test_an_assignment_that_could_run_code_is_not_kept(assignment):
+    """Is an assignment whose value needs a call, a comprehension, a subscript (or anything else that could
+    run code or fail where the original did not) left out with the rest of the stopped cell, a literal one
+    above it kept?"""
+    kept, names = cellplan.definitions_only(f"J = 1\n{assignment}\ndef f():\n    return J")
+    assert kept == "J = 1\n\ndef f():\n    return J" and names == ("J", "f")
+
+
+def test_a_kept_assignment_reads_no_name_a_left_out_statement_rebinds():
+    """Once a left-out statement (an assignment with a call, a loop) may have rebound a name, is no later
+    assignment reading it kept (it would get the earlier value, `1 / K` dividing by the 0 set above)?"""
+    source = "K = 0\nK = load()\nR = 1 / K\nS = K\nL = 3\nfor L in range(2):\n    pass\nM = L\ndef f():\n    return R"
+    kept, names = cellplan.definitions_only(source)
+    assert kept == "K = 0\n\n\n\nL = 3\n\n\n\ndef f():\n    return R"
+    assert names == ("K", "L", "f")
+
+
+def test_imported_modules_are_the_names_bound_by_imports_alone():
+    """Are the names bound only by `import` statements across the cells the modules cheap assignments may
+    read attributes of, and not a name also assigned or defined, nor one imported from a module?"""
+    sources = ["import numpy as np\nimport math, os.path", "from os import path\nmath = 3", "def np2():\n    pass"]
+    assert cellplan.imported_modules(sources) == frozenset({"np", "os"})
 
 
 @pytest.mark.parametrize(("source", "expected"), [

@@ -639,6 +639,7 @@ class SubmissionRun:
         self._stop_what: dict[int, str] = {}        # how each stopped cell first stopped, in words
         self._trimmed: dict[int, str] = {}  # stopped cells run again as their definitions alone (definitions_only)
         self._unrun: set[int] = set()       # cells after the one the time ran out in, not run (_plan_last_run)
+        self._modules: dict[int, frozenset[str]] = {}   # names bound by imports alone up to a cell (_imported)
         self._cell_began: float | None = None   # when the cell running now started
         self._failed: tuple[str, str] | None = None
         self._layers: set[str] = set(host._host_layers)
@@ -891,19 +892,21 @@ class SubmissionRun:
         counted as the most of that time and the finished cells' mean, within LAST_RUN_FIT of
         `seconds`), all cells are run, the stopped ones as they were last (their definitions alone,
         or left out). Otherwise it is run up to cell `index`, the cells after it not run; that cell
-        is kept as its definitions alone, run whole when it is made of definitions and imports alone
-        (its time so far counted), or left out when it defines nothing (`_definitions_alone`). Then,
+        is kept as its definitions alone (with its cheap assignments: `cellplan.definitions_alone`),
+        run whole when it is made of definitions, imports and cheap assignments alone (its time so far
+        counted), or left out when it defines nothing (`_keep_plan`). Then,
         while the cells before it that finished took more than LAST_RUN_FIT of `seconds` (their
         first-run times are an estimate), the slowest of them are left out: first those that bind no
         name (`cellplan.binds_names`), then, only if still needed, those that do (their definitions
         alone kept; a cell of definitions and imports alone is never left out). The functions are then graded on
         what the cells that ran define, as in Jupyter after an interrupt. Returns the note saying so."""
-        from ..cellplan import binds_names
+        from ..cellplan import binds_names, definitions_alone
 
         limit = self.limits.total_seconds
         order = [c.index for c in self.cells]
         sources = {c.index: c.source for c in self.cells}
         at = order.index(index)
+        modules = self._imported(index)         # for the cells before it too: they ran to their end
         running = 0.0 if self._cell_began is None else max(0.0, time.monotonic() - self._cell_began)
         finished = [i for i in order[:at] if i not in self._stopped and i in outcomes]
         took_all = sum(outcomes[i].seconds for i in finished)
@@ -922,7 +925,7 @@ class SubmissionRun:
                 self._stopped[later] = outcomes[later] = CellOutcome(
                     later, "not_run", label=labels[later],
                     message=f"was not run: the notebook reached its time limit of {limit:g} s before it")
-            plan = self._definitions_alone(index, sources[index])
+            plan = self._keep_plan(index, definitions_alone(sources[index], modules))
             if plan is None or plan[0]:
                 what = f"was still running when the notebook reached its time limit of {limit:g} s"
                 self._stop_what[index] = what
@@ -932,13 +935,13 @@ class SubmissionRun:
                             f"{f'with only its definitions kept ({plan[1]})' if plan else 'leaving it out'}")
             else:
                 took_all += running             # run whole: at least the time it had run
-        plans = {i: self._definitions_alone(i, sources[i], keep=False) for i in finished}
+        found = {i: definitions_alone(sources[i], modules) for i in finished}
         slowest = sorted(finished, key=lambda i: -outcomes[i].seconds)
         binding = {i for i in finished if binds_names(sources[i])}
         # left out first: the cells that bind nothing (sleeps, prints, plots), then those that do
         # (their definitions alone kept); a cell of definitions and imports alone is never left out
         order_out = [i for i in slowest if i not in binding] + [
-            i for i in slowest if i in binding and ((plan := plans[i]) is None or plan[0])]
+            i for i in slowest if i in binding and ((split := found[i]) is None or split[0] is not None)]
         left_out: list[int] = []
         for slow in order_out:
             if took_all <= seconds * LAST_RUN_FIT:
@@ -946,7 +949,7 @@ class SubmissionRun:
             left_out.append(slow)
             took = outcomes[slow].seconds
             took_all -= took
-            plan = self._definitions_alone(slow, sources[slow])
+            plan = self._keep_plan(slow, found[slow])
             self._stop_what[slow] = f"took {round(took, 1):g} s"
             self._stopped[slow] = outcomes[slow] = CellOutcome(
                 slow, "not_run", seconds=took, label=labels[slow],
@@ -964,27 +967,35 @@ class SubmissionRun:
                 f"functions were graded on what the cells that ran define. Make every cell fast enough (remove "
                 f"sleeps, long loops and debugging code) so that the whole notebook runs in {limit:g} s.")
 
-    def _definitions_alone(self, index: int, source: str, keep: bool = True) -> tuple[bool, str] | None:
-        """What of cell `index` is run when its time is not to be spent (`cellplan.definitions_alone`):
-        (True, the names they define) when its definitions alone are kept, the rest of it not run;
-        (False, names) when it is made of definitions and imports alone and so is run whole; None when
-        it defines nothing, and so is not run at all. With `keep`, cell `index` is run so from now on."""
-        from ..cellplan import definitions_alone
+    def _imported(self, index: int) -> frozenset[str]:
+        """The names the cells up to cell `index` (it included) bind by `import` statements alone
+        (`cellplan.imported_modules`): the cheap assignments kept with cell `index`'s definitions may
+        read their attributes (`np.float32`); a module imported only after it is not there yet."""
+        from ..cellplan import imported_modules
 
-        found = definitions_alone(source)
-        if keep:
-            self._trimmed.pop(index, None)
-            if found is not None and found[0] is not None:
-                self._trimmed[index] = found[0]
+        if index not in self._modules:
+            order = [c.index for c in self.cells]
+            upto = order.index(index) + 1 if index in order else len(order)
+            self._modules[index] = imported_modules(c.source for c in self.cells[:upto])
+        return self._modules[index]
+
+    def _keep_plan(self, index: int, found: tuple[str | None, tuple[str, ...]] | None) -> tuple[bool, str] | None:
+        """Cell `index` is run from now on as `found` (`cellplan.definitions_alone` of its source) says,
+        when its time is not to be spent: (True, the names they bind) when its definitions alone are
+        kept, the rest of it not run; (False, names) when it is made of definitions, imports and cheap
+        assignments alone and so is run whole; None when it defines nothing, and so is not run at all."""
+        self._trimmed.pop(index, None)
         if found is None:
             return None
+        if found[0] is not None:
+            self._trimmed[index] = found[0]
         return found[0] is not None, ", ".join(found[1])
 
     def _cell_stopped(self, index: int, stop: _Stop, label: str) -> CellOutcome:
         """The outcome of a cell that ran too long or ended its process. The notebook is run again
         with that cell's definitions alone in its place (`cellplan.definitions_only`: its functions,
-        classes and imports), or, when it has none, stopped that way too, or cannot be split, without
-        it."""
+        classes, imports and cheap assignments such as `K = 2`), or, when it has none, stopped that
+        way too, or cannot be split, without it."""
         from ..cellplan import definitions_only
 
         first = self._stopped.get(index)
@@ -999,7 +1010,8 @@ class SubmissionRun:
                                message=f"{self._stop_what[index]}; so were its definitions alone, "
                                        f"and the notebook was then run again without it")
         self._stop_what[index] = what
-        trimmed = definitions_only(next((c.source for c in self.cells if c.index == index), ""))
+        trimmed = definitions_only(next((c.source for c in self.cells if c.index == index), ""),
+                                   self._imported(index))
         seconds = self.limits.cell_seconds if status == "timeout" else 0.0
         if trimmed is None:
             return CellOutcome(index, status, seconds=seconds, label=label,

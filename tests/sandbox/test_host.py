@@ -191,6 +191,18 @@ def test_the_cell_the_time_ran_out_in_runs_whole_when_made_of_definitions_alone(
     assert "was run again up to the 4th code cell (`def g`), where the time ran out" in " ".join(run.report.notes)
 
 
+def test_the_cell_the_time_ran_out_in_keeps_its_cheap_assignments_with_its_definitions(submit):
+    """When the time runs out in a cell that sets constants, defines a function reading one and then
+    sleeps, does the last run keep the constants with the function, so that it works when graded?"""
+    run = submit(["import time", "time.sleep(1.0)", "time.sleep(1.0)",
+                  "K = 2\nEPS = 1e-5\ndef f(x):\n    return x * K\ntime.sleep(1.5)", "def h():\n    return 3"],
+                 LAST_RUN_LIMITS)
+    assert run.report.state == "ok"
+    assert [c.status for c in run.report.cells][3:] == ["timeout", "not_run"]
+    assert run.report.cells[3].message.endswith("with only its definitions kept (K, EPS, f)")
+    assert run.problem("p").call("f", (3,)).value == 6
+
+
 def test_the_last_run_leaves_out_cells_that_define_nothing_before_slow_answer_cells(submit):
     """A slow answer cell (`K = 2`, a 0.9 s loop, a function using K) before cells that only sleep:
     are the sleeping cells left out first, so that the answer cell runs whole and K is defined?"""
@@ -1320,6 +1332,16 @@ def test_a_cell_stopped_partway_keeps_its_definitions(submit):
                                            "the rest of the cell not run")
     p = run.problem("p")
     assert [p.call(name).value for name in ("f", "g", "h", "k")] == [1, math.pi, "h", 2]
+
+
+def test_a_cell_stopped_partway_keeps_its_cheap_assignments(submit):
+    """A cell setting constants (one from a module another cell imports) around a function that reads them,
+    then looping forever: is the notebook run again with the constants kept beside the function?"""
+    run = submit(["import math", "K = 2\nTAU = 2 * math.pi\nrows = list(range(K))\ndef f(x):\n    return x * K + TAU\n"
+                  "while True:\n    pass"])
+    assert [c.status for c in run.report.cells] == ["ok", "timeout"]
+    assert "only the cell's definitions kept from it (K, TAU, f)" in run.report.cells[1].message
+    assert math.isclose(run.problem("p").call("f", (1,)).value, 2 + 2 * math.pi)
 
 
 def test_a_cell_whose_definitions_alone_hang_too_is_left_out(submit):
