@@ -35,7 +35,7 @@ import builtins
 import hashlib
 import json
 import symtable
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -312,117 +312,48 @@ def defined_functions(source: str) -> tuple[str, ...]:
     return tuple(s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
 
-# Cheap assignments kept with a cell's definitions: a power or shift of two number literals only
-# while its result stays within this many bits (`2 ** 31 - 1`, `1 << 20`, not `10 ** 10 ** 9`).
-CHEAP_POWER_BITS = 1 << 16
-
-
-def _number_literal(node: ast.AST) -> int | float | complex | None:
-    """The value of a number literal, signed or not (`3`, `-2.5`); None for anything else."""
-    negative = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        node = node.operand
-    if not isinstance(node, ast.Constant):
-        return None
-    value = node.value
-    if isinstance(value, bool) or not isinstance(value, (int, float, complex)):
-        return None
-    return -value if negative else value
-
-
-def _cheap_power(node: ast.BinOp) -> bool:
-    """`a ** b` or `a << b` of two number literals whose result is small (floats: at most an OverflowError)."""
-    left, right = _number_literal(node.left), _number_literal(node.right)
-    if left is None or right is None:
-        return False
-    if not (isinstance(left, int) and isinstance(right, int)):
-        return isinstance(node.op, ast.Pow) and not isinstance(left, complex) and not isinstance(right, complex)
-    return abs(right) * max(abs(left).bit_length(), 1) <= CHEAP_POWER_BITS if isinstance(node.op, ast.Pow) \
-        else abs(right) <= CHEAP_POWER_BITS
-
-
-@dataclass
-class _Known:
-    """What the kept statements of a cell have bound so far: names that surely exist when the next one
-    runs (builtins, the notebook's modules, what the cell kept above), those of them that are modules,
-    and those holding numbers worked out from literals."""
-    names: set[str]
-    modules: set[str]
-    numbers: set[str] = field(default_factory=set)
-
-
-def _module_attribute(node: ast.AST, known: _Known) -> bool:
-    chain = _chain(node)
-    return chain is not None and chain[0] in known.modules
-
-
-def _cheap_number(node: ast.AST, known: _Known) -> bool:
-    """Arithmetic on numbers from literals, the cell's own names holding such numbers and module
-    attributes (`2 * math.pi`): no student code runs (no operand is one of its objects) and no time is taken."""
-    if isinstance(node, ast.Constant):
-        return type(node.value) in (int, float, complex, bool)
-    if isinstance(node, ast.Name):
-        return node.id in known.numbers
-    if isinstance(node, ast.Attribute):
-        return _module_attribute(node, known)
-    if isinstance(node, ast.UnaryOp):
-        return _cheap_number(node.operand, known)
-    if isinstance(node, ast.BinOp):
-        if isinstance(node.op, (ast.Pow, ast.LShift)):
-            return _cheap_power(node)
-        return _cheap_number(node.left, known) and _cheap_number(node.right, known)
-    return False
-
-
-def _hashable_literal(node: ast.AST | None) -> bool:
-    """A set element or dict key hashed without running student code: a literal, or a tuple of them."""
-    if isinstance(node, ast.Tuple):
-        return all(_hashable_literal(e) for e in node.elts)
-    return isinstance(node, ast.Constant)
-
-
-def _cheap_value(node: ast.AST, known: _Known) -> bool:
-    """A value worked out without a call, a comprehension, an item read or any student code: literals,
-    names that exist, module attributes (`np.float32`), containers of those and `_cheap_number`."""
+def _literal(node: ast.AST | None) -> bool:
+    """A value Python builds without running anything that could fail, take time or be the student's:
+    a constant (`2`, `1e-5`, `"relu"`, `None`), a signed number (`-3`), and tuples and lists of those;
+    sets and dict keys of constants or tuples of them, dict values literal. No name is read (a name may
+    be missing, or bound to an object whose operators run its code), no operator is applied (`1 / 0`,
+    `~1.5`, `10.0 ** 400` raise; `"a" * 10 ** 9` takes gigabytes)."""
     if isinstance(node, ast.Constant):
         return True
-    if isinstance(node, ast.Name):
-        return node.id in known.names
-    if isinstance(node, ast.Attribute):
-        return _module_attribute(node, known)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        operand = node.operand
+        return isinstance(operand, ast.Constant) and type(operand.value) in (int, float, complex)
     if isinstance(node, (ast.Tuple, ast.List)):
-        return all(_cheap_value(e, known) for e in node.elts)      # a starred item is none of these
+        return all(_literal(e) for e in node.elts)           # a starred item is none of these
     if isinstance(node, ast.Set):
         return all(_hashable_literal(e) for e in node.elts)
     if isinstance(node, ast.Dict):
-        return (all(_hashable_literal(k) for k in node.keys)        # `**more` has the key None
-                and all(_cheap_value(v, known) for v in node.values))
-    return _cheap_number(node, known)
+        return all(_hashable_literal(k) for k in node.keys) and all(_literal(v) for v in node.values)
+    return False                                              # `**more` above: its key is None
 
 
-def _cheap_assignment(statement: ast.stmt, known: _Known) -> list[tuple[str, bool]] | None:
-    """The names a plain assignment of a cheap value binds, each with whether it holds a number
-    (`K = 2`, `a, b = 1, 2`, `DTYPE: type = np.float32`); None for any other statement."""
-    if isinstance(statement, ast.AnnAssign):
-        if not (isinstance(statement.target, ast.Name) and statement.value is not None
-                and _cheap_value(statement.annotation, known)):
+def _hashable_literal(node: ast.AST | None) -> bool:
+    """A set element or dict key hashed without running anything: a constant, or a tuple of them."""
+    if isinstance(node, ast.Tuple):
+        return all(_hashable_literal(e) for e in node.elts)
+    return isinstance(node, ast.Constant) or (isinstance(node, ast.UnaryOp) and _literal(node))
+
+
+def _literal_assignment(statement: ast.stmt) -> list[str] | None:
+    """The names a plain assignment of literals binds (`K = 2`, `a, b = 1, 2`, `A = B = (3, 4)`); None
+    for any other statement (an annotated one evaluates its annotation)."""
+    if not isinstance(statement, ast.Assign) or not _literal(statement.value):
+        return None
+    names: list[str] = []
+    for target in statement.targets:
+        if isinstance(target, ast.Name):
+            names.append(target.id)
+        elif (isinstance(target, (ast.Tuple, ast.List)) and isinstance(statement.value, (ast.Tuple, ast.List))
+              and len(target.elts) == len(statement.value.elts) and all(isinstance(t, ast.Name) for t in target.elts)):
+            names += [t.id for t in target.elts if isinstance(t, ast.Name)]
+        else:
             return None
-        pairs: list[tuple[ast.expr, ast.expr]] = [(statement.target, statement.value)]
-    elif isinstance(statement, ast.Assign):
-        pairs = []
-        for target in statement.targets:
-            if isinstance(target, ast.Name):
-                pairs.append((target, statement.value))
-            elif (isinstance(target, (ast.Tuple, ast.List)) and isinstance(statement.value, (ast.Tuple, ast.List))
-                  and len(target.elts) == len(statement.value.elts)):
-                pairs += zip(target.elts, statement.value.elts, strict=True)
-            else:
-                return None
-    else:
-        return None
-    if not all(isinstance(t, ast.Name) and _cheap_value(v, known) for t, v in pairs):
-        return None
-    return [(t.id, _cheap_number(v, known)) for t, v in pairs if isinstance(t, ast.Name)]
+    return names
 
 
 @dataclass(frozen=True)
@@ -434,12 +365,10 @@ class _Split:
     definitions: bool               # a `def` or `class` is kept
 
 
-def _split(tree: ast.Module, modules: Collection[str]) -> _Split:
+def _split(tree: ast.Module) -> _Split:
     """Keep the definitions (`def`, `class`, decorators included), imports and, in order among them,
-    plain assignments of cheap values (`_cheap_assignment`) whose names all exist once the statements
-    kept above have run, and hold there what they held when the whole cell ran (a name a left-out
-    statement may rebind is read by no later assignment); every other statement is left out."""
-    known = _Known(names=set(BUILTIN_NAMES) | set(modules), modules=set(modules))
+    plain assignments of literals (`_literal_assignment`), which can neither fail nor take time; every
+    other statement is left out."""
     kept: set[int] = set()
     dropped: set[int] = set()
     names: list[str] = []
@@ -447,38 +376,26 @@ def _split(tree: ast.Module, modules: Collection[str]) -> _Split:
     for statement in tree.body:
         first = min([d.lineno for d in getattr(statement, "decorator_list", ())] + [statement.lineno])
         lines = range(first, (statement.end_lineno or statement.lineno) + 1)
-        numbers: set[str] = set()
         if isinstance(statement, _DEFINITIONS):
             definitions = True
             bound = [statement.name]
         elif isinstance(statement, (ast.Import, ast.ImportFrom)):
             bound = [(a.asname or a.name).split(".")[0] for a in statement.names if a.name != "*"]
-        elif (assigned := _cheap_assignment(statement, known)) is not None:
-            bound = [name for name, _ in assigned]
-            numbers = {name for name, number in assigned if number}
+        elif (assigned := _literal_assignment(statement)) is not None:
+            bound = assigned
         else:
             dropped.update(lines)
-            stale = _bound(statement)           # what it would have rebound holds another value now:
-            known.names -= stale                # unknown (`K = 0`, then `K = load()`, then `R = 1 / K`)
-            known.numbers -= stale
-            known.modules -= stale
             continue
-        known.numbers.difference_update(bound)
-        known.modules.difference_update(bound)
-        known.numbers |= numbers
-        if isinstance(statement, (ast.Import, ast.ImportFrom)):
-            known.modules.update(bound)
         kept.update(lines)
-        known.names.update(bound)
         names += bound
     return _Split(frozenset(kept), frozenset(dropped), tuple(dict.fromkeys(names)), definitions)
 
 
-def definitions_only(source: str, modules: Collection[str] = ()) -> tuple[str, tuple[str, ...]] | None:
+def definitions_only(source: str) -> tuple[str, tuple[str, ...]] | None:
     """For a cell that was stopped partway (too slow, or it ended its process): the cell with every
     top-level statement but its definitions (`def`, `class`, decorators included), imports and plain
-    assignments of cheap values (`K = 2`, `DTYPE = np.float32`: see `_split`; `modules` are the
-    notebook's names bound by imports alone) blanked out line for line (so that line numbers stay),
+    assignments of literals (`K = 2`, `SHAPE = (3, 4)`: see `_split`) blanked out line for line (so
+    that line numbers stay),
     and the names it still binds. Run again in its place, it keeps the functions a student wrote above
     or below a slow loop, with the constants they read, as an interrupt in Jupyter keeps what ran
     before it. None when there is no function or class to keep, nothing to leave out, or the cell
@@ -486,7 +403,7 @@ def definitions_only(source: str, modules: Collection[str] = ()) -> tuple[str, t
     tree = _parse(source)
     if tree is None:
         return None
-    return _trimmed(source, _split(tree, modules))
+    return _trimmed(source, _split(tree))
 
 
 def _trimmed(source: str, split: _Split) -> tuple[str, tuple[str, ...]] | None:
@@ -496,15 +413,15 @@ def _trimmed(source: str, split: _Split) -> tuple[str, tuple[str, ...]] | None:
     return text, split.names
 
 
-def definitions_alone(source: str, modules: Collection[str] = ()) -> tuple[str | None, tuple[str, ...]] | None:
+def definitions_alone(source: str) -> tuple[str | None, tuple[str, ...]] | None:
     """What of a cell to run when its time is not to be spent: `definitions_only` when it has
     definitions to keep and something else to leave out; (None, names) when all of it would be kept
-    (definitions, imports and cheap assignments alone: `import torch`, a decorated `def`), so that all
+    (definitions, imports and assignments of literals alone: `import torch`, a decorated `def`), so that all
     of it is run; None when it has no definition or import to keep, or cannot be split (it is left out)."""
     tree = _parse(source)
     if tree is None:
         return None
-    split = _split(tree, modules)
+    split = _split(tree)
     trimmed = _trimmed(source, split)
     if trimmed is not None:
         return trimmed
@@ -512,19 +429,6 @@ def definitions_alone(source: str, modules: Collection[str] = ()) -> tuple[str |
                                                   for s in tree.body):
         return None
     return None, split.names
-
-
-def imported_modules(sources: Iterable[str]) -> frozenset[str]:
-    """The names these cells bind by `import` statements alone (`np` after `import numpy as np`, when
-    no cell also assigns or defines it): what cheap assignments kept with a cell's definitions may
-    read attributes of."""
-    imported: set[str] = set()
-    other: set[str] = set()
-    for source in sources:
-        facts = cell_facts(source)
-        imported.update(name for name, _ in facts.imports)
-        other |= facts.other_binds | {name for name, _ in facts.defs}
-    return frozenset(imported - other)
 
 
 def binds_names(source: str) -> bool:

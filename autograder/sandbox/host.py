@@ -639,7 +639,6 @@ class SubmissionRun:
         self._stop_what: dict[int, str] = {}        # how each stopped cell first stopped, in words
         self._trimmed: dict[int, str] = {}  # stopped cells run again as their definitions alone (definitions_only)
         self._unrun: set[int] = set()       # cells after the one the time ran out in, not run (_plan_last_run)
-        self._modules: dict[int, frozenset[str]] = {}   # names bound by imports alone up to a cell (_imported)
         self._cell_began: float | None = None   # when the cell running now started
         self._failed: tuple[str, str] | None = None
         self._layers: set[str] = set(host._host_layers)
@@ -892,8 +891,8 @@ class SubmissionRun:
         counted as the most of that time and the finished cells' mean, within LAST_RUN_FIT of
         `seconds`), all cells are run, the stopped ones as they were last (their definitions alone,
         or left out). Otherwise it is run up to cell `index`, the cells after it not run; that cell
-        is kept as its definitions alone (with its cheap assignments: `cellplan.definitions_alone`),
-        run whole when it is made of definitions, imports and cheap assignments alone (its time so far
+        is kept as its definitions alone (with its assignments of literals: `cellplan.definitions_alone`),
+        run whole when it is made of definitions, imports and assignments of literals alone (its time so far
         counted), or left out when it defines nothing (`_keep_plan`). Then,
         while the cells before it that finished took more than LAST_RUN_FIT of `seconds` (their
         first-run times are an estimate), the slowest of them are left out: first those that bind no
@@ -906,7 +905,6 @@ class SubmissionRun:
         order = [c.index for c in self.cells]
         sources = {c.index: c.source for c in self.cells}
         at = order.index(index)
-        modules = self._imported(index)         # for the cells before it too: they ran to their end
         running = 0.0 if self._cell_began is None else max(0.0, time.monotonic() - self._cell_began)
         finished = [i for i in order[:at] if i not in self._stopped and i in outcomes]
         took_all = sum(outcomes[i].seconds for i in finished)
@@ -925,7 +923,7 @@ class SubmissionRun:
                 self._stopped[later] = outcomes[later] = CellOutcome(
                     later, "not_run", label=labels[later],
                     message=f"was not run: the notebook reached its time limit of {limit:g} s before it")
-            plan = self._keep_plan(index, definitions_alone(sources[index], modules))
+            plan = self._keep_plan(index, definitions_alone(sources[index]))
             if plan is None or plan[0]:
                 what = f"was still running when the notebook reached its time limit of {limit:g} s"
                 self._stop_what[index] = what
@@ -935,7 +933,7 @@ class SubmissionRun:
                             f"{f'with only its definitions kept ({plan[1]})' if plan else 'leaving it out'}")
             else:
                 took_all += running             # run whole: at least the time it had run
-        found = {i: definitions_alone(sources[i], modules) for i in finished}
+        found = {i: definitions_alone(sources[i]) for i in finished}
         slowest = sorted(finished, key=lambda i: -outcomes[i].seconds)
         binding = {i for i in finished if binds_names(sources[i])}
         # left out first: the cells that bind nothing (sleeps, prints, plots), then those that do
@@ -967,22 +965,10 @@ class SubmissionRun:
                 f"functions were graded on what the cells that ran define. Make every cell fast enough (remove "
                 f"sleeps, long loops and debugging code) so that the whole notebook runs in {limit:g} s.")
 
-    def _imported(self, index: int) -> frozenset[str]:
-        """The names the cells up to cell `index` (it included) bind by `import` statements alone
-        (`cellplan.imported_modules`): the cheap assignments kept with cell `index`'s definitions may
-        read their attributes (`np.float32`); a module imported only after it is not there yet."""
-        from ..cellplan import imported_modules
-
-        if index not in self._modules:
-            order = [c.index for c in self.cells]
-            upto = order.index(index) + 1 if index in order else len(order)
-            self._modules[index] = imported_modules(c.source for c in self.cells[:upto])
-        return self._modules[index]
-
     def _keep_plan(self, index: int, found: tuple[str | None, tuple[str, ...]] | None) -> tuple[bool, str] | None:
         """Cell `index` is run from now on as `found` (`cellplan.definitions_alone` of its source) says,
         when its time is not to be spent: (True, the names they bind) when its definitions alone are
-        kept, the rest of it not run; (False, names) when it is made of definitions, imports and cheap
+        kept, the rest of it not run; (False, names) when it is made of definitions, imports and literal
         assignments alone and so is run whole; None when it defines nothing, and so is not run at all."""
         self._trimmed.pop(index, None)
         if found is None:
@@ -994,7 +980,7 @@ class SubmissionRun:
     def _cell_stopped(self, index: int, stop: _Stop, label: str) -> CellOutcome:
         """The outcome of a cell that ran too long or ended its process. The notebook is run again
         with that cell's definitions alone in its place (`cellplan.definitions_only`: its functions,
-        classes, imports and cheap assignments such as `K = 2`), or, when it has none, stopped that
+        classes, imports and assignments of literals such as `K = 2`), or, when it has none, stopped that
         way too, or cannot be split, without it."""
         from ..cellplan import definitions_only
 
@@ -1010,8 +996,7 @@ class SubmissionRun:
                                message=f"{self._stop_what[index]}; so were its definitions alone, "
                                        f"and the notebook was then run again without it")
         self._stop_what[index] = what
-        trimmed = definitions_only(next((c.source for c in self.cells if c.index == index), ""),
-                                   self._imported(index))
+        trimmed = definitions_only(next((c.source for c in self.cells if c.index == index), ""))
         seconds = self.limits.cell_seconds if status == "timeout" else 0.0
         if trimmed is None:
             return CellOutcome(index, status, seconds=seconds, label=label,

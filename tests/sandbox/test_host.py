@@ -191,7 +191,7 @@ def test_the_cell_the_time_ran_out_in_runs_whole_when_made_of_definitions_alone(
     assert "was run again up to the 4th code cell (`def g`), where the time ran out" in " ".join(run.report.notes)
 
 
-def test_the_cell_the_time_ran_out_in_keeps_its_cheap_assignments_with_its_definitions(submit):
+def test_the_cell_the_time_ran_out_in_keeps_its_literal_assignments_with_its_definitions(submit):
     """When the time runs out in a cell that sets constants, defines a function reading one and then
     sleeps, does the last run keep the constants with the function, so that it works when graded?"""
     run = submit(["import time", "time.sleep(1.0)", "time.sleep(1.0)",
@@ -1334,14 +1334,24 @@ def test_a_cell_stopped_partway_keeps_its_definitions(submit):
     assert [p.call(name).value for name in ("f", "g", "h", "k")] == [1, math.pi, "h", 2]
 
 
-def test_a_cell_stopped_partway_keeps_its_cheap_assignments(submit):
-    """A cell setting constants (one from a module another cell imports) around a function that reads them,
-    then looping forever: is the notebook run again with the constants kept beside the function?"""
-    run = submit(["import math", "K = 2\nTAU = 2 * math.pi\nrows = list(range(K))\ndef f(x):\n    return x * K + TAU\n"
-                  "while True:\n    pass"])
+def test_an_assignment_after_the_endless_loop_that_would_raise_is_not_kept(submit):
+    """An endless loop, then `K = 1 / 0` (never reached in the first run), then a constant and a function:
+    is the division left out of the run again, so that it cannot raise there and lose the function?"""
+    run = submit(["while True:\n    pass\nK = 1 / 0\nJ = 3\ndef f():\n    return J"])
+    assert [c.status for c in run.report.cells] == ["timeout"]
+    assert "only the cell's definitions kept from it (J, f)" in run.report.cells[0].message
+    assert run.problem("p").call("f", ()).value == 3
+
+
+def test_a_cell_stopped_partway_keeps_its_assignments_of_literals(submit):
+    """A cell setting constants around a function that reads them, then looping forever: is the notebook
+    run again with the literal constants kept beside the function, and one worked out with an operator
+    (which could fail when run without what it reads, and lose the function after it) left out?"""
+    run = submit(["import math", "K = 2\nTAU = 6.283\nHALF = TAU / 2\nrows = list(range(K))\n"
+                  "def f(x):\n    return x * K + TAU\nwhile True:\n    pass"])
     assert [c.status for c in run.report.cells] == ["ok", "timeout"]
     assert "only the cell's definitions kept from it (K, TAU, f)" in run.report.cells[1].message
-    assert math.isclose(run.problem("p").call("f", (1,)).value, 2 + 2 * math.pi)
+    assert math.isclose(run.problem("p").call("f", (1,)).value, 2 + 6.283)
 
 
 def test_a_cell_whose_definitions_alone_hang_too_is_left_out(submit):
