@@ -62,29 +62,52 @@ def fits(mine: DefLine, released: DefLine) -> bool:
     return all(keyword_only.values())
 
 
-def _shown(name: str, default: ast.expr | None, source: str) -> str:
+DEFAULT_SHOWN = 24  # a default written longer than this is quoted as `…` (the parameters after it stay visible)
+
+
+def _source_lines(source: str) -> list[bytes]:
+    """The cell's lines as `ast` counts them (ended by \\n, \\r\\n or \\r), encoded: an ast node's
+    columns are UTF-8 byte offsets. Split once per cell (`ast.get_source_segment` splits the whole cell
+    again for every node it is asked about: thousands of defaults made that minutes)."""
+    return source.replace("\r\n", "\n").replace("\r", "\n").encode("utf-8", "surrogatepass").split(b"\n")
+
+
+def _written(node: ast.expr, lines: Sequence[bytes]) -> str | None:
+    """How `node` is written in the cell whose `_source_lines` are `lines` (None past a few lines)."""
+    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+    if node.end_col_offset is None or last - first > 3 or last >= len(lines):
+        return None
+    if first == last:
+        text = lines[first][node.col_offset:node.end_col_offset]
+    else:
+        text = b"\n".join([lines[first][node.col_offset:], *lines[first + 1:last], lines[last][:node.end_col_offset]])
+    return text.decode("utf-8", "replace")
+
+
+def _shown(name: str, default: ast.expr | None, lines: Sequence[bytes]) -> str:
     if default is None:
         return name
-    written = ast.get_source_segment(source, default) or ast.unparse(default)
-    return f"{name}={' '.join(written.split())}"
+    written = " ".join((_written(default, lines) or "\u2026").split())
+    return f"{name}={written if len(written) <= DEFAULT_SHOWN else chr(0x2026)}"
 
 
-def def_line(node: ast.FunctionDef | ast.AsyncFunctionDef, source: str) -> DefLine:
-    """The DefLine of a `def` parsed from `source` (its defaults quoted as written there)."""
+def def_line(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: Sequence[bytes]) -> DefLine:
+    """The DefLine of a `def` parsed from a cell whose `_source_lines` are `lines` (its defaults quoted
+    as written there, a long one as `…`)."""
     args = node.args
     positional = [*args.posonlyargs, *args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
     defaults += args.defaults
     parts = []
     for i, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
-        parts.append(_shown(arg.arg, default, source))
+        parts.append(_shown(arg.arg, default, lines))
         if i == len(args.posonlyargs) - 1:
             parts.append("/")
     if args.vararg is not None:
         parts.append(f"*{args.vararg.arg}")
     elif args.kwonlyargs:
         parts.append("*")
-    parts += [_shown(arg.arg, default, source) for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)]
+    parts += [_shown(arg.arg, default, lines) for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)]
     if args.kwarg is not None:
         parts.append(f"**{args.kwarg.arg}")
     keyword = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
@@ -144,12 +167,13 @@ def _bindings(source: str) -> tuple[tuple[str, DefLine | None], ...]:
     tree = parse_as_run(source)
     if tree is None:
         return ()
+    lines = _source_lines(source)
     out: list[tuple[str, DefLine | None]] = []
     try:
         for statement in tree.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and not statement.decorator_list:
                 out += [(name, None) for name in _names_bound(statement) if name != statement.name]
-                out.append((statement.name, def_line(statement, source)))
+                out.append((statement.name, def_line(statement, lines)))
             else:
                 out += [(name, None) for name in _names_bound(statement)]
     except (RecursionError, MemoryError):       # a default nested too deeply to write out

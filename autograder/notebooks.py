@@ -629,7 +629,8 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
         cells.append(CodeCell(index=i, source=src, label=cell_label(number, src), test_of=_test_of(cell)))
     notes += copied_cell_notes(name, raw_cells, source_key)
     notes += redefined_notes(name, raw_cells, source_key, released_redefinitions(release))
-    notes += def_line_notes(name, [(c.source, c.label) for c in cells], functions, release)
+    # autograder-test cells are left out: hidden graders replace them (a def typed into one is not run)
+    notes += def_line_notes(name, [(c.source, c.label) for c in cells if not c.test_of], functions, release)
     if skipped:
         notes.append(_skipped_note(name, skipped))
     if not cells:

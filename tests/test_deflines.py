@@ -66,8 +66,23 @@ def test_the_def_line_is_quoted_as_written_without_annotations():
               "    pass")
     assert def_line(source).text == "async def f(a, /, b=1e-5, *args, c=(1, 2), d=\"'x'\", **kw)"
     assert def_line("def g(x, *, y):\n    pass").text == "def g(x, *, y)"
-    long = def_line(f"def h(x={'0' * 200}):\n    pass").text
+    assert def_line(f"def h(x={'0' * 200}, *, clip):\n    pass").text == "def h(x=\u2026, *, clip)"
+    long = def_line(f"def h({', '.join(f'a{i}' for i in range(100))}):\n    pass").text
     assert len(long) == 120 and long.endswith("\u2026")
+    quoted = def_line("def k(s='\u00e9t\u00e9', t={\n  'a': 1}):\n    pass").text
+    assert quoted == "def k(s='\u00e9t\u00e9', t={ 'a': 1})"
+
+
+def test_a_cell_is_split_into_lines_once_however_many_defaults_it_quotes(monkeypatch):
+    """Is a cell split into lines once, not once per default quoted (thousands of defaults in a cell naming
+    a graded function cost a grading worker minutes when each quote split the cell again)?"""
+    from autograder import deflines
+    calls = []
+    split = deflines._source_lines
+    monkeypatch.setattr(deflines, "_source_lines", lambda source: calls.append(1) or split(source))
+    cell = "def layer_norm(x, eps=1e-5):\n    return x\n" + "".join(f"def f{i}(a=0, b=1):pass\n" for i in range(300))
+    assert last_bindings([cell], ("layer_norm",))["layer_norm"][1].text == "def layer_norm(x, eps=1e-5)"
+    assert calls == [1]
 
 
 def test_a_function_is_known_only_when_its_last_binding_is_a_plain_def():
@@ -165,6 +180,14 @@ def test_a_graded_function_whose_parameters_differ_from_the_release_is_noted_onc
     nbformat.write(submitted, submission)
     assert notes() == (_note("the 5th code cell (`def layer_norm`)", "def layer_norm(x, gamma, beta, eps)",
                              "def layer_norm(x, gamma, beta, eps=1e-5)"),)
+    # a def typed into an autograder-test cell is not run (hidden graders replace those cells): not noted
+    submitted.cells.pop()
+    test_cell = nbformat.v4.new_code_cell("def layer_norm(x, g, b, eps=1e-5):\n    return x\nassert True")
+    test_cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "grade_id": "test_ln",
+                                      "points": 1}
+    submitted.cells.append(test_cell)
+    nbformat.write(submitted, submission)
+    assert notes() == ()
     release.write_text("{")                     # a release that cannot be read: nothing is compared
     assert notes() == ()
 
