@@ -422,19 +422,35 @@ def _check_grader_files(course: Course, a: Assignment) -> None:
 
 def _key_what_was_graded(task: Task, keys: dict[str, str], version: str, layers: tuple[str, ...],
                          log: Log) -> None:
-    """A Dask worker graded its machine's copy of the submission: when that is not the copy this
-    machine keyed (a shared file system not yet in sync, a resubmission meanwhile), key the result by
-    what was graded, so that the next run grades the submission as it now is rather than calling it
-    unchanged."""
-    from .grading.fingerprint import grading_key, submission_of
+    """Key a fresh result by what was graded. A Dask worker graded its machine's copy of the submission:
+    when that is not the copy this machine keyed (a shared file system not yet in sync, a resubmission
+    meanwhile), the result is keyed by what the worker read, so that the next run grades the submission
+    as it now is rather than calling it unchanged. A submission graded from this machine's copy is read
+    again once graded: when it is not the one keyed before grading (moved away, replaced or unreadable
+    for a while: a copy or a sync into submitted/ meanwhile), the result gets no key, and the next run
+    grades the submission again rather than keeping what was read mid-change."""
+    from .grading.fingerprint import grading_key, submission_hash, submission_of
 
     keyed = keys.get(task.student, "")
-    if not task.seen or not keyed or submission_of(keyed) == task.seen:
+    if not keyed:
         return
-    keys[task.student] = grading_key(version, task.seen, seed=task.seed, on_roster=task.on_roster, isolation=layers)
-    log(f"WARNING: {task.student}: the Dask worker read another copy of the submission than this machine did (a "
-        f"shared file system not yet in sync, or a resubmission meanwhile); graded as the worker read it, so the next "
-        f"`course autograde` grades it again if the copy here differs")
+    if task.seen:
+        if submission_of(keyed) == task.seen:
+            return
+        keys[task.student] = grading_key(version, task.seen, seed=task.seed, on_roster=task.on_roster,
+                                         isolation=layers)
+        log(f"WARNING: {task.student}: the Dask worker read another copy of the submission than this machine did "
+            f"(a shared file system not yet in sync, or a resubmission meanwhile); graded as the worker read it, so "
+            f"the next `course autograde` grades it again if the copy here differs")
+        return
+    try:
+        now = submission_hash(Path(task.folder))
+    except Exception:  # noqa: BLE001 - unreadable now: not the submission that was keyed
+        now = ""
+    if now != submission_of(keyed):
+        keys[task.student] = ""
+        log(f"WARNING: {task.student}: the submission changed while it was graded (moved, replaced or unreadable "
+            f"for a while); its result stands for now, and the next `course autograde` grades it again")
 
 
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
