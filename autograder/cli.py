@@ -114,8 +114,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="grade even if the sandbox cannot be fully set up here (not for untrusted submissions; "
                         "see `course doctor`)")
     g.add_argument("--workers", type=positive_count, metavar="N",
-                   help="grade with N warm worker processes on this machine (default: the cores available, "
-                        "within a cgroup CPU quota)")
+                   help="grade with N warm worker processes on this machine (default, and at most: the cores "
+                        "available, within a cgroup CPU quota)")
     g.add_argument("--wait", action="store_true",
                    help="with --student, return only once the grades are in the gradebook (by default the "
                         "command returns once results.json and the page are written, and the commit finishes "
@@ -348,6 +348,24 @@ def _serve(course_dir: str, assignment: str, idle_minutes: float, insecure: bool
     return 0
 
 
+def _workers_within_cores(args: argparse.Namespace) -> None:
+    """`autograde --workers N` beyond the cores this command may use (affinity, cgroup quota): N brought
+    down to them, in one line on stderr. Each worker's sandbox is held on one CPU, and workers that
+    share a core grade no faster than one, while each still holds a worker's and a sandbox's memory:
+    a number meant as "as many as possible" (the class size, a typo) would otherwise start one
+    worker per submission at once."""
+    if args.command != "autograde" or args.workers is None or args.scheduler:
+        return
+    from .cpus import available_cores
+
+    cores = available_cores()
+    if args.workers > cores:
+        print(f"course autograde: --workers {args.workers}: this command may use {plural(cores, 'core')} "
+              f"(workers sharing a core grade no faster, and each holds its own memory); grading with {cores}",
+              file=sys.stderr, flush=True)
+        args.workers = cores
+
+
 def _early_workers(args: argparse.Namespace) -> tuple[StartedWorker, ...]:
     """For `autograde` on this machine with more than one core, its grading workers (forks of this
     process: batch.launch.fork_worker), started before this command imports the engine: their
@@ -430,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.course_dir_given:
             args.course_dir = "."
         skip_format_checkers()               # before anything imports nbformat or nbgrader
+        _workers_within_cores(args)
         early = _early_workers(args)
     finally:
         if collecting:
