@@ -34,7 +34,7 @@ class Progress:
         self.err = err if err is not None else sys.stderr
         self.bar = self.err.isatty() if bar is None else bar
         self._tqdm: Any = None
-        self._started = time.monotonic()
+        self._first: tuple[float, int] | None = None     # (when, done) at the first update
         self._last_line = 0.0
         self._last_tenth = 0
 
@@ -81,16 +81,25 @@ class Progress:
         return {"ncols": size.columns if size.columns > 0 else 80, "nrows": size.lines if size.lines > 0 else 24}
 
     def _update_plain(self, done: int, total: int) -> None:
+        """A line at each tenth, and between tenths at most every PLAIN_EVERY_SECONDS. The rate is
+        measured from the first update on, as the bar's is: what came before it (the workers' start,
+        a wait for another command's gradebook lock) says nothing of how fast the rest goes."""
         if total < 2:
             return
         now = time.monotonic()
+        if self._first is None:
+            self._first = (now, done)
         tenth = done * 10 // max(total, 1)
         if done < total and tenth == self._last_tenth and now - self._last_line < PLAIN_EVERY_SECONDS:
             return
         self._last_tenth, self._last_line = tenth, now
-        elapsed = now - self._started
-        rate = done / elapsed if elapsed > 0 else 0.0
-        eta = f", about {_eta((total - done) / rate)} left" if rate > 0 and done < total else ""
+        since, first = self._first
+        elapsed = now - since
+        if elapsed <= 0 or done <= first:
+            print(f"progress: {done}/{total} submissions", file=self.err, flush=True)
+            return
+        rate = (done - first) / elapsed
+        eta = f", about {_eta((total - done) / rate)} left" if done < total else ""
         print(f"progress: {done}/{total} submissions ({rate:.1f}/s{eta})", file=self.err, flush=True)
 
     def close(self) -> None:

@@ -33,6 +33,26 @@ def test_piped_progress_is_plain_lines_with_rate_and_time_left():
     assert "\r" not in err.getvalue()
 
 
+def test_piped_progress_measures_its_rate_from_the_first_result_on(monkeypatch):
+    """After ten minutes before the first result (another command held the gradebook lock), then ten
+    results a second, do the plain lines give that rate and the few seconds left, not a rate and a time
+    left diluted by the wait?"""
+    from autograder import progress as module
+
+    clock = [0.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    err = io.StringIO()
+    progress = Progress(out=io.StringIO(), err=err, bar=False)
+    clock[0] = 600.0
+    for done in range(1, 101):
+        progress.update(done, 100)
+        clock[0] += 0.1
+    lines = err.getvalue().splitlines()
+    assert lines[0] == "progress: 1/100 submissions"
+    assert "progress: 10/100 submissions (10.0/s, about 9 s left)" in lines, lines
+    assert lines[-1] == "progress: 100/100 submissions (10.0/s)"
+
+
 @pytest.mark.parametrize("bar", [False, True])
 def test_a_notice_goes_to_standard_error_and_a_students_line_to_standard_output(bar):
     """Is a notice about the run (a wait for the gradebook) written on standard error, with or without a bar,
