@@ -42,7 +42,7 @@ from .notebooks import (
     read_regular,
     submission_entries,
 )
-from .text import plural, sorted_ids
+from .text import plural, sorted_ids, truncate, visible
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
     from .batch.launch import StartedWorker
@@ -741,6 +741,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 + ("" if result.on_roster else "  (not on the roster)")
                 + ("  GRADER ERROR" if result.state == "crashed" else "")
                 + (f"  {result.execution_time:.2f} s" if fresh else "  (not graded again)"))
+            if fresh and result.state == "crashed":
+                log(f"WARNING: {sid}: {crash_line(result)}")
             if result.timestamp_problem:
                 log(f"WARNING: {sid}: {result.timestamp_problem} No late penalty was taken (see docs/grading.md, "
                     f"Late submissions).")
@@ -778,6 +780,14 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                        unreadable=tuple(unreadable.values()), removed=tuple(removed.values()),
                        standing_reviews=tuple(standing), already_graded=tuple(already), review_unread=tuple(unread),
                        regraded=tuple(new_graders))
+
+
+def crash_line(result: SubmissionResult) -> str:
+    """Why a submission's grading crashed (the first line of its reason, control characters shown), for
+    the batch's output: results.json holds the whole reason, and the next run grades it again."""
+    first = next((line.strip() for line in result.crash_reason.splitlines() if line.strip()), "no reason given")
+    return (f"grading crashed ({truncate(visible(first), 300)}): scored 0 for now; the next `course autograde` "
+            f"grades {result.student} again")
 
 
 def graders_changed_line(course: Course, a: Assignment, count: int, total: int) -> str:
