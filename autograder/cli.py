@@ -354,8 +354,8 @@ def _workers_within_cores(args: argparse.Namespace) -> None:
     share a core grade no faster than one, while each still holds a worker's and a sandbox's memory:
     a number meant as "as many as possible" (the class size, a typo) would otherwise start one
     worker per submission at once."""
-    if args.command != "autograde" or args.workers is None or args.scheduler:
-        return
+    if args.command != "autograde" or args.workers is None or args.scheduler or args.student is not None:
+        return                               # (one student: one worker whatever N)
     from .cpus import available_cores
 
     cores = available_cores()

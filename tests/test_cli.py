@@ -460,7 +460,7 @@ def test_a_batch_forks_one_early_worker_per_submission_folder_up_to_its_workers(
 def test_cli_workers_beyond_the_cores_are_brought_down_to_them_in_one_line(course_copy, monkeypatch, capsys):
     """`course autograde --workers N` with N above the cores the command may use (a class size, a typo):
     are the workers forked early and the pool's sized by those cores, said in one line on stderr, while
-    N within them is kept as given, without a line?"""
+    N within them is kept as given, without a line, as is N for one student (graded by one worker)?"""
     from autograder import cli, cpus
 
     seen: list[tuple[str, int | None]] = []
@@ -469,7 +469,9 @@ def test_cli_workers_beyond_the_cores_are_brought_down_to_them_in_one_line(cours
     monkeypatch.setattr(cli, "_run", lambda args, early: seen.append(("pool", args.workers)) or 0)
     for workers in ("100000000000000000000", "2"):
         assert cli.main(["autograde", "transformer-block", "--workers", workers, "--course-dir", str(course_copy)]) == 0
-    assert seen == [("early", 2), ("pool", 2), ("early", 2), ("pool", 2)]
+    assert cli.main(["autograde", "transformer-block", "--student", "ada", "--workers", "9", "--course-dir",
+                     str(course_copy)]) == 0
+    assert seen == [("early", 2), ("pool", 2), ("early", 2), ("pool", 2), ("early", 9), ("pool", 9)]
     assert capsys.readouterr().err.splitlines() == [
         "course autograde: --workers 100000000000000000000: this command may use 2 cores (workers sharing a core "
         "grade no faster, and each holds its own memory); grading with 2"]
