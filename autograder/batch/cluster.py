@@ -38,6 +38,8 @@ from .worker import Task, Worker, peak_rss_mb, rss_mb
 
 T = TypeVar("T")
 _HANDSHAKE_SECONDS = 10.0   # for a scheduler that accepted the connection to answer Dask's handshake and a query
+_NO_WORKERS_SECONDS = 60.0  # a batch whose cluster has had no worker this long stops (their jobs ended?)
+_WORKERS_CHECK_SECONDS = 2.0   # how often, while no result arrives, the cluster's workers are counted
 
 
 class ClusterUnavailable(CourseError):
@@ -347,19 +349,20 @@ class DaskPool:
 
     def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
         """Submit every task; yield (task, result) as results come back."""
-        from distributed import as_completed
-
         if self._client is None:
             raise RuntimeError("DaskPool.run before start()")
         batch = uuid.uuid4().hex[:8]
         futures = {}
+        finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for task in tasks:
             future = self._client.submit(grade_task, self.plugin_name, task.to_dict(), pure=False, retries=1,
                                          key=f"grade-{task.student}-{batch}")
             futures[future.key] = (future, task)
         self._pending = [f for f, _ in futures.values()]
-        for yielded, future in enumerate(as_completed(self._pending,  # type: ignore[no-untyped-call]
-                                                      loop=self._client.loop)):
+        for future in self._pending:
+            future.add_done_callback(finished.put)
+        for yielded in range(len(futures)):
+            future = self._next_finished(finished, len(futures) - yielded)
             task = futures[future.key][1]
             try:
                 answer = future.result()
@@ -383,6 +386,27 @@ class DaskPool:
                                         f"grading stopped: its Dask worker failed ({why})", self._layers)
             future.release()
             yield task, result
+
+    def _next_finished(self, finished: queue.SimpleQueue[Any], left: int) -> Any:
+        """The next future to finish; ClusterUnavailable once the cluster has had no worker for
+        _NO_WORKERS_SECONDS meanwhile (Dask would hold the submissions for workers that may never come)."""
+        without_workers: float | None = None
+        while True:
+            with contextlib.suppress(queue.Empty):
+                return finished.get(timeout=_WORKERS_CHECK_SECONDS)
+            try:
+                workers = len(self._client.nthreads())
+            except Exception:  # noqa: BLE001 - the scheduler gone: the futures fail, and say so, at once
+                continue
+            if workers:
+                without_workers = None
+            elif without_workers is None:
+                without_workers = time.monotonic()
+            elif time.monotonic() - without_workers >= _NO_WORKERS_SECONDS:
+                raise ClusterUnavailable(
+                    f"Dask scheduler {self.address}: the cluster has had no workers for {_NO_WORKERS_SECONDS:g} s "
+                    f"mid-batch (their jobs ended?); {plural(left, 'submission')} not graded, left as they were; "
+                    f"run the command again once workers have joined")
 
     def close(self) -> None:
         if self._client is None:

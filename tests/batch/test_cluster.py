@@ -406,3 +406,58 @@ def test_a_dask_worker_with_another_copy_of_course_yml_refuses_the_batch(tmp_pat
         ": its copy of the course's graders, course.yml or this package differs from this machine's (a shared "
         "file system not yet in sync, or another install); nothing was graded, run the command again"), line
     assert not list(CourseLayout(folder).autograded_dir.glob("*/transformer-block/results.json"))
+
+
+def test_a_batch_whose_cluster_loses_every_worker_stops_in_one_line(tmp_path, monkeypatch):
+    """When the cluster's last worker goes (its SLURM job ended) while a submission is still to be
+    graded, does the batch stop, once the cluster has had no worker for a while, with one line
+    saying so, instead of waiting for ever for workers that may never come?"""
+    from autograder.batch import cluster as cluster_module
+    from autograder.batch.worker import Task
+
+    monkeypatch.setattr(cluster_module, "_NO_WORKERS_SECONDS", 1.0, raising=False)
+    monkeypatch.setattr(cluster_module, "_WORKERS_CHECK_SECONDS", 0.2, raising=False)
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    held = CourseLayout(folder).submission("ada", "transformer-block")
+    (notebook,) = held.glob("*.ipynb")
+    doc = json.loads(notebook.read_text())
+    doc["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": "hold", "metadata": {},
+                            "outputs": [], "source": "import time\ntime.sleep(60)"})
+    notebook.write_text(json.dumps(doc))
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp://", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address,
+                                   "--nthreads", "1", "--no-nanny", "--no-dashboard"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            client.wait_for_workers(1, timeout=120)
+            with cluster_module.DaskPool(cluster.scheduler_address, folder, "transformer-block") as pool:
+                pool.start()
+                graded = pool.run([Task(student="ada", folder=str(held), seed=1)])
+                outcome: list[BaseException | None] = []
+
+                def run() -> None:
+                    try:
+                        next(graded)
+                    except BaseException as exc:  # noqa: BLE001 - looked at below
+                        outcome.append(exc)
+
+                thread = threading.Thread(target=run, daemon=True)
+                thread.start()
+                end = time.monotonic() + 120
+                while not any(client.processing().values()) and time.monotonic() < end:
+                    time.sleep(0.05)
+                assert any(client.processing().values()), "the held submission was never seen being graded"
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait()
+                thread.join(timeout=30)     # cluster still up: only the missing workers can end the wait
+                assert not thread.is_alive(), "the batch still waits for a worker"
+        finally:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait()
+    [error] = outcome
+    assert isinstance(error, cluster_module.ClusterUnavailable)
+    assert str(error) == (f"Dask scheduler {cluster.scheduler_address}: the cluster has had no workers for 1 s "
+                          "mid-batch (their jobs ended?); 1 submission not graded, left as they were; run the "
+                          "command again once workers have joined")
