@@ -46,6 +46,11 @@ class ClusterUnavailable(CourseError):
     """The cluster could not be reached, or its workers could not set up the sandbox (one line)."""
 
 
+class WorkerUnusable(RuntimeError):
+    """Raised by a task on a Dask worker that has no grading worker (one that joined mid-batch
+    without the course folder or the sandbox, say): the batch stops rather than grade on it."""
+
+
 def _scheduler_lost(client: Any, exc: BaseException) -> bool:
     """Whether a future failed because the client lost its scheduler (every pending future then
     fails the same way), rather than because of the worker grading it."""
@@ -238,14 +243,11 @@ def _plugin_class() -> type:
     return WarmWorkerPlugin
 
 
-def _warm(plugin_name: str, dask_worker: Any = None) -> _WarmThread:
-    if dask_worker is None:
-        from distributed import get_worker
-        dask_worker = get_worker()
+def _warm(plugin_name: str, dask_worker: Any) -> _WarmThread:
     plugin = dask_worker.plugins.get(plugin_name)
     warm: _WarmThread | None = getattr(plugin, "warm", None)
     if warm is None:
-        raise RuntimeError("this Dask worker has no grading worker (it joined after the batch started?)")
+        raise WorkerUnusable(f"Dask worker {dask_worker.address}: it has no grading worker for this batch")
     return warm
 
 
@@ -261,12 +263,15 @@ def worker_info(plugin_name: str, dask_worker: Any = None) -> dict[str, Any]:
 
 def grade_task(plugin_name: str, task: dict[str, Any]) -> dict[str, Any]:
     """Runs on a Dask worker: grade one submission with that worker's warm worker."""
-    warm = _warm(plugin_name)
+    from distributed import get_worker
+
+    dask_worker = get_worker()
+    warm = _warm(plugin_name, dask_worker)
     parsed = Task.from_dict(task)
 
     def grade(worker: Worker | None) -> dict[str, Any]:
         if worker is None:
-            raise RuntimeError(f"the grading worker could not start: {warm.error}")
+            raise WorkerUnusable(f"Dask worker {dask_worker.address}: {warm.error}")
         try:        # what this machine's copy holds (a shared file system may lag the client's)
             seen = submission_hash(Path(parsed.folder))
         except Exception:  # noqa: BLE001 - an unreadable folder: grading says why; nothing to compare
@@ -382,6 +387,13 @@ class DaskPool:
                         f"Dask scheduler {self.address}: the connection to it was lost mid-batch ({why}); "
                         f"{plural(left, 'submission')} not graded, left as they were; run the command again to "
                         f"finish") from None
+                if isinstance(exc, WorkerUnusable):
+                    # the worker's setup failed (not the submission): grading it there would be a crash
+                    # written as the student's result; the batch stops as at its start
+                    left = len(futures) - yielded
+                    raise ClusterUnavailable(
+                        f"{_one_line(exc)}; {plural(left, 'submission')} not graded, left as they were; run the "
+                        f"command again once that worker can grade or has left the cluster") from None
                 result = crashed_result(self.assignment, task.student, task.seed, task.on_roster,
                                         f"grading stopped: its Dask worker failed ({why})", self._layers)
             future.release()

@@ -64,6 +64,24 @@ def _autograde_on(folder, address):
                           env=dict(os.environ, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="5s"))
 
 
+def _hold(folder, student, seconds):
+    """Put a first cell that sleeps `seconds` into the student's notebook (a worker stays on it)."""
+    (notebook,) = CourseLayout(folder).submission(student, "transformer-block").glob("*.ipynb")
+    doc = json.loads(notebook.read_text())
+    doc["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": "hold", "metadata": {},
+                            "outputs": [], "source": f"import time\ntime.sleep({seconds})"})
+    notebook.write_text(json.dumps(doc))
+
+
+def _kill_groups(started):
+    """SIGKILL the process group of each of the `started` processes still running, and reap them."""
+    for proc in started:
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 @pytest.mark.parametrize("address, why", [
     ("nonsense", "missing port number"),
     ("foo://host:8786", "unknown address scheme 'foo'"),
@@ -180,11 +198,7 @@ def test_a_dask_worker_killed_mid_batch_costs_no_submission(graded_demo, tmp_pat
     folder = prepare_demo(ROOT, tmp_path / "course")
     shutil.copy2(load_course(graded_demo.folder).secret_file, load_course(folder).secret_file)
     held = "ada"            # first in the batch; a first cell that sleeps keeps a worker on her for 15 s
-    (notebook,) = CourseLayout(folder).submission(held, "transformer-block").glob("*.ipynb")
-    doc = json.loads(notebook.read_text())
-    doc["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": "hold", "metadata": {},
-                            "outputs": [], "source": "import time\ntime.sleep(15)"})
-    notebook.write_text(json.dumps(doc))
+    _hold(folder, held, 15)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         proc = subprocess.Popen([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
@@ -297,11 +311,7 @@ def test_losing_the_scheduler_mid_batch_stops_it_and_leaves_the_rest_as_it_was(g
     shutil.copy2(graded_demo.folder / "gradebook.db", folder / "gradebook.db")
     layout = CourseLayout(folder)
     held = "ada"            # a first cell that sleeps keeps a worker on her while the scheduler is killed
-    (notebook,) = layout.submission(held, "transformer-block").glob("*.ipynb")
-    doc = json.loads(notebook.read_text())
-    doc["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": "hold", "metadata": {},
-                            "outputs": [], "source": "import time\ntime.sleep(20)"})
-    notebook.write_text(json.dumps(doc))
+    _hold(folder, held, 20)
     before = layout.results_json(held, "transformer-block").read_bytes()
     scheduler_file = tmp_path / "scheduler.json"
     scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--port", "0",
@@ -338,11 +348,7 @@ def test_losing_the_scheduler_mid_batch_stops_it_and_leaves_the_rest_as_it_was(g
                     proc.kill()
                     proc.wait()
     finally:
-        for started in (workers, scheduler):
-            if started is not None and started.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(started.pid, signal.SIGKILL)
-                started.wait()
+        _kill_groups((workers, scheduler))
     assert proc.returncode == 2, out + err
     lines = err.strip().splitlines()
     assert lines[-1].startswith(f"course: error: Dask scheduler {address}: the connection to it was lost"), err
@@ -419,11 +425,7 @@ def test_a_batch_whose_cluster_loses_every_worker_stops_in_one_line(tmp_path, mo
     monkeypatch.setattr(cluster_module, "_WORKERS_CHECK_SECONDS", 0.2, raising=False)
     folder = prepare_demo(ROOT, tmp_path / "course")
     held = CourseLayout(folder).submission("ada", "transformer-block")
-    (notebook,) = held.glob("*.ipynb")
-    doc = json.loads(notebook.read_text())
-    doc["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": "hold", "metadata": {},
-                            "outputs": [], "source": "import time\ntime.sleep(60)"})
-    notebook.write_text(json.dumps(doc))
+    _hold(folder, "ada", 60)
     with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp://", dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address,
@@ -453,11 +455,57 @@ def test_a_batch_whose_cluster_loses_every_worker_stops_in_one_line(tmp_path, mo
                 thread.join(timeout=30)     # cluster still up: only the missing workers can end the wait
                 assert not thread.is_alive(), "the batch still waits for a worker"
         finally:
-            if worker.poll() is None:
-                os.killpg(worker.pid, signal.SIGKILL)
-                worker.wait()
+            _kill_groups((worker,))
     [error] = outcome
     assert isinstance(error, cluster_module.ClusterUnavailable)
     assert str(error) == (f"Dask scheduler {cluster.scheduler_address}: the cluster has had no workers for 1 s "
                           "mid-batch (their jobs ended?); 1 submission not graded, left as they were; run the "
                           "command again once workers have joined")
+
+
+def test_a_worker_joining_mid_batch_without_the_course_stops_the_batch_and_crashes_no_one(tmp_path):
+    """When a Dask worker whose machine lacks the course folder joins while a batch grades, is no
+    submission written as crashed (a 0 in the gradebook) for having landed on it: does the batch
+    stop in one line naming that worker, leaving what it did not grade as it was?"""
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    layout = CourseLayout(folder)
+    students = ("ada", "alan", "grace")
+    for sid in os.listdir(layout.submitted_dir):
+        if sid not in students:
+            shutil.rmtree(layout.submitted_dir / sid)
+    for sid in students:     # each keeps the one good worker busy while the other joins
+        _hold(folder, sid, 15)
+    preload = os.path.join(os.path.dirname(__file__), "missing_course_preload.py")
+    started: list[subprocess.Popen] = []
+
+    def worker(*extra: str) -> None:
+        started.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads",
+                                         "1", "--no-nanny", "--no-dashboard", *extra], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True))
+
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp://", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        address = cluster.scheduler_address
+        try:
+            worker()
+            client.wait_for_workers(1, timeout=120)
+            proc = subprocess.Popen([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                                     "--course-dir", str(folder), "--scheduler", address],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            started.append(proc)
+            end = time.monotonic() + 120
+            while not any(client.processing().values()) and proc.poll() is None and time.monotonic() < end:
+                time.sleep(0.05)
+            assert any(client.processing().values()), "no submission was seen being graded"
+            worker("--preload", preload)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            _kill_groups(started)
+    assert proc.returncode == 2, out + err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("course: error: Dask worker tcp://"), err
+    assert f"the course folder {folder} is not on this worker's machine" in line
+    assert line.endswith("not graded, left as they were; run the command again once that worker can grade or has "
+                         "left the cluster")
+    assert "GRADER ERROR" not in out
+    assert not [sid for sid, r in results_of(folder).items() if r["extra_data"]["state"] == "crashed"]
