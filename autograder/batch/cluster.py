@@ -319,8 +319,14 @@ class DaskPool:
         except Exception as exc:  # noqa: BLE001 - it answered the check a moment ago; whatever broke, one line
             raise ClusterUnavailable(f"Dask scheduler {self.address}: cannot connect ({_one_line(exc)})") from None
         plugin = _plugin_class()(self.plugin_name, self.course_dir, self.assignment_name, self.insecure)
-        self._client.register_plugin(plugin, name=self.plugin_name)
-        infos: dict[str, dict[str, Any]] = self._client.run(worker_info, self.plugin_name)
+        try:
+            self._client.register_plugin(plugin, name=self.plugin_name)
+            infos: dict[str, dict[str, Any]] = self._client.run(worker_info, self.plugin_name)
+        except Exception as exc:  # noqa: BLE001 - a worker that died or left meanwhile: one line, nothing graded
+            raise ClusterUnavailable(
+                f"Dask scheduler {self.address}: a worker failed while the grading workers started "
+                f"({type(exc).__name__}: {_one_line(exc)}; did it run out of memory, or its job end?); nothing was "
+                f"graded, run the command again") from None
         if not infos:
             raise ClusterUnavailable(f"Dask scheduler {self.address}: the cluster has no workers")
         failed = {addr: info["error"] for addr, info in infos.items() if info.get("error")}

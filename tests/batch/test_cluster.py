@@ -463,7 +463,7 @@ def test_a_batch_whose_cluster_loses_every_worker_stops_in_one_line(tmp_path, mo
                           "command again once workers have joined")
 
 
-def test_a_worker_joining_mid_batch_without_the_course_stops_the_batch_and_crashes_no_one(tmp_path):
+def test_a_worker_joining_mid_batch_without_the_course_stops_the_batch_and_crashes_no_one(tmp_path, monkeypatch):
     """When a Dask worker whose machine lacks the course folder joins while a batch grades, is no
     submission written as crashed (a 0 in the gradebook) for having landed on it: does the batch
     stop in one line naming that worker, leaving what it did not grade as it was?"""
@@ -475,7 +475,8 @@ def test_a_worker_joining_mid_batch_without_the_course_stops_the_batch_and_crash
             shutil.rmtree(layout.submitted_dir / sid)
     for sid in students:     # each keeps the one good worker busy while the other joins
         _hold(folder, sid, 15)
-    preload = os.path.join(os.path.dirname(__file__), "missing_course_preload.py")
+    monkeypatch.setenv("BROKEN_WORKER", "no-course")                         # read by the late worker's preload
+    preload = os.path.join(os.path.dirname(__file__), "broken_worker_preload.py")
     started: list[subprocess.Popen] = []
 
     def worker(*extra: str) -> None:
@@ -509,3 +510,28 @@ def test_a_worker_joining_mid_batch_without_the_course_stops_the_batch_and_crash
                          "left the cluster")
     assert "GRADER ERROR" not in out
     assert not [sid for sid, r in results_of(folder).items() if r["extra_data"]["state"] == "crashed"]
+
+
+def test_a_worker_dying_while_the_grading_workers_start_is_one_line(tmp_path, monkeypatch):
+    """When a Dask worker dies as the batch sets up its grading worker (its nanny killed it for
+    memory, its job ended), does the command say so in one line (exit 2), grading nothing, rather
+    than end in Dask's traceback?"""
+    folder = prepare_demo(ROOT, tmp_path / "course")
+    monkeypatch.setenv("BROKEN_WORKER", "dies")                              # read by the worker's preload
+    preload = os.path.join(os.path.dirname(__file__), "broken_worker_preload.py")
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp://", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address,
+                                   "--nthreads", "1", "--no-nanny", "--no-dashboard", "--preload", preload],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            client.wait_for_workers(1, timeout=120)
+            done = _autograde_on(folder, cluster.scheduler_address)
+        finally:
+            _kill_groups((worker,))
+    assert done.returncode == 2, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"course: error: Dask scheduler {cluster.scheduler_address}: a worker failed while the "
+                           "grading workers started ("), line
+    assert line.endswith("did it run out of memory, or its job end?); nothing was graded, run the command again")
+    assert not CourseLayout(folder).autograded_dir.exists()
