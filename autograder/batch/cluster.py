@@ -163,6 +163,7 @@ class _WarmThread:
         self.worker: Worker | None = None
         self.graders = ""                 # fingerprint.graders_version of the course as this machine holds it
         self._cpus: set[int] = set()      # the CPUs this thread may use before it is held on its sandbox's
+        self._recycled = False            # its worker was recycled once at least (a failed restart is tried again)
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._main, args=(started,), name="course-autograder-worker",
                                         daemon=True)
@@ -200,6 +201,8 @@ class _WarmThread:
         started.set_result(None)
         while (job := self._jobs.get()) is not None:
             fn, future = job
+            if self.worker is None and self._recycled:  # its restart after a recycle failed: try once more
+                self._start_worker()                     # (a fork refused for a moment must not stop the batch)
             try:
                 future.set_result(fn(self.worker))  # type: ignore[arg-type]
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
@@ -207,6 +210,7 @@ class _WarmThread:
             if self.worker is not None and self.worker.recycle:   # memory grew: a fresh host and session
                 gc.unfreeze()           # the old session's cycles must be collectable once it is closed
                 self.worker.close()
+                self._recycled = True
                 self._start_worker()
         if self.worker is not None:
             self.worker.close()

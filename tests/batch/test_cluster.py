@@ -301,6 +301,33 @@ def test_a_dask_workers_grading_thread_is_held_on_its_sandboxs_cpu_also_after_a_
         assert (cpu in allowed and thread == {cpu}) if len(allowed) > 1 else (cpu is None and thread == allowed)
 
 
+def test_a_recycled_grading_worker_whose_restart_fails_once_is_started_again_for_the_next_submission(
+        tmp_path, monkeypatch):
+    """When a Dask worker's grading worker is recycled and its fresh start fails once (a fork refused for a
+    moment), is it started again for the next submission, rather than every later one failing and the batch
+    stopping?"""
+    from autograder.batch import cluster
+
+    starts = []
+    real = cluster.Worker
+
+    def flaky(*args, **kwargs):
+        starts.append(1)
+        if len(starts) == 2:
+            raise OSError(11, "Resource temporarily unavailable")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cluster, "Worker", flaky)
+    warm = cluster._WarmThread(str(prepare_demo(ROOT, tmp_path / "course")), "transformer-block", False)
+    try:
+        warm.call(lambda w: setattr(w, "recycle", True))
+        assert warm.call(lambda w: w is not None and w.host is not None)
+        assert len(starts) == 3 and warm.error == ""
+    finally:
+        warm.close()
+        gc.unfreeze()
+
+
 def test_losing_the_scheduler_mid_batch_stops_it_and_leaves_the_rest_as_it_was(graded_demo, tmp_path):
     """When the scheduler itself goes away while a batch grades, does the command stop in one line
     (exit 2) naming it, leaving the submission still being graded with its earlier results.json, page
