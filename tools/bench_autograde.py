@@ -68,6 +68,7 @@ from submissions import (
 
 from assignments.transformer_block.mistakes import catalogue
 from autograder.config import load_course
+from autograder.cpus import available_cores
 from autograder.layout import NBGRADER_CONFIG, ROSTER_FILE, CourseLayout, copy_course
 from autograder.toolpath import tool, tool_env
 
@@ -1047,7 +1048,7 @@ def _verdict(ok: bool, miss: str) -> str:
 def targets(b: Bench, sides: dict[str, Side], ratios: dict) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     name = f"marginal cost <= {TARGET_MARGINAL_MS_PER_CORE:.0f} ms per submission per core"
-    cores = os.cpu_count() or 1
+    cores = available_cores()       # as `course autograde --workers` counts them (affinity, cgroup quota)
 
     def per_core(s: Side) -> float:
         return 1000 * s.marginal_wall * max(1, min(label_workers(s.label), cores))
