@@ -368,27 +368,30 @@ class _Split:
 def _split(tree: ast.Module) -> _Split:
     """Keep the definitions (`def`, `class`, decorators included), imports and, in order among them,
     plain assignments of literals (`_literal_assignment`), which can neither fail nor take time; every
-    other statement is left out."""
-    kept: set[int] = set()
+    other statement is left out, and so is an assignment of literals sharing a line with one (`i = 0;
+    time.sleep(100)`: lines are kept or blanked whole)."""
+    kept: list[tuple[range, list[str], bool]] = []      # (lines, names bound, an assignment of literals)
     dropped: set[int] = set()
-    names: list[str] = []
     definitions = False
     for statement in tree.body:
         first = min([d.lineno for d in getattr(statement, "decorator_list", ())] + [statement.lineno])
         lines = range(first, (statement.end_lineno or statement.lineno) + 1)
         if isinstance(statement, _DEFINITIONS):
             definitions = True
-            bound = [statement.name]
+            kept.append((lines, [statement.name], False))
         elif isinstance(statement, (ast.Import, ast.ImportFrom)):
-            bound = [(a.asname or a.name).split(".")[0] for a in statement.names if a.name != "*"]
+            kept.append((lines, [(a.asname or a.name).split(".")[0] for a in statement.names if a.name != "*"], False))
         elif (assigned := _literal_assignment(statement)) is not None:
-            bound = assigned
+            kept.append((lines, assigned, True))
         else:
             dropped.update(lines)
-            continue
-        kept.update(lines)
-        names += bound
-    return _Split(frozenset(kept), frozenset(dropped), tuple(dict.fromkeys(names)), definitions)
+    shared = [entry for entry in kept if entry[2] and not dropped.isdisjoint(entry[0])]
+    for lines, _, _ in shared:
+        dropped.update(lines)
+    kept = [entry for entry in kept if entry not in shared]
+    names = [name for _, bound, _ in kept for name in bound]
+    return _Split(frozenset(i for lines, _, _ in kept for i in lines), frozenset(dropped), tuple(dict.fromkeys(names)),
+                  definitions)
 
 
 def definitions_only(source: str) -> tuple[str, tuple[str, ...]] | None:

@@ -356,6 +356,18 @@ def test_a_stopped_cell_keeps_its_assignments_of_literals_in_order():
     assert names == ("K", "EPS", "SHAPE", "CONFIG", "NAMES", "a", "b", "A", "B", "c", "d", "f")
 
 
+@pytest.mark.parametrize("source, kept", [
+    ("def f(): return 1\ni = 0; time.sleep(100)\n", ("def f(): return 1\n\n", ("f",))),
+    ("import numpy as np\nN = 3; data = np.load('big.npy')\ndef f(x): return x * N\n",
+     ("import numpy as np\n\ndef f(x): return x * N\n", ("np", "f"))),
+])
+def test_an_assignment_of_literals_sharing_a_line_with_a_left_out_statement_is_left_out_with_it(source, kept):
+    """Is an assignment of literals on the line of a statement that is left out (`i = 0; time.sleep(100)`)
+    left out with it, the rest of the cell kept as without it, rather than the cell not split at all?"""
+    assert cellplan.definitions_only(source) == kept
+    assert cellplan.definitions_alone(source) == kept
+
+
 @pytest.mark.parametrize("assignment", [
     "K = len('ab')",                               # a call
     "K = [v for v in (1, 2)]",                     # a comprehension
