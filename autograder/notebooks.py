@@ -546,11 +546,12 @@ def _unreadable(path: Path | None, reason: str) -> LoadedNotebook:
 
 
 def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
-                  functions: tuple[str, ...] = ()) -> LoadedNotebook:
+                  functions: tuple[str, ...] = (), replaced: frozenset[str] = frozenset()) -> LoadedNotebook:
     """Read a submitted notebook (nbformat 4, or 3 converted) into its code cells. Notes name it as
     shown_name writes it (a submitted name may hold control characters). `release`: the released
     notebook it was made from, if known (what the release itself does is not noted as the student's;
-    a function of `functions`, the graded ones, whose parameters do not fit its released def line is)."""
+    a function of `functions`, the graded ones, whose parameters do not fit its released def line is,
+    as the cells that run define it: not the autograder-test cells whose grade ids are `replaced`)."""
     name = shown_name(path.name)
     try:
         data_bytes = read_regular(path, int(max_mb * 1024 * 1024))
@@ -629,8 +630,9 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
         cells.append(CodeCell(index=i, source=src, label=cell_label(number, src), test_of=_test_of(cell)))
     notes += copied_cell_notes(name, raw_cells, source_key)
     notes += redefined_notes(name, raw_cells, source_key, released_redefinitions(release))
-    # autograder-test cells are left out: hidden graders replace them (a def typed into one is not run)
-    notes += def_line_notes(name, [(c.source, c.label) for c in cells if not c.test_of], functions, release)
+    # the autograder-test cells that hidden graders replace are not run (a def typed into one is not graded)
+    notes += def_line_notes(name, [(c.source, c.label) for c in cells if c.test_of not in replaced], functions,
+                            release)
     if skipped:
         notes.append(_skipped_note(name, skipped))
     if not cells:

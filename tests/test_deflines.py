@@ -162,7 +162,7 @@ def test_a_graded_function_whose_parameters_differ_from_the_release_is_noted_onc
     graded = ("layer_norm", "silu", "layer_norm")
 
     def notes() -> tuple[str, ...]:
-        loaded = load_notebook(submission, max_mb=5, release=release, functions=graded)
+        loaded = load_notebook(submission, max_mb=5, release=release, functions=graded, replaced=frozenset({"test_ln"}))
         return tuple(n for n in loaded.notes if "defined again" not in n)
 
     assert notes() == ()
@@ -188,6 +188,10 @@ def test_a_graded_function_whose_parameters_differ_from_the_release_is_noted_onc
     submitted.cells.append(test_cell)
     nbformat.write(submitted, submission)
     assert notes() == ()
+    test_cell.metadata["nbgrader"]["grade_id"] = "extra_checks"     # one no grader replaces: it runs, and counts
+    nbformat.write(submitted, submission)
+    assert notes() == (_note("the 5th code cell (`def layer_norm`)", "def layer_norm(x, g, b, eps=1e-5)",
+                             "def layer_norm(x, gamma, beta, eps=1e-5)"),)
     release.write_text("{")                     # a release that cannot be read: nothing is compared
     assert notes() == ()
 

@@ -76,7 +76,8 @@ def load(course: Course, assignment: Assignment, student: str, folder: Path) -> 
     release = course.layout.release(assignment.name)
     for name, path in matched.items():
         graded = tuple(p.name for p in assignment.problems if p.notebook == name)
-        nb = (load_notebook(path, max_mb=assignment.limits.notebook_mb, release=release / name, functions=graded)
+        nb = (load_notebook(path, max_mb=assignment.limits.notebook_mb, release=release / name, functions=graded,
+                            replaced=replaced_test_cells(assignment))
               if path else LoadedNotebook(None, (), (), False))
         notebooks.append((name, nb))
         notes.extend(nb.notes)
