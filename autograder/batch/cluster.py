@@ -175,24 +175,29 @@ class _WarmThread:
         if self._cpus:          # a recycled worker's thread, held on its old sandbox's CPU: free again
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, self._cpus)
-        if not (Path(course_dir) / CONFIG_FILE).is_file():
-            self.worker = None
-            self.error = (f"the course folder {course_dir} is not on this worker's machine (it must be at the same "
-                          "path on every Dask worker, e.g. on a shared file system; see docs/cluster.md)")
-            return
+        worker = None
         try:
-            self.worker = Worker(course_dir, assignment, insecure=insecure)
+            if not (Path(course_dir) / CONFIG_FILE).is_file():
+                self.worker = None
+                self.error = (f"the course folder {course_dir} is not on this worker's machine (it must be at the same "
+                              "path on every Dask worker, e.g. on a shared file system; see docs/cluster.md)")
+                return
+            worker = Worker(course_dir, assignment, insecure=insecure)
             course = load_course(course_dir)    # what it grades with, as this machine's copy holds it
             self.graders = graders_version(course, course.assignment(assignment))
             # As in a local worker process (worker.serve): the start-up's objects (pytest, the graders'
             # session) live as long as the worker, so the cyclic collector is told to leave them be.
             # The nanny already starts Dask workers with one-thread numeric pools (its pre-spawn-environ).
             gc.freeze()
-            self.worker.host.hold_caller(process=False)   # this thread grades beside its sandbox
-            self.error = ""
-        except Exception as exc:  # noqa: BLE001 - reported to the client, which refuses the batch in one line
+            worker.host.hold_caller(process=False)   # this thread grades beside its sandbox
+            self.worker, self.error = worker, ""
+        except BaseException as exc:  # noqa: BLE001 - reported to the client, which refuses the batch in one line
+            # (anything, an OSError of a stale NFS handle from is_file included: the thread must live on to answer)
             self.worker = None
             self.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            if worker is not None:                  # started, then failed: its sandbox must not be left behind
+                with contextlib.suppress(Exception):
+                    worker.close()
 
     def _main(self, started: concurrent.futures.Future[None]) -> None:
         with contextlib.suppress(OSError):
@@ -209,7 +214,8 @@ class _WarmThread:
                 future.set_exception(exc)
             if self.worker is not None and self.worker.recycle:   # memory grew: a fresh host and session
                 gc.unfreeze()           # the old session's cycles must be collectable once it is closed
-                self.worker.close()
+                with contextlib.suppress(Exception):      # (the thread must live on to answer the next job)
+                    self.worker.close()
                 self._recycled = True
                 self._start_worker()
         if self.worker is not None:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -323,6 +324,44 @@ def test_a_recycled_grading_worker_whose_restart_fails_once_is_started_again_for
         warm.call(lambda w: setattr(w, "recycle", True))
         assert warm.call(lambda w: w is not None and w.host is not None)
         assert len(starts) == 3 and warm.error == ""
+    finally:
+        warm.close()
+        gc.unfreeze()
+
+
+def test_a_grading_workers_start_that_raises_anything_leaves_its_thread_answering(tmp_path, monkeypatch):
+    """When the check for the course folder itself raises (a stale NFS handle: Path.is_file lets ESTALE
+    through) as a recycled grading worker starts again, does its thread live on, answering each next
+    submission with no worker and the reason (so the client stops the batch in one line) rather than
+    leaving the batch waiting for ever, and does it start once the folder reads again?"""
+    import concurrent.futures
+    import errno
+
+    from autograder.batch import cluster
+
+    stale = []
+
+    class FlakyPath(type(Path())):
+        def is_file(self) -> bool:
+            if stale:
+                raise OSError(errno.ESTALE, "Stale file handle")
+            return super().is_file()
+
+    monkeypatch.setattr(cluster, "Path", FlakyPath)
+    warm = cluster._WarmThread(str(prepare_demo(ROOT, tmp_path / "course")), "transformer-block", False)
+
+    def call(fn):
+        future = concurrent.futures.Future()
+        warm._jobs.put((fn, future))
+        return future.result(timeout=120)
+
+    try:
+        assert warm.error == ""
+        stale.append(1)
+        call(lambda w: setattr(w, "recycle", True))
+        assert call(lambda w: (w, warm.error)) == (None, "OSError: [Errno 116] Stale file handle")
+        stale.clear()
+        assert call(lambda w: w is not None and warm.error == "")
     finally:
         warm.close()
         gc.unfreeze()
