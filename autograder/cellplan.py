@@ -39,6 +39,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from . import usercache
 
@@ -398,12 +399,12 @@ def definitions_only(source: str) -> tuple[str, tuple[str, ...]] | None:
     """For a cell that was stopped partway (too slow, or it ended its process): the cell with every
     top-level statement but its definitions (`def`, `class`, decorators included), imports and plain
     assignments of literals (`K = 2`, `SHAPE = (3, 4)`: see `_split`) blanked out line for line (so
-    that line numbers stay),
-    and the names it still binds. Run again in its place, it keeps the functions a student wrote above
-    or below a slow loop, with the constants they read, as an interrupt in Jupyter keeps what ran
-    before it. None when there is no function or class to keep, nothing to leave out, or the cell
-    cannot be split so (it does not parse, or a kept and a left-out statement share a line)."""
-    tree = _parse(source)
+    that line numbers stay), and the names it still binds. Run again in its place, it keeps the
+    functions a student wrote above or below a slow loop, with the constants they read, as an
+    interrupt in Jupyter keeps what ran before it. None when there is no function or class to keep,
+    nothing to leave out, or the cell cannot be split so (it does not parse, or a definition and a
+    left-out statement share a line)."""
+    tree = parse_as_run(source)
     if tree is None:
         return None
     return _trimmed(source, _split(tree))
@@ -421,7 +422,7 @@ def definitions_alone(source: str) -> tuple[str | None, tuple[str, ...]] | None:
     definitions to keep and something else to leave out; (None, names) when all of it would be kept
     (definitions, imports and assignments of literals alone: `import torch`, a decorated `def`), so that all
     of it is run; None when it has no definition or import to keep, or cannot be split (it is left out)."""
-    tree = _parse(source)
+    tree = parse_as_run(source)
     if tree is None:
         return None
     split = _split(tree)
@@ -659,29 +660,49 @@ def file_stamp(path: Path | None) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-def released_sources(path: Path) -> frozenset[str] | None:
-    """The sources of the released notebook's code cells that are not solution cells; None when
-    it cannot be read (then nothing is left out)."""
-    return _released_sources(path, file_stamp(path))
+def released_cells(path: Path | None) -> tuple[Any, ...] | None:
+    """The cells of the released notebook at `path`, as its JSON holds them (read once while the file
+    stays as it is, for every reader of the release); None when it cannot be read."""
+    stamp = file_stamp(path)
+    return None if path is None or stamp is None else _released_cells(path, stamp)
 
 
 @lru_cache(maxsize=16)
-def _released_sources(path: Path, key: tuple[int, int] | None) -> frozenset[str] | None:
-    if key is None:
+def _released_cells(path: Path, stamp: tuple[int, int]) -> tuple[Any, ...] | None:
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return tuple(cells) if isinstance(cells, list) else None
+
+
+def cell_source(cell: Any) -> str | None:
+    """A notebook cell's code as one string (nbformat stores it as a string or a list of lines); None
+    for anything but a code cell, or a source that is neither."""
+    if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+        return None
+    source = cell.get("source", "")
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
+        return "".join(source)
+    return source if isinstance(source, str) else None
+
+
+def released_sources(path: Path) -> frozenset[str] | None:
+    """The sources of the released notebook's code cells that are not solution cells; None when
+    it cannot be read (then nothing is left out)."""
+    stamp = file_stamp(path)
+    return None if stamp is None else _released_sources(path, stamp)
+
+
+@lru_cache(maxsize=16)
+def _released_sources(path: Path, stamp: tuple[int, int]) -> frozenset[str] | None:
+    cells = _released_cells(path, stamp)
+    if cells is None:
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        out = set()
-        for cell in data["cells"]:
-            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-                continue
-            meta = cell.get("metadata") or {}
-            if (meta.get("nbgrader") or {}).get("solution"):
-                continue
-            source = cell.get("source", "")
-            out.add(source if isinstance(source, str) else "".join(source))
-        return frozenset(out)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return frozenset(source for cell in cells if (source := cell_source(cell)) is not None
+                         and not ((cell.get("metadata") or {}).get("nbgrader") or {}).get("solution"))
+    except (TypeError, AttributeError):
         return None
 
 

@@ -13,13 +13,12 @@ unknown, and nothing is said.
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .cellplan import file_stamp, parse_as_run
+from .cellplan import cell_source, file_stamp, parse_as_run, released_cells
 from .text import code_excerpt
 
 SHOWN = 120         # at most this many characters of a def line are quoted
@@ -210,19 +209,15 @@ def released_def_lines(path: Path | None) -> dict[str, DefLine | None] | None:
 
 @lru_cache(maxsize=16)
 def _released_def_lines(path: Path, stamp: tuple[int, int]) -> dict[str, DefLine | None] | None:
-    try:
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        if not isinstance(cells, list):
-            return None
-        out: dict[str, DefLine | None] = {}
-        for cell in cells:
-            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-                continue
-            source = cell.get("source", "")
-            out.update(top_level_bindings(source if isinstance(source, str) else "".join(source)))
-        return out
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+    cells = released_cells(path)
+    if cells is None:
         return None
+    out: dict[str, DefLine | None] = {}
+    for cell in cells:
+        source = cell_source(cell)
+        if source is not None:
+            out.update(top_level_bindings(source))
+    return out
 
 
 def def_line_notes(name: str, cells: Sequence[tuple[str, str]], functions: Sequence[str],

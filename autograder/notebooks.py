@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .cellplan import defined_functions, file_stamp
+from .cellplan import defined_functions, file_stamp, released_cells
 from .deflines import def_line_notes
 from .layout import is_notebook_name, utf8_name
 from .text import shown_name, truncate
@@ -504,12 +504,12 @@ def released_redefinitions(path: Path | None) -> frozenset[_Redefinition] | None
 
 @lru_cache(maxsize=16)
 def _released_redefinitions(path: Path, stamp: tuple[int, int]) -> frozenset[_Redefinition] | None:
+    cells = released_cells(path)
+    if cells is None:
+        return None
     try:
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        if not isinstance(cells, list):
-            return None
-        return frozenset(_redefinitions(cells, "source", None)[1])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return frozenset(_redefinitions(list(cells), "source", None)[1])
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 

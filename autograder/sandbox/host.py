@@ -897,8 +897,9 @@ class SubmissionRun:
         while the cells before it that finished took more than LAST_RUN_FIT of `seconds` (their
         first-run times are an estimate), the slowest of them are left out: first those that bind no
         name (`cellplan.binds_names`), then, only if still needed, those that do (their definitions
-        alone kept; a cell of definitions and imports alone is never left out). The functions are then graded on
-        what the cells that ran define, as in Jupyter after an interrupt. Returns the note saying so."""
+        alone kept; a cell of definitions, imports and assignments of literals alone is never left
+        out). The functions are then graded on what the cells that ran define, as in Jupyter after an
+        interrupt. Returns the note saying so."""
         from ..cellplan import binds_names, definitions_alone
 
         limit = self.limits.total_seconds
@@ -937,7 +938,7 @@ class SubmissionRun:
         slowest = sorted(finished, key=lambda i: -outcomes[i].seconds)
         binding = {i for i in finished if binds_names(sources[i])}
         # left out first: the cells that bind nothing (sleeps, prints, plots), then those that do
-        # (their definitions alone kept); a cell of definitions and imports alone is never left out
+        # (their definitions alone kept); a cell of definitions, imports and literals alone is never left out
         order_out = [i for i in slowest if i not in binding] + [
             i for i in slowest if i in binding and ((split := found[i]) is None or split[0] is not None)]
         left_out: list[int] = []
