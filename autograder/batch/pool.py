@@ -20,8 +20,11 @@ letting each choose by the load it sees: two workers starting together under loa
 processes often chose the same CPU, and then shared one core between them.
 
 A worker that dies or stops answering (the grader's own process, not a student's: those are
-bounded by the sandbox) costs only the submission it was grading, which becomes a crashed result,
-and is replaced. A worker whose memory grew asks to be replaced and is, between two submissions.
+bounded by the sandbox) costs only the submission it was grading, and is replaced. A worker that
+died (killed by the kernel's out-of-memory killer, a signal from outside) has its submission graded
+once more by the next worker free, and `notice` says so; one that died on it twice, or gave no answer
+within the submission's time limit (a second wait would be as long), makes it a crashed result.
+A worker whose memory grew asks to be replaced and is, between two submissions.
 A `course serve` server's worker (batch.serve) that goes away mid-submission (Ctrl-C or SIGTERM on
 the server) costs nothing: the server stopped, not the grading, so the submission is graded again
 by a worker of the pool's own that replaces it, and `notice` says so.
@@ -171,7 +174,8 @@ def make_pool(course_dir: str | Path, assignment: str, *, workers: int | None = 
     worker processes already started for this course and assignment (batch.launch): they then serve
     as the pool's first workers, in order (any beyond its size are stopped). `early` is used or
     closed here. `notice`: told, in one line, when a `course serve` server among `early` stopped
-    while grading (its submission is then graded without it).
+    while grading (its submission is then graded without it), or a worker died and its submission
+    is graded again.
 
     A lone worker for several submissions is a process of its own (a LocalPool of one): in this
     process, grading would wait while each result is written out (results.json, its fsync, the
@@ -199,7 +203,8 @@ class LocalPool:
     """`workers` worker processes; with `early`, workers already started for this course folder and
     assignment (batch.launch) serve as the first ones, slot by slot (each started for the CPU that
     `cpu_of` gives its slot; those beyond `workers` are stopped). `course`: the course already
-    loaded, if it was. `notice`: told when a `course serve` server stopped while grading."""
+    loaded, if it was. `notice`: told when a `course serve` server stopped while grading, or a worker
+    died and its submission is graded again."""
 
     def __init__(self, course_dir: str | Path, assignment: str, *, workers: int, insecure: bool = False,
                  early: Sequence[StartedWorker] = (), course: Course | None = None,
@@ -230,6 +235,7 @@ class LocalPool:
         self._missing: tuple[str, ...] = ()
         self._ids = 0
         self._encoded: dict[str, tuple[SubmissionResult, bytes]] = {}   # student -> (result, its JSON)
+        self._lost_once: set[str] = set()   # students whose worker died under them once (graded again)
 
     # ---- lifecycle
     def __enter__(self) -> LocalPool:
@@ -357,7 +363,7 @@ class LocalPool:
             now = time.monotonic()
             for proc in list(self._procs):
                 if proc.task is not None and now - proc.since > limit:
-                    yield from self._lost(proc, f"its worker gave no answer within {limit:g} s", todo)
+                    yield from self._lost(proc, f"its worker gave no answer within {limit:g} s", todo, again=False)
                 elif proc.task is not None and proc.popen.poll() is not None:
                     yield from self._lost(proc, f"its worker stopped ({self._tail(proc)})", todo)
 
@@ -433,10 +439,13 @@ class LocalPool:
                 if proc not in self._procs:
                     return
 
-    def _lost(self, proc: _Proc, why: str, todo: deque[Task]) -> Iterator[tuple[Task, SubmissionResult]]:
-        """`proc` went away (or silent) while grading its task: a crashed result for that task, or,
-        when `proc` was a `course serve` server's worker, nothing: the task is graded again by the
-        worker that replaces it (a process of this pool's own), whatever stopped the server."""
+    def _lost(self, proc: _Proc, why: str, todo: deque[Task], *, again: bool = True
+              ) -> Iterator[tuple[Task, SubmissionResult]]:
+        """`proc` went away (or silent) while grading its task. When `proc` was a `course serve`
+        server's worker, the task is graded again by the worker that replaces it (a process of this
+        pool's own), whatever stopped the server; with `again` (the worker died), it is graded once
+        more by the next worker free, the first time it happens to that student; otherwise the task
+        is a crashed result with `why`."""
         task = proc.task
         assert task is not None
         proc.task = None
@@ -444,13 +453,19 @@ class LocalPool:
             todo.appendleft(proc.queued)
             proc.queued = None
         served = isinstance(proc.popen, Served)
+        retried = not served and again and task.student not in self._lost_once
         if served:
             todo.appendleft(task)
             if self.notice is not None:
                 self.notice(f"course serve: the server (pid {proc.popen.pid}) stopped while grading {task.student}; "
                             f"grading without it")
+        elif retried:
+            self._lost_once.add(task.student)
+            todo.appendleft(task)
+            if self.notice is not None:
+                self.notice(f"{task.student}: grading stopped: {why}; grading {task.student} again with a new worker")
         self._retire(proc, kill=True, replace=True)
-        if not served:
+        if not served and not retried:
             yield task, _crashed(self.assignment, task.student, task.seed, task.on_roster,
                                  f"grading stopped: {why}", self._layers)
 

@@ -6,7 +6,7 @@ import pytest
 from autograder.api import prepare_demo
 from autograder.batch.launch import StartedWorker
 from autograder.batch.pool import LocalPool, make_pool
-from autograder.batch.worker import Task
+from autograder.batch.worker import Task, Worker
 from autograder.layout import CourseLayout
 from tests.conftest import ROOT
 
@@ -28,12 +28,46 @@ def test_a_worker_that_dies_costs_only_its_submission(demo):
     with LocalPool(demo, "transformer-block", workers=2) as pool:
         pool.start()
         results = {task.student: result for task, result in pool.run([tasks[0], breaking] + tasks[1:])}
-        assert pool.replaced == 1
-        assert len(pool.stats) == 3
+        assert pool.replaced == 2              # it stopped again when alan was graded once more
+        assert len(pool.stats) == 4
     assert results["alan"].state == "crashed"
     assert "grading stopped: its worker stopped" in results["alan"].crash_reason
     assert {s: results[s].state for s in students} == dict.fromkeys(students, "graded")
     assert results["ada"].score == 100.0
+
+
+@pytest.mark.parametrize("deaths", [1, 2])
+def test_a_worker_killed_from_outside_has_its_submission_graded_again_once(demo, monkeypatch, tmp_path, deaths):
+    """When a worker is killed while grading a submission (as the out-of-memory killer would), is
+    that submission graded once more by a new worker, with a notice, and a crashed result only
+    when its worker is killed a second time?"""
+    from autograder.batch import pool as module
+
+    monkeypatch.setattr(module, "WORKER_MODULE", "tests.batch.dying_worker")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))     # workers start in the course folder
+    monkeypatch.setenv("DYING_WORKER_STUDENTS", "grace")
+    monkeypatch.setenv("DYING_WORKER_MARKS", str(tmp_path))
+    monkeypatch.setenv("DYING_WORKER_TIMES", str(deaths))
+    layout = CourseLayout(demo)
+    students = ["ada", "grace", "donald", "ken"]
+    tasks = [Task(s, str(layout.submission(s, "transformer-block")), seed=7) for s in students]
+    notices: list[str] = []
+    with LocalPool(demo, "transformer-block", workers=2, notice=notices.append) as pool:
+        pool.start()
+        results = {task.student: result for task, result in pool.run(tasks)}
+        assert pool.replaced == deaths
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"grace.{i}" for i in range(deaths)]
+    assert len(notices) == 1 and notices[0].startswith("grace: grading stopped: its worker stopped")
+    assert notices[0].endswith("grading grace again with a new worker")
+    others = [s for s in students if s != "grace"]
+    assert {s: results[s].state for s in others} == dict.fromkeys(others, "graded")
+    if deaths == 1:
+        assert results["grace"].state == "graded"
+        with Worker(demo, "transformer-block") as alone:
+            assert results["grace"].score == alone.grade(tasks[1]).score
+    else:
+        assert results["grace"].state == "crashed"
+        assert "grading stopped: its worker stopped" in results["grace"].crash_reason
 
 
 def test_a_worker_gets_its_next_submission_before_its_result_is_handed_on(demo):
@@ -65,7 +99,7 @@ def test_a_submission_queued_for_a_worker_that_dies_is_graded_by_another(demo):
     with LocalPool(demo, "transformer-block", workers=2) as pool:
         pool.start()
         results = {task.student: result for task, result in pool.run([breaking] + tasks)}
-        assert pool.replaced == 1
+        assert pool.replaced == 2              # alan is graded once more, and its worker stops again
     assert results["alan"].state == "crashed"
     assert {s: results[s].state for s in students} == dict.fromkeys(students, "graded")
 
