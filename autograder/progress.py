@@ -14,10 +14,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections import deque
 from typing import Any, TextIO
 
 PLAIN_EVERY_SECONDS = 5.0      # piped: a progress line at each tenth of the batch, and between tenths once
                                # a submission is done this long after the last line
+RATE_OVER = 20                 # piped: the rate is measured over the last this many submissions
 
 
 def _eta(seconds: float) -> str:
@@ -34,7 +36,7 @@ class Progress:
         self.err = err if err is not None else sys.stderr
         self.bar = self.err.isatty() if bar is None else bar
         self._tqdm: Any = None
-        self._first: tuple[float, int] | None = None     # (when, done) at the first update
+        self._seen: deque[tuple[float, int]] = deque(maxlen=RATE_OVER + 1)   # (when, done): the last updates
         self._last_line = 0.0
         self._last_tenth = 0
 
@@ -83,17 +85,19 @@ class Progress:
     def _update_plain(self, done: int, total: int) -> None:
         """A line at each tenth, and between tenths at most every PLAIN_EVERY_SECONDS. The rate is
         measured from the first update on, as the bar's is: what came before it (the workers' start,
-        a wait for another command's gradebook lock) says nothing of how fast the rest goes."""
+        a wait for another command's gradebook lock) says nothing of how fast the rest goes; and over
+        the last RATE_OVER updates once there are more: the submissions not graded again (unchanged
+        since the last run) come first, all at once, and would make the time left of those graded
+        after them look far too short."""
         if total < 2:
             return
         now = time.monotonic()
-        if self._first is None:
-            self._first = (now, done)
+        self._seen.append((now, done))
         tenth = done * 10 // max(total, 1)
         if done < total and tenth == self._last_tenth and now - self._last_line < PLAIN_EVERY_SECONDS:
             return
         self._last_tenth, self._last_line = tenth, now
-        since, first = self._first
+        since, first = self._seen[0]
         elapsed = now - since
         if elapsed <= 0 or done <= first:
             print(f"progress: {done}/{total} submissions", file=self.err, flush=True)

@@ -53,6 +53,31 @@ def test_piped_progress_measures_its_rate_from_the_first_result_on(monkeypatch):
     assert lines[-1] == "progress: 100/100 submissions (10.0/s)"
 
 
+def test_piped_progress_time_left_follows_the_graded_ones_after_the_unchanged_ones(monkeypatch):
+    """When 900 submissions unchanged since the last run come at once, then 100 graded at ten a
+    second, does the time left, once grading has run a while, follow the grading's rate (not the
+    burst's)?"""
+    from autograder import progress as module
+
+    clock = [0.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    err = io.StringIO()
+    progress = Progress(out=io.StringIO(), err=err, bar=False)
+    for done in range(1, 901):
+        progress.update(done, 1000)
+        clock[0] += 0.0001
+    for done in range(901, 1001):
+        clock[0] += 0.1
+        progress.update(done, 1000)
+    lines = err.getvalue().splitlines()
+    assert lines[-1] == "progress: 1000/1000 submissions (10.0/s)", lines
+    late = [line for line in lines if 920 < int(line.split()[1].split("/")[0]) < 1000]
+    assert late and all(", about " in line for line in late), lines
+    for line in late:
+        done = int(line.split()[1].split("/")[0])
+        assert f"(10.0/s, about {round((1000 - done) / 10)} s left)" in line, line
+
+
 @pytest.mark.parametrize("bar", [False, True])
 def test_a_notice_goes_to_standard_error_and_a_students_line_to_standard_output(bar):
     """Is a notice about the run (a wait for the gradebook) written on standard error, with or without a bar,
