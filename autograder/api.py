@@ -13,7 +13,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -1309,16 +1309,19 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     name, or one not copied now: too large, a link; a timestamp.txt or submission_secret.txt it lacks) are
     removed first (`_remove_stale_copies`), so formgrader opens and our report annotates this submission's
     notebook, never an earlier one left under the expected name, and neither its time nor its secret is
-    taken for an earlier submission's."""
+    taken for an earlier submission's. Only the notebooks the annotation reads (the assignment's, those
+    graded) are held in memory until written; any other notebook is copied as submitted, a piece at a time,
+    so the writer's memory does not grow with the number of notebooks a submission holds."""
     from .reporting.annotate import annotate_autograded
 
     layout = course.layout
     target = _inside(course, layout.autograded(sid, a.name))
     arriving: dict[str, bytes] = {}
+    annotated = set(a.notebooks) | {Path(f).name for f in result.files}
     max_bytes = int(a.limits.notebook_mb * 1024 * 1024)
     try:   # a notebook read before a later file fails is still written (as submitted)
-        copied = _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving)
-        _remove_stale_copies(target, keep=copied)     # the folder's notebooks are now `arriving`'s
+        copied = _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving, only=annotated)
+        _remove_stale_copies(target, keep=copied)     # the folder's others are written: `arriving` holds the rest
         # nbformat would need hundreds of MB for a notebook of very many cells, outputs or other values:
         # such a submission (refused by the grader too, or graded without its outputs) is copied as
         # submitted, without being parsed
@@ -1432,13 +1435,14 @@ def _mkdir(path: Path) -> None:
 
 
 def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int,
-                         notebooks: dict[str, bytes] | None = None) -> set[str]:
+                         notebooks: dict[str, bytes] | None = None, only: Container[str] | None = None) -> set[str]:
     """Copy the submitted notebooks, timestamp and submission secret (as nbgrader's autograde does),
     so formgrader can show them for manual review and `nbgrader generate_feedback` finds them. Only
     regular files within the notebook size limit are copied; no link is followed and each copy is
-    written atomically. The originals are only read. With `notebooks`, the notebooks are read into
-    it (name -> bytes) instead, for the caller to write. Returns the names of the files taken from the
-    submission (a bookkeeping file `autograded` holds already with the same bytes included)."""
+    written atomically, read and written a piece at a time. The originals are only read. With `notebooks`,
+    the notebooks (those named in `only`, when given) are read into it (name -> bytes) instead, for the
+    caller to write. Returns the names of the files taken from the submission (a bookkeeping file
+    `autograded` holds already with the same bytes included)."""
     taken: set[str] = set()
     for name, mode in submission_entries(submitted):
         if not stat.S_ISREG(mode) or not (is_notebook_name(name) or name in BOOKKEEPING):
@@ -1456,21 +1460,24 @@ def _copy_for_formgrader(submitted: Path, autograded: Path, *, max_bytes: int,
                 data = os.pread(fd, size + 1, 0)
                 if _holds(autograded / name, data):
                     continue
-            chunks = []
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
-            if notebooks is not None and is_notebook_name(name):
-                notebooks[name] = b"".join(chunks)
+            if notebooks is not None and is_notebook_name(name) and (only is None or name in only):
+                notebooks[name] = b"".join(_pieces(fd))
             else:
-                _write_copy(autograded / name, b"".join(chunks))
+                _write_copy(autograded / name, _pieces(fd))
         finally:
             os.close(fd)
     return taken
 
 
-def _write_copy(path: Path, data: bytes) -> None:
-    """`data` into `path` atomically, with the mode a new file gets (0644 under the usual umask,
-    readable by all, as nbgrader's copies are)."""
+def _pieces(fd: int) -> Iterator[bytes]:
+    """What is left to read of the open file `fd`, 1 MB at a time."""
+    while piece := os.read(fd, 1 << 20):
+        yield piece
+
+
+def _write_copy(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """`data` (bytes, or pieces of them written as they come) into `path` atomically, with the mode a new
+    file gets (0644 under the usual umask, readable by all, as nbgrader's copies are)."""
     from .reporting.results_json import new_file_mode
 
     tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, then renamed into place or removed
@@ -1478,7 +1485,8 @@ def _write_copy(path: Path, data: bytes) -> None:
     try:
         with tmp:
             os.fchmod(tmp.fileno(), new_file_mode())
-            tmp.write(data)
+            for piece in (data,) if isinstance(data, bytes) else data:
+                tmp.write(piece)
         os.replace(tmp.name, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

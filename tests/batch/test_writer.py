@@ -122,9 +122,11 @@ def test_an_error_line_has_its_control_characters_written_out():
     assert line == "gradebook: IntegrityError name 'x\\x1b[2K\\x1b[1AFAKE\\u202e' ok"
 
 
-def _writer_copies(course_dir: Path, student: str, notebook: bytes) -> tuple[dict, bytes]:
+def _writer_copies(course_dir: Path, student: str, notebook: bytes,
+                   extra: dict[str, bytes] | None = None) -> tuple[dict, bytes]:
     """(what tests.batch.writer_peak printed, the autograded copy's bytes) for a submission of `notebook`
-    sent to a real writer process with its folder to copy into autograded/."""
+    (and the other files `extra`, name -> bytes) sent to a real writer process with its folder to copy
+    into autograded/."""
     import json
     import subprocess
     import sys
@@ -135,6 +137,8 @@ def _writer_copies(course_dir: Path, student: str, notebook: bytes) -> tuple[dic
     folder = layout.submission(student, "transformer-block")
     folder.mkdir(parents=True)
     (folder / "transformer-block.ipynb").write_bytes(notebook)
+    for name, data in (extra or {}).items():
+        (folder / name).write_bytes(data)
     out = subprocess.run([sys.executable, "-m", "tests.batch.writer_peak", str(course_dir), student], cwd=ROOT,
                          capture_output=True, text=True, check=True, timeout=300)
     copy = layout.autograded(student, "transformer-block") / "transformer-block.ipynb"
@@ -161,6 +165,28 @@ def test_the_writer_copies_a_notebook_of_431000_raw_cells_as_submitted_with_boun
     assert copy == huge                                      # as submitted: not annotated, never parsed
     # the peak: the writer's own (its parent, tests.batch.writer_peak, holds less than this before it starts it)
     assert report["peak_kb"] < normal["peak_kb"] + 80 * 1024, (normal["peak_kb"], report["peak_kb"])
+
+
+def test_the_writer_copies_many_large_extra_notebooks_with_bounded_memory(course_copy):
+    """Does the writer copy a submission of the assignment's notebook and eight other notebooks of 19 MB
+    each (each within limits.notebook_mb) into autograded/, those byte for byte, one at a time: its peak
+    memory near an ordinary student's, rather than growing by the 150 MB of the eight (held at once, the
+    writer of a submission of 200 such notebooks would need 4 GB)?"""
+    import json
+
+    from conftest import PROJECT
+
+    released = (PROJECT.release("transformer-block") / "transformer-block.ipynb").read_bytes()
+    normal, _ = _writer_copies(course_copy, "ada", released)
+    doc = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "x" * (19 * 1024 * 1024)}],
+           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    extra = {f"notes-{i}.ipynb": json.dumps(doc).replace("x", str(i), 1).encode() for i in range(8)}
+    report, copy = _writer_copies(course_copy, "bob", released, extra)
+    assert report["recorded"] == ["bob"] and not report["output_errors"]
+    assert b"course autograde" in copy                       # the assignment's notebook: annotated
+    autograded = CourseLayout(course_copy).autograded("bob", "transformer-block")
+    assert all((autograded / name).read_bytes() == data for name, data in extra.items())
+    assert report["peak_kb"] < normal["peak_kb"] + 50 * 1024, (normal["peak_kb"], report["peak_kb"])
 
 
 def test_a_student_whose_feedback_folder_is_blocked_is_one_line_and_the_writer_goes_on(course_copy):
