@@ -42,7 +42,7 @@ from .notebooks import (
     read_regular,
     submission_entries,
 )
-from .text import plural, sorted_ids, truncate, visible
+from .text import id_difference, id_key, plural, sorted_ids, spelt_id, truncate, visible
 
 if TYPE_CHECKING:       # imported where used: nbgrader and Jupyter load slowly
     from .batch.launch import StartedWorker
@@ -225,30 +225,54 @@ def submissions(course: Course, assignment: str, student: str | None = None) -> 
     return out
 
 
-def case_clashes(course: Course, students: Sequence[str]) -> list[str]:
-    """A line for each id that differs from another only by case, which grading takes for two students
-    (ids are case-sensitive, as nbgrader's are): roster ids (`Course.roster_case_clashes`); a folder of
-    `students` (under submitted/) off the roster that the roster has in another case (graded as a
-    student off the roster, while the rostered one gets no submission); and two folders of `students`."""
-    relative = course.layout.relative
+def case_clashes(course: Course, students: Sequence[str], assignment: str | None = None) -> list[str]:
+    """A line for each id that differs from another only by case or by Unicode normalisation (`text.id_key`:
+    'zoë' as one code point or as 'e' and a combining mark, which print alike), which grading takes for two
+    students (ids are compared code point by code point, as nbgrader's are): roster ids
+    (`Course.roster_case_clashes`); a folder of `students` (under submitted/) off the roster that the roster
+    has in another case or form (graded as a student off the roster, while the rostered one gets no
+    submission, unless they have a folder of their own: a folder of `students`, or of `assignment` under
+    theirs); and two folders of `students`. Ids differing by normalisation are named with their escapes."""
+    layout = course.layout
+    relative = layout.relative
     roster = course.roster()
     listed = set(roster)
     folded: dict[str, str] = {}
     for sid in roster:
-        folded.setdefault(sid.casefold(), sid)
+        folded.setdefault(id_key(sid), sid)
+    present = set(students)
+    try:
+        folders = set(os.listdir(layout.submitted_dir)) if assignment is not None else set()
+    except OSError:
+        folders = set()
+
+    def submitted(sid: str) -> bool:
+        return sid in present or (sid in folders and os.path.lexists(layout.submission(sid, str(assignment))))
+
+    def named(sid: str, how: str) -> str:
+        folder = relative(layout.submitted_dir / sid)
+        return f"{folder} ({sid!a})" if "Unicode" in how else folder
+
     out = list(course.roster_case_clashes())
     seen: dict[str, str] = {}
     for sid in students:
-        folder = relative(course.layout.submitted_dir / sid)
-        meant = folded.get(sid.casefold())
+        meant = folded.get(id_key(sid))
         if sid not in listed and meant is not None:
-            out.append(f"{folder} matches roster id {meant} except for case: graded as a student off the roster, "
-                       f"and {meant} as one without a submission; rename the folder to {meant} (or correct the "
-                       f"roster) and run `course autograde` again")
-        other = seen.setdefault(sid.casefold(), sid)
+            how = id_difference(sid, meant)
+            roster_id = spelt_id(meant) if "Unicode" in how else meant
+            if submitted(meant):
+                out.append(f"{named(sid, how)} matches roster id {roster_id} except for {how}: graded as a student "
+                           f"off the roster, beside {named(meant, how)}, the roster's; if they are one student, keep "
+                           f"one folder, named {roster_id} (or correct the roster), and run `course autograde` again")
+            else:
+                out.append(f"{named(sid, how)} matches roster id {roster_id} except for {how}: graded as a student "
+                           f"off the roster, and {meant} as one without a submission; rename the folder to {roster_id} "
+                           f"(or correct the roster) and run `course autograde` again")
+        other = seen.setdefault(id_key(sid), sid)
         if other != sid:
-            out.append(f"{relative(course.layout.submitted_dir / other)} and {folder} differ only by case: graded as "
-                       f"two students; if they are one, keep one folder")
+            how = id_difference(sid, other)
+            out.append(f"{named(other, how)} and {named(sid, how)} differ only by {how}: graded as two students; if "
+                       f"they are one, keep one folder")
     return out
 
 
@@ -524,7 +548,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         course = load_course(course_dir)
         a = course.assignment(assignment)
         todo = submissions(course, a.name, student)
-        for line in case_clashes(course, [sid for sid, _ in todo]):
+        for line in case_clashes(course, [sid for sid, _ in todo], a.name):
             if warned is None or line not in warned:
                 log(f"WARNING: {line}")
             if warned is not None:

@@ -29,7 +29,7 @@ from . import schema, usercache
 from .errors import ConfigError
 from .layout import CONFIG_FILE, CourseLayout
 from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, POSITIVE, Check, Scope, pattern, setting, show
-from .text import shown_name
+from .text import id_difference, id_key, lookalikes, shown_name, spelt_id
 
 CONFIG_NAME = CONFIG_FILE
 DTYPES = ("float64", "float32")
@@ -293,17 +293,20 @@ TYPO_CUTOFF = 0.8
 def roster_typo(student: str, without_submission: Sequence[str], *, case_only: bool = True) -> str | None:
     """The line saying that `student`, who submitted and is not on the roster, may be one of the roster
     students `without_submission` under a misspelt id (the closest, by difflib, at `TYPO_CUTOFF`), or None
-    when none is that close. `case_only`: also name an id equal to `student` but for case (False where
-    those are said already, api.case_clashes)."""
+    when none is that close. `case_only`: also name an id equal to `student` but for case or Unicode
+    normalisation (`text.id_key`; False where those are said already, api.case_clashes). Ids that print
+    alike are named with their escapes."""
     folded: dict[str, list[str]] = {}
     for sid in without_submission:
-        if sid != student and (case_only or sid.casefold() != student.casefold()):
-            folded.setdefault(sid.casefold(), []).append(sid)
-    close = difflib.get_close_matches(student.casefold(), list(folded), n=3, cutoff=TYPO_CUTOFF)
-    meant = [shown_name(sid) for key in close for sid in folded[key]]
+        if sid != student and (case_only or id_key(sid) != id_key(student)):
+            folded.setdefault(id_key(sid), []).append(sid)
+    close = difflib.get_close_matches(id_key(student), list(folded), n=3, cutoff=TYPO_CUTOFF)
+    meant = [sid for key in close for sid in folded[key]]
     if not meant:
         return None
-    return f"{shown_name(student)} (not on the roster) may be the roster's {' or '.join(meant)} (a typo?)"
+    alike = lookalikes([student, *meant])
+    names = [spelt_id(sid) if sid in alike else shown_name(sid) for sid in (student, *meant)]
+    return f"{names[0]} (not on the roster) may be the roster's {' or '.join(names[1:])} (a typo?)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -399,17 +402,22 @@ class Course:
         return columns, tuple(student for _, student in lines)
 
     def roster_case_clashes(self) -> tuple[str, ...]:
-        """One line for each roster id that differs from an earlier one only by case (`Ada`, `ada`),
-        naming both lines: ids are case-sensitive (nbgrader's, and folder names on Linux), so they are
-        two students, which is more likely a mistake than not. A warning, not an error."""
+        """One line for each roster id that differs from an earlier one only by case (`Ada`, `ada`) or
+        by Unicode normalisation (`text.id_key`: 'zoë' as one code point or as 'e' and a combining mark),
+        naming both lines: ids are case-sensitive and compared code point by code point (nbgrader's, and
+        folder names on Linux), so they are two students, which is more likely a mistake than not. Ids
+        differing by normalisation are written with their escapes ('zo\\xeb', 'zoe\\u0308'), since they
+        print alike. A warning, not an error."""
         first: dict[str, tuple[int, str]] = {}
         out = []
         for n, student in self._roster_lines()[1]:
-            seen = first.setdefault(student.id.casefold(), (n, student.id))
+            seen = first.setdefault(id_key(student.id), (n, student.id))
             if seen[0] != n:
                 name = self.roster_file.name if self.roster_file is not None else "roster"
-                out.append(f"{name}: line {n}: id {student.id!r} differs from {seen[1]!r} (line {seen[0]}) only "
-                           f"by case: they are two students, each graded from the folder of that exact name; "
+                how = id_difference(student.id, seen[1])
+                ids = [ascii(s) if "Unicode" in how else repr(s) for s in (student.id, seen[1])]
+                out.append(f"{name}: line {n}: id {ids[0]} differs from {ids[1]} (line {seen[0]}) "
+                           f"only by {how}: they are two students, each graded from the folder of that exact name; "
                            f"if they are one, remove a line")
         return tuple(out)
 

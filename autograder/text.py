@@ -65,6 +65,37 @@ def sorted_ids(ids: Iterable[str]) -> list[str]:
     return sorted(ids, key=str.casefold)
 
 
+def id_key(sid: str) -> str:
+    """A student id as a person reading it takes it: ignoring case and Unicode normalisation (Unicode's
+    canonical caseless match), so that 'Zoë' typed as one code point (NFC, what most keyboards give) and
+    'zoë' as 'e' and a combining diaeresis (NFD, what a Mac's file names give) are one key. Not NFKC: ids
+    differing only by a compatibility form (full-width 'ａｄａ', the ligature 'ﬁ', '²' for '2') look different
+    on screen, so a person tells them apart, and folding them would take ids of other characters for one."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", sid).casefold())
+
+
+def id_difference(a: str, b: str) -> str:
+    """How two ids of the same `id_key` differ: "case", "Unicode normalisation", or both."""
+    if unicodedata.normalize("NFC", a) == unicodedata.normalize("NFC", b):
+        return "Unicode normalisation"
+    return "case" if a.casefold() == b.casefold() else "case and Unicode normalisation"
+
+
+def lookalikes(ids: Iterable[str]) -> set[str]:
+    """The ids of `ids` that print like another of them (the same characters, encoded otherwise: they
+    differ only by Unicode normalisation), which a message names with their escapes (`spelt_id`)."""
+    forms: dict[str, set[str]] = {}
+    for sid in ids:
+        forms.setdefault(unicodedata.normalize("NFC", sid), set()).add(sid)
+    return {sid for alike in forms.values() if len(alike) > 1 for sid in alike}
+
+
+def spelt_id(sid: str) -> str:
+    """An id as a message names it when another prints just like it: shown (`shown_name`) and followed by
+    its code points as Python writes them ("zoë ('zoe\\u0308')" beside "zoë ('zo\\xeb')")."""
+    return f"{shown_name(sid)} ({sid!a})"
+
+
 def first_few(items: Sequence[str], shown: int = 5) -> str:
     """Items for a one-line message, in the order given: the first `shown` and how many more there are
     ("ada (2 days), bob (1 day) and 3 more")."""
@@ -74,8 +105,10 @@ def first_few(items: Sequence[str], shown: int = 5) -> str:
 
 def first_ids(ids: Sequence[str], shown: int = 5) -> str:
     """Student ids for a one-line message, sorted (`sorted_ids`): the first `shown` and how many more there
-    are ("ada, bob, cy, dee, eve and 2 more")."""
-    return first_few(sorted_ids(ids), shown)
+    are ("ada, bob, cy, dee, eve and 2 more"); ids that print like another of them (`lookalikes`) followed
+    by their escapes (`spelt_id`), so that two are never listed as the same name."""
+    alike = lookalikes(ids)
+    return first_few([spelt_id(sid) if sid in alike else sid for sid in sorted_ids(ids)], shown)
 
 
 def times(n: int) -> str:

@@ -26,6 +26,49 @@ def test_ids_that_differ_only_by_case_are_each_one_warning(course_copy):
         "submitted/Zed and submitted/zed differ only by case: graded as two students; if they are one, keep one folder"]
 
 
+def test_ids_that_differ_only_by_unicode_normalisation_are_warned_of_as_a_case_clash_is_with_their_escapes(
+        course_copy):
+    """Is a folder 'zoë' written as 'e' and a combining diaeresis (NFD, as a Mac names files) beside the roster's
+    'zoë' as one code point (NFC) warned of as a case clash is, each named with its escapes since they print
+    alike, as are two such folders and two such roster lines, with case and form both differing said so?"""
+    nfc, nfd = "zo\u00eb", "zoe\u0308"
+    (course_copy / "roster.csv").write_text(f"id\n{nfc}\nRen\u00e9\nrene\u0301\n", encoding="utf-8")
+    course = load_course(course_copy)
+    roster_line = ("roster.csv: line 4: id 'rene\\u0301' differs from 'Ren\\xe9' (line 3) only by case and Unicode "
+                   "normalisation: they are two students, each graded from the folder of that exact name; if they are "
+                   "one, remove a line")
+    assert case_clashes(course, [nfd]) == [
+        roster_line,
+        f"submitted/{nfd} ('zoe\\u0308') matches roster id {nfc} ('zo\\xeb') except for Unicode normalisation: "
+        f"graded as a student off the roster, and {nfc} as one without a submission; rename the folder to {nfc} "
+        f"('zo\\xeb') (or correct the roster) and run `course autograde` again"]
+    (course_copy / "roster.csv").write_text("id\nada\n")
+    assert case_clashes(course, [nfc, "ada"]) == []
+    assert case_clashes(course, [nfd, nfc]) == [
+        f"submitted/{nfd} ('zoe\\u0308') and submitted/{nfc} ('zo\\xeb') differ only by Unicode normalisation: "
+        f"graded as two students; if they are one, keep one folder"]
+
+
+def test_a_case_clash_with_both_folders_says_the_rostered_one_has_its_own(course_copy):
+    """With submitted/Bob.Smith (the roster's) and submitted/bob.smith both there, does the warning about
+    bob.smith say it is graded beside Bob.Smith's folder, never that Bob.Smith has no submission, in a
+    run of the class and in one of bob.smith alone (Bob.Smith's folder found on disk), while a rostered id
+    whose folder lacks the assignment is still one without a submission?"""
+    layout = CourseLayout(course_copy)
+    (course_copy / "roster.csv").write_text("id\nBob.Smith\n")
+    course = load_course(course_copy)
+    for sid in ("Bob.Smith", "bob.smith"):
+        layout.submission(sid, "hw").mkdir(parents=True)
+    beside = ("submitted/bob.smith matches roster id Bob.Smith except for case: graded as a student off the roster, "
+              "beside submitted/Bob.Smith, the roster's; if they are one student, keep one folder, named Bob.Smith "
+              "(or correct the roster), and run `course autograde` again")
+    assert case_clashes(course, ["Bob.Smith", "bob.smith"]) == [
+        beside, "submitted/Bob.Smith and submitted/bob.smith differ only by case: graded as two students; if they are "
+                "one, keep one folder"]
+    assert case_clashes(course, ["bob.smith"], "hw") == [beside]
+    assert "Bob.Smith as one without a submission" in case_clashes(course, ["bob.smith"], "other")[0]
+
+
 def test_a_new_roster_is_counted_in_the_gradebook_line_not_listed():
     """Do many students added to the gradebook make one short count naming a few, while a handful
     are listed, with cells counted by kind and other changes kept as they are?"""

@@ -586,3 +586,16 @@ def test_roster_typo_pairs_only_close_ids_and_case_only_ones_when_asked():
     assert roster_typo("ada", ["alan", "ana", "bob"]) is None
     assert roster_typo("Ada", ["ada"]) == "Ada (not on the roster) may be the roster's ada (a typo?)"
     assert roster_typo("Ada", ["ada"], case_only=False) is None
+
+
+def test_roster_typo_takes_ids_differing_only_by_unicode_normalisation_as_it_takes_a_case_clash():
+    """Is a submitter 'zoë' written as 'e' and a combining mark (NFD) named beside the roster's 'zoë' as one
+    code point (NFC), both with their escapes since they print alike, and left to api.case_clashes
+    (`case_only` false) as an id differing in case is?"""
+    from autograder.config import roster_typo
+
+    nfc, nfd = "zo\u00eb", "zoe\u0308"
+    assert roster_typo(nfd, ["ada", nfc]) == (
+        f"{nfd} ('zoe\\u0308') (not on the roster) may be the roster's {nfc} ('zo\\xeb') (a typo?)")
+    assert roster_typo(nfd, ["ada", nfc], case_only=False) is None
+    assert roster_typo("ZOE\u0308", ["ada", nfc], case_only=False) is None

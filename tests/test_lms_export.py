@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -525,6 +526,32 @@ def test_an_off_roster_id_close_to_a_roster_student_without_a_submission_is_name
         "katherine (not on the roster) may be the roster's katherin (a typo?): if so, correct the roster and export "
         "again"]
     assert [r[3] for r in got.records[2:]] == ["katherin", "bobb", "yan"]
+
+
+@pytest.mark.parametrize("lms", ["canvas", "moodle", "blackboard"])
+def test_an_id_differing_from_the_roster_s_only_by_unicode_normalisation_is_named_and_caught_as_a_case_clash(lms):
+    """A gradebook student 'zoë' written as 'e' and a combining mark (NFD) beside the roster's 'zoë' as one code
+    point (NFC) prints just like it: is it left out with the warnings naming it by its escapes and saying it is
+    the roster's id but for Unicode normalisation (as bob.smith is for Bob.Smith, but for case), and with
+    `include_unrostered` is the export refused for the login they share, as for the case clash?"""
+    nfc, nfd = "zo\u00eb", "zoe\u0308"
+    rows = [_row("ada"), _row(nfc), _row(nfd), _row("Bob.Smith"), _row("bob.smith")]
+    roster = _roster(RosterStudent("ada"), RosterStudent(nfc), RosterStudent("Bob.Smith"))
+    got = lms_table(lms, [(A, 100.0)], rows, roster, {})
+    assert [r[LOGIN_AT[lms]] for r in got.records[FIRST_ROW[lms]:]] == ["ada", nfc, "Bob.Smith"]
+    assert got.warnings[0].startswith(f"bob.smith and {nfd} ('zoe\\u0308'): in the gradebook but not on the roster")
+    tail = ("two students to nbgrader, so their grades are left out of the file; if they are one, rename the "
+            "submission folder to the roster's id (or correct the roster), autograde again and export again")
+    assert got.warnings[1:3] == (
+        f"bob.smith (in the gradebook, not on the roster) matches the roster's Bob.Smith except for case: {tail}",
+        f"{nfd} ('zoe\\u0308') (in the gradebook, not on the roster) matches the roster's {nfc} ('zo\\xeb') except "
+        f"for Unicode normalisation: {tail}")
+    column = "SIS Login ID" if lms == "canvas" else "Username"
+    for pair, names in (((nfc, nfd), f"{nfd} ('zoe\\u0308') and {nfc} ('zo\\xeb')"),
+                        (("Bob.Smith", "bob.smith"), "Bob.Smith and bob.smith")):
+        with pytest.raises(ExportError, match=rf"^{column}: {re.escape(names)} share "):
+            lms_table(lms, [(A, 100.0)], [_row(sid) for sid in pair], _roster(RosterStudent(pair[0])), {},
+                      include_unrostered=True)
 
 
 TAIL = ("; add them to the roster with their LMS ids, or take a student who left the course out of the gradebook "

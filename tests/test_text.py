@@ -116,6 +116,13 @@ def test_student_ids_are_listed_sorted_ignoring_case_and_stably():
     assert first_ids(["b", "A"], shown=5) == "A, b" and first_ids([]) == ""
 
 
+def test_student_ids_that_print_alike_are_listed_with_their_escapes():
+    """Are two ids that differ only by Unicode normalisation ('zoë' as one code point, and as 'e' and a
+    combining mark), which print the same, listed each with its escapes, other ids as they are?"""
+    assert first_ids(["zo\u00eb", "ada", "zoe\u0308"]) == "ada, zoe\u0308 ('zoe\\u0308'), zo\u00eb ('zo\\xeb')"
+    assert first_ids(["zo\u00eb", "ada"]) == "ada, zo\u00eb"
+
+
 def test_first_few_keeps_the_order_given_and_counts_the_rest():
     """Are formatted items listed in the order given, the first few and how many more?"""
     items = [f"s{i} ({i} days)" for i in (3, 1, 2, 5, 4, 6, 7)]

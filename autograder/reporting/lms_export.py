@@ -19,10 +19,10 @@ creates new assignments; Moodle: `grade/import/csv/classes/load_data.php`, `grad
   nobody is offered as an unknown student. `SIS Login ID` is never empty here (the student id when
   the roster has no login). Two rows that find the same student both go to that student, the later
   row's grades standing, and the other student's are lost; so an `ID` or `SIS User ID` two students
-  share (compared trimmed and ignoring case, to be safe) is left empty for them (Canvas goes on to the
-  next column), an `ID` that is not a number is left empty (Canvas would read "12ab" as 12, someone
-  else), and a shared `SIS Login ID` stops the export (`ExportError`). `Student` is "Last, First", as
-  Canvas's export writes it.
+  share (compared trimmed and ignoring case and Unicode normalisation, to be safe) is left empty for
+  them (Canvas goes on to the next column), an `ID` that is not a number is left empty (Canvas would
+  read "12ab" as 12, someone else), and a shared `SIS Login ID` stops the export (`ExportError`).
+  `Student` is "Last, First", as Canvas's export writes it.
 - Moodle (Grades > Import > CSV file): any columns; the import is told which one identifies the user
   (`Username`, `ID number` or `Email address` here) and which grade item each other column fills (or
   that it starts a new one). Every row must be a user: a row that matches none stops the whole
@@ -34,10 +34,11 @@ creates new assignments; Moodle: `grade/import/csv/classes/load_data.php`, `grad
   empty) is always written, and a shared or '0' `Username` stops the export; `ID number` and `Email
   address` are written only when every row has its own (`LmsFile.warnings` says which column was
   left out, and for whom; a column no row has a value for, as from a roster without it, is left out
-  without a word). Values are compared trimmed and ignoring case, as Moodle's database
-  usually compares them. The file has no maximum: a grade item the import creates is out of 100, and
-  Moodle caps a grade at its item's maximum (and refuses the whole file for a grade above 100 unless
-  the site allows unlimited grades), so a warning names each assignment out of other points.
+  without a word). Values are compared trimmed and ignoring case, as Moodle's database usually
+  compares them, and Unicode normalisation, to be safe. The file has no maximum: a grade item the
+  import creates is out of 100, and Moodle caps a grade at its item's maximum (and refuses the whole
+  file for a grade above 100 unless the site allows unlimited grades), so a warning names each
+  assignment out of other points.
 - Blackboard Learn (Original course view: Grade Center > Work Offline > Upload; Ultra: Gradebook >
   Upload grades), as its help pages describe the file (its source is not public): a header row,
   then a row per student, matched on `Username` alone (a row whose Username is not enrolled in the
@@ -52,7 +53,7 @@ creates new assignments; Moodle: `grade/import/csv/classes/load_data.php`, `grad
   their points. A comma-delimited file must have every field quoted (`LmsFile.quote_all`);
   Blackboard's own download is tab-delimited (`.xls`) or comma-delimited, and its upload takes
   either. `Username` is written as the other logins are: never empty, a shared one stops the
-  export (`ExportError`), compared trimmed and ignoring case.
+  export (`ExportError`), compared trimmed and ignoring case and Unicode normalisation.
 
 Both importers read UTF-8, with or without a byte-order mark (Moodle removes it; Canvas finds
 `Student` within the first header cell), and quoted fields holding commas, quotes or newlines
@@ -94,7 +95,7 @@ from typing import Any
 
 from ..config import RosterStudent, roster_typo
 from ..errors import ExportError
-from ..text import first_few, shown_name, sorted_ids
+from ..text import first_few, id_difference, id_key, lookalikes, shown_name, sorted_ids, spelt_id
 
 LMS_FORMATS = ("nbgrader", "canvas", "moodle", "blackboard")
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -151,7 +152,7 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
     gradebook but not on `roster` (when there is one) is left out, with a warning, unless
     `include_unrostered`."""
     off_roster = [sid for sid in dict.fromkeys(r["student_id"] for r in rows) if roster and sid not in roster]
-    typos = roster_typos(rows, roster, off_roster)
+    typos = [*roster_clashes(roster, off_roster, include_unrostered), *roster_typos(rows, roster, off_roster)]
     if off_roster and not include_unrostered:
         rows = [r for r in rows if r["student_id"] not in set(off_roster)]
     scores: dict[tuple[str, str], Any] = {(r["student_id"], r["assignment"]): r["score"] for r in rows}
@@ -200,9 +201,9 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
         held: dict[str, list[str]] = {
             column: [sid for sid, value in zip(sids, columns[column]) if sid in off_roster and value.strip()]
             for column in ("ID", "Email address") if column in header}
-        warnings.append(off_roster_warning(lms, off_roster, held))
+        warnings.append(off_roster_warning(lms, off_roster, held, roster))
     elif off_roster:
-        warnings.append(left_out_warning(lms, off_roster))
+        warnings.append(left_out_warning(lms, off_roster, roster))
     warnings += typos
     if lms == "moodle":
         warnings += filter(None, [moodle_maxima_warning(assignments), moodle_over_warning(names, sids, scores)])
@@ -219,8 +220,10 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
 
 
 def same_text(value: str) -> str:
-    """An identifier as an LMS's database compares it: trimmed, ignoring case."""
-    return value.strip().casefold()
+    """An identifier as an LMS's database compares it, to be safe: trimmed, ignoring case and Unicode
+    normalisation (`text.id_key`: 'zoë' as one code point or as 'e' and a combining mark, which print alike
+    and which a database may or may not take for one)."""
+    return id_key(value.strip())
 
 
 def shared_values(sids: Sequence[str], values: Sequence[str],
@@ -332,11 +335,13 @@ def canvas_blanked_ids(sids: Sequence[str], columns: dict[str, list[str]]) -> li
     return lines
 
 
-def off_roster_warning(lms: str, students: Sequence[str], held: Mapping[str, Sequence[str]]) -> str:
+def off_roster_warning(lms: str, students: Sequence[str], held: Mapping[str, Sequence[str]],
+                       roster: Iterable[str] = ()) -> str:
     """The line for students in the gradebook but not on the course's roster, written all the same
     (`include_unrostered`), saying what their rows hold: the gradebook's name, the student id as the login,
     no SIS id, and where the file has the column and the gradebook the value (`held`: the students of
-    `students` with one, by column) Canvas's `ID` (the gradebook's lms_user_id) or Moodle's email."""
+    `students` with one, by column) Canvas's `ID` (the gradebook's lms_user_id) or Moodle's email. An id
+    that prints like one of `roster` (the roster's ids) is named with its escapes."""
     def whose(column: str, what: str) -> list[str]:
         who = held.get(column, [])
         if not who:
@@ -357,8 +362,8 @@ def off_roster_warning(lms: str, students: Sequence[str], held: Mapping[str, Seq
         match = "which Canvas matches only if it is the login when the row has no ID (a row with one is matched by it)"
     else:
         match = "which Canvas matches only if it is the login"
-    return (f"{listed(students)}: in the gradebook but not on the roster, written (include_unrostered) with "
-            f"{', '.join(given)} and {login}, {match}; add them to the roster with their LMS ids, or "
+    return (f"{listed(students, beside=roster)}: in the gradebook but not on the roster, written (include_unrostered) "
+            f"with {', '.join(given)} and {login}, {match}; add them to the roster with their LMS ids, or "
             f"take a student who left the course out of the gradebook with `nbgrader db student remove <id> --force` "
             f"(--force: their grades are deleted too)")
 
@@ -376,25 +381,48 @@ def roster_typos(rows: Sequence[Mapping[str, Any]], roster: Mapping[str, RosterS
     for sid in sorted_ids(off_roster):
         theirs = submitted.get(sid, set())
         missing = [other for other in roster if theirs - submitted.get(other, set())]
-        line = roster_typo(sid, missing)
+        line = roster_typo(sid, missing, case_only=False)           # those are `roster_clashes`
         if line:
             lines.append(f"{line}: if so, correct the roster and export again")
     return lines
 
 
-def left_out_warning(lms: str, students: Sequence[str]) -> str:
+def roster_clashes(roster: Mapping[str, RosterStudent], off_roster: Sequence[str], written: bool) -> list[str]:
+    """A line for each student of `off_roster` whose id is a roster id but for case or Unicode
+    normalisation (`text.id_key`): nbgrader graded them as a student of their own, so their grades are left
+    out of the file (or, `written`, in a row of their own, which the LMS matches only by its login), most
+    likely one student's work filed under two ids. Ids that print alike are named with their escapes."""
+    folded: dict[str, str] = {}
+    for sid in roster:
+        folded.setdefault(id_key(sid), sid)
+    lines = []
+    for sid in sorted_ids(off_roster):
+        meant = folded.get(id_key(sid))
+        if meant is None:
+            continue
+        how = id_difference(sid, meant)
+        names = [spelt_id(s) if "Unicode" in how else shown_name(s) for s in (sid, meant)]
+        where = "written in a row of their own" if written else "left out of the file"
+        lines.append(f"{names[0]} (in the gradebook, not on the roster) matches the roster's {names[1]} except for "
+                     f"{how}: two students to nbgrader, so their grades are {where}; if they are one, rename the "
+                     f"submission folder to the roster's id (or correct the roster), autograde again and export again")
+    return lines
+
+
+def left_out_warning(lms: str, students: Sequence[str], roster: Iterable[str] = ()) -> str:
     """The line for students in the gradebook but not on the course's roster, left out of the file: how to
-    add them, take them out of the gradebook, or write them all the same."""
+    add them, take them out of the gradebook, or write them all the same. An id that prints like one of
+    `roster` (the roster's ids) is named with its escapes."""
     system = lms.capitalize()
     why = {"moodle": "a row that matches no Moodle user stops the whole import",
            "canvas": "Canvas matches such a row only if the student id is the login, and offers it as an unknown "
                      "student otherwise",
            "blackboard": "Blackboard matches a row on its Username alone, so such a row counts only if the student "
                          "id is the login, and is not processed otherwise"}[lms]
-    return (f"{listed(students)}: in the gradebook but not on the roster, so left out of the {system} file ({why}); "
-            f"add them to the roster with their LMS ids, take a student who left the course out of the gradebook "
-            f"with `nbgrader db student remove <id> --force` (--force: their grades are deleted too), or write "
-            f"them with their student id as {LOGIN[lms]} with --CourseCsvExport.include_unrostered=True")
+    return (f"{listed(students, beside=roster)}: in the gradebook but not on the roster, so left out of the {system} "
+            f"file ({why}); add them to the roster with their LMS ids, take a student who left the course out of the "
+            f"gradebook with `nbgrader db student remove <id> --force` (--force: their grades are deleted too), or "
+            f"write them with their student id as {LOGIN[lms]} with --CourseCsvExport.include_unrostered=True")
 
 
 def not_due_yet(rows: Iterable[Mapping[str, Any]], now: dt.datetime, lms: str = "canvas") -> list[str]:
@@ -566,11 +594,14 @@ def formula_warning(column: str, values: Iterable[tuple[str, str]], why: str) ->
             f"file as written, without opening and saving it in a spreadsheet, which would run it as a formula")
 
 
-def listed(students: Sequence[str], shown: int = 5, *, ids: bool = True) -> str:
+def listed(students: Sequence[str], shown: int = 5, *, ids: bool = True, beside: Iterable[str] = ()) -> str:
     """Student ids for a one-line message, sorted (`text.sorted_ids`): "ada, Bob and 3 more", control
-    characters written out; other names (`ids` false: assignments) in the order given."""
+    characters written out, and ids that print like another of them or of `beside` (differing only by
+    Unicode normalisation) followed by their escapes (`text.spelt_id`); other names (`ids` false:
+    assignments) in the order given."""
     students = sorted_ids(students) if ids else list(students)
-    names = [shown_name(s) for s in students[:shown]]
+    alike = lookalikes([*students, *beside])
+    names = [spelt_id(s) if s in alike else shown_name(s) for s in students[:shown]]
     if len(students) > shown:
         names.append(f"{len(students) - shown} more")
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
