@@ -38,7 +38,6 @@ from .layout import (
 from .notebooks import (
     RefusedFile,
     open_regular,
-    over_notebook_limits,
     read_regular,
     submission_entries,
 )
@@ -1327,8 +1326,10 @@ def _copy_lags(submitted: Path, copy: Path) -> bool:
 
 def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path, result: SubmissionResult) -> None:
     """Copy the submission's notebooks into autograded/ for the formgrader, annotated with our report:
-    each is written once, annotated (or as submitted, when it cannot be; one that is not a readable
-    notebook is replaced by a placeholder formgrader can open, `annotate.placeholder_notebook`).
+    each is written once, annotated (one that is not a readable notebook, or too large to be read, is
+    replaced by a placeholder formgrader can open, `annotate.placeholder_notebook`; one over the limits
+    only through its saved outputs is written without them). A notebook that is not one of the
+    assignment's (formgrader never shows it), or an unreadable one without a release, is written as submitted.
     The notebooks and bookkeeping files of an earlier submission that this one does not have (another
     name, or one not copied now: too large, a link; a timestamp.txt or submission_secret.txt it lacks) are
     removed first (`_remove_stale_copies`), so formgrader opens and our report annotates this submission's
@@ -1346,13 +1347,12 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     try:   # a notebook read before a later file fails is still written (as submitted)
         copied = _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving, only=annotated)
         _remove_stale_copies(target, keep=copied)     # the folder's others are written: `arriving` holds the rest
-        # nbformat would need hundreds of MB for a notebook of very many cells, outputs or other values:
-        # such a submission (refused by the grader too, or graded without its outputs) is copied as
-        # submitted, without being parsed
-        if not any(over_notebook_limits(name, data, outputs=True) for name, data in arriving.items()):
-            for report in annotate_autograded(result, a, target, layout.release(a.name), arriving=arriving):
-                if report.notebook is not None:
-                    arriving.pop(report.notebook.name, None)
+        # each notebook is decided on by itself: one over the limits (nbformat would need hundreds of MB
+        # for very many cells, outputs or other values) is written without its outputs, or as a placeholder
+        # when over the grader's limits too, never as submitted (annotate_autograded)
+        for report in annotate_autograded(result, a, target, layout.release(a.name), arriving=arriving):
+            if report.notebook is not None:
+                arriving.pop(report.notebook.name, None)
     finally:
         for name, data in arriving.items():          # not annotated: as submitted
             _write_copy(target / name, data)

@@ -278,10 +278,10 @@ def _within_limits(name: str, data: bytes) -> tuple[str, bytes | None]:
 def over_notebook_limits(name: str, data: bytes, *, outputs: bool = False) -> str:
     """Why the notebook file `data` (named `name` as shown_name writes it) is too costly to parse, or
     "": more than MAX_CODE_CELLS code cells, MAX_CELLS cells of any kind, or MAX_NOTEBOOK_VALUES JSON
-    values. Such a notebook is not run, and its copy in autograded/ is not annotated (nor parsed).
+    values. Such a notebook is not run, and its copy in autograded/ is a placeholder (never parsed).
     The values inside saved outputs count only with `outputs`, for a reader that parses them: a
     notebook over the limit with them and within it without them is graded (its outputs emptied
-    before the parse), but its copy is not annotated; the reason then says so."""
+    before the parse), and its copy is annotated without its outputs; the reason then says so."""
     reason, stripped = _within_limits(name, data)
     if reason or stripped is None or not outputs:
         return reason

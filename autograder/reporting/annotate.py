@@ -31,9 +31,21 @@ What the student wrote is kept, but not what would run in the TA's browser: form
 copy with nbconvert, which puts raw HTML of Markdown cells and outputs into the page as it is, and
 a notebook's outputs here are the student's own (no kernel ran them). So the copy keeps of each
 rich output only its plain text and bitmap images (not HTML, JavaScript, SVG, Markdown, LaTeX or
-widgets), drops the notebook's widget state (which loads widget code from the network), and writes
-out the HTML tags of the Markdown cells that are not the released notebook's own (`&lt;b>` shows as
-the text `<b>`; code spans and fenced code are left as they are).
+widgets) and of its metadata only image sizes that are whole numbers (nbconvert writes them as
+unquoted attributes), drops the notebook's widget state (which loads widget code from the network),
+and writes out the HTML tags of the Markdown cells that are not the released notebook's own (`&lt;b>`
+shows as the text `<b>`; code spans and fenced code are left as they are) and replaces their link
+targets of other schemes than http, https, mailto and attachment (`javascript:`, `data:`) by
+LINK_REMOVED (a cell nbconvert still makes such a link of is written as a fenced code block). The
+nbgrader metadata of a cell is the release's for its grade id, as nbgrader's autograde makes it, and
+removed for an id the release does not have (formgrader writes the id into its page as it is). The
+copy written is a valid notebook (an execution count that is not a whole number is cleared; see
+`valid_notebook`), as formgrader refuses to show one that is not.
+
+Every notebook of the assignment is decided on by itself: one whose saved outputs take it over the
+limits (`over_notebook_limits`) is copied without its outputs, under a note saying why; one over the
+grader's limits too is never parsed, and its copy is the placeholder (`placeholder_notebook`) saying
+it is too large. Nothing of the student's is ever copied as submitted without the above.
 """
 from __future__ import annotations
 
@@ -50,7 +62,7 @@ from nbformat.v4 import rwbase
 
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
-from autograder.notebooks import cell_kind, copied_cells, over_notebook_limits
+from autograder.notebooks import cell_kind, copied_cells, over_notebook_limits, without_outputs
 from autograder.text import format_points, plural, shown_name
 
 from .bounds import bound_result
@@ -229,7 +241,7 @@ def _read_notebook(path: Path, data: bytes | None = None) -> tuple[Any, str]:
                 data = fh.read()
         too_costly = over_notebook_limits(shown_name(path.name), data, outputs=True)
         if too_costly:
-            return None, f"{shown_name(path.name)}: not annotated, too costly to read ({too_costly})"
+            return None, f"{shown_name(path.name)}: not annotated, {TOO_COSTLY} ({too_costly})"
         text = data.decode("utf-8")
         if "\r" in text:
             text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -240,22 +252,30 @@ def _read_notebook(path: Path, data: bytes | None = None) -> tuple[Any, str]:
 
 
 NOT_READABLE = "not a readable notebook"    # `_read_notebook`'s reason for a file nbformat cannot read
+TOO_COSTLY = "too costly to read"           # its reason for a notebook over the limits (`over_notebook_limits`)
 PLACEHOLDER_ID = "course-autograde-unreadable"   # the id of the placeholder's first cell: the same every time
+OUTPUTS_NOTE_ID = "course-autograde-outputs-left-out"   # the note heading a copy written without its outputs
+UNREADABLE = "could not be read as a notebook"
+TOO_LARGE = "is too large to be read for this copy"
 
 
-def placeholder_notebook(name: str, reason: str, released: Any) -> Any:
+def placeholder_notebook(name: str, reason: str, released: Any, what: str = UNREADABLE) -> Any:
     """The notebook formgrader is given in place of a submitted file `name` that cannot be read as one
-    (`reason`, the student's note): a Markdown cell saying so, then each answer, task and grade cell of
-    the released notebook (`released`), answers empty and no outputs, with their nbgrader metadata, so
-    that formgrader shows a score box for each grade cell and a comment box for each answer, as the
-    gradebook has them."""
-    nb = nbformat.v4.new_notebook(metadata=json.loads(json.dumps(released.get("metadata", {}))))
+    (`reason`, the student's note; `what` the file is, UNREADABLE or TOO_LARGE): a Markdown cell saying
+    so, then each answer, task and grade cell of the released notebook (`released`), answers empty and no
+    outputs, with their nbgrader metadata, so that formgrader shows a score box for each grade cell and a
+    comment box for each answer, as the gradebook has them. Without a release, the note alone."""
+    meta = json.loads(json.dumps(released.get("metadata", {}))) if released is not None else {}
+    meta.pop("widgets", None)
+    nb = nbformat.v4.new_notebook(metadata=meta)
+    cells = (released.cells if released is not None else ())
+    rest = ("the assignment's answer cells, empty, and its grade cells, so that the submission can be graded by hand"
+            if cells else "the submission can be read in submitted/")
     nb.cells.append(nbformat.v4.new_markdown_cell(id=PLACEHOLDER_ID, source=
-        f"**{OUTPUT_NAME}: the submitted file `{shown_name(name)}` could not be read as a notebook**: "
+        f"**{OUTPUT_NAME}: the submitted file `{shown_name(name)}` {what}**: "
         f"{html.escape(reason, quote=False)}\n\n"
-        f"This copy was written for formgrader in its place (the submitted file is left as it is): the "
-        f"assignment's answer cells, empty, and its grade cells, so that the submission can be graded by hand."))
-    for cell in released.cells:
+        f"This copy was written for formgrader in its place (the submitted file is left as it is): {rest}."))
+    for cell in cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if not isinstance(meta, dict) or not any(meta.get(k) for k in ("grade", "solution", "task")):
             continue
@@ -330,41 +350,162 @@ def _unmark_copies(nb: Any) -> None:
 
 # what a rich output keeps in the copy: text, and bitmaps (shown as <img> data, which runs nothing)
 SAFE_DATA = ("text/plain", "image/png", "image/jpeg", "image/gif")
+SAFE_IMAGES = SAFE_DATA[1:]
+IMAGE_SIZES = ("width", "height")     # the output metadata kept: nbconvert writes them as unquoted attributes
+# link targets a Markdown cell of the student's keeps (`attachment:` names an image of the cell's own)
+SAFE_SCHEMES = ("http", "https", "mailto", "attachment")
+LINK_REMOVED = "#link-target-removed"
 # a Markdown cell's code: fenced blocks, then code spans (their text is shown as it is, tags included)
 _MD_CODE = re.compile(r"(^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\2[ \t]*$|(`+)[^`].*?(?<!`)\3(?!`))", re.M | re.S)
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+# where Markdown takes a link or image target: `[text](target` and a definition's `[label]: target`
+_LINK_TARGET = re.compile(r"(\]\s*\(\s*<?|\]\s*:\s*<?)([^\s<>()]+)")
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+_SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
+_RENDERED_URL = re.compile(r"""\s(?:href|src)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.I)
+
+
+def _outside_code(markdown: str, change: Any) -> str:
+    """`markdown` with `change` applied to each part of it that is not code."""
+    parts, at = [], 0
+    for m in _MD_CODE.finditer(markdown):
+        parts += [change(markdown[at:m.start()]), m.group(0)]
+        at = m.end()
+    parts.append(change(markdown[at:]))
+    return "".join(parts)
 
 
 def _written_out_tags(markdown: str) -> str:
     """`markdown` with each `<` that would open an HTML tag, comment or declaration written as
     `&lt;`, except inside code."""
-    parts, at = [], 0
-    for m in _MD_CODE.finditer(markdown):
-        parts += [_TAG_START.sub("&lt;", markdown[at:m.start()]), m.group(0)]
-        at = m.end()
-    parts.append(_TAG_START.sub("&lt;", markdown[at:]))
-    return "".join(parts)
+    return _outside_code(markdown, lambda part: _TAG_START.sub("&lt;", part))
+
+
+def unsafe_url(url: str) -> bool:
+    """Whether a link target, as Markdown gives it to the browser (backslash escapes and character
+    references read, the blanks and control characters browsers skip taken out), names a scheme
+    other than SAFE_SCHEMES: `javascript:`, `vbscript:`, `data:` and the like."""
+    plain = html.unescape(_ESCAPED.sub(r"\1", url))
+    plain = "".join(ch for ch in plain if ch > " " and ch != "\x7f").lower()
+    scheme = _SCHEME.match(plain)
+    return scheme is not None and scheme.group(1) not in SAFE_SCHEMES
+
+
+def _safe_links(markdown: str) -> str:
+    """`markdown` with each link or image target outside code that `unsafe_url` finds unsafe replaced
+    by LINK_REMOVED; when nbconvert's Markdown renderer still makes an unsafe target of it (a target
+    the pattern does not see), the whole text as a fenced code block."""
+    def change(part: str) -> str:
+        return _LINK_TARGET.sub(lambda m: m.group(1) + (LINK_REMOVED if unsafe_url(m.group(2)) else m.group(2)), part)
+
+    if "]" not in markdown:                  # no link without a bracket
+        return markdown
+    kept = _outside_code(markdown, change)
+    if not _renders_unsafe_url(kept):
+        return kept
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", markdown)), default=0))
+    return f"{fence}text\n{markdown}\n{fence}\n"
+
+
+def _renders_unsafe_url(markdown: str) -> bool:
+    """Whether nbconvert's Markdown filter (the one formgrader renders Markdown cells with) makes an
+    href or src of `markdown` that `unsafe_url` finds unsafe."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    rendered = markdown2html_mistune(markdown)
+    return any(unsafe_url(next(v for v in m.groups() if v is not None)) for m in _RENDERED_URL.finditer(rendered))
+
+
+def _image_sizes(meta: Any) -> dict[str, Any]:
+    """The width and height of output metadata `meta` that are plain positive whole numbers."""
+    if not isinstance(meta, dict):
+        return {}
+    return {k: v for k, v in meta.items() if k in IMAGE_SIZES and type(v) is int and 0 < v < 100_000}
+
+
+def _safe_output_metadata(meta: Any) -> dict[str, Any]:
+    """Of a rich output's metadata, only the image sizes (top-level or per bitmap type): nbconvert
+    writes a width or height as an unquoted attribute, a file name as the image's source."""
+    kept: dict[str, Any] = _image_sizes(meta)
+    for kind in SAFE_IMAGES:
+        sizes = _image_sizes(meta.get(kind)) if isinstance(meta, dict) else {}
+        if sizes:
+            kept[kind] = sizes
+    return kept
+
+
+def _count(value: Any) -> int | None:
+    """An execution count as the notebook format has it: a whole number from 0, else None."""
+    return value if type(value) is int and value >= 0 else None
+
+
+def _released_marks(released: Any) -> dict[str, Any]:
+    """grade id -> the nbgrader metadata of the released cell with that id."""
+    marks: dict[str, Any] = {}
+    for cell in released.cells:
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if isinstance(meta, dict) and isinstance(meta.get("grade_id"), str) and meta["grade_id"]:
+            marks.setdefault(meta["grade_id"], meta)
+    return marks
+
+
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def _reset_marks(cell: Any, marks: dict[str, Any] | None) -> None:
+    """The nbgrader metadata of `cell` as the release has it for its grade id (`marks`), as nbgrader's
+    autograde overwrites it; removed for an id the release does not have (nbgrader removes such an id).
+    Formgrader writes a grade id into its page as it is. Without the release (`marks` None), an id
+    that is not plain letters, digits, `_`, `-` and `.` has its metadata removed."""
+    meta = cell.get("metadata")
+    if not isinstance(meta, dict) or "nbgrader" not in meta:
+        return
+    grade_id = _grade_id(cell)
+    if marks is not None and grade_id in marks:
+        meta["nbgrader"] = nbformat.from_dict(json.loads(json.dumps(marks[grade_id])))
+    elif marks is not None or not isinstance(grade_id, str) or not _PLAIN_ID.fullmatch(grade_id):
+        del meta["nbgrader"]
 
 
 def neutralise_student_markup(nb: Any, released: Any = None) -> None:
     """Keep nothing in `nb` (in place) that would run in a browser rendering it (the module's
-    docstring): rich outputs cut to SAFE_DATA, the widget state dropped, and the HTML tags of the
-    Markdown cells that `released` does not hold as they are written out."""
+    docstring): rich outputs cut to SAFE_DATA and their metadata to image sizes, the widget state
+    dropped, the HTML tags and unsafe link targets of the Markdown cells that `released` does not
+    hold as they are written out (their attachments cut to bitmaps), nbgrader metadata taken from
+    `released`, and execution counts that are not whole numbers cleared."""
     nb.metadata.pop("widgets", None)
     own = {_text(c.get("source")) for c in released.cells if c.get("cell_type") == "markdown"} if released else set()
+    marks = _released_marks(released) if released is not None else None
     for cell in nb.cells:
+        _reset_marks(cell, marks)
         kind = cell.get("cell_type")
         if kind == "markdown":
             text = _text(cell.get("source"))
-            if text not in own and "<" in text:
-                cell.source = _written_out_tags(text)
+            if text not in own:
+                cell.source = _safe_links(_written_out_tags(text) if "<" in text else text)
+            attachments = cell.get("attachments")
+            if isinstance(attachments, dict):
+                for name, bundle in list(attachments.items()):
+                    kept = {k: v for k, v in bundle.items() if k in SAFE_IMAGES} if isinstance(bundle, dict) else {}
+                    if kept:
+                        attachments[name] = kept
+                    else:
+                        del attachments[name]
         elif kind == "code":
+            if "execution_count" in cell:
+                cell["execution_count"] = _count(cell["execution_count"])
             for out in cell.get("outputs", ()):
+                if not isinstance(out, dict):
+                    continue
                 data = out.get("data")
                 if isinstance(data, dict) and any(k not in SAFE_DATA for k in data):
                     kept = {k: v for k, v in data.items() if k in SAFE_DATA}
                     out["data"] = kept or {"text/plain": "(an output shown only as HTML or script: left out of this "
                                                          "copy)"}
+                if "metadata" in out:
+                    out["metadata"] = nbformat.NotebookNode(_safe_output_metadata(out["metadata"]))
+                if "execution_count" in out:
+                    out["execution_count"] = _count(out["execution_count"])
 
 
 def _text(source: Any) -> str:
@@ -403,6 +544,84 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
         cells[0].execution_count = None
         annotated.append(problem.grade_id)
     return tuple(annotated), tuple(restored)
+
+
+def _read_without_outputs(path: Path, data: bytes | None) -> tuple[Any, str]:
+    """For a notebook over the limits (`over_notebook_limits` with its outputs counted), at `path` or
+    `data` (its bytes): (the notebook read with every saved output left out, `without_outputs`, when
+    only its outputs take it over the limits, else None; the reason it is over them)."""
+    name = shown_name(path.name)
+    try:
+        if data is None:
+            with open(path, "rb") as fh:
+                data = fh.read()
+    except OSError as exc:
+        return None, f"{name} could not be read again ({type(exc).__name__})"
+    if reason := over_notebook_limits(name, data):       # over the grader's limits: not parsed
+        return None, reason
+    return _read_notebook(path, without_outputs(data))[0], over_notebook_limits(name, data, outputs=True)
+
+
+def _note_outputs_left_out(nb: Any, reason: str) -> None:
+    """Head `nb` with a Markdown cell saying that its saved outputs were left out of the copy, and why."""
+    note = nbformat.v4.new_markdown_cell(id=OUTPUTS_NOTE_ID, source=
+        f"**{OUTPUT_NAME}: the saved outputs of this notebook are left out of this copy**: "
+        f"{html.escape(reason, quote=False)}\n\nThe code is as submitted; the grade cells hold our report.")
+    if not isinstance(nb.get("nbformat_minor"), int) or nb.nbformat_minor < 5:
+        del note["id"]                    # cell ids came with nbformat 4.5
+    nb.cells.insert(0, note)
+
+
+def _valid_cell(cell: Any, minor: int) -> bool:
+    try:
+        nbformat.validate(nbformat.v4.new_notebook(cells=[cell], nbformat_minor=minor))
+    except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return False
+    return True
+
+
+_CELL_ID = re.compile(r"[a-zA-Z0-9_\-]{1,64}")
+
+
+def valid_notebook(nb: Any) -> Any:
+    """A copy of `nb` that nbformat finds valid (formgrader refuses to show a notebook that is not, such
+    as one whose execution count is text): each cell given a new id where its own is not a valid one or
+    is taken, and each cell still not valid made again from its text (a code cell with those of its
+    outputs that are valid, a cell of another kind as code, whose text nothing renders), with its
+    nbgrader metadata; the notebook's metadata kept when valid."""
+    out = nbformat.v4.new_notebook()
+    seen: set[str] = set()
+    for i, cell in enumerate(nb.get("cells", [])):
+        if not isinstance(cell, dict):
+            continue
+        cell = nbformat.from_dict(json.loads(json.dumps(cell)))
+        if not isinstance(cell.get("id"), str) or not _CELL_ID.fullmatch(cell["id"]) or cell["id"] in seen:
+            cell["id"] = next(f"course-autograde-cell-{i}-{n}" for n in range(len(seen) + 1)
+                              if f"course-autograde-cell-{i}-{n}" not in seen)
+        if not _valid_cell(cell, out.nbformat_minor):
+            kind, text = cell.get("cell_type"), _text(cell.get("source"))
+            meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+            marks = {"nbgrader": meta["nbgrader"]} if isinstance(meta.get("nbgrader"), dict) else {}
+            if kind == "markdown":
+                made = nbformat.v4.new_markdown_cell(text, id=cell["id"], metadata=marks)
+            else:
+                outputs = cell.get("outputs") if kind == "code" and isinstance(cell.get("outputs"), list) else []
+                made = nbformat.v4.new_code_cell(text, id=cell["id"], metadata=marks)
+                made.outputs = [o for o in outputs if _valid_cell(nbformat.v4.new_code_cell(outputs=[o]),
+                                                                   out.nbformat_minor)]
+            if not _valid_cell(made, out.nbformat_minor):
+                made = nbformat.v4.new_code_cell(text, id=cell["id"])
+            cell = made
+        seen.add(cell["id"])
+        out.cells.append(cell)
+    metadata = nb.get("metadata")
+    if isinstance(metadata, dict):
+        try:
+            nbformat.validate({**out, "metadata": metadata, "cells": []})
+            out.metadata = nbformat.from_dict(json.loads(json.dumps(metadata)))
+        except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            pass
+    return out
 
 
 def _utf8(text: str) -> bytes:
@@ -450,8 +669,15 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
             continue
         nb, why = _read_notebook(path, arrived(path))
         released = _released_notebook(Path(release_dir) / name) if release_dir is not None else None
+        too_costly = ""
+        if nb is None and f", {TOO_COSTLY} (" in why:
+            nb, too_costly = _read_without_outputs(path, arrived(path))
         if nb is not None:
             neutralise_student_markup(nb, released)
+            if too_costly:
+                _note_outputs_left_out(nb, too_costly)
+        elif too_costly:                      # over the grader's limits too: never copied as it is
+            nb = placeholder_notebook(path.name, too_costly, released, TOO_LARGE)
         elif released is not None and f", {NOT_READABLE} (" in why:
             note = next((n for n in result.notes if n.startswith(path.name)), why)
             nb = placeholder_notebook(path.name, note, released)
@@ -461,11 +687,13 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
         problems = tuple(p for p in assignment.problems if p.notebook == name)
         annotated, restored = annotate_notebook(nb, result, problems, released)
         try:
-            data = _utf8(notebook_text(nb))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            why = f"{shown_name(path.name)}: not annotated ({type(exc).__name__})"
-            reports.append(AnnotationReport(None, skipped=why))
-            continue
+            data = _utf8(notebook_text(nb, strict=True))
+        except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            try:         # formgrader refuses an invalid notebook: its cells made valid (see `valid_notebook`)
+                data = _utf8(notebook_text(valid_notebook(nb), strict=True))
+            except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+                why = f"{shown_name(path.name)}: not annotated ({type(exc).__name__})"
+                data = _utf8(notebook_text(placeholder_notebook(path.name, why, released, UNREADABLE), strict=True))
         atomic_write_bytes(path, data)
         reports.append(AnnotationReport(path, annotated, restored))
     return tuple(reports)

@@ -114,9 +114,10 @@ def _validator_tag(nb: Any) -> str:
     return f"{nbformat.json_compat.get_current_validator().name}:4.{minor}"
 
 
-def _validate(nb: Any) -> list[str] | None:
-    """`nbformat.validate(nb)` with an invalid notebook logged (as nbformat's writer does); returns the
-    compact JSON of each cell when the cells' texts may be kept (None when not)."""
+def _validate(nb: Any, strict: bool = False) -> list[str] | None:
+    """`nbformat.validate(nb)` with an invalid notebook logged (as nbformat's writer does), or with
+    `strict` its ValidationError raised; returns the compact JSON of each cell when the cells' texts
+    may be kept (None when not)."""
     tag = _validator_tag(nb)
     keys = None
     if tag:
@@ -141,20 +142,25 @@ def _validate(nb: Any) -> list[str] | None:
     try:
         nbformat.validate(nb)
     except nbformat.ValidationError as exc:
+        if strict:
+            raise
         get_logger().error("Notebook JSON is invalid: %s", exc)
     return keys
 
 
-def notebook_text(nb: Any) -> str:
+def notebook_text(nb: Any, *, strict: bool = False) -> str:
     """`nbformat.writes(nb)` for a version-4 notebook that is written once and then dropped: validated
     (and an invalid one logged) the same way, its text split into lines and transient metadata
     removed as nbformat's writer does, but in place rather than on a deep copy, and the JSON (sorted
     keys, indent 1) written by jsontext, each cell's part kept for the next notebook (see the
     module's docstring). A notebook of another version, or holding values plain JSON does not
-    (bytes), is left to nbformat's own writer."""
+    (bytes), is left to nbformat's own writer. With `strict`, an invalid notebook raises nbformat's
+    ValidationError instead of being logged and written."""
     if nb.get("nbformat") != 4:
+        if strict:
+            nbformat.validate(nb)
         return str(nbformat.writes(nb))
-    keys = _validate(nb)
+    keys = _validate(nb, strict)
     nb = rwbase.strip_transient(rwbase.split_lines(nb))
     try:
         if keys is not None and all(type(k) is str for k in nb):

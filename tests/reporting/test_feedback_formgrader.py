@@ -601,3 +601,177 @@ def test_what_a_student_wrote_runs_nothing_in_formgrader(copy, assignment):
         "`<b>in a code span</b>`; a < b.\n\n```html\n<i>fenced</i>\n```\n")
     assert next(c.source for c in kept.cells if c.cell_type == "markdown") == instructor
     assert "widgets" not in kept.metadata
+
+
+SCRIPT = "<script>document.title='pwned'</script>"
+
+
+def _with_script_output(nb):
+    """`nb` with a student's HTML output holding a script under its first answer cell."""
+    answer = next(c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
+    answer.outputs = [nbformat.v4.new_output("display_data", data={"text/html": SCRIPT, "text/plain": "plain"})]
+    return nb
+
+
+def _runs_nothing(html):
+    """Whether a rendered page holds no script, event handler or `javascript:` target of the student's."""
+    return "pwned" not in html and not re.search(r"\sonerror=|<script>document|href=\"\s*javascript:", html, re.I)
+
+
+def _formgrader_copy(course_copy, notebooks):
+    """The autograded folder `write_formgrader_copy` writes for dora's submission of `notebooks`
+    (file name -> notebook node)."""
+    from autograder import api
+
+    course = load_course(course_copy)
+    a = course.assignment("transformer-block")
+    folder = course.layout.submission("dora", a.name)
+    folder.mkdir(parents=True)
+    for name, nb in notebooks.items():
+        nbformat.write(nb, folder / name)
+    api.write_formgrader_copy(course, a, "dora", folder, replace(dora_result(), files=(str(folder / NB),)))
+    return course.layout.autograded("dora", a.name)
+
+
+@pytest.mark.parametrize("padded", ["other", "same"])
+def test_a_notebook_over_the_limits_through_its_outputs_is_copied_without_them(course_copy, copy, padded):
+    """A submission with a notebook whose saved outputs hold more than 200,000 values (another notebook
+    of it, or the graded one itself): is the graded notebook still annotated, and written with nothing of
+    the student's that runs in formgrader (the over-limit one without its outputs, under a note saying
+    why), never as submitted?"""
+    nb = _with_script_output(nbformat.read(copy / NB, as_version=4))
+    long = nbformat.v4.new_code_cell("for i in range(200_001): print(i)", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text=["x\n"] * 200_001)])
+    if padded == "same":
+        nb.cells.append(long)
+        notebooks = {NB: nb}
+    else:
+        notebooks = {NB: nb, "scratch.ipynb": nbformat.v4.new_notebook(cells=[long])}
+    target = _formgrader_copy(course_copy, notebooks)
+    written = nbformat.read(target / NB, as_version=4)
+    nbformat.validate(written)
+    assert set(grade_outputs(target / NB)) == {p.grade_id for p in load_course(course_copy)
+                                               .assignment("transformer-block").problems}
+    assert SCRIPT not in (target / NB).read_text(encoding="utf-8")
+    if padded == "same":
+        assert written.cells[0].id == "course-autograde-outputs-left-out"
+        assert "saved outputs of this notebook are left out" in written.cells[0].source
+        assert "more than 200,000 JSON values" in written.cells[0].source
+        assert not written.cells[-1].outputs and written.cells[-1].source == long.source
+    assert _runs_nothing(formgrader_html(target / NB))
+
+
+def test_a_notebook_over_the_graders_limits_is_copied_as_a_placeholder(course_copy, copy):
+    """A notebook with more than 200,000 values outside its outputs (never parsed): is its formgrader
+    copy the placeholder saying it is too large, with the released grade cells, and nothing of the
+    student's?"""
+    nb = _with_script_output(nbformat.read(copy / NB, as_version=4))
+    nb.cells.append(nbformat.v4.new_markdown_cell(["line\n"] * 200_001 + [SCRIPT]))
+    target = _formgrader_copy(course_copy, {NB: nb})
+    written = nbformat.read(target / NB, as_version=4)
+    assert written.cells[0].id == "course-autograde-unreadable"
+    assert f"`{NB}` is too large to be read for this copy" in written.cells[0].source
+    assert "pwned" not in (target / NB).read_text(encoding="utf-8")
+    assert _runs_nothing(formgrader_html(target / NB))
+
+
+def test_output_metadata_keeps_only_image_sizes(copy, assignment):
+    """A bitmap output whose metadata puts an event handler in its width (nbconvert writes the width as
+    an unquoted attribute) or a file name as its source: are only plain whole-number sizes kept?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    answer = next(c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
+    answer.outputs = [
+        nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo="},
+                               metadata={"image/png": {"width": "1 onerror=document.title='pwned'", "height": 20}}),
+        nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo="},
+                               metadata={"width": "2 onerror=alert(1)", "height": 30,
+                                         "filenames": {"image/png": "x\" onerror=\"alert(1)"}})]
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    kept = next(c for c in nbformat.read(copy / NB, as_version=4).cells if c.get("id") == answer.id)
+    assert [o.metadata for o in kept.outputs] == [{"image/png": {"height": 20}}, {"height": 30}]
+    html = formgrader_html(copy / NB)
+    assert _runs_nothing(html) and "onerror" not in html and html.count("data:image/png;base64,iVBORw0KGgo=") == 2
+
+
+@pytest.mark.parametrize("with_release", [True, False])
+def test_nbgrader_metadata_the_release_does_not_have_is_dropped(copy, assignment, with_release):
+    """A cell the student added with nbgrader metadata holding markup in its grade id (formgrader writes
+    the id into its page as it is), and a released grade cell whose points the student changed: is the
+    added cell's metadata dropped and the released cell's taken from the release, as nbgrader's autograde
+    does? Without the release, is an id that is not plain dropped all the same?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    bad = 'x"><img src=x onerror="document.title=\'pwned\'">'
+    nb.cells.append(nbformat.v4.new_code_cell("1 + 1", metadata={"nbgrader": {
+        "grade": True, "solution": True, "grade_id": bad, "points": 5, "schema_version": 3}}))
+    graded = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    released = next(c for c in nbformat.read(RELEASED / NB, as_version=4).cells if c.id == graded.id)
+    graded.metadata.nbgrader["points"] = 1000
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED if with_release else None)
+    cells = nbformat.read(copy / NB, as_version=4).cells
+    assert "nbgrader" not in cells[-1].metadata
+    if with_release:
+        assert next(c for c in cells if c.id == graded.id).metadata.nbgrader == released.metadata.nbgrader
+    html = formgrader_html(copy / NB)
+    assert _runs_nothing(html) and "onerror" not in html
+
+
+def test_unsafe_link_targets_in_a_students_markdown_are_removed(copy, assignment):
+    """`javascript:`, `vbscript:` and `data:` link targets in a student's Markdown, also written with
+    character references, backslash escapes or as a reference definition: does formgrader's page have no
+    such link, while web links, code spans and the released Markdown stay as they were?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    written = ("[a](javascript:alert(1)) [b](jav&#x61;script:alert(2)) [c](javascript&#58;alert(3)) "
+               "[d]( javascript\\:alert(4)) ![e](javascript:alert(5)) [f](VBScript:msgbox(6)) "
+               "[g](data:text/html;base64,PHNjcmlwdD4=) [h][ref] [web](https://example.org/a:b) "
+               "`[code](javascript:x)`\n\n[ref]:\n  javascript:alert(7)\n")
+    nb.cells.append(nbformat.v4.new_markdown_cell(written))
+    instructor = next(c.source for c in nb.cells if c.cell_type == "markdown")
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    cells = nbformat.read(copy / NB, as_version=4).cells
+    html = formgrader_html(copy / NB)
+    assert not re.search(r"""(href|src)="\s*(javascript|vbscript|data:text)""", html, re.I), html
+    assert '<a href="https://example.org/a:b">web</a>' in html and "[code](javascript:x)" in html
+    assert cells[-1].source.count("#link-target-removed") == 8
+    assert next(c.source for c in cells if c.cell_type == "markdown") == instructor
+
+
+def test_a_copy_with_fields_the_format_does_not_allow_is_made_valid(copy, assignment):
+    """An execution count that is markup, and a cell id nbformat does not allow: is the copy a valid
+    notebook formgrader can render (it refuses an invalid one), with the student's code and our report?"""
+    nb = json.loads((copy / NB).read_text(encoding="utf-8"))
+    answer = next(c for c in nb["cells"]
+                  if c["cell_type"] == "code" and c["metadata"].get("nbgrader", {}).get("solution"))
+    answer["execution_count"] = "<img src=x onerror=\"document.title='pwned'\">"
+    answer["outputs"] = [{"output_type": "execute_result", "execution_count": "<b>", "metadata": {},
+                          "data": {"text/plain": "4"}}]
+    nb["cells"].append({"cell_type": "code", "id": "bad id\"><b>", "metadata": {}, "execution_count": None,
+                        "outputs": [], "source": "my_code = 1"})
+    (copy / NB).write_text(json.dumps(nb), encoding="utf-8")
+    (report,) = annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    assert report.notebook == copy / NB
+    written = nbformat.read(copy / NB, as_version=4)
+    nbformat.validate(written)
+    kept = next(c for c in written.cells if c.id == answer["id"])
+    assert kept.execution_count is None and kept.outputs[0].execution_count is None
+    assert written.cells[-1].source == "my_code = 1" and written.cells[-1].id != "bad id\"><b>"
+    assert set(grade_outputs(copy / NB)) == {p.grade_id for p in assignment.problems}
+    html = formgrader_html(copy / NB)
+    assert _runs_nothing(html) and "onerror" not in html
+
+
+def test_a_link_target_the_pattern_misses_makes_the_cell_a_code_block(copy, assignment, monkeypatch):
+    """When the pattern for link targets misses one that nbconvert's renderer still makes a link of,
+    is the student's Markdown cell written as a fenced code block, so that no link is made at all?"""
+    from autograder.reporting import annotate
+
+    monkeypatch.setattr(annotate, "_LINK_TARGET", re.compile(r"(?!)(x)(x)"))       # matches nothing
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("see [here](javascript:alert(1)) and ``code``"))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    cell = nbformat.read(copy / NB, as_version=4).cells[-1]
+    assert cell.source == "```text\nsee [here](javascript:alert(1)) and ``code``\n```\n"
+    assert not re.search(r'href="javascript', formgrader_html(copy / NB))
