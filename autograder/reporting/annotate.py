@@ -36,7 +36,7 @@ unquoted attributes), drops the notebook's widget state (which loads widget code
 and writes out the HTML tags of the Markdown cells that are not the released notebook's own (`&lt;b>`
 shows as the text `<b>`; code spans and fenced code are left as they are) and replaces their link
 targets of other schemes than http, https, mailto and attachment (`javascript:`, `data:`) by
-LINK_REMOVED (a cell nbconvert still makes such a link of is written as a fenced code block). The
+LINK_REMOVED (a cell nbconvert still makes such a link of, or fails on, is written as a fenced code block). The
 nbgrader metadata of a cell is the release's for its grade id, as nbgrader's autograde makes it, and
 removed for an id the release does not have (formgrader writes the id into its page as it is). The
 copy written is a valid notebook (an execution count that is not a whole number is cleared; see
@@ -362,7 +362,7 @@ _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 _LINK_TARGET = re.compile(r"(\]\s*\(\s*<?|\]\s*:\s*<?)([^\s<>()]+)")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
-_RENDERED_URL = re.compile(r"""\s(?:href|src)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.I)
+_RENDERED_URL = re.compile(r"""\s(href|src)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.I)
 
 
 def _outside_code(markdown: str, change: Any) -> str:
@@ -391,29 +391,42 @@ def unsafe_url(url: str) -> bool:
     return scheme is not None and scheme.group(1) not in SAFE_SCHEMES
 
 
-def _safe_links(markdown: str) -> str:
+def _safe_links(markdown: str, attachments: Any = None) -> str:
     """`markdown` with each link or image target outside code that `unsafe_url` finds unsafe replaced
-    by LINK_REMOVED; when nbconvert's Markdown renderer still makes an unsafe target of it (a target
-    the pattern does not see), the whole text as a fenced code block."""
+    by LINK_REMOVED; when nbconvert's Markdown renderer still makes an unsafe link of it (a target the
+    pattern does not see), or fails on it (an image of an attachment the cell does not have), the whole
+    text as a fenced code block."""
     def change(part: str) -> str:
         return _LINK_TARGET.sub(lambda m: m.group(1) + (LINK_REMOVED if unsafe_url(m.group(2)) else m.group(2)), part)
 
-    if "]" not in markdown:                  # no link without a bracket
+    if "]" not in markdown:                  # no link or image without a bracket
         return markdown
     kept = _outside_code(markdown, change)
-    if not _renders_unsafe_url(kept):
+    if not _renders_unsafe_url(kept, attachments if isinstance(attachments, dict) else {}):
         return kept
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", markdown)), default=0))
     return f"{fence}text\n{markdown}\n{fence}\n"
 
 
-def _renders_unsafe_url(markdown: str) -> bool:
-    """Whether nbconvert's Markdown filter (the one formgrader renders Markdown cells with) makes an
-    href or src of `markdown` that `unsafe_url` finds unsafe."""
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+def _renders_unsafe_url(markdown: str, attachments: dict[str, Any]) -> bool:
+    """Whether nbconvert's Markdown renderer, as formgrader renders a Markdown cell with `attachments`,
+    makes a link of `markdown` that `unsafe_url` finds unsafe (an image's source may be data, as the
+    cell's attachments are given), or fails on it."""
+    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
-    rendered = markdown2html_mistune(markdown)
-    return any(unsafe_url(next(v for v in m.groups() if v is not None)) for m in _RENDERED_URL.finditer(rendered))
+    try:
+        rendered = MarkdownWithMath(renderer=IPythonRenderer(escape=False, attachments=attachments)).render(markdown)
+    except Exception:  # noqa: BLE001 - formgrader would fail on it too
+        return True
+    for m in _RENDERED_URL.finditer(rendered):
+        url = next(v for v in m.groups()[1:] if v is not None)
+        if unsafe_url(url) and not (m.group(1).lower() == "src" and _is_data(url)):   # an image's data runs nothing
+            return True
+    return False
+
+
+def _is_data(url: str) -> bool:
+    return "".join(ch for ch in html.unescape(url) if ch > " ").lower().startswith("data:")
 
 
 def _image_sizes(meta: Any) -> dict[str, Any]:
@@ -471,7 +484,7 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
     """Keep nothing in `nb` (in place) that would run in a browser rendering it (the module's
     docstring): rich outputs cut to SAFE_DATA and their metadata to image sizes, the widget state
     dropped, the HTML tags and unsafe link targets of the Markdown cells that `released` does not
-    hold as they are written out (their attachments cut to bitmaps), nbgrader metadata taken from
+    hold as they are written out (see `_safe_links`), nbgrader metadata taken from
     `released`, and execution counts that are not whole numbers cleared."""
     nb.metadata.pop("widgets", None)
     own = {_text(c.get("source")) for c in released.cells if c.get("cell_type") == "markdown"} if released else set()
@@ -482,15 +495,7 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
         if kind == "markdown":
             text = _text(cell.get("source"))
             if text not in own:
-                cell.source = _safe_links(_written_out_tags(text) if "<" in text else text)
-            attachments = cell.get("attachments")
-            if isinstance(attachments, dict):
-                for name, bundle in list(attachments.items()):
-                    kept = {k: v for k, v in bundle.items() if k in SAFE_IMAGES} if isinstance(bundle, dict) else {}
-                    if kept:
-                        attachments[name] = kept
-                    else:
-                        del attachments[name]
+                cell.source = _safe_links(_written_out_tags(text) if "<" in text else text, cell.get("attachments"))
         elif kind == "code":
             if "execution_count" in cell:
                 cell["execution_count"] = _count(cell["execution_count"])

@@ -775,3 +775,20 @@ def test_a_link_target_the_pattern_misses_makes_the_cell_a_code_block(copy, assi
     cell = nbformat.read(copy / NB, as_version=4).cells[-1]
     assert cell.source == "```text\nsee [here](javascript:alert(1)) and ``code``\n```\n"
     assert not re.search(r'href="javascript', formgrader_html(copy / NB))
+
+
+def test_a_markdown_image_of_a_missing_attachment_leaves_the_copy_one_formgrader_can_show(copy, assignment):
+    """A student's Markdown cell showing an image of an attachment the cell does not have (nbconvert's
+    renderer fails on it, and formgrader with it): is that cell written as a fenced code block, while an
+    image of an attachment the cell has stays an image, so that formgrader renders the copy?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    shown = nbformat.v4.new_markdown_cell("my plot: ![plot](attachment:plot.png)")
+    shown["attachments"] = {"plot.png": {"image/png": "iVBORw0KGgo="}}
+    nb.cells += [shown, nbformat.v4.new_markdown_cell("lost: ![gone](attachment:gone.png)")]
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    cells = nbformat.read(copy / NB, as_version=4).cells
+    assert cells[-2].source == "my plot: ![plot](attachment:plot.png)"
+    assert cells[-1].source == "```text\nlost: ![gone](attachment:gone.png)\n```\n"
+    html = formgrader_html(copy / NB)
+    assert 'src="data:image/png;base64,iVBORw0KGgo="' in html and "lost: ![gone](attachment:gone.png)" in html
