@@ -360,6 +360,7 @@ _MD_CODE = re.compile(r"(^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\2[ \t]*$|(`+)[^`].*?
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 # where Markdown takes a link or image target: `[text](target` and a definition's `[label]: target`
 _LINK_TARGET = re.compile(r"(\]\s*\(\s*<?|\]\s*:\s*<?)([^\s<>()]+)")
+_LINK_START = re.compile(r"\]\s*[(:]")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
 _RENDERED_URL = re.compile(r"""\s(href|src)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.I)
@@ -399,7 +400,7 @@ def _safe_links(markdown: str, attachments: Any = None) -> str:
     def change(part: str) -> str:
         return _LINK_TARGET.sub(lambda m: m.group(1) + (LINK_REMOVED if unsafe_url(m.group(2)) else m.group(2)), part)
 
-    if "]" not in markdown:                  # no link or image without a bracket
+    if not _LINK_START.search(markdown):     # a link or image needs `](` or a definition's `]:`
         return markdown
     kept = _outside_code(markdown, change)
     if not _renders_unsafe_url(kept, attachments if isinstance(attachments, dict) else {}):
