@@ -52,7 +52,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -359,14 +359,14 @@ LINK_REMOVED = "#link-target-removed"
 _MD_CODE = re.compile(r"(^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\2[ \t]*$|(`+)[^`].*?(?<!`)\3(?!`))", re.M | re.S)
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 # where Markdown takes a link or image target: `[text](target` and a definition's `[label]: target`
-_LINK_TARGET = re.compile(r"(\]\s*\(\s*<?|\]\s*:\s*<?)([^\s<>()]+)")
+_LINK_TARGET = re.compile(r"(\]\s*\(\s*<?|\]\s*:\s*<?)([^\s<>()]+(?:\([^\s<>()]*\)[^\s<>()]*)*)")
 _LINK_START = re.compile(r"\]\s*[(:]")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
 _RENDERED_URL = re.compile(r"""\s(href|src)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.I)
 
 
-def _outside_code(markdown: str, change: Any) -> str:
+def _outside_code(markdown: str, change: Callable[[str], str]) -> str:
     """`markdown` with `change` applied to each part of it that is not code."""
     parts, at = [], 0
     for m in _MD_CODE.finditer(markdown):
@@ -609,7 +609,8 @@ def valid_notebook(nb: Any) -> Any:
             meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
             marks = {"nbgrader": meta["nbgrader"]} if isinstance(meta.get("nbgrader"), dict) else {}
             if kind == "markdown":
-                made = nbformat.v4.new_markdown_cell(text, id=cell["id"], metadata=marks)
+                # without its attachments: an image of one is written out (`_safe_links`)
+                made = nbformat.v4.new_markdown_cell(_safe_links(text), id=cell["id"], metadata=marks)
             else:
                 outputs = cell.get("outputs") if kind == "code" and isinstance(cell.get("outputs"), list) else []
                 made = nbformat.v4.new_code_cell(text, id=cell["id"], metadata=marks)

@@ -792,3 +792,21 @@ def test_a_markdown_image_of_a_missing_attachment_leaves_the_copy_one_formgrader
     assert cells[-1].source == "```text\nlost: ![gone](attachment:gone.png)\n```\n"
     html = formgrader_html(copy / NB)
     assert 'src="data:image/png;base64,iVBORw0KGgo="' in html and "lost: ![gone](attachment:gone.png)" in html
+
+
+def test_an_invalid_markdown_cell_is_made_again_from_its_text(copy, assignment):
+    """A student's Markdown cell with a field the format does not allow and an image of its attachment:
+    is it made again from its text (the image, whose attachment goes with the field, written as code), so
+    that the copy is valid and formgrader shows it?"""
+    nb = json.loads((copy / NB).read_text(encoding="utf-8"))
+    nb["cells"].append({"cell_type": "markdown", "id": "mine", "metadata": {}, "execution_count": "<b>",
+                        "attachments": {"p.png": {"image/png": "iVBORw0KGgo="}},
+                        "source": "see ![p](attachment:p.png) [x](javascript:alert(1))"})
+    (copy / NB).write_text(json.dumps(nb), encoding="utf-8")
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    written = nbformat.read(copy / NB, as_version=4)
+    nbformat.validate(written)
+    assert written.cells[-1].id == "mine" and written.cells[-1].source == (
+        "```text\nsee ![p](attachment:p.png) [x](#link-target-removed)\n```\n")
+    html = formgrader_html(copy / NB)
+    assert _runs_nothing(html) and "see ![p](attachment:p.png)" in html
