@@ -247,9 +247,9 @@ class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
         course = load_course(self.course_dir)
         ours = course.layout.autograded(student, assignment) / f"{notebook}.ipynb"
         max_bytes = int(course.assignment(assignment).limits.notebook_mb * 1024 * 1024)
-        # a copy over the cell or value limits, saved outputs counted (copied as submitted, refused by the
-        # grader or graded without its outputs), is not read again: nbgrader's own `nb` stands (nbformat
-        # needs about 2 KB per cell)
+        # a copy over the cell or value limits, saved outputs counted, is not read again: nbgrader's own `nb`
+        # stands (nbformat needs about 2 KB per cell); ours never is (a notebook over them is copied without
+        # its outputs, or as a placeholder), but a copy written before may be
         if ours.is_file() and not over_notebook_limits_file(ours, max_bytes, outputs=True):
             nb = nbformat.read(ours, as_version=4)
         return nb, resources
