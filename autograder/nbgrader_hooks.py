@@ -11,7 +11,9 @@ sets, from course.yml:
 - `Autograde.autograde_preprocessors = [CourseAutograde]`: `nbgrader autograde` and formgrader's
   Autograde button (`NbGraderAPI.autograde`) grade with this engine (`course autograde --student`),
   never by running the notebook's visible asserts; when the engine refuses (no sandbox, a course.yml
-  problem) the button fails with that one-line reason;
+  problem) the button fails with that one-line reason; `Autograde.exporter_class = CourseNotebookReader`:
+  a submitted file that is not notebook JSON is graded as `course autograde` grades it (0, the reason,
+  the placeholder notebook kept), with one warning line, not a traceback and a deleted autograded/ folder;
 - `GenerateFeedback.exporter_class = CourseFeedbackExporter`: `nbgrader generate_feedback` (and its
   formgrader button) writes our page, from results.json and the gradebook (the same page as `course
   feedback`), instead of an HTML copy of the notebook;
@@ -46,7 +48,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from nbconvert.exporters import Exporter
+from nbconvert.exporters import Exporter, NotebookExporter
 from nbformat import NotebookNode
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.plugins.export import CsvExportPlugin
@@ -59,7 +61,7 @@ from .grading.lateness import TIMESTAMP_FILE
 from .intake import SECRET_FILE
 from .layout import NBGRADER_CONFIG, RESULTS_JSON, output_problem
 from .notebooks import over_notebook_limits_file
-from .text import first_few, first_ids, shown_name
+from .text import first_few, first_ids, shown_name, truncate
 
 HOOKS = __name__
 # nbgrader's command-line apps that this engine routes: run with a course.yml that cannot be read,
@@ -90,6 +92,7 @@ def configure(c: Any, course_dir: str | Path) -> Course | None:
     ignore = list(CourseDirectory().ignore)
     c.CourseDirectory.ignore = [*ignore, *([RESULTS_JSON] if RESULTS_JSON not in ignore else [])]
     c.Autograde.autograde_preprocessors = [CourseAutograde]
+    c.Autograde.exporter_class = CourseNotebookReader
     c.CourseAutograde.course_dir = root
     c.GenerateFeedback.exporter_class = CourseFeedbackExporter
     c.GenerateFeedback.preprocessors = []
@@ -253,6 +256,34 @@ class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
         if ours.is_file() and not over_notebook_limits_file(ours, max_bytes, outputs=True):
             nb = nbformat.read(ours, as_version=4)
         return nb, resources
+
+
+class CourseNotebookReader(NotebookExporter):
+    """`nbgrader autograde`'s exporter: nbconvert's notebook exporter, except that a submitted file
+    nbformat cannot read (not notebook JSON, a file saved half-way) is handed on as an empty notebook,
+    with one warning line, instead of an exception. nbgrader's own would log nbformat's traceback,
+    fail the student and delete their autograded/ folder, the placeholder notebook and results.json
+    `course autograde` wrote included; routed on, the engine (`CourseAutograde`) grades such a
+    submission as `course autograde` does (0, with the reason) and hands back its placeholder."""
+
+    def from_file(  # type: ignore[override]
+            self, file_stream: Any, resources: dict[str, Any] | None = None, **kw: Any) -> tuple[str, dict[str, Any]]:
+        import nbformat
+        from nbformat.v4 import new_notebook
+
+        try:
+            nb = nbformat.read(file_stream, as_version=4)
+        except Exception as exc:  # noqa: BLE001 - whatever nbformat says of the file, the engine says it in its words
+            where = str(getattr(file_stream, "name", "the notebook"))
+            root = getattr(getattr(self.parent, "coursedir", None), "root", "")
+            if root and os.path.isabs(where):
+                where = os.path.relpath(where, root)
+            self.log.warning("%s: not a notebook nbformat can read (%s); graded as `course autograde` grades it: 0, "
+                             "the reason in its page and in the placeholder notebook formgrader opens",
+                             shown_name(where), truncate(" ".join(str(exc).split()), 120) or type(exc).__name__)
+            nb = new_notebook()
+        output: tuple[str, dict[str, Any]] = self.from_notebook_node(nb, resources=resources, **kw)  # type: ignore[no-untyped-call]
+        return output
 
 
 class CourseFeedbackExporter(Exporter):

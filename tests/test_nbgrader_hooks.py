@@ -191,6 +191,7 @@ def test_formgrader_opens_the_placeholder_of_a_submission_that_is_not_notebook_j
         snb = gb.find_submission_notebook("transformer-block", "transformer-block", "ken")
         assert marked["grade"] == {g.name for g in snb.grades} and len(marked["grade"]) == 9
         assert marked["solution"] == {c.name for c in snb.comments} and len(marked["solution"]) == 9
+        assert all(g.needs_manual_grade for g in snb.grades)      # formgrader lists it as needing a hand
     assert all(not c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
     resources = {"nbgrader": {"notebook": "transformer-block", "assignment": "transformer-block", "student": "ken",
                               "db_url": url}}
@@ -201,6 +202,52 @@ def test_formgrader_opens_the_placeholder_of_a_submission_that_is_not_notebook_j
     assert all(f'id="{g}"' in html for g in marked["grade"])
     assert all(f'id="{s}-comment"' in html for s in marked["solution"])
     assert "could not be read as a notebook" in html
+
+
+def test_nbgrader_autograde_of_a_submission_that_is_not_notebook_json_grades_it_as_course_autograde_does(tmp_path):
+    """For ken, whose notebook is not valid JSON, does `nbgrader autograde --force --student ken` (formgrader's
+    Autograde button) exit 0 with one warning line naming his file and no traceback, and leave what `course
+    autograde` leaves: his placeholder notebook and results.json (graded 0, with the reason), his grade cells
+    flagged for grading by hand, and a page `course feedback` writes again?"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import nbformat
+    from nbgrader.api import Gradebook
+
+    from autograder import api
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ken",))
+    layout = CourseLayout(folder)
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "release", "transformer-block", "--course-dir",
+                           str(folder)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    proc = subprocess.run([str(bin_dir / "nbgrader"), "autograde", "transformer-block", "--force", "--student", "ken"],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "ERROR" not in proc.stderr, proc.stderr
+    assert [ln for ln in proc.stderr.splitlines() if "WARNING" in ln and "Removing existing" not in ln] == [
+        "[AutogradeApp | WARNING] submitted/ken/transformer-block/transformer-block.ipynb: not a notebook nbformat "
+        "can read (Notebook does not appear to be JSON: '{\"nbformat\": 4, \"cells\": ['); graded as `course "
+        "autograde` grades it: 0, the reason in its page and in the placeholder notebook formgrader opens"], proc.stderr
+    course = load_course(folder)
+    a = course.assignment("transformer-block")
+    result = api.graded_result(course, a, "ken")
+    assert result is not None and result.score == 0 and result.unreadable_notebooks == ("transformer-block.ipynb",)
+    copy = nbformat.read(layout.autograded("ken", "transformer-block") / "transformer-block.ipynb", as_version=4)
+    assert "could not be read as a notebook" in copy.cells[0].source
+    with Gradebook(course.gradebook_url) as gb:
+        grades = gb.find_submission_notebook("transformer-block", "transformer-block", "ken").grades
+        assert len(grades) == 9 and all(g.needs_manual_grade and g.auto_score == 0 for g in grades)
+    lines: list[str] = []
+    api.feedback(folder, "transformer-block", student="ken", log=lines.append)
+    page = layout.feedback("ken", "transformer-block") / "transformer-block.html"
+    assert "not valid notebook JSON" in page.read_text(encoding="utf-8")
 
 
 def _warns(folder, warning: str | None) -> None:

@@ -856,7 +856,9 @@ def _problem_score(result: SubmissionResult, problem: str) -> float:
 
 
 def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionResult) -> Review:
-    """Write one submission's problem scores as the grade cells' auto_score, in one transaction.
+    """Write one submission's problem scores as the grade cells' auto_score, in one transaction; a cell
+    is flagged `needs_manual_grade` when the grader crashed, a person scored it, or its notebook could
+    not be read (formgrader's placeholder is for grading it by hand).
     Returns the gradebook's review of the submission as committed (what `read_review` would read
     next), taken from the rows already loaded."""
     if result.assignment != assignment.name:
@@ -874,7 +876,8 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
         for p in assignment.problems:
             grade = _grade(gb, grades, p, assignment.name, result.student)
             grade.auto_score = None if crashed else _problem_score(result, p.name)
-            grade.needs_manual_grade = crashed or grade.manual_score is not None
+            grade.needs_manual_grade = (crashed or grade.manual_score is not None
+                                        or p.notebook in result.unreadable_notebooks)
             problems.append(_problem_review(p, grade))
         review = Review(result.student, assignment.name, tuple(problems), _comments(assignment, submission),
                         late_penalty=result.late_penalty)

@@ -281,13 +281,16 @@ class SqlGradebook:
                        "late_submission_penalty) VALUES (?, ?, ?, 0, ?)",
                        [(snb, sub, nid, penalty if i == 0 else None) for i, (nid, snb) in enumerate(snbs)])
         scores: dict[tuple[str, str], float | None] = {}
+        flagged: set[tuple[str, str]] = set()       # problem cells to grade by hand: their notebook was not read
         problems = []
         for p, cell in zip(a.problems, cells.problem_cells, strict=True):
             scores[cell] = None if crashed else result.problem_score(p.name)
+            if crashed or p.notebook in result.unreadable_notebooks:
+                flagged.add(cell)
             problems.append(ProblemReview(p.name, p.points, scores[cell], None, 0.0))
         db.executemany("INSERT INTO grade (id, notebook_id, cell_id, auto_score, needs_manual_grade) "
                        "VALUES (?, ?, ?, ?, ?)",
-                       [(_new_id(), snb, cid, scores[(nid, cid)], int(crashed)) if (nid, cid) in scores
+                       [(_new_id(), snb, cid, scores[(nid, cid)], int((nid, cid) in flagged)) if (nid, cid) in scores
                         else (_new_id(), snb, cid, None, 1)
                         for nid, snb in snbs for cid in cells.graded.get(nid, ())])
         db.executemany("INSERT INTO comment (id, notebook_id, cell_id) VALUES (?, ?, ?)",
@@ -336,7 +339,8 @@ class SqlGradebook:
         for p, (nid, cid) in zip(a.problems, cells.problem_cells, strict=True):
             gid, manual, extra = grades[(snbs[nid], cid)]
             auto = None if crashed else result.problem_score(p.name)
-            updates.append((auto, int(crashed or manual is not None), gid))
+            unread = p.notebook in result.unreadable_notebooks
+            updates.append((auto, int(crashed or manual is not None or unread), gid))
             problems.append(ProblemReview(p.name, p.points, auto, manual, float(extra or 0.0)))
         db.executemany("UPDATE grade SET auto_score = ?, needs_manual_grade = ? WHERE id = ?", updates)
         comments = self._comments(cells, snbs)
