@@ -1,7 +1,7 @@
 """nbgrader settings for this course folder, read from course.yml: the folders, gradebook, course id
-and exchange, and nbgrader's autograde, generate_feedback and export routed through the course's
-engine (see autograder/nbgrader_hooks.py), so nbgrader's commands and formgrader's buttons agree
-with the `course` command."""
+and exchange, and nbgrader's generate_assignment, autograde, generate_feedback and export routed
+through the course's engine (see autograder/nbgrader_hooks.py), so nbgrader's commands and formgrader's
+buttons agree with the `course` command."""
 import os
 
 from autograder.nbgrader_hooks import configure

@@ -29,6 +29,9 @@ sets, from course.yml:
   to log it, and stops there with a FileNotFoundError); and first writes afresh (a
   warning line each) the pages that are no longer those of results.json and the gradebook (a TA
   changed a score or comment after `course feedback`), so a student never gets an older page;
+- nbgrader's generate_assignment (and formgrader's Generate button) is `course release`
+  (`_release_as_the_engine`): points and the intro table from course.yml, the source checked, the
+  leak check, the gradebook's maximum scores, instead of a release of source/ as it is;
 - nbgrader reads a submission's `timestamp.txt` as the engine does (`_read_stamps_as_the_engine`): a
   stamp it cannot parse counts as none, with a warning, instead of a traceback after which nbgrader's
   autograde or generate_feedback deletes the student's autograded/ or feedback/ folder.
@@ -67,12 +70,14 @@ HOOKS = __name__
 # nbgrader's command-line apps that this engine routes: run with a course.yml that cannot be read,
 # they stop at once (`nbgrader autograde --force` would otherwise first delete every student's
 # autograded/ folder, results.json included, then fail each student with a traceback)
-REFUSING_APPS = ("AutogradeApp", "GenerateFeedbackApp", "ExportApp")
+REFUSING_APPS = ("AutogradeApp", "GenerateAssignmentApp", "GenerateFeedbackApp", "ExportApp")
 _grading = threading.Lock()      # one batch at a time in a formgrader process
 _reported: set[str] = set()      # course.yml errors printed by `configure` in this process
 _stamp_roots: set[str] = set()   # the course folders whose timestamp.txt nbgrader reads as the engine does
 _stamp_notes: set[tuple[str, str, str]] = set()   # unread stamps logged in this process: student, assignment, note
 _nbgrader_readers: dict[str, Any] = {}            # nbgrader's own readers, which other course folders keep
+_release_roots: set[str] = set()  # the course folders whose generate_assignment is `course release`
+_nbgrader_generate: dict[str, Any] = {}           # nbgrader's own GenerateAssignment.start, which others keep
 
 
 def configure(c: Any, course_dir: str | Path) -> Course | None:
@@ -101,10 +106,12 @@ def configure(c: Any, course_dir: str | Path) -> Course | None:
     c.CourseCsvExport.course_dir = root
     c.ExchangeFactory.release_feedback = CourseReleaseFeedback
     _read_stamps_as_the_engine(root)
+    _release_as_the_engine(root)
     try:
         course = load_course(root)
     except CourseError as exc:
-        line = f"{NBGRADER_CONFIG}: {exc} (nbgrader's autograde, generate_feedback and export refuse until it is fixed)"
+        line = (f"{NBGRADER_CONFIG}: {exc} (nbgrader's autograde, generate_assignment, generate_feedback and export "
+                f"refuse until it is fixed)")
         if line not in _reported:            # nbgrader reads its config files more than once
             _reported.add(line)
             print(line, file=sys.stderr, flush=True)
@@ -155,6 +162,64 @@ def _read_stamps_as_the_engine(root: str) -> None:
 
     CourseDirectory.get_existing_timestamp = get_existing_timestamp
     NbGraderAPI.get_submitted_timestamp = get_submitted_timestamp
+
+
+def _release_as_the_engine(root: str) -> None:
+    """Have nbgrader's generate_assignment, in this process, release an assignment of the course in
+    `root` as `course release` does (`api.release`): points and the intro table from course.yml, the
+    source checked first, the leak check, the gradebook's cells, roster, due date and max scores, and the
+    previous release kept when any step fails. nbgrader's own builds release/ from source/ as it is, so
+    a change of points in course.yml was not in the notebook students got nor in the gradebook's maximum,
+    until a later `course autograde` graded out of other points.
+
+    `nbgrader generate_assignment ASSIGNMENT` and formgrader's Generate button both come here; a release
+    that fails is one error line (its reason, as `course release` says it), exit 1 from the command line.
+    Without `--force` an existing release is skipped, as nbgrader skips it, with a warning. nbgrader's
+    own conversion still runs for any other root: `course release` runs it, in a scratch folder, on the
+    source with course.yml's points written in."""
+    from nbgrader.converters import GenerateAssignment
+
+    _release_roots.add(os.path.realpath(root))
+    if _nbgrader_generate:
+        return
+    _nbgrader_generate.update(start=GenerateAssignment.start)
+
+    def start(self: Any) -> None:
+        if os.path.realpath(self.coursedir.root) not in _release_roots:
+            _nbgrader_generate["start"](self)
+            return
+        _course_release(self)
+
+    GenerateAssignment.start = start
+
+
+def _course_release(converter: Any) -> None:
+    """`course release` of the assignment `converter` (nbgrader's GenerateAssignment) was asked for,
+    logged through its log; a failure is logged in one line and raised as nbgrader's own exception,
+    which its command turns into exit 1 (and formgrader into a failed Generate)."""
+    from nbgrader.converters.base import NbGraderException
+
+    from . import api
+    from .toolpath import tools_on_path
+
+    cd = converter.coursedir
+    assignment = str(cd.assignment_id)
+    release = Path(cd.format_path(cd.release_directory, ".", assignment))
+    if release.is_dir() and not converter.force:
+        converter.log.warning("%s exists: not released again (--force, or `course release %s`, releases it anew "
+                              "from source/ and course.yml)", os.path.relpath(release, cd.root), assignment)
+        return
+    if cd.notebook_id not in ("", "*"):
+        converter.log.warning("--notebook %s: `course release` releases every notebook of %s", cd.notebook_id,
+                              assignment)
+    converter.log.info("nbgrader generate_assignment runs `course release %s` (points from course.yml, "
+                       "leak check, gradebook)", assignment)
+    try:
+        with tools_on_path():
+            api.release(cd.root, assignment, log=leveled(converter.log))
+    except CourseError as exc:
+        converter.log.error("%s", exc)
+        raise NbGraderException(str(exc)) from None
 
 
 def _stamp_time(folder: Path, root: Path, log: Any) -> dt.datetime | None:

@@ -80,10 +80,10 @@ def test_export_of_an_empty_gradebook_keeps_nbgraders_columns(course_copy):
 
 def test_a_broken_course_yml_keeps_nbgrader_routed_through_the_engine(tmp_path):
     """When course.yml cannot be read (a typo'd key), does nbgrader_config.py still route autograde,
-    generate_feedback and export through the engine, and do those commands stop at once with course.yml's
-    error in one line (exit 2), instead of nbgrader going on with its own defaults (its own feedback page
-    over ours, results.json copied into feedback/) or, with --force, deleting every autograded/ folder
-    before failing each student with a traceback?"""
+    generate_feedback, export and generate_assignment through the engine, and do those commands stop at
+    once with course.yml's error in one line (exit 2), instead of nbgrader going on with its own defaults
+    (its own feedback page over ours, results.json copied into feedback/) or, with --force, deleting every
+    autograded/ folder before failing each student with a traceback?"""
     import os
     import subprocess
     import sys
@@ -111,7 +111,8 @@ def test_a_broken_course_yml_keeps_nbgrader_routed_through_the_engine(tmp_path):
             if p.is_file()}
     assert layout.results_json("ada", "transformer-block") in kept
     for args in (["generate_feedback", "transformer-block", "--student", "ada", "--force"],
-                 ["export", "--to", "grades.csv"], ["autograde", "transformer-block", "--force"]):
+                 ["export", "--to", "grades.csv"], ["autograde", "transformer-block", "--force"],
+                 ["generate_assignment", "transformer-block", "--force"]):
         proc = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=folder, env=env, capture_output=True, text=True,
                               timeout=300)
         assert proc.returncode == 2, proc.stderr
@@ -248,6 +249,51 @@ def test_nbgrader_autograde_of_a_submission_that_is_not_notebook_json_grades_it_
     api.feedback(folder, "transformer-block", student="ken", log=lines.append)
     page = layout.feedback("ken", "transformer-block") / "transformer-block.html"
     assert "not valid notebook JSON" in page.read_text(encoding="utf-8")
+
+
+def test_nbgrader_generate_assignment_releases_as_course_release_does(course_copy):
+    """With silu changed from 5 to 6 points in course.yml, does `nbgrader generate_assignment --force` (formgrader's
+    Generate button) release as `course release` does: 6 points in the released grade cell, the intro table and
+    the gradebook's maximum? And with a marker typo in the source, does it fail in one error line, exit 1, no
+    traceback, the previous release kept?"""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from nbgrader.api import Gradebook
+
+    layout = CourseLayout(course_copy)
+    layout.config.write_text(layout.config.read_text().replace("silu: {points: 5}", "silu: {points: 6}"))
+    released = layout.release("transformer-block") / "transformer-block.ipynb"
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+
+    def generate():
+        return subprocess.run([str(bin_dir / "nbgrader"), "generate_assignment", "transformer-block", "--force"],
+                              cwd=course_copy, env=env, capture_output=True, text=True, timeout=600)
+
+    proc = generate()
+    assert proc.returncode == 0, proc.stderr
+    cells = json.loads(released.read_text(encoding="utf-8"))["cells"]
+    silu = [c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_silu"]
+    assert [c["metadata"]["nbgrader"]["points"] for c in silu] == [6]
+    assert any("| `silu` | 6 |" in "".join(c["source"]) for c in cells)
+    with Gradebook(load_course(course_copy).gradebook_url) as gb:
+        assert gb.find_assignment("transformer-block").max_score == 101
+        assert gb.find_grade_cell("test_silu", "transformer-block", "transformer-block").max_score == 6
+
+    source = layout.source("transformer-block") / "transformer-block.ipynb"
+    source.write_text(source.read_text(encoding="utf-8").replace("### END SOLUTION", "### END SOLUTON", 1),
+                      encoding="utf-8")
+    before = released.read_bytes()
+    proc = generate()
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if "ERROR" in ln]
+    assert len(errors) == 1 and "'### END SOLUTON' (for END SOLUTION)" in errors[0], proc.stderr
+    assert released.read_bytes() == before
 
 
 def _warns(folder, warning: str | None) -> None:
