@@ -343,11 +343,11 @@ class CourseNotebookReader(NotebookExporter):
             root = getattr(getattr(self.parent, "coursedir", None), "root", "")
             if root and os.path.isabs(where):
                 where = os.path.relpath(where, root)
-            self.log.warning("%s: not a notebook nbformat can read (%s); graded as `course autograde` grades it: 0, "
-                             "the reason in its page and in the placeholder notebook formgrader opens",
+            self.log.warning("%s: not a notebook nbformat can read (%s); graded as `course autograde` grades it",
                              shown_name(where), truncate(" ".join(str(exc).split()), 120) or type(exc).__name__)
             nb = new_notebook()
-        output: tuple[str, dict[str, Any]] = self.from_notebook_node(nb, resources=resources, **kw)  # type: ignore[no-untyped-call]
+        output: tuple[str, dict[str, Any]] = self.from_notebook_node(  # type: ignore[no-untyped-call]
+            nb, resources=resources, **kw)
         return output
 
 
