@@ -14,6 +14,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -536,6 +537,100 @@ def redefined_notes(name: str, raw_cells: list[Any], source_key: str = "source",
     return notes
 
 
+_TYPE_NAMES = {"code": "code", "markdown": "Markdown", "raw": "Raw"}
+
+
+def _type_name(cell_type: Any) -> str:
+    return _TYPE_NAMES.get(cell_type, truncate(str(cell_type), 20)) if isinstance(cell_type, str) else "typeless"
+
+
+def _released_nbgrader_cells(released: tuple[Any, ...] | None) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The released notebook's nbgrader cells (grade, answer or read-only, with an id): ({grade_id: cell},
+    {the cell's Jupyter id: its grade_id})."""
+    by_id: dict[str, dict[str, Any]] = {}
+    by_cell_id: dict[str, str] = {}
+    for cell in released or ():
+        if cell_kind(cell) and cell.get("cell_type") in _TYPE_NAMES:
+            grade_id = cell["metadata"]["nbgrader"]["grade_id"]
+            by_id[grade_id] = cell
+            if isinstance(cell.get("id"), str) and cell["id"]:
+                by_cell_id[cell["id"]] = grade_id
+    return by_id, by_cell_id
+
+
+def _paired(raw_cells: list[Any], by_id: Mapping[str, Any], by_cell_id: Mapping[str, str]) -> dict[int, str]:
+    """Submitted cell index -> the grade_id of the released nbgrader cell it stands for: the cell whose
+    nbgrader metadata holds that id, or, when its metadata names no released id (removed, changed), whose
+    Jupyter cell id is that released cell's. Of several cells standing for one, only the last (the others
+    are copies, as nbgrader's DeduplicateIds has it)."""
+    last: dict[str, int] = {}
+    for i, cell in enumerate(raw_cells):
+        if not isinstance(cell, dict):
+            continue
+        meta = cell.get("metadata")
+        nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
+        grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+        if not (isinstance(grade_id, str) and grade_id in by_id):
+            cell_id = cell.get("id")
+            grade_id = by_cell_id.get(cell_id) if isinstance(cell_id, str) else None
+        if grade_id is not None:
+            last[grade_id] = i
+    return {i: grade_id for grade_id, i in last.items()}
+
+
+def _text_of(cell: dict[str, Any], source_key: str) -> str | None:
+    """A cell's text, whatever its type (format 3 keeps a code cell's in `input`, others' in `source`)."""
+    return _source(cell.get(source_key if cell.get("cell_type") == "code" else "source", ""))
+
+
+def as_released(name: str, raw_cells: list[Any], source_key: str, released: tuple[Any, ...] | None
+                ) -> tuple[list[Any], list[str]]:
+    """The submitted cells as grading runs them, with what nbgrader's autograde puts back from the
+    release (its OverwriteCells): each cell standing for a released nbgrader cell (`_paired`) takes that
+    cell's type (an answer cell turned into Markdown or Raw runs as code), and a read-only cell (locked,
+    neither an answer nor a grade cell) also its released source. The release is trusted, the submitted
+    metadata is not: what a cell is comes from the release alone, and a cell put back takes the released
+    nbgrader metadata too (a grade cell the hidden graders replace is not run, whatever the student made of
+    it). A cell neither submitted nor released as code is left as it is: grading does not read it. One note
+    per cell changed."""
+    by_id, by_cell_id = _released_nbgrader_cells(released)
+    if not by_id:
+        return raw_cells, []
+    out, notes = list(raw_cells), []
+    for i, grade_id in sorted(_paired(raw_cells, by_id, by_cell_id).items()):
+        cell, was = raw_cells[i], by_id[grade_id]
+        flags = was["metadata"]["nbgrader"]
+        locked = flags.get("locked") is True and flags.get("solution") is not True and flags.get("grade") is not True
+        typed, kind = cell.get("cell_type"), was["cell_type"]
+        text = _text_of(cell, source_key)
+        given = _source(was.get("source", "")) if locked and kind == "code" else None
+        if given is not None and text is not None and text.rstrip() == given.rstrip() and typed == kind:
+            continue
+        if (given is None and typed == kind) or "code" not in (typed, kind):    # nothing of it would run
+            continue
+        restored = {k: v for k, v in cell.items() if k not in ("cell_type", "source", "input", "metadata")}
+        meta = cell.get("metadata")
+        restored["metadata"] = {**(meta if isinstance(meta, dict) else {}), "nbgrader": was["metadata"]["nbgrader"]}
+        restored["cell_type"] = kind
+        restored[source_key if kind == "code" else "source"] = (
+            given if given is not None else cell.get(source_key if typed == "code" else "source", ""))
+        out[i] = restored
+        retyped = typed != kind
+        if given is not None:
+            what = f"was a {_type_name(typed)} cell" if retyped else "was edited"
+            if retyped and text is not None and given is not None and text.rstrip() != given.rstrip():
+                what += " and was edited"
+            ran = "the released version was run" + (", as code" if retyped and kind == "code" else "")
+            notes.append(f"{name}: locked cell `{grade_id}` {what}: {ran} (a locked cell is run as released).")
+        elif kind == "code":        # a grade cell is put back, but only run if no hidden grader replaces it
+            done = "put back" if flags.get("grade") is True and flags.get("solution") is not True else "run"
+            notes.append(f"{name}: cell `{grade_id}` was a {_type_name(typed)} cell: {done} as code, as released.")
+        else:
+            notes.append(f"{name}: cell `{grade_id}` was a code cell: not run, as released (a {_type_name(kind)} "
+                         f"cell).")
+    return out, notes
+
+
 # What an editor saving "UTF-8 with BOM" writes first. Not stripped: nbformat, and so Jupyter and
 # nbgrader's own commands, refuse such a file, so a student is told to save it again instead.
 UTF8_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
@@ -610,6 +705,8 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
         return _unreadable(path, f"{name} has {given}; it must be the integer 4 (or 3), as Jupyter writes it: "
                                  f"was it edited outside Jupyter?")
 
+    raw_cells, restored = as_released(name, raw_cells, source_key, released_cells(release))
+    notes += restored
     code_cells = sum(1 for c in raw_cells if isinstance(c, dict) and c.get("cell_type") == "code")
     if code_cells > MAX_CODE_CELLS:
         return _unreadable(path, f"{name} has {code_cells:,} code cells, more than the {MAX_CODE_CELLS:,} that can "

@@ -409,6 +409,134 @@ def test_the_note_on_a_function_defined_again_names_the_definition_run_last(tmp_
         "functions call."]
 
 
+def _write_pair(course: CourseLayout, released: nbformat.NotebookNode, submitted: nbformat.NotebookNode
+                ) -> tuple[Path, Path]:
+    release, submission = course.release("hw") / "hw.ipynb", course.submission("ada", "hw") / "hw.ipynb"
+    for path, nb in ((release, released), (submission, submitted)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, path)
+    return release, submission
+
+
+def _as_type(cell: nbformat.NotebookNode, cell_type: str) -> nbformat.NotebookNode:
+    """`cell` as Jupyter saves it once its type is changed: same id, metadata and source."""
+    make = nbformat.v4.new_markdown_cell if cell_type == "markdown" else nbformat.v4.new_raw_cell
+    return make(cell.source, id=cell.id, metadata=json.loads(json.dumps(cell.metadata)))
+
+
+def test_a_cell_whose_type_was_changed_runs_with_its_released_type(tmp_path):
+    """An answer cell turned into Markdown or Raw: does it run as code, as released, with a note naming it, also
+    when its nbgrader metadata was removed (paired by its Jupyter cell id) or names another cell; and is a cell
+    released as Markdown (a written answer) that was turned into code not run?"""
+    answer = _nbgrader_cell("def f(x):\n    raise NotImplementedError", "f_solution", answer=True)
+    written = nbformat.v4.new_markdown_cell("YOUR ANSWER HERE", metadata={"nbgrader": {
+        "grade": True, "solution": True, "locked": False, "grade_id": "why", "points": 1}})
+    released = nbformat.v4.new_notebook(cells=[_nbgrader_cell("import math", "setup"), answer, written])
+    course = CourseLayout(tmp_path)
+    mine = _nbgrader_cell("def f(x):\n    return x", "f_solution", answer=True)
+    mine.id = answer.id
+    for cell_type, name in (("markdown", "Markdown"), ("raw", "Raw")):
+        submitted = nbformat.v4.new_notebook(cells=[released.cells[0], _as_type(mine, cell_type), written])
+        release, submission = _write_pair(course, released, submitted)
+        loaded = load_notebook(submission, max_mb=5, release=release)
+        assert [c.source for c in loaded.cells] == ["import math", "def f(x):\n    return x"]
+        assert loaded.notes == (f"hw.ipynb: cell `f_solution` was a {name} cell: run as code, as released.",)
+    for metadata in ({}, {"nbgrader": {"grade_id": "mine", "solution": False, "locked": False}}):
+        moved = _as_type(mine, "raw")
+        moved.metadata = metadata
+        release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[moved]))
+        loaded = load_notebook(submission, max_mb=5, release=release)
+        assert [c.source for c in loaded.cells] == ["def f(x):\n    return x"], metadata
+        assert loaded.notes == ("hw.ipynb: cell `f_solution` was a Raw cell: run as code, as released.",)
+    coded = nbformat.v4.new_code_cell("print('my answer')", id=written.id, metadata=written.metadata)
+    release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[mine, coded]))
+    loaded = load_notebook(submission, max_mb=5, release=release)
+    assert [c.source for c in loaded.cells] == ["def f(x):\n    return x"]
+    assert loaded.notes == ("hw.ipynb: cell `why` was a code cell: not run, as released (a Markdown cell).",)
+    release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[mine, written]))
+    assert load_notebook(submission, max_mb=5, release=release).notes == ()
+    raw = _as_type(written, "raw")
+    release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[mine, raw]))
+    assert load_notebook(submission, max_mb=5, release=release).notes == ()
+
+
+def test_a_grade_cell_put_back_as_code_is_still_known_as_the_grade_cell_it_was(tmp_path):
+    """A grade cell turned into Raw with its nbgrader metadata removed: is it run as code with the released
+    metadata, so that grading knows it as the test cell the hidden graders replace (and does not run it)?"""
+    test = nbformat.v4.new_code_cell("assert f(1) == 1", metadata={"nbgrader": {
+        "grade": True, "solution": False, "locked": True, "grade_id": "test_f", "points": 1}})
+    released = nbformat.v4.new_notebook(cells=[test])
+    bare = _as_type(test, "raw")
+    bare.metadata = {}
+    release, submission = _write_pair(CourseLayout(tmp_path), released, nbformat.v4.new_notebook(cells=[bare]))
+    loaded = load_notebook(submission, max_mb=5, release=release)
+    assert [(c.source, c.test_of) for c in loaded.cells] == [("assert f(1) == 1", "test_f")]
+    assert loaded.notes == ("hw.ipynb: cell `test_f` was a Raw cell: put back as code, as released.",)
+
+
+def test_an_edited_locked_cell_runs_as_released(tmp_path):
+    """A locked (read-only) cell edited, or turned into Markdown: does the released source run in its place,
+    with a note naming it, whatever its submitted metadata says (unmarked as locked, made an answer, removed
+    with its Jupyter cell id kept), only the last copy of it being put back; and does a cell that keeps neither
+    its nbgrader metadata nor its cell id run as submitted (nbgrader could not pair it either)?"""
+    given = "def softmax(z):\n    return z"
+    setup = _nbgrader_cell(given, "setup")
+    released = nbformat.v4.new_notebook(cells=[setup, _nbgrader_cell("def f(x):\n    return 0", "f_solution",
+                                                                      answer=True)])
+    course = CourseLayout(tmp_path)
+    edited = nbformat.v4.new_code_cell("def softmax(z):\n    return 2 * z", id=setup.id,
+                                       metadata=json.loads(json.dumps(setup.metadata)))
+    said = "hw.ipynb: locked cell `setup` was edited: the released version was run (a locked cell is run as released)."
+    for metadata in (setup.metadata, {"nbgrader": {"grade_id": "setup", "locked": False, "solution": True}}, {}):
+        edited.metadata = json.loads(json.dumps(metadata))
+        release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[edited]))
+        loaded = load_notebook(submission, max_mb=5, release=release)
+        assert [c.source for c in loaded.cells] == [given] and loaded.notes == (said,), metadata
+    release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[_as_type(setup, "markdown")]))
+    loaded = load_notebook(submission, max_mb=5, release=release)
+    assert [c.source for c in loaded.cells] == [given]
+    assert loaded.notes == ("hw.ipynb: locked cell `setup` was a Markdown cell: the released version was run, as "
+                            "code (a locked cell is run as released).",)
+    copy = nbformat.v4.new_code_cell("def softmax(z):\n    return 3 * z", metadata=setup.metadata)
+    edited.metadata = setup.metadata
+    release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[edited, copy]))
+    assert [c.source for c in load_notebook(submission, max_mb=5, release=release).cells] == [
+        "def softmax(z):\n    return 2 * z", given]
+    stranger = nbformat.v4.new_code_cell("def softmax(z):\n    return 2 * z")
+    release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[stranger]))
+    loaded = load_notebook(submission, max_mb=5, release=release)
+    assert [c.source for c in loaded.cells] == [stranger.source] and loaded.notes == ()
+    release, submission = _write_pair(course, released, released)
+    assert load_notebook(submission, max_mb=5, release=release).notes == ()
+
+
+def test_autograde_runs_a_retyped_answer_and_an_edited_locked_cell_as_released(tmp_path):
+    """Through `course autograde`'s api and the real sandbox: does ada's notebook, its `layer_norm` answer cell
+    turned into Markdown and `softmax` deleted from the given setup cell, get her full score, with a note on
+    each cell put back?"""
+    from autograder import api
+    from tests.conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    path = CourseLayout(folder).submission("ada", "transformer-block") / "transformer-block.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id == "layer_norm_solution":
+            nb.cells[i] = _as_type(cell, "markdown")
+        elif grade_id == "setup":
+            assert "def softmax" in cell.source
+            cell.source = cell.source[:cell.source.index("def softmax")]
+    nbformat.write(nb, path)
+    batch = api.autograde(folder, "transformer-block", student="ada", workers=1, log=lambda line: None)
+    written = json.loads((CourseLayout(folder).autograded("ada", "transformer-block") / "results.json").read_text())
+    assert batch.results[0].score == 100.0, written["extra_data"]["notes"]
+    assert [n for n in written["extra_data"]["notes"] if "as released" in n] == [
+        "transformer-block.ipynb: locked cell `setup` was edited: the released version was run (a locked cell is "
+        "run as released).",
+        "transformer-block.ipynb: cell `layer_norm_solution` was a Markdown cell: run as code, as released."]
+
+
 def _generated_notebook(extra_cells: list[dict], **metadata: object) -> bytes:
     """A notebook of one code cell defining `f`, then `extra_cells`, as compact JSON."""
     code = {"cell_type": "code", "execution_count": None, "id": "a", "metadata": {}, "outputs": [],
