@@ -4,7 +4,7 @@ Each key is one `setting(...)` line on a dataclass: type (the annotation), defau
 The reader, its one-line errors naming the key path and the reference page `docs/config.md`
 derive from these declarations (see `autograder.schema`):
 
-    course.yml: assignments[0].problems.layer_norm.points: expected a positive number, got "ten"
+    course.yml: assignments[0].problems.layer_norm.points: expected a positive number of at most 1000000, got "ten"
 
 To add a key, add one field here, then regenerate the page: `python -m autograder.config > docs/config.md`.
 """
@@ -28,7 +28,7 @@ from typing import Any, Literal
 from . import schema, usercache
 from .errors import ConfigError
 from .layout import CONFIG_FILE, CourseLayout
-from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, POSITIVE, Check, Scope, pattern, setting, show
+from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, Check, Scope, pattern, setting, show
 from .text import id_difference, id_key, lookalikes, shown_name, spelt_id
 
 CONFIG_NAME = CONFIG_FILE
@@ -37,6 +37,28 @@ DTYPES = ("float64", "float32")
 # autograder.reporting.bounds cuts every result to it, so `limits.max_notes` may not ask for more.
 MAX_NOTES = 40
 UP_TO_MAX_NOTES = Check(f"a positive {{}} of at most {MAX_NOTES}", lambda v: 0 < v <= MAX_NOTES)
+# Upper bounds of the numeric keys that have no natural one, each well past any real need and within what
+# takes them: a time limit is waited for in calls that take milliseconds as a C int (poll: 24.8 days); a
+# size in MB becomes a byte count set as an rlimit, a tmpfs size or a cgroup limit (a signed 64-bit number:
+# memory_mb 2**43 was a sandbox that could not start); points are summed and averaged as floats (1e308
+# points overflowed the batch's mean).
+MAX_SECONDS = 7 * 24 * 3600         # a week
+MAX_MB = 2**20                      # 1 TiB
+MAX_OUTPUT_KB = 2**20               # 1 GiB of printed output per cell or call
+MAX_PROCESSES = 2**22               # Linux's largest process id (PID_MAX_LIMIT)
+MAX_RESTARTS = 1000
+MAX_POINTS = 10**6
+
+
+def up_to(bound: int, *, zero: bool = False) -> Check:
+    """A positive number (with `zero`, one >= 0) of at most `bound`."""
+    if zero:
+        return Check(f"a {{}} between 0 and {bound}", lambda v: 0 <= v <= bound)
+    return Check(f"a positive {{}} of at most {bound}", lambda v: 0 < v <= bound)
+
+
+SECONDS = up_to(MAX_SECONDS)
+MEGABYTES = up_to(MAX_MB)
 FOLDER_NAME = pattern("a folder-safe name (letters, digits, - _ .)", r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 IDENTIFIER = pattern("a Python identifier", r"[A-Za-z_][A-Za-z0-9_]*")
 NOTEBOOK_FILE = pattern("a notebook file name ending in .ipynb", r"[^/\\]+\.ipynb")
@@ -58,29 +80,29 @@ DEFAULT_TOLERANCES = {
 @dataclass(frozen=True)
 class Limits:
     """What one student's notebook may use while it is graded."""
-    cell_seconds: float = setting(30.0, check=POSITIVE, help="wall-clock seconds for one notebook cell")
-    total_seconds: float = setting(180.0, check=POSITIVE,
+    cell_seconds: float = setting(30.0, check=SECONDS, help="wall-clock seconds for one notebook cell")
+    total_seconds: float = setting(180.0, check=SECONDS,
                                    help="wall-clock seconds for all cells of one notebook (past it, the notebook is "
                                         "run once more, up to the cell the time ran out in or, when reruns after "
                                         "stopped cells used the time, to the end, within half of what is left of "
                                         "submission_seconds: see docs/grading.md)")
-    call_seconds: float = setting(10.0, check=POSITIVE,
+    call_seconds: float = setting(10.0, check=SECONDS,
                                   help="seconds for one call from a grader into a student function")
-    memory_mb: int = setting(2048, check=POSITIVE, help="address space of the student's process, in MB")
-    notebook_mb: float = setting(20.0, check=POSITIVE, help="a submitted notebook larger than this is not loaded")
-    submission_seconds: float = setting(300.0, check=POSITIVE,
+    memory_mb: int = setting(2048, check=MEGABYTES, help="address space of the student's process, in MB")
+    notebook_mb: float = setting(20.0, check=MEGABYTES, help="a submitted notebook larger than this is not loaded")
+    submission_seconds: float = setting(300.0, check=SECONDS,
                                         help="wall-clock seconds for one submission: notebook runs, restarts and "
                                              "calls together")
-    max_restarts: int = setting(5, check=NON_NEGATIVE,
+    max_restarts: int = setting(5, check=up_to(MAX_RESTARTS, zero=True),
                                 help="fresh processes per submission after a student function hung or crashed")
-    return_mb: float = setting(16.0, check=POSITIVE, help="the largest value a student function may return, in MB")
-    output_kb: int = setting(8, check=NON_NEGATIVE,
+    return_mb: float = setting(16.0, check=MEGABYTES, help="the largest value a student function may return, in MB")
+    output_kb: int = setting(8, check=up_to(MAX_OUTPUT_KB, zero=True),
                              help="printed output kept per cell or call, in KB (the rest is dropped in the sandbox)")
     max_notes: int = setting(MAX_NOTES, check=UP_TO_MAX_NOTES,
                              help=f"notes about running the notebook kept per submission (the reports show at "
                                   f"most {MAX_NOTES}, so no more may be asked for)")
-    processes: int = setting(64, check=POSITIVE, help="processes the student's code may have at once")
-    scratch_mb: int = setting(64, check=POSITIVE,
+    processes: int = setting(64, check=up_to(MAX_PROCESSES), help="processes the student's code may have at once")
+    scratch_mb: int = setting(64, check=MEGABYTES,
                               help="size of the student's private scratch folders (tmpfs), in MB")
 
 
@@ -121,7 +143,7 @@ def _problem_notebook(value: str, path: str, scope: Scope) -> None:
 class Problem:
     """One student function, graded by `assignments/<package>/graders/test_<problem>.py`."""
     name: str = setting(check=IDENTIFIER, help="the student function, e.g. `layer_norm`")
-    points: float = setting(check=POSITIVE, help="the problem's points, shared among its graders' tests")
+    points: float = setting(check=up_to(MAX_POINTS), help="the problem's points, shared among its graders' tests")
     grade_id: str = setting(check=FOLDER_NAME, derive=lambda s: f"test_{s['name']}", default_doc="`test_<problem>`",
                             help="the nbgrader grade cell that holds the problem's score in the gradebook")
     notebook: str = setting(derive=lambda s: s["notebooks"][0], default_doc="the assignment's first notebook",
@@ -699,7 +721,9 @@ Every key of `course.yml`, generated from the declarations in `autograder/config
 (`python -m autograder.config > docs/config.md`; a test fails when this page is out of date).
 Keys not listed here are errors, and so are a key given twice in one mapping (`course` names both
 lines) and a value of the wrong type: `course` names the key path
-in one line, e.g. `course.yml: assignments[0].limits.cell_seconds: expected a positive number, got -1`.
+in one line, e.g. `course.yml: assignments[0].limits.cell_seconds: expected a positive number of at most
+{MAX_SECONDS}, got -1`. A number is finite (not `.inf` or `.nan`) and within the range its type gives: at most
+a week for a time limit, 1 TiB for a size in MB, what the sandbox can set and the reports can add up.
 A key left out, or set to nothing (`key:` or `key: null`), takes its default; a mapping given in
 part keeps the defaults of the keys it leaves out. Dtype keys: {", ".join(DTYPES)}. A key is the text
 written, whatever YAML would make of it as a value: student `0042` in `extensions` is "0042" (as in

@@ -219,9 +219,9 @@ def test_config_yaml_error_elsewhere_keeps_the_parsers_words():
 
 @pytest.mark.parametrize("data, expected", [
     (mutate("assignments.0.problems.layer_norm.points", "ten"),
-     'assignments[0].problems.layer_norm.points: expected a positive number, got "ten"'),
+     'assignments[0].problems.layer_norm.points: expected a positive number of at most 1000000, got "ten"'),
     (mutate("assignments.0.problems.layer_norm.points", -3),
-     "assignments[0].problems.layer_norm.points: expected a positive number, got -3"),
+     "assignments[0].problems.layer_norm.points: expected a positive number of at most 1000000, got -3"),
     (mutate("assignments.0.notebooks", None, delete=True), "assignments[0].notebooks: missing (required)"),
     (mutate("name", None, delete=True), "name: missing (required)"),
     (mutate("assignments.0.problems.layer_norm.pointz", 3),
@@ -235,8 +235,10 @@ def test_config_yaml_error_elsewhere_keeps_the_parsers_words():
      "assignments[0].problems: expected a mapping of problem name to settings, got a list"),
     (mutate("assignments", {}), "assignments: expected a non-empty list"),
     (mutate("assignments.0.due", "next tuesday"), "assignments[0].due: expected an ISO date-time"),
-    (mutate("defaults.limits.memory_mb", "lots"), 'defaults.limits.memory_mb: expected a positive integer, got "lots"'),
-    (mutate("defaults.limits.memory_mb", 2048.5), "defaults.limits.memory_mb: expected a positive integer, got 2048.5"),
+    (mutate("defaults.limits.memory_mb", "lots"),
+     'defaults.limits.memory_mb: expected a positive integer of at most 1048576, got "lots"'),
+    (mutate("defaults.limits.memory_mb", 2048.5),
+     "defaults.limits.memory_mb: expected a positive integer of at most 1048576, got 2048.5"),
     (mutate("defaults.limits.max_notes", 50),
      "defaults.limits.max_notes: expected a positive integer of at most 40, got 50"),
     (mutate("defaults.tolerances.float16", {"rtol": 1e-3}), "defaults.tolerances.float16: unknown key"),
@@ -253,7 +255,7 @@ def test_config_yaml_error_elsewhere_keeps_the_parsers_words():
     (mutate("assignments.1", {"name": "hw", "notebooks": ["hw.ipynb"], "problems": {"silu": {"points": 1}}}),
      "assignments[1].name: 'hw' is used twice"),
     (mutate("defaults.limits.cell_seconds", True),
-     "defaults.limits.cell_seconds: expected a positive number, got True"),
+     "defaults.limits.cell_seconds: expected a positive number of at most 604800, got True"),
     ("name: [unclosed", "not valid YAML"),
     (mutate("assignments.0.extensions", {"ada": {"days": -1}}),
      "assignments[0].extensions.ada.days: expected a number >= 0, got -1"),
@@ -269,6 +271,44 @@ def test_config_bad_file_names_the_key_path(tmp_path, data, expected):
     message = error_for(tmp_path, data)
     assert message.startswith("course.yml")
     assert expected in message
+
+
+@pytest.mark.parametrize("path, expected, largest, too_large", [
+    ("defaults.limits.memory_mb", "a positive integer of at most 1048576", 2**20, 2**43),
+    ("defaults.limits.scratch_mb", "a positive integer of at most 1048576", 2**20, 2**44),
+    ("defaults.limits.notebook_mb", "a positive number of at most 1048576", 2**20, 1e300),
+    ("defaults.limits.return_mb", "a positive number of at most 1048576", 2**20, 1e18),
+    ("defaults.limits.output_kb", "an integer between 0 and 1048576", 2**20, 2**54),
+    ("defaults.limits.processes", "a positive integer of at most 4194304", 2**22, 2**63),
+    ("defaults.limits.max_restarts", "an integer between 0 and 1000", 1000, 10**12),
+    ("defaults.limits.cell_seconds", "a positive number of at most 604800", 604800, 1e10),
+    ("defaults.limits.total_seconds", "a positive number of at most 604800", 604800, 604800.5),
+    ("defaults.limits.call_seconds", "a positive number of at most 604800", 604800, 1e308),
+    ("defaults.limits.submission_seconds", "a positive number of at most 604800", 604800, 2**70),
+    ("assignments.0.problems.layer_norm.points", "a positive number of at most 1000000", 10**6, 1e308),
+])
+def test_config_a_number_past_what_grading_can_take_names_the_key_and_the_range(tmp_path, path, expected, largest,
+                                                                                too_large):
+    """Is a limit or points value too large for the sandbox's rlimits, its waits or the reports' sums (memory_mb
+    2**43 once failed as a sandbox that could not start, points 1e308 as an OverflowError after grading) one line
+    naming course.yml, the key and the range allowed, while the largest value allowed loads?"""
+    key = path.replace("assignments.0", "assignments[0]")
+    message = error_for(tmp_path / "big", mutate(path, too_large))
+    assert message == f"course.yml: {key}: expected {expected}, got {too_large!r}"
+    course = load_course(make_course(tmp_path / "largest", mutate(path, largest)))
+    if path.startswith("defaults.limits."):
+        assert getattr(course.assignments[0].limits, path.rsplit(".", 1)[-1]) == largest
+    else:
+        assert course.assignments[0].problem("layer_norm").points == largest
+
+
+@pytest.mark.parametrize("text", [".inf", "-.inf", ".nan", "1e400"])
+def test_config_a_number_that_is_not_finite_names_the_key(tmp_path, text):
+    """Is an infinite or NaN limit refused in one line naming the key and the range?"""
+    data = yaml.safe_dump(GOOD).replace("cell_seconds: 5", f"cell_seconds: {text}")
+    message = error_for(tmp_path, data)
+    assert message.startswith("course.yml: defaults.limits.cell_seconds: expected a positive number of at most "
+                              "604800, got ")
 
 
 def test_config_an_assignment_not_set_up_stops_only_what_asks_for_it(tmp_path):
@@ -400,7 +440,8 @@ def test_config_error_is_one_line_from_the_command(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        'course: error: course.yml: assignments[0].problems.layer_norm.points: expected a positive number, got "ten"']
+        'course: error: course.yml: assignments[0].problems.layer_norm.points: expected a positive number of '
+        'at most 1000000, got "ten"']
     assert "Traceback" not in proc.stderr + proc.stdout
 
 
