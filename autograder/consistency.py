@@ -180,6 +180,48 @@ def duplicate_ids(nb: dict[str, Any], where: str) -> list[str]:
     return out
 
 
+CELL_TYPES = {"code": "a code cell", "markdown": "a Markdown cell", "raw": "a raw cell"}
+
+
+def cell_type_problems(nb: dict[str, Any], problems: tuple[Problem, ...], where: str) -> list[str]:
+    """Cells whose type does not fit their nbgrader metadata, most likely a cell changed to Markdown in
+    Jupyter (which keeps its metadata): a problem's grade cell that is not a code cell (its tests run as
+    code, and nbgrader refuses a Markdown grade cell that is not also a solution cell), a Markdown cell
+    that is a grade cell but not a solution cell or the other way round (nbgrader's manually graded
+    answer is both), a task cell that is not Markdown. nbgrader's generate_assignment refuses the last
+    two with "the nbgrader metadata may be corrupted", naming neither the cell nor the reason. One line
+    each, starting with `where`, naming the cell and what is wrong."""
+    problem_of = {p.grade_id: p.name for p in problems}
+    out = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        nbg = _nbgrader(cell) if isinstance(cell, dict) else {}
+        if not nbg:
+            continue
+        kind = cell.get("cell_type")
+        shown = CELL_TYPES.get(kind, f"a cell of type {kind!r}") if isinstance(kind, str) else "a cell of no type"
+        grade, solution, task = (bool(nbg.get(flag)) for flag in ("grade", "solution", "task"))
+        grade_id = nbg.get("grade_id")
+        name = problem_of.get(grade_id) if isinstance(grade_id, str) else None
+        if task:
+            what = (f"a task cell (nbgrader metadata `task: true`) that is {shown}, which nbgrader refuses: its "
+                    f"task cells are Markdown" if kind != "markdown" else "")
+        elif grade and name is not None and kind != "code":
+            refused = (", which nbgrader refuses (a Markdown grade cell is a manually graded answer, and must be "
+                       "a solution cell too)" if kind == "markdown" and not solution else "")
+            what = (f"the grade cell of problem {name} is {shown}, not a code cell{refused}; its tests run as "
+                    f"code: make it a code cell again (in Jupyter: select it, press Y)")
+        elif kind == "markdown" and grade != solution:
+            marked, unmarked = ("grade", "solution") if grade else ("solution", "grade")
+            what = (f"a Markdown cell marked as a {marked} cell but not as a {unmarked} cell, which nbgrader "
+                    f"refuses (a Markdown grade cell is a manually graded answer, both at once); make it a code "
+                    f"cell again, or mark it \"Manually graded answer\" in Jupyter")
+        else:
+            what = ""
+        if what:
+            out.append(f"{where}: {cell_name(nb, i)}: {what}")
+    return out
+
+
 def definition_problems(nb: dict[str, Any], problems: tuple[Problem, ...], where: str) -> list[str]:
     """A problem's function defined in no code cell (its solution cell deleted, while its grade cell
     is still graded), in more than one (e.g. a `gelu` problem in a notebook whose locked setup cell
@@ -212,12 +254,14 @@ def definition_problems(nb: dict[str, Any], problems: tuple[Problem, ...], where
 
 
 def notebook_problems_found(nb: dict[str, Any], assignment: Assignment, notebook: str, where: str) -> list[str]:
-    """What `course release` cannot fix from course.yml: an id used by two cells, a problem's function
+    """What `course release` cannot fix from course.yml: a cell whose type does not fit its nbgrader
+    metadata (a grade cell changed to Markdown), an id used by two cells, a problem's function
     defined in no code cell, in more than one, or below its grade cell, a problem without its grade
     cell, a grade cell that is no problem. One line each, starting with `where` (the notebook's path)."""
     found = grade_cells(nb)
     mine = notebook_problems(assignment, notebook)
-    out = duplicate_ids(nb, where)
+    out = cell_type_problems(nb, mine, where)
+    out += duplicate_ids(nb, where)
     out += definition_problems(nb, mine, where)
     out += [f"{where}: has no grade cell {p.grade_id!r} for problem {p.name} (course.yml)"
             for p in mine if p.grade_id not in found]

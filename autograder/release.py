@@ -13,7 +13,8 @@ validate` runs too) for nbgrader metadata that is not a mapping, for what nbgrad
 without saying where, or mishandle silently (see `markers`: unpaired or misplaced solution and
 hidden-test markers, a line that looks like a marker but is not one, a solution cell with a function
 and no solution region), and for what course.yml cannot fix (see `consistency.notebook_problems_found`:
-a problem's function defined in no cell or in two, for one); each problem is named by notebook and cell.
+a grade cell changed to Markdown, or a problem's function defined in no cell or in two, for two); each
+problem is named by notebook and cell.
 
 The leak check fails the release if any line that only exists inside a solution or hidden-test
 region of the source survives in release/, if any nbgrader marker, or a line that looks like one,

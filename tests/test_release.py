@@ -323,6 +323,46 @@ def test_release_refuses_nbgrader_metadata_that_is_not_a_mapping(course_copy):
     assert "): nbgrader metadata is not a mapping ('yes'); " in line and "hidden" not in line, line
 
 
+def _retype(nb: dict, grade_id: str, kind: str, **flags) -> int:
+    """Make the cell of `grade_id` a `kind` cell, as Jupyter does (its metadata kept), with `flags` set in
+    its nbgrader metadata; its index."""
+    i = _index(nb, grade_id)
+    cell = nb["cells"][i]
+    cell["cell_type"] = kind
+    if kind != "code":
+        cell.pop("outputs", None)
+        cell.pop("execution_count", None)
+    cell["metadata"]["nbgrader"].update(flags)
+    return i
+
+
+@pytest.mark.parametrize("grade_id, kind, flags, message", [
+    ("test_silu", "markdown", {}, "the grade cell of problem silu is a Markdown cell, not a code cell, which "
+                                  "nbgrader refuses (a Markdown grade cell is a manually graded answer, and must be "
+                                  "a solution cell too); its tests run as code: make it a code cell again"),
+    ("test_silu", "markdown", {"solution": True}, "the grade cell of problem silu is a Markdown cell, not a code "
+                                                  "cell; its tests run as code: make it a code cell again"),
+    ("test_silu", "raw", {}, "the grade cell of problem silu is a raw cell, not a code cell; its tests run"),
+    ("silu_solution", "markdown", {}, "a Markdown cell marked as a solution cell but not as a grade cell, which "
+                                      "nbgrader refuses"),
+    ("setup", "code", {"task": True}, "a task cell (nbgrader metadata `task: true`) that is a code cell, which "
+                                      "nbgrader refuses: its task cells are Markdown"),
+], ids=["grade-cell-to-markdown", "grade-cell-to-markdown-answer", "grade-cell-to-raw", "solution-cell-to-markdown",
+        "code-task-cell"])
+def test_release_names_a_cell_whose_type_does_not_fit_its_nbgrader_metadata(course_copy, grade_id, kind, flags,
+                                                                             message):
+    """With a grade or solution cell changed to another cell type in the source (its nbgrader metadata kept,
+    which nbgrader's generate_assignment refuses as "metadata may be corrupted", naming no cell), or a code
+    cell marked as a task, is the release refused before nbgrader runs, in one line naming the source
+    notebook, the cell (number and grade id) and what is wrong, with nothing changed?"""
+    nb = json.loads(source_notebook(course_copy).read_text())
+    i = _retype(nb, grade_id, kind, **flags)
+    line = _release_refused(course_copy, nb)
+    where = CourseLayout(course_copy).relative(source_notebook(course_copy))
+    assert f"course: error: {where}: cell {i + 1} (`{grade_id}`): {message}" in line, line
+    assert "generate_assignment" not in line, line
+
+
 def test_release_refuses_a_problem_whose_solution_cell_was_deleted(course_copy):
     """With silu's solution cell deleted while its grade cell is still graded, is the release refused in
     one line naming the problem, the notebook and the grade cell?"""
