@@ -276,11 +276,30 @@ def notebook_problems_found(nb: dict[str, Any], assignment: Assignment, notebook
 
 def read_notebook_json(path: Path) -> dict[str, Any]:
     """The notebook at `path` as plain JSON: OSError when the file cannot be read, ValueError when it is
-    no notebook (empty, not UTF-8, not JSON, or JSON without a list of cells), its message saying why."""
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    no notebook (empty, not UTF-8, not JSON, nested too deeply, JSON without a list of cells, or a format
+    number nbformat cannot take: `version_problem`), its message saying why."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ValueError("its JSON nests too deeply") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise ValueError("no list of cells")
+    why = version_problem(nb)
+    if why:
+        raise ValueError(why)
     return nb
+
+
+def version_problem(nb: dict[str, Any]) -> str:
+    """Why nbformat cannot validate or write the notebook `nb` (plain JSON) for its format numbers, in
+    words naming the field ("" when it can): nbformat's validator asserts that `nbformat` and
+    `nbformat_minor` are integers (a 5.0, "5" or null there stops it with an empty AssertionError)."""
+    for field in ("nbformat", "nbformat_minor"):
+        value = nb.get(field)
+        if type(value) is not int:
+            given = f"has no {field}" if field not in nb else f"has {field} {truncate(json.dumps(value), 40)}"
+            return f"it {given}, where Jupyter writes an integer"
+    return ""
 
 
 def notebook_json(path: Path) -> dict[str, Any] | None:

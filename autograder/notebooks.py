@@ -14,6 +14,7 @@ import json
 import os
 import re
 import stat
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -684,6 +685,9 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
                                  f"{exc.msg}); was it edited outside Jupyter or saved half-way?")
     except RecursionError:
         return _unreadable(path, f"{name} nests its JSON too deeply to be a notebook; it was not read.")
+    except ValueError:      # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        return _unreadable(path, f"{name} holds a number of more than {sys.get_int_max_str_digits():,} digits, "
+                                 f"which Jupyter never writes; it was not read (was it edited outside Jupyter?).")
     if not isinstance(data, dict):
         return _unreadable(path, f"{name} is JSON but not a notebook (no top-level object).")
     notes: list[str] = [outputs_note] if outputs_note else []

@@ -36,6 +36,7 @@ from .consistency import (
     points_problems,
     require_release,
     uncollected_checks,
+    version_problem,
 )
 from .errors import CourseError
 from .markers import course_delimiters, marker_problems, metadata_problems
@@ -116,9 +117,13 @@ def read_notebook(path: Path, shown: str) -> nbformat.NotebookNode:
         raise CourseError(f"{shown}: starts with a byte-order mark, as some editors such as Notepad save files, "
                           f"which Jupyter and nbgrader cannot read; save it again as UTF-8 without BOM")
     try:
-        json.loads(text)                # for its message: where the JSON breaks
+        data = json.loads(text)         # for its message: where the JSON breaks
+        if isinstance(data, dict) and version_problem(data):    # nbformat's validator would assert
+            raise ValueError(version_problem(data))
         nb: nbformat.NotebookNode = nbformat.convert(nbformat.reader.reads(text), 4)
         nbformat.validate(nb)
+    except RecursionError:
+        raise CourseError(f"{shown}: not a readable notebook (its JSON nests too deeply)") from None
     except (ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError) as exc:
         why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CourseError(f"{shown}: not a readable notebook ({truncate(why, 200)})") from None

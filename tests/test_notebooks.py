@@ -266,6 +266,19 @@ def test_load_a_notebook_format_that_is_not_an_integer_says_it_must_be_one(tmp_p
     assert not nb.readable and nb.notes[0].startswith(f"hw.ipynb {says}"), nb.notes
 
 
+def test_load_a_number_too_long_for_python_gives_a_reason(tmp_path):
+    """A JSON integer of 5,000 digits in the metadata, which Python refuses to convert (ValueError, not a
+    JSONDecodeError): is the notebook unreadable with a note saying why, rather than crashing the grader?"""
+    path = write_nb(tmp_path / "hw.ipynb", "x = 1")
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb["metadata"]["n"] = "@"
+    path.write_text(json.dumps(nb).replace('"@"', "7" * 5000), encoding="utf-8")
+    nb = load_notebook(path, max_mb=5)
+    assert not nb.readable and nb.cells == ()
+    assert nb.notes == ("hw.ipynb holds a number of more than 4,300 digits, which Jupyter never writes; it was not "
+                        "read (was it edited outside Jupyter?).",)
+
+
 def test_load_notes_a_copied_grade_cell_once(tmp_path):
     """When two grade cells share a grade id (a student copied one), is that said once, naming both
     cells and that only the last is graded (as nbgrader's DeduplicateIds keeps the last)?"""

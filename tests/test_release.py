@@ -409,6 +409,21 @@ def test_release_of_a_source_that_is_not_json_names_it_relative_to_the_course(co
     assert str(course_copy) not in proc.stderr
 
 
+@pytest.mark.parametrize("minor, shown", [("5.0", "5.0"), ('"5"', '"5"'), ("null", "null"), ("NaN", "NaN")])
+def test_release_of_a_source_whose_minor_format_is_no_integer_names_the_field(course_copy, minor, shown):
+    """A source notebook whose nbformat_minor is 5.0, "5", null or NaN (which nbformat's validator stops at
+    with an empty AssertionError): is it one line naming the notebook and the field, not a traceback?"""
+    path = source_notebook(course_copy)
+    text = path.read_text()
+    assert text.count('"nbformat_minor": 5') == 1
+    path.write_text(text.replace('"nbformat_minor": 5', f'"nbformat_minor": {minor}'))
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", ASSIGNMENT,
+                           "--course-dir", str(course_copy)], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr == (f"course: error: {CourseLayout(course_copy).relative(path)}: not a readable notebook "
+                           f"(it has nbformat_minor {shown}, where Jupyter writes an integer)\n"), proc.stderr
+
+
 def test_an_empty_nbgrader_entry_is_named_with_nbgrader_s_whole_message(course_copy):
     """With a cell whose nbgrader metadata is an empty entry (which nbgrader takes for an old format), does
     the one-line error give nbgrader's whole message, not its last line, and name the cell, with nothing

@@ -226,6 +226,32 @@ def test_a_notebook_saved_with_a_byte_order_mark_is_refused_saying_how_to_save_i
         f"files, which Jupyter and nbgrader cannot read; save it again as UTF-8 without BOM")
 
 
+@pytest.mark.parametrize("where", ["source", "release"])
+def test_a_notebook_whose_format_numbers_are_no_integers_is_named_with_the_field(course_copy, where):
+    """A source or released notebook with `"nbformat": 4.0` or `"nbformat_minor": "5"`, which nbformat's
+    validator stops at with an empty AssertionError: is it refused in one line naming the file and the field?"""
+    layout = CourseLayout(course_copy)
+    path = (layout.source if where == "source" else layout.release)(ASSIGNMENT) / NB
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for field, value, says in (("nbformat_minor", "5", '"5"'), ("nbformat", 4.0, "4.0")):
+        path.write_text(json.dumps({**nb, field: value}), encoding="utf-8")
+        with pytest.raises(CourseError) as caught:
+            read_notebook(path, shown(course_copy, where))
+        assert str(caught.value) == (f"{shown(course_copy, where)}: not a readable notebook (it has {field} {says}, "
+                                     f"where Jupyter writes an integer)")
+
+
+def test_a_notebook_nested_too_deeply_is_refused_in_one_line(course_copy):
+    """A source notebook whose metadata nests lists 3000 deep: a one-line refusal, not a RecursionError?"""
+    path = CourseLayout(course_copy).source(ASSIGNMENT) / NB
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb["metadata"]["deep"] = "@"
+    path.write_text(json.dumps(nb).replace('"@"', "[" * 3000 + "]" * 3000), encoding="utf-8")
+    with pytest.raises(CourseError) as caught:
+        read_notebook(path, shown(course_copy, "source"))
+    assert str(caught.value) == f"{shown(course_copy, 'source')}: not a readable notebook (its JSON nests too deeply)"
+
+
 def test_a_release_whose_grading_crashed_is_not_said_to_score_what_was_expected():
     """When the release could not be graded (no check ran), does validate say so, with the reason when
     it is not the source's, rather than "scores 0/N, expected 0"; and a release scoring points still

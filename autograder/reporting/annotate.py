@@ -695,11 +695,15 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
         annotated, restored = annotate_notebook(nb, result, problems, released)
         try:
             data = _utf8(notebook_text(nb, strict=True))
-        except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, AssertionError,
+                RecursionError):
             try:         # formgrader refuses an invalid notebook: its cells made valid (see `valid_notebook`)
                 data = _utf8(notebook_text(valid_notebook(nb), strict=True))
-            except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-                why = f"{shown_name(path.name)}: not annotated ({type(exc).__name__})"
+            except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError, AssertionError,
+                    RecursionError) as exc:
+                # nbformat's validator or writer fails on it (a list nested hundreds deep): the placeholder
+                what = "its JSON nests too deeply" if isinstance(exc, RecursionError) else type(exc).__name__
+                why = f"{shown_name(path.name)}: not annotated, nbformat cannot write it back ({what})"
                 data = _utf8(notebook_text(placeholder_notebook(path.name, why, released, UNREADABLE), strict=True))
         atomic_write_bytes(path, data)
         reports.append(AnnotationReport(path, annotated, restored))

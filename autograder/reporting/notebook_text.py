@@ -148,18 +148,38 @@ def _validate(nb: Any, strict: bool = False) -> list[str] | None:
     return keys
 
 
+def integer_versions(nb: Any) -> None:
+    """Make the format numbers of the version-4 notebook `nb` integers, as nbformat's validator asserts
+    they are (a submitted 4.0, "5", null or NaN would stop it with a bare AssertionError): a whole number
+    given as a float or in digits becomes that integer; anything else, the minor version the cells fit
+    (the current one when every cell has an id, which it requires; else 4.4)."""
+    nb["nbformat"] = 4
+    minor = nb.get("nbformat_minor")
+    if type(minor) is int:
+        return
+    whole = isinstance(minor, float) and minor.is_integer() and 0 <= minor <= 99
+    if whole or (isinstance(minor, str) and minor.strip().isdecimal() and len(minor.strip()) <= 2):
+        nb["nbformat_minor"] = int(minor)
+    else:
+        cells = nb.get("cells")
+        ids = isinstance(cells, list) and all(isinstance(c, dict) and "id" in c for c in cells)
+        nb["nbformat_minor"] = nbformat.v4.nbformat_minor if ids else 4
+
+
 def notebook_text(nb: Any, *, strict: bool = False) -> str:
     """`nbformat.writes(nb)` for a version-4 notebook that is written once and then dropped: validated
     (and an invalid one logged) the same way, its text split into lines and transient metadata
     removed as nbformat's writer does, but in place rather than on a deep copy, and the JSON (sorted
     keys, indent 1) written by jsontext, each cell's part kept for the next notebook (see the
-    module's docstring). A notebook of another version, or holding values plain JSON does not
-    (bytes), is left to nbformat's own writer. With `strict`, an invalid notebook raises nbformat's
-    ValidationError instead of being logged and written."""
+    module's docstring). Its format numbers are made integers first (`integer_versions`). A notebook
+    of another version, or holding values plain JSON does not (bytes), is left to nbformat's own writer.
+    With `strict`, an invalid notebook raises nbformat's ValidationError instead of being logged and
+    written."""
     if nb.get("nbformat") != 4:
         if strict:
             nbformat.validate(nb)
         return str(nbformat.writes(nb))
+    integer_versions(nb)
     keys = _validate(nb, strict)
     nb = rwbase.strip_transient(rwbase.split_lines(nb))
     try:

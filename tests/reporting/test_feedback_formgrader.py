@@ -488,6 +488,53 @@ def test_a_notebook_read_before_a_later_file_fails_is_still_copied(course_copy, 
     assert not (target / "zz-extra.ipynb").exists()
 
 
+@pytest.mark.parametrize("minor", ["5.0", '"5"', "null", "NaN"])
+def test_a_submission_whose_minor_format_is_no_integer_is_copied_annotated(course_copy, copy, minor):
+    """A submitted notebook whose nbformat_minor is 5.0, "5", null or NaN (nbformat's validator stops at
+    each with an empty AssertionError): is its formgrader copy written annotated, with the student's cells
+    and an integer nbformat_minor, without an error for the batch to report?"""
+    from autograder import api
+
+    course = load_course(course_copy)
+    a = course.assignment("transformer-block")
+    folder = course.layout.submission("dora", a.name)
+    folder.mkdir(parents=True)
+    nb = json.loads((copy / NB).read_text(encoding="utf-8"))
+    nb["nbformat_minor"] = "@"
+    (folder / NB).write_text(json.dumps(nb).replace('"@"', minor), encoding="utf-8")
+    api.write_formgrader_copy(course, a, "dora", folder, replace(dora_result(), files=(str(folder / NB),)))
+    target = course.layout.autograded("dora", a.name) / NB
+    back = nbformat.read(target, as_version=4)
+    nbformat.validate(back)
+    assert back.nbformat_minor == 5
+    assert [c.id for c in back.cells] == [c["id"] for c in nb["cells"]]
+    assert set(grade_outputs(target)) == {p.grade_id for p in a.problems}
+    assert "All tests passed!" not in "".join(grade_outputs(target).values())
+
+
+def test_a_submission_nested_too_deeply_to_write_back_becomes_the_placeholder(course_copy, copy):
+    """A submitted notebook whose metadata holds lists nested 900 deep: read, but too deep for nbformat to
+    write back. Is its formgrader copy the placeholder, saying why in one line, with every grade cell
+    annotated, rather than a RecursionError that leaves the copy unannotated?"""
+    from autograder import api
+
+    course = load_course(course_copy)
+    a = course.assignment("transformer-block")
+    folder = course.layout.submission("dora", a.name)
+    folder.mkdir(parents=True)
+    nb = json.loads((copy / NB).read_text(encoding="utf-8"))
+    nb["metadata"]["deep"] = "@"
+    (folder / NB).write_text(json.dumps(nb).replace('"@"', "[" * 900 + "]" * 900), encoding="utf-8")
+    api.write_formgrader_copy(course, a, "dora", folder, replace(dora_result(), files=(str(folder / NB),)))
+    target = course.layout.autograded("dora", a.name) / NB
+    back = nbformat.read(target, as_version=4)
+    nbformat.validate(back)
+    assert back.cells[0].id == "course-autograde-unreadable" and "deep" not in back.metadata
+    assert (f"could not be read as a notebook**: {NB}: not annotated, nbformat cannot write it back (its JSON "
+            f"nests too deeply)\n") in back.cells[0].source
+    assert set(grade_outputs(target)) == {p.grade_id for p in a.problems}
+
+
 def test_outputs_kept_from_earlier_students_give_the_notebook_annotated_afresh(tmp_path, copy, assignment):
     """Annotated one after another (outputs kept from the students before, one whose checks differ only
     in detail and duration, a crash), is every notebook the one annotated with nothing kept, and is a

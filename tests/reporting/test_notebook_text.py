@@ -107,3 +107,22 @@ def test_every_installed_v4_schema_checks_cells_one_by_one():
     newer = variant(0)
     newer.nbformat_minor = nbformat.v4.nbformat_minor + 1
     assert nt._validator_tag(newer) == ""
+
+
+@pytest.mark.parametrize(("major", "minor", "ids", "wanted"), [
+    (4.0, 5, True, 5), (4, 5.0, True, 5), (4, "4", False, 4), (4, None, True, 5), (4, float("nan"), False, 4),
+    (4, "5" * 5000, True, 5), (4, True, True, 5),
+])
+def test_format_numbers_that_are_no_integers_are_made_integers_before_validating(major, minor, ids, wanted):
+    """A notebook whose nbformat is 4.0, or whose nbformat_minor is a float, digits, null, NaN, a
+    bool or far too long: nbformat's validator asserts integers. Is its text nbformat's own for the
+    notebook with integer numbers (a whole number kept, else the minor version its cells fit)?"""
+    nb = variant(1)
+    if not ids:
+        for cell in nb.cells:
+            del cell["id"]
+    fixed = copy.deepcopy(nb)
+    fixed.nbformat, fixed.nbformat_minor = 4, wanted
+    nb.nbformat, nb.nbformat_minor = major, minor
+    assert nt.notebook_text(nb) == written(fixed)
+    assert type(nb.nbformat) is int and type(nb.nbformat_minor) is int
