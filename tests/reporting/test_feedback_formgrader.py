@@ -523,13 +523,13 @@ def test_a_submission_nested_too_deeply_to_write_back_becomes_the_placeholder(co
     folder = course.layout.submission("dora", a.name)
     folder.mkdir(parents=True)
     nb = json.loads((copy / NB).read_text(encoding="utf-8"))
-    nb["metadata"]["deep"] = "@"
+    nb["cells"][0]["metadata"]["deep"] = "@"
     (folder / NB).write_text(json.dumps(nb).replace('"@"', "[" * 900 + "]" * 900), encoding="utf-8")
     api.write_formgrader_copy(course, a, "dora", folder, replace(dora_result(), files=(str(folder / NB),)))
     target = course.layout.autograded("dora", a.name) / NB
     back = nbformat.read(target, as_version=4)
     nbformat.validate(back)
-    assert back.cells[0].id == "course-autograde-unreadable" and "deep" not in back.metadata
+    assert back.cells[0].id == "course-autograde-unreadable" and "deep" not in back.cells[0].metadata
     assert (f"could not be read as a notebook**: {NB}: not annotated, nbformat cannot write it back (its JSON "
             f"nests too deeply)\n") in back.cells[0].source
     assert set(grade_outputs(target)) == {p.grade_id for p in a.problems}
