@@ -22,6 +22,9 @@ warning when the gradebook still holds a TA's overrides, extra credit or comment
 submission (reporting.review.resubmission_warning), which nbgrader keeps on a regrade. `regraded` (the
 same submission graded again because the graders changed) asks for what people set in the gradebook, in
 words (`kept`: reporting.review.people_set), which the batch names in one line for all such students.
+Either raises again the flag of each score a TA set on the submission (`needs_manual_grade`: formgrader's
+"needs manual grade"); any other result (an unchanged submission read back) leaves the TA's flags as
+they are (reporting.gradebook.needs_manual_grade).
     driver -> {"op": "done"}                                 (then the writer exits)
 
 The driver takes the course's gradebook lock (reporting.gradebook.acquire_gradebook_lock) and
@@ -479,7 +482,7 @@ def serve(fd: int, course_dir: str, assignment_name: str) -> int:
             except (KeyError, TypeError, ValueError, RecursionError) as exc:
                 conn.send({"op": "recorded", "student": "?", "error": f"unreadable result ({exc})"})
                 continue
-            error = writer.record(result)
+            error = writer.record(result, review_again=bool(msg.get("resubmitted") or msg.get("regraded")))
             review = writer.review(result.student) if error is None else None
             folder = Path(msg["copy_from"]) if msg.get("copy_from") else None
             written = gradebook_side_outputs(course, assignment, result.student, folder, result, review)

@@ -855,12 +855,31 @@ def _problem_score(result: SubmissionResult, problem: str) -> float:
     return result.problem_score(problem)
 
 
-def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionResult) -> Review:
-    """Write one submission's problem scores as the grade cells' auto_score, in one transaction; a cell
-    is flagged `needs_manual_grade` when the grader crashed, a person scored it, or its notebook could
-    not be read (formgrader's placeholder is for grading it by hand).
+def needs_manual_grade(*, crashed: bool, auto_score: float | None, manual_score: float | None,
+                       auto_before: float | None, flag_before: bool | None, review_again: bool,
+                       unreadable: bool = False) -> bool:
+    """A problem's grade row's `needs_manual_grade` (formgrader's "needs manual grade") once a result is
+    recorded over it (`auto_score`; `auto_before` and `flag_before` as the row held them, None for a new
+    row). Without a person's score: set when grading crashed (no automatic score to go by) or the
+    problem's notebook could not be read (`unreadable`: formgrader's placeholder is for grading it by
+    hand). With one: set when it is to be reviewed against a new result, `review_again` (a resubmission,
+    or new graders: what the batch warns of), or when the automatic score under it changed; otherwise the
+    flag stays as the TA left it (formgrader clears it on saving a score), so a run that grades nothing
+    anew (an unchanged submission, read back) does not put a hand-graded submission back in formgrader's
+    list."""
+    if manual_score is None:
+        return crashed or unreadable
+    if review_again or flag_before is None or auto_score != auto_before:
+        return True
+    return bool(flag_before)
+
+
+def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionResult, *,
+                      review_again: bool = False) -> Review:
+    """Write one submission's problem scores as the grade cells' auto_score, in one transaction, and
+    each grade cell's `needs_manual_grade` (see `needs_manual_grade`).
     Returns the gradebook's review of the submission as committed (what `read_review` would read
-    next), taken from the rows already loaded."""
+    next), taken from the rows already loaded. `review_again`: see `needs_manual_grade`."""
     if result.assignment != assignment.name:
         raise ValueError(f"result is for assignment {result.assignment!r}, not {assignment.name!r}")
     crashed = result.state == "crashed"
@@ -875,9 +894,12 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
         problems = []
         for p in assignment.problems:
             grade = _grade(gb, grades, p, assignment.name, result.student)
+            auto_before, flag_before = grade.auto_score, grade.needs_manual_grade
             grade.auto_score = None if crashed else _problem_score(result, p.name)
-            grade.needs_manual_grade = (crashed or grade.manual_score is not None
-                                        or p.notebook in result.unreadable_notebooks)
+            grade.needs_manual_grade = needs_manual_grade(
+                crashed=crashed, auto_score=grade.auto_score, manual_score=grade.manual_score,
+                auto_before=auto_before, flag_before=flag_before, review_again=review_again,
+                unreadable=p.notebook in result.unreadable_notebooks)
             problems.append(_problem_review(p, grade))
         review = Review(result.student, assignment.name, tuple(problems), _comments(assignment, submission),
                         late_penalty=result.late_penalty)
@@ -1024,17 +1046,20 @@ class GradebookWriter:
         self._sql = None
         self._stack.close()
 
-    def record(self, result: SubmissionResult) -> str | None:
-        """Commit one submission's grades; returns None, or why it was rolled back (one line)."""
+    def record(self, result: SubmissionResult, *, review_again: bool = False) -> str | None:
+        """Commit one submission's grades; returns None, or why it was rolled back (one line).
+        `review_again`: the result is of a resubmission or of new graders, so a TA's scores on it are
+        flagged for review again (`needs_manual_grade`); else their flags stay as the TA left them."""
         if self._gb is None and self._sql is None:
             raise RuntimeError("GradebookWriter used outside its with-block")
         self._reviews.pop(result.student, None)
         try:
             if self._sql is not None:
-                self._reviews[result.student] = self._sql.record(result)
+                self._reviews[result.student] = self._sql.record(result, review_again=review_again)
             else:
                 assert self._gb is not None
-                self._reviews[result.student] = record_submission(self._gb, self.assignment, result)
+                self._reviews[result.student] = record_submission(self._gb, self.assignment, result,
+                                                                  review_again=review_again)
         except Exception as exc:  # noqa: BLE001 - that submission is rolled back and reported; the others land
             return db_error(exc)
         clear_pending(self.course, self.assignment.name, result.student)
@@ -1055,16 +1080,18 @@ class GradebookWriter:
             return None
 
 
-def record_grades(course: Course, assignment: Assignment, results: Iterable[SubmissionResult]) -> GradebookReport:
+def record_grades(course: Course, assignment: Assignment, results: Iterable[SubmissionResult], *,
+                  review_again: bool = False) -> GradebookReport:
     """Record every result in the course's gradebook; students not on the roster are recorded too.
 
     A submission that cannot be written is rolled back and listed in the report's `failed`;
     the others still land. Raises CourseError only when the gradebook itself is unusable.
+    `review_again`: as `GradebookWriter.record`'s, for every result.
     """
     recorded, failed = [], []
     with GradebookWriter(course, assignment) as writer:
         for result in results:
-            why = writer.record(result)
+            why = writer.record(result, review_again=review_again)
             if why is None:
                 recorded.append(result.student)
             else:

@@ -39,7 +39,7 @@ from typing import Any
 from autograder.config import SYNCED_COLUMNS, Assignment, Course
 from autograder.grading.results import SubmissionResult
 
-from .gradebook import comment_problem, naive_utc, submission_timestamp
+from .gradebook import comment_problem, naive_utc, needs_manual_grade, submission_timestamp
 from .review import ProblemReview, Review
 
 # The columns of the tables written here, as nbgrader 0.9's schema has them (alembic head e43177bfe90b).
@@ -233,9 +233,10 @@ class SqlGradebook:
 
     # ---- submissions
 
-    def record(self, result: SubmissionResult) -> Review:
+    def record(self, result: SubmissionResult, *, review_again: bool = False) -> Review:
         """Write one submission's problem scores as its grade cells' auto_score, in one transaction, as
-        `reporting.gradebook.record_submission` does; returns the gradebook's review of it as committed."""
+        `reporting.gradebook.record_submission` does (`review_again` as there); returns the gradebook's
+        review of it as committed."""
         cells = self._cells
         if cells is None:
             raise RuntimeError("SqlGradebook.record before in_sync()")
@@ -261,7 +262,7 @@ class SqlGradebook:
                 sub = found[0]
                 db.execute("UPDATE submitted_assignment SET extension = ?, timestamp = ? WHERE id = ?",
                            (delta, when, sub))
-                review = self._grades_again(cells, sub, result)
+                review = self._grades_again(cells, sub, result, review_again=review_again)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -297,9 +298,10 @@ class SqlGradebook:
                        [(_new_id(), snb, cid) for nid, snb in snbs for cid in cells.commented.get(nid, ())])
         return Review(result.student, a.name, tuple(problems), (), late_penalty=result.late_penalty)
 
-    def _grades_again(self, cells: _Cells, sub: str, result: SubmissionResult) -> Review:
+    def _grades_again(self, cells: _Cells, sub: str, result: SubmissionResult, *, review_again: bool) -> Review:
         """A submission's rows when the gradebook has it already: missing notebook, grade and comment
-        rows added, the scores set, a person's grades and comments kept (and returned in the review)."""
+        rows added, the scores set, a person's grades and comments kept (and returned in the review),
+        and the flags `needs_manual_grade` sets (a TA's left as they are unless `review_again`)."""
         db, a = self.conn, self.assignment
         crashed = result.state == "crashed"
         # Each row is looked up through the tables' unique indexes, by the ids of the assignment's
@@ -315,16 +317,16 @@ class SqlGradebook:
         snbs.update(new_snbs)
         mine = list(snbs.values())
         graded = sorted({cid for nid in snbs for cid in cells.graded.get(nid, ())})
-        grades = {(nb, cell): (gid, manual, extra) for gid, nb, cell, manual, extra in _rows(
-            db, "SELECT id, notebook_id, cell_id, manual_score, extra_credit FROM grade WHERE notebook_id",
-            mine, cell_ids=graded)}
+        grades = {(nb, cell): (gid, manual, extra, auto, flag) for gid, nb, cell, manual, extra, auto, flag in _rows(
+            db, "SELECT id, notebook_id, cell_id, manual_score, extra_credit, auto_score, needs_manual_grade "
+            "FROM grade WHERE notebook_id", mine, cell_ids=graded)}
         commented = set(_rows(db, "SELECT notebook_id, cell_id FROM comment WHERE notebook_id", mine,
                               cell_ids=sorted({cid for nid in snbs for cid in cells.commented.get(nid, ())})))
         new_grades = []
         for nid, snb in snbs.items():
             for cid in cells.graded.get(nid, ()):
                 if (snb, cid) not in grades:
-                    grades[(snb, cid)] = (_new_id(), None, None)
+                    grades[(snb, cid)] = (_new_id(), None, None, None, None)
                     new_grades.append((grades[(snb, cid)][0], snb, cid))
         db.executemany("INSERT INTO grade (id, notebook_id, cell_id, needs_manual_grade) VALUES (?, ?, ?, 1)",
                        new_grades)
@@ -337,10 +339,12 @@ class SqlGradebook:
                         if nid in snbs])
         updates, problems = [], []
         for p, (nid, cid) in zip(a.problems, cells.problem_cells, strict=True):
-            gid, manual, extra = grades[(snbs[nid], cid)]
+            gid, manual, extra, auto_before, flag_before = grades[(snbs[nid], cid)]
             auto = None if crashed else result.problem_score(p.name)
-            unread = p.notebook in result.unreadable_notebooks
-            updates.append((auto, int(crashed or manual is not None or unread), gid))
+            flag = needs_manual_grade(crashed=crashed, auto_score=auto, manual_score=manual, auto_before=auto_before,
+                                      flag_before=None if flag_before is None else bool(flag_before),
+                                      review_again=review_again, unreadable=p.notebook in result.unreadable_notebooks)
+            updates.append((auto, int(flag), gid))
             problems.append(ProblemReview(p.name, p.points, auto, manual, float(extra or 0.0)))
         db.executemany("UPDATE grade SET auto_score = ?, needs_manual_grade = ? WHERE id = ?", updates)
         comments = self._comments(cells, snbs)

@@ -109,19 +109,77 @@ def test_missing_assignment_is_created_from_the_course_config(course, assignment
 
 
 def test_regrading_replaces_auto_scores_and_keeps_manual_ones(course, assignment, ada, bob):
-    """On a regrade, are auto scores replaced while a grader's manual score is kept and flagged?"""
+    """On a resubmission's regrade, are auto scores replaced while a grader's manual score is kept and flagged?"""
     release_into(course, assignment)
     record_grades(course, assignment, [bob])
     with Gradebook(course.gradebook_url) as gb:
         gb.find_grade("test_silu", STEM, assignment.name, "bob").manual_score = 4.0
         gb.db.commit()
     regraded = submission("bob", list(ada.tests))
-    assert record_grades(course, assignment, [regraded]).ok
+    assert record_grades(course, assignment, [regraded], review_again=True).ok
     with Gradebook(course.gradebook_url) as gb:
         silu = gb.find_grade("test_silu", STEM, assignment.name, "bob")
         assert (silu.auto_score, silu.manual_score, silu.needs_manual_grade) == (5.0, 4.0, True)
         assert gb.find_grade("test_layer_norm", STEM, assignment.name, "bob").auto_score == 15.0
         assert len(gb.find_assignment(assignment.name).submissions) == 1
+
+
+@pytest.mark.parametrize("how", ["sql", "api"])
+def test_a_tas_graded_flag_stays_until_the_score_under_it_is_new(course, assignment, ada, bob, monkeypatch, how):
+    """When a TA saves scores in formgrader (manual score set, needs_manual_grade cleared), does recording the
+    same results again (an unchanged submission read back), through plain SQL or nbgrader's API, leave the
+    flags as the TA left them, so that nbgrader still lists the submissions as graded? And is the flag raised
+    again for a resubmission or new graders (`review_again`), or when the automatic score under it changed,
+    and a crash without a person's score flagged as before?"""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    from autograder.reporting import gradebook_sql
+    from autograder.reporting.gradebook import GradebookWriter
+
+    if how == "api":
+        monkeypatch.setattr(gradebook_sql.SqlGradebook, "open", classmethod(lambda cls, course, a: None))
+
+    def record(result, **kw):
+        with GradebookWriter(course, assignment) as writer:
+            assert writer.plain_sql == (how == "sql")
+            assert writer.record(result, **kw) is None
+
+    def flags(student):
+        with Gradebook(course.gradebook_url, course.course_id) as gb:
+            return {p.name: gb.find_grade(p.grade_id, STEM, assignment.name, student).needs_manual_grade
+                    for p in assignment.problems}
+
+    def listed():
+        """needs_manual_grade of each submission, as formgrader's list of submissions reads it."""
+        config = Config()
+        config.Exchange.root = str(course.root / "exchange")
+        coursedir = CourseDirectory(root=str(course.root), db_url=course.gradebook_url, course_id=course.course_id)
+        return {s["student"]: s["needs_manual_grade"]
+                for s in NbGraderAPI(coursedir, config=config).get_submissions(assignment.name)}
+
+    release_into(course, assignment)
+    for result in (ada, bob):
+        record(result)
+    with Gradebook(course.gradebook_url, course.course_id) as gb:       # what formgrader's save does
+        for student, problem in (("ada", "layer_norm"), ("bob", "silu")):
+            grade = gb.find_grade(f"test_{problem}", STEM, assignment.name, student)
+            grade.manual_score, grade.needs_manual_grade = 4.0, False
+        gb.db.commit()
+    for result in (ada, bob):
+        record(result)
+    assert listed() == {"ada": False, "bob": False}
+    assert flags("ada") == {"layer_norm": False, "split_heads": False, "silu": False}
+    record(bob, review_again=True)
+    assert flags("bob") == {"layer_norm": False, "split_heads": False, "silu": True}
+    changed = dataclasses.replace(ada, tests=tuple(dataclasses.replace(t, score=0.0) if t.problem == "layer_norm"
+                                                   else t for t in ada.tests))
+    record(changed)
+    assert flags("ada") == {"layer_norm": True, "split_heads": False, "silu": False}
+    assert listed() == {"ada": True, "bob": True}
+    record(dataclasses.replace(ada, state="crashed"))
+    assert flags("ada") == dict.fromkeys(("layer_norm", "split_heads", "silu"), True)
 
 
 def test_a_crashed_submission_is_flagged_for_manual_grading(course, assignment, cy):
@@ -450,7 +508,8 @@ def test_a_regrade_through_plain_sql_reviews_as_nbgrader_reads_it(course, assign
     regraded = dataclasses.replace(ada, late_penalty=2.0, submitted_at="2026-12-15T01:00:00+01:00")
     with GradebookWriter(course, assignment) as writer:
         assert writer.plain_sql and writer.created == ()
-        assert writer.record(regraded) is None and writer.record(dataclasses.replace(bob, state="crashed")) is None
+        assert writer.record(regraded, review_again=True) is None
+        assert writer.record(dataclasses.replace(bob, state="crashed")) is None
         written = writer.review("ada")
     assert written == review_of(course, assignment, "ada")
     assert written.comments == (("split_heads", "Nice reshape."),) and written.raw_score == 28.0
