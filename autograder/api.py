@@ -13,7 +13,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -480,7 +480,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
               seed: int | None = None, force: bool = False, insecure: bool = False,
               workers: int | None = None, scheduler: str | None = None, background_commit: bool = False,
               early: Sequence[StartedWorker] = (), log: Log = _quiet, progress: Progress | None = None,
-              notice: Log = _quiet, warned: set[str] | None = None) -> BatchResult:
+              notice: Log = _quiet, warned: set[str] | None = None,
+              earlier_keys: Mapping[str, str] | None = None) -> BatchResult:
     """Grade submissions; write results.json, feedback pages and the gradebook.
 
     Refuses (SandboxUnavailable, one line) when the sandbox cannot be fully set up on this
@@ -533,6 +534,11 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     `case_clashes` lines, and the stamps ahead of the clock (`future_stamp`'s `what`). Those are not given
     to `log` again, and those given are added, so that a roster's ids differing only by case are said once
     per command, not once per student, and a stamp ahead of the clock once per submission.
+
+    `earlier_keys`: student -> the grading key of their results.json that was removed before this call
+    (nbgrader's autograde deletes the student's autograded/ folder, results.json with it, before grading a
+    newer submission, or with --force): taken as that results.json's key to tell a resubmission or changed
+    graders, so that they are warned of and flagged in the gradebook as when the file is there.
     """
     started = time.perf_counter()
     from .batch.writer import GradebookProcess, Recorded, WriterReport, commit_in_background
@@ -651,9 +657,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             else:
                 tasks.append(task)
                 before = _stored_result(course, a, sid)
-                if before is not None and resubmitted(before[1], keys[sid]):
+                before_key = before[1] if before is not None else (earlier_keys or {}).get(sid, "")
+                if resubmitted(before_key, keys[sid]):
                     changed.add(sid)
-                if before is not None and regraded(before[1], version):
+                if regraded(before_key, version):
                     new_graders.append(sid)
         if new_graders:
             log(graders_changed_line(course, a, len(new_graders), len(todo)))

@@ -32,6 +32,10 @@ sets, from course.yml:
 - nbgrader's generate_assignment (and formgrader's Generate button) is `course release`
   (`_release_as_the_engine`): points and the intro table from course.yml, the source checked, the
   leak check, the gradebook's maximum scores, instead of a release of source/ as it is;
+- the grading key of a results.json that `nbgrader autograde` deletes before grading again (a newer
+  submission, --force) is kept for the engine (`_keep_removed_keys`), so a resubmission gets the WARNING
+  that a TA's scores on the earlier one still stand, and the gradebook's flag for review, as under `course
+  autograde`;
 - nbgrader reads a submission's `timestamp.txt` as the engine does (`_read_stamps_as_the_engine`): a
   stamp it cannot parse counts as none, with a warning, instead of a traceback after which nbgrader's
   autograde or generate_feedback deletes the student's autograded/ or feedback/ folder.
@@ -64,7 +68,7 @@ from .grading.lateness import TIMESTAMP_FILE
 from .intake import SECRET_FILE
 from .layout import NBGRADER_CONFIG, RESULTS_JSON, output_problem
 from .notebooks import over_notebook_limits_file
-from .text import first_few, first_ids, shown_name, truncate
+from .text import first_few, first_ids, format_points, shown_name, truncate
 
 HOOKS = __name__
 # nbgrader's command-line apps that this engine routes: run with a course.yml that cannot be read,
@@ -78,6 +82,11 @@ _stamp_notes: set[tuple[str, str, str]] = set()   # unread stamps logged in this
 _nbgrader_readers: dict[str, Any] = {}            # nbgrader's own readers, which other course folders keep
 _release_roots: set[str] = set()  # the course folders whose generate_assignment is `course release`
 _nbgrader_generate: dict[str, Any] = {}           # nbgrader's own GenerateAssignment.start, which others keep
+# the grading key of each results.json nbgrader's autograde removed before grading: (course folder, student,
+# assignment) -> key, taken by CourseAutograde (see `_keep_removed_keys`)
+_removed_keys: dict[tuple[str, str, str], str] = {}
+_key_roots: set[str] = set()     # the course folders whose removed results.json keys are kept
+_nbgrader_converter: dict[str, Any] = {}          # nbgrader's own Autograde.init_destination, once replaced
 
 
 def configure(c: Any, course_dir: str | Path) -> Course | None:
@@ -107,6 +116,7 @@ def configure(c: Any, course_dir: str | Path) -> Course | None:
     c.ExchangeFactory.release_feedback = CourseReleaseFeedback
     _read_stamps_as_the_engine(root)
     _release_as_the_engine(root)
+    _keep_removed_keys(root)
     try:
         course = load_course(root)
     except CourseError as exc:
@@ -222,6 +232,59 @@ def _course_release(converter: Any) -> None:
         raise NbGraderException(str(exc)) from None
 
 
+def _keep_removed_keys(root: str) -> None:
+    """Have nbgrader's autograde, for the course in `root`, keep the grading key of the results.json it
+    removes before grading (`_removed_keys`), for CourseAutograde to hand to the engine (api.autograde's
+    `earlier_keys`).
+
+    Before grading a submission newer than its autograded/ folder (a student who submitted again), or
+    with --force (formgrader's Autograde button), nbgrader deletes that folder, results.json with it, so
+    the engine would not know what it graded before: a resubmission would not be told apart from a first
+    grading, and the TA not warned that their scores on the earlier submission still stand, as `course
+    autograde` warns them. Other course folders in the same process keep nbgrader's own converter."""
+    from nbgrader.converters import Autograde
+
+    _key_roots.add(os.path.realpath(root))
+    if _nbgrader_converter:
+        return
+    _nbgrader_converter["init_destination"] = Autograde.init_destination
+
+    def init_destination(self: Any, assignment_id: str, student_id: str) -> bool:
+        original = _nbgrader_converter["init_destination"]
+        where = os.path.realpath(self.coursedir.root)
+        if where not in _key_roots:
+            return original(self, assignment_id, student_id)  # type: ignore[no-any-return]
+        from .api import RESULTS_READ_MAX_BYTES
+        from .layout import CourseLayout
+        from .notebooks import RefusedFile, read_regular
+
+        path = CourseLayout(Path(where)).results_json(student_id, assignment_id)
+        try:
+            data = read_regular(path, RESULTS_READ_MAX_BYTES) if os.path.lexists(path) else None
+        except (RefusedFile, OSError):
+            data = None
+        go = original(self, assignment_id, student_id)
+        key = _grading_key(data, student_id, assignment_id) if data is not None and not os.path.lexists(path) else ""
+        if key:
+            _removed_keys[(where, student_id, assignment_id)] = key
+        return go  # type: ignore[no-any-return]
+
+    Autograde.init_destination = init_destination
+
+
+def _grading_key(data: bytes, student: str, assignment: str) -> str:
+    """The grading key of a results.json's bytes when they are `student`'s results in `assignment`, else ""."""
+    import json
+
+    from .reporting.results_json import result_from_json
+
+    try:
+        result, key = result_from_json(json.loads(data))
+    except (ValueError, RecursionError):        # not JSON (UnicodeDecodeError included), or not ours
+        return ""
+    return key if (result.student, result.assignment) == (student, assignment) else ""
+
+
 def _stamp_time(folder: Path, root: Path, log: Any) -> dt.datetime | None:
     """The time of `folder`'s timestamp.txt as nbgrader keeps times (naive UTC), None when it has none
     or the engine cannot read it; the latter logged as a warning naming the folder, once per submission
@@ -300,9 +363,11 @@ class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
                               "(is nbgrader_config.py calling autograder.nbgrader_hooks.configure?)")
         # nbgrader calls this once per notebook; the first call grades the submission and writes
         # results.json, so the assignment's other notebooks find it unchanged and are not graded again.
+        earlier = _removed_keys.pop((os.path.realpath(self.course_dir), student, assignment), "")
         with _grading, tools_on_path():
             batch = api.autograde(self.course_dir, assignment, student=student, log=leveled(self.log),
-                                  notice=leveled(self.log), warned=self._warned())
+                                  notice=leveled(self.log), warned=self._warned(),
+                                  earlier_keys={student: earlier} if earlier else None)
         for line in (*batch.gradebook_errors, *batch.output_errors, *batch.ungraded):
             self.log.warning(line)
         for line in batch.unreadable:
@@ -310,8 +375,13 @@ class CourseAutograde(NbGraderPreprocessor):   # type: ignore[misc]
         for result in batch.results:
             if result.state == "crashed":
                 self.log.error("%s: the grader failed for this submission (see its results.json)", student)
+            elif result.final_score is not None:      # a person changed a score: what the gradebook gives
+                self.log.info("%s: %s/%s points in the gradebook, with the TA's changes (course autograde alone: %s)",
+                              student, format_points(result.final_score), format_points(result.max_score),
+                              format_points(result.reported_score))
             else:
-                self.log.info("%s: %s/%s points (course autograde)", student, result.score, result.max_score)
+                self.log.info("%s: %s/%s points (course autograde)", student, format_points(result.score),
+                              format_points(result.max_score))
         course = load_course(self.course_dir)
         ours = course.layout.autograded(student, assignment) / f"{notebook}.ipynb"
         max_bytes = int(course.assignment(assignment).limits.notebook_mb * 1024 * 1024)

@@ -1020,3 +1020,64 @@ def test_the_page_of_a_notebook_named_in_capitals_is_released_under_its_name_but
         fetch.init_src()
         found[ext] = [notebook for notebook, _, _ in fetch.feedback_files]
     assert found == {"ipynb": ["hw"], "IPYNB": []}
+
+
+def test_a_tas_graded_submission_stays_graded_until_resubmitted_and_nbgrader_autograde_warns_of_it(tmp_path):
+    """After a TA saves a score for ada in formgrader (manual score set, needs_manual_grade cleared), does `course
+    autograde --student ada` on her unchanged submission leave her graded in formgrader's list (NbGraderAPI)? When
+    she submits again, does `nbgrader autograde` (which deletes her autograded/ folder, results.json with it, first)
+    warn, as `course autograde` does, that the TA's score still stands, flag it for review again, and log her total
+    in the gradebook, the TA's score in it, beside the autograder's?"""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from nbgrader.api import Gradebook
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    from autograder.text import format_points
+    from conftest import course_cmd, course_with_students
+
+    a = "transformer-block"
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    layout = CourseLayout(folder)
+    course_cmd(folder, "release", a)
+    course_cmd(folder, "autograde", a)
+    url = f"sqlite:///{folder / 'gradebook.db'}"
+    with Gradebook(url, "dl-attention") as gb:                     # what formgrader's save does
+        grade = gb.find_grade("test_rms_norm", a, a, "ada")
+        assert grade.auto_score == 5.0
+        grade.manual_score, grade.needs_manual_grade = 4.0, False
+        gb.db.commit()
+
+    def listed() -> bool:
+        """ada's needs_manual_grade as formgrader's list of submissions reads it."""
+        cfg = loaded(folder)
+        cfg.Exchange.root = str(tmp_path / "exchange")
+        (tmp_path / "exchange").mkdir(mode=0o777, exist_ok=True)
+        coursedir = CourseDirectory(config=cfg)
+        (submission,) = NbGraderAPI(coursedir, config=cfg).get_submissions(a)
+        return bool(submission["needs_manual_grade"])
+
+    assert not listed()
+    out = course_cmd(folder, "autograde", a, "--student", "ada")
+    assert "unchanged ada" in out and "WARNING" not in out, out
+    assert not listed()
+    (layout.submission("ada", a) / "timestamp.txt").write_text("2026-11-16 20:00:00.000000 UTC")   # newer: again
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    done = subprocess.run([str(bin_dir / "nbgrader"), "autograde", a, "--student", "ada"], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert ("[AutogradeApp | WARNING] ada: a TA's score for rms_norm (4 of 5; the autograder now gives 5) was set on "
+            "an earlier submission and still stands: review it in formgrader") in done.stderr, done.stderr
+    assert listed()
+    with Gradebook(url, "dl-attention") as gb:
+        total = gb.find_submission(a, "ada").score - gb.find_submission(a, "ada").late_submission_penalty
+    graded = json.loads(layout.results_json("ada", a).read_text())
+    line = (f"ada: {format_points(total)}/{format_points(graded['max_score'])} points in the gradebook, with the "
+            f"TA's changes (course autograde alone: {format_points(graded['score'])})")
+    assert line in done.stderr, done.stderr
