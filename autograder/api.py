@@ -1336,7 +1336,8 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     each is written once, annotated (one that is not a readable notebook, or too large to be read, is
     replaced by a placeholder formgrader can open, `annotate.placeholder_notebook`; one over the limits
     only through its saved outputs is written without them). A notebook that is not one of the
-    assignment's (formgrader never shows it), or an unreadable one without a release, is written as submitted.
+    assignment's (formgrader never shows it), or an unreadable one without a release, is written as submitted;
+    one whose annotation fails is not written at all (its earlier copy removed: the next run copies it again).
     The notebooks and bookkeeping files of an earlier submission that this one does not have (another
     name, or one not copied now: too large, a link; a timestamp.txt or submission_secret.txt it lacks) are
     removed first (`_remove_stale_copies`), so formgrader opens and our report annotates this submission's
@@ -1351,18 +1352,30 @@ def write_formgrader_copy(course: Course, a: Assignment, sid: str, folder: Path,
     arriving: dict[str, bytes] = {}
     annotated = set(a.notebooks) | {Path(f).name for f in result.files}
     max_bytes = int(a.limits.notebook_mb * 1024 * 1024)
-    try:   # a notebook read before a later file fails is still written (as submitted)
-        copied = _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving, only=annotated)
-        _remove_stale_copies(target, keep=copied)     # the folder's others are written: `arriving` holds the rest
+    def annotate() -> None:
         # each notebook is decided on by itself: one over the limits (nbformat would need hundreds of MB
         # for very many cells, outputs or other values) is written without its outputs, or as a placeholder
         # when over the grader's limits too, never as submitted (annotate_autograded)
         for report in annotate_autograded(result, a, target, layout.release(a.name), arriving=arriving):
             if report.notebook is not None:
                 arriving.pop(report.notebook.name, None)
+
+    annotated_all = False
+    try:
+        copied = _copy_for_formgrader(folder, target, max_bytes=max_bytes, notebooks=arriving, only=annotated)
+        _remove_stale_copies(target, keep=copied)     # the folder's others are written: `arriving` holds the rest
+        annotate()
+        annotated_all = True
     finally:
-        for name, data in arriving.items():          # not annotated: as submitted
-            _write_copy(target / name, data)
+        if not annotated_all and arriving:            # a later file failed: what was read is annotated still
+            with contextlib.suppress(Exception):
+                annotate()
+        for name, data in arriving.items():
+            if annotated_all:     # one formgrader does not show (not the assignment's), or unreadable, no release
+                _write_copy(target / name, data)
+            else:                 # never written unannotated: no copy, so the next run copies it again
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(target / name)
 
 
 def _remove_stale_copies(target: Path, keep: set[str]) -> None:

@@ -463,7 +463,8 @@ def test_the_copy_is_written_once_as_the_copy_annotated_afterwards_was(course_co
 
 def test_a_notebook_read_before_a_later_file_fails_is_still_copied(course_copy, copy, monkeypatch):
     """When reading a later submitted file fails, is the notebook read before it still written to
-    autograded/ (as submitted), and does the error reach the caller?"""
+    autograded/, annotated (never as submitted: formgrader would show the student's markup), and does
+    the error reach the caller?"""
     from autograder import api
 
     course = load_course(course_copy)
@@ -484,8 +485,35 @@ def test_a_notebook_read_before_a_later_file_fails_is_still_copied(course_copy, 
     with pytest.raises(OSError):
         api.write_formgrader_copy(course, a, "dora", folder, result)
     target = course.layout.autograded("dora", a.name)
-    assert (target / NB).read_bytes() == (folder / NB).read_bytes()
+    assert (target / NB).read_bytes() != (folder / NB).read_bytes()
+    assert set(grade_outputs(target / NB)) == {p.grade_id for p in a.problems}
     assert not (target / "zz-extra.ipynb").exists()
+
+
+def test_a_notebook_whose_annotation_fails_is_not_copied_as_submitted(course_copy, copy, monkeypatch):
+    """When annotating the formgrader copy fails unexpectedly, is the submitted notebook left out of
+    autograded/ (a stale copy of an earlier submission removed too) rather than written as submitted,
+    with its markup, and does the error reach the caller?"""
+    from autograder import api
+    from autograder.reporting import annotate
+
+    course = load_course(course_copy)
+    a = course.assignment("transformer-block")
+    folder = course.layout.submission("dora", a.name)
+    folder.mkdir(parents=True)
+    (folder / NB).write_bytes((copy / NB).read_bytes())
+    target = course.layout.autograded("dora", a.name)
+    target.mkdir(parents=True)
+    (target / NB).write_bytes(b"an earlier submission's copy")
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("annotation failed")
+
+    monkeypatch.setattr(annotate, "annotate_autograded", failing)
+    with pytest.raises(RuntimeError):
+        api.write_formgrader_copy(course, a, "dora", folder, replace(dora_result(), files=(str(folder / NB),)))
+    assert not (target / NB).exists()
+    assert api.needs_formgrader_copy(course, a, "dora", folder, fresh=False, refused=False)
 
 
 @pytest.mark.parametrize("minor", ["5.0", '"5"', "null", "NaN"])
