@@ -109,11 +109,15 @@ def run_line(kind: str, run: NotebookRun, root: Path) -> str:
     """`course validate`'s line for one notebook run in a kernel: `kind` "source" (where any error is
     one) or "release" (where errors are the stubs students are to finish)."""
     ran = f"{plural(run.cells, 'cell')} ran"
+    stopped = ""
+    if run.timed_out is not None:         # the cells above it ran; it ran out of time; those below did not run
+        ran = f"{run.timed_out} of {plural(run.cells, 'cell')} ran"
+        stopped = f", cell {run.timed_out + 1} stopped at the time limit"
     if kind == "source":
-        return (f"source  {run.path.relative_to(root)}: {ran} in a Jupyter kernel in {run.seconds:.1f} s, "
+        return (f"source  {run.path.relative_to(root)}: {ran} in a Jupyter kernel in {run.seconds:.1f} s{stopped}, "
                 f"{plural(len(run.errors), 'error')}")
     kinds = sorted({e.ename for e in run.errors})
-    return (f"release {run.path.relative_to(root)}: {ran} in {run.seconds:.1f} s, "
+    return (f"release {run.path.relative_to(root)}: {ran} in {run.seconds:.1f} s{stopped}, "
             f"{plural(len(run.errors), 'cell')} stopped at unfinished stubs ({', '.join(kinds) or 'none'})")
 
 

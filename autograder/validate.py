@@ -11,21 +11,29 @@ release` checks them (see `markers`). It also runs `course release`'s leak check
 committed, and makes the student version again in a scratch folder to say when release/ is older
 than source/ (students would get the old notebook), unless `course release` would refuse the source.
 A source below full marks is named problem by problem, with the first failing check's message, and
-every grader error gets its own line."""
+every grader error gets its own line. A cell of either notebook still running after course.yml's
+`limits.cell_seconds` is stopped there, its kernel shut down, and named in a PROBLEM line; Ctrl-C or
+SIGTERM while a kernel runs kills it and stops the command (exit 130 or 143)."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import math
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import nbformat
-from jupyter_client.manager import KernelManager
+from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError
 
 from .config import Assignment, Course
 from .consistency import (
@@ -41,7 +49,7 @@ from .consistency import (
 from .errors import CourseError
 from .markers import course_delimiters, marker_problems, metadata_problems
 from .notebooks import UTF8_BYTE_ORDER_MARK
-from .text import first_few, truncate
+from .text import first_few, plural, truncate
 from .toolpath import tools_on_path
 
 if TYPE_CHECKING:
@@ -87,6 +95,7 @@ class NotebookRun:
     cells: int
     errors: tuple[CellError, ...]
     seconds: float
+    timed_out: int | None = None    # the cell (from 0) still running at the time limit, where the run ended
 
 
 @dataclass(frozen=True)
@@ -140,27 +149,100 @@ def readable_notebooks(course: Course, assignment: Assignment) -> dict[Path, nbf
     return {nb: read_notebook(nb, course.layout.relative(nb)) for nb in paths}
 
 
+class _Terminated(SystemExit):
+    """SIGTERM while a notebook runs in its kernel: the command stops as for Ctrl-C, exit 143."""
+
+
+def _terminate(*_: Any) -> None:
+    raise _Terminated(128 + signal.SIGTERM)
+
+
+async def _run_cells(client: NotebookClient, km: AsyncKernelManager) -> None:
+    try:
+        await client.async_execute()
+    finally:
+        if client.kc is not None:
+            client.kc.stop_channels()
+        if km.has_kernel:
+            await km.shutdown_kernel(now=True)
+
+
+def _kill_kernel(km: AsyncKernelManager) -> None:
+    """SIGKILL to the kernel's process group (its own session: the kernel and whatever it started)."""
+    group = getattr(km.provisioner, "pgid", None) or getattr(km.provisioner, "pid", None)
+    if group:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
+
+
 def execute_notebook(path: Path, nb: nbformat.NotebookNode, *, timeout: float) -> NotebookRun:
     """Run every cell of `nb` (read from `path`) in a fresh python3 kernel (errors recorded,
-    execution continues)."""
+    execution continues). A cell still running after `timeout` seconds ends the run there
+    (`NotebookRun.timed_out`), the kernel shut down.
+
+    The kernel manager is jupyter_client's asynchronous one: nbclient awaits the kernel's output and
+    its reply to a cell side by side, which a blocking client (`KernelManager`) turns into one call
+    that waits, its event loop stopped, for the cell's end, so that no time limit ever fired. nbclient
+    runs in a thread of its own, so that Ctrl-C and SIGTERM reach this one (nbclient's own handlers
+    cannot be installed outside the main thread): the kernel's process group is then killed and the
+    KeyboardInterrupt, or SystemExit 143, goes on."""
     import time
 
     started = time.perf_counter()
+    running: list[int] = []
+    failure: list[BaseException] = []
+    ended = threading.Event()     # not Thread.is_alive: a join that a signal's exception interrupts can leave it False
+
+    def work(client: NotebookClient, km: AsyncKernelManager) -> None:
+        try:
+            asyncio.run(_run_cells(client, km))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            failure.append(exc)
+        finally:
+            ended.set()
+
     # The kernel is this environment's python; IPC sockets in a private folder: no TCP ports,
     # no "unencrypted TCP" warnings.
     with tools_on_path(), tempfile.TemporaryDirectory(prefix="course-validate-") as cwd:
-        km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(cwd, "kernel"))
-        client = NotebookClient(nb, km=km, timeout=int(timeout), kernel_name="python3",
-                                allow_errors=True, resources={"metadata": {"path": cwd}})
+        km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(cwd, "kernel"))
+        client = NotebookClient(nb, km=km, timeout=max(1, math.ceil(timeout)), kernel_name="python3",
+                                allow_errors=True, resources={"metadata": {"path": cwd}},
+                                on_cell_execute=lambda cell, cell_index: running.append(cell_index))
+        thread = threading.Thread(target=work, args=(client, km), name="course-validate-kernel", daemon=True)
+        main = threading.current_thread() is threading.main_thread()     # where signal handlers can be set
+        previous = signal.signal(signal.SIGTERM, _terminate) if main else None
         try:
-            client.execute()
+            thread.start()
+            while not ended.wait(0.2):
+                pass
+        except BaseException:
+            stop = time.monotonic() + 10
+            while not ended.is_set() and time.monotonic() < stop:   # a kernel still starting is killed too
+                _kill_kernel(km)
+                ended.wait(0.1)
+            raise
         finally:
-            if km.has_kernel:
-                km.shutdown_kernel(now=True)
+            if main:
+                signal.signal(signal.SIGTERM, previous)
+    timed_out = None
+    if failure:
+        if not isinstance(failure[0], CellTimeoutError) or not running:
+            raise failure[0]
+        timed_out = running[-1]
     errors = [cell_error(i, cell, out) for i, cell in enumerate(nb.cells)
               for out in cell.get("outputs", []) if out.get("output_type") == "error"]
     return NotebookRun(path=path, cells=len(nb.cells), errors=tuple(errors),
-                       seconds=round(time.perf_counter() - started, 2))
+                       seconds=round(time.perf_counter() - started, 2), timed_out=timed_out)
+
+
+def timed_out_text(nb: nbformat.NotebookNode, run: NotebookRun, limit: float) -> str:
+    """'cell 5 (`layer_norm_solution`) still ran after limits.cell_seconds (30 s): ...', or nothing."""
+    if run.timed_out is None:
+        return ""
+    below = len(nb.cells) - run.timed_out - 1
+    return (f"{cell_name(nb, run.timed_out)} still ran after limits.cell_seconds ({limit:g} s), so it was "
+            f"stopped and its kernel shut down" + (f"; the {plural(below, 'cell')} below it did not run" if below
+                                                  else ""))
 
 
 def _grade_file(course: Course, assignment: Assignment, notebooks: list[Path], label: str,
@@ -372,7 +454,7 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
     problems: list[str] = consistency_problems(course, assignment)
     code = load_instructor_code(course, assignment)      # before the kernels: a module that fails stops here
     problems += catalogue_problems(code, assignment)
-    timeout = max(assignment.limits.cell_seconds, 60)
+    timeout = assignment.limits.cell_seconds      # a cell of the source gets what a student's cell gets
     source_nbs = [course.layout.source(assignment.name) / n for n in assignment.notebooks]
     release_nbs = [course.layout.release(assignment.name) / n for n in assignment.notebooks]
     read = readable_notebooks(course, assignment)
@@ -382,10 +464,14 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
     shown = course.layout.relative
     for run in source_runs:
         problems += [f"source {shown(run.path)}: {cell_error_text(read[run.path], e)}" for e in run.errors]
+        if run.timed_out is not None:
+            problems.append(f"source {shown(run.path)}: {timed_out_text(read[run.path], run, timeout)}")
     release_runs = tuple(execute_notebook(nb, read[nb], timeout=timeout) for nb in release_nbs)
     for run in release_runs:
         problems += [f"release {shown(run.path)}: {cell_error_text(read[run.path], e)} (only NotImplementedError "
                      f"from an unfinished stub is expected)" for e in run.errors if e.ename != "NotImplementedError"]
+        if run.timed_out is not None:
+            problems.append(f"release {shown(run.path)}: {timed_out_text(read[run.path], run, timeout)}")
 
     source = _grade_file(course, assignment, source_nbs, "source-notebook", code)
     released = _grade_file(course, assignment, release_nbs, "release-notebook", code)

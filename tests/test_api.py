@@ -99,6 +99,16 @@ def test_counts_in_the_release_and_validate_lines_agree_with_their_nouns():
     assert run_line("source", many, layout.root).endswith("9 cells ran in a Jupyter kernel in 2.0 s, 0 errors")
 
 
+def test_the_validate_line_of_a_run_stopped_at_the_time_limit_counts_only_the_cells_that_ran():
+    """When cell 5 of 44 ran out of time, does the line say 4 of 44 cells ran and cell 5 was stopped?"""
+    layout = CourseLayout(Path("/course"))
+    notebook = layout.source("hw1") / "hw1.ipynb"
+    stopped = NotebookRun(path=notebook, cells=44, errors=(), seconds=31.3, timed_out=4)
+    assert run_line("source", stopped, layout.root) == (
+        "source  source/hw1/hw1.ipynb: 4 of 44 cells ran in a Jupyter kernel in 31.3 s, cell 5 stopped at the time "
+        "limit, 0 errors")
+
+
 def test_a_stamp_ahead_of_the_clock_is_one_line_naming_the_student_the_file_and_the_time(course_copy):
     """Is a submission whose time lies days ahead of this machine's clock one line naming the student, their
     timestamp.txt and the time (in UTC), how far ahead, the late penalty judged from it and how to grade it

@@ -1,10 +1,14 @@
 """`course validate`: source and release run in a real Jupyter kernel, and through the autograder."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -353,3 +357,82 @@ def test_a_mistake_id_naming_no_problem_is_reported(tmp_path):
     catalogue_ok.add("silu.fine", hint="A hint.")
     fine = InstructorCode(reference=None, catalogue=catalogue_ok, graders=tmp_path)
     assert catalogue_problems(fine, assignment) == []
+
+
+def _with_a_hang(course, seconds: float) -> tuple[Path, int]:
+    """The source notebook with layer_norm_solution made to sleep `seconds` first; its path and the cell's index."""
+    path = CourseLayout(course).source(ASSIGNMENT) / NB
+    nb = json.loads(path.read_text())
+    cell = _grade_cell(nb, "layer_norm_solution")
+    nb["cells"][cell]["source"] = f"import time; time.sleep({seconds})\n" + "".join(nb["cells"][cell]["source"])
+    path.write_text(json.dumps(nb))
+    return path, cell
+
+
+def test_a_source_cell_that_hangs_is_stopped_at_the_cell_time_limit(course_copy):
+    """With layer_norm_solution sleeping 15 s and a 2 s limit, does the run stop there soon after 2 s,
+    saying which cell ran past limits.cell_seconds and how many cells did not run, its kernel gone?"""
+    import time
+
+    from autograder.validate import execute_notebook
+
+    path, cell = _with_a_hang(course_copy, 15)
+    nb = read_notebook(path, "source")
+    started = time.monotonic()
+    run = execute_notebook(path, nb, timeout=2)
+    assert time.monotonic() - started < 12
+    from autograder.validate import timed_out_text
+
+    assert run.timed_out == cell
+    below = len(nb.cells) - cell - 1
+    assert timed_out_text(nb, run, 2) == (
+        f"cell {cell + 1} (`layer_norm_solution`) still ran after limits.cell_seconds (2 s), so it was stopped and "
+        f"its kernel shut down; the {below} cells below it did not run")
+    assert not any(c.get("outputs") for c in nb.cells[cell + 1:])
+    assert not _kernels(os.getpid())
+
+
+def _kernels(pid: int) -> list:
+    import psutil
+
+    return [p for p in psutil.Process(pid).children(recursive=True) if "ipykernel" in " ".join(p.cmdline())]
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_validate_in_a_hanging_cell_and_its_kernel(course_copy, sig, code):
+    """With layer_norm_solution hanging in its kernel, does Ctrl-C (SIGINT) or SIGTERM stop `course validate`
+    within a few seconds, with 130 or 143, its kernel killed rather than left behind?"""
+    import time
+
+    import psutil
+
+    _with_a_hang(course_copy, 1000)
+    proc = subprocess.Popen([sys.executable, "-m", "autograder.cli", "validate", ASSIGNMENT, "--course-dir",
+                             str(course_copy)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    kernels: list = []
+    try:
+        deadline = time.monotonic() + 120
+        while not kernels and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            with contextlib.suppress(psutil.Error):
+                kernels = _kernels(proc.pid)
+        assert kernels, "no kernel started"
+        time.sleep(3)                                 # the setup cells ran: layer_norm_solution sleeps
+        proc.send_signal(sig)
+        started = time.monotonic()
+        try:
+            out, err = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"course validate still ran 15 s after {sig.name}")
+        assert time.monotonic() - started < 5, f"{sig.name}: {time.monotonic() - started:.1f} s"
+        assert proc.returncode == code, out + err
+        _, alive = psutil.wait_procs(kernels, timeout=2)
+        assert not alive, f"kernel left running: {[p.pid for p in alive]}"
+    finally:                                          # whatever failed above, by PID: nothing left running
+        for kernel in kernels:
+            with contextlib.suppress(psutil.Error):
+                kernel.kill()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
