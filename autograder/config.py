@@ -80,7 +80,10 @@ DEFAULT_TOLERANCES = {
 @dataclass(frozen=True)
 class Limits:
     """What one student's notebook may use while it is graded."""
-    cell_seconds: float = setting(30.0, check=SECONDS, help="wall-clock seconds for one notebook cell")
+    cell_seconds: float = setting(30.0, check=SECONDS, help=(
+        "wall-clock seconds for one notebook cell (also for each cell of the source and release notebooks that "
+        "`course validate` runs in a Jupyter kernel: one still running then is stopped, named in a PROBLEM line, "
+        "and the cells below it are not run)"))
     total_seconds: float = setting(180.0, check=SECONDS,
                                    help="wall-clock seconds for all cells of one notebook (past it, the notebook is "
                                         "run once more, up to the cell the time ran out in or, when reruns after "
