@@ -583,7 +583,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         secret = course_secret(course.secret_file)
     except BaseException:
         for forked in early:
-            forked.close()
+            forked.close(kill=True)              # the command stops here (an error, Ctrl-C): none is waited for
         raise
     rows: dict[str, StudentRow] = {}
     skipped: list[str] = []
@@ -593,7 +593,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     unread: list[str] = []
     with contextlib.ExitStack() as stack:
         for forked in early:
-            stack.callback(forked.close)         # when it was not used (closing it twice is harmless)
+            stack.push(_stopping(forked.close))  # when it was not used (closing it twice is harmless)
         gradebook = GradebookProcess(course.root, a.name)
         stack.callback(gradebook.close)
         # A batch starts the writer first: its imports (nbgrader) take longest and overlap with the
@@ -623,7 +623,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         early = _greeted(early, course, a, insecure=insecure, version=version, notice=notice)
         pool = make_pool(course.root, a.name, workers=workers, scheduler=scheduler, submissions=len(todo),
                          insecure=insecure, course=course, early=early, notice=notice)
-        stack.callback(pool.close)
+        stack.push(_stopping(pool.close))
         info = pool.start() if todo else None   # fails closed here, before any submission is touched
         if info is not None and info.missing:
             log(f"WARNING: grading without a complete sandbox (--insecure); missing: {'; '.join(info.missing)}")
@@ -814,6 +814,18 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                        unreadable=tuple(unreadable.values()), removed=tuple(removed.values()),
                        standing_reviews=tuple(standing), already_graded=tuple(already), review_unread=tuple(unread),
                        regraded=tuple(new_graders))
+
+
+def _stopping(close: Callable[..., None]) -> Callable[..., bool]:
+    """An exit callback for `ExitStack.push`: `close()` at a batch's end, `close(kill=True)` when an
+    exception leaves it (Ctrl-C, SIGTERM, a failure): no worker's result is wanted any more, so none
+    is waited for, whatever it is grading (a notebook that never ends would hold the command up to
+    the cell's time limit). Grades sent to the gradebook writer are committed all the same."""
+    def exit_(kind: type[BaseException] | None, *_: object) -> bool:
+        close(kill=kind is not None)
+        return False
+
+    return exit_
 
 
 def crash_line(result: SubmissionResult) -> str:

@@ -3,7 +3,7 @@
 Exit codes: 0 done (whatever students scored); 1 the command ran and reports something to fix (the
 grader failed for a submission, a page was not written, validate's problems, doctor: autograde would
 refuse); 2 a problem with the course or the command line (one line on stderr, no traceback); 130
-interrupted (Ctrl-C).
+interrupted (Ctrl-C); 143 `course autograde` stopped by SIGTERM (its workers killed as for Ctrl-C).
 """
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from .toolpath import tools_on_path
 # first starts its grading workers (`_early_workers`), whose start-up then overlaps with those
 # imports.
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .batch.launch import StartedWorker
     from .layout import CourseLayout
 
@@ -41,7 +43,8 @@ formgrader; course feedback ASSIGNMENT; nbgrader release_feedback; nbgrader expo
 exit codes: 0 done, whatever students scored; 1 the command ran and found something to fix: the
 grader itself failed for some submission (autograde), a page was not written (feedback), PROBLEM
 lines (validate), autograde would refuse here (doctor); 2 a problem with course.yml, the course
-folder or the command line stopped the command (one line on stderr); 130 interrupted (Ctrl-C)."""
+folder or the command line stopped the command (one line on stderr); 130 interrupted (Ctrl-C); 143
+autograde stopped by SIGTERM."""
 
 
 def _log(line: str) -> None:
@@ -453,13 +456,21 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if collecting:
             gc.enable()
+    interrupted = False
+    # after the workers' fork: a forked worker keeps the default (SIGTERM ends it)
+    restore = _interrupt_on_sigterm() if args.command == "autograde" else None
     try:
         with tools_on_path():
             return _run(args, early)
     except CourseError as exc:
         print(f"course: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        interrupted = True
+        print("course: terminated (SIGTERM)", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
+        interrupted = True
         print("course: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and the like
@@ -467,7 +478,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         for started in early:
-            started.close()                  # stopped already when they graded
+            started.close(kill=interrupted)  # stopped already when they graded; killed when interrupted
+        if restore is not None:
+            restore()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during `course autograde`: it stops the command as Ctrl-C does (its workers and their
+    sandboxes killed at once, the grades already sent to the gradebook writer committed)."""
+
+
+def _terminate(*_: object) -> None:
+    raise Terminated
+
+
+def _interrupt_on_sigterm() -> Callable[[], object]:
+    """From now on SIGTERM raises Terminated in this process, as Ctrl-C raises KeyboardInterrupt;
+    what is returned puts the previous handler back. Only the main thread may set a handler: on
+    another (a test running the command), SIGTERM is left as it is."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    return lambda: signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def _unfinished_commits(course_dir: str) -> None:

@@ -436,7 +436,8 @@ class DaskPool:
                     f"mid-batch (their jobs ended?); {plural(left, 'submission')} not graded, left as they were; "
                     f"run the command again once workers have joined")
 
-    def close(self) -> None:
+    def close(self, *, kill: bool = False) -> None:
+        # with or without `kill`, what is still pending is cancelled and the warm workers closed
         if self._client is None:
             return
         try:

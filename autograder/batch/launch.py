@@ -38,6 +38,7 @@ from .. import tempdirs
 from .wire import Connection, socket_pair
 
 QUIT_SECONDS = 30.0          # for a worker asked to quit while it starts (its start-up is bounded)
+# (an interrupted command waits for none of its workers: they are killed at once, `kill=True` below)
 
 # This process's ends of the connections to the workers it forked: a worker forked after another
 # closes its copy of them at once, so that each worker's connection has one other end (the
@@ -97,10 +98,11 @@ class StartedWorker:
     own_folder: bool = False     # the log's folder was made for it (removed by `close`)
     greeting: dict[str, Any] | None = None   # its "ready" message, when already read (a server's: batch.serve)
 
-    def close(self) -> None:
-        """A worker that was never used: ask it to quit and wait for it (killed after QUIT_SECONDS).
-        Harmless for one already stopped (by the pool that adopted it, which removes its log folder)."""
-        stop(self.conn, self.popen)
+    def close(self, *, kill: bool = False) -> None:
+        """A worker that was never used: ask it to quit and wait for it (killed after QUIT_SECONDS;
+        with `kill`, at once: the command was interrupted). Harmless for one already stopped (by the
+        pool that adopted it, which removes its log folder)."""
+        stop(self.conn, self.popen, kill=kill)
         if self.own_folder:
             shutil.rmtree(self.log.parent, ignore_errors=True)
 

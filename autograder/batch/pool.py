@@ -97,7 +97,10 @@ class GradingPool(Protocol):
 
     def run(self, tasks: Iterable[Task]) -> Iterator[tuple[Task, SubmissionResult]]: ...
 
-    def close(self) -> None: ...
+    def close(self, *, kill: bool = False) -> None:
+        """Stop the workers: asked to finish, or with `kill` (the batch was interrupted or failed, and
+        no result of theirs is wanted any more) killed at once, whatever they are grading."""
+        ...
 
     def encoded(self, result: SubmissionResult) -> bytes | None:
         """`result_to_dict(result)` as JSON, when its worker sent it so (taken once; else None)."""
@@ -155,7 +158,8 @@ class InProcessPool:
             self._stats.peak_mb = peak_rss_mb()
             yield task, result
 
-    def close(self) -> None:
+    def close(self, *, kill: bool = False) -> None:
+        # `kill` changes nothing here: an interrupt in this process has stopped its grading already
         if self._worker is not None:
             self._worker.close()
             self._worker = None
@@ -300,14 +304,17 @@ class LocalPool:
             text = ""
         return text.splitlines()[-1] if text else f"exit status {proc.popen.poll()}"
 
-    def close(self) -> None:
+    def close(self, *, kill: bool = False) -> None:
+        """Stop every worker: asked to quit together, then waited for (a worker still starting or
+        grading is killed after launch.QUIT_SECONDS); with `kill`, each worker's process group is
+        killed at once (its sandbox goes with it), as for a batch interrupted by Ctrl-C."""
         while self._early:                        # never started as one of this pool's workers
-            self._early.popleft().close()
-        for proc in self._procs:                  # asked to quit together, then waited for
+            self._early.popleft().close(kill=kill)
+        for proc in self._procs:
             with contextlib.suppress(KeyError, ValueError):
                 self._sel.unregister(proc.conn.sock)
             self.retired.append(proc.stats)
-        stop_all([(proc.conn, proc.popen) for proc in self._procs])
+        stop_all([(proc.conn, proc.popen) for proc in self._procs], kill=kill)
         self._procs.clear()
         self._sel.close()
         for folder in (self._logs, *self._other_logs):
