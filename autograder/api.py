@@ -687,7 +687,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         pending: dict[str, tuple[SubmissionResult, str]] = {}
 
         def settle(acks: list[Recorded]) -> None:
-            """Once the writer has a student's grades in (or has given up on them), the key."""
+            """Once the writer has a student's grades in, the key. Grades it gave up on (rolled back) get
+            none: the next run grades that student again and commits then, as a resubmission or a regrade
+            still (its warning and the gradebook's flag for a TA's review are not lost with the key)."""
             for ack in acks:
                 for line in ack.warnings:
                     standing.append(line)
@@ -697,7 +699,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 if ack.review is not None and ack.student in rows:     # what the student gets, for the summary
                     rows[ack.student] = rows[ack.student].with_review(ack.review)
                 waiting = pending.pop(ack.student, None)
-                if waiting is not None:
+                if waiting is not None and ack.error is None:
                     output_errors.extend(write_student_results(course, a, ack.student, *waiting))
 
         # The page's template, imported and compiled on a thread while the first submission is

@@ -857,18 +857,19 @@ def _problem_score(result: SubmissionResult, problem: str) -> float:
 
 def needs_manual_grade(*, crashed: bool, auto_score: float | None, manual_score: float | None,
                        auto_before: float | None, flag_before: bool | None, review_again: bool,
-                       unreadable: bool = False) -> bool:
+                       unreadable: bool = False, extra_credit: float | None = None) -> bool:
     """A problem's grade row's `needs_manual_grade` (formgrader's "needs manual grade") once a result is
     recorded over it (`auto_score`; `auto_before` and `flag_before` as the row held them, None for a new
-    row). Without a person's score: set when grading crashed (no automatic score to go by) or the
-    problem's notebook could not be read (`unreadable`: formgrader's placeholder is for grading it by
-    hand). With one: set when it is to be reviewed against a new result, `review_again` (a resubmission,
-    or new graders: what the batch warns of), or when the automatic score under it changed; otherwise the
-    flag stays as the TA left it (formgrader clears it on saving a score), so a run that grades nothing
-    anew (an unchanged submission, read back) does not put a hand-graded submission back in formgrader's
-    list."""
-    if manual_score is None:
-        return crashed or unreadable
+    row). Set when grading crashed and no person scored it (no automatic score to go by). Set, too, when
+    a person reviewed it (a score, or extra credit) or its notebook could not be read (`unreadable`:
+    formgrader's placeholder is for grading it by hand), and it is to be reviewed against a new result:
+    a new row, `review_again` (a resubmission, or new graders: what the batch warns of), or an automatic
+    score under it that changed. Otherwise the flag stays as the TA left it (formgrader clears it on
+    saving a score, an empty one included), so a run that grades nothing anew (an unchanged submission,
+    read back) does not put a reviewed submission back in formgrader's list."""
+    reviewed = manual_score is not None or bool(extra_credit)
+    if not reviewed and (crashed or not unreadable):
+        return crashed
     if review_again or flag_before is None or auto_score != auto_before:
         return True
     return bool(flag_before)
@@ -899,7 +900,7 @@ def record_submission(gb: Gradebook, assignment: Assignment, result: SubmissionR
             grade.needs_manual_grade = needs_manual_grade(
                 crashed=crashed, auto_score=grade.auto_score, manual_score=grade.manual_score,
                 auto_before=auto_before, flag_before=flag_before, review_again=review_again,
-                unreadable=p.notebook in result.unreadable_notebooks)
+                unreadable=p.notebook in result.unreadable_notebooks, extra_credit=grade.extra_credit)
             problems.append(_problem_review(p, grade))
         review = Review(result.student, assignment.name, tuple(problems), _comments(assignment, submission),
                         late_penalty=result.late_penalty)

@@ -343,7 +343,8 @@ class SqlGradebook:
             auto = None if crashed else result.problem_score(p.name)
             flag = needs_manual_grade(crashed=crashed, auto_score=auto, manual_score=manual, auto_before=auto_before,
                                       flag_before=None if flag_before is None else bool(flag_before),
-                                      review_again=review_again, unreadable=p.notebook in result.unreadable_notebooks)
+                                      review_again=review_again, unreadable=p.notebook in result.unreadable_notebooks,
+                                      extra_credit=extra)
             updates.append((auto, int(flag), gid))
             problems.append(ProblemReview(p.name, p.points, auto, manual, float(extra or 0.0)))
         db.executemany("UPDATE grade SET auto_score = ?, needs_manual_grade = ? WHERE id = ?", updates)

@@ -164,3 +164,34 @@ def test_a_regrade_under_changed_graders_says_so_and_names_the_reviews_it_keeps(
     one = course_cmd(course, "autograde", A, "--student", "ada")
     assert [ln for ln in one.splitlines() if "graders changed" in ln or "WARNING" in ln] == [
         changed + "1 submission graded before is graded again", kept], one
+
+
+def test_a_resubmission_whose_commit_failed_is_graded_again_on_the_next_run(tmp_path):
+    """When the gradebook refuses a resubmission's grades (rolled back), is the submission left without its
+    grading key (not marked as graded), so that the next run grades it again and commits its grades,
+    rather than calling it unchanged?"""
+    import sqlite3
+    import subprocess
+
+    course = course_with_students(tmp_path / "course", ("ada", "alan"))
+    course_cmd(course, "release", A)
+    course_cmd(course, "autograde", A)
+    _override(course, "ada")
+    (CourseLayout(course).submission("ada", A) / "timestamp.txt").write_text("2026-11-15 09:30:00.000000 UTC")
+    with sqlite3.connect(course / "gradebook.db") as db:
+        db.execute("CREATE TRIGGER refuse BEFORE UPDATE ON grade BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    failed = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", A, "--course-dir", str(course)],
+                            capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")])))
+    assert failed.returncode != 0 and "refused" in failed.stdout + failed.stderr, failed.stdout + failed.stderr
+    with sqlite3.connect(course / "gradebook.db") as db:
+        db.execute("DROP TRIGGER refuse")
+    out = course_cmd(course, "autograde", A)
+    assert "graded    ada" in out and "unchanged alan" in out, out
+    again = course_cmd(course, "autograde", A)
+    assert "unchanged ada" in again, again
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+        grade = gb.find_grade("test_rms_norm", A, A, "ada")
+        assert (grade.auto_score, grade.manual_score) == (5.0, 4.0)

@@ -182,6 +182,46 @@ def test_a_tas_graded_flag_stays_until_the_score_under_it_is_new(course, assignm
     assert flags("ada") == dict.fromkeys(("layer_norm", "split_heads", "silu"), True)
 
 
+@pytest.mark.parametrize("how", ["sql", "api"])
+def test_a_cleared_flag_on_extra_credit_or_an_unreadable_notebook_stays_until_review_is_due(
+        course, assignment, ada, monkeypatch, how):
+    """When a TA clears the flag on a grade with extra credit only, or on an unreadable notebook's grade
+    (formgrader's save of an empty score), does recording the same result again leave it cleared, and a
+    resubmission raise it again for both?"""
+    from autograder.reporting import gradebook_sql
+    from autograder.reporting.gradebook import GradebookWriter
+
+    if how == "api":
+        monkeypatch.setattr(gradebook_sql.SqlGradebook, "open", classmethod(lambda cls, course, a: None))
+    unreadable = dataclasses.replace(ada, student="una", unreadable_notebooks=(STEM + ".ipynb",))
+
+    def record(result, **kw):
+        with GradebookWriter(course, assignment) as writer:
+            assert writer.plain_sql == (how == "sql")
+            assert writer.record(result, **kw) is None
+
+    def flag(student, problem):
+        with Gradebook(course.gradebook_url, course.course_id) as gb:
+            return gb.find_grade(f"test_{problem}", STEM, assignment.name, student).needs_manual_grade
+
+    release_into(course, assignment)
+    assert {p.notebook for p in assignment.problems} == {STEM + ".ipynb"}
+    record(ada)
+    record(unreadable)
+    assert (flag("ada", "silu"), flag("una", "silu")) == (False, True)
+    with Gradebook(course.gradebook_url, course.course_id) as gb:       # what formgrader's save does
+        grade = gb.find_grade("test_silu", STEM, assignment.name, "ada")
+        grade.extra_credit, grade.needs_manual_grade = 2.0, False
+        gb.find_grade("test_silu", STEM, assignment.name, "una").needs_manual_grade = False
+        gb.db.commit()
+    record(ada)
+    record(unreadable)
+    assert (flag("ada", "silu"), flag("una", "silu")) == (False, False)
+    record(ada, review_again=True)
+    record(unreadable, review_again=True)
+    assert (flag("ada", "silu"), flag("una", "silu")) == (True, True)
+
+
 def test_a_crashed_submission_is_flagged_for_manual_grading(course, assignment, cy):
     """Does a crashed result leave no automatic score and ask for a person to look?"""
     release_into(course, assignment)
