@@ -639,6 +639,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
         # results.json when it comes up (so a batch of unchanged submissions holds one at a time)
         ready: list[tuple[str, SubmissionResult | None]] = []
         unchanged: dict[str, Task] = {}
+        committed: dict[str, str] = {}      # the key of the result the gradebook holds, for those graded now
         for sid, folder in todo:
             s_seed = seed if seed is not None else student_seed(secret, a.name, sid)
             on_roster = sid in roster
@@ -662,6 +663,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 tasks.append(task)
                 before = _stored_result(course, a, sid)
                 before_key = before[1] if before is not None else (earlier_keys or {}).get(sid, "")
+                if before is not None and not before_key:     # graded, never committed: what the gradebook has
+                    before_key = _gradebook_key(course, a, sid)
+                committed[sid] = before_key
                 if resubmitted(before_key, keys[sid]):
                     changed.add(sid)
                 if regraded(before_key, version):
@@ -684,7 +688,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                     yield result, True
 
         # results.json written without the grading key, waiting for the writer's acknowledgement
-        pending: dict[str, tuple[SubmissionResult, str]] = {}
+        pending: dict[str, tuple[SubmissionResult, str, str]] = {}   # result, key, the gradebook's key
 
         def settle(acks: list[Recorded]) -> None:
             """Once the writer has a student's grades in, the key. Grades it gave up on (rolled back) get
@@ -722,9 +726,9 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 # commit, so a batch stopped before it grades this submission again
                 unsaved = [f"{line}; nothing else of this result was written (its page, its grades in the "
                            f"gradebook): the next `course autograde` grades {sid} again"
-                           for line in write_student_results(course, a, sid, result, None)]
+                           for line in write_student_results(course, a, sid, result, None, committed.get(sid, ""))]
                 if not unsaved and keys[sid]:        # a crashed one too: its key tells a resubmission
-                    pending[sid] = (result, keys[sid])
+                    pending[sid] = (result, keys[sid], committed.get(sid, ""))
             page_written = False
             if not unsaved:
                 # the page at once, without the gradebook's review: the writer rewrites it if people
@@ -945,6 +949,19 @@ def _stored_result(course: Course, a: Assignment, sid: str) -> tuple[SubmissionR
         return _read_results_json(course, a, sid)
     except CourseError:
         return None
+
+
+def _gradebook_key(course: Course, a: Assignment, sid: str) -> str:
+    """results_json.gradebook_key_of the student's results.json ("" when it cannot be read)."""
+    import json
+
+    from .reporting.results_json import gradebook_key_of
+
+    try:
+        return gradebook_key_of(json.loads(read_regular(course.layout.results_json(sid, a.name),
+                                                        RESULTS_READ_MAX_BYTES)))
+    except (OSError, RefusedFile, ValueError, RecursionError):
+        return ""
 
 
 def _read_results_json(course: Course, a: Assignment, sid: str) -> tuple[SubmissionResult, str] | None:
@@ -1283,7 +1300,7 @@ def _write_page(course: Course, a: Assignment, sid: str, result: SubmissionResul
 
 
 def write_student_results(course: Course, a: Assignment, sid: str, result: SubmissionResult,
-                        key: str | None) -> list[str]:
+                        key: str | None, gradebook_key: str = "") -> list[str]:
     """autograded/<student>/<assignment>/results.json, atomically. Its grading key (when given) marks
     the student as done (see grading.fingerprint): it is written only once the gradebook holds their
     grades. A crashed result is graded again all the same (`_previous_result`), but keeps its key, so
@@ -1292,12 +1309,14 @@ def write_student_results(course: Course, a: Assignment, sid: str, result: Submi
 
     Without `key` the file is written without waiting for the disk (no fsync): a results.json
     without its key is graded again by the next `course autograde` anyway, so one that a crash of
-    the machine left empty loses nothing; the one written with the key is synced."""
+    the machine left empty loses nothing; the one written with the key is synced. `gradebook_key`: the
+    key of the result the gradebook holds until this one is committed (results_json.gradebook_key_of)."""
     from .reporting.results_json import atomic_write_text, render_results_json
 
     def results() -> None:
         _inside(course, course.layout.autograded(sid, a.name))
-        text = render_results_json(result, grading_key=key)
+        extra = {"gradebook_key": gradebook_key} if gradebook_key else {}
+        text = render_results_json(result, grading_key=key, **extra)
         atomic_write_text(course.layout.results_json(sid, a.name), text, sync=key is not None)
 
     return _run_steps(sid, [("writing results.json", results)])

@@ -269,21 +269,35 @@ def _instructor_test(number: str, t: TestResult) -> dict[str, Any]:
 
 
 def to_results_json(result: SubmissionResult, *, visibility: str = "visible",
-                    stdout_visibility: str = "hidden", grading_key: str | None = None) -> dict[str, Any]:
+                    stdout_visibility: str = "hidden", grading_key: str | None = None,
+                    gradebook_key: str | None = None) -> dict[str, Any]:
     """The results.json document for one submission (a plain, JSON-ready dict).
 
     A crashed submission scores 0, lists no tests to the student (its scores are not to be
     trusted) and explains why in `output`; whatever ran is still in `extra_data`. Text fields
     are bounded (see `bounds`). `grading_key` (see grading.fingerprint) is stored in extra_data
-    so an unchanged submission is not graded again.
+    so an unchanged submission is not graded again; `gradebook_key`, see `gradebook_key_of`.
     """
-    return _document(result, visibility, stdout_visibility, grading_key, entries=True)[0]
+    return _document(result, visibility, stdout_visibility, grading_key, entries=True,
+                     gradebook_key=gradebook_key)[0]
+
+
+def gradebook_key_of(doc: Any) -> str:
+    """The grading key of the result the gradebook held when this results.json was written without its
+    own key (a batch writes it at once, and adds its key only once the gradebook has its grades): when
+    that commit never came (rolled back, the batch stopped), the next run still tells a resubmission or
+    a regrade under new graders from it, so a TA's review on the earlier submission is still named and
+    flagged. "" when there is none."""
+    extra = doc.get("extra_data") if isinstance(doc, dict) else None
+    key = extra.get("gradebook_key") if isinstance(extra, dict) else None
+    return key if isinstance(key, str) else ""
 
 
 def _document(result: SubmissionResult, visibility: str, stdout_visibility: str, grading_key: str | None, *,
-              entries: bool) -> tuple[dict[str, Any], SubmissionResult, tuple[tuple[str, TestResult], ...]]:
+              entries: bool, gradebook_key: str | None = None
+              ) -> tuple[dict[str, Any], SubmissionResult, tuple[tuple[str, TestResult], ...]]:
     """(the document, the bounded result, its numbered tests); without `entries`, both lists of test
-    entries are left empty (`_render` writes them from the tests)."""
+    entries are left empty (`_render` writes them from the tests). `gradebook_key`: see `gradebook_key_of`."""
     for key, value in (("visibility", visibility), ("stdout_visibility", stdout_visibility)):
         if value not in VISIBILITIES:
             raise ValueError(f"{key}: expected one of {', '.join(VISIBILITIES)}, got {value!r}")
@@ -302,6 +316,7 @@ def _document(result: SubmissionResult, visibility: str, stdout_visibility: str,
         "stdout_visibility": stdout_visibility,
         "tests": tests,
         "extra_data": {**_instructor_view(result, numbered if entries else ()),
+                       **({"gradebook_key": gradebook_key} if gradebook_key else {}),
                        **({"grading_key": grading_key} if grading_key else {})},
     }
     return doc, result, numbered
@@ -344,12 +359,13 @@ def _render(result: SubmissionResult, **options: Any) -> str:
 
 
 def _document_text(result: SubmissionResult, *, visibility: str = "visible", stdout_visibility: str = "hidden",
-          grading_key: str | None = None) -> str:
+          grading_key: str | None = None, gradebook_key: str | None = None) -> str:
     """`dumps_indented(to_results_json(result, ...), 2)`, each test's two entries (the student's and
     extra_data's) taken from `_ENTRIES` when an earlier student's test gave the same ones: a passed
     check's entries are the same for everyone but for the time it took (extra_data's last value, added
     to the entry kept). ValueError (TypeError) for what dumps_indented leaves to json.dumps."""
-    doc, bounded, numbered = _document(result, visibility, stdout_visibility, grading_key, entries=False)
+    doc, bounded, numbered = _document(result, visibility, stdout_visibility, grading_key, entries=False,
+                                       gradebook_key=gradebook_key)
     students, instructors = _entries(numbered, student=bounded.state != "crashed")
     parts = []
     for name, value in doc.items():

@@ -168,8 +168,8 @@ def test_a_regrade_under_changed_graders_says_so_and_names_the_reviews_it_keeps(
 
 def test_a_resubmission_whose_commit_failed_is_graded_again_on_the_next_run(tmp_path):
     """When the gradebook refuses a resubmission's grades (rolled back), is the submission left without its
-    grading key (not marked as graded), so that the next run grades it again and commits its grades,
-    rather than calling it unchanged?"""
+    grading key (not marked as graded), so that the next run grades it again, still as a resubmission (the
+    WARNING for the TA's review, the flag raised), and commits its grades, rather than calling it unchanged?"""
     import sqlite3
     import subprocess
 
@@ -188,10 +188,11 @@ def test_a_resubmission_whose_commit_failed_is_graded_again_on_the_next_run(tmp_
         db.execute("DROP TRIGGER refuse")
     out = course_cmd(course, "autograde", A)
     assert "graded    ada" in out and "unchanged alan" in out, out
+    assert [line for line in out.splitlines() if "WARNING" in line] == [WARNING], out
     again = course_cmd(course, "autograde", A)
-    assert "unchanged ada" in again, again
+    assert "unchanged ada" in again and "WARNING" not in again, again
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
         grade = gb.find_grade("test_rms_norm", A, A, "ada")
-        assert (grade.auto_score, grade.manual_score) == (5.0, 4.0)
+        assert (grade.auto_score, grade.manual_score, grade.needs_manual_grade) == (5.0, 4.0, True)
