@@ -33,10 +33,11 @@ a notebook's outputs here are the student's own (no kernel ran them). So the cop
 rich output only its plain text and bitmap images (not HTML, JavaScript, SVG, Markdown, LaTeX or
 widgets) and of its metadata only image sizes that are whole numbers (nbconvert writes them as
 unquoted attributes), drops the notebook's widget state (which loads widget code from the network),
-and writes out the HTML tags of the Markdown cells that are not the released notebook's own (`&lt;b>`
-shows as the text `<b>`; code spans and fenced code are left as they are) and replaces their link
-targets of other schemes than http, https, mailto and attachment (`javascript:`, `data:`) by
-LINK_REMOVED (a cell nbconvert still makes such a link of, or fails on, is written as a fenced code block). The
+and keeps a Markdown cell that is not the released notebook's own as written only when nbconvert's
+Markdown renderer makes of it nothing but what Markdown itself makes, with link targets of http,
+https, mailto or attachment (`safe_markdown`); otherwise with its other link targets (`javascript:`,
+`data:`) replaced by LINK_REMOVED, or, if it still renders markup or nbconvert fails on it, as a
+fenced code block. The
 nbgrader metadata of a cell is the release's for its grade id, as nbgrader's autograde makes it, and
 removed for an id the release does not have (formgrader writes the id into its page as it is). The
 copy written is a valid notebook (an execution count that is not a whole number is cleared; see
@@ -54,6 +55,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -355,31 +357,87 @@ IMAGE_SIZES = ("width", "height")     # the output metadata kept: nbconvert writ
 # link targets a Markdown cell of the student's keeps (`attachment:` names an image of the cell's own)
 SAFE_SCHEMES = ("http", "https", "mailto", "attachment")
 LINK_REMOVED = "#link-target-removed"
-# a Markdown cell's code: fenced blocks, then code spans (their text is shown as it is, tags included)
-_MD_CODE = re.compile(r"(^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\2[ \t]*$|(`+)[^`].*?(?<!`)\3(?!`))", re.M | re.S)
-_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 # where Markdown takes a link or image target: `[text](target` and a definition's `[label]: target`
 _LINK_TARGET = re.compile(r"(\]\s*\(\s*<?|\]\s*:\s*<?)([^\s<>()]+(?:\([^\s<>()]*\)[^\s<>()]*)*)")
-_LINK_START = re.compile(r"\]\s*[(:]")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
-_RENDERED_URL = re.compile(r"""\s(href|src)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.I)
+# what nbconvert's Markdown renderer makes of Markdown itself: the tags and attributes a student's cell may
+# render to (an attribute named alone is allowed any value; `href` and `src` are looked at by `unsafe_url`)
+_ALLOWED_TAGS = frozenset({
+    "p", "a", "img", "em", "strong", "b", "i", "u", "s", "del", "sub", "sup", "kbd", "code", "pre", "ul", "ol",
+    "li", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "hr", "br", "table", "thead", "tbody", "tfoot",
+    "tr", "th", "td", "span", "div", "input"})
+_ALLOWED_ATTRIBUTES = frozenset({"href", "src", "alt", "title", "class", "align", "start", "id"})
+# attributes allowed only with these values: a table column's alignment, a task's box
+_FIXED_ATTRIBUTES: dict[str, set[str | None]] = {
+    "style": {"text-align:left", "text-align:right", "text-align:center"},
+    "type": {"checkbox"}, "disabled": {None, ""}, "checked": {None, ""}}
+# a start tag as nbconvert writes one: every value quoted, so that a browser reads it as html.parser does
+_PLAIN_START_TAG = re.compile(r"""<[a-z][a-z0-9]*(?:\s+[a-z][a-z-]*(?:="[^"<>]*")?)*\s*/?>""")
 
 
-def _outside_code(markdown: str, change: Callable[[str], str]) -> str:
-    """`markdown` with `change` applied to each part of it that is not code."""
-    parts, at = [], 0
-    for m in _MD_CODE.finditer(markdown):
-        parts += [change(markdown[at:m.start()]), m.group(0)]
-        at = m.end()
-    parts.append(change(markdown[at:]))
-    return "".join(parts)
+class _RenderedMarkup(HTMLParser):
+    """Reads nbconvert's HTML for a Markdown cell; `safe` stays True while everything in it is text or a
+    tag and attributes Markdown itself makes, with link targets `unsafe_url` finds safe."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.safe = True
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        plain = _PLAIN_START_TAG.fullmatch(self.get_starttag_text() or "")
+        if tag not in _ALLOWED_TAGS or not plain or (tag == "input" and ("type", "checkbox") not in attrs):
+            self.safe = False
+        for name, value in attrs:
+            if name in _FIXED_ATTRIBUTES:
+                self.safe = self.safe and value in _FIXED_ATTRIBUTES[name]
+            elif name not in _ALLOWED_ATTRIBUTES:
+                self.safe = False
+            elif name in ("href", "src") and unsafe_url(value or "") and not (tag == "img" and _is_data(value or "")):
+                self.safe = False      # an image's data runs nothing
+
+    handle_startendtag = handle_starttag
+
+    def handle_endtag(self, tag: str) -> None:
+        self.safe = self.safe and tag in _ALLOWED_TAGS
+
+    def handle_data(self, data: str) -> None:
+        self.safe = self.safe and "<" not in data     # a `<` html.parser did not read as a tag
+
+    def handle_comment(self, data: str) -> None:
+        self.safe = False
+
+    def handle_decl(self, decl: str) -> None:
+        self.safe = False
+
+    def handle_pi(self, data: str) -> None:
+        self.safe = False
+
+    def unknown_decl(self, data: str) -> None:
+        self.safe = False
 
 
-def _written_out_tags(markdown: str) -> str:
-    """`markdown` with each `<` that would open an HTML tag, comment or declaration written as
-    `&lt;`, except inside code."""
-    return _outside_code(markdown, lambda part: _TAG_START.sub("&lt;", part))
+def _rendered(markdown: str, attachments: dict[str, Any]) -> str | None:
+    """The HTML nbconvert's Markdown renderer makes of `markdown`, as formgrader's exporter renders a Markdown
+    cell with `attachments`; None when it fails (formgrader would fail on it too)."""
+    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+
+    try:
+        return str(MarkdownWithMath(renderer=IPythonRenderer(escape=False, attachments=attachments)).render(markdown))
+    except Exception:  # noqa: BLE001 - formgrader would fail on it too
+        return None
+
+
+def _renders_safely(markdown: str, attachments: dict[str, Any]) -> bool:
+    """Whether nbconvert's Markdown renderer makes of `markdown` only text and what Markdown itself makes
+    (`_RenderedMarkup`), as formgrader renders a Markdown cell with `attachments`."""
+    rendered = _rendered(markdown, attachments)
+    if rendered is None:
+        return False
+    reader = _RenderedMarkup()
+    reader.feed(rendered)
+    reader.close()
+    return reader.safe and not reader.rawdata
 
 
 def unsafe_url(url: str) -> bool:
@@ -392,38 +450,43 @@ def unsafe_url(url: str) -> bool:
     return scheme is not None and scheme.group(1) not in SAFE_SCHEMES
 
 
-def _safe_links(markdown: str, attachments: Any = None) -> str:
-    """`markdown` with each link or image target outside code that `unsafe_url` finds unsafe replaced
-    by LINK_REMOVED; when nbconvert's Markdown renderer still makes an unsafe link of it (a target the
-    pattern does not see), or fails on it (an image of an attachment the cell does not have), the whole
-    text as a fenced code block."""
-    def change(part: str) -> str:
-        return _LINK_TARGET.sub(lambda m: m.group(1) + (LINK_REMOVED if unsafe_url(m.group(2)) else m.group(2)), part)
-
-    if not _LINK_START.search(markdown):     # a link or image needs `](` or a definition's `]:`
+def _links_removed(markdown: str, attachments: dict[str, Any]) -> str:
+    """`markdown` with each link or image target nbconvert's renderer makes a link or image of that
+    `unsafe_url` finds unsafe replaced by LINK_REMOVED; the same text in code is left as it is. (Each
+    unsafe target is first replaced by a numbered mark: a mark the rendered HTML has as a target was one.)"""
+    found = [m for m in _LINK_TARGET.finditer(markdown) if unsafe_url(m.group(2))]
+    if not found:
         return markdown
-    kept = _outside_code(markdown, change)
-    if not _renders_unsafe_url(kept, attachments if isinstance(attachments, dict) else {}):
+
+    def marked(chosen: Callable[[int, re.Match[str]], str]) -> str:
+        parts, at = [], 0
+        for i, m in enumerate(found):
+            parts += [markdown[at:m.start(2)], chosen(i, m)]
+            at = m.end(2)
+        return "".join(parts + [markdown[at:]])
+
+    rendered = _rendered(marked(lambda i, m: f"{LINK_REMOVED}-{i}-"), attachments) or ""
+    targets = set(re.findall(re.escape(LINK_REMOVED) + r"-(\d+)-", "".join(re.findall(r'="[^"]*"', rendered))))
+    return marked(lambda i, m: LINK_REMOVED if str(i) in targets or f"-{i}-" not in rendered else m.group(2))
+
+
+def safe_markdown(markdown: str, attachments: Any = None) -> str:
+    """`markdown` as written if nbconvert's Markdown renderer, as formgrader renders the cell with its
+    `attachments`, makes only text and what Markdown itself makes of it (`_renders_safely`: no raw HTML
+    tag or attribute beyond those, no link target `unsafe_url` finds unsafe); else with its unsafe link
+    targets replaced by LINK_REMOVED (`_links_removed`) if that renders safely; else the text as a fenced
+    code block, or, should even that not render safely, as a paragraph of escaped text."""
+    attachments = attachments if isinstance(attachments, dict) else {}
+    if _renders_safely(markdown, attachments):
+        return markdown
+    kept = _links_removed(markdown, attachments)
+    if kept != markdown and _renders_safely(kept, attachments):
         return kept
-    fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", markdown)), default=0))
-    return f"{fence}text\n{markdown}\n{fence}\n"
-
-
-def _renders_unsafe_url(markdown: str, attachments: dict[str, Any]) -> bool:
-    """Whether nbconvert's Markdown renderer, as formgrader renders a Markdown cell with `attachments`,
-    makes a link of `markdown` that `unsafe_url` finds unsafe (an image's source may be data, as the
-    cell's attachments are given), or fails on it."""
-    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
-
-    try:
-        rendered = MarkdownWithMath(renderer=IPythonRenderer(escape=False, attachments=attachments)).render(markdown)
-    except Exception:  # noqa: BLE001 - formgrader would fail on it too
-        return True
-    for m in _RENDERED_URL.finditer(rendered):
-        url = next(v for v in m.groups()[1:] if v is not None)
-        if unsafe_url(url) and not (m.group(1).lower() == "src" and _is_data(url)):   # an image's data runs nothing
-            return True
-    return False
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", kept)), default=0))
+    fenced = f"{fence}text\n{kept}\n{fence}\n"
+    if _renders_safely(fenced, attachments):
+        return fenced
+    return "".join(f"&#{ord(ch)};" if not ch.isalnum() and ch not in " \n" else ch for ch in kept)
 
 
 def _is_data(url: str) -> bool:
@@ -485,7 +548,7 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
     """Keep nothing in `nb` (in place) that would run in a browser rendering it (the module's
     docstring): rich outputs cut to SAFE_DATA and their metadata to image sizes, the widget state
     dropped, the HTML tags and unsafe link targets of the Markdown cells that `released` does not
-    hold as they are written out (see `_safe_links`), nbgrader metadata taken from
+    hold made safe (see `safe_markdown`), nbgrader metadata taken from
     `released`, and execution counts that are not whole numbers cleared."""
     nb.metadata.pop("widgets", None)
     own = {_text(c.get("source")) for c in released.cells if c.get("cell_type") == "markdown"} if released else set()
@@ -496,7 +559,7 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
         if kind == "markdown":
             text = _text(cell.get("source"))
             if text not in own:
-                cell.source = _safe_links(_written_out_tags(text) if "<" in text else text, cell.get("attachments"))
+                cell.source = safe_markdown(text, cell.get("attachments"))
         elif kind == "code":
             if "execution_count" in cell:
                 cell["execution_count"] = _count(cell["execution_count"])
@@ -609,8 +672,8 @@ def valid_notebook(nb: Any) -> Any:
             meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
             marks = {"nbgrader": meta["nbgrader"]} if isinstance(meta.get("nbgrader"), dict) else {}
             if kind == "markdown":
-                # without its attachments: an image of one is written out (`_safe_links`)
-                made = nbformat.v4.new_markdown_cell(_safe_links(text), id=cell["id"], metadata=marks)
+                # without its attachments: an image of one is written out (`safe_markdown`)
+                made = nbformat.v4.new_markdown_cell(safe_markdown(text), id=cell["id"], metadata=marks)
             else:
                 outputs = cell.get("outputs") if kind == "code" and isinstance(cell.get("outputs"), list) else []
                 made = nbformat.v4.new_code_cell(text, id=cell["id"], metadata=marks)

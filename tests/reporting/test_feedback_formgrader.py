@@ -671,9 +671,7 @@ def test_what_a_student_wrote_runs_nothing_in_formgrader(copy, assignment):
         {"text/plain": "plain text kept"},
         {"text/plain": "(an output shown only as HTML or script: left out of this copy)"},
         {"image/png": "iVBORw0KGgo="}]
-    assert kept.cells[answer + 1].source == (
-        "My answer &lt;script>alert('md cell')&lt;/script> &lt;img src=x onerror=\"alert('img')\"> and "
-        "`<b>in a code span</b>`; a < b.\n\n```html\n<i>fenced</i>\n```\n")
+    assert kept.cells[answer + 1].source == f"````text\n{written}\n````\n"      # shown as the student wrote it
     assert next(c.source for c in kept.cells if c.cell_type == "markdown") == instructor
     assert "widgets" not in kept.metadata
 
@@ -885,3 +883,45 @@ def test_an_invalid_markdown_cell_is_made_again_from_its_text(copy, assignment):
         "```text\nsee ![p](attachment:p.png) [x](#link-target-removed)\n```\n")
     html = formgrader_html(copy / NB)
     assert _runs_nothing(html) and "see ![p](attachment:p.png)" in html
+
+
+IMG = "<img src=x onerror=\"document.title='pwned'\">"
+
+
+@pytest.mark.parametrize("written", [
+    f"``{IMG}`",                                     # backticks that close no code span
+    f"a \\`{IMG}\\` b",                              # escaped backticks
+    f"`a\n\n{IMG}\n\nb`",                             # a "code span" across a blank line
+    f"```\nx\n````\n{IMG}\n\n```\n",                   # a longer fence closes the block
+    f"~~~\nx\n~~~~\n{IMG}\n\n~~~\n",
+    f"    ```\n{IMG}\n    ```",                       # indented code, then an HTML block
+])
+def test_markup_that_looks_like_code_runs_nothing_in_formgrader(copy, assignment, written):
+    """A student's Markdown cell whose raw HTML only seems to be code (backticks and fences as the
+    renderer does not read them): does formgrader's page run none of it and show it as text?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(written))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    html = formgrader_html(copy / NB)
+    assert not re.search(r"<img[^<>]*\sonerror\s*=|<script>document", html, re.I)     # no handler, no script
+    assert "&lt;img src=x onerror=" in html                                          # the text, as written
+
+
+@pytest.mark.parametrize(("written", "shown"), [
+    ("the pairs $j<i$ only", "$j&lt;i$"),                              # maths, as MathJax reads it
+    ("# Pairs\n\n| pair | kept |\n|:--|--:|\n| $j<i$ | yes |\n\n- [x] done\n\n```python\nx = 1 < 2\n```",
+     '<td style="text-align:left">$j&lt;i$</td>'),            # with headings, tables, tasks and code
+    ("code:\n\n    if a<b:\n        pass\n", "<pre><code>if a&lt;b:"),     # indented code
+    ("see <https://arxiv.org/abs/1706.03762>", '<a href="https://arxiv.org/abs/1706.03762">'),   # an autolink
+])
+def test_a_students_markdown_without_markup_renders_as_written(copy, assignment, written, shown):
+    """Maths with `<`, indented code and an autolink (and headings, tables, task lists and highlighted
+    code): is the student's Markdown cell kept as written, and shown by formgrader as Markdown renders it?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(written))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    assert nbformat.read(copy / NB, as_version=4).cells[-1].source == written
+    html = formgrader_html(copy / NB)
+    assert shown in html and "&amp;lt;" not in html and "%3E" not in html
