@@ -925,3 +925,20 @@ def test_a_students_markdown_without_markup_renders_as_written(copy, assignment,
     assert nbformat.read(copy / NB, as_version=4).cells[-1].source == written
     html = formgrader_html(copy / NB)
     assert shown in html and "&amp;lt;" not in html and "%3E" not in html
+
+
+def test_a_cell_whose_code_block_would_still_render_markup_is_written_as_escaped_text(copy, assignment, monkeypatch):
+    """Should even the fenced code block of a student's Markdown cell render markup (here: the check is
+    made to find every rendering unsafe), is the cell written as escaped characters, shown as text?"""
+    from autograder.reporting import annotate
+
+    monkeypatch.setattr(annotate, "_renders_safely", lambda markdown, attachments: False)
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(f"see {IMG}\n\n```\ncode\n```"))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    source = nbformat.read(copy / NB, as_version=4).cells[-1].source
+    assert "<" not in source and "`" not in source and source.startswith("see &#60;img src&#61;x")
+    html = formgrader_html(copy / NB)
+    assert not re.search(r"<img[^<>]*\sonerror\s*=", html) and "see &lt;img src=x onerror=" in html
+    assert "```\ncode\n```" in html
