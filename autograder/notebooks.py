@@ -344,10 +344,12 @@ def ordinal(n: int) -> str:
 
 
 @lru_cache(maxsize=4096)
-def cell_label(number: int, source: str) -> str:
+def cell_label(number: int, source: str, grade_id: str = "") -> str:
     """A student-facing name for the `number`-th code cell (counted from 1 over code cells only):
-    the first function or class it defines, else its first line (cached: released cells repeat)."""
-    base = f"the {ordinal(number)} code cell"
+    the first function or class it defines, else its first line (cached: released cells repeat). A
+    number of 0 is a cell that was not code in the student's notebook (put back as code, as released):
+    it is named by its nbgrader `grade_id`."""
+    base = f"the {ordinal(number)} code cell" if number else f"the cell `{grade_id}`"
     found = _DEF.search(source)
     if found:
         return f"{base} (`{found.group(1)} {found.group(2)}`)"
@@ -425,24 +427,40 @@ _RAN_LAST = (" (it ran last, so its definitions are the ones graded unless it st
              "before making them)")                 # said of a code cell alone
 
 
-def copied_cell_notes(name: str, raw_cells: list[Any], source_key: str = "source") -> list[str]:
+def copied_cell_notes(name: str, raw_cells: list[Any], source_key: str = "source",
+                      submitted: list[Any] | None = None) -> list[str]:
     """A note per nbgrader id that more than one cell holds (see `copied_cells`), naming the cells
-    and which one counts (the last, as in the autograded copy and formgrader)."""
+    and which one counts (the last, as in the autograded copy and formgrader). `submitted`: the cells
+    as the student saved them, before `as_released` (cells are numbered as the student counts them)."""
     notes = []
-    numbers, number = [], 0         # code cells as a student counts them
-    for cell in raw_cells:
-        number += isinstance(cell, dict) and cell.get("cell_type") == "code"
-        numbers.append(number)
+    numbers = student_numbers(raw_cells if submitted is None else submitted)
     for grade_id, found in copied_cells(raw_cells).items():
-        labels = [cell_label(numbers[i], _source(raw_cells[i].get(source_key, "")) or "")
+        labels = [_label(raw_cells[i], numbers[i], _source(raw_cells[i].get(source_key, "")) or "")
                   if raw_cells[i].get("cell_type") == "code" else "a markdown cell" for i in found]
         last = raw_cells[found[-1]]
         kind = cell_kind(last)
         kept = _KEPT[kind].format(why=_RAN_LAST if last.get("cell_type") == "code" else "",
                                   copies="copy is" if len(found) == 2 else "copies are")
         notes.append(f"{name}: the {kind} cell `{grade_id}` appears {len(found)} times ({'; '.join(labels)}); "
-                     f"was it copied? {kept}")
+                     f"was it copied, or its nbgrader metadata edited? {kept}")
     return notes
+
+
+def student_numbers(submitted: list[Any]) -> list[int]:
+    """For each cell of `submitted` (the cells as the student saved them), its number among the code
+    cells as the student counts them in Jupyter (from 1), or 0 for a cell that was not code there."""
+    numbers, number = [], 0
+    for cell in submitted:
+        is_code = isinstance(cell, dict) and cell.get("cell_type") == "code"
+        number += is_code
+        numbers.append(number if is_code else 0)
+    return numbers
+
+
+def _label(cell: dict[str, Any], number: int, source: str) -> str:
+    """`cell_label` for a cell run as code, whose number the student sees (0: put back as code)."""
+    grade_id = cell_kind(cell) and cell["metadata"]["nbgrader"]["grade_id"]
+    return cell_label(number, source, grade_id or "")
 
 
 _Redefinition = tuple[str, str, str]     # (function, the cell it was defined in, the cell defining it again): `_key`s
@@ -454,7 +472,8 @@ def _key(cell: dict[str, Any], source: str) -> str:
     return f"id:{cell['metadata']['nbgrader']['grade_id']}" if cell_kind(cell) else f"source:{source}"
 
 
-def _redefinitions(raw_cells: list[Any], source_key: str, released: frozenset[_Redefinition] | None
+def _redefinitions(raw_cells: list[Any], source_key: str, released: frozenset[_Redefinition] | None,
+                   submitted: list[Any] | None = None
                    ) -> tuple[dict[str, tuple[str, str, str | None]], set[_Redefinition]]:
     """Walk the code cells in order, as they run, following each function first defined by an answer or
     given (read-only) cell. Returns ({function: (kind, label of that cell, label of the later cell whose
@@ -464,18 +483,17 @@ def _redefinitions(raw_cells: list[Any], source_key: str, released: frozenset[_R
     owner: dict[str, tuple[str, str, str]] = {}    # function -> (key, kind, label) of its answer or given cell
     last: dict[str, str | None] = {}               # function -> label of the cell defining it again, run last
     seen: set[_Redefinition] = set()
-    number = 0
-    for cell in raw_cells:
+    numbers = student_numbers(raw_cells if submitted is None else submitted)
+    for cell, number in zip(raw_cells, numbers, strict=True):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        number += 1
         source = _source(cell.get(source_key, "")) or ""
         # read from the lines that begin with `def` (cheap), then, for a function defined again, from the
         # syntax tree as the sandbox runs the cell (a cell that does not compile defines nothing)
         functions = [m.group(2) for m in _DEF.finditer(source) if m.group(1) == "def"]
         if not functions:
             continue
-        kind, key, label = cell_kind(cell), _key(cell, source), cell_label(number, source)
+        kind, key, label = cell_kind(cell), _key(cell, source), _label(cell, number, source)
         for function in functions:
             first = owner.get(function)
             if first is None:
@@ -516,16 +534,18 @@ def _released_redefinitions(path: Path, stamp: tuple[int, int]) -> frozenset[_Re
 
 
 def redefined_notes(name: str, raw_cells: list[Any], source_key: str = "source",
-                    released: frozenset[_Redefinition] | None = None) -> list[str]:
+                    released: frozenset[_Redefinition] | None = None, submitted: list[Any] | None = None
+                    ) -> list[str]:
     """A note per function that an answer cell or a given (read-only) cell defines and a later code cell,
     not a copy of that cell, defines again, naming the cell whose definition runs last: that one is the
     definition Python keeps, so it is the one graded and the one the notebook's other functions call,
     whatever the first one says. A redefinition the released notebook itself makes (`released`, from
     `released_redefinitions`: a given stub an answer cell replaces, a helper two given cells define) is
     not the student's, so it is not noted; nor is one followed by a copy of the first cell, which runs
-    last."""
+    last. `submitted`: the cells as the student saved them (cells are numbered as the student counts them)."""
     notes = []
-    for function, (kind, where, label) in _redefinitions(raw_cells, source_key, released or frozenset())[0].items():
+    found = _redefinitions(raw_cells, source_key, released or frozenset(), submitted)[0]
+    for function, (kind, where, label) in found.items():
         if label is None:
             continue
         if kind == "answer":
@@ -608,6 +628,13 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
         if given is not None and text is not None and text.rstrip() == given.rstrip() and typed == kind:
             continue
         if (given is None and typed == kind) or "code" not in (typed, kind):    # nothing of it would run
+            continue
+        if (flags.get("solution") is True and kind == "code" and text is not None
+                and text.rstrip() == (_source(was.get("source", "")) or "").rstrip()):
+            # the released stub, switched off: nothing of the student's is in it, and running it could only
+            # undo their work (their own definition in another cell)
+            notes.append(f"{name}: cell `{grade_id}` was a {_type_name(typed)} cell holding the released stub "
+                         f"alone: left as you made it (not run).")
             continue
         restored = {k: v for k, v in cell.items() if k not in ("cell_type", "source", "input", "metadata")}
         meta = cell.get("metadata")
@@ -709,6 +736,7 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
         return _unreadable(path, f"{name} has {given}; it must be the integer 4 (or 3), as Jupyter writes it: "
                                  f"was it edited outside Jupyter?")
 
+    submitted = raw_cells
     raw_cells, restored = as_released(name, raw_cells, source_key, released_cells(release))
     notes += restored
     code_cells = sum(1 for c in raw_cells if isinstance(c, dict) and c.get("cell_type") == "code")
@@ -717,20 +745,21 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
                                  f"be graded, so it was not run; remove generated cells and resubmit.")
     cells: list[CodeCell] = []
     skipped: list[str] = []     # the code cells whose source is not text, named as a student finds them
-    number = 0                  # code cells seen, as a student counts them
+    numbers = student_numbers(submitted)    # code cells as the student counts them (0: put back as code)
     for i, cell in enumerate(raw_cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        number += 1
         src = _source(cell.get(source_key, ""))
         if src is None:
             cell_id = cell.get("id")
             named = f" (id {truncate(shown_name(cell_id), 40)!r})" if isinstance(cell_id, str) and cell_id else ""
-            skipped.append(f"{ordinal(number)}{named}")
+            # a cell put back as code (0) is named by its grade_id, as the release gives it one
+            shown = ordinal(numbers[i]) if numbers[i] else f"`{cell['metadata']['nbgrader']['grade_id']}`"
+            skipped.append(f"{shown}{named}")
             continue
-        cells.append(CodeCell(index=i, source=src, label=cell_label(number, src), test_of=_test_of(cell)))
-    notes += copied_cell_notes(name, raw_cells, source_key)
-    notes += redefined_notes(name, raw_cells, source_key, released_redefinitions(release))
+        cells.append(CodeCell(index=i, source=src, label=_label(cell, numbers[i], src), test_of=_test_of(cell)))
+    notes += copied_cell_notes(name, raw_cells, source_key, submitted)
+    notes += redefined_notes(name, raw_cells, source_key, released_redefinitions(release), submitted)
     # the autograder-test cells that hidden graders replace are not run (a def typed into one is not graded)
     notes += def_line_notes(name, [(c.source, c.label) for c in cells if c.test_of not in replaced], functions,
                             release)

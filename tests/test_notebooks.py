@@ -292,8 +292,8 @@ def test_load_notes_a_copied_grade_cell_once(tmp_path):
     nbformat.write(nb, tmp_path / "hw.ipynb")
     loaded = load_notebook(tmp_path / "hw.ipynb", max_mb=5)
     assert loaded.notes == ("hw.ipynb: the grade cell `test_f` appears 2 times (the 2nd code cell "
-                            "(`assert f(1) == 1`); the 3rd code cell (`assert f(1) == 1`)); was it copied? "
-                            "Only the last holds its grade: the copy is not graded.",)
+                            "(`assert f(1) == 1`); the 3rd code cell (`assert f(1) == 1`)); was it copied, "
+                            "or its nbgrader metadata edited? Only the last holds its grade: the copy is not graded.",)
     assert [c.test_of for c in loaded.cells] == ["", "test_f", "test_f"]
 
 
@@ -314,11 +314,12 @@ def test_load_notes_a_copied_answer_cell_once_and_takes_the_last(tmp_path):
     loaded = load_notebook(tmp_path / "hw.ipynb", max_mb=5)
     assert loaded.notes == (
         "hw.ipynb: the read-only cell `setup` appears 2 times (the 1st code cell (`import math`); the 3rd code "
-        "cell (`import math`)); was it copied? Only the last is kept as that cell: the copy is not.",
+        "cell (`import math`)); was it copied, or its nbgrader metadata edited? Only the last is kept as that "
+        "cell: the copy is not.",
         "hw.ipynb: the answer cell `f_solution` appears 3 times (the 2nd code cell (`def f`); a markdown cell; the "
-        "4th code cell (`def f`)); was it copied? The last is taken as your answer (it ran last, "
-        "so its definitions are the ones graded unless it stopped with an error before making them): the "
-        "copies are not.")
+        "4th code cell (`def f`)); was it copied, or its nbgrader metadata edited? The last is taken as your "
+        "answer (it ran last, so its definitions are the ones graded unless it stopped with an error before making "
+        "them): the copies are not.")
     assert [c.source for c in loaded.cells][1::2] == ["def f(x):\n    return x", "def f(x):\n    return 2 * x"]
     assert len(loaded.cells) == 5
 
@@ -473,6 +474,53 @@ def test_a_cell_whose_type_was_changed_runs_with_its_released_type(tmp_path):
     assert load_notebook(submission, max_mb=5, release=release).notes == ()
 
 
+def test_an_answer_cell_switched_off_with_its_released_stub_alone_is_not_run(tmp_path):
+    """An answer cell turned into Raw or Markdown that still holds the released stub (maybe with trailing blank
+    lines), the student's own `f` written in a new code cell above it: is the stub left unrun (it would undo that
+    `f`), with a note saying so, while one holding anything else still runs as code?"""
+    stub = "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError"
+    answer = _nbgrader_cell(stub, "f_solution", answer=True)
+    released = nbformat.v4.new_notebook(cells=[_nbgrader_cell("import math", "setup"), answer])
+    course = CourseLayout(tmp_path)
+    mine = nbformat.v4.new_code_cell("def f(x):\n    return x")
+    for cell_type, name in (("raw", "Raw"), ("markdown", "Markdown")):
+        for tail in ("", "\n\n  \n"):
+            switched_off = _as_type(answer, cell_type)
+            switched_off.source = stub + tail
+            submitted = nbformat.v4.new_notebook(cells=[released.cells[0], mine, switched_off])
+            release, submission = _write_pair(course, released, submitted)
+            loaded = load_notebook(submission, max_mb=5, release=release)
+            assert [c.source for c in loaded.cells] == ["import math", mine.source], (cell_type, tail)
+            assert loaded.notes == (f"hw.ipynb: cell `f_solution` was a {name} cell holding the released stub "
+                                    f"alone: left as you made it (not run).",)
+    changed = _as_type(answer, "raw")
+    changed.source = stub.replace("raise NotImplementedError", "return 2 * x")
+    release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[mine, changed]))
+    loaded = load_notebook(submission, max_mb=5, release=release)
+    assert [c.source for c in loaded.cells] == [mine.source, changed.source]
+    assert loaded.notes[0] == "hw.ipynb: cell `f_solution` was a Raw cell: run as code, as released."
+
+
+def test_cells_are_numbered_in_notes_as_the_student_sees_them_after_a_cell_put_back_as_code(tmp_path):
+    """After an answer cell turned into Markdown (run as code, as released), are the code cells named in notes
+    numbered as the student's notebook has them, the cell put back named by its grade id?"""
+    answer = _nbgrader_cell("def f(x):\n    raise NotImplementedError", "f_solution", answer=True)
+    released = nbformat.v4.new_notebook(cells=[_nbgrader_cell("import math", "setup"), answer])
+    mine = _nbgrader_cell("def f(x):\n    return x", "f_solution", answer=True)
+    mine.id = answer.id
+    scratch = nbformat.v4.new_code_cell("def f(x):\n    return 0")
+    submitted = nbformat.v4.new_notebook(cells=[released.cells[0], _as_type(mine, "markdown"), scratch])
+    release, submission = _write_pair(CourseLayout(tmp_path), released, submitted)
+    loaded = load_notebook(submission, max_mb=5, release=release)
+    assert [c.label for c in loaded.cells] == ["the 1st code cell (`import math`)", "the cell `f_solution` (`def f`)",
+                                               "the 2nd code cell (`def f`)"]
+    assert loaded.notes == (
+        "hw.ipynb: cell `f_solution` was a Markdown cell: run as code, as released.",
+        "hw.ipynb: `f`, written in its answer cell (the cell `f_solution` (`def f`)), is defined again in the 2nd "
+        "code cell (`def f`), which runs after it: that later definition is the one graded, and the one your other "
+        "functions call.")
+
+
 def test_a_grade_cell_put_back_as_code_is_still_known_as_the_grade_cell_it_was(tmp_path):
     """A grade cell turned into Raw with its nbgrader metadata removed: is it run as code with the released
     metadata, so that grading knows it as the test cell the hidden graders replace (and does not run it)?"""
@@ -523,6 +571,27 @@ def test_an_edited_locked_cell_runs_as_released(tmp_path):
     assert load_notebook(submission, max_mb=5, release=release).notes == ()
 
 
+def test_a_locked_cell_whose_metadata_names_the_answer_cell_is_a_copy_of_that_answer(tmp_path):
+    """A setup cell whose nbgrader metadata was edited to name the answer cell (`solution: true`, the answer's
+    grade id), its Jupyter cell id kept: is it taken, as nbgrader's DeduplicateIds takes it, as a copy of the answer
+    cell below (which is the answer), so that it runs as saved, and does the note on it allow for edited metadata?"""
+    setup = _nbgrader_cell("import math", "setup")
+    answer = _nbgrader_cell("def f(x):\n    raise NotImplementedError", "f_solution", answer=True)
+    released = nbformat.v4.new_notebook(cells=[setup, answer])
+    marked = nbformat.v4.new_code_cell("import math\nscale = 2", id=setup.id, metadata={"nbgrader": {
+        "grade": False, "solution": True, "locked": False, "grade_id": "f_solution"}})
+    mine = _nbgrader_cell("def f(x):\n    return scale * x", "f_solution", answer=True)
+    mine.id = answer.id
+    release, submission = _write_pair(CourseLayout(tmp_path), released, nbformat.v4.new_notebook(cells=[marked, mine]))
+    loaded = load_notebook(submission, max_mb=5, release=release)
+    assert [c.source for c in loaded.cells] == [marked.source, mine.source]
+    assert loaded.notes == (
+        "hw.ipynb: the answer cell `f_solution` appears 2 times (the 1st code cell (`import math`); the 2nd code "
+        "cell (`def f`)); was it copied, or its nbgrader metadata edited? The last is taken as your answer (it ran "
+        "last, so its definitions are the ones graded unless it stopped with an error before making them): the copy "
+        "is not.",)
+
+
 def test_autograde_runs_a_retyped_answer_and_an_edited_locked_cell_as_released(tmp_path):
     """Through `course autograde`'s api and the real sandbox: does ada's notebook, its `layer_norm` answer cell
     turned into Markdown and `softmax` deleted from the given setup cell, get her full score, with a note on
@@ -548,6 +617,37 @@ def test_autograde_runs_a_retyped_answer_and_an_edited_locked_cell_as_released(t
         "transformer-block.ipynb: locked cell `setup` was edited: the released version was run (a locked cell is "
         "run as released).",
         "transformer-block.ipynb: cell `layer_norm_solution` was a Markdown cell: run as code, as released."]
+
+
+def test_autograde_leaves_a_switched_off_answer_stub_unrun(tmp_path):
+    """Through `course autograde`'s api and the real sandbox: does ada's notebook, her `layer_norm` answer moved
+    into a new code cell above the answer cell, which she made Raw with the released stub left in it, get her
+    full score, with a note that the stub was not run?"""
+    from autograder import api
+    from tests.conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    course = CourseLayout(folder)
+    path = course.submission("ada", "transformer-block") / "transformer-block.ipynb"
+    released = nbformat.read(course.release("transformer-block") / "transformer-block.ipynb", as_version=4)
+
+    def answer_of(cells: list[nbformat.NotebookNode]) -> int:
+        ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cells]
+        return ids.index("layer_norm_solution")
+
+    stub = released.cells[answer_of(released.cells)]
+    nb = nbformat.read(path, as_version=4)
+    i = answer_of(nb.cells)
+    switched_off = _as_type(nb.cells[i], "raw")
+    switched_off.source = stub.source
+    nb.cells[i:i + 1] = [nbformat.v4.new_code_cell(nb.cells[i].source), switched_off]
+    nbformat.write(nb, path)
+    batch = api.autograde(folder, "transformer-block", student="ada", workers=1, log=lambda line: None)
+    written = json.loads((course.autograded("ada", "transformer-block") / "results.json").read_text())
+    assert batch.results[0].score == 100.0, written["extra_data"]["notes"]
+    assert [n for n in written["extra_data"]["notes"] if "layer_norm_solution" in n] == [
+        "transformer-block.ipynb: cell `layer_norm_solution` was a Raw cell holding the released stub alone: left "
+        "as you made it (not run)."]
 
 
 def _generated_notebook(extra_cells: list[dict], **metadata: object) -> bytes:
