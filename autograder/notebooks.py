@@ -604,6 +604,14 @@ def _text_of(cell: dict[str, Any], source_key: str) -> str | None:
     return _source(cell.get(source_key if cell.get("cell_type") == "code" else "source", ""))
 
 
+def _same_code(a: str, b: str) -> bool:
+    """Whether two cells' texts differ in whitespace alone: line ends, spaces at line ends, blank lines
+    before and after (a stub an editor saved again)."""
+    def norm(text: str) -> str:
+        return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")).strip()
+    return norm(a) == norm(b)
+
+
 def as_released(name: str, raw_cells: list[Any], source_key: str, released: tuple[Any, ...] | None
                 ) -> tuple[list[Any], list[str]]:
     """The submitted cells as grading runs them, with what nbgrader's autograde puts back from the
@@ -630,7 +638,7 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
         if (given is None and typed == kind) or "code" not in (typed, kind):    # nothing of it would run
             continue
         if (flags.get("solution") is True and kind == "code" and text is not None
-                and text.rstrip() == (_source(was.get("source", "")) or "").rstrip()):
+                and _same_code(text, _source(was.get("source", "")) or "")):
             # the released stub, switched off: nothing of the student's is in it, and running it could only
             # undo their work (their own definition in another cell)
             notes.append(f"{name}: cell `{grade_id}` was a {_type_name(typed)} cell holding the released stub "

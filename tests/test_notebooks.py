@@ -475,22 +475,23 @@ def test_a_cell_whose_type_was_changed_runs_with_its_released_type(tmp_path):
 
 
 def test_an_answer_cell_switched_off_with_its_released_stub_alone_is_not_run(tmp_path):
-    """An answer cell turned into Raw or Markdown that still holds the released stub (maybe with trailing blank
-    lines), the student's own `f` written in a new code cell above it: is the stub left unrun (it would undo that
-    `f`), with a note saying so, while one holding anything else still runs as code?"""
+    """An answer cell turned into Raw or Markdown that still holds the released stub (maybe with blank lines
+    around it, spaces at line ends or Windows line ends), the student's own `f` written in a new code cell
+    above it: is the stub left unrun (it would undo that `f`), with a note saying so, while one holding
+    anything else still runs as code?"""
     stub = "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError"
     answer = _nbgrader_cell(stub, "f_solution", answer=True)
     released = nbformat.v4.new_notebook(cells=[_nbgrader_cell("import math", "setup"), answer])
     course = CourseLayout(tmp_path)
     mine = nbformat.v4.new_code_cell("def f(x):\n    return x")
     for cell_type, name in (("raw", "Raw"), ("markdown", "Markdown")):
-        for tail in ("", "\n\n  \n"):
+        for edited in (stub, stub + "\n\n  \n", "\n" + stub, stub.replace("\n", "  \n"), stub.replace("\n", "\r\n")):
             switched_off = _as_type(answer, cell_type)
-            switched_off.source = stub + tail
+            switched_off.source = edited
             submitted = nbformat.v4.new_notebook(cells=[released.cells[0], mine, switched_off])
             release, submission = _write_pair(course, released, submitted)
             loaded = load_notebook(submission, max_mb=5, release=release)
-            assert [c.source for c in loaded.cells] == ["import math", mine.source], (cell_type, tail)
+            assert [c.source for c in loaded.cells] == ["import math", mine.source], (cell_type, edited)
             assert loaded.notes == (f"hw.ipynb: cell `f_solution` was a {name} cell holding the released stub "
                                     f"alone: left as you made it (not run).",)
     changed = _as_type(answer, "raw")
