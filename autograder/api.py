@@ -663,7 +663,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 tasks.append(task)
                 before = _stored_result(course, a, sid)
                 before_key = before[1] if before is not None else (earlier_keys or {}).get(sid, "")
-                if before is not None and not before_key:     # graded, never committed: what the gradebook has
+                if before is not None and not before_key and not holds_grades(course, a, before[0], stamped=True):
+                    # graded, never committed (the gradebook does not hold its grades): what it has instead
                     before_key = _gradebook_key(course, a, sid)
                 committed[sid] = before_key
                 if resubmitted(before_key, keys[sid]):
@@ -759,7 +760,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 lock = acquire_gradebook_lock(course, notice=notice)
                 try:
                     commit_in_background(course, a.name, result, copy_from=folders[sid] if copy else None,
-                                         key=waiting[1] if waiting is not None else None, lock_fd=lock)
+                                         key=waiting[1] if waiting is not None else None, lock_fd=lock,
+                                         review_again=sid in changed or sid in new_graders)
                     committing.append(sid)
                     pending.pop(sid, None)
                     if seen is None:
@@ -767,7 +769,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 except OSError as exc:                # committed here instead, as a batch does
                     notice(f"gradebook: no background commit ({exc}); committing now")
                     gradebook.start(lock)
-                    gradebook.record(result, copy_from=folders[sid] if copy else None)
+                    gradebook.record(result, copy_from=folders[sid] if copy else None, resubmitted=sid in changed,
+                                     regraded=sid in new_graders and sid not in changed)
                 finally:
                     os.close(lock)
             else:

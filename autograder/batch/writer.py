@@ -354,14 +354,15 @@ def _busy(error: str) -> bool:
 
 
 def commit_in_background(course: Course, assignment: str, result: SubmissionResult, *,
-                         copy_from: Path | None, key: str | None, lock_fd: int) -> int:
+                         copy_from: Path | None, key: str | None, lock_fd: int, review_again: bool = False) -> int:
     """Start a detached writer for one student's grades and return its process id without waiting:
     `lock_fd` is the gradebook lock this process holds (the writer keeps holding it: close yours).
-    `key` is results.json's grading key, written once the grades are committed."""
+    `key` is results.json's grading key, written once the grades are committed. `review_again`: a
+    resubmission's or new graders' result (GradebookWriter.record)."""
     from ..reporting.gradebook import mark_lock_holder, write_pending
 
     job = {"result": result_to_dict(result), "copy_from": str(copy_from) if copy_from is not None else None,
-           "key": key, "course_yml": _config_text(course)}
+           "key": key, "course_yml": _config_text(course), "review_again": review_again}
     record = write_pending(course, assignment, result.student, job)
     argv = [sys.executable, "-m", "autograder.batch.writer", "--course-dir", str(course.root),
             "--assignment", assignment, "--job", str(record), "--lock-fd", str(lock_fd)]
@@ -415,7 +416,7 @@ def commit_job(course_dir: str, assignment_name: str, record: Path) -> int:
         while True:
             try:
                 with GradebookWriter(course, assignment, before_nbgrader=_import_nbgrader) as writer:
-                    error = writer.record(result)
+                    error = writer.record(result, review_again=job.get("review_again") is True)
                     review = writer.review(result.student) if error is None else None
             except Exception as exc:
                 if not _busy(str(exc)) or time.monotonic() > deadline:

@@ -451,10 +451,11 @@ def _reviewed(course: Course, ids: tuple[str, ...], of: str, limit: str = "") ->
         conn.close()
 
 
-def holds_grades(course: Course, assignment: Assignment, result: SubmissionResult) -> bool:
+def holds_grades(course: Course, assignment: Assignment, result: SubmissionResult, *, stamped: bool = False) -> bool:
     """Whether the gradebook already holds `result`'s grades as `SqlGradebook.record` writes them (each
-    problem's auto score and the late penalty), read with plain SQL without taking the course's lock;
-    False when it does not or cannot tell."""
+    problem's auto score and the late penalty; with `stamped`, the submission's time too, which tells
+    a resubmission's commit from its earlier one's when their scores are the same), read with plain SQL
+    without taking the course's lock; False when it does not or cannot tell."""
     conn = _read_only(course)
     if conn is None:
         return False
@@ -465,6 +466,9 @@ def holds_grades(course: Course, assignment: Assignment, result: SubmissionResul
             f"JOIN notebook n ON n.id = c.notebook_id {_SUBMITTED.format('g')}", ids)}
         penalty = conn.execute(f"SELECT SUM(COALESCE(sn.late_submission_penalty, 0)) FROM submitted_notebook sn "
                                f"{_OF_STUDENT}", ids).fetchone()[0]
+        when = conn.execute("SELECT sa.timestamp FROM submitted_assignment sa JOIN assignment a ON a.id = "
+                            "sa.assignment_id WHERE a.name = ? AND a.course_id = ? AND sa.student_id = ?",
+                            ids).fetchone() if stamped else None
     except sqlite3.Error:
         return False
     finally:
@@ -473,6 +477,10 @@ def holds_grades(course: Course, assignment: Assignment, result: SubmissionResul
     for p in assignment.problems:
         key = (Path(p.notebook).stem, p.grade_id)
         if key not in scores or scores[key] != (None if crashed else result.problem_score(p.name)):
+            return False
+    if stamped:
+        stamp = submission_timestamp(result)
+        if when is None or when[0] != (sql_datetime(stamp) if stamp is not None else None):
             return False
     return bool(penalty is not None and abs(penalty - (result.late_penalty or 0.0)) < 1e-9)
 

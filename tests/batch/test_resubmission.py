@@ -196,3 +196,68 @@ def test_a_resubmission_whose_commit_failed_is_graded_again_on_the_next_run(tmp_
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
         grade = gb.find_grade("test_rms_norm", A, A, "ada")
         assert (grade.auto_score, grade.manual_score, grade.needs_manual_grade) == (5.0, 4.0, True)
+
+
+def _flags(course: Path, sid: str) -> set[bool]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+        return {g.needs_manual_grade for nb in gb.find_submission(A, sid).notebooks for g in nb.grades}
+
+
+def test_a_one_student_run_flags_an_unreadable_resubmission_again_after_the_ta_cleared_it(tmp_path):
+    """When a TA cleared the flag on an unreadable notebook's grades (formgrader's save of an empty score) and
+    the student submits another unreadable notebook, does a one-student run (committed in the background)
+    raise the flag again, as a batch does?"""
+    course = course_with_students(tmp_path / "course", ("ada", "alan"))
+    course_cmd(course, "release", A)
+    folder = CourseLayout(course).submission("ada", A)
+    notebook = next(folder.glob("*.ipynb"))
+    notebook.write_text("{not json", encoding="utf-8")
+    course_cmd(course, "autograde", A)
+    assert _flags(course, "ada") == {True}
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+        for nb in gb.find_submission(A, "ada").notebooks:
+            for grade in nb.grades:
+                grade.needs_manual_grade = False
+        gb.db.commit()
+    course_cmd(course, "autograde", A, "--student", "ada", "--wait")
+    assert _flags(course, "ada") == {False}              # the same submission: the TA's flag stands
+    notebook.write_text("{still not json", encoding="utf-8")
+    (folder / "timestamp.txt").write_text("2026-11-15 09:30:00.000000 UTC")
+    from tests.batch.test_background_commit import _wait_for_the_writer
+
+    course_cmd(course, "autograde", A, "--student", "ada")      # committed by a detached writer
+    _wait_for_the_writer(course)
+    assert _flags(course, "ada") == {True}
+
+
+def test_a_results_json_whose_commit_went_in_is_not_taken_for_a_resubmission(tmp_path):
+    """When results.json lost its grading key after the gradebook took its grades (the keyed rewrite failed),
+    is its `gradebook_key` (the earlier result's) ignored, so that the next run grades it again without
+    warning of a TA's review of an earlier submission and without flagging the TA's review of this one?"""
+    import json
+
+    course = course_with_students(tmp_path / "course", ("ada", "alan"))
+    course_cmd(course, "release", A)
+    course_cmd(course, "autograde", A)
+    results = CourseLayout(course).results_json("ada", A)
+    first = json.loads(results.read_text(encoding="utf-8"))["extra_data"]["grading_key"]
+    (CourseLayout(course).submission("ada", A) / "timestamp.txt").write_text("2026-11-15 09:30:00.000000 UTC")
+    course_cmd(course, "autograde", A)
+    _override(course, "ada")
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+        gb.find_grade("test_rms_norm", A, A, "ada").needs_manual_grade = False
+        gb.db.commit()
+    doc = json.loads(results.read_text(encoding="utf-8"))
+    doc["extra_data"].pop("grading_key")
+    doc["extra_data"]["gradebook_key"] = first
+    results.write_text(json.dumps(doc), encoding="utf-8")
+    out = course_cmd(course, "autograde", A)
+    assert "graded    ada" in out and "WARNING" not in out, out
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+        assert gb.find_grade("test_rms_norm", A, A, "ada").needs_manual_grade is False
