@@ -372,6 +372,10 @@ _ALLOWED_ATTRIBUTES = frozenset({"href", "src", "alt", "title", "class", "align"
 _FIXED_ATTRIBUTES: dict[str, set[str | None]] = {
     "style": {"text-align:left", "text-align:right", "text-align:center"},
     "type": {"checkbox"}, "disabled": {None, ""}, "checked": {None, ""}}
+# the class names nbconvert's Markdown renderer writes: pygments' short token classes in a code block, its
+# wrapper, a heading's anchor, a task list's item and box (a page's own classes, e.g. bootstrap's
+# `modal-backdrop`, could lay a student's link over the whole page)
+_CLASS_NAME = re.compile(r"[a-z][a-z0-9]{0,2}|highlight|hll|anchor-link|task-list-item|task-list-item-checkbox")
 # a start tag as nbconvert writes one: every value quoted, so that a browser reads it as html.parser does
 _PLAIN_START_TAG = re.compile(r"""<[a-z][a-z0-9]*(?:\s+[a-z][a-z-]*(?:="[^"<>]*")?)*\s*/?>""")
 
@@ -380,9 +384,10 @@ class _RenderedMarkup(HTMLParser):
     """Reads nbconvert's HTML for a Markdown cell; `safe` stays True while everything in it is text or a
     tag and attributes Markdown itself makes, with link targets `unsafe_url` finds safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, reserved: frozenset[str] = frozenset()) -> None:
         super().__init__(convert_charrefs=False)
         self.safe = True
+        self.reserved = reserved
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         plain = _PLAIN_START_TAG.fullmatch(self.get_starttag_text() or "")
@@ -395,6 +400,10 @@ class _RenderedMarkup(HTMLParser):
                 self.safe = False
             elif name in ("href", "src") and unsafe_url(value or "") and not (tag == "img" and _is_data(value or "")):
                 self.safe = False      # an image's data runs nothing
+            elif name == "class" and not all(_CLASS_NAME.fullmatch(c) for c in (value or "").split()):
+                self.safe = False
+            elif name == "id" and (value or "") in self.reserved:
+                self.safe = False      # formgrader finds a grade's score box (and comment box) by this id
 
     handle_startendtag = handle_starttag
 
@@ -419,22 +428,25 @@ class _RenderedMarkup(HTMLParser):
 
 def _rendered(markdown: str, attachments: dict[str, Any]) -> str | None:
     """The HTML nbconvert's Markdown renderer makes of `markdown`, as formgrader's exporter renders a Markdown
-    cell with `attachments`; None when it fails (formgrader would fail on it too)."""
+    cell with `attachments` (then taking `/files/` off the start of each link and image target, as its
+    template's `strip_files_prefix` does); None when it fails (formgrader would fail on it too)."""
     from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+    from nbconvert.filters.strings import strip_files_prefix
 
     try:
-        return str(MarkdownWithMath(renderer=IPythonRenderer(escape=False, attachments=attachments)).render(markdown))
+        made = MarkdownWithMath(renderer=IPythonRenderer(escape=False, attachments=attachments)).render(markdown)
+        return str(strip_files_prefix(str(made)))  # type: ignore[no-untyped-call]
     except Exception:  # noqa: BLE001 - formgrader would fail on it too
         return None
 
 
-def _renders_safely(markdown: str, attachments: dict[str, Any]) -> bool:
+def _renders_safely(markdown: str, attachments: dict[str, Any], reserved: frozenset[str] = frozenset()) -> bool:
     """Whether nbconvert's Markdown renderer makes of `markdown` only text and what Markdown itself makes
     (`_RenderedMarkup`), as formgrader renders a Markdown cell with `attachments`."""
     rendered = _rendered(markdown, attachments)
     if rendered is None:
         return False
-    reader = _RenderedMarkup()
+    reader = _RenderedMarkup(reserved)
     reader.feed(rendered)
     reader.close()
     return reader.safe and not reader.rawdata
@@ -446,6 +458,7 @@ def unsafe_url(url: str) -> bool:
     other than SAFE_SCHEMES: `javascript:`, `vbscript:`, `data:` and the like."""
     plain = html.unescape(_ESCAPED.sub(r"\1", url))
     plain = "".join(ch for ch in plain if ch > " " and ch != "\x7f").lower()
+    plain = plain.removeprefix("/").removeprefix("files/") if plain.startswith(("/files/", "files/")) else plain
     scheme = _SCHEME.match(plain)
     return scheme is not None and scheme.group(1) not in SAFE_SCHEMES
 
@@ -470,21 +483,22 @@ def _links_removed(markdown: str, attachments: dict[str, Any]) -> str:
     return marked(lambda i, m: LINK_REMOVED if str(i) in targets or f"-{i}-" not in rendered else m.group(2))
 
 
-def safe_markdown(markdown: str, attachments: Any = None) -> str:
+def safe_markdown(markdown: str, attachments: Any = None, reserved: frozenset[str] = frozenset()) -> str:
     """`markdown` as written if nbconvert's Markdown renderer, as formgrader renders the cell with its
     `attachments`, makes only text and what Markdown itself makes of it (`_renders_safely`: no raw HTML
     tag or attribute beyond those, no link target `unsafe_url` finds unsafe); else with its unsafe link
     targets replaced by LINK_REMOVED (`_links_removed`) if that renders safely; else the text as a fenced
-    code block, or, should even that not render safely, as a paragraph of escaped text."""
+    code block, or, should even that not render safely, as a paragraph of escaped text. `reserved`: the
+    ids formgrader finds its boxes by (`reserved_ids`), which no element of the cell may have."""
     attachments = attachments if isinstance(attachments, dict) else {}
-    if _renders_safely(markdown, attachments):
+    if _renders_safely(markdown, attachments, reserved):
         return markdown
     kept = _links_removed(markdown, attachments)
-    if kept != markdown and _renders_safely(kept, attachments):
+    if kept != markdown and _renders_safely(kept, attachments, reserved):
         return kept
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", kept)), default=0))
     fenced = f"{fence}text\n{kept}\n{fence}\n"
-    if _renders_safely(fenced, attachments):
+    if _renders_safely(fenced, attachments, reserved):
         return fenced
     return "".join(f"&#{ord(ch)};" if not ch.isalnum() and ch not in " \n" else ch for ch in kept)
 
@@ -551,6 +565,7 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
     hold made safe (see `safe_markdown`), nbgrader metadata taken from
     `released`, and execution counts that are not whole numbers cleared."""
     nb.metadata.pop("widgets", None)
+    reserved = reserved_ids(nb, released)
     own = {_text(c.get("source")) for c in released.cells if c.get("cell_type") == "markdown"} if released else set()
     marks = _released_marks(released) if released is not None else None
     for cell in nb.cells:
@@ -559,7 +574,7 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
         if kind == "markdown":
             text = _text(cell.get("source"))
             if text not in own:
-                cell.source = safe_markdown(text, cell.get("attachments"))
+                cell.source = safe_markdown(text, cell.get("attachments"), reserved)
         elif kind == "code":
             if "execution_count" in cell:
                 cell["execution_count"] = _count(cell["execution_count"])
@@ -575,6 +590,21 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
                     out["metadata"] = nbformat.NotebookNode(_safe_output_metadata(out["metadata"]))
                 if "execution_count" in out:
                     out["execution_count"] = _count(out["execution_count"])
+
+
+def reserved_ids(*notebooks: Any) -> frozenset[str]:
+    """The grade ids of `notebooks`' cells (None skipped), with their comment boxes' ids: formgrader finds
+    a grade's score box as the first element of the page with its id, and its comment box with
+    `<id>-comment`, so a student's element with one of them would take the box's place."""
+    ids = set()
+    for nb in notebooks:
+        for cell in (nb.get("cells") if isinstance(nb, dict) else None) or ():
+            meta = cell.get("metadata") if isinstance(cell, dict) else None
+            marks = meta.get("nbgrader") if isinstance(meta, dict) else None
+            gid = marks.get("grade_id") if isinstance(marks, dict) else None
+            if isinstance(gid, str) and gid:
+                ids.add(gid)
+    return frozenset(ids | {f"{gid}-comment" for gid in ids})
 
 
 def _text(source: Any) -> str:
@@ -673,7 +703,8 @@ def valid_notebook(nb: Any) -> Any:
             marks = {"nbgrader": meta["nbgrader"]} if isinstance(meta.get("nbgrader"), dict) else {}
             if kind == "markdown":
                 # without its attachments: an image of one is written out (`safe_markdown`)
-                made = nbformat.v4.new_markdown_cell(safe_markdown(text), id=cell["id"], metadata=marks)
+                made = nbformat.v4.new_markdown_cell(safe_markdown(text, reserved=reserved_ids(nb)), id=cell["id"],
+                                                     metadata=marks)
             else:
                 outputs = cell.get("outputs") if kind == "code" and isinstance(cell.get("outputs"), list) else []
                 made = nbformat.v4.new_code_cell(text, id=cell["id"], metadata=marks)

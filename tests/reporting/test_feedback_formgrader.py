@@ -908,6 +908,36 @@ def test_markup_that_looks_like_code_runs_nothing_in_formgrader(copy, assignment
     assert "&lt;img src=x onerror=" in html                                          # the text, as written
 
 
+@pytest.mark.parametrize("written", [
+    "[x](/files/javascript:void(document.title='PWN'))",      # formgrader takes `/files/` off a target
+    '<a href="files/javascript:void(document.title=1)">x</a>',
+    'notes <a class="modal-backdrop fade" href="https://example.org">x</a>',   # a page class over the page
+])
+def test_markup_that_formgrader_turns_unsafe_runs_nothing_there(copy, assignment, written):
+    """A student's link that formgrader's template makes `javascript:` (taking `/files/` off it), or that
+    takes one of the page's own classes: does formgrader's page have no such link or class?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(written))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    html = formgrader_html(copy / NB)
+    assert not re.search(r"""<a\s[^<>]*href=["']?\s*javascript:""", html, re.I)         # no such element
+    assert not re.search(r"""<[a-z]+\s[^<>]*class=["']?modal-backdrop""", html, re.I)
+
+
+def test_a_students_heading_named_like_a_grade_cell_leaves_formgrader_its_score_box(copy, assignment):
+    """A student's Markdown heading whose text is a grade id (nbconvert gives it that id): is the page's
+    first element with that id still the grade's own (formgrader finds the score box by it)?"""
+    grade_id = assignment.problems[0].grade_id
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"### {grade_id}\n\nmy notes on it"))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    html = formgrader_html(copy / NB)
+    assert re.findall(rf'<[a-z0-9]+ [^<>]*id="{grade_id}"', html)[0].startswith("<input"), html[:200]
+    assert f"{grade_id}" in html and "my notes on it" in html
+
+
 @pytest.mark.parametrize(("written", "shown"), [
     ("the pairs $j<i$ only", "$j&lt;i$"),                              # maths, as MathJax reads it
     ("# Pairs\n\n| pair | kept |\n|:--|--:|\n| $j<i$ | yes |\n\n- [x] done\n\n```python\nx = 1 < 2\n```",
@@ -932,7 +962,7 @@ def test_a_cell_whose_code_block_would_still_render_markup_is_written_as_escaped
     made to find every rendering unsafe), is the cell written as escaped characters, shown as text?"""
     from autograder.reporting import annotate
 
-    monkeypatch.setattr(annotate, "_renders_safely", lambda markdown, attachments: False)
+    monkeypatch.setattr(annotate, "_renders_safely", lambda *args: False)
     nb = nbformat.read(copy / NB, as_version=4)
     nb.cells.append(nbformat.v4.new_markdown_cell(f"see {IMG}\n\n```\ncode\n```"))
     nbformat.write(nb, copy / NB)
