@@ -37,15 +37,16 @@ def test_ids_that_differ_only_by_unicode_normalisation_are_warned_of_as_a_case_c
     roster_line = ("roster.csv: line 4: id 'rene\\u0301' differs from 'Ren\\xe9' (line 3) only by case and Unicode "
                    "normalisation: they are two students, each graded from the folder of that exact name; if they are "
                    "one, remove a line")
+    sub = course.layout.relative(course.layout.submitted_dir)
     assert case_clashes(course, [nfd]) == [
         roster_line,
-        f"submitted/{nfd} ('zoe\\u0308') matches roster id {nfc} ('zo\\xeb') except for Unicode normalisation: "
+        f"{sub}/{nfd} ('zoe\\u0308') matches roster id {nfc} ('zo\\xeb') except for Unicode normalisation: "
         f"graded as a student off the roster, and {nfc} as one without a submission; rename the folder to {nfc} "
         f"('zo\\xeb') (or correct the roster) and run `course autograde` again"]
     (course_copy / "roster.csv").write_text("id\nada\n")
     assert case_clashes(course, [nfc, "ada"]) == []
     assert case_clashes(course, [nfd, nfc]) == [
-        f"submitted/{nfd} ('zoe\\u0308') and submitted/{nfc} ('zo\\xeb') differ only by Unicode normalisation: "
+        f"{sub}/{nfd} ('zoe\\u0308') and {sub}/{nfc} ('zo\\xeb') differ only by Unicode normalisation: "
         f"graded as two students; if they are one, keep one folder"]
 
 

@@ -316,7 +316,7 @@ def _document(result: SubmissionResult, visibility: str, stdout_visibility: str,
         "stdout_visibility": stdout_visibility,
         "tests": tests,
         "extra_data": {**_instructor_view(result, numbered if entries else ()),
-                       **({"gradebook_key": gradebook_key} if gradebook_key else {}),
+                       **({"gradebook_key": gradebook_key} if gradebook_key and not grading_key else {}),
                        **({"grading_key": grading_key} if grading_key else {})},
     }
     return doc, result, numbered
@@ -341,8 +341,12 @@ def render_results_json(result: SubmissionResult, **options: Any) -> str:
             _RECENT.pop(next(iter(_RECENT)))
     if not key:
         return text
-    if isinstance(key, str) and text.endswith(_END):
-        keyed = f"{text[:-len(_END)]},\n    {_string('grading_key')}: {_string(key)}{_END}"
+    # the text without a key ends with extra_data's last entry: the gradebook's key (written only until
+    # this one is in), or the entry before it
+    held = options.get("gradebook_key")
+    ending = f",\n    {_string('gradebook_key')}: {_string(held)}{_END}" if isinstance(held, str) and held else _END
+    if isinstance(key, str) and text.endswith(ending):
+        keyed = f"{text[:-len(ending)]},\n    {_string('grading_key')}: {_string(key)}{_END}"
         if len(keyed.encode("utf-8")) <= RESULTS_JSON_MAX_BYTES:
             return keyed
     return _render(result, grading_key=key, **options)

@@ -244,3 +244,19 @@ def test_results_json_holds_when_the_submission_was_graded(bob):
     assert older["extra_data"]["graded_at"] is None
     del older["extra_data"]["graded_at"]
     assert result_from_json(older)[0].graded_at == ""
+
+
+def test_the_gradebooks_key_is_kept_only_until_the_grading_key_is_written():
+    """results.json written before its commit holds the key of the result the gradebook holds (for a next
+    run, should the commit never come): once rewritten with its own grading key, is that gone, the text the
+    same as a document rendered with the grading key alone?"""
+    from autograder.reporting.results_json import gradebook_key_of, render_results_json
+
+    result = submission("ada", [check("layer_norm", "test_layer_norm_a", 15.0, 15.0)])
+    pending = render_results_json(result, gradebook_key="earlier-key")
+    assert gradebook_key_of(json.loads(pending)) == "earlier-key"
+    assert "grading_key" not in json.loads(pending)["extra_data"]
+    keyed = render_results_json(result, grading_key="new-key", gradebook_key="earlier-key")
+    assert json.loads(keyed) == to_results_json(result, grading_key="new-key")
+    assert keyed == render_results_json(result, grading_key="new-key")
+    assert gradebook_key_of(json.loads(keyed)) == "" and json.loads(keyed)["extra_data"]["grading_key"] == "new-key"
