@@ -19,12 +19,15 @@ the notebook stays safe to hand back, e.g. through nbgrader's generate_feedback.
 student deleted is put back from the released notebook (after the cell that precedes it there),
 so formgrader has a place to show and override that grade; a copied grade, answer or read-only cell
 (the same id further down) is unmarked but for its last copy, as nbgrader's DeduplicateIds does, so
-formgrader shows one score box and one answer box per id. A copy that cannot be read as a notebook
+formgrader shows one score box and one answer box per id; a grade cell made Markdown or Raw (or such a
+copy of one) is unmarked too, where a code cell has the id or the release has the cell to put back
+(`_unmark_non_code_grade_cells`). A copy that cannot be read as a notebook
 (not JSON, or not a notebook: a text file saved as .ipynb) is replaced by a placeholder notebook
 (`placeholder_notebook`) that formgrader can open: a Markdown cell saying the submitted file could not
 be read and why, then the released notebook's answer cells, empty, and its grade cells with our report,
 so that the submission can be graded by hand; the file in submitted/ is only ever read. Without a
-released notebook to take the cells from, such a copy is left as it is. A lone surrogate that JSON's
+released notebook to take the cells from, such a copy is left as it is. A notebook read but that nbformat
+cannot write back gets the placeholder too, saying so (NOT_WRITABLE). A lone surrogate that JSON's
 escapes let into a string ("\\ud800") is written as U+FFFD, so the copy is UTF-8 throughout.
 
 What the student wrote is kept, but not what would run in the TA's browser: formgrader renders the
@@ -34,10 +37,11 @@ rich output only its plain text and bitmap images (not HTML, JavaScript, SVG, Ma
 widgets) and of its metadata only image sizes that are whole numbers (nbconvert writes them as
 unquoted attributes), drops the notebook's widget state (which loads widget code from the network),
 and keeps a Markdown cell that is not the released notebook's own as written only when nbconvert's
-Markdown renderer makes of it nothing but what Markdown itself makes, with link targets of http,
-https, mailto or attachment (`safe_markdown`); otherwise with its other link targets (`javascript:`,
-`data:`) replaced by LINK_REMOVED, or, if it still renders markup or nbconvert fails on it, as a
-fenced code block. The
+Markdown renderer makes of it nothing but what Markdown itself makes and a few harmless tags students
+write (a collapsible section, centred or coloured text, sized images, anchors, plain comments; every
+element closed within the cell), with link targets of http, https, mailto or attachment
+(`safe_markdown`); otherwise with its other link targets (`javascript:`, `data:`) replaced by
+LINK_REMOVED, or, if it still renders markup or nbconvert fails on it, as a fenced code block. The
 nbgrader metadata of a cell is the release's for its grade id, as nbgrader's autograde makes it, and
 removed for an id the release does not have (formgrader writes the id into its page as it is). The
 copy written is a valid notebook (an execution count that is not a whole number is cleared; see
@@ -258,12 +262,13 @@ TOO_COSTLY = "too costly to read"           # its reason for a notebook over the
 PLACEHOLDER_ID = "course-autograde-unreadable"   # the id of the placeholder's first cell: the same every time
 OUTPUTS_NOTE_ID = "course-autograde-outputs-left-out"   # the note heading a copy written without its outputs
 UNREADABLE = "could not be read as a notebook"
+NOT_WRITABLE = "was read, but could not be written back as a notebook for formgrader"
 TOO_LARGE = "is too large to be read for this copy"
 
 
 def placeholder_notebook(name: str, reason: str, released: Any, what: str = UNREADABLE) -> Any:
     """The notebook formgrader is given in place of a submitted file `name` that cannot be read as one
-    (`reason`, the student's note; `what` the file is, UNREADABLE or TOO_LARGE): a Markdown cell saying
+    (`reason`, the student's note; `what` the file is, UNREADABLE, TOO_LARGE or NOT_WRITABLE): a Markdown cell saying
     so, then each answer, task and grade cell of the released notebook (`released`), answers empty and no
     outputs, with their nbgrader metadata, so that formgrader shows a score box for each grade cell and a
     comment box for each answer, as the gradebook has them. Without a release, the note alone."""
@@ -324,6 +329,24 @@ def _released_notebook(path: Path) -> Any:
     return released
 
 
+def _unmark_non_code_grade_cells(nb: Any, problems: tuple[Problem, ...], released: Any) -> dict[str, str]:
+    """Remove the nbgrader metadata of each cell of `nb` that is not code but holds a problem's grade id
+    (a student made the grade cell, or a copy of it, Markdown or Raw: Jupyter keeps the metadata), when
+    a code cell holds that id or `released` has the cell to put back: formgrader would show a score box
+    for each, and the grade belongs on the code cell (`annotate_notebook`). Returns each id unmarked, with
+    what its last such cell is ("Markdown" or "Raw")."""
+    ids = [p.grade_id for p in problems]            # a list: a student's grade id need not be hashable
+    code = [c for c in nb.cells if c.get("cell_type") == "code"]
+    kept = [gid for c in code + (list(released.cells) if released is not None else []) if (gid := _grade_id(c)) in ids]
+    unmarked = {}
+    for cell in nb.cells:
+        grade_id = _grade_id(cell)
+        if cell.get("cell_type") != "code" and grade_id in kept:
+            del cell.metadata["nbgrader"]
+            unmarked[grade_id] = "Raw" if cell.get("cell_type") == "raw" else "Markdown"
+    return unmarked
+
+
 def _unmark_copies(nb: Any) -> None:
     """Copies of an nbgrader cell (one grade id on several grade, answer or read-only cells: a
     student copied a cell) are unmarked but the last, as nbgrader's own DeduplicateIds does: the
@@ -361,41 +384,70 @@ LINK_REMOVED = "#link-target-removed"
 _LINK_TARGET = re.compile(r"(\]\s*\(\s*<?|\]\s*:\s*<?)([^\s<>()]+(?:\([^\s<>()]*\)[^\s<>()]*)*)")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
-# what nbconvert's Markdown renderer makes of Markdown itself: the tags and attributes a student's cell may
-# render to (an attribute named alone is allowed any value; `href` and `src` are looked at by `unsafe_url`)
+# what nbconvert's Markdown renderer makes of Markdown itself, and the harmless HTML students write in Markdown
+# (a collapsible section, centred or coloured text): the tags and attributes a student's cell may render to (an
+# attribute named alone is allowed any value; `href` and `src` are looked at by `unsafe_url`)
 _ALLOWED_TAGS = frozenset({
     "p", "a", "img", "em", "strong", "b", "i", "u", "s", "del", "sub", "sup", "kbd", "code", "pre", "ul", "ol",
     "li", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "hr", "br", "table", "thead", "tbody", "tfoot",
-    "tr", "th", "td", "span", "div", "input"})
+    "tr", "th", "td", "span", "div", "input", "details", "summary", "center", "font", "mark", "small"})
+_VOID_TAGS = frozenset({"br", "hr", "img", "input"})      # the allowed tags that have no end tag
 _ALLOWED_ATTRIBUTES = frozenset({"href", "src", "alt", "title", "class", "align", "start", "id"})
-# attributes allowed only with these values: a table column's alignment, a task's box
+# attributes allowed only with these values: a table column's alignment, a task's box, an open section
 _FIXED_ATTRIBUTES: dict[str, set[str | None]] = {
     "style": {"text-align:left", "text-align:right", "text-align:center"},
-    "type": {"checkbox"}, "disabled": {None, ""}, "checked": {None, ""}}
+    "type": {"checkbox"}, "disabled": {None, ""}, "checked": {None, ""}, "open": {None, ""}}
+# attributes allowed only with values of this form: sizes, a font's colour (a name or #hex) and size, and an
+# anchor's name (only an `a` has one: a named image or form would be a property of the page's `document`)
+_FORMED_ATTRIBUTES = {"width": re.compile(r"[0-9]{1,5}(?:px|%)?"), "height": re.compile(r"[0-9]{1,5}(?:px|%)?"),
+                      "color": re.compile(r"[a-zA-Z]{1,20}|#[0-9a-fA-F]{3,8}"), "size": re.compile(r"[+-]?[1-7]"),
+                      "name": re.compile(r"[A-Za-z0-9_.:\-]{1,100}")}
+_FORMED_ON = {"name": {"a"}, "color": {"font"}, "size": {"font"}}
 # the class names nbconvert's Markdown renderer writes: pygments' short token classes in a code block, its
 # wrapper, a heading's anchor, a task list's item and box (a page's own classes, e.g. bootstrap's
 # `modal-backdrop`, could lay a student's link over the whole page)
 _CLASS_NAME = re.compile(r"[a-z][a-z0-9]{0,2}|highlight|hll|anchor-link|task-list-item|task-list-item-checkbox")
-# a start tag as nbconvert writes one: every value quoted, so that a browser reads it as html.parser does
-_PLAIN_START_TAG = re.compile(r"""<[a-z][a-z0-9]*(?:\s+[a-z][a-z-]*(?:="[^"<>]*")?)*\s*/?>""")
+# a start tag that a browser reads as html.parser does: names of ASCII letters, each value quoted or, unquoted,
+# of characters that end no value early in either (no quote, `=`, `&`, `<` or `>`, no blank but ASCII ones)
+_PLAIN_START_TAG = re.compile(r"""<[a-zA-Z][a-zA-Z0-9]*(?:[ \t\n\r\f]+[a-zA-Z][a-zA-Z-]*"""
+                              r"""(?:=(?:"[^"<>]*"|'[^'<>]*'|[A-Za-z0-9_.:/#%?+,~()\-]+))?)*[ \t\n\r\f]*/?>""")
+# an HTML comment that a browser ends where html.parser does: at its first `-->`, with no `--` (so no `--!>`)
+# and no `<!-` in it, not starting `<!-->` or `<!--->` (which browsers read as an empty comment)
+_PLAIN_COMMENT = re.compile(r"<!--(?![>-])(?:[^<-]|-(?!-)|<(?!!-))*-->")
 
 
 class _RenderedMarkup(HTMLParser):
-    """Reads nbconvert's HTML for a Markdown cell; `safe` stays True while everything in it is text or a
-    tag and attributes Markdown itself makes, with link targets `unsafe_url` finds safe."""
+    """Reads nbconvert's HTML for a Markdown cell; `safe` stays True while everything in it is text, a
+    plain comment or an allowed tag with allowed attributes, with link targets `unsafe_url` finds safe,
+    each element closed in the order opened (`open`: those not yet closed). An element left open would
+    reach past the cell in a browser: an unclosed `<font>` or `<s>` is opened again around the rest of
+    formgrader's page."""
 
     def __init__(self, reserved: frozenset[str] = frozenset()) -> None:
         super().__init__(convert_charrefs=False)
         self.safe = True
         self.reserved = reserved
+        self.open: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._check_tag(tag, attrs)
+        if tag not in _VOID_TAGS:
+            self.open.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._check_tag(tag, attrs)
+        self.safe = self.safe and tag in _VOID_TAGS     # a browser leaves `<b/>` open
+
+    def _check_tag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         plain = _PLAIN_START_TAG.fullmatch(self.get_starttag_text() or "")
         if tag not in _ALLOWED_TAGS or not plain or (tag == "input" and ("type", "checkbox") not in attrs):
             self.safe = False
         for name, value in attrs:
             if name in _FIXED_ATTRIBUTES:
                 self.safe = self.safe and value in _FIXED_ATTRIBUTES[name]
+            elif name in _FORMED_ATTRIBUTES:
+                self.safe = (self.safe and tag in _FORMED_ON.get(name, {tag}) and value is not None
+                             and _FORMED_ATTRIBUTES[name].fullmatch(value) is not None and value not in self.reserved)
             elif name not in _ALLOWED_ATTRIBUTES:
                 self.safe = False
             elif name in ("href", "src") and unsafe_url(value or "") and not (tag == "img" and _is_data(value or "")):
@@ -405,16 +457,19 @@ class _RenderedMarkup(HTMLParser):
             elif name == "id" and (value or "") in self.reserved:
                 self.safe = False      # formgrader finds a grade's score box (and comment box) by this id
 
-    handle_startendtag = handle_starttag
-
     def handle_endtag(self, tag: str) -> None:
-        self.safe = self.safe and tag in _ALLOWED_TAGS
+        self.safe = self.safe and tag in _ALLOWED_TAGS and bool(self.open) and self.open.pop() == tag
 
     def handle_data(self, data: str) -> None:
         self.safe = self.safe and "<" not in data     # a `<` html.parser did not read as a tag
 
+    def parse_comment(self, i: int, report: bool = True) -> int:
+        """A comment is safe when written so that a browser ends it where html.parser does (_PLAIN_COMMENT)."""
+        self.safe = self.safe and _PLAIN_COMMENT.match(self.rawdata, i) is not None
+        return super().parse_comment(i, report)
+
     def handle_comment(self, data: str) -> None:
-        self.safe = False
+        pass                         # checked as it is read (`parse_comment`); shown by no browser
 
     def handle_decl(self, decl: str) -> None:
         self.safe = False
@@ -449,7 +504,7 @@ def _renders_safely(markdown: str, attachments: dict[str, Any], reserved: frozen
     reader = _RenderedMarkup(reserved)
     reader.feed(rendered)
     reader.close()
-    return reader.safe and not reader.rawdata
+    return reader.safe and not reader.rawdata and not reader.open
 
 
 def unsafe_url(url: str) -> bool:
@@ -617,6 +672,7 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
     Returns (grade ids annotated, grade ids restored from `released`)."""
     tests = {t[1]: t for t in problem_tests(result)}
     annotated, restored = [], []
+    turned = _unmark_non_code_grade_cells(nb, problems, released)
     _unmark_copies(nb)
     graded: dict[str, list[Any]] = {}      # grade id -> the code cells that have it, in order
     for c in nb.cells:
@@ -628,6 +684,10 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
             found = [i for i, c in enumerate(released.cells) if _grade_id(c) == problem.grade_id]
             if found:
                 cell = nbformat.from_dict(json.loads(json.dumps(released.cells[found[0]])))
+                taken = {c.get("id") for c in nb.cells}
+                if cell.get("id") in taken:    # the student's Markdown cell made of it keeps its id
+                    cell["id"] = next(f"{cell['id'][:48]}-put-back-{n}" for n in range(len(taken) + 1)
+                                      if f"{cell['id'][:48]}-put-back-{n}" not in taken)
                 nb.cells.insert(_restore_position(nb, released, found[0]), cell)
                 cells = graded[problem.grade_id] = [cell]
                 restored.append(problem.grade_id)
@@ -635,7 +695,9 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
             continue
         output = _problem_output(result, tests.get(problem.name), problem.name)
         if problem.grade_id in restored:
-            note = (f"{OUTPUT_NAME}: this grade cell was missing from the submission; it was put back "
+            was = (f"made a {turned[problem.grade_id]} cell in the submission (kept as written, without its "
+                   f"nbgrader marks)" if problem.grade_id in turned else "missing from the submission")
+            note = (f"{OUTPUT_NAME}: this grade cell was {was}; it was put back "
                     f"from the released notebook so that its grade shows here.\n")
             cells[0].outputs = [_new_output("stream", name="stderr", text=note), output]
         else:
@@ -798,7 +860,7 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
                 # nbformat's validator or writer fails on it (a list nested hundreds deep): the placeholder
                 what = "its JSON nests too deeply" if isinstance(exc, RecursionError) else type(exc).__name__
                 why = f"{shown_name(path.name)}: not annotated, nbformat cannot write it back ({what})"
-                data = _utf8(notebook_text(placeholder_notebook(path.name, why, released, UNREADABLE), strict=True))
+                data = _utf8(notebook_text(placeholder_notebook(path.name, why, released, NOT_WRITABLE), strict=True))
         atomic_write_bytes(path, data)
         reports.append(AnnotationReport(path, annotated, restored))
     return tuple(reports)

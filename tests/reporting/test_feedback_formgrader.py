@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 from dataclasses import replace
+from html import escape
 from pathlib import Path
 
 import nbformat
@@ -542,8 +543,9 @@ def test_a_submission_whose_minor_format_is_no_integer_is_copied_annotated(cours
 
 def test_a_submission_nested_too_deeply_to_write_back_becomes_the_placeholder(course_copy, copy):
     """A submitted notebook whose metadata holds lists nested 900 deep: read, but too deep for nbformat to
-    write back. Is its formgrader copy the placeholder, saying why in one line, with every grade cell
-    annotated, rather than a RecursionError that leaves the copy unannotated?"""
+    write back. Is its formgrader copy the placeholder, saying why in one line (that the file was read, not
+    that it could not be), with every grade cell annotated, rather than a RecursionError that leaves the
+    copy unannotated?"""
     from autograder import api
 
     course = load_course(course_copy)
@@ -558,8 +560,9 @@ def test_a_submission_nested_too_deeply_to_write_back_becomes_the_placeholder(co
     back = nbformat.read(target, as_version=4)
     nbformat.validate(back)
     assert back.cells[0].id == "course-autograde-unreadable" and "deep" not in back.cells[0].metadata
-    assert (f"could not be read as a notebook**: {NB}: not annotated, nbformat cannot write it back (its JSON "
-            f"nests too deeply)\n") in back.cells[0].source
+    assert (f"`{NB}` was read, but could not be written back as a notebook for formgrader**: {NB}: not annotated, "
+            f"nbformat cannot write it back (its JSON nests too deeply)\n") in back.cells[0].source
+    assert "could not be read" not in back.cells[0].source
     assert set(grade_outputs(target)) == {p.grade_id for p in a.problems}
 
 
@@ -972,3 +975,104 @@ def test_a_cell_whose_code_block_would_still_render_markup_is_written_as_escaped
     html = formgrader_html(copy / NB)
     assert not re.search(r"<img[^<>]*\sonerror\s*=", html) and "see &lt;img src=x onerror=" in html
     assert "```\ncode\n```" in html
+
+
+@pytest.mark.parametrize(("written", "shown"), [
+    ('my plot:\n\n<img src="plot.png" width="300" height="200" alt="loss" title="the loss">',
+     'img[src="plot.png"][width="300"][height="200"][alt="loss"][title="the loss"]'),
+    ("<img width=300 src=figures/plot.png>", 'img[src="figures/plot.png"][width="300"]'),      # values unquoted
+    ("my answer <!-- TODO: check the <b>sign</b> --> is 3",                             # a comment, not shown
+     'p:-soup-contains("my answer  is 3"):not(:-soup-contains("TODO"))'),
+    ("<details><summary>My derivation</summary>\n\n$x^2$ *grows*\n\n</details>",
+     'details > summary:-soup-contains("My derivation") + p > em'),
+    ('<a name="derivation"></a>\n\n## Derivation\n\nsee <a id=proof>the proof</a>', 'a[name="derivation"]'),
+    ("H<sub>2</sub>O, x<sup>2</sup><BR>next line", "p:has(> sub + sup + br)"),        # a tag in capitals
+    ('<center><font color="red">centred</font> and <font color=#00aa00 size=4>green</font></center>',
+     'center > font[color="red"] + font[color="#00aa00"][size="4"]'),
+])
+def test_a_students_harmless_html_renders_as_written(copy, assignment, written, shown):
+    """HTML students write in Markdown that runs nothing (a sized image, its values unquoted, a comment,
+    a collapsible section, an anchor, sub- and superscripts, a line break, centred or coloured text): is
+    the student's cell kept as written, and shown by formgrader as HTML (`shown`: a CSS selector)?"""
+    from bs4 import BeautifulSoup
+
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(written))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    assert nbformat.read(copy / NB, as_version=4).cells[-1].source == written
+    page = BeautifulSoup(formgrader_html(copy / NB), features="html.parser")
+    assert page.select(f".text_cell_render {shown}")
+
+
+SHOWN_AS_TEXT = [
+    "<img src=x.png width=300 onerror=\"document.title='pwned'\">",
+    "<details open ontoggle=\"document.title='pwned'\"><summary>x</summary></details>",
+    "<a name=x href=javascript:void(document.title='pwned')>x</a>",
+    "<img src=x.png\xa0onerror=document.title='pwned'>",                 # a blank browsers do not end a name at
+    "<img width==300 src=x.png>",                                       # an `=` browsers read as the value's
+    "<!--><script>document.title='pwned'</script>-->",                   # browsers: an empty comment, then a script
+    "<!---><script>document.title='pwned'</script>-->",
+    "a <!-- b --!><script>document.title='pwned'</script> -->",          # browsers end a comment at `--!>`
+    "<!-- a <!-- b --><script>document.title='pwned'</script>",
+    "notes <!-- never closed",                                           # would hide the rest of the page
+    "notes\n\n<!-- never closed\n\n<b>x</b>",
+    '<font color="white">the rest of the page in white',                 # left open: reopened around the page
+    "a <s>struck\n\nthrough",
+    "<b/>the rest of the page in bold",                                  # browsers leave `<b/>` open
+    '<details><summary>closed</summary>the page below, folded away',
+    '<img name="getElementById" src=x.png>',                            # named images are the document's own
+    '<font size=4 onmouseover="document.title=\'pwned\'">x</font>',
+    '<a name="test_layer_norm"></a><a id=test_layer_norm-comment></a>',  # formgrader's boxes' ids
+]
+
+
+@pytest.mark.parametrize("written", SHOWN_AS_TEXT)
+def test_html_that_could_run_or_reach_past_its_cell_is_shown_as_text(copy, assignment, written):
+    """A student's HTML with an event handler, a `javascript:` target, a comment that a browser ends elsewhere
+    than a parser might (or never), an element left open (which a browser carries on past the cell, over the
+    score boxes), an image with a name (which would replace a function of the page's `document`) or a grade's
+    id: is it shown as text in formgrader, with one element for each score and comment box's id?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(written))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    page = formgrader_html(copy / NB)
+    assert escape(written, quote=False) in page.replace("&#39;", "'").replace("&quot;", '"')
+    assert not re.search(r"""<script>document|<[a-z]+\s[^<>]*\s(on[a-z]+|name)=["']?(document|getElementById|"""
+                         r"""test_)|<a\s[^<>]*href=["']?javascript:""", page, re.I)
+    assert all(page.count(f'id="{p.grade_id}"') == 1 for p in assignment.problems)
+    assert not re.search(r"<[a-z]+\s[^<>]*id=[\"']?test_layer_norm-comment", page)
+
+
+@pytest.mark.parametrize("where", ["made Markdown", "a Markdown copy below"])
+def test_a_grade_cell_made_markdown_shows_one_score_box_in_formgrader(copy, assignment, where):
+    """A student made the grade cell `test_layer_norm` a Markdown cell, or added a Markdown copy of it
+    below it (Jupyter keeps its nbgrader metadata either way): is there one score box for that grade in
+    formgrader, on a code cell holding our report, the Markdown cell kept as written without the grade's
+    marks, and for a cell made Markdown, a note that says so (not that the cell was missing)?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test_layer_norm")
+    cell = nb.cells[at]
+    made = nbformat.v4.new_markdown_cell(cell.source, metadata=json.loads(json.dumps(cell.metadata)),
+                                         id=cell.id if where == "made Markdown" else "my-copy")
+    if where == "made Markdown":
+        nb.cells[at] = made
+    else:
+        nb.cells.insert(at + 1, made)
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    cells = nbformat.read(copy / NB, as_version=4).cells
+    marked = [c for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_layer_norm"]
+    assert [c.cell_type for c in marked] == ["code"]
+    assert marked[0].outputs[-1].ename == OUTPUT_NAME
+    assert len({c.id for c in cells}) == len(cells)
+    kept = next(c for c in cells if c.cell_type == "markdown" and c.id == made.id)
+    assert kept.source == cell.source and "nbgrader" not in kept.metadata
+    notes = "".join(o.get("text", "") for o in marked[0].outputs)
+    if where == "made Markdown":
+        assert "this grade cell was made a Markdown cell in the submission" in notes and "missing" not in notes
+    else:
+        assert notes == ""
+    page = formgrader_html(copy / NB)
+    assert page.count('id="test_layer_norm"') == 1
