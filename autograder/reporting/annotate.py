@@ -684,7 +684,7 @@ def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem
             found = [i for i, c in enumerate(released.cells) if _grade_id(c) == problem.grade_id]
             if found:
                 cell = nbformat.from_dict(json.loads(json.dumps(released.cells[found[0]])))
-                taken = {c.get("id") for c in nb.cells}
+                taken = {c["id"] for c in nb.cells if isinstance(c.get("id"), str)}
                 if cell.get("id") in taken:    # the student's Markdown cell made of it keeps its id
                     cell["id"] = next(f"{cell['id'][:48]}-put-back-{n}" for n in range(len(taken) + 1)
                                       if f"{cell['id'][:48]}-put-back-{n}" not in taken)
