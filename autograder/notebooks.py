@@ -612,16 +612,18 @@ def _same_code(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
-def as_released(name: str, raw_cells: list[Any], source_key: str, released: tuple[Any, ...] | None
-                ) -> tuple[list[Any], list[str]]:
+def as_released(name: str, raw_cells: list[Any], source_key: str, released: tuple[Any, ...] | None,
+                replaced: frozenset[str] = frozenset()) -> tuple[list[Any], list[str]]:
     """The submitted cells as grading runs them, with what nbgrader's autograde puts back from the
     release (its OverwriteCells): each cell standing for a released nbgrader cell (`_paired`) takes that
-    cell's type (an answer cell turned into Markdown or Raw runs as code), and a read-only cell (locked,
-    neither an answer nor a grade cell) also its released source. The release is trusted, the submitted
-    metadata is not: what a cell is comes from the release alone, and a cell put back takes the released
-    nbgrader metadata too (a grade cell the hidden graders replace is not run, whatever the student made of
-    it). A cell neither submitted nor released as code is left as it is: grading does not read it. One note
-    per cell changed."""
+    cell's type (an answer cell turned into Markdown or Raw runs as code), and a locked cell also its
+    released source: a read-only cell (`locked`, not an answer) and an autograder-test cell (a grade cell
+    that is not an answer, which nbgrader counts as locked whatever its `locked` says). The release is
+    trusted, the submitted metadata is not: what a cell is comes from the release alone, and a cell put
+    back takes the released nbgrader metadata too. A test cell whose grade id is one of `replaced` (the
+    hidden graders replace it) is not run, whatever the student made of it: it is put back all the same,
+    noted only when its type changed. A cell neither submitted nor released as code is left as it is:
+    grading does not read it. One note per cell changed."""
     by_id, by_cell_id = _released_nbgrader_cells(released)
     if not by_id:
         return raw_cells, []
@@ -629,7 +631,9 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
     for i, grade_id in sorted(_paired(raw_cells, by_id, by_cell_id).items()):
         cell, was = raw_cells[i], by_id[grade_id]
         flags = was["metadata"]["nbgrader"]
-        locked = flags.get("locked") is True and flags.get("solution") is not True and flags.get("grade") is not True
+        answer = flags.get("solution") is True
+        test = flags.get("grade") is True and not answer
+        locked = not answer and (test or flags.get("locked") is True)      # nbgrader's `is_locked`
         typed, kind = cell.get("cell_type"), was["cell_type"]
         text = _text_of(cell, source_key)
         given = _source(was.get("source", "")) if locked and kind == "code" else None
@@ -637,7 +641,7 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
             continue
         if (given is None and typed == kind) or "code" not in (typed, kind):    # nothing of it would run
             continue
-        if (flags.get("solution") is True and kind == "code" and text is not None
+        if (answer and kind == "code" and text is not None
                 and _same_code(text, _source(was.get("source", "")) or "")):
             # the released stub, switched off: nothing of the student's is in it, and running it could only
             # undo their work (their own definition in another cell)
@@ -652,15 +656,18 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
             given if given is not None else cell.get(source_key if typed == "code" else "source", ""))
         out[i] = restored
         retyped = typed != kind
-        if given is not None:
+        if test and grade_id in replaced and kind == "code":     # not run: only a change of type is worth a word
+            if retyped:
+                notes.append(f"{name}: cell `{grade_id}` was a {_type_name(typed)} cell: put back as code, as "
+                             f"released.")
+        elif given is not None:
             what = f"was a {_type_name(typed)} cell" if retyped else "was edited"
             if retyped and text is not None and given is not None and text.rstrip() != given.rstrip():
                 what += " and was edited"
             ran = "the released version was run" + (", as code" if retyped and kind == "code" else "")
             notes.append(f"{name}: locked cell `{grade_id}` {what}: {ran} (a locked cell is run as released).")
-        elif kind == "code":        # a grade cell is put back, but only run if no hidden grader replaces it
-            done = "put back" if flags.get("grade") is True and flags.get("solution") is not True else "run"
-            notes.append(f"{name}: cell `{grade_id}` was a {_type_name(typed)} cell: {done} as code, as released.")
+        elif kind == "code":
+            notes.append(f"{name}: cell `{grade_id}` was a {_type_name(typed)} cell: run as code, as released.")
         else:
             notes.append(f"{name}: cell `{grade_id}` was a code cell: not run, as released (a {_type_name(kind)} "
                          f"cell).")
@@ -745,7 +752,7 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
                                  f"was it edited outside Jupyter?")
 
     submitted = raw_cells
-    raw_cells, restored = as_released(name, raw_cells, source_key, released_cells(release))
+    raw_cells, restored = as_released(name, raw_cells, source_key, released_cells(release), replaced)
     notes += restored
     code_cells = sum(1 for c in raw_cells if isinstance(c, dict) and c.get("cell_type") == "code")
     if code_cells > MAX_CODE_CELLS:

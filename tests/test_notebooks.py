@@ -531,9 +531,39 @@ def test_a_grade_cell_put_back_as_code_is_still_known_as_the_grade_cell_it_was(t
     bare = _as_type(test, "raw")
     bare.metadata = {}
     release, submission = _write_pair(CourseLayout(tmp_path), released, nbformat.v4.new_notebook(cells=[bare]))
-    loaded = load_notebook(submission, max_mb=5, release=release)
+    loaded = load_notebook(submission, max_mb=5, release=release, replaced=frozenset({"test_f"}))
     assert [(c.source, c.test_of) for c in loaded.cells] == [("assert f(1) == 1", "test_f")]
     assert loaded.notes == ("hw.ipynb: cell `test_f` was a Raw cell: put back as code, as released.",)
+
+
+def test_an_edited_test_cell_is_put_back_as_released(tmp_path):
+    """An autograder-test cell (a grade cell, not an answer) edited: as nbgrader counts it locked, is its released
+    source run in its place when no hidden grader replaces it, with the note of a locked cell put back, also when
+    its `locked` flag is not set or it was made Raw; and is one the hidden graders replace put back too (it is not
+    run, so nothing is said of an edit, only of a changed type)?"""
+    released_source = "assert f(1) == 1"
+    course = CourseLayout(tmp_path)
+    for locked in (True, False):
+        test = nbformat.v4.new_code_cell(released_source, metadata={"nbgrader": {
+            "grade": True, "solution": False, "locked": locked, "grade_id": "test_f", "points": 1}})
+        released = nbformat.v4.new_notebook(cells=[_nbgrader_cell("def f(x):\n    return 0", "f_solution",
+                                                                  answer=True), test])
+        answer = _nbgrader_cell("def f(x):\n    return x", "f_solution", answer=True)
+        edited = nbformat.v4.new_code_cell("assert True", id=test.id, metadata=json.loads(json.dumps(test.metadata)))
+        release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[answer, edited]))
+        loaded = load_notebook(submission, max_mb=5, release=release)
+        assert [(c.source, c.test_of) for c in loaded.cells] == [(answer.source, ""), (released_source, "test_f")]
+        assert loaded.notes == ("hw.ipynb: locked cell `test_f` was edited: the released version was run (a locked "
+                                "cell is run as released).",), locked
+        loaded = load_notebook(submission, max_mb=5, release=release, replaced=frozenset({"test_f"}))
+        assert [(c.source, c.test_of) for c in loaded.cells] == [(answer.source, ""), (released_source, "test_f")]
+        assert loaded.notes == ()
+        raw = _as_type(edited, "raw")
+        release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[answer, raw]))
+        loaded = load_notebook(submission, max_mb=5, release=release)
+        assert [c.source for c in loaded.cells] == [answer.source, released_source]
+        assert loaded.notes == ("hw.ipynb: locked cell `test_f` was a Raw cell and was edited: the released version "
+                                "was run, as code (a locked cell is run as released).",)
 
 
 def test_an_edited_locked_cell_runs_as_released(tmp_path):
