@@ -28,7 +28,11 @@ be read and why, then the released notebook's answer cells, empty, and its grade
 so that the submission can be graded by hand; the file in submitted/ is only ever read. Without a
 released notebook to take the cells from, such a copy is left as it is. A notebook read but that nbformat
 cannot write back gets the placeholder too, saying so (NOT_WRITABLE). A lone surrogate that JSON's
-escapes let into a string ("\\ud800") is written as U+FFFD, so the copy is UTF-8 throughout.
+escapes let into a string ("\\ud800") is written as U+FFFD, so the copy is UTF-8 throughout. The cells
+are shown as graded, as nbgrader's autograde gives formgrader the notebook its OverwriteCells went
+through (`notebooks.as_released`): a cell the student changed from the release has its released type
+again, a locked cell its released source (its stale outputs replaced by a line saying it was edited);
+an answer cell keeps the student's text.
 
 What the student wrote is kept, but not what would run in the TA's browser: formgrader renders the
 copy with nbconvert, which puts raw HTML of Markdown cells and outputs into the page as it is, and
@@ -68,7 +72,7 @@ from nbformat.v4 import rwbase
 
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
-from autograder.notebooks import cell_kind, copied_cells, over_notebook_limits, without_outputs
+from autograder.notebooks import as_released, cell_kind, copied_cells, over_notebook_limits, without_outputs
 from autograder.text import format_points, plural, shown_name
 
 from .bounds import bound_result
@@ -345,6 +349,32 @@ def _unmark_non_code_grade_cells(nb: Any, problems: tuple[Problem, ...], release
             del cell.metadata["nbgrader"]
             unmarked[grade_id] = "Raw" if cell.get("cell_type") == "raw" else "Markdown"
     return unmarked
+
+
+def _as_graded(nb: Any, released: Any) -> None:
+    """The cells of `nb` (in place) as grading ran them, as nbgrader's autograde (its OverwriteCells) gives
+    formgrader the notebook: what `notebooks.as_released` puts back from `released`, each nbgrader cell's
+    released type and a locked cell's released source (an answer keeps the student's source). A code
+    cell whose source was put back loses the outputs the student's version left, under a line saying so;
+    one made code again has none, and one made Markdown or Raw again keeps none."""
+    if released is None:
+        return
+    cells, _ = as_released("", list(nb.cells), "source", tuple(released.cells))
+    for i, (was, now) in enumerate(zip(nb.cells, cells, strict=True)):
+        if now is was:
+            continue
+        cell = nbformat.from_dict(json.loads(json.dumps(now)))
+        if cell.cell_type != "code":
+            cell.pop("outputs", None)
+            cell.pop("execution_count", None)
+        else:
+            cell.pop("attachments", None)         # a Markdown cell's alone
+            cell.outputs, cell.execution_count = [], None
+            if _text(was.get("source")) != _text(cell.source):
+                text = (f"{OUTPUT_NAME}: this locked cell was edited in the submission; it is shown as released, "
+                        f"as grading ran it (a locked cell is run as released).\n")
+                cell.outputs = [_new_output("stream", name="stderr", text=text)]
+        nb.cells[i] = cell
 
 
 def _unmark_copies(nb: Any) -> None:
@@ -727,7 +757,7 @@ def _note_outputs_left_out(nb: Any, reason: str) -> None:
     """Head `nb` with a Markdown cell saying that its saved outputs were left out of the copy, and why."""
     note = nbformat.v4.new_markdown_cell(id=OUTPUTS_NOTE_ID, source=
         f"**{OUTPUT_NAME}: the saved outputs of this notebook are left out of this copy**: "
-        f"{html.escape(reason, quote=False)}\n\nThe code is as submitted; the grade cells hold our report.")
+        f"{html.escape(reason, quote=False)}\n\nThe code is as graded; the grade cells hold our report.")
     if not isinstance(nb.get("nbformat_minor"), int) or nb.nbformat_minor < 5:
         del note["id"]                    # cell ids came with nbformat 4.5
     nb.cells.insert(0, note)
@@ -836,6 +866,7 @@ def annotate_autograded(result: SubmissionResult, assignment: Assignment, folder
         if nb is None and f", {TOO_COSTLY} (" in why:
             nb, too_costly = _read_without_outputs(path, arrived(path))
         if nb is not None:
+            _as_graded(nb, released)
             neutralise_student_markup(nb, released)
             if too_costly:
                 _note_outputs_left_out(nb, too_costly)

@@ -240,6 +240,36 @@ def test_a_copied_answer_cell_shows_one_answer_box_in_formgrader(copy, assignmen
         < body.index('id="layer_norm_solution-comment"')
 
 
+def test_the_copy_shows_the_cells_as_graded_and_the_answers_as_submitted(copy, assignment):
+    """The given setup cell edited (`softmax` deleted) and the `layer_norm` answer cell made Markdown: as
+    nbgrader's autograde gives formgrader the notebook (its OverwriteCells), does the copy show the setup cell
+    as released (as grading ran it) under a line saying it was edited, its stale outputs gone, and the answer
+    cell as code again holding the student's own text, as formgrader's answer box?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    released = {c.id: c for c in nbformat.read(RELEASED / NB, as_version=4).cells}
+    by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb.cells)}
+    setup = nb.cells[by_id["setup"]]
+    setup.source = setup.source[:setup.source.index("def softmax")]
+    setup.outputs = [nbformat.v4.new_output("stream", name="stdout", text="my edited setup ran\n")]
+    mine = "def layer_norm(x, gamma, beta, eps=1e-5):\n    return x  # my answer\n"
+    answer = nb.cells[by_id["layer_norm_solution"]]
+    nb.cells[by_id["layer_norm_solution"]] = nbformat.v4.new_markdown_cell(mine, id=answer.id,
+                                                                           metadata=answer.metadata)
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    cells = {c.id: c for c in nbformat.read(copy / NB, as_version=4).cells}
+    shown = cells[setup.id]
+    assert shown.source == released[setup.id].source and "def softmax" in shown.source
+    assert [o.text for o in shown.outputs] == [
+        f"{OUTPUT_NAME}: this locked cell was edited in the submission; it is shown as released, as grading ran "
+        f"it (a locked cell is run as released).\n"]
+    answered = cells[answer.id]
+    assert (answered.cell_type, answered.source, answered.outputs) == ("code", mine, [])
+    assert answered.metadata.nbgrader == released[answer.id].metadata.nbgrader
+    body = squash(formgrader_html(copy / NB))
+    assert "my edited setup ran" not in body and "my answer" in body
+
+
 def test_a_crashed_submission_asks_for_manual_grading_in_every_grade_cell(copy, assignment):
     """When the grader crashed, does every grade cell say it is not graded and why (first line only)?"""
     crashed = replace(erin_result(), state="crashed", tests=(),
