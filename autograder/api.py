@@ -211,7 +211,8 @@ def submissions(course: Course, assignment: str, student: str | None = None) -> 
     if student is not None:
         folder = layout.submission(student, assignment)
         if not (os.path.islink(folder.parent) or (os.path.lexists(folder) and os.path.lexists(folder.parent))):
-            raise CourseError(f"{layout.relative(folder)}: no such submission folder")
+            hint = _id_hint(course, assignment, student)
+            raise CourseError(f"{layout.relative(folder)}: no such submission folder{hint}")
         return [(student, folder)]
     base = layout.submitted_dir
     if not base.is_dir():
@@ -226,6 +227,37 @@ def submissions(course: Course, assignment: str, student: str | None = None) -> 
         if stat.S_ISLNK(mode) or os.path.lexists(folder):
             out.append((name, folder))
     return out
+
+
+def _id_hint(course: Course, assignment: str, student: str) -> str:
+    """For a `student` given without a submission folder of `assignment`: the submission folders whose id
+    differs from it only by case or Unicode normalisation (`text.id_key`: 'Ada' for 'ada', 'zoë' typed as
+    one code point for a folder named with 'e' and a combining mark), named as "; <folder> differs ...", or
+    "" when there is none. Ids that print alike are named with their escapes."""
+    layout = course.layout
+    try:
+        names = os.listdir(layout.submitted_dir)
+    except OSError:
+        return ""
+    key = id_key(student)
+    found = sorted_ids(name for name in names if name != student and id_key(name) == key
+                       and name_problem(name) is None and os.path.lexists(layout.submission(name, assignment)))
+    if not found:
+        return ""
+    hows = {id_difference(student, name) for name in found}
+    how = hows.pop() if len(hows) == 1 else "case or Unicode normalisation"
+    alike = "Unicode" in how
+
+    def named(sid: str) -> str:
+        folder = layout.relative(layout.submission(sid, assignment))
+        return f"{folder} ({sid!a})" if alike else folder
+
+    given = spelt_id(student) if alike else student
+    if len(found) == 1:
+        give = "as that folder's name is spelt" if alike else found[0]
+        return f"; {named(found[0])} differs from {given} only by {how}: give --student {give}"
+    return (f"; {' and '.join(named(sid) for sid in found)} differ from {given} only by {how}: give --student as "
+            f"the name of the folder meant is spelt")
 
 
 def case_clashes(course: Course, students: Sequence[str], assignment: str | None = None) -> list[str]:

@@ -44,6 +44,30 @@ def test_cli_user_errors_are_one_line(course_copy, args, message):
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
+def test_cli_a_student_id_differing_from_a_folder_by_case_or_normalisation_names_that_folder(course_copy):
+    """`--student Ada` where submitted/ada/ holds the submission, or `zoë` typed as one code point where the
+    folder's name has 'e' and a combining mark: is it still one line and exit code 2, naming the folder that
+    matches (with its escapes when the two print alike), but no folder lacking the assignment?"""
+    layout = CourseLayout(course_copy)
+    nfc, nfd = "zo\u00eb", "zoe\u0308"
+
+    def folder(sid: str) -> str:
+        return layout.relative(layout.submission(sid, "transformer-block"))
+
+    for sid in ("ada", nfd):
+        layout.submission(sid, "transformer-block").mkdir(parents=True)
+    (layout.submitted_dir / "ADA").mkdir()        # no submission of this assignment: not a match
+    expected = {
+        "Ada": f"{folder('Ada')}: no such submission folder; {folder('ada')} differs from Ada only by case: give "
+               f"--student ada",
+        nfc: f"{folder(nfc)}: no such submission folder; {folder(nfd)} ('zoe\\u0308') differs from {nfc} ('zo\\xeb') "
+             f"only by Unicode normalisation: give --student as that folder's name is spelt"}
+    for student, message in expected.items():
+        proc = course("autograde", "transformer-block", "--student", student, "--course-dir", str(course_copy))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.strip().splitlines() == [f"course: error: {message}"]
+
+
 def test_cli_course_dir_defaults_to_the_current_folder(course_copy):
     """Does the command find course.yml in the current folder when --course-dir is not given?"""
     proc = course("autograde", "transformer-block", cwd=course_copy)
