@@ -1079,8 +1079,8 @@ def test_html_that_could_run_or_reach_past_its_cell_is_shown_as_text(copy, assig
 def test_a_grade_cell_made_markdown_shows_one_score_box_in_formgrader(copy, assignment, where):
     """A student made the grade cell `test_layer_norm` a Markdown cell, or added a Markdown copy of it
     below it (Jupyter keeps its nbgrader metadata either way): is there one score box for that grade in
-    formgrader, on a code cell holding our report, the Markdown cell kept as written without the grade's
-    marks, and for a cell made Markdown, a note that says so (not that the cell was missing)?"""
+    formgrader, on a code cell holding our report: the last cell with the grade's id shown as graded (code
+    again, as released, as nbgrader's autograde leaves it)?"""
     nb = nbformat.read(copy / NB, as_version=4)
     at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test_layer_norm")
     cell = nb.cells[at]
@@ -1097,12 +1097,10 @@ def test_a_grade_cell_made_markdown_shows_one_score_box_in_formgrader(copy, assi
     assert [c.cell_type for c in marked] == ["code"]
     assert marked[0].outputs[-1].ename == OUTPUT_NAME
     assert len({c.id for c in cells}) == len(cells)
-    kept = next(c for c in cells if c.cell_type == "markdown" and c.id == made.id)
-    assert kept.source == cell.source and "nbgrader" not in kept.metadata
     notes = "".join(o.get("text", "") for o in marked[0].outputs)
-    if where == "made Markdown":
-        assert "this grade cell was made a Markdown cell in the submission" in notes and "missing" not in notes
-    else:
-        assert notes == ""
+    # shown as graded: the last cell holding the id (nbgrader's DeduplicateIds keeps the last) made code
+    # again with its released source, as nbgrader's OverwriteCells leaves it; no Markdown keeps the marks
+    assert marked[0].id == made.id and marked[0].source == cell.source and "missing" not in notes
+    assert not any(c.cell_type == "markdown" and "nbgrader" in c.metadata for c in cells)
     page = formgrader_html(copy / NB)
     assert page.count('id="test_layer_norm"') == 1
