@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from . import __version__
-from .errors import CourseError
+from .errors import CourseError, raise_on_sigterm
 from .slowimports import skip_format_checkers
 from .text import plural, sorted_ids
 from .toolpath import tools_on_path
@@ -26,7 +26,6 @@ from .toolpath import tools_on_path
 # first starts its grading workers (`_early_workers`), whose start-up then overlaps with those
 # imports.
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from .batch.launch import StartedWorker
     from .layout import CourseLayout
@@ -458,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
             gc.enable()
     interrupted = False
     # after the workers' fork: a forked worker keeps the default (SIGTERM ends it)
-    restore = _interrupt_on_sigterm() if args.command == "autograde" else None
+    restore = raise_on_sigterm(Terminated) if args.command == "autograde" else None
     try:
         with tools_on_path():
             return _run(args, early)
@@ -486,23 +485,6 @@ def main(argv: list[str] | None = None) -> int:
 class Terminated(KeyboardInterrupt):
     """SIGTERM during `course autograde`: it stops the command as Ctrl-C does (its workers and their
     sandboxes killed at once, the grades already sent to the gradebook writer committed)."""
-
-
-def _terminate(*_: object) -> None:
-    raise Terminated
-
-
-def _interrupt_on_sigterm() -> Callable[[], object]:
-    """From now on SIGTERM raises Terminated in this process, as Ctrl-C raises KeyboardInterrupt;
-    what is returned puts the previous handler back. Only the main thread may set a handler: on
-    another (a test running the command), SIGTERM is left as it is."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    return lambda: signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def _unfinished_commits(course_dir: str) -> None:

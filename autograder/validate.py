@@ -46,7 +46,7 @@ from .consistency import (
     uncollected_checks,
     version_problem,
 )
-from .errors import CourseError
+from .errors import CourseError, raise_on_sigterm
 from .markers import course_delimiters, marker_problems, metadata_problems
 from .notebooks import UTF8_BYTE_ORDER_MARK
 from .text import first_few, plural, truncate
@@ -153,10 +153,6 @@ class _Terminated(SystemExit):
     """SIGTERM while a notebook runs in its kernel: the command stops as for Ctrl-C, exit 143."""
 
 
-def _terminate(*_: Any) -> None:
-    raise _Terminated(128 + signal.SIGTERM)
-
-
 async def _run_cells(client: NotebookClient, km: AsyncKernelManager) -> None:
     try:
         await client.async_execute()
@@ -209,8 +205,7 @@ def execute_notebook(path: Path, nb: nbformat.NotebookNode, *, timeout: float) -
                                 allow_errors=True, resources={"metadata": {"path": cwd}},
                                 on_cell_execute=lambda cell, cell_index: running.append(cell_index))
         thread = threading.Thread(target=work, args=(client, km), name="course-validate-kernel", daemon=True)
-        main = threading.current_thread() is threading.main_thread()     # where signal handlers can be set
-        previous = signal.signal(signal.SIGTERM, _terminate) if main else None
+        restore = raise_on_sigterm(_Terminated, 128 + signal.SIGTERM)
         try:
             thread.start()
             while not ended.wait(0.2):
@@ -222,8 +217,7 @@ def execute_notebook(path: Path, nb: nbformat.NotebookNode, *, timeout: float) -
                 ended.wait(0.1)
             raise
         finally:
-            if main:
-                signal.signal(signal.SIGTERM, previous)
+            restore()
     timed_out = None
     if failure:
         if not isinstance(failure[0], CellTimeoutError) or not running:

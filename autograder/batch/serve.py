@@ -34,7 +34,6 @@ import gc
 import hashlib
 import os
 import selectors
-import signal
 import socket
 import stat
 import struct
@@ -45,6 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import raise_on_sigterm
 from ..text import minutes
 from .launch import StartedWorker, log_folder
 from .wire import Connection, WireClosed
@@ -227,10 +227,6 @@ class Terminated(SystemExit):
     """SIGTERM, raised where the server is (it then closes its worker and socket, and exits 0)."""
 
 
-def _stop_on_sigterm(*_: Any) -> None:
-    raise Terminated(0)
-
-
 class Server:
     """One warm worker for one assignment, answering one command at a time on its socket."""
 
@@ -247,13 +243,13 @@ class Server:
         self.graded = 0
         self._listener: socket.socket | None = None
         self._inode: tuple[int, int] | None = None
-        self._previous: Any = None             # SIGTERM's handler before `start`
+        self._restore: Callable[[], None] | None = None    # puts SIGTERM's handler before `start` back
         self.worker: Any = None
 
     def start(self) -> None:
         """Listen, then warm the worker up (SandboxUnavailable, a CourseError, when it cannot start).
         From now on until `close`, SIGTERM stops the server as Ctrl-C does, closing what it holds."""
-        self._previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+        self._restore = raise_on_sigterm(Terminated, 0)
         self._listener = _listen(self.path)
         st = os.stat(self.path)
         self._inode = (st.st_dev, st.st_ino)
@@ -335,9 +331,9 @@ class Server:
             return True
 
     def close(self) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._previous = None
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
         if self._listener is not None:
             self._listener.close()
             self._listener = None
