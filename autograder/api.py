@@ -1002,26 +1002,18 @@ def _gradebook_key(course: Course, a: Assignment, sid: str) -> str:
 def _read_results_json(course: Course, a: Assignment, sid: str) -> tuple[SubmissionResult, str] | None:
     """(result, grading key) from the student's results.json; None when there is none, CourseError
     naming the file and why when there is one that is not ours for them (not JSON, cut short, ...)."""
-    import json
-
-    from .reporting.results_json import result_from_json
+    from .reporting.results_json import results_of
 
     path = course.layout.results_json(sid, a.name)
     if not os.path.lexists(path):
         return None
     where = course.layout.relative(path)
     try:
-        result, key = result_from_json(json.loads(read_regular(path, RESULTS_READ_MAX_BYTES)))
+        return results_of(read_regular(path, RESULTS_READ_MAX_BYTES), sid, a.name)
     except RefusedFile as exc:
         raise CourseError(f"{where}: {exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CourseError(f"{where}: not valid JSON ({exc})"[:500]) from None
-    except (ValueError, RecursionError) as exc:      # ValueError: not a document of ours
+    except ValueError as exc:
         raise CourseError(f"{where}: {str(exc) or type(exc).__name__}"[:500]) from None
-    if result.student != sid or result.assignment != a.name:
-        raise CourseError(f"{where}: the results of {result.student!r} in {result.assignment!r}, not of {sid!r} "
-                          f"in {a.name!r}")
-    return result, key
 
 
 def student_page(course: Course, a: Assignment, sid: str) -> str:

@@ -274,15 +274,12 @@ def _keep_removed_keys(root: str) -> None:
 
 def _grading_key(data: bytes, student: str, assignment: str) -> str:
     """The grading key of a results.json's bytes when they are `student`'s results in `assignment`, else ""."""
-    import json
-
-    from .reporting.results_json import result_from_json
+    from .reporting.results_json import results_of
 
     try:
-        result, key = result_from_json(json.loads(data))
-    except (ValueError, RecursionError):        # not JSON (UnicodeDecodeError included), or not ours
+        return results_of(data, student, assignment)[1]
+    except ValueError:                          # not JSON, not ours, or another's results
         return ""
-    return key if (result.student, result.assignment) == (student, assignment) else ""
 
 
 def _stamp_time(folder: Path, root: Path, log: Any) -> dt.datetime | None:

@@ -473,3 +473,19 @@ def result_from_json(doc: Any) -> tuple[SubmissionResult, str]:
         return result, _text(extra.get("grading_key"))
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a results.json written by this grader ({type(exc).__name__}: {exc})") from None
+
+
+def results_of(data: bytes, student: str, assignment: str) -> tuple[SubmissionResult, str]:
+    """(the SubmissionResult, its grading key) from a results.json's bytes that hold `student`'s results
+    in `assignment`; ValueError, saying why in a few words, when they do not: not JSON, not a document
+    written by `to_results_json`, or another student's or assignment's results."""
+    try:
+        result, key = result_from_json(json.loads(data))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    except RecursionError as exc:                  # nested too deep to be ours
+        raise ValueError(str(exc) or type(exc).__name__) from None
+    if result.student != student or result.assignment != assignment:
+        raise ValueError(f"the results of {result.student!r} in {result.assignment!r}, not of {student!r} "
+                         f"in {assignment!r}")
+    return result, key
