@@ -676,15 +676,29 @@ def _released_cells(path: Path, stamp: tuple[int, int]) -> tuple[Any, ...] | Non
     return tuple(cells) if isinstance(cells, list) else None
 
 
-def cell_source(cell: Any) -> str | None:
-    """A notebook cell's code as one string (nbformat stores it as a string or a list of lines); None
-    for anything but a code cell, or a source that is neither."""
-    if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-        return None
-    source = cell.get("source", "")
+def source_text(source: Any) -> str | None:
+    """A cell's `source` (a format 3 code cell's `input`) as one string: nbformat stores it as a string or
+    a list of lines. None for anything else, a list holding something other than strings included: for
+    notebooks read as they were submitted, where a cell may hold anything."""
+    if isinstance(source, str):
+        return source
     if isinstance(source, list) and all(isinstance(line, str) for line in source):
         return "".join(source)
-    return source if isinstance(source, str) else None
+    return None
+
+
+def joined_text(source: Any) -> str:
+    """A cell's `source` as one string for notebooks that nbformat or the instructor wrote: a list's
+    lines joined (TypeError when one is no string), anything else as str() gives it."""
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def cell_source(cell: Any) -> str | None:
+    """A notebook cell's code as one string (`source_text`); None for anything but a code cell, or a
+    source that is neither a string nor a list of lines."""
+    if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+        return None
+    return source_text(cell.get("source", ""))
 
 
 def released_sources(path: Path) -> frozenset[str] | None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .cellplan import joined_text
 from .config import Assignment, Course, Problem
 from .errors import CourseError
 from .layout import CourseLayout
@@ -46,9 +47,9 @@ def points_text(points: float) -> str:
     return f"{points:g}"
 
 
-def _source(cell: dict[str, Any]) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else str(s)
+def cell_text(cell: dict[str, Any]) -> str:
+    """The text of a cell of a notebook the instructor wrote (`joined_text`)."""
+    return joined_text(cell.get("source", ""))
 
 
 def _nbgrader(cell: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def cell_name(nb: dict[str, Any], index: int) -> str:
     grade_id = _nbgrader(cell).get("grade_id") if isinstance(cell, dict) else None
     if isinstance(grade_id, str) and grade_id:
         return f"cell {index + 1} (`{grade_id}`)"
-    source = _source(cell) if isinstance(cell, dict) else ""
+    source = cell_text(cell) if isinstance(cell, dict) else ""
     first = next((line.strip() for line in source.splitlines() if line.strip()), "")
     return f"cell {index + 1} (`{truncate(first, 60).replace('`', chr(39))}`)" if first else f"cell {index + 1}"
 
@@ -101,7 +102,7 @@ def find_table(nb: dict[str, Any]) -> PointsTable | None:
     for i, cell in enumerate(nb.get("cells", [])):
         if cell.get("cell_type") != "markdown":
             continue
-        lines = _source(cell).split("\n")
+        lines = cell_text(cell).split("\n")
         for start, line in enumerate(lines):
             if not TABLE_HEADER.match(line):
                 continue
@@ -145,7 +146,7 @@ def write_points(nb: dict[str, Any], assignment: Assignment, notebook: str) -> l
     table = find_table(nb)
     if table is not None:
         cell = cells[table.cell]
-        lines = _source(cell).split("\n")
+        lines = cell_text(cell).split("\n")
         new = table_lines(notebook_problems(assignment, notebook))
         if lines[table.start:table.end] != new:
             lines[table.start:table.end] = new
@@ -231,7 +232,7 @@ def definition_problems(nb: dict[str, Any], problems: tuple[Problem, ...], where
     cells: dict[str, list[int]] = {}
     for i, cell in enumerate(nb.get("cells", [])):
         if isinstance(cell, dict) and cell.get("cell_type") == "code":
-            for name in cell_functions(_source(cell)):
+            for name in cell_functions(cell_text(cell)):
                 cells.setdefault(name, []).append(i)
     graded = grade_cells(nb)
     out = []
@@ -382,7 +383,7 @@ def defined_functions(nb: dict[str, Any]) -> set[str]:
     names: set[str] = set()
     for cell in nb.get("cells", []):
         if cell.get("cell_type") == "code":
-            names |= cell_functions(_source(cell))
+            names |= cell_functions(cell_text(cell))
     return names
 
 

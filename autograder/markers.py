@@ -28,7 +28,7 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
-from .consistency import _nbgrader, _source, cell_functions, cell_name
+from .consistency import _nbgrader, cell_functions, cell_name, cell_text
 from .text import truncate
 
 
@@ -157,7 +157,7 @@ def _region_problems(source: str, begin: str, end: str, misplaced: str) -> tuple
 def cell_marker_problems(cell: dict[str, Any], marks: Delimiters) -> list[str]:
     """What is wrong with one cell's markers, for nbgrader's generate_assignment (see the module)."""
     nbg = _nbgrader(cell)
-    source = _source(cell)
+    source = cell_text(cell)
     near = near_markers(source, marks)
     misspelt = [] if not near else [
         ("a line that looks like an nbgrader marker but is not one: " if len(near) == 1 else

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .cellplan import defined_functions, file_stamp, released_cells
+from .cellplan import defined_functions, file_stamp, released_cells, source_text
 from .deflines import def_line_notes
 from .layout import is_notebook_name, utf8_name
 from .text import shown_name, truncate
@@ -372,17 +372,6 @@ class LoadedNotebook:
         return self.path.name if self.path else "(none)"
 
 
-def _source(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        try:
-            return "".join(value)           # a TypeError unless every line is a str
-        except TypeError:
-            return None
-    return None
-
-
 def _test_of(cell: dict[str, Any]) -> str:
     """The grade_id of an nbgrader autograder-test cell (graded, not a solution), else ""."""
     meta = cell.get("metadata")
@@ -435,7 +424,7 @@ def copied_cell_notes(name: str, raw_cells: list[Any], source_key: str = "source
     notes = []
     numbers = student_numbers(raw_cells if submitted is None else submitted)
     for grade_id, found in copied_cells(raw_cells).items():
-        labels = [_label(raw_cells[i], numbers[i], _source(raw_cells[i].get(source_key, "")) or "")
+        labels = [_label(raw_cells[i], numbers[i], source_text(raw_cells[i].get(source_key, "")) or "")
                   if raw_cells[i].get("cell_type") == "code" else "a markdown cell" for i in found]
         last = raw_cells[found[-1]]
         kind = cell_kind(last)
@@ -487,7 +476,7 @@ def _redefinitions(raw_cells: list[Any], source_key: str, released: frozenset[_R
     for cell, number in zip(raw_cells, numbers, strict=True):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        source = _source(cell.get(source_key, "")) or ""
+        source = source_text(cell.get(source_key, "")) or ""
         # read from the lines that begin with `def` (cheap), then, for a function defined again, from the
         # syntax tree as the sandbox runs the cell (a cell that does not compile defines nothing)
         functions = [m.group(2) for m in _DEF.finditer(source) if m.group(1) == "def"]
@@ -601,7 +590,7 @@ def _paired(raw_cells: list[Any], by_id: Mapping[str, Any], by_cell_id: Mapping[
 
 def _text_of(cell: dict[str, Any], source_key: str) -> str | None:
     """A cell's text, whatever its type (format 3 keeps a code cell's in `input`, others' in `source`)."""
-    return _source(cell.get(source_key if cell.get("cell_type") == "code" else "source", ""))
+    return source_text(cell.get(source_key if cell.get("cell_type") == "code" else "source", ""))
 
 
 def _same_code(a: str, b: str) -> bool:
@@ -636,13 +625,13 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
         locked = not answer and (test or flags.get("locked") is True)      # nbgrader's `is_locked`
         typed, kind = cell.get("cell_type"), was["cell_type"]
         text = _text_of(cell, source_key)
-        given = _source(was.get("source", "")) if locked and kind == "code" else None
+        given = source_text(was.get("source", "")) if locked and kind == "code" else None
         if given is not None and text is not None and text.rstrip() == given.rstrip() and typed == kind:
             continue
         if (given is None and typed == kind) or "code" not in (typed, kind):    # nothing of it would run
             continue
         if (answer and kind == "code" and text is not None
-                and _same_code(text, _source(was.get("source", "")) or "")):
+                and _same_code(text, source_text(was.get("source", "")) or "")):
             # the released stub, switched off: nothing of the student's is in it, and running it could only
             # undo their work (their own definition in another cell)
             notes.append(f"{name}: cell `{grade_id}` was a {_type_name(typed)} cell holding the released stub "
@@ -764,7 +753,7 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
     for i, cell in enumerate(raw_cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        src = _source(cell.get(source_key, ""))
+        src = source_text(cell.get(source_key, ""))
         if src is None:
             cell_id = cell.get("id")
             named = f" (id {truncate(shown_name(cell_id), 40)!r})" if isinstance(cell_id, str) and cell_id else ""

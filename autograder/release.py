@@ -34,7 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from .config import Assignment, Course
-from .consistency import _nbgrader, cell_name, notebook_json, notebook_problems_found, read_notebook_json, write_points
+from .consistency import (
+    _nbgrader,
+    cell_name,
+    cell_text,
+    notebook_json,
+    notebook_problems_found,
+    read_notebook_json,
+    write_points,
+)
 from .errors import ReleaseError
 from .layout import CourseLayout
 from .markers import Delimiters, course_delimiters, looks_like, marker_problems, metadata_problems
@@ -77,11 +85,6 @@ def _cells(path: Path, shown: str = "") -> list[dict[str, Any]]:
     return [c for c in cells if isinstance(c, dict)]
 
 
-def _src(cell: dict[str, Any]) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else str(s)
-
-
 def instructor_only_lines(source_nb: Path, marks: Delimiters = NBGRADER_MARKS) -> set[str]:
     """Stripped lines found only inside solution / hidden-test regions of the source notebook."""
     hidden: set[str] = set()
@@ -89,7 +92,7 @@ def instructor_only_lines(source_nb: Path, marks: Delimiters = NBGRADER_MARKS) -
     for cell in _cells(source_nb):
         nbg = _nbgrader(cell)
         inside = None
-        for line in _src(cell).splitlines():
+        for line in cell_text(cell).splitlines():
             s = line.strip()
             if marks.begin_solution in s:
                 inside = "solution"
@@ -125,7 +128,7 @@ def leak_check(layout: CourseLayout, assignment: Assignment, marks: Delimiters =
         checked += len(secret)
         rel = layout.relative(released)
         for i, cell in enumerate(_cells(released, rel), start=1):     # numbered as Jupyter shows them
-            text = _src(cell)
+            text = cell_text(cell)
             for marker in dict.fromkeys((*marks.all, *NBGRADER_MARKS.all)):
                 if marker in text:
                     raise ReleaseError(f"{rel}: cell {i} still contains the marker {marker!r}")

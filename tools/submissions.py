@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.config import load_course
+from autograder.consistency import cell_text
 from autograder.layout import CourseLayout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -443,11 +444,6 @@ def mistake_cell(mistake_id: str) -> tuple[str, str]:
 # ----------------------------------------------------------------------------- building
 
 
-def _src(cell) -> str:
-    s = cell.get("source", "")
-    return "".join(s) if isinstance(s, list) else s
-
-
 def solution_code() -> dict[str, str]:
     """The instructor's solution cell for each function, markers removed (what a perfect student writes)."""
     nb = nbformat.read(CourseLayout(ROOT).source(ASSIGNMENT) / NOTEBOOK, as_version=4)
@@ -455,7 +451,8 @@ def solution_code() -> dict[str, str]:
     for cell in nb.cells:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
         if gid.endswith("_solution") and gid[: -len("_solution")] in FUNCTIONS:
-            lines = [ln for ln in _src(cell).splitlines() if "BEGIN SOLUTION" not in ln and "END SOLUTION" not in ln]
+            lines = [ln for ln in cell_text(cell).splitlines()
+                     if "BEGIN SOLUTION" not in ln and "END SOLUTION" not in ln]
             out[gid[: -len("_solution")]] = "\n".join(lines) + "\n"
     missing = set(FUNCTIONS) - set(out)
     if missing:

@@ -70,6 +70,7 @@ from typing import Any
 import nbformat
 from nbformat.v4 import rwbase
 
+from autograder.cellplan import joined_text
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
 from autograder.notebooks import as_released, cell_kind, copied_cells, over_notebook_limits, without_outputs
@@ -651,13 +652,14 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
     `released`, and execution counts that are not whole numbers cleared."""
     nb.metadata.pop("widgets", None)
     reserved = reserved_ids(nb, released)
-    own = {_text(c.get("source")) for c in released.cells if c.get("cell_type") == "markdown"} if released else set()
+    own = ({joined_text(c.get("source") or "") for c in released.cells if c.get("cell_type") == "markdown"}
+           if released else set())
     marks = _released_marks(released) if released is not None else None
     for cell in nb.cells:
         _reset_marks(cell, marks)
         kind = cell.get("cell_type")
         if kind == "markdown":
-            text = _text(cell.get("source"))
+            text = joined_text(cell.get("source") or "")
             if text not in own:
                 cell.source = safe_markdown(text, cell.get("attachments"), reserved)
         elif kind == "code":
@@ -690,10 +692,6 @@ def reserved_ids(*notebooks: Any) -> frozenset[str]:
             if isinstance(gid, str) and gid:
                 ids.add(gid)
     return frozenset(ids | {f"{gid}-comment" for gid in ids})
-
-
-def _text(source: Any) -> str:
-    return "".join(source) if isinstance(source, list) else str(source or "")
 
 
 def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem, ...], released: Any = None
@@ -790,7 +788,7 @@ def valid_notebook(nb: Any) -> Any:
             cell["id"] = next(f"course-autograde-cell-{i}-{n}" for n in range(len(seen) + 1)
                               if f"course-autograde-cell-{i}-{n}" not in seen)
         if not _valid_cell(cell, out.nbformat_minor):
-            kind, text = cell.get("cell_type"), _text(cell.get("source"))
+            kind, text = cell.get("cell_type"), joined_text(cell.get("source") or "")
             meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
             marks = {"nbgrader": meta["nbgrader"]} if isinstance(meta.get("nbgrader"), dict) else {}
             if kind == "markdown":
