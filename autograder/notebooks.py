@@ -593,12 +593,22 @@ def _text_of(cell: dict[str, Any], source_key: str) -> str | None:
     return source_text(cell.get(source_key if cell.get("cell_type") == "code" else "source", ""))
 
 
+def _saved_again(text: str) -> str:
+    """`text` as it reads whatever editor saved it: "\n" for every line end, no spaces at a line's end, no
+    blank lines at the end."""
+    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")).rstrip()
+
+
+def _same_lines(a: str, b: str) -> bool:
+    """Whether two cells' texts differ only where an editor saving them again would (`_saved_again`): the
+    same code, which runs the same."""
+    return _saved_again(a) == _saved_again(b)
+
+
 def _same_code(a: str, b: str) -> bool:
     """Whether two cells' texts differ in whitespace alone: line ends, spaces at line ends, blank lines
     before and after (a stub an editor saved again)."""
-    def norm(text: str) -> str:
-        return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")).strip()
-    return norm(a) == norm(b)
+    return _saved_again(a).lstrip() == _saved_again(b).lstrip()
 
 
 def as_released(name: str, raw_cells: list[Any], source_key: str, released: tuple[Any, ...] | None,
@@ -626,7 +636,9 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
         typed, kind = cell.get("cell_type"), was["cell_type"]
         text = _text_of(cell, source_key)
         given = source_text(was.get("source", "")) if locked and kind == "code" else None
-        if given is not None and text is not None and text.rstrip() == given.rstrip() and typed == kind:
+        if given is not None and text is not None and _same_lines(text, given) and typed == kind:
+            if text != given:       # saved again by an editor (line ends, spaces): run as released, unsaid
+                out[i] = {**cell, source_key: given}
             continue
         if (given is None and typed == kind) or "code" not in (typed, kind):    # nothing of it would run
             continue
@@ -651,7 +663,7 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
                              f"released.")
         elif given is not None:
             what = f"was a {_type_name(typed)} cell" if retyped else "was edited"
-            if retyped and text is not None and given is not None and text.rstrip() != given.rstrip():
+            if retyped and text is not None and given is not None and not _same_lines(text, given):
                 what += " and was edited"
             ran = "the released version was run" + (", as code" if retyped and kind == "code" else "")
             notes.append(f"{name}: locked cell `{grade_id}` {what}: {ran} (a locked cell is run as released).")

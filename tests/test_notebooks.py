@@ -602,6 +602,34 @@ def test_an_edited_locked_cell_runs_as_released(tmp_path):
     assert load_notebook(submission, max_mb=5, release=release).notes == ()
 
 
+def test_a_locked_cell_saved_with_other_line_ends_is_not_edited(tmp_path):
+    """A locked cell saved again by an editor (Windows line ends, spaces at line ends, a blank line after it):
+    does it run as released, with no note, while one with a line indented differently is still put back, and
+    is one also turned into Markdown said to be retyped, not edited?"""
+    given = "def softmax(z):\n    if z:\n        return z\n    return 0"
+    setup = _nbgrader_cell(given, "setup")
+    released = nbformat.v4.new_notebook(cells=[setup])
+    course = CourseLayout(tmp_path)
+    for saved in (given.replace("\n", "\r\n"), given.replace("\n", "  \n") + "\n\n", given.replace("\n", "\r")):
+        again = nbformat.v4.new_code_cell(saved, id=setup.id, metadata=json.loads(json.dumps(setup.metadata)))
+        release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[again]))
+        loaded = load_notebook(submission, max_mb=5, release=release)
+        assert [c.source for c in loaded.cells] == [given] and loaded.notes == (), repr(saved)
+        retyped = _as_type(again, "markdown")
+        release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[retyped]))
+        loaded = load_notebook(submission, max_mb=5, release=release)
+        assert [c.source for c in loaded.cells] == [given]
+        assert loaded.notes == ("hw.ipynb: locked cell `setup` was a Markdown cell: the released version was run, "
+                                "as code (a locked cell is run as released).",), repr(saved)
+    moved = nbformat.v4.new_code_cell(given.replace("    return 0", "        return 0"), id=setup.id,
+                                      metadata=json.loads(json.dumps(setup.metadata)))
+    release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[moved]))
+    loaded = load_notebook(submission, max_mb=5, release=release)
+    assert [c.source for c in loaded.cells] == [given]
+    assert loaded.notes == ("hw.ipynb: locked cell `setup` was edited: the released version was run (a locked cell "
+                            "is run as released).",)
+
+
 def test_a_locked_cell_whose_metadata_names_the_answer_cell_is_a_copy_of_that_answer(tmp_path):
     """A setup cell whose nbgrader metadata was edited to name the answer cell (`solution: true`, the answer's
     grade id), its Jupyter cell id kept: is it taken, as nbgrader's DeduplicateIds takes it, as a copy of the answer
