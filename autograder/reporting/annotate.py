@@ -70,7 +70,7 @@ from typing import Any
 import nbformat
 from nbformat.v4 import rwbase
 
-from autograder.cellplan import joined_text
+from autograder.cellplan import joined_text, source_text
 from autograder.config import Assignment, Problem
 from autograder.grading.results import SubmissionResult
 from autograder.notebooks import as_released, cell_kind, copied_cells, over_notebook_limits, without_outputs
@@ -371,7 +371,7 @@ def _as_graded(nb: Any, released: Any) -> None:
         else:
             cell.pop("attachments", None)         # a Markdown cell's alone
             cell.outputs, cell.execution_count = [], None
-            if _text(was.get("source")) != _text(cell.source):
+            if source_text(was.get("source")) != source_text(cell.source):
                 text = (f"{OUTPUT_NAME}: this locked cell was edited in the submission; it is shown as released, "
                         f"as grading ran it (a locked cell is run as released).\n")
                 cell.outputs = [_new_output("stream", name="stderr", text=text)]
