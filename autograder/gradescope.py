@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import Course, course_data, load_course, roster_id_problem
+from .config import Assignment, Course, course_data, load_course, roster_id_problem
 from .errors import CourseError
 from .layout import (
     INSTRUCTOR_CODE,
@@ -111,6 +111,7 @@ def build_bundle(course_dir: str | Path, assignment: str, *, to: str | Path | No
     a = course.assignment(assignment)
     require_nbgrader_mappings(course, a)     # the notebooks it packs, refused as `course validate` refuses them
     readable_notebooks(course, a)
+    _require_release_points(course, a)
     course_secret(course.secret_file)
     dest = Path(to).resolve() if to is not None else course.layout.gradescope_bundle(a.name)
     engine = Path(__file__).resolve().parent
@@ -135,6 +136,20 @@ def build_bundle(course_dir: str | Path, assignment: str, *, to: str | Path | No
         except OSError as exc:           # permissions, a full disk: nothing is left in dest's place
             raise CourseError(f"{course.layout.relative(dest)}: cannot be written "
                               f"({exc.strerror or type(exc).__name__}); no zip written") from None
+
+
+def _require_release_points(course: Course, a: Assignment) -> None:
+    """Refuse (a CourseError, one line) a release whose notebooks show students other points than
+    course.yml: Gradescope would grade on course.yml's while the notebook shows the old ones. The line
+    names the first difference, how many more there are, and the fix."""
+    from .consistency import release_points_problems
+
+    lines = release_points_problems(course, a)
+    if lines:
+        first = lines[0].replace("`course release`", f"`course release {a.name}`")
+        more = len(lines) - 1
+        rest = f"; {more} more difference{'s' if more > 1 else ''} from course.yml in the release" if more else ""
+        raise CourseError(f"{first}{rest}; no zip written")
 
 
 def _stage_course(course: Course, assignment: str, into: CourseLayout) -> None:

@@ -298,6 +298,27 @@ def test_a_release_notebook_that_course_validate_refuses_is_not_packed(tmp_path,
     assert not (tmp_path / "a.zip").exists()
 
 
+def test_a_release_showing_other_points_than_course_yml_is_not_packed(tmp_path):
+    """With layer_norm's points raised in course.yml (12 -> 14) after `course release`, does `course gradescope`
+    refuse in one line naming the difference and `course release`, writing no zip, rather than bundle a
+    notebook that tells students 12 of 100 while Gradescope grades 14 of 102?"""
+    course = CourseLayout(copy_course(tmp_path / "course"))
+    data = yaml.safe_load(course.config.read_text())
+    entry = next(e for e in data["assignments"] if e["name"] == ASSIGNMENT)
+    assert entry["problems"]["layer_norm"]["points"] == 12
+    entry["problems"]["layer_norm"]["points"] = 14
+    course.config.write_text(yaml.safe_dump(data, sort_keys=False))
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "gradescope", ASSIGNMENT, "--to",
+                           str(tmp_path / "a.zip"), "--course-dir", str(course.root)],
+                          capture_output=True, text=True, timeout=300)
+    released = course.relative(course.release(ASSIGNMENT) / NOTEBOOK)
+    assert (done.returncode, done.stderr.splitlines()) == (2, [
+        f"course: error: {released}: layer_norm: grade cell test_layer_norm gives 12 points, course.yml gives 14 "
+        f"(run `course release {ASSIGNMENT}`); 2 more differences from course.yml in the release; no zip written"]), \
+        done.stdout + done.stderr
+    assert not (tmp_path / "a.zip").exists()
+
+
 def test_place_notebooks_names_what_it_found_when_nothing_fits(tmp_path):
     """With a.ipynb and work/b.ipynb and no transformer-block.ipynb, does the note say exactly that?"""
     submission = tmp_path / "submission"
