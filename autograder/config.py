@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from . import schema, usercache
 from .errors import ConfigError
-from .layout import CONFIG_FILE, CourseLayout
+from .layout import CONFIG_FILE, CourseLayout, separator_problem
 from .schema import FRACTION, NON_EMPTY, NON_NEGATIVE, Check, Scope, pattern, setting, show
 from .text import id_difference, id_key, lookalikes, shown_name, spelt_id
 
@@ -296,11 +296,8 @@ class RosterStudent:
 def roster_id_problem(student: str) -> str | None:
     """Why `student` cannot be an id on a roster (whitespace, `;`, `/`, `\\` or `,` in it: most likely a
     CSV separated by `;` or tabs, read as one id per line), naming the first such character, or None."""
-    bad = next((ch for ch in student if ch.isspace() or ch in ";/\\,"), None)
-    if bad is None:
-        return None
-    named = {" ": "a space", "\t": "a tab"}.get(bad) or ("whitespace" if bad.isspace() else f"a {bad!r}")
-    return f"it holds {named}"
+    why = separator_problem(student)
+    return f"it {why}" if why is not None else None
 
 
 # The roster's optional columns, each a RosterStudent field of the same name.

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import Assignment, Course, course_data, load_course, roster_id_problem
+from .config import Assignment, Course, course_data, load_course
 from .errors import CourseError
 from .layout import (
     INSTRUCTOR_CODE,
@@ -445,9 +445,9 @@ def student_id(metadata: dict[str, Any], unread: str = "") -> tuple[str, list[st
 
 def id_problem(text: str) -> str | None:
     """Why `text` cannot be the id of a submission graded here, or None: the rule `course autograde
-    --student` applies (`layout.student_id_problem`: no path, hidden folder, control character, or more
-    than MAX_ID_BYTES) and the roster's (`config.roster_id_problem`: the id goes on the run's roster)."""
-    return student_id_problem(text) or roster_id_problem(text)
+    --student` applies (`layout.student_id_problem`: no path, hidden folder, control character, more
+    than MAX_ID_BYTES, or what no roster id may hold: the id goes on the run's roster)."""
+    return student_id_problem(text)
 
 
 def _notebooks(folder: Path) -> Iterator[Path]:

@@ -68,15 +68,30 @@ def student_id_problem(student: str) -> str | None:
 def name_problem(name: str) -> str | None:
     """Why a folder name under submitted/ cannot be a student id whatever it says: "is not valid UTF-8"
     or "holds a control character" (an id is printed in the summary and stored in the gradebook,
-    where an escape sequence would rewrite a TA's terminal), or is longer than MAX_ID_BYTES (the files
-    named after it would not fit a file name); None when it can."""
+    where an escape sequence would rewrite a TA's terminal), is longer than MAX_ID_BYTES (the files
+    named after it would not fit a file name), or holds what no roster id can (`separator_problem`:
+    graded, it would be a gradebook student no roster could list, nor any LMS export match); None
+    when it can."""
     if not utf8_name(name):
         return "is not valid UTF-8"
     if NAME_CONTROL.search(name) is not None:
         return "holds a control character"
     if len(name.encode("utf-8")) > MAX_ID_BYTES:
         return f"is longer than {MAX_ID_BYTES} bytes"
+    why = separator_problem(name)
+    if why is not None:
+        return f"{why}, which no roster id may hold"
     return None
+
+
+def separator_problem(name: str) -> str | None:
+    """"holds <the first character>" when `name` holds whitespace, `;`, `/`, `\\` or `,`, which no roster
+    id can (a roster's line holding one is most likely a CSV separated by `;` or tabs), or None."""
+    bad = next((ch for ch in name if ch.isspace() or ch in ";/\\,"), None)
+    if bad is None:
+        return None
+    named = {" ": "a space", "\t": "a tab"}.get(bad) or ("whitespace" if bad.isspace() else f"a {bad!r}")
+    return f"holds {named}"
 
 
 def is_notebook_name(name: str) -> bool:

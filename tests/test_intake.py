@@ -126,3 +126,20 @@ def test_names_with_control_characters_are_written_out(course_copy):
     }
     assert not any(NAME_CONTROL.search(line) for line in shown)
     assert [sid for sid, _ in submissions(course, ASSIGNMENT)] == ["ada", "bo"]     # ev... is no student
+
+
+def test_a_folder_named_as_no_roster_id_can_be_is_named_and_not_graded(course_copy):
+    """A folder laid out by hand from an LMS download, "smith,j" or "a b", names an id the roster refuses: is
+    each reported once, saying which character and to rename it, and left out of the submissions graded?"""
+    course = load_course(course_copy)
+    layout = course.layout
+    for sid in ("ada", "smith,j", "a b", "semi;colon", "back\\slash"):
+        layout.submission(sid, ASSIGNMENT).mkdir(parents=True)
+        (layout.submission(sid, ASSIGNMENT) / NB).write_text("{}")
+    assert [sid for sid, _ in submissions(course, ASSIGNMENT)] == ["ada"]
+    results = [graded(course, "ada", NB)]
+    found = {u.path: u.reason for u in ungraded_files(course, course.assignment(ASSIGNMENT), results)}
+    why = "which no roster id may hold, so nothing in it was graded; rename it to the student's id"
+    assert found == {layout.relative(layout.submitted_dir / sid): f"the folder's name holds {what}, {why}"
+                     for sid, what in (("smith,j", "a ','"), ("a b", "a space"), ("semi;colon", "a ';'"),
+                                       ("back\\slash", "a '\\\\'"))}

@@ -511,6 +511,23 @@ def test_a_student_in_the_gradebook_but_not_on_the_roster_is_left_out_with_a_war
     assert not [w for w in everyone.warnings if "not on the roster" in w]
 
 
+@pytest.mark.parametrize("written", [False, True], ids=["left-out", "include_unrostered"])
+def test_an_off_roster_id_no_roster_can_hold_is_not_told_to_be_added_to_the_roster(written):
+    """A gradebook student 'smith,j' or 'a b' (a folder under submitted/ named by hand) cannot go on a roster,
+    which refuses such ids: is each named in a line of its own telling to rename the folder and grade again,
+    while the advice to add students to the roster goes to 'zed' alone?"""
+    rows = [_row("ada"), _row("smith,j"), _row("a b"), _row("zed")]
+    got = lms_table("canvas", [(A, 100.0)], rows, _roster(RosterStudent("ada")), {}, include_unrostered=written)
+    roster_advice = [w for w in got.warnings if "add them to the roster" in w]
+    assert len(roster_advice) == 1 and roster_advice[0].startswith("zed: in the gradebook but not on the roster")
+    where = "written (include_unrostered) with it as the login" if written else "left out of the file"
+    assert [w for w in got.warnings if "no roster can list" in w] == [
+        f"{sid}: in the gradebook, but no roster can list this id (it holds {what}), so it is {where}; rename the "
+        f"folder under submitted/ to the student's roster id, run `course autograde` again, and take {sid} out of "
+        f"the gradebook with `nbgrader db student remove <id> --force` (--force: their grades under that id are "
+        f"deleted too)" for sid, what in (("a b", "a space"), ("smith,j", "a ','"))]
+
+
 def test_an_off_roster_id_close_to_a_roster_student_without_a_submission_is_named_as_a_likely_typo():
     """When the roster misspells a student's id (katherin for katherine), is the submitter left out of the file
     paired in one warning with the roster student who has no submission (whose 0 the file holds), while an

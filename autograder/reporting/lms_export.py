@@ -93,7 +93,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import RosterStudent, roster_typo
+from ..config import RosterStudent, roster_id_problem, roster_typo
 from ..errors import ExportError
 from ..text import first_few, id_difference, id_key, lookalikes, shown_name, sorted_ids, spelt_id
 
@@ -197,13 +197,16 @@ def lms_table(lms: str, assignments: Sequence[tuple[str, float]], rows: Sequence
             line = formula_warning(column, zip(sids, columns.get(column, [])), "the LMS matches on it")
             if line:
                 warnings.append(line)
-    if off_roster and include_unrostered:
+    unlisted = [sid for sid in off_roster if roster_id_problem(sid) is not None]    # no roster can hold them
+    addable = [sid for sid in off_roster if sid not in unlisted]
+    if addable and include_unrostered:
         held: dict[str, list[str]] = {
-            column: [sid for sid, value in zip(sids, columns[column]) if sid in off_roster and value.strip()]
+            column: [sid for sid, value in zip(sids, columns[column]) if sid in addable and value.strip()]
             for column in ("ID", "Email address") if column in header}
-        warnings.append(off_roster_warning(lms, off_roster, held, roster))
-    elif off_roster:
-        warnings.append(left_out_warning(lms, off_roster, roster))
+        warnings.append(off_roster_warning(lms, addable, held, roster))
+    elif addable:
+        warnings.append(left_out_warning(lms, addable, roster))
+    warnings += [unlisted_warning(sid, include_unrostered) for sid in sorted_ids(unlisted)]
     warnings += typos
     if lms == "moodle":
         warnings += filter(None, [moodle_maxima_warning(assignments), moodle_over_warning(names, sids, scores)])
@@ -407,6 +410,17 @@ def roster_clashes(roster: Mapping[str, RosterStudent], off_roster: Sequence[str
                      f"{how}: two students to nbgrader, so their grades are {where}; if they are one, rename the "
                      f"submission folder to the roster's id (or correct the roster), autograde again and export again")
     return lines
+
+
+def unlisted_warning(student: str, written: bool) -> str:
+    """The line for a gradebook student whose id no roster can hold (`config.roster_id_problem`: a folder
+    under submitted/ named by hand, "smith,j", graded before such folders were skipped): no roster can
+    list them, so the line says to rename the folder and grade it again rather than to add them."""
+    where = "written (include_unrostered) with it as the login" if written else "left out of the file"
+    return (f"{shown_name(student)}: in the gradebook, but no roster can list this id ({roster_id_problem(student)}), "
+            f"so it is {where}; rename the folder under submitted/ to the student's roster id, run `course "
+            f"autograde` again, and take {shown_name(student)} out of the gradebook with `nbgrader db student "
+            f"remove <id> --force` (--force: their grades under that id are deleted too)")
 
 
 def left_out_warning(lms: str, students: Sequence[str], roster: Iterable[str] = ()) -> str:

@@ -152,6 +152,28 @@ def test_names_with_control_characters_reach_no_terminal_or_report_as_they_are(t
     assert {sid for sid, _ in auto_scores(folder)} == {"ada", "alan"}
 
 
+def test_a_folder_named_as_no_roster_id_can_be_is_skipped_with_a_line_and_the_batch_goes_on(tmp_path):
+    """Folders laid out by hand from an LMS download, "smith,j" and "a b", name ids the roster refuses (so no
+    roster could list them, nor an export match them): does the batch name each in one line saying what to
+    do, grade the others, keep them out of the gradebook and exit 0?"""
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    layout = CourseLayout(folder)
+    for sid in ("smith,j", "a b"):
+        shutil.copytree(layout.submission("ada", "transformer-block"), layout.submission(sid, "transformer-block"))
+
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "autograde", "transformer-block",
+                           "--course-dir", str(folder)], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")])))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = (done.stdout + done.stderr).splitlines()
+    for sid, what in (("smith,j", "a ','"), ("a b", "a space")):
+        assert [line for line in lines if sid in line] == [
+            f"not graded: {layout.relative(layout.submitted_dir / sid)}: the folder's name holds {what}, which no "
+            f"roster id may hold, so nothing in it was graded; rename it to the student's id"], done.stdout
+    assert sorted(results_of(folder)) == ["ada"]
+    assert {sid for sid, _ in auto_scores(folder)} == {"ada"}
+
+
 def test_names_and_text_that_are_not_utf8_cost_only_their_own_submission(tmp_path):
     """Do a student folder and a notebook whose names are not UTF-8, and a notebook holding a lone
     surrogate escape, each get a reason, while the batch grades everyone and exits 0?"""
