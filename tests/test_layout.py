@@ -164,3 +164,32 @@ def test_write_problem_says_a_read_only_file_system_is_one(tmp_path, monkeypatch
     monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly())
     assert write_problem(tmp_path, name=lambda p: "autograded") == \
         "autograded is on a read-only file system (mounted read-only)"
+
+
+def test_the_gitignore_keeps_student_data_out_and_the_demo_s_submissions_in(tmp_path):
+    """Does the project's .gitignore leave out a course's submissions, gradebook and every export file README's
+    examples write (`nbgrader export --to canvas.csv`, ...), while the demo's bundled submissions and roster
+    and the roster template stay tracked?"""
+    import shutil
+    import subprocess
+
+    from autograder.layout import EXAMPLES, ROSTER_FILE
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    exports = {"grades.csv", *re.findall(r"nbgrader export --to (\S+\.csv)", readme)}
+    assert {"canvas.csv", "blackboard.csv", "grades-excel.csv"} <= exports
+    course, demo = CourseLayout(tmp_path), CourseLayout(tmp_path / EXAMPLES)
+    shutil.copy(ROOT / ".gitignore", tmp_path / ".gitignore")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    student_data = [course.submission("ada", "hw") / "hw.ipynb", course.root / "gradebook.db",
+                    *(course.root / name for name in sorted(exports | {"moodle.csv"}))]
+    kept = [demo.submission("ada", "hw") / "hw.ipynb", demo.root / ROSTER_FILE, course.root / ROSTER_FILE]
+
+    def ignored(paths: list[Path]) -> set[str]:
+        names = [course.relative(p) for p in paths]
+        done = subprocess.run(["git", "-C", str(tmp_path), "check-ignore", "--no-index", *names],
+                              capture_output=True, text=True)
+        return set(done.stdout.split())
+
+    assert ignored(student_data) == {course.relative(p) for p in student_data}
+    assert ignored(kept) == set()
