@@ -1602,13 +1602,18 @@ def _write_copy(path: Path, data: bytes | Iterable[bytes]) -> None:
         raise
 
 
-def prepare_demo(project_dir: str | Path, demo_dir: str | Path | None = None) -> Path:
-    """A scratch course folder (default .demo/) holding the course and the bundled example submissions."""
+def prepare_demo(project_dir: str | Path, demo_dir: str | Path | None = None,
+                 assignment: str | None = None) -> Path:
+    """A scratch course folder (default .demo/) holding the course and the bundled example submissions.
+    An `assignment` the project's course.yml does not have (or has not set up) is refused, as `course
+    release` refuses it, before the previous demo folder is removed."""
     project = Path(project_dir).resolve()
     demo = Path(demo_dir).resolve() if demo_dir else project / DEMO_DIR
     examples = CourseLayout(project / EXAMPLES)
     if not examples.submitted_dir.is_dir():
         raise CourseError(f"{examples.submitted_dir}: no bundled example submissions")
+    if assignment is not None:
+        load_course(project).assignment(assignment)
     if demo.exists():
         shutil.rmtree(demo)
     copy_course(project, demo)

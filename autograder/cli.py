@@ -303,7 +303,7 @@ def _demo(course_dir: str, assignment: str | None, skip_validate: bool) -> int:
     from . import api
     from .config import load_course
 
-    demo = api.prepare_demo(course_dir)
+    demo = api.prepare_demo(course_dir, assignment=assignment)
     print(f"demo course folder: {demo}")
     assignment = assignment or api.assignment_names(demo, None, set_up=False)[0]
     print(f"\n== course release {assignment}")

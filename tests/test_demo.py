@@ -48,6 +48,23 @@ def test_course_demo_names_its_own_folder_in_the_closing_lines(tmp_path):
     assert CourseLayout(project / DEMO_DIR).results_json("ada", "transformer-block").is_file()
 
 
+def test_course_demo_refuses_an_unknown_assignment_before_touching_the_previous_demo(tmp_path):
+    """Does `course demo --assignment nope` refuse the name in one line (exit 2) and leave the .demo/ folder of
+    an earlier demo as it was, rather than delete it first?"""
+    project = copy_course(tmp_path / "project")
+    examples = CourseLayout(ROOT / EXAMPLES)
+    shutil.copytree(examples.submission("ada", "transformer-block"),
+                    CourseLayout(project / EXAMPLES).submission("ada", "transformer-block"))
+    earlier = CourseLayout(project / DEMO_DIR).results_json("ada", "transformer-block")
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("{}")
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "demo", "--assignment", "nope"], cwd=project,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("course: error: ") and "nope" in proc.stderr
+    assert earlier.read_text() == "{}"
+
+
 def test_demo_patching_numpy_changes_nothing(demo):
     """Does mallory (wrong layer_norm + numpy patched) score exactly what katherine (same bug) scores?"""
     _, results = demo
