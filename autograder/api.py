@@ -512,6 +512,25 @@ def _key_what_was_graded(task: Task, keys: dict[str, str], version: str, layers:
             f"for a while); its result stands for now, and the next `course autograde` grades it again")
 
 
+def _timestamp_line(course: Course, a: Assignment, sid: str, result: SubmissionResult, fresh: bool) -> str:
+    """What to say of a result's unreadable timestamp.txt. A kept result (`fresh` false) whose stamp was not
+    read for want of an Exchange.timezone, which nbgrader's config sets now, is not told that none is set:
+    the line says the timezone is set and how to grade it again, so that the stamp is read in it."""
+    from .grading.lateness import NO_ZONE, exchange_timezone
+
+    if fresh or NO_ZONE not in result.timestamp_problem:
+        return result.timestamp_problem
+    try:
+        zone = exchange_timezone(course.layout.root)
+    except Exception:  # noqa: BLE001 - a config that cannot be read now: the result's own words
+        return result.timestamp_problem
+    if not zone:
+        return result.timestamp_problem
+    return (f"this result is kept from a run before Exchange.timezone was set ({zone} now), when its "
+            f"{TIMESTAMP_FILE} could not be read as a time. `course "
+            f"autograde {a.name} --student {sid} --force` grades it again, reading the stamp in {zone}.")
+
+
 def autograde(course_dir: str | Path, assignment: str, *, student: str | None = None,
               seed: int | None = None, force: bool = False, insecure: bool = False,
               workers: int | None = None, scheduler: str | None = None, background_commit: bool = False,
@@ -819,8 +838,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             if fresh and result.state == "crashed":
                 log(f"WARNING: {sid}: {crash_line(result)}")
             if result.timestamp_problem:
-                log(f"WARNING: {sid}: {result.timestamp_problem} No late penalty was taken (see docs/grading.md, "
-                    f"Late submissions).")
+                log(f"WARNING: {sid}: {_timestamp_line(course, a, sid, result, fresh)} No late penalty was taken "
+                    f"(see docs/grading.md, Late submissions).")
             said, line = future_stamp(course, a, result)
             if line and (warned is None or said not in warned):
                 log(f"WARNING: {line}")

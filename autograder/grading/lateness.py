@@ -135,6 +135,9 @@ ZONE_ABBREVIATIONS: dict[str, float] = {
 }
 
 
+NO_ZONE = "no Exchange.timezone is set in nbgrader's config"     # why such an abbreviation was not read
+
+
 def _read_in_zone(local: dt.datetime, abbreviation: str, zone_of: str | Callable[[], str]) -> dt.datetime:
     """`local`, a wall-clock time that nbgrader wrote as `abbreviation`, as an aware time (a fixed
     offset, named so). The table first: its abbreviations mean the same offset in any zone, so the
@@ -152,8 +155,8 @@ def _read_in_zone(local: dt.datetime, abbreviation: str, zone_of: str | Callable
                 return local.replace(tzinfo=dt.timezone(offset, abbreviation))
         raise ValueError(f"time zone {abbreviation!r} is not what {zone} (nbgrader's Exchange.timezone) "
                          f"calls {local:%Y-%m-%d %H:%M:%S}")
-    raise ValueError(f"time zone {abbreviation!r} means more than one offset or none known, and no "
-                     f"Exchange.timezone is set in nbgrader's config to read it in")
+    raise ValueError(f"time zone {abbreviation!r} means more than one offset or none known, and {NO_ZONE} "
+                     f"to read it in")
 
 
 def _zone(name: str) -> dt.tzinfo:

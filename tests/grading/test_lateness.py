@@ -244,6 +244,31 @@ def test_a_batch_warns_of_an_unread_timestamp_and_reads_it_in_the_configured_zon
 
 
 @pytest.mark.slow
+def test_a_kept_result_is_not_told_no_exchange_timezone_is_set_once_one_is(tmp_path):
+    """With Exchange.timezone set after a PST stamp was graded unread, does a plain `course autograde` (which
+    keeps the unchanged result) say that the timezone is set and how to grade it again, rather than repeat
+    that none is set?"""
+    from autograder import api
+    from autograder.layout import NBGRADER_CONFIG, CourseLayout
+    from tests.conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    (CourseLayout(folder).submission("ada", "transformer-block") / "timestamp.txt").write_text(
+        "2026-11-17 11:00:00.000000 PST")
+    api.autograde(folder, "transformer-block", workers=1)
+    with open(folder / NBGRADER_CONFIG, "a", encoding="utf-8") as fh:
+        fh.write('c.Exchange.timezone = "America/Los_Angeles"  # noqa: F821\n')
+    lines: list[str] = []
+    batch = api.autograde(folder, "transformer-block", workers=1, log=lines.append)
+    assert batch.skipped == ("ada",) and batch.results[0].late_penalty == 0
+    assert [ln for ln in lines if "timestamp.txt" in ln] == [
+        "WARNING: ada: this result is kept from a run before Exchange.timezone was set (America/Los_Angeles now), "
+        "when its timestamp.txt could not be read as a time. `course autograde transformer-block --student ada "
+        "--force` grades it again, reading the stamp in America/Los_Angeles. No late penalty was taken (see "
+        "docs/grading.md, Late submissions)."]
+
+
+@pytest.mark.slow
 def test_course_autograde_commits_the_grades_of_a_submission_whose_stamp_is_out_of_range(tmp_path):
     """Does `course autograde` grade a submission whose timestamp.txt is out of range once in UTC as
     on time, with the "timestamp unread" flag, commit its grades to the gradebook and exit 0; and
