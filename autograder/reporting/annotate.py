@@ -43,9 +43,11 @@ unquoted attributes), drops the notebook's widget state (which loads widget code
 and keeps a Markdown cell that is not the released notebook's own as written only when nbconvert's
 Markdown renderer makes of it nothing but what Markdown itself makes and a few harmless tags students
 write (a collapsible section, centred or coloured text, sized images, anchors, plain comments; every
-element closed within the cell), with link targets of http, https, mailto or attachment
-(`safe_markdown`); otherwise with its other link targets (`javascript:`, `data:`) replaced by
-LINK_REMOVED, or, if it still renders markup or nbconvert fails on it, as a fenced code block. The
+element closed within the cell), with link targets of http, https, mailto or attachment, or file
+names within the notebook's folder (`safe_markdown`); otherwise with its other link targets
+(`javascript:`, `data:`, `/logout`) replaced by LINK_REMOVED, or, if it still renders markup or
+nbconvert fails on it, as a fenced code block; a Raw cell that is not the released notebook's own is
+written as escaped text (`_neutralise_raw`). The
 nbgrader metadata of a cell is the release's for its grade id, as nbgrader's autograde makes it, and
 removed for an id the release does not have (formgrader writes the id into its page as it is). The
 copy written is a valid notebook (an execution count that is not a whole number is cleared; see
@@ -66,6 +68,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import nbformat
 from nbformat.v4 import rwbase
@@ -430,7 +433,8 @@ _FIXED_ATTRIBUTES: dict[str, set[str | None]] = {
     "type": {"checkbox"}, "disabled": {None, ""}, "checked": {None, ""}, "open": {None, ""}}
 # attributes allowed only with values of this form: sizes, a font's colour (a name or #hex) and size, and an
 # anchor's name (only an `a` has one: a named image or form would be a property of the page's `document`)
-_FORMED_ATTRIBUTES = {"width": re.compile(r"[0-9]{1,5}(?:px|%)?"), "height": re.compile(r"[0-9]{1,5}(?:px|%)?"),
+_SIZE = re.compile(r"(?:[0-9]{1,3}|1[0-9]{3}|2000)(?:px)?|(?:[0-9]{1,2}|100)%")      # up to 2000 px or 100%
+_FORMED_ATTRIBUTES = {"width": _SIZE, "height": _SIZE,
                       "color": re.compile(r"[a-zA-Z]{1,20}|#[0-9a-fA-F]{3,8}"), "size": re.compile(r"[+-]?[1-7]"),
                       "name": re.compile(r"[A-Za-z0-9_.:\-]{1,100}")}
 _FORMED_ON = {"name": {"a"}, "color": {"font"}, "size": {"font"}}
@@ -438,6 +442,10 @@ _FORMED_ON = {"name": {"a"}, "color": {"font"}, "size": {"font"}}
 # wrapper, a heading's anchor, a task list's item and box (a page's own classes, e.g. bootstrap's
 # `modal-backdrop`, could lay a student's link over the whole page)
 _CLASS_NAME = re.compile(r"[a-z][a-z0-9]{0,2}|highlight|hll|anchor-link|task-list-item|task-list-item-checkbox")
+# ids of formgrader's page (its templates, its and nbconvert's), which its script and CSS find elements by
+# (`#statusmessage` is fixed over the page), and the starts of those MathJax makes or nbconvert gives a cell
+PAGE_IDS = frozenset({"notebook", "notebook-container", "statusmessage", "help-dialog"})
+PAGE_ID_STARTS = ("mathjax", "mjx", "cell-id=")
 # a start tag that a browser reads as html.parser does: names of ASCII letters, each value quoted or, unquoted,
 # of characters that end no value early in either (no quote, `=`, `&`, `<` or `>`, no blank but ASCII ones)
 _PLAIN_START_TAG = re.compile(r"""<[a-zA-Z][a-zA-Z0-9]*(?:[ \t\n\r\f]+[a-zA-Z][a-zA-Z-]*"""
@@ -477,6 +485,8 @@ class _RenderedMarkup(HTMLParser):
             if name in _FIXED_ATTRIBUTES:
                 self.safe = self.safe and value in _FIXED_ATTRIBUTES[name]
             elif name in _FORMED_ATTRIBUTES:
+                if name in IMAGE_SIZES and value and (self.get_starttag_text() or "").endswith(f"={value}>"):
+                    value = value.removesuffix("/")     # `width=300/>`: browsers read the number, 300
                 self.safe = (self.safe and tag in _FORMED_ON.get(name, {tag}) and value is not None
                              and _FORMED_ATTRIBUTES[name].fullmatch(value) is not None and value not in self.reserved)
             elif name not in _ALLOWED_ATTRIBUTES:
@@ -485,7 +495,8 @@ class _RenderedMarkup(HTMLParser):
                 self.safe = False      # an image's data runs nothing
             elif name == "class" and not all(_CLASS_NAME.fullmatch(c) for c in (value or "").split()):
                 self.safe = False
-            elif name == "id" and (value or "") in self.reserved:
+            elif name == "id" and ((value or "") in self.reserved or value in PAGE_IDS
+                                   or (value or "").lower().startswith(PAGE_ID_STARTS)):
                 self.safe = False      # formgrader finds a grade's score box (and comment box) by this id
 
     def handle_endtag(self, tag: str) -> None:
@@ -541,12 +552,18 @@ def _renders_safely(markdown: str, attachments: dict[str, Any], reserved: frozen
 def unsafe_url(url: str) -> bool:
     """Whether a link target, as Markdown gives it to the browser (backslash escapes and character
     references read, the blanks and control characters browsers skip taken out), names a scheme
-    other than SAFE_SCHEMES: `javascript:`, `vbscript:`, `data:` and the like."""
+    other than SAFE_SCHEMES (`javascript:`, `vbscript:`, `data:` and the like), or, with no scheme,
+    leaves the notebook's folder: it starts with `/` (the TA's server, e.g. its `/logout`, or `//`
+    another host) or has a backslash (browsers read it as `/`) or a `..` step (its `%`-escapes read,
+    as browsers read `%2e%2e`)."""
     plain = html.unescape(_ESCAPED.sub(r"\1", url))
     plain = "".join(ch for ch in plain if ch > " " and ch != "\x7f").lower()
     plain = plain.removeprefix("/").removeprefix("files/") if plain.startswith(("/files/", "files/")) else plain
     scheme = _SCHEME.match(plain)
-    return scheme is not None and scheme.group(1) not in SAFE_SCHEMES
+    if scheme is not None:
+        return scheme.group(1) not in SAFE_SCHEMES
+    path = unquote(re.split(r"[?#]", plain, maxsplit=1)[0])
+    return plain.startswith("/") or "\\" in plain or "\\" in path or ".." in re.split(r"[/\\]", path)
 
 
 def _links_removed(markdown: str, attachments: dict[str, Any]) -> str:
@@ -654,6 +671,7 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
     reserved = reserved_ids(nb, released)
     own = ({joined_text(c.get("source") or "") for c in released.cells if c.get("cell_type") == "markdown"}
            if released else set())
+    own_raw = {_raw_key(c) for c in released.cells if c.get("cell_type") == "raw"} if released else set()
     marks = _released_marks(released) if released is not None else None
     for cell in nb.cells:
         _reset_marks(cell, marks)
@@ -662,6 +680,8 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
             text = joined_text(cell.get("source") or "")
             if text not in own:
                 cell.source = safe_markdown(text, cell.get("attachments"), reserved)
+        elif kind == "raw":
+            _neutralise_raw(cell, own_raw)
         elif kind == "code":
             if "execution_count" in cell:
                 cell["execution_count"] = _count(cell["execution_count"])
@@ -679,10 +699,34 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
                     out["execution_count"] = _count(out["execution_count"])
 
 
+def _raw_key(cell: Any) -> tuple[str, str | None]:
+    """A Raw cell's text and format (`raw_mimetype`; None when there is none, or one that is not text)."""
+    meta = cell.get("metadata")
+    form = meta.get("raw_mimetype") if isinstance(meta, dict) else None
+    return joined_text(cell.get("source") or ""), form if isinstance(form, str) else None
+
+
+def _neutralise_raw(cell: Any, own: set[tuple[str, str | None]]) -> None:
+    """A student's Raw cell (one the release does not hold with the same text and format) as escaped text
+    in a `<pre>`: formgrader's template puts a Raw cell of no format or `text/html` (any case) into the page
+    through nbconvert's `clean_html`, which keeps any tag's `class` and `id` (a student's `<span id=...>`
+    would take a score box's place, a `modal-backdrop` lie over the page), and those of other formats
+    (which it leaves out) are escaped too should its exporter be set to show them. A format that is not
+    text (which the template could not read) is removed: the cell shows as text."""
+    meta = cell.get("metadata")
+    if isinstance(meta, dict) and "raw_mimetype" in meta and not isinstance(meta["raw_mimetype"], str):
+        del meta["raw_mimetype"]
+    key = _raw_key(cell)
+    if key in own:
+        return
+    cell.source = f"<pre>{html.escape(key[0], quote=False)}</pre>" if key[0] else ""
+
+
 def reserved_ids(*notebooks: Any) -> frozenset[str]:
-    """The grade ids of `notebooks`' cells (None skipped), with their comment boxes' ids: formgrader finds
-    a grade's score box as the first element of the page with its id, and its comment box with
-    `<id>-comment`, so a student's element with one of them would take the box's place."""
+    """The grade ids of `notebooks`' cells (None skipped), with their comment and extra credit boxes' ids:
+    formgrader finds a grade's score box as the first element of the page with its id, and its comment box
+    with `<id>-comment` (its extra credit box has `<id>_extra_credit`), so a student's element with one of
+    them would take the box's place."""
     ids = set()
     for nb in notebooks:
         for cell in (nb.get("cells") if isinstance(nb, dict) else None) or ():
@@ -691,7 +735,7 @@ def reserved_ids(*notebooks: Any) -> frozenset[str]:
             gid = marks.get("grade_id") if isinstance(marks, dict) else None
             if isinstance(gid, str) and gid:
                 ids.add(gid)
-    return frozenset(ids | {f"{gid}-comment" for gid in ids})
+    return frozenset(ids | {f"{gid}-comment" for gid in ids} | {f"{gid}_extra_credit" for gid in ids})
 
 
 def annotate_notebook(nb: Any, result: SubmissionResult, problems: tuple[Problem, ...], released: Any = None

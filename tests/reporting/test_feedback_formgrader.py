@@ -1011,6 +1011,8 @@ def test_a_cell_whose_code_block_would_still_render_markup_is_written_as_escaped
     ('my plot:\n\n<img src="plot.png" width="300" height="200" alt="loss" title="the loss">',
      'img[src="plot.png"][width="300"][height="200"][alt="loss"][title="the loss"]'),
     ("<img width=300 src=figures/plot.png>", 'img[src="figures/plot.png"][width="300"]'),      # values unquoted
+    ('<img src="plot.png" width=300/>', 'img[src="plot.png"][width="300/"]'),     # browsers read the width, 300
+    ('<img src="plot.png" width="100%">', 'img[src="plot.png"][width="100%"]'),
     ("my answer <!-- TODO: check the <b>sign</b> --> is 3",                             # a comment, not shown
      'p:-soup-contains("my answer  is 3"):not(:-soup-contains("TODO"))'),
     ("<details><summary>My derivation</summary>\n\n$x^2$ *grows*\n\n</details>",
@@ -1104,3 +1106,164 @@ def test_a_grade_cell_made_markdown_shows_one_score_box_in_formgrader(copy, assi
     assert not any(c.cell_type == "markdown" and "nbgrader" in c.metadata for c in cells)
     page = formgrader_html(copy / NB)
     assert page.count('id="test_layer_norm"') == 1
+
+
+HIJACK = ('<div class="nbgrader_cell"><span id="test_layer_norm"></span>'
+          '<div class="modal-backdrop fade full-credit"></div></div>')
+
+
+@pytest.mark.parametrize("format_", [None, "text/html", "TEXT/HTML", "", "text/markdown", "text/latex",
+                                     "text/restructuredtext", "application/pdf", 3, ["text/html"]])
+def test_a_students_raw_cell_is_shown_as_text_whatever_its_format(copy, assignment, format_):
+    """A student's Raw cell holding a grade's id and a page class laid over the page (formgrader's template
+    puts a Raw cell of no format or `text/html` into the page through `clean_html`, which keeps `class` and
+    `id`; those of other formats it leaves out): is it written as escaped text, so that formgrader's page
+    has one element with the grade's id, no student's backdrop, and shows the cell as text when it shows it?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_raw_cell(HIJACK, metadata={} if format_ is None else {"raw_mimetype": format_}))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    cell = nbformat.read(copy / NB, as_version=4).cells[1]
+    assert cell.cell_type == "raw" and cell.source == f"<pre>{escape(HIJACK, quote=False)}</pre>"
+    page = formgrader_html(copy / NB)
+    assert len(re.findall(r'<[a-z]+\s[^<>]*id="test_layer_norm"', page)) == 1
+    assert not re.search(r'<[a-z]+\s[^<>]*class="modal-backdrop', page)
+    shown = format_ in (None, "", "text/html", "TEXT/HTML") or not isinstance(format_, str)   # not text: removed
+    assert (escape(HIJACK, quote=False) in page.replace("&quot;", '"')) == shown
+
+
+def test_a_raw_cell_is_kept_as_the_release_has_it_and_escaped_in_another_format():
+    """A Raw cell the release holds with the same text and format is kept as it is; the same text in
+    another format (which formgrader's template could then put into the page) is written as text."""
+    from autograder.reporting.annotate import neutralise_student_markup
+
+    released = nbformat.v4.new_notebook(cells=[nbformat.v4.new_raw_cell("<b>due</b>", metadata={
+        "raw_mimetype": "text/latex"})])
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_raw_cell("<b>due</b>", metadata={"raw_mimetype": "text/latex"}),
+        nbformat.v4.new_raw_cell("<b>due</b>", metadata={"raw_mimetype": "text/html"})])
+    neutralise_student_markup(nb, released)
+    assert [c.source for c in nb.cells] == ["<b>due</b>", "<pre>&lt;b&gt;due&lt;/b&gt;</pre>"]
+
+
+STATUS_OVERLAY = ('<div id="statusmessage"><a href="https://example.com/login"><img src="data:image/png;base64,'
+                  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAAC0lEQVR4nGNgAAIAAAUAAXpeqz8AAAAASUVORK5CYII=" '
+                  'width="99999" height="99999"></a></div>')
+
+
+@pytest.mark.parametrize(("written", "page_id"), [
+    (STATUS_OVERLAY, "statusmessage"),                       # formgrader's CSS fixes it over the page
+    ("# statusmessage\n\nnotes", "statusmessage"),             # nbconvert gives a heading its text as id
+    ('<span id="notebook-container">x</span>', "notebook-container"),
+    ('<span id="test_layer_norm_extra_credit">x</span>', "test_layer_norm_extra_credit"),   # a grade's box
+    ('<span id="MathJax_Message">x</span>', "MathJax_Message"),                             # MathJax's own
+])
+def test_a_student_takes_no_id_of_formgrader_s_page(copy, assignment, written, page_id):
+    """A student's Markdown with an id formgrader's page, its script or CSS uses (`#statusmessage` is fixed
+    over the page), a grade's extra credit box's, or one MathJax makes: is it shown as text, no element of
+    the student's having that id?"""
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(written))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    page = formgrader_html(copy / NB)
+    assert not re.search(rf'<[a-z0-9]+\s[^<>]*id="{page_id}"[^<>]*>\s*(<a|x<|statusmessage)', page)
+    assert escape(written.split("\n")[0], quote=False) in page.replace("&quot;", '"')
+
+
+def test_formgraders_page_ids_are_all_kept_from_students():
+    """Is each id formgrader's submission page writes or its CSS or script finds (nbgrader's templates,
+    CSS and JS as installed, nbconvert's classic template) one no student's element may have?"""
+    from jupyter_core.paths import jupyter_path
+    from nbgrader.server_extensions.formgrader import handlers
+
+    from autograder.reporting.annotate import PAGE_IDS
+
+    formgrader = Path(handlers.__file__).parent
+    classic = next(p for p in map(Path, jupyter_path("nbconvert", "templates", "classic")) if p.is_dir())
+    files = [*(formgrader / "templates" / "formgrade").glob("*.j2"), *(formgrader / "static" / "css").glob("*.css"),
+             *(formgrader / "static" / "js").glob("formgrade*.js"), formgrader / "static" / "js" / "utils.js",
+             *classic.glob("*.j2")]
+    found = set()
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        found |= set(re.findall(r'\sid="([A-Za-z][\w-]*)"', text))                   # written by a template
+        found |= set(re.findall(r"""\$\(["']#([A-Za-z][\w-]*)["']\)""", text))     # found by jQuery
+        found |= set(re.findall(r"""\.attr\(["']id["'],\s*["']([\w-]+)["']\)""", text))
+        if path.suffix == ".css":
+            found |= set(re.findall(r"#([A-Za-z][\w-]*)\s*[{,.:\s]", re.sub(r":\s*#[0-9a-fA-F]+", ":", text)))
+    assert {"statusmessage", "notebook"} <= found and found <= PAGE_IDS, found - PAGE_IDS
+
+
+@pytest.mark.parametrize("written", [
+    "![](/logout)", "![](../../../logout)", "[out](%2e%2e/%2E%2e/logout)", "![](//evil.example/x.png)",
+    '<img src="/logout">', r"![](img\..\..\logout)", "![](/files//logout)", "[out](files/../../logout)",
+])
+def test_a_target_that_leaves_the_notebooks_folder_is_removed(copy, assignment, written):
+    """A student's link or image whose target is the TA's server (`/logout`: opening the page would log
+    them out), a folder above the notebook's, or another host with no scheme: has formgrader's page no
+    element of the cell with it, the page keeping plain relative names and anchors?"""
+    from bs4 import BeautifulSoup
+
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(f"{written} and [mine](img/plot.png), [up](#top)"))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    page = BeautifulSoup(formgrader_html(copy / NB), features="html.parser")
+    targets = [e.get("src") or e.get("href") for e in page.select(".text_cell_render img, .text_cell_render a")]
+    assert not [t for t in targets if t.startswith("/") or ".." in t or "\\" in t or "%2" in t.lower()], targets
+    assert {"img/plot.png", "#top"} <= set(targets) or "img/plot.png" in page.text
+
+
+@pytest.mark.parametrize("written", ['<img src="plot.png" width="99999" height="99999">',
+                                    "<img src=plot.png width=2001>", '<img src=plot.png height="101%">'])
+def test_an_image_larger_than_the_page_is_shown_as_text(copy, assignment, written):
+    """A student's image sized over 2000 px or 100%, which could lie over the score boxes: is it shown as
+    text, formgrader's page having no image of the cell's?"""
+    from bs4 import BeautifulSoup
+
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(written))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    page = BeautifulSoup(formgrader_html(copy / NB), features="html.parser")
+    assert not page.select('.text_cell_render img[src="plot.png"]') and written in page.text
+
+
+def test_no_class_a_student_may_take_is_one_formgraders_page_lays_over_it_or_its_script_finds(copy, assignment):
+    """Is every class a student's Markdown may have (`_CLASS_NAME`) one that no rule of formgrader's CSS,
+    bootstrap's or nbconvert's positions (fixed, absolute, sticky or by z-index) on an element within a
+    student's cell (whatever its ancestors in the page), and one formgrader's script finds no element by?"""
+    from bs4 import BeautifulSoup
+    from jupyter_core.paths import jupyter_path
+    from nbgrader.server_extensions.formgrader import handlers
+
+    from autograder.reporting.annotate import _CLASS_NAME
+
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("<span>mine</span>"))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    page = BeautifulSoup(formgrader_html(copy / NB), features="html.parser")
+    mine = page.find("span", string="mine")
+    around = {c for e in mine.parents for c in (e.get("class") or []) if e.name != "[document]"}
+    static = Path(handlers.__file__).parent / "static"
+    sheets = [*(static / "css").glob("*.css"), *(static / "node_modules" / "bootstrap" / "dist" / "css").glob("*.css"),
+              *(p for d in jupyter_path("nbconvert", "templates") for p in Path(d).rglob("*.css"))]
+    assert len(sheets) > 3 and around
+    over = []
+    for sheet in sheets:
+        text = re.sub(r"/\*.*?\*/|@media[^{]*\{", "", sheet.read_text(encoding="utf-8", errors="replace"), flags=re.S)
+        for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", text):
+            if not re.search(r"position\s*:\s*(fixed|absolute|sticky)|z-index", body):
+                continue
+            for selector in selectors.split(","):
+                *outer, last = re.split(r"[\s>+~]+", selector.strip())
+                own = re.findall(r"\.([\w-]+)", last)
+                if own and all(_CLASS_NAME.fullmatch(c) for c in own) and all(
+                        _CLASS_NAME.fullmatch(c) or c in around for c in re.findall(r"\.([\w-]+)", " ".join(outer))):
+                    over.append((sheet.name, selector.strip()))
+    assert not over
+    found = {c for js in (static / "js").glob("formgrade*.js")
+             for c in re.findall(r"""["']\.([\w-]+)""", js.read_text(encoding="utf-8"))}
+    assert "nbgrader_cell" in found and not [c for c in found if _CLASS_NAME.fullmatch(c)]
