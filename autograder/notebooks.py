@@ -334,7 +334,8 @@ class CodeCell:
     index: int                  # position among all cells of the notebook (0-based, markdown included)
     source: str
     label: str = ""             # how a student finds it: "the 3rd code cell (`def layer_norm`)"
-    test_of: str = ""           # an nbgrader autograder-test cell (grade, not solution): its grade_id
+    test_of: str = ""           # an nbgrader autograder-test cell (grade, not solution): its grade_id (not an
+                                # earlier copy of one: that runs as any code cell)
 
 
 def ordinal(n: int) -> str:
@@ -420,12 +421,14 @@ def copied_cell_notes(name: str, raw_cells: list[Any], source_key: str = "source
                       submitted: list[Any] | None = None) -> list[str]:
     """A note per nbgrader id that more than one cell holds (see `copied_cells`), naming the cells
     and which one counts (the last, as in the autograded copy and formgrader). `submitted`: the cells
-    as the student saved them, before `as_released` (cells are numbered as the student counts them)."""
+    as the student saved them, before `as_released`: the cells are named as the student sees them (their
+    number among the code cells, their own text, not what was put back from the release)."""
     notes = []
-    numbers = student_numbers(raw_cells if submitted is None else submitted)
+    shown = raw_cells if submitted is None else submitted
+    numbers = student_numbers(shown)
     for grade_id, found in copied_cells(raw_cells).items():
-        labels = [_label(raw_cells[i], numbers[i], source_text(raw_cells[i].get(source_key, "")) or "")
-                  if raw_cells[i].get("cell_type") == "code" else "a markdown cell" for i in found]
+        labels = [_label(shown[i], numbers[i], source_text(shown[i].get(source_key, "")) or "")
+                  if numbers[i] else f"a {_type_name(shown[i].get('cell_type'))} cell" for i in found]
         last = raw_cells[found[-1]]
         kind = cell_kind(last)
         kept = _KEPT[kind].format(why=_RAN_LAST if last.get("cell_type") == "code" else "",
@@ -588,6 +591,11 @@ def _paired(raw_cells: list[Any], by_id: Mapping[str, Any], by_cell_id: Mapping[
     return {i: grade_id for grade_id, i in last.items()}
 
 
+def _holds(cell: Any, grade_id: str) -> bool:
+    """Whether `cell` is an nbgrader cell (`cell_kind`) whose nbgrader metadata holds `grade_id`."""
+    return bool(cell_kind(cell)) and cell["metadata"]["nbgrader"]["grade_id"] == grade_id
+
+
 def _text_of(cell: dict[str, Any], source_key: str) -> str | None:
     """A cell's text, whatever its type (format 3 keeps a code cell's in `input`, others' in `source`)."""
     return source_text(cell.get(source_key if cell.get("cell_type") == "code" else "source", ""))
@@ -621,12 +629,17 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
     trusted, the submitted metadata is not: what a cell is comes from the release alone, and a cell put
     back takes the released nbgrader metadata too. A test cell whose grade id is one of `replaced` (the
     hidden graders replace it) is not run, whatever the student made of it: it is put back all the same,
-    noted only when its type changed. A cell neither submitted nor released as code is left as it is:
-    grading does not read it. One note per cell changed."""
+    noted when its type changed or the student edited it (what they wrote in it does not run either). An
+    answer cell made Markdown or Raw holding the released stub alone is left as it is (not run); when a code
+    cell above it holds its id (the student's copy of it, run), that copy is the answer: the stub loses its
+    nbgrader metadata, so that the copy notes and the copy for formgrader take that copy as the answer cell,
+    as grading does. A cell neither submitted nor released as code is left as it is: grading does not read
+    it. One note per cell changed; cells are named as the student saved them."""
     by_id, by_cell_id = _released_nbgrader_cells(released)
     if not by_id:
         return raw_cells, []
     out, notes = list(raw_cells), []
+    numbers = student_numbers(raw_cells)
     for i, grade_id in sorted(_paired(raw_cells, by_id, by_cell_id).items()):
         cell, was = raw_cells[i], by_id[grade_id]
         flags = was["metadata"]["nbgrader"]
@@ -646,8 +659,16 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
                 and _same_code(text, source_text(was.get("source", "")) or "")):
             # the released stub, switched off: nothing of the student's is in it, and running it could only
             # undo their work (their own definition in another cell)
-            notes.append(f"{name}: cell `{grade_id}` was a {_type_name(typed)} cell holding the released stub "
-                         f"alone: left as you made it (not run).")
+            said = (f"{name}: cell `{grade_id}` was a {_type_name(typed)} cell holding the released stub alone: "
+                    f"left as you made it (not run).")
+            copies = [j for j in range(i) if _holds(out[j], grade_id) and out[j].get("cell_type") == "code"]
+            meta = cell.get("metadata")
+            if copies and isinstance(meta, dict):
+                out[i] = {**cell, "metadata": {k: v for k, v in meta.items() if k != "nbgrader"}}
+                j = copies[-1]
+                label = _label(out[j], numbers[j], _text_of(out[j], source_key) or "")
+                said += f" Your copy of it above, {label}, is taken as your answer."
+            notes.append(said)
             continue
         restored = {k: v for k, v in cell.items() if k not in ("cell_type", "source", "input", "metadata")}
         meta = cell.get("metadata")
@@ -657,8 +678,13 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
             given if given is not None else cell.get(source_key if typed == "code" else "source", ""))
         out[i] = restored
         retyped = typed != kind
-        if test and grade_id in replaced and kind == "code":     # not run: only a change of type is worth a word
-            if retyped:
+        if test and grade_id in replaced and kind == "code":     # not run, neither as released nor as submitted
+            if text is not None and given is not None and not _same_lines(text, given):
+                which = (f"was a {_type_name(typed)} cell and was edited" if retyped else
+                         f"was edited ({_label(cell, numbers[i], text)})")
+                notes.append(f"{name}: test cell `{grade_id}` {which}: it was replaced by the released test cell, "
+                             f"which is not run (hidden tests check this problem), so nothing you wrote in it ran.")
+            elif retyped:
                 notes.append(f"{name}: cell `{grade_id}` was a {_type_name(typed)} cell: put back as code, as "
                              f"released.")
         elif given is not None:
@@ -762,6 +788,9 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
     cells: list[CodeCell] = []
     skipped: list[str] = []     # the code cells whose source is not text, named as a student finds them
     numbers = student_numbers(submitted)    # code cells as the student counts them (0: put back as code)
+    # of the cells holding one nbgrader id, only the last is that cell (as nbgrader's DeduplicateIds has it): an
+    # earlier copy of a test cell runs as any code cell
+    copies = {i for found in copied_cells(raw_cells).values() for i in found[:-1]}
     for i, cell in enumerate(raw_cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -773,7 +802,8 @@ def load_notebook(path: Path, *, max_mb: float, release: Path | None = None,
             shown = ordinal(numbers[i]) if numbers[i] else f"`{cell['metadata']['nbgrader']['grade_id']}`"
             skipped.append(f"{shown}{named}")
             continue
-        cells.append(CodeCell(index=i, source=src, label=_label(cell, numbers[i], src), test_of=_test_of(cell)))
+        cells.append(CodeCell(index=i, source=src, label=_label(cell, numbers[i], src),
+                              test_of="" if i in copies else _test_of(cell)))
     notes += copied_cell_notes(name, raw_cells, source_key, submitted)
     notes += redefined_notes(name, raw_cells, source_key, released_redefinitions(release), submitted)
     # the autograder-test cells that hidden graders replace are not run (a def typed into one is not graded)

@@ -10,7 +10,14 @@ import pytest
 from autograder.config import load_course
 from autograder.grading.engine import load
 from autograder.layout import CourseLayout
-from autograder.notebooks import find_submission_notebooks, load_notebook, named_like, ordinal
+from autograder.notebooks import (
+    as_released,
+    copied_cells,
+    find_submission_notebooks,
+    load_notebook,
+    named_like,
+    ordinal,
+)
 
 
 def write_nb(path: Path, *sources: str, markdown: str | None = None) -> Path:
@@ -281,7 +288,8 @@ def test_load_a_number_too_long_for_python_gives_a_reason(tmp_path):
 
 def test_load_notes_a_copied_grade_cell_once(tmp_path):
     """When two grade cells share a grade id (a student copied one), is that said once, naming both
-    cells and that only the last is graded (as nbgrader's DeduplicateIds keeps the last)?"""
+    cells and that only the last is graded (as nbgrader's DeduplicateIds keeps the last), and is only the
+    last the test cell (the earlier copy runs as any code cell)?"""
     nb = nbformat.v4.new_notebook()
     test = {"grade": True, "solution": False, "locked": True, "grade_id": "test_f", "points": 2}
     answer = {"grade": False, "solution": True, "locked": False, "grade_id": "f_solution"}
@@ -294,7 +302,7 @@ def test_load_notes_a_copied_grade_cell_once(tmp_path):
     assert loaded.notes == ("hw.ipynb: the grade cell `test_f` appears 2 times (the 2nd code cell "
                             "(`assert f(1) == 1`); the 3rd code cell (`assert f(1) == 1`)); was it copied, "
                             "or its nbgrader metadata edited? Only the last holds its grade: the copy is not graded.",)
-    assert [c.test_of for c in loaded.cells] == ["", "test_f", "test_f"]
+    assert [c.test_of for c in loaded.cells] == ["", "", "test_f"]
 
 
 def test_load_notes_a_copied_answer_cell_once_and_takes_the_last(tmp_path):
@@ -316,7 +324,7 @@ def test_load_notes_a_copied_answer_cell_once_and_takes_the_last(tmp_path):
         "hw.ipynb: the read-only cell `setup` appears 2 times (the 1st code cell (`import math`); the 3rd code "
         "cell (`import math`)); was it copied, or its nbgrader metadata edited? Only the last is kept as that "
         "cell: the copy is not.",
-        "hw.ipynb: the answer cell `f_solution` appears 3 times (the 2nd code cell (`def f`); a markdown cell; the "
+        "hw.ipynb: the answer cell `f_solution` appears 3 times (the 2nd code cell (`def f`); a Markdown cell; the "
         "4th code cell (`def f`)); was it copied, or its nbgrader metadata edited? The last is taken as your "
         "answer (it ran last, so its definitions are the ones graded unless it stopped with an error before making "
         "them): the copies are not.")
@@ -540,7 +548,7 @@ def test_an_edited_test_cell_is_put_back_as_released(tmp_path):
     """An autograder-test cell (a grade cell, not an answer) edited: as nbgrader counts it locked, is its released
     source run in its place when no hidden grader replaces it, with the note of a locked cell put back, also when
     its `locked` flag is not set or it was made Raw; and is one the hidden graders replace put back too (it is not
-    run, so nothing is said of an edit, only of a changed type)?"""
+    run), with a note naming the student's cell as they saved it, since nothing they wrote in it runs?"""
     released_source = "assert f(1) == 1"
     course = CourseLayout(tmp_path)
     for locked in (True, False):
@@ -557,14 +565,76 @@ def test_an_edited_test_cell_is_put_back_as_released(tmp_path):
                                 "cell is run as released).",), locked
         loaded = load_notebook(submission, max_mb=5, release=release, replaced=frozenset({"test_f"}))
         assert [(c.source, c.test_of) for c in loaded.cells] == [(answer.source, ""), (released_source, "test_f")]
-        assert loaded.notes == ()
+        assert loaded.notes == ("hw.ipynb: test cell `test_f` was edited (the 2nd code cell (`assert True`)): it was "
+                                "replaced by the released test cell, which is not run (hidden tests check this "
+                                "problem), so nothing you wrote in it ran.",), locked
         raw = _as_type(edited, "raw")
         release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[answer, raw]))
         loaded = load_notebook(submission, max_mb=5, release=release)
         assert [c.source for c in loaded.cells] == [answer.source, released_source]
         assert loaded.notes == ("hw.ipynb: locked cell `test_f` was a Raw cell and was edited: the released version "
                                 "was run, as code (a locked cell is run as released).",)
+        loaded = load_notebook(submission, max_mb=5, release=release, replaced=frozenset({"test_f"}))
+        assert loaded.notes == ("hw.ipynb: test cell `test_f` was a Raw cell and was edited: it was replaced by the "
+                                "released test cell, which is not run (hidden tests check this problem), so nothing "
+                                "you wrote in it ran.",)
 
+
+
+def test_notes_on_a_test_cell_copied_and_edited_name_the_cells_as_the_student_saved_them(tmp_path):
+    """A test cell the hidden graders replace, copied below and the copy rewritten into a helper (the copy is
+    the last, so it is the test cell, put back as released): is the student told that their helper was replaced
+    and does not run, and do the notes name that cell by the student's own text, not by the released test put
+    back in its place; and does the earlier cell, now a mere copy, run?"""
+    test = nbformat.v4.new_code_cell("assert f(1) == 1", metadata={"nbgrader": {
+        "grade": True, "solution": False, "locked": True, "grade_id": "test_f", "points": 1}})
+    answer = _nbgrader_cell("def f(x):\n    return _helper(x)", "f_solution", answer=True)
+    released = nbformat.v4.new_notebook(cells=[_nbgrader_cell("def f(x):\n    return 0", "f_solution", answer=True),
+                                               test])
+    helper = nbformat.v4.new_code_cell("def _helper(x):\n    return x", metadata=json.loads(json.dumps(test.metadata)))
+    release, submission = _write_pair(CourseLayout(tmp_path), released,
+                                      nbformat.v4.new_notebook(cells=[answer, test, helper]))
+    loaded = load_notebook(submission, max_mb=5, release=release, replaced=frozenset({"test_f"}))
+    assert [(c.source, c.test_of) for c in loaded.cells] == [
+        (answer.source, ""), (test.source, ""), (test.source, "test_f")]
+    assert loaded.notes == (
+        "hw.ipynb: test cell `test_f` was edited (the 3rd code cell (`def _helper`)): it was replaced by the "
+        "released test cell, which is not run (hidden tests check this problem), so nothing you wrote in it ran.",
+        "hw.ipynb: the grade cell `test_f` appears 2 times (the 2nd code cell (`assert f(1) == 1`); the 3rd code "
+        "cell (`def _helper`)); was it copied, or its nbgrader metadata edited? Only the last holds its grade: the "
+        "copy is not graded.")
+
+
+def test_a_switched_off_stub_below_a_copy_of_its_answer_cell_leaves_that_copy_the_answer(tmp_path):
+    """An answer cell copied (its nbgrader metadata with it), answered in the copy above, the cell below made
+    Markdown holding the released stub alone (not run): is the copy, which ran, the answer cell in every note,
+    the stub losing its nbgrader metadata, with no note calling the copy "not taken as your answer"; and with
+    two code copies above it, is the last of them the answer in both notes?"""
+    stub = "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()"
+    released = nbformat.v4.new_notebook(cells=[_nbgrader_cell(stub, "f_solution", answer=True)])
+    original = released.cells[0]
+    switched_off = _as_type(original, "markdown")
+    mine = _nbgrader_cell("def f(x):\n    return x", "f_solution", answer=True)
+    release, submission = _write_pair(CourseLayout(tmp_path), released,
+                                      nbformat.v4.new_notebook(cells=[mine, switched_off]))
+    loaded = load_notebook(submission, max_mb=5, release=release)
+    assert [c.source for c in loaded.cells] == [mine.source]
+    assert loaded.notes == (
+        "hw.ipynb: cell `f_solution` was a Markdown cell holding the released stub alone: left as you made it (not "
+        "run). Your copy of it above, the 1st code cell (`def f`), is taken as your answer.",)
+    cells, _ = as_released("hw.ipynb", [dict(mine), dict(switched_off)], "source", tuple(released.cells))
+    assert "nbgrader" not in cells[1]["metadata"] and cells[1]["cell_type"] == "markdown"
+    assert copied_cells(cells) == {}
+    again = _nbgrader_cell("def f(x):\n    return 2 * x", "f_solution", answer=True)
+    release, submission = _write_pair(CourseLayout(tmp_path), released,
+                                      nbformat.v4.new_notebook(cells=[mine, again, switched_off]))
+    assert load_notebook(submission, max_mb=5, release=release).notes == (
+        "hw.ipynb: cell `f_solution` was a Markdown cell holding the released stub alone: left as you made it (not "
+        "run). Your copy of it above, the 2nd code cell (`def f`), is taken as your answer.",
+        "hw.ipynb: the answer cell `f_solution` appears 2 times (the 1st code cell (`def f`); the 2nd code cell "
+        "(`def f`)); was it copied, or its nbgrader metadata edited? The last is taken as your answer (it ran last, "
+        "so its definitions are the ones graded unless it stopped with an error before making them): the copy is "
+        "not.")
 
 def test_an_edited_locked_cell_runs_as_released(tmp_path):
     """A locked (read-only) cell edited, or turned into Markdown: does the released source run in its place,
@@ -708,6 +778,32 @@ def test_autograde_leaves_a_switched_off_answer_stub_unrun(tmp_path):
         "transformer-block.ipynb: cell `layer_norm_solution` was a Raw cell holding the released stub alone: left "
         "as you made it (not run)."]
 
+
+
+def test_autograde_runs_a_copy_of_a_test_cell_pasted_above_it(tmp_path):
+    """Through `course autograde`'s api and the real sandbox: ada's `layer_norm` test cell copied in Jupyter and
+    pasted above itself (its nbgrader metadata with it), the copy rewritten into a helper her answer calls: as
+    nbgrader's DeduplicateIds keeps the last cell with an id, is the copy run as any code cell, so that she gets
+    her full score, as nbgrader gives her?"""
+    from autograder import api
+    from tests.conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ada",))
+    course = CourseLayout(folder)
+    path = course.submission("ada", "transformer-block") / "transformer-block.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    answer = nb.cells[ids.index("layer_norm_solution")]
+    answer.source = (answer.source.replace("def layer_norm(", "def _mine(", 1)
+                     + "\n\ndef layer_norm(x, gamma, beta, eps=1e-5):\n    return _impl(x, gamma, beta, eps)\n")
+    test = nb.cells[ids.index("test_layer_norm")]
+    helper = nbformat.v4.new_code_cell("def _impl(x, gamma, beta, eps):\n    return _mine(x, gamma, beta, eps)\n",
+                                       metadata=json.loads(json.dumps(test.metadata)))
+    nb.cells.insert(ids.index("test_layer_norm"), helper)
+    nbformat.write(nb, path)
+    batch = api.autograde(folder, "transformer-block", student="ada", workers=1, log=lambda line: None)
+    written = json.loads((course.autograded("ada", "transformer-block") / "results.json").read_text())
+    assert batch.results[0].score == 100.0, written["extra_data"]["notes"]
 
 def _generated_notebook(extra_cells: list[dict], **metadata: object) -> bytes:
     """A notebook of one code cell defining `f`, then `extra_cells`, as compact JSON."""

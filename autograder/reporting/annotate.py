@@ -228,8 +228,12 @@ def _problem_output(result: SubmissionResult, tests: ProblemTests | None, name: 
 # --------------------------------------------------------------------------- the notebook
 
 def _grade_id(cell: Any) -> str:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return meta.get("grade_id", "") if isinstance(meta, dict) else ""
+    """The grade id of `cell`'s nbgrader metadata, "" when it has none or none that is a string (a student's
+    metadata may hold a list there, which is no key of a mapping)."""
+    meta = cell.get("metadata")
+    marks = meta.get("nbgrader") if isinstance(meta, dict) else None
+    grade_id = marks.get("grade_id") if isinstance(marks, dict) else None
+    return grade_id if isinstance(grade_id, str) else ""
 
 
 def _restore_position(nb: Any, released: Any, index: int) -> int:
@@ -657,7 +661,7 @@ def _reset_marks(cell: Any, marks: dict[str, Any] | None) -> None:
     grade_id = _grade_id(cell)
     if marks is not None and grade_id in marks:
         meta["nbgrader"] = nbformat.from_dict(json.loads(json.dumps(marks[grade_id])))
-    elif marks is not None or not isinstance(grade_id, str) or not _PLAIN_ID.fullmatch(grade_id):
+    elif marks is not None or not _PLAIN_ID.fullmatch(grade_id):
         del meta["nbgrader"]
 
 

@@ -170,6 +170,28 @@ def test_run_notebooks_leaves_out_unchanged_released_cells_nothing_graded_reads(
             assert run.skipped_cells == 2 - len(runs)
 
 
+
+def test_run_notebooks_runs_an_earlier_copy_of_a_replaced_test_cell(tmp_path):
+    """A test cell the hidden graders replace, copied and pasted above itself (its nbgrader metadata with it)
+    and rewritten into a helper the answer calls: as nbgrader's DeduplicateIds keeps the last cell with an id,
+    is only the last left out as the test cell, the copy above it run as any code cell?"""
+    layout = CourseLayout(tmp_path)
+    answer = {"nbgrader": {"grade": False, "solution": True, "grade_id": "d"}}
+    test = {"nbgrader": {"grade": True, "solution": False, "locked": True, "grade_id": "test_double", "points": 2}}
+    layout.release("hw").mkdir(parents=True)
+    (layout.release("hw") / NB).write_text(notebook(("def double(x):\n    raise NotImplementedError()", answer),
+                                                    ("assert double(1) == 2", test)))
+    a = assignment(double=2)
+    c = course(tmp_path, a)
+    folder = layout.submission("ada", "hw")
+    folder.mkdir(parents=True)
+    (folder / NB).write_text(notebook(("def double(x):\n    return _twice(x)", answer),
+                                      ("def _twice(x):\n    return 2 * x", test), ("assert double(1) == 2", test)))
+    host = FakeHost()
+    with engine.run_notebooks(engine.load(c, a, "ada", folder), host, a.limits, deadline=0.0,
+                              replaced=engine.replaced_test_cells(a), released=engine.released_cells(c, a)) as run:
+        assert [cell.index for cell in host.runs[0].cells] == [0, 1] and run.skipped_cells == 1
+
 class NoGraders:
     """A grader session with no checks."""
 

@@ -240,6 +240,31 @@ def test_a_copied_answer_cell_shows_one_answer_box_in_formgrader(copy, assignmen
         < body.index('id="layer_norm_solution-comment"')
 
 
+
+def test_a_switched_off_stub_below_a_copy_of_its_answer_leaves_the_answer_box_on_that_copy(copy, assignment):
+    """The answer cell copied above itself and answered in the copy, the cell below made Markdown holding the
+    released stub alone: grading runs the copy and not the stub, so is the copy the answer cell in formgrader
+    (its one answer box and comment box, the released nbgrader metadata, no line calling it a copy), the stub
+    kept as written without nbgrader metadata?"""
+    first = _insert_copy(copy / NB, "layer_norm_solution", 0, "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+                         "    return x  # my answer\n")
+    nb = nbformat.read(copy / NB, as_version=4)
+    stub = nb.cells[first + 1]
+    nb.cells[first + 1] = nbformat.v4.new_markdown_cell(stub.source, id=stub.id, metadata=stub.metadata)
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    cells = nbformat.read(copy / NB, as_version=4).cells
+    released = next(c for c in nbformat.read(RELEASED / NB, as_version=4).cells if c.id == stub.id)
+    answer, switched_off = cells[first], cells[first + 1]
+    assert answer.id == "my-copy" and answer.metadata.nbgrader == released.metadata.nbgrader
+    assert not [o for o in answer.outputs if "a copy of" in o.get("text", "")]
+    assert switched_off.cell_type == "markdown" and "nbgrader" not in switched_off.metadata
+    assert switched_off.source == stub.source
+    html = formgrader_html(copy / NB)
+    assert html.count('id="layer_norm_solution-comment"') == 1
+    body = squash(html)
+    assert body.index("my answer") < body.index('id="layer_norm_solution-comment"') < body.index("YOUR CODE HERE")
+
 def test_the_copy_shows_the_cells_as_graded_and_the_answers_as_submitted(copy, assignment):
     """The given setup cell edited (`softmax` deleted) and the `layer_norm` answer cell made Markdown: as
     nbgrader's autograde gives formgrader the notebook (its OverwriteCells), does the copy show the setup cell
@@ -822,6 +847,22 @@ def test_nbgrader_metadata_the_release_does_not_have_is_dropped(copy, assignment
     html = formgrader_html(copy / NB)
     assert _runs_nothing(html) and "onerror" not in html
 
+
+
+def test_a_copy_whose_grade_id_is_a_list_leaves_one_score_box(copy, assignment):
+    """A copy of a grade cell whose nbgrader grade id a student made a list (`["test_layer_norm"]`, which is no
+    key of a mapping): is the copy still written, that copy without nbgrader metadata, one score box for the
+    grade on the grade cell?"""
+    _insert_copy(copy / NB, "test_layer_norm", 1)
+    nb = nbformat.read(copy / NB, as_version=4)
+    listed = next(c for c in nb.cells if c.id == "my-copy")
+    listed.metadata.nbgrader.grade_id = ["test_layer_norm"]
+    nbformat.write(nb, copy / NB)
+    (report,) = annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    assert "test_layer_norm" in report.annotated
+    cells = nbformat.read(copy / NB, as_version=4).cells
+    assert "nbgrader" not in next(c for c in cells if c.id == "my-copy").metadata
+    assert formgrader_html(copy / NB).count('id="test_layer_norm"') == 1
 
 def test_unsafe_link_targets_in_a_students_markdown_are_removed(copy, assignment):
     """`javascript:`, `vbscript:` and `data:` link targets in a student's Markdown, also written with
