@@ -88,10 +88,9 @@ def ungraded_files(course: Course, assignment: Assignment, results: Iterable[Gra
                                     "does, and nbgrader skips it, so nothing in it was graded; rename it to the "
                                     "student's id"))
             continue
-        why = name_problem(name) if stat.S_ISDIR(mode) else None
+        why = misnamed_folder(name) if stat.S_ISDIR(mode) else None
         if why is not None:
-            out.append(Ungraded(layout.relative(path), f"the folder's name {why}, so nothing in it was graded; "
-                                f"rename it to the student's id"))
+            out.append(Ungraded(layout.relative(path), why))
             continue
         if not stat.S_ISDIR(mode):
             out.append(Ungraded(layout.relative(path), f"a file directly in {layout.relative(base)}; expected "
@@ -111,6 +110,14 @@ def ungraded_files(course: Course, assignment: Assignment, results: Iterable[Gra
                 out.append(Ungraded(layout.relative(item), f"{what} directly in the student's folder; expected "
                                     f"{where}/{shown_name(inner) if is_notebook_name(inner) else '...'}"))
     return tuple(out)
+
+
+def misnamed_folder(name: str) -> str | None:
+    """Why the folder submitted/`name` is not graded when no student id can be `name` (`name_problem`), or None."""
+    why = name_problem(name)
+    if why is None:
+        return None
+    return f"the folder's name {why}, so nothing in it was graded; rename it to the student's id"
 
 
 def _inside(course: Course, assignment: Assignment, student: str, graded: set[str]) -> list[Ungraded]:

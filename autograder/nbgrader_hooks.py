@@ -241,7 +241,10 @@ def _keep_removed_keys(root: str) -> None:
     with --force (formgrader's Autograde button), nbgrader deletes that folder, results.json with it, so
     the engine would not know what it graded before: a resubmission would not be told apart from a first
     grading, and the TA not warned that their scores on the earlier submission still stand, as `course
-    autograde` warns them. Other course folders in the same process keep nbgrader's own converter."""
+    autograde` warns them. A folder of submitted/ whose name no student id can be (`intake.misnamed_folder`)
+    is skipped there with the line `course autograde` gives it, before nbgrader adds a gradebook student
+    and an autograded/ folder of that name (the engine would refuse the id once they were made). Other
+    course folders in the same process keep nbgrader's own converter."""
     from nbgrader.converters import Autograde
 
     _key_roots.add(os.path.realpath(root))
@@ -255,10 +258,16 @@ def _keep_removed_keys(root: str) -> None:
         if where not in _key_roots:
             return original(self, assignment_id, student_id)  # type: ignore[no-any-return]
         from .api import RESULTS_READ_MAX_BYTES
+        from .intake import misnamed_folder
         from .layout import CourseLayout
         from .notebooks import RefusedFile, read_regular
 
-        path = CourseLayout(Path(where)).results_json(student_id, assignment_id)
+        layout = CourseLayout(Path(where))
+        misnamed = misnamed_folder(student_id)
+        if misnamed is not None:      # refused before nbgrader makes a gradebook student and folder of the name
+            self.log.warning("not graded: %s: %s", layout.relative(layout.submitted_dir / student_id), misnamed)
+            return False
+        path = layout.results_json(student_id, assignment_id)
         try:
             data = read_regular(path, RESULTS_READ_MAX_BYTES) if os.path.lexists(path) else None
         except (RefusedFile, OSError):

@@ -251,6 +251,34 @@ def test_nbgrader_autograde_of_a_submission_that_is_not_notebook_json_grades_it_
     assert "not valid notebook JSON" in page.read_text(encoding="utf-8")
 
 
+def test_nbgrader_autograde_skips_a_folder_no_student_id_can_name_as_course_autograde_does(tmp_path):
+    """With ken's submission copied into submitted/a b/ (no roster id holds a space), does `nbgrader autograde`
+    exit 0 having graded ken, say of `a b` the one line `course autograde` says, with no traceback, and leave no
+    gradebook student nor autograded/ folder named `a b`?"""
+    import shutil
+    import subprocess
+    import sys
+
+    from nbgrader.api import Gradebook
+
+    from conftest import course_with_students
+
+    folder = course_with_students(tmp_path / "course", ("ken",))
+    layout = CourseLayout(folder)
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "release", "transformer-block", "--course-dir",
+                           str(folder)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shutil.copytree(layout.submission("ken", "transformer-block"), layout.submission("a b", "transformer-block"))
+    warnings = _nbgrader(folder, "autograde", "transformer-block")
+    assert "[AutogradeApp | WARNING] not graded: submitted/a b: the folder's name holds a space, which no roster " \
+           "id may hold, so nothing in it was graded; rename it to the student's id" in warnings, warnings
+    assert not [w for w in warnings if "a b" in w and "not graded" not in w], warnings
+    assert sorted(p.name for p in layout.autograded_dir.iterdir()) == ["ken"]
+    assert layout.results_json("ken", "transformer-block").is_file()
+    with Gradebook(load_course(folder).gradebook_url) as gb:
+        assert [s.id for s in gb.students] == ["ken"]
+
+
 def test_nbgrader_generate_assignment_releases_as_course_release_does(course_copy):
     """With silu changed from 5 to 6 points in course.yml, does `nbgrader generate_assignment --force` (formgrader's
     Generate button) release as `course release` does: 6 points in the released grade cell, the intro table and
