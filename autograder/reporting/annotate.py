@@ -46,10 +46,14 @@ write (a collapsible section, centred or coloured text, sized images, anchors, p
 element closed within the cell), with link targets of http, https, mailto or attachment, or file
 names within the notebook's folder (`safe_markdown`); otherwise with its other link targets
 (`javascript:`, `data:`, `/logout`) replaced by LINK_REMOVED, or, if it still renders markup or
-nbconvert fails on it, as a fenced code block; a Raw cell that is not the released notebook's own is
-written as escaped text (`_neutralise_raw`). The
+nbconvert fails on it, as a fenced code block (a heading whose text would give it an id of
+formgrader's page is written as an HTML heading, which gets none); a Raw cell that is not the
+released notebook's own is written as escaped text (`_neutralise_raw`). The
 nbgrader metadata of a cell is the release's for its grade id, as nbgrader's autograde makes it, and
-removed for an id the release does not have (formgrader writes the id into its page as it is). The
+removed for an id the release does not have (formgrader writes the id into its page as it is); of
+its other metadata and the notebook's, only what nbconvert does not write into the page is kept
+(`_safe_cell_metadata`, `_safe_notebook_metadata`: a cell's tags become classes of it, the
+notebook's lexer a class of each code cell's source). The
 copy written is a valid notebook (an execution count that is not a whole number is cleared; see
 `valid_notebook`), as formgrader refuses to show one that is not.
 
@@ -499,8 +503,7 @@ class _RenderedMarkup(HTMLParser):
                 self.safe = False      # an image's data runs nothing
             elif name == "class" and not all(_CLASS_NAME.fullmatch(c) for c in (value or "").split()):
                 self.safe = False
-            elif name == "id" and ((value or "") in self.reserved or value in PAGE_IDS
-                                   or (value or "").lower().startswith(PAGE_ID_STARTS)):
+            elif name == "id" and _blocked_id(value or "", self.reserved):
                 self.safe = False      # formgrader finds a grade's score box (and comment box) by this id
 
     def handle_endtag(self, tag: str) -> None:
@@ -525,6 +528,12 @@ class _RenderedMarkup(HTMLParser):
 
     def unknown_decl(self, data: str) -> None:
         self.safe = False
+
+
+def _blocked_id(value: str, reserved: frozenset[str]) -> bool:
+    """Whether no element of a student's may have the id `value`: one of formgrader's page (PAGE_IDS,
+    PAGE_ID_STARTS) or one it finds a grade's boxes by (`reserved`)."""
+    return value in reserved or value in PAGE_IDS or value.lower().startswith(PAGE_ID_STARTS)
 
 
 def _rendered(markdown: str, attachments: dict[str, Any]) -> str | None:
@@ -590,11 +599,49 @@ def _links_removed(markdown: str, attachments: dict[str, Any]) -> str:
     return marked(lambda i, m: LINK_REMOVED if str(i) in targets or f"-{i}-" not in rendered else m.group(2))
 
 
+# a line that may be an ATX heading (`## text`), and the HTML nbconvert makes of one: the heading with the id it
+# takes from the heading's text and a link to it
+_ATX_LINE = re.compile(r"( {0,3})#[^\n]*")
+_HEADING_MARK = "course-autograde-heading"
+_RENDERED_HEADING = re.compile(r'<h([1-6]) id="([^"]*)">(.*)<a class="anchor-link" href="#[^"]*">&#182;</a></h\1>\s*',
+                               re.S)
+
+
+def _headings_without_ids(markdown: str, attachments: dict[str, Any], reserved: frozenset[str]) -> str:
+    """`markdown` with each ATX heading whose id nbconvert would take from its text is one `_blocked_id` finds
+    (`# statusmessage`, `### MathJax notes`, a grade id) written instead as the HTML heading nbconvert makes
+    of it, without the id and its link (an HTML heading gets none), a blank line after it ending the HTML.
+    A line is taken for a heading when nbconvert makes a heading of it, in place, with a marked text."""
+    lines = markdown.split("\n")
+    found: dict[int, str] = {}
+    for i, line in enumerate(lines):
+        head = _ATX_LINE.fullmatch(line)
+        made = _RENDERED_HEADING.fullmatch(_rendered(line, attachments) or "") if head else None
+        if head and made and _blocked_id(html.unescape(made.group(2)), reserved):
+            found[i] = f"{head.group(1)}<h{made.group(1)}>{made.group(3)}</h{made.group(1)}>"
+    if not found:
+        return markdown
+    marked = [f"{_ATX_LINE.fullmatch(line).group(1)}# {_HEADING_MARK}-{i}-"  # type: ignore[union-attr]
+              if i in found else line for i, line in enumerate(lines)]
+    rendered = _rendered("\n".join(marked), attachments) or ""
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if i in found and f'id="{_HEADING_MARK}-{i}-"' in rendered:
+            out.append(found[i])
+            if i + 1 < len(lines) and lines[i + 1].strip():
+                out.append("")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def safe_markdown(markdown: str, attachments: Any = None, reserved: frozenset[str] = frozenset()) -> str:
     """`markdown` as written if nbconvert's Markdown renderer, as formgrader renders the cell with its
     `attachments`, makes only text and what Markdown itself makes of it (`_renders_safely`: no raw HTML
     tag or attribute beyond those, no link target `unsafe_url` finds unsafe); else with its unsafe link
-    targets replaced by LINK_REMOVED (`_links_removed`) if that renders safely; else the text as a fenced
+    targets replaced by LINK_REMOVED (`_links_removed`) if that renders safely; else that with its headings
+    that would take an id of formgrader's page written as HTML headings (`_headings_without_ids`) if that
+    renders safely; else the text as a fenced
     code block, or, should even that not render safely, as a paragraph of escaped text. `reserved`: the
     ids formgrader finds its boxes by (`reserved_ids`), which no element of the cell may have."""
     attachments = attachments if isinstance(attachments, dict) else {}
@@ -603,6 +650,9 @@ def safe_markdown(markdown: str, attachments: Any = None, reserved: frozenset[st
     kept = _links_removed(markdown, attachments)
     if kept != markdown and _renders_safely(kept, attachments, reserved):
         return kept
+    headed = _headings_without_ids(kept, attachments, reserved)
+    if headed != kept and _renders_safely(headed, attachments, reserved):
+        return headed
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", kept)), default=0))
     fenced = f"{fence}text\n{kept}\n{fence}\n"
     if _renders_safely(fenced, attachments, reserved):
@@ -665,13 +715,59 @@ def _reset_marks(cell: Any, marks: dict[str, Any] | None) -> None:
         del meta["nbgrader"]
 
 
+# the cell metadata kept in the copy: nbconvert's templates read none of it but nbgrader's (whose values are the
+# release's), a Raw cell's format (see `_neutralise_raw`) and the two flags below; they write each of a cell's
+# `tags` into its `class` (split at each blank: `["x modal-backdrop"]` lays the cell over the page), leave out a
+# cell whose `transient.remove_source` is set (its score box too) and choose its lexer by `magics_language`
+_CELL_FLAGS = ("editable", "deletable")
+# the notebook's metadata nbconvert reads: `title` is the page's, `language_info`'s lexer (pygments_lexer, else
+# name) goes into the class of each code cell's highlighted source (`"ipython3 modal-backdrop"` lays each of them
+# over the page), `language` and `widgets` are read too; kept: only the release's language_info and kernelspec
+_NOTEBOOK_KEPT = ("language_info", "kernelspec")
+# without the release, a language's names are kept when each is one such word
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_.+\-]{1,60}")
+
+
+def _safe_cell_metadata(cell: Any) -> None:
+    """`cell`'s metadata (in place) cut to its nbgrader metadata (as `_reset_marks` left it), its Raw format
+    and `_CELL_FLAGS` that are booleans (see `_CELL_FLAGS` for what nbconvert does with the rest)."""
+    meta = cell.get("metadata")
+    if not isinstance(meta, dict):
+        return
+    kept = {k: v for k, v in meta.items()
+            if k in ("nbgrader", "raw_mimetype") or (k in _CELL_FLAGS and type(v) is bool)}
+    meta.clear()
+    meta.update(kept)
+
+
+def _safe_notebook_metadata(nb: Any, released: Any) -> None:
+    """`nb`'s metadata (in place) cut to the release's language_info and kernelspec; without the release, to
+    the name and lexer of its language_info that are single plain words (see `_NOTEBOOK_KEPT`)."""
+    meta = nb.get("metadata")
+    if not isinstance(meta, dict):
+        return
+    if released is not None:
+        theirs = released.get("metadata")
+        theirs = theirs if isinstance(theirs, dict) else {}
+        kept = {k: json.loads(json.dumps(theirs[k])) for k in _NOTEBOOK_KEPT if k in theirs}
+    else:
+        info = meta.get("language_info")
+        info = info if isinstance(info, dict) else {}
+        words = {k: v for k, v in info.items()
+                 if k in ("name", "pygments_lexer") and isinstance(v, str) and _PLAIN_WORD.fullmatch(v)}
+        kept = {"language_info": words} if "name" in words else {}
+    meta.clear()
+    meta.update(nbformat.from_dict(kept))
+
+
 def neutralise_student_markup(nb: Any, released: Any = None) -> None:
     """Keep nothing in `nb` (in place) that would run in a browser rendering it (the module's
     docstring): rich outputs cut to SAFE_DATA and their metadata to image sizes, the widget state
     dropped, the HTML tags and unsafe link targets of the Markdown cells that `released` does not
     hold made safe (see `safe_markdown`), nbgrader metadata taken from
-    `released`, and execution counts that are not whole numbers cleared."""
-    nb.metadata.pop("widgets", None)
+    `released`, the other cell and notebook metadata nbconvert reads dropped (`_safe_cell_metadata`,
+    `_safe_notebook_metadata`), and execution counts that are not whole numbers cleared."""
+    _safe_notebook_metadata(nb, released)
     reserved = reserved_ids(nb, released)
     own = ({joined_text(c.get("source") or "") for c in released.cells if c.get("cell_type") == "markdown"}
            if released else set())
@@ -679,6 +775,7 @@ def neutralise_student_markup(nb: Any, released: Any = None) -> None:
     marks = _released_marks(released) if released is not None else None
     for cell in nb.cells:
         _reset_marks(cell, marks)
+        _safe_cell_metadata(cell)
         kind = cell.get("cell_type")
         if kind == "markdown":
             text = joined_text(cell.get("source") or "")

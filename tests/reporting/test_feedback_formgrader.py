@@ -597,7 +597,7 @@ def test_a_submission_whose_minor_format_is_no_integer_is_copied_annotated(cours
 
 
 def test_a_submission_nested_too_deeply_to_write_back_becomes_the_placeholder(course_copy, copy):
-    """A submitted notebook whose metadata holds lists nested 900 deep: read, but too deep for nbformat to
+    """A submitted notebook whose attachments hold lists nested 900 deep: read, but too deep for nbformat to
     write back. Is its formgrader copy the placeholder, saying why in one line (that the file was read, not
     that it could not be), with every grade cell annotated, rather than a RecursionError that leaves the
     copy unannotated?"""
@@ -608,13 +608,13 @@ def test_a_submission_nested_too_deeply_to_write_back_becomes_the_placeholder(co
     folder = course.layout.submission("dora", a.name)
     folder.mkdir(parents=True)
     nb = json.loads((copy / NB).read_text(encoding="utf-8"))
-    nb["cells"][0]["metadata"]["deep"] = "@"
+    nb["cells"][0]["attachments"] = {"deep.png": {"image/png": "@"}}
     (folder / NB).write_text(json.dumps(nb).replace('"@"', "[" * 900 + "]" * 900), encoding="utf-8")
     api.write_formgrader_copy(course, a, "dora", folder, replace(dora_result(), files=(str(folder / NB),)))
     target = course.layout.autograded("dora", a.name) / NB
     back = nbformat.read(target, as_version=4)
     nbformat.validate(back)
-    assert back.cells[0].id == "course-autograde-unreadable" and "deep" not in back.cells[0].metadata
+    assert back.cells[0].id == "course-autograde-unreadable" and "deep.png" not in json.dumps(back)
     assert (f"`{NB}` was read, but could not be written back as a notebook for formgrader**: {NB}: not annotated, "
             f"nbformat cannot write it back (its JSON nests too deeply)\n") in back.cells[0].source
     assert "could not be read" not in back.cells[0].source
@@ -1194,7 +1194,6 @@ STATUS_OVERLAY = ('<div id="statusmessage"><a href="https://example.com/login"><
 
 @pytest.mark.parametrize(("written", "page_id"), [
     (STATUS_OVERLAY, "statusmessage"),                       # formgrader's CSS fixes it over the page
-    ("# statusmessage\n\nnotes", "statusmessage"),             # nbconvert gives a heading its text as id
     ('<span id="notebook-container">x</span>', "notebook-container"),
     ('<span id="test_layer_norm_extra_credit">x</span>', "test_layer_norm_extra_credit"),   # a grade's box
     ('<span id="MathJax_Message">x</span>', "MathJax_Message"),                             # MathJax's own
@@ -1210,6 +1209,30 @@ def test_a_student_takes_no_id_of_formgrader_s_page(copy, assignment, written, p
     page = formgrader_html(copy / NB)
     assert not re.search(rf'<[a-z0-9]+\s[^<>]*id="{page_id}"[^<>]*>\s*(<a|x<|statusmessage)', page)
     assert escape(written.split("\n")[0], quote=False) in page.replace("&quot;", '"')
+
+
+@pytest.mark.parametrize(("written", "page_id", "title"), [
+    ("# MathJax notes\n\nmine", "MathJax-notes", "MathJax notes"), ("### MJX\nmine", "MJX", "MJX"),
+    ("## statusmessage\n\nmine", "statusmessage", "statusmessage"), ("#notebook\nmine", "notebook", "notebook"),
+    ("# *notebook*\n\nmine", "notebook", "notebook"),
+    ("- item\n\n  # notebook-container\n  mine", "notebook-container", "notebook-container"),
+])
+def test_a_students_heading_whose_text_is_a_page_id_is_shown_as_a_heading_without_it(
+        copy, assignment, written, page_id, title):
+    """A student's Markdown heading whose text nbconvert would make an id of formgrader's page (or one MathJax
+    makes): is it shown as a heading of that text, without the id, the rest of the cell rendered as Markdown
+    rather than the whole cell as a code block?"""
+    from bs4 import BeautifulSoup
+
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(written))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    page = BeautifulSoup(formgrader_html(copy / NB), features="html.parser")
+    cell = next(c for c in page.select(".text_cell_render") if "mine" in c.get_text())
+    heading = cell.find(re.compile(r"h[1-6]"))
+    assert heading is not None and heading.get_text() == title
+    assert not cell.select(f'[id="{page_id}"]') and not cell.select("pre") and cell.find("p", string=re.compile("mine"))
 
 
 def test_formgraders_page_ids_are_all_kept_from_students():
@@ -1308,3 +1331,47 @@ def test_no_class_a_student_may_take_is_one_formgraders_page_lays_over_it_or_its
     found = {c for js in (static / "js").glob("formgrade*.js")
              for c in re.findall(r"""["']\.([\w-]+)""", js.read_text(encoding="utf-8"))}
     assert "nbgrader_cell" in found and not [c for c in found if _CLASS_NAME.fullmatch(c)]
+
+
+@pytest.mark.parametrize("meta", [{"tags": ["x modal-backdrop"]}, {"tags": ["x hidden"]},
+                                  {"transient": {"remove_source": True}}])
+def test_a_grade_cells_metadata_neither_hides_it_nor_lays_it_over_formgraders_page(copy, assignment, meta):
+    """A student's cell metadata that nbconvert writes into the page (each word of a tag becomes a class of
+    the cell: bootstrap's `modal-backdrop` lays it over the page, `hidden` hides it) or reads to leave the
+    cell out (`transient.remove_source`): does each grade cell still show, with its score box, and no
+    element take a class that is none of nbconvert's?"""
+    from bs4 import BeautifulSoup
+
+    nb = nbformat.read(copy / NB, as_version=4)
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    for cell in graded:
+        cell.metadata.update(json.loads(json.dumps(meta)))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    page = BeautifulSoup(formgrader_html(copy / NB), features="html.parser")
+    assert not page.select(".modal-backdrop, .hidden")
+    assert len(page.select("input.score")) == len(graded)
+    shown = squash(page.get_text())
+    assert all(squash(c.source.splitlines()[0]) in shown for c in graded)
+
+
+@pytest.mark.parametrize("meta", [
+    {"language_info": {"name": "python", "pygments_lexer": "ipython3 modal-backdrop"}},
+    {"language_info": {"name": "python modal-backdrop"}},
+])
+@pytest.mark.parametrize("with_release", [True, False])
+def test_the_notebooks_language_puts_no_class_of_the_students_into_formgraders_page(
+        copy, assignment, meta, with_release):
+    """A student's notebook metadata that nbconvert writes into the page (the language's lexer, into the class
+    of each code cell's source): is each code cell's source classed only by nbconvert (`highlight hl-<word>`)?"""
+    from bs4 import BeautifulSoup
+
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.metadata.pop("language_info", None)
+    nb.metadata.update(json.loads(json.dumps(meta)))
+    nbformat.write(nb, copy / NB)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED if with_release else None)
+    page = BeautifulSoup(formgrader_html(copy / NB), features="html.parser")
+    assert not page.select(".modal-backdrop")
+    sources = page.select(".input_area > div")
+    assert sources and all(len(s["class"]) == 2 and s["class"][0] == "highlight" for s in sources)
