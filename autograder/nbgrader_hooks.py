@@ -265,7 +265,7 @@ def _keep_removed_keys(root: str) -> None:
         layout = CourseLayout(Path(where))
         misnamed = misnamed_folder(student_id)
         if misnamed is not None:      # refused before nbgrader makes a gradebook student and folder of the name
-            self.log.warning("not graded: %s: %s", layout.relative(layout.submitted_dir / student_id), misnamed)
+            _skip_misnamed(self, layout, student_id, misnamed)
             return False
         path = layout.results_json(student_id, assignment_id)
         try:
@@ -279,6 +279,37 @@ def _keep_removed_keys(root: str) -> None:
         return go  # type: ignore[no-any-return]
 
     Autograde.init_destination = init_destination
+    _nbgrader_converter["init_notebooks"] = Autograde.init_notebooks
+
+    def init_notebooks(self: Any) -> None:
+        _nbgrader_converter["init_notebooks"](self)
+        where = os.path.realpath(self.coursedir.root)
+        if where not in _key_roots:
+            return
+        from .intake import misnamed_folder
+        from .layout import CourseLayout
+
+        # a folder name nbgrader's own pattern cannot read back (a newline in it) would stop the whole run
+        # before init_destination sees it: such folders are left out here, named as course autograde names them
+        layout = CourseLayout(Path(where))
+        base = os.path.dirname(os.path.dirname(self.coursedir.format_path(self.coursedir.submitted_directory,
+                                                                          "s", "a")))
+        for folder in sorted(self.assignments):
+            student = os.path.basename(os.path.dirname(folder))
+            misnamed = misnamed_folder(student) if os.path.dirname(os.path.dirname(folder)) == base else None
+            if misnamed is not None:
+                _skip_misnamed(self, layout, student, misnamed)
+                del self.assignments[folder]
+
+    Autograde.init_notebooks = init_notebooks
+
+
+def _skip_misnamed(converter: Any, layout: Any, student: str, why: str) -> None:
+    """Log that submitted/`student` is not graded, `why`, as `course autograde` prints it (control
+    characters of the name written out, `text.shown_name`)."""
+    from .text import shown_name
+
+    converter.log.warning("not graded: %s: %s", shown_name(layout.relative(layout.submitted_dir / student)), why)
 
 
 def _grading_key(data: bytes, student: str, assignment: str) -> str:

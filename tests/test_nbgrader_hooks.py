@@ -252,9 +252,10 @@ def test_nbgrader_autograde_of_a_submission_that_is_not_notebook_json_grades_it_
 
 
 def test_nbgrader_autograde_skips_a_folder_no_student_id_can_name_as_course_autograde_does(tmp_path):
-    """With ken's submission copied into submitted/a b/ (no roster id holds a space), does `nbgrader autograde`
-    exit 0 having graded ken, say of `a b` the one line `course autograde` says, with no traceback, and leave no
-    gradebook student nor autograded/ folder named `a b`?"""
+    """With ken's submission copied into submitted/a b/ (no roster id holds a space), and into folders named with
+    a newline and a terminal escape, does `nbgrader autograde` exit 0 having graded ken, say of each the one line
+    `course autograde` says (control characters written out), with no traceback, and leave no gradebook student
+    nor autograded/ folder of theirs?"""
     import shutil
     import subprocess
     import sys
@@ -268,11 +269,15 @@ def test_nbgrader_autograde_skips_a_folder_no_student_id_can_name_as_course_auto
     done = subprocess.run([sys.executable, "-m", "autograder.cli", "release", "transformer-block", "--course-dir",
                            str(folder)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    shutil.copytree(layout.submission("ken", "transformer-block"), layout.submission("a b", "transformer-block"))
+    for name in ("a b", "a\nb", "a\x1b[31mRED"):
+        shutil.copytree(layout.submission("ken", "transformer-block"), layout.submission(name, "transformer-block"))
     warnings = _nbgrader(folder, "autograde", "transformer-block")
     assert "[AutogradeApp | WARNING] not graded: submitted/a b: the folder's name holds a space, which no roster " \
            "id may hold, so nothing in it was graded; rename it to the student's id" in warnings, warnings
     assert not [w for w in warnings if "a b" in w and "not graded" not in w], warnings
+    # a newline, which nbgrader's own pattern cannot read back, and a terminal escape: named, written out
+    assert sorted(w.split(": ")[1] for w in warnings if "WARNING] not graded" in w) == [
+        "submitted/a b", "submitted/a\\x0ab", "submitted/a\\x1b[31mRED"], warnings
     assert sorted(p.name for p in layout.autograded_dir.iterdir()) == ["ken"]
     assert layout.results_json("ken", "transformer-block").is_file()
     with Gradebook(load_course(folder).gradebook_url) as gb:
