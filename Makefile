@@ -70,5 +70,7 @@ release: $(STAMP)
 validate: $(STAMP)
 	$(VENV)/bin/course validate $(ASSIGNMENT)
 
+# Build products only: the course's own data (gradebook.db, submitted/, autograded/, feedback/, exports)
+# lives in this folder too and is never removed by a make target.
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache gradebook.db autograded feedback .demo
+	rm -rf $(VENV) .mypy_cache .ruff_cache .demo

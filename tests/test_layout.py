@@ -193,3 +193,23 @@ def test_the_gitignore_keeps_student_data_out_and_the_demo_s_submissions_in(tmp_
 
     assert ignored(student_data) == {course.relative(p) for p in student_data}
     assert ignored(kept) == set()
+
+
+def test_make_clean_removes_build_products_and_never_the_course_s_data(tmp_path):
+    """Does `make clean`, run in a course folder, leave its gradebook, submissions, graded copies, pages and
+    exports in place while it removes the virtual environment and the demo's scratch copy?"""
+    import shutil
+    import subprocess
+
+    course = CourseLayout(tmp_path)
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    data = [course.root / "gradebook.db", course.submission("ada", "hw") / "hw.ipynb",
+            course.autograded("ada", "hw") / "results.json", course.feedback("ada", "hw") / "hw.html",
+            course.root / "canvas.csv"]
+    products = [tmp_path / ".venv" / "pyvenv.cfg", tmp_path / ".demo" / "course.yml", tmp_path / ".ruff_cache" / "x"]
+    for path in data + products:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x", encoding="utf-8")
+    subprocess.run(["make", "-s", "-C", str(tmp_path), "clean"], check=True, capture_output=True)
+    assert [course.relative(p) for p in data if not p.exists()] == []
+    assert [course.relative(p) for p in products if p.exists()] == []
