@@ -69,6 +69,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -605,6 +606,35 @@ _ATX_LINE = re.compile(r"( {0,3})#[^\n]*")
 _HEADING_MARK = "course-autograde-heading"
 _RENDERED_HEADING = re.compile(r'<h([1-6]) id="([^"]*)">(.*)<a class="anchor-link" href="#[^"]*">&#182;</a></h\1>\s*',
                                re.S)
+# a character reference that nbconvert's renderer, or the XML parser that reads its heading's text, may read as
+# the character it names (as `html.unescape` finds them, which finds more); a `%XX` escape in an id
+_REFERENCE = re.compile(r"&(?:#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
+_ESCAPED_BYTE = re.compile(r"%[0-9a-f]{2}")
+
+
+@lru_cache(maxsize=16)
+def _id_spellings(reserved: frozenset[str]) -> re.Pattern[str]:
+    """What an ATX heading line, lower-cased and its character references also read (`_heading_letters`),
+    matches from its start when its id could be one `_blocked_id` finds (a superset: matching it, the line is
+    rendered to tell). The id is the heading's text with each blank made `-` and each other character that is
+    not allowed in a URL written as a `%XX` escape; the text is the line less its marks, in order. So each
+    character of a blocked id that is no part of such an escape is one of the line's, in that order (a run of
+    `-` one or more blanks or `-`), compared without case (PAGE_ID_STARTS are); for PAGE_ID_STARTS, those
+    starting the id."""
+    branches = []
+    for target in sorted(reserved | PAGE_IDS | set(PAGE_ID_STARTS)):
+        letters = re.sub("-+", "-", _ESCAPED_BYTE.sub("", target.lower()))
+        parts = [f"[^{chars}]*[{chars}]" for chars in ("\\s-" if ch == "-" else re.escape(ch) for ch in letters)]
+        branches.append("".join(parts))
+    return re.compile("|".join(f"(?:{b})" for b in branches))
+
+
+def _heading_letters(line: str) -> str:
+    """`line` lower-cased, each character reference in it followed by the character it names: the text nbconvert
+    makes of the line, whether it reads a reference or not, has its characters in this order."""
+    if "&" in line:
+        line = _REFERENCE.sub(lambda m: m.group(0) + html.unescape(m.group(0)), line)
+    return line.lower()
 
 
 def _headings_without_ids(markdown: str, attachments: dict[str, Any], reserved: frozenset[str]) -> str:
@@ -614,10 +644,13 @@ def _headings_without_ids(markdown: str, attachments: dict[str, Any], reserved: 
     A line is taken for a heading when nbconvert makes a heading of it, in place, with a marked text."""
     lines = markdown.split("\n")
     found: dict[int, str] = {}
+    could_clash = _id_spellings(reserved)
     for i, line in enumerate(lines):
         head = _ATX_LINE.fullmatch(line)
-        made = _RENDERED_HEADING.fullmatch(_rendered(line, attachments) or "") if head else None
-        if head and made and _blocked_id(html.unescape(made.group(2)), reserved):
+        if head is None or not could_clash.match(_heading_letters(line)):
+            continue           # no heading, or none whose id could be blocked: not rendered (`_id_spellings`)
+        made = _RENDERED_HEADING.fullmatch(_rendered(line, attachments) or "")
+        if made and _blocked_id(html.unescape(made.group(2)), reserved):
             found[i] = f"{head.group(1)}<h{made.group(1)}>{made.group(3)}</h{made.group(1)}>"
     if not found:
         return markdown

@@ -1235,6 +1235,33 @@ def test_a_students_heading_whose_text_is_a_page_id_is_shown_as_a_heading_withou
     assert not cell.select(f'[id="{page_id}"]') and not cell.select("pre") and cell.find("p", string=re.compile("mine"))
 
 
+def test_a_cell_of_many_headings_renders_only_those_whose_id_could_clash(copy, assignment, monkeypatch):
+    """A student's Markdown cell of 5,000 ordinary headings and one whose text is a page id: are the ordinary ones
+    never rendered one by one (the renders made for the cell stay a handful, not one per heading), while the
+    clashing one is still written as an HTML heading without its id and the others are kept as written?"""
+    from autograder.reporting import annotate
+
+    lines = [f"## Step {i}: the mean and variance of row {i}" for i in range(5000)]
+    lines.insert(2500, "## statusmessage")
+    nb = nbformat.read(copy / NB, as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell("\n".join(lines)))
+    nbformat.write(nb, copy / NB)
+    renders = []
+    rendered = annotate._rendered
+
+    def counted(markdown, attachments):
+        if "Step" in markdown or "statusmessage" in markdown:
+            renders.append(markdown)
+        return rendered(markdown, attachments)
+
+    monkeypatch.setattr(annotate, "_rendered", counted)
+    annotate_autograded(dora_result(), assignment, copy, RELEASED)
+    assert 0 < len(renders) <= 6, len(renders)
+    shown = nbformat.read(copy / NB, as_version=4).cells[1].source.split("\n")
+    assert shown[2500:2502] == ["<h2>statusmessage</h2>", ""]
+    assert shown[:2500] + shown[2502:] == lines[:2500] + lines[2501:]
+
+
 def test_formgraders_page_ids_are_all_kept_from_students():
     """Is each id formgrader's submission page writes or its CSS or script finds (nbgrader's templates,
     CSS and JS as installed, nbconvert's classic template) one no student's element may have?"""
