@@ -691,8 +691,9 @@ def as_released(name: str, raw_cells: list[Any], source_key: str, released: tupl
             what = f"was a {_type_name(typed)} cell" if retyped else "was edited"
             if retyped and text is not None and given is not None and not _same_lines(text, given):
                 what += " and was edited"
-            ran = "the released version was run" + (", as code" if retyped and kind == "code" else "")
-            notes.append(f"{name}: locked cell `{grade_id}` {what}: {ran} (a locked cell is run as released).")
+            # said to be put back, not run: the cell plan may leave the released cell out (`autograder.cellplan`)
+            back = "put back as code, as released" if retyped and kind == "code" else "put back as released"
+            notes.append(f"{name}: locked cell `{grade_id}` {what}: {back} (grading uses a locked cell as released).")
         elif kind == "code":
             notes.append(f"{name}: cell `{grade_id}` was a {_type_name(typed)} cell: run as code, as released.")
         else:

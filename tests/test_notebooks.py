@@ -561,8 +561,8 @@ def test_an_edited_test_cell_is_put_back_as_released(tmp_path):
         release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[answer, edited]))
         loaded = load_notebook(submission, max_mb=5, release=release)
         assert [(c.source, c.test_of) for c in loaded.cells] == [(answer.source, ""), (released_source, "test_f")]
-        assert loaded.notes == ("hw.ipynb: locked cell `test_f` was edited: the released version was run (a locked "
-                                "cell is run as released).",), locked
+        assert loaded.notes == ("hw.ipynb: locked cell `test_f` was edited: put back as released (grading uses a "
+                                "locked cell as released).",), locked
         loaded = load_notebook(submission, max_mb=5, release=release, replaced=frozenset({"test_f"}))
         assert [(c.source, c.test_of) for c in loaded.cells] == [(answer.source, ""), (released_source, "test_f")]
         assert loaded.notes == ("hw.ipynb: test cell `test_f` was edited (the 2nd code cell (`assert True`)): it was "
@@ -572,12 +572,37 @@ def test_an_edited_test_cell_is_put_back_as_released(tmp_path):
         release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[answer, raw]))
         loaded = load_notebook(submission, max_mb=5, release=release)
         assert [c.source for c in loaded.cells] == [answer.source, released_source]
-        assert loaded.notes == ("hw.ipynb: locked cell `test_f` was a Raw cell and was edited: the released version "
-                                "was run, as code (a locked cell is run as released).",)
+        assert loaded.notes == ("hw.ipynb: locked cell `test_f` was a Raw cell and was edited: put back as code, as "
+                                "released (grading uses a locked cell as released).",)
         loaded = load_notebook(submission, max_mb=5, release=release, replaced=frozenset({"test_f"}))
         assert loaded.notes == ("hw.ipynb: test cell `test_f` was a Raw cell and was edited: it was replaced by the "
                                 "released test cell, which is not run (hidden tests check this problem), so nothing "
                                 "you wrote in it ran.",)
+
+
+def test_an_edited_locked_cell_the_plan_leaves_out_is_not_said_to_have_run(tmp_path):
+    """A locked check cell edited (no hidden grader replaces it), put back as released: when the cell plan leaves
+    it out, as an unchanged released cell that nothing graded reads, does the note say it was put back without
+    saying it was run, whether the student edited it or made it Raw?"""
+    from autograder import cellplan
+    from autograder.grading.engine import cells_to_run
+
+    check = _nbgrader_cell("assert f(1) == 1", "check_f")
+    released = nbformat.v4.new_notebook(cells=[_nbgrader_cell("def f(x):\n    return 0", "f_solution", answer=True),
+                                               check])
+    answer = _nbgrader_cell("def f(x):\n    return x", "f_solution", answer=True)
+    edited = nbformat.v4.new_code_cell("assert f(1) == 2", id=check.id, metadata=json.loads(json.dumps(check.metadata)))
+    course = CourseLayout(tmp_path)
+    for mine, said in ((edited, "was edited: put back as released"),
+                       (_as_type(edited, "raw"), "was a Raw cell and was edited: put back as code, as released")):
+        release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[answer, mine]))
+        loaded = load_notebook(submission, max_mb=5, release=release)
+        plan = cellplan.Released(sources=cellplan.released_sources(release) or frozenset(),
+                                 grader_names=frozenset({"f"}))
+        assert [c.source for c in loaded.cells] == [answer.source, check.source]
+        assert [c.source for c in cells_to_run(loaded, frozenset(), plan)] == [answer.source]
+        assert loaded.notes == (f"hw.ipynb: locked cell `check_f` {said} (grading uses a locked cell as "
+                                f"released).",)
 
 
 
@@ -648,7 +673,7 @@ def test_an_edited_locked_cell_runs_as_released(tmp_path):
     course = CourseLayout(tmp_path)
     edited = nbformat.v4.new_code_cell("def softmax(z):\n    return 2 * z", id=setup.id,
                                        metadata=json.loads(json.dumps(setup.metadata)))
-    said = "hw.ipynb: locked cell `setup` was edited: the released version was run (a locked cell is run as released)."
+    said = "hw.ipynb: locked cell `setup` was edited: put back as released (grading uses a locked cell as released)."
     for metadata in (setup.metadata, {"nbgrader": {"grade_id": "setup", "locked": False, "solution": True}}, {}):
         edited.metadata = json.loads(json.dumps(metadata))
         release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[edited]))
@@ -657,8 +682,8 @@ def test_an_edited_locked_cell_runs_as_released(tmp_path):
     release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[_as_type(setup, "markdown")]))
     loaded = load_notebook(submission, max_mb=5, release=release)
     assert [c.source for c in loaded.cells] == [given]
-    assert loaded.notes == ("hw.ipynb: locked cell `setup` was a Markdown cell: the released version was run, as "
-                            "code (a locked cell is run as released).",)
+    assert loaded.notes == ("hw.ipynb: locked cell `setup` was a Markdown cell: put back as code, as released "
+                            "(grading uses a locked cell as released).",)
     copy = nbformat.v4.new_code_cell("def softmax(z):\n    return 3 * z", metadata=setup.metadata)
     edited.metadata = setup.metadata
     release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[edited, copy]))
@@ -689,15 +714,15 @@ def test_a_locked_cell_saved_with_other_line_ends_is_not_edited(tmp_path):
         release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[retyped]))
         loaded = load_notebook(submission, max_mb=5, release=release)
         assert [c.source for c in loaded.cells] == [given]
-        assert loaded.notes == ("hw.ipynb: locked cell `setup` was a Markdown cell: the released version was run, "
-                                "as code (a locked cell is run as released).",), repr(saved)
+        assert loaded.notes == ("hw.ipynb: locked cell `setup` was a Markdown cell: put back as code, as released "
+                                "(grading uses a locked cell as released).",), repr(saved)
     moved = nbformat.v4.new_code_cell(given.replace("    return 0", "        return 0"), id=setup.id,
                                       metadata=json.loads(json.dumps(setup.metadata)))
     release, submission = _write_pair(course, released, nbformat.v4.new_notebook(cells=[moved]))
     loaded = load_notebook(submission, max_mb=5, release=release)
     assert [c.source for c in loaded.cells] == [given]
-    assert loaded.notes == ("hw.ipynb: locked cell `setup` was edited: the released version was run (a locked cell "
-                            "is run as released).",)
+    assert loaded.notes == ("hw.ipynb: locked cell `setup` was edited: put back as released (grading uses a locked "
+                            "cell as released).",)
 
 
 def test_a_locked_cell_whose_metadata_names_the_answer_cell_is_a_copy_of_that_answer(tmp_path):
@@ -743,8 +768,8 @@ def test_autograde_runs_a_retyped_answer_and_an_edited_locked_cell_as_released(t
     written = json.loads((CourseLayout(folder).autograded("ada", "transformer-block") / "results.json").read_text())
     assert batch.results[0].score == 100.0, written["extra_data"]["notes"]
     assert [n for n in written["extra_data"]["notes"] if "as released" in n] == [
-        "transformer-block.ipynb: locked cell `setup` was edited: the released version was run (a locked cell is "
-        "run as released).",
+        "transformer-block.ipynb: locked cell `setup` was edited: put back as released (grading uses a locked cell "
+        "as released).",
         "transformer-block.ipynb: cell `layer_norm_solution` was a Markdown cell: run as code, as released."]
 
 

@@ -365,7 +365,7 @@ def _unmark_non_code_grade_cells(nb: Any, problems: tuple[Problem, ...], release
 
 
 def _as_graded(nb: Any, released: Any) -> None:
-    """The cells of `nb` (in place) as grading ran them, as nbgrader's autograde (its OverwriteCells) gives
+    """The cells of `nb` (in place) as grading took them, as nbgrader's autograde (its OverwriteCells) gives
     formgrader the notebook: what `notebooks.as_released` puts back from `released`, each nbgrader cell's
     released type and a locked cell's released source (an answer keeps the student's source). A code
     cell whose source was put back loses the outputs the student's version left, under a line saying so;
@@ -385,7 +385,7 @@ def _as_graded(nb: Any, released: Any) -> None:
             cell.outputs, cell.execution_count = [], None
             if source_text(was.get("source")) != source_text(cell.source):
                 text = (f"{OUTPUT_NAME}: this locked cell was edited in the submission; it is shown as released, "
-                        f"as grading ran it (a locked cell is run as released).\n")
+                        f"as grading put it back (the edited version was not run).\n")
                 cell.outputs = [_new_output("stream", name="stderr", text=text)]
         nb.cells[i] = cell
 

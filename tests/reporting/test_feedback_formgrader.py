@@ -268,7 +268,7 @@ def test_a_switched_off_stub_below_a_copy_of_its_answer_leaves_the_answer_box_on
 def test_the_copy_shows_the_cells_as_graded_and_the_answers_as_submitted(copy, assignment):
     """The given setup cell edited (`softmax` deleted) and the `layer_norm` answer cell made Markdown: as
     nbgrader's autograde gives formgrader the notebook (its OverwriteCells), does the copy show the setup cell
-    as released (as grading ran it) under a line saying it was edited, its stale outputs gone, and the answer
+    as released (as grading took it) under a line saying it was edited, its stale outputs gone, and the answer
     cell as code again holding the student's own text, as formgrader's answer box?"""
     nb = nbformat.read(copy / NB, as_version=4)
     released = {c.id: c for c in nbformat.read(RELEASED / NB, as_version=4).cells}
@@ -286,8 +286,8 @@ def test_the_copy_shows_the_cells_as_graded_and_the_answers_as_submitted(copy, a
     shown = cells[setup.id]
     assert shown.source == released[setup.id].source and "def softmax" in shown.source
     assert [o.text for o in shown.outputs] == [
-        f"{OUTPUT_NAME}: this locked cell was edited in the submission; it is shown as released, as grading ran "
-        f"it (a locked cell is run as released).\n"]
+        f"{OUTPUT_NAME}: this locked cell was edited in the submission; it is shown as released, as grading put "
+        f"it back (the edited version was not run).\n"]
     answered = cells[answer.id]
     assert (answered.cell_type, answered.source, answered.outputs) == ("code", mine, [])
     assert answered.metadata.nbgrader == released[answer.id].metadata.nbgrader
