@@ -899,12 +899,15 @@ def crash_line(result: SubmissionResult) -> str:
 def graders_changed_line(course: Course, a: Assignment, count: int, total: int) -> str:
     """The line said before a batch grades again `count` of its `total` submissions that were graded
     under other graders (grading.fingerprint.graders_version: the engine, the assignment's instructor
-    code, its course.yml entry), whatever their own files."""
+    code and the files under assignments/ it imports, its release, its course.yml entry), whatever their
+    own files."""
     every = "all " if count == total and count > 1 else ""
+    layout, package = course.layout, course.layout.package(a.package)
     return (f"{a.name}: the graders changed since the last grading (the engine, "
-            f"{course.layout.relative(course.layout.package(a.package))}/ or the assignment's course.yml settings: "
-            f"problems, points, tolerances, limits, due date, late policy), so {every}{plural(count, 'submission')} "
-            f"graded before {'is' if count == 1 else 'are'} graded again")
+            f"{layout.relative(package)}/ or a file under {layout.relative(package.parent)}/ "
+            f"it imports, the release in {layout.relative(layout.release(a.name))}/, or the assignment's course.yml "
+            f"settings: problems, points, tolerances, limits, due date, late policy), so "
+            f"{every}{plural(count, 'submission')} graded before {'is' if count == 1 else 'are'} graded again")
 
 
 def future_stamp(course: Course, a: Assignment, result: SubmissionResult,

@@ -350,7 +350,7 @@ class DaskPool:
         if differ:
             raise ClusterUnavailable(
                 f"Dask worker {differ[0]}{f' (and {len(differ) - 1} more)' if len(differ) > 1 else ''}: its copy of "
-                f"the course's graders, course.yml or this package differs from this machine's (a shared file "
+                f"the course's graders, release, course.yml or this package differs from this machine's (a shared file "
                 f"system not yet in sync, or another install); nothing was graded, run the command again")
         layers = [tuple(info["layers"]) for info in infos.values()]
         missing = sorted({m for info in infos.values() for m in info["missing"]})

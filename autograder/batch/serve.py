@@ -162,11 +162,11 @@ def greet(started: StartedWorker, identity: str, *, timeout: float = HELLO_SECON
 
 
 def identity(course: Course, assignment: Assignment, *, insecure: bool, version: str | None = None) -> str:
-    """What a grade given by a server depends on beyond the submission and the task: the engine's
-    and the instructor code's version (grading.fingerprint.graders_version, `version` when already
-    computed), course.yml as written, the assignment's release (which notebook cells grading skips)
-    and --insecure."""
-    from ..grading.fingerprint import _tree, graders_version
+    """What a grade given by a server depends on beyond the submission and the task: the graders'
+    version (grading.fingerprint.graders_version, `version` when already computed: the engine, the
+    instructor code and the files under assignments/ it imports, the assignment's release, which tells
+    the notebook cells grading skips, and its course.yml entry), course.yml as written and --insecure."""
+    from ..grading.fingerprint import graders_version
     from ..notebooks import hash_regular
 
     digest = hashlib.sha256()
@@ -175,8 +175,6 @@ def identity(course: Course, assignment: Assignment, *, insecure: bool, version:
     digest.update(b"course.yml\0")
     if config.is_file():
         hash_regular(config, digest)
-    digest.update(b"\0release\0")
-    _tree(digest, course.layout.release(assignment.name))
     digest.update(f"\0insecure {insecure}\0python {sys.executable}".encode())
     return digest.hexdigest()
 

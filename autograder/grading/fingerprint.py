@@ -10,15 +10,23 @@ A submission is graded again only when one of these changed (or when asked with 
   (problems, points, tolerances, limits, due date, late policy);
 - the student's hidden-input seed, whether they are on the roster, and the sandbox layers that
   apply on this machine (a result graded with --insecure is graded again once the sandbox works).
+
+The graders also hold what grading runs from outside assignments/<package>/: the assignment's release
+(release/<name>/: its locked and given cells are run as released, whatever the submission holds there)
+and every file under assignments/ that the instructor code imports, directly or through another such
+file (a shared helper module, another assignment's input builders); another assignment's other files
+do not count.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
+import re
 import stat
 from pathlib import Path
 
 from ..config import Assignment, Course
-from ..layout import is_notebook_name
+from ..layout import INSTRUCTOR_CODE, is_notebook_name
 from ..notebooks import RefusedFile, hash_regular, submission_entries
 from .lateness import TIMESTAMP_FILE
 
@@ -47,13 +55,108 @@ def _tree(digest: hashlib._Hash, root: Path, suffixes: tuple[str, ...] | None = 
         digest.update(b"\0")
 
 
+def _release_into(digest: hashlib._Hash, course: Course, assignment: Assignment) -> None:
+    """Feed the assignment's release (every file of release/<name>/) into `digest`: grading runs its
+    locked and given cells as released, so a release made again from a fixed source grades differently."""
+    digest.update(b"release\0")
+    _tree(digest, course.layout.release(assignment.name))
+    digest.update(b"\0")
+
+
+_MODULE_NAME = re.compile(rf"{INSTRUCTOR_CODE}(\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _module_files(root: Path, parts: list[str]) -> list[Path]:
+    """The files importing the module `parts` (["assignments", ...]) may run: the __init__.py of each
+    package on the way, and the module's own file (a package's __init__.py, or <name>.py)."""
+    found: list[Path] = []
+    for end in range(1, len(parts) + 1):
+        folder = root.joinpath(*parts[:end])
+        candidates = [folder / "__init__.py"] + ([folder.with_name(folder.name + ".py")] if end > 1 else [])
+        found.extend(candidate for candidate in candidates if candidate.is_file())
+    return found
+
+
+def _imported_modules(root: Path, path: Path, source: bytes) -> list[list[str]]:
+    """The modules under assignments/ the file `path` (below `root`) may import, as name parts: its
+    `import assignments...` and `from ... import` statements (absolute or relative; each imported name
+    also taken for a submodule), wherever they are in the file, and any string that reads as such a
+    module's dotted name (an importlib.import_module argument). [] when the file does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    package = list(path.relative_to(root).parent.parts)
+    modules: list[list[str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.extend(alias.name.split(".") for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if node.level - 1 > len(package):
+                    continue
+                base = package[:len(package) - (node.level - 1)]
+            else:
+                base = []
+            module = base + (node.module.split(".") if node.module else [])
+            modules.append(module)
+            modules.extend(module + [alias.name] for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.fullmatch(node.value):
+            modules.append(node.value.split("."))
+    return [parts for parts in modules if parts and parts[0] == INSTRUCTOR_CODE]
+
+
+def imported_helpers(course: Course, assignment: Assignment) -> list[Path]:
+    """The files under assignments/ outside assignments/<package>/ that importing the package runs:
+    assignments/__init__.py, and what the package's modules import, directly or through one another (a
+    static scan of their import statements, see `_imported_modules`), sorted. A file that cannot be read
+    or parsed leads to no further file."""
+    root = course.root
+    package = course.layout.package(assignment.package)
+    todo = [path for path in sorted(package.rglob("*.py"))
+            if not SKIP_PARTS & set(path.relative_to(package).parts) and path.is_file()]
+    todo += _module_files(root, [INSTRUCTOR_CODE])
+    seen = set(todo)
+    helpers = []
+    while todo:
+        path = todo.pop()
+        if not path.is_relative_to(package):
+            helpers.append(path)
+        try:
+            source = path.read_bytes()
+        except OSError:
+            continue
+        for parts in _imported_modules(root, path, source):
+            for found in _module_files(root, parts):
+                if found not in seen:
+                    seen.add(found)
+                    todo.append(found)
+    return sorted(helpers)
+
+
+def _helpers_into(digest: hashlib._Hash, course: Course, assignment: Assignment) -> None:
+    """Feed the files `imported_helpers` finds into `digest`, each by its path and bytes (as Python
+    imports it: a symbolic link is followed)."""
+    digest.update(b"imported\0")
+    for path in imported_helpers(course, assignment):
+        digest.update(course.layout.relative(path).encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError as exc:
+            digest.update(f"unreadable {exc.errno}".encode())
+        digest.update(b"\0")
+
+
 def graders_version(course: Course, assignment: Assignment) -> str:
-    """A hash of the engine, the assignment's instructor code and its course.yml entry."""
+    """A hash of the engine, the assignment's instructor code and the files under assignments/ it
+    imports, its release and its course.yml entry."""
     import autograder
 
     digest = hashlib.sha256()
     digest.update(f"engine {autograder.__version__}\0".encode())
     _tree(digest, Path(autograder.__file__).resolve().parent, (".py", ".html"))
+    _release_into(digest, course, assignment)
+    _helpers_into(digest, course, assignment)
     digest.update(b"instructor\0")
     package = course.layout.package(assignment.package)
     init = package.parent / "__init__.py"

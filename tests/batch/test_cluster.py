@@ -475,7 +475,7 @@ def test_a_dask_worker_with_another_copy_of_course_yml_refuses_the_batch(tmp_pat
     assert done.returncode == 2, done.stdout + done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("course: error: Dask worker tcp://") and line.endswith(
-        ": its copy of the course's graders, course.yml or this package differs from this machine's (a shared "
+        ": its copy of the course's graders, release, course.yml or this package differs from this machine's (a shared "
         "file system not yet in sync, or another install); nothing was graded, run the command again"), line
     assert not list(CourseLayout(folder).autograded_dir.glob("*/transformer-block/results.json"))
 

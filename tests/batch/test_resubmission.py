@@ -147,7 +147,9 @@ def test_a_regrade_under_changed_graders_says_so_and_names_the_reviews_it_keeps(
     grader = layout.graders("transformer_block") / "test_layer_norm.py"
     grader.write_text(grader.read_text() + "# a fix\n")
     changed = (f"{A}: the graders changed since the last grading (the engine, "
-               f"{layout.relative(layout.package('transformer_block'))}/ or the assignment's course.yml settings: "
+               f"{layout.relative(layout.package('transformer_block'))}/ or a file under "
+               f"{layout.relative(layout.package('transformer_block').parent)}/ it imports, the release in "
+               f"{layout.relative(layout.release(A))}/, or the assignment's course.yml settings: "
                f"problems, points, tolerances, limits, due date, late policy), so ")
     kept = ("WARNING: the TA's overrides, extra credit and comments of 1 student graded again under the changed "
             "graders are kept: ada (a TA's score for rms_norm (4 of 5; the autograder now gives 5) and a comment); "

@@ -1,7 +1,20 @@
-"""The grading key tells a new submission from the same one graded again."""
+"""The grading key tells a new submission from the same one graded again; the graders' version it
+carries holds the release and the files under assignments/ the instructor code imports."""
 from __future__ import annotations
 
-from autograder.grading.fingerprint import grading_key, regraded, resubmitted, submission_of
+import json
+from pathlib import Path
+
+from autograder.config import load_course
+from autograder.grading.fingerprint import (
+    graders_version,
+    grading_key,
+    imported_helpers,
+    regraded,
+    resubmitted,
+    submission_of,
+)
+from autograder.layout import CourseLayout
 
 
 def test_the_key_tells_a_new_submission_from_new_graders():
@@ -28,3 +41,103 @@ def test_the_key_tells_new_graders_from_another_seed_roster_or_sandbox():
     assert not regraded(grading_key("g1" * 32, "s1", seed=7, on_roster=False, isolation=("seccomp",)), "g1" * 32)
     assert not regraded("0" * 64 + "/s1", "g2" * 32) and not regraded("", "g2" * 32)
     assert submission_of("0" * 64 + "/s1") == "s1"                  # a key written before it held the graders
+
+
+A = "transformer-block"
+PACKAGE = "transformer_block"
+
+
+def _version(folder: Path) -> str:
+    course = load_course(folder)
+    return graders_version(course, course.assignment(A))
+
+
+def _helpers(folder: Path) -> list[str]:
+    course = load_course(folder)
+    return [course.layout.relative(path) for path in imported_helpers(course, course.assignment(A))]
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_a_changed_release_changes_the_graders_version(course_copy):
+    """Grading runs the release's locked and given cells as released: does a release made again from a
+    fixed source (a changed given cell), or a file added to it, change the graders' version, and with it
+    the identity a warm worker is chosen by?"""
+    from autograder.batch.serve import identity
+
+    release = CourseLayout(course_copy).release(A)
+    course = load_course(course_copy)
+    before, served = _version(course_copy), identity(course, course.assignment(A), insecure=False)
+    notebook = release / f"{A}.ipynb"
+    doc = json.loads(notebook.read_text())
+    setup = next(cell for cell in doc["cells"] if cell["metadata"].get("nbgrader", {}).get("grade_id") == "setup")
+    setup["source"] = "".join(setup["source"]) + "\n\ndef clip0(x):\n    return np.maximum(x, 0)\n"
+    notebook.write_text(json.dumps(doc))
+    fixed = _version(course_copy)
+    assert fixed != before
+    assert identity(course, course.assignment(A), insecure=False) != served
+    _write(release / "data.csv", "x\n1\n")
+    assert _version(course_copy) not in (before, fixed)
+
+
+def test_a_helper_module_the_graders_import_counts_in_the_graders_version(course_copy):
+    """Does a file under assignments/ outside the assignment's package count when its graders import it
+    (`from assignments.common import ...`), and so do the files that one imports in turn (relative import,
+    a package's __init__.py on the way, importlib.import_module with the module's dotted name), each change
+    changing the graders' version?"""
+    layout = CourseLayout(course_copy)
+    shared = layout.package(PACKAGE).parent
+    _write(shared / "common.py", "from .tools.scale import FACTOR\n\nEXTRA = 0.0\n")
+    _write(shared / "tools" / "__init__.py", '"""Shared tools."""\n')
+    _write(shared / "tools" / "scale.py", "import importlib\n\nFACTOR = 1.0\n"
+                                          "OFFSETS = importlib.import_module('assignments.tools.offsets')\n")
+    _write(shared / "tools" / "offsets.py", "SHIFT = 0\n")
+    _write(shared / "tools" / "unused.py", "NOTHING = None\n")
+    assert _helpers(course_copy) == ["assignments/__init__.py"]      # run whenever a package of it is
+    grader = layout.graders(PACKAGE) / "test_silu.py"
+    grader.write_text("from assignments.common import EXTRA\n" + grader.read_text())
+    assert _helpers(course_copy) == ["assignments/__init__.py", "assignments/common.py",
+                                     "assignments/tools/__init__.py", "assignments/tools/offsets.py",
+                                     "assignments/tools/scale.py"]
+    version = _version(course_copy)
+    for helper, text in (("common.py", "EXTRA = 1.0\nfrom .tools.scale import FACTOR\n"),
+                         ("tools/scale.py", "import importlib\n\nFACTOR = 2.0\n"
+                                            "OFFSETS = importlib.import_module('assignments.tools.offsets')\n"),
+                         ("tools/offsets.py", "SHIFT = 1\n"), ("tools/__init__.py", "")):
+        (shared / helper).write_text(text)
+        changed = _version(course_copy)
+        assert changed != version, helper
+        version = changed
+    (shared / "tools" / "unused.py").write_text("NOTHING = 1\n")
+    assert _version(course_copy) == version
+
+
+def test_another_assignments_files_count_only_when_imported(course_copy):
+    """Does a change in another assignment's package leave this assignment's graders' version as it was,
+    except in the module its graders import from there (the input builders of another assignment's
+    graders/) and what that module imports?"""
+    layout = CourseLayout(course_copy)
+    other = layout.package("activations")
+    _write(other / "__init__.py", '"""Another assignment."""\n')
+    _write(other / "reference.py", "def relu(x):\n    return x\n")
+    _write(layout.graders("activations") / "_builders.py", "from ..reference import relu\n\nSIZE = 3\n")
+    _write(layout.graders("activations") / "test_relu.py", "def test_relu():\n    pass\n")
+    version = _version(course_copy)
+    (layout.graders("activations") / "test_relu.py").write_text("def test_relu():\n    assert True\n")
+    (layout.graders("activations") / "_builders.py").write_text("from ..reference import relu\n\nSIZE = 4\n")
+    assert _version(course_copy) == version
+    grader = layout.graders(PACKAGE) / "test_silu.py"
+    grader.write_text("from assignments.activations.graders import _builders\n" + grader.read_text())
+    assert _helpers(course_copy) == ["assignments/__init__.py", "assignments/activations/__init__.py",
+                                     "assignments/activations/graders/_builders.py",
+                                     "assignments/activations/reference.py"]
+    version = _version(course_copy)
+    for changed in (layout.graders("activations") / "_builders.py", other / "reference.py"):
+        changed.write_text(changed.read_text() + "\n# changed\n")
+        assert _version(course_copy) != version, changed
+        version = _version(course_copy)
+    (layout.graders("activations") / "test_relu.py").write_text("def test_relu():\n    assert 1\n")
+    assert _version(course_copy) == version

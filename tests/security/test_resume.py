@@ -213,6 +213,42 @@ def test_a_changed_submission_graders_or_course_entry_grades_again(tmp_path):
     _exactly_once(course)
 
 
+def test_a_changed_release_or_imported_helper_grades_again_and_another_package_does_not(tmp_path):
+    """Does a release made again with a changed given cell grade everyone again without --force, saying that the
+    release is among what changed, the new scores reflecting it; does a change to a helper module outside the
+    assignment's package that a grader imports grade everyone again; and does a change to another
+    assignment's package, which nothing imports, leave them unchanged?"""
+    import nbformat
+
+    course = course_with_students(tmp_path / "course", STUDENTS[:2])
+    layout = CourseLayout(course)
+    _run(course)
+    scores = {sid: load_results(course, sid)["score"] for sid in STUDENTS[:2]}
+    release = layout.release(ASSIGNMENT) / NB
+    nb = nbformat.read(release, as_version=4)
+    setup = next(cell for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade_id") == "setup")
+    setup.source += "\nnp.sqrt = np.square   # a given cell's bug\n"
+    nbformat.write(nb, release)
+    again = _run(course)
+    assert set(_log_states(again.stdout).values()) == {"graded"}, again.stdout
+    assert f"the release in {layout.relative(layout.release(ASSIGNMENT))}/" in again.stdout.splitlines()[0]
+    assert all(load_results(course, sid)["score"] < scores[sid] for sid in scores)
+
+    helper = layout.package("transformer_block").parent / "common.py"
+    helper.write_text("EXTRA = 0.0\n")
+    grader = layout.graders("transformer_block") / "test_silu.py"
+    grader.write_text("from assignments.common import EXTRA  # noqa: F401\n" + grader.read_text())
+    assert set(_log_states(_run(course).stdout).values()) == {"graded"}
+    helper.write_text("EXTRA = 1.0\n")
+    assert set(_log_states(_run(course).stdout).values()) == {"graded"}
+
+    other = layout.package("activations")
+    (other / "graders").mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    (other / "graders" / "test_relu.py").write_text("def test_relu():\n    pass\n")
+    assert set(_log_states(_run(course).stdout).values()) == {"unchanged"}
+
+
 def test_gradebook_lost_after_grading_is_refilled_without_grading_again(tmp_path):
     """If the gradebook is deleted after a batch, does a rerun put every grade back without grading again?"""
     course = _course(tmp_path)
