@@ -480,7 +480,7 @@ def _check_grader_files(course: Course, a: Assignment) -> None:
 
 
 def _key_what_was_graded(task: Task, keys: dict[str, str], version: str, layers: tuple[str, ...],
-                         log: Log) -> None:
+                         extension: str, log: Log) -> None:
     """Key a fresh result by what was graded. A Dask worker graded its machine's copy of the submission:
     when that is not the copy this machine keyed (a shared file system not yet in sync, a resubmission
     meanwhile), the result is keyed by what the worker read, so that the next run grades the submission
@@ -497,7 +497,7 @@ def _key_what_was_graded(task: Task, keys: dict[str, str], version: str, layers:
         if submission_of(keyed) == task.seen:
             return
         keys[task.student] = grading_key(version, task.seen, seed=task.seed, on_roster=task.on_roster,
-                                         isolation=layers)
+                                         isolation=layers, extension=extension)
         log(f"WARNING: {task.student}: the Dask worker read another copy of the submission than this machine did "
             f"(a shared file system not yet in sync, or a resubmission meanwhile); graded as the worker read it, so "
             f"the next `course autograde` grades it again if the copy here differs")
@@ -663,7 +663,14 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             start_writer()
         from .batch.pool import make_pool
         from .batch.worker import Task
-        from .grading.fingerprint import graders_version, grading_key, regraded, resubmitted, submission_hash
+        from .grading.fingerprint import (
+            graders_version,
+            grading_key,
+            regraded,
+            resubmitted,
+            student_extension,
+            submission_hash,
+        )
         from .grading.seeds import student_seed
         from .reporting.gradebook_sql import has_person_review, holds_grades, person_reviewed
         from .reporting.review import regrade_kept_warning
@@ -697,7 +704,8 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
             refusal = _refusal(course, folder)
             try:
                 keys[sid] = "" if refusal else grading_key(version, submission_hash(folder), seed=s_seed,
-                                                           on_roster=on_roster, isolation=layers)
+                                                           on_roster=on_roster, isolation=layers,
+                                                           extension=student_extension(a, sid))
             except Exception:  # noqa: BLE001 - an unreadable folder is graded (and explained) below
                 keys[sid] = ""
             task = Task(student=sid, folder=str(folder), seed=s_seed, on_roster=on_roster)
@@ -722,6 +730,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                     changed.add(sid)
                 if regraded(before_key, version):
                     new_graders.append(sid)
+                elif before is not None and sid not in changed:
+                    line = extension_changed_line(a, before[0])
+                    if line:
+                        log(line)
         if new_graders:
             log(graders_changed_line(course, a, len(new_graders), len(todo)))
 
@@ -736,7 +748,7 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
                 yield known, sid in refused
             if tasks:
                 for task, result in pool.run(tasks):
-                    _key_what_was_graded(task, keys, version, layers, log)
+                    _key_what_was_graded(task, keys, version, layers, student_extension(a, task.student), log)
                     yield result, True
 
         # results.json written without the grading key, waiting for the writer's acknowledgement
@@ -908,6 +920,19 @@ def graders_changed_line(course: Course, a: Assignment, count: int, total: int) 
             f"it imports, the release in {layout.relative(layout.release(a.name))}/, or the assignment's course.yml "
             f"settings: problems, points, tolerances, limits, due date, late policy), so "
             f"{every}{plural(count, 'submission')} graded before {'is' if count == 1 else 'are'} graded again")
+
+
+def extension_changed_line(a: Assignment, before: SubmissionResult) -> str:
+    """The line said before a batch grades a student again, their submission and the graders unchanged,
+    when course.yml gives them another extension than their last grading was given (`before`): only
+    their late penalty can change; "" when their extension is the same."""
+    from .grading.lateness import lateness
+
+    now = lateness(a, None, before.student).extension
+    if before.state != "graded" or now == before.extension:
+        return ""
+    return (f"{before.student}: their extension changed since the last grading ({before.extension or 'none'} "
+            f"then, {now or 'none'} now), so they are graded again")
 
 
 def future_stamp(course: Course, a: Assignment, result: SubmissionResult,

@@ -490,8 +490,8 @@ def stale_due_dates(assignment: Assignment, results: Iterable[SubmissionResult])
     """One line when course.yml's due date or extensions changed since some of `results` were graded
     (the due date and extension each result's late penalty was taken against differ from what
     course.yml gives the student now), "" otherwise. Their penalties, in the gradebook, `nbgrader
-    export` and the pages, are from before until `course autograde` grades them again (a changed
-    course.yml entry makes it grade every submission again)."""
+    export` and the pages, are from before until `course autograde` grades them again (a changed due
+    date makes it grade every submission again, a changed extension that student's)."""
     return _stale_line(assignment, stale_due_students(assignment, results), "due date or extensions",
                        "late penalty", "late penalties", "from before")
 

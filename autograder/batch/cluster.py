@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from ..config import Assignment, load_course
 from ..errors import CourseError
 from ..grading.engine import crashed_result
-from ..grading.fingerprint import graders_version, submission_hash
+from ..grading.fingerprint import course_version, submission_hash
 from ..grading.results import SubmissionResult, result_from_dict, result_to_dict
 from ..layout import CONFIG_FILE
 from ..text import plural
@@ -161,7 +161,7 @@ class _WarmThread:
         self._args = (course_dir, assignment, insecure)
         self.error = ""
         self.worker: Worker | None = None
-        self.graders = ""                 # fingerprint.graders_version of the course as this machine holds it
+        self.graders = ""                 # fingerprint.course_version of the course as this machine holds it
         self._cpus: set[int] = set()      # the CPUs this thread may use before it is held on its sandbox's
         self._recycled = False            # its worker was recycled once at least (a failed restart is tried again)
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -184,7 +184,7 @@ class _WarmThread:
                 return
             worker = Worker(course_dir, assignment, insecure=insecure)
             course = load_course(course_dir)    # what it grades with, as this machine's copy holds it
-            self.graders = graders_version(course, course.assignment(assignment))
+            self.graders = course_version(course, course.assignment(assignment))
             # As in a local worker process (worker.serve): the start-up's objects (pytest, the graders'
             # session) live as long as the worker, so the cyclic collector is told to leave them be.
             # The nanny already starts Dask workers with one-thread numeric pools (its pre-spawn-environ).
@@ -345,7 +345,7 @@ class DaskPool:
             raise ClusterUnavailable(f"Dask worker {addr}: {why}"
                                      + (f" (and {len(failed) - 1} more workers)" if len(failed) > 1 else ""))
         course = load_course(self.course_dir)
-        ours = graders_version(course, course.assignment(self.assignment_name))
+        ours = course_version(course, course.assignment(self.assignment_name))
         differ = sorted(addr for addr, info in infos.items() if info.get("graders") != ours)
         if differ:
             raise ClusterUnavailable(

@@ -7,9 +7,12 @@ A submission is graded again only when one of these changed (or when asked with 
   its name and kind, it is never followed);
 - the graders: the engine's version and source, every file of the assignment's instructor code
   (assignments/<package>/: reference, mistakes, graders), and its course.yml entry as parsed
-  (problems, points, tolerances, limits, due date, late policy);
-- the student's hidden-input seed, whether they are on the roster, and the sandbox layers that
-  apply on this machine (a result graded with --insecure is graded again once the sandbox works).
+  (problems, points, tolerances, limits, due date, late policy), but for what course.yml gives
+  single students (`PER_STUDENT`: their extensions), which would otherwise grade the whole class
+  again for one student's extension;
+- the student's own extension, hidden-input seed, whether they are on the roster, and the sandbox
+  layers that apply on this machine (a result graded with --insecure is graded again once the
+  sandbox works).
 
 The graders also hold what grading runs from outside assignments/<package>/: the assignment's release
 (release/<name>/: its locked and given cells are run as released, whatever the submission holds there)
@@ -20,6 +23,7 @@ do not count.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import re
 import stat
@@ -31,6 +35,10 @@ from ..notebooks import RefusedFile, hash_regular, submission_entries
 from .lateness import TIMESTAMP_FILE
 
 SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints"}
+
+# The fields of an assignment's course.yml entry that are given per student: each is in the student's own
+# grading key (`student_extension`), not in the graders' version every student's key shares.
+PER_STUDENT = ("extensions",)
 
 
 def _tree(digest: hashlib._Hash, root: Path, suffixes: tuple[str, ...] | None = None) -> None:
@@ -149,7 +157,7 @@ def _helpers_into(digest: hashlib._Hash, course: Course, assignment: Assignment)
 
 def graders_version(course: Course, assignment: Assignment) -> str:
     """A hash of the engine, the assignment's instructor code and the files under assignments/ it
-    imports, its release and its course.yml entry."""
+    imports, its release and its course.yml entry but for what it gives single students (`PER_STUDENT`)."""
     import autograder
 
     digest = hashlib.sha256()
@@ -163,8 +171,24 @@ def graders_version(course: Course, assignment: Assignment) -> str:
     if init.is_file():
         hash_regular(init, digest)
     _tree(digest, package)
-    digest.update(b"config\0" + repr(assignment).encode())
+    shared = {f.name: getattr(assignment, f.name) for f in dataclasses.fields(assignment)
+              if f.name not in PER_STUDENT}
+    digest.update(b"config\0" + repr(shared).encode())
     return digest.hexdigest()
+
+
+def student_extension(assignment: Assignment, student: str) -> str:
+    """What the assignment's course.yml entry gives `student` alone, for their grading key: their
+    extension as written ("" without one, or with one of no time, which grades as none)."""
+    extension = assignment.extensions.get(student)
+    return repr(extension) if extension is not None and extension.delta else ""
+
+
+def course_version(course: Course, assignment: Assignment) -> str:
+    """`graders_version` with every student's extension: what two machines grading the same batch
+    (a Dask cluster's) must agree on."""
+    per_student = {name: getattr(assignment, name) for name in PER_STUDENT}
+    return hashlib.sha256(f"{graders_version(course, assignment)}\0{per_student!r}".encode()).hexdigest()
 
 
 def submission_hash(folder: Path) -> str:
@@ -190,14 +214,14 @@ GRADERS_TAG_LENGTH = 16     # hex digits of the graders' version a key carries: 
 
 
 def grading_key(graders: str, submission: str, *, seed: int, on_roster: bool,
-                isolation: tuple[str, ...] = ()) -> str:
+                isolation: tuple[str, ...] = (), extension: str = "") -> str:
     """The key stored with a result: equal keys mean grading again would give the same result. It
     ends with the start of the graders' version (`graders_of`) and the submission's own hash
     (`submission_of`), so a later run can tell a new submission from the same one graded again
-    under other graders (a course.yml change, --force), and new graders from another seed, roster
-    status or sandbox."""
+    under other graders (a course.yml change, --force), and new graders from another extension
+    (`student_extension`), seed, roster status or sandbox."""
     text = (f"graders {graders}\0submission {submission}\0seed {seed}\0roster {on_roster}"
-            f"\0isolation {','.join(sorted(isolation))}")
+            f"\0isolation {','.join(sorted(isolation))}" + (f"\0extension {extension}" if extension else ""))
     return (f"{hashlib.sha256(text.encode()).hexdigest()}{KEY_SEPARATOR}{graders[:GRADERS_TAG_LENGTH]}"
             f"{KEY_SEPARATOR}{submission}")
 

@@ -263,3 +263,67 @@ def test_a_results_json_whose_commit_went_in_is_not_taken_for_a_resubmission(tmp
     assert "graded    ada" in out and "WARNING" not in out, out
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
         assert gb.find_grade("test_rms_norm", A, A, "ada").needs_manual_grade is False
+
+
+def _extension(course: Path, extensions: dict[str, dict[str, float]] | None) -> None:
+    """course.yml's extensions for the assignment set to `extensions` (None: the key taken out)."""
+    import yaml
+
+    config = yaml.safe_load((course / "course.yml").read_text())
+    entry = config["assignments"][0]
+    entry.pop("extensions", None)
+    if extensions is not None:
+        entry["extensions"] = extensions
+    (course / "course.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _reviewed(course: Path, sid: str) -> None:
+    """As formgrader saves a TA's score: rms_norm set to 4 of 5 and taken off "needs manual grade"."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+        grade = gb.find_grade("test_rms_norm", A, A, sid)
+        grade.manual_score, grade.needs_manual_grade = 4.0, False
+        gb.db.commit()
+
+
+def _flag(course: Path, sid: str) -> bool:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "dl-attention") as gb:
+        return bool(gb.find_grade("test_rms_norm", A, A, sid).needs_manual_grade)
+
+
+def test_one_students_extension_grades_that_student_alone_again(tmp_path):
+    """When course.yml gives alan (late by a day) an extension, changes it and takes it away, does each
+    `course autograde` grade alan alone again, saying why (his extension then and now), with his late
+    penalty following it, leave the others unchanged, never say the graders changed, and leave the TAs'
+    reviewed scores (his and ada's) off formgrader's "needs manual grade"; while a tolerance changed in
+    course.yml still grades everyone again and flags ada's review?"""
+    course = course_with_students(tmp_path / "course", ("ada", "alan", "grace"))
+    course_cmd(course, "release", A)
+    course_cmd(course, "autograde", A)
+    for sid in ("ada", "alan"):
+        _reviewed(course, sid)
+    steps = (({"days": 2}, "none", "2 days", "100.00"), ({"days": 3}, "2 days", "3 days", "100.00"),
+             (None, "3 days", "none", "90.00"))
+    for given, then, now, score in steps:
+        _extension(course, {"alan": given} if given is not None else None)
+        out = course_cmd(course, "autograde", A)
+        assert (f"alan: their extension changed since the last grading ({then} then, {now} now), so they are graded "
+                f"again") in out.splitlines(), out
+        assert "graded    alan" in out and "unchanged ada" in out and "unchanged grace" in out, out
+        assert f"{score}/100" in next(ln for ln in out.splitlines() if ln.startswith("graded    alan")), out
+        assert "graders changed" not in out and "WARNING" not in out, out
+        assert not _flag(course, "ada") and not _flag(course, "alan")
+    again = course_cmd(course, "autograde", A)
+    assert not any(ln.startswith("graded ") for ln in again.splitlines()) and "extension" not in again, again
+    import yaml
+
+    config = yaml.safe_load((course / "course.yml").read_text())
+    config["assignments"][0]["problems"]["pre_ln_block"]["tolerances"]["float32"]["rtol"] = 3.0e-4
+    (course / "course.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    shared = course_cmd(course, "autograde", A)
+    assert "graders changed" in shared and "all 3 submissions graded before are graded again" in shared, shared
+    assert all(f"graded    {sid}" in shared for sid in ("ada", "alan", "grace")), shared
+    assert _flag(course, "ada") and _flag(course, "alan")

@@ -141,3 +141,30 @@ def test_another_assignments_files_count_only_when_imported(course_copy):
         version = _version(course_copy)
     (layout.graders("activations") / "test_relu.py").write_text("def test_relu():\n    assert 1\n")
     assert _version(course_copy) == version
+
+
+def test_the_graders_version_leaves_out_extensions_which_the_students_own_keys_carry(course_copy):
+    """Is one student's extension left out of the graders' version every key shares (so it grades no one
+    else again) and in that student's own key, where another extension, or none, makes another key; while a
+    shared setting (a tolerance, the due date) changes the graders' version, and a cluster's machines must
+    still agree on the extensions (`course_version`)?"""
+    import dataclasses
+
+    from autograder.config import Extension, Tolerance, load_course
+    from autograder.grading.fingerprint import course_version, graders_version, student_extension
+
+    course = load_course(course_copy)
+    a = course.assignments[0]
+    given = dataclasses.replace(a, extensions={"alan": Extension(days=2)})
+    assert graders_version(course, given) == graders_version(course, a)
+    assert course_version(course, given) != course_version(course, a)
+    assert student_extension(given, "ada") == student_extension(a, "alan") == ""
+    assert student_extension(dataclasses.replace(a, extensions={"alan": Extension()}), "alan") == ""
+    keys = {grading_key("g", "s", seed=1, on_roster=True, extension=student_extension(b, "alan"))
+            for b in (a, given, dataclasses.replace(a, extensions={"alan": Extension(days=3)}))}
+    assert len(keys) == 3
+    problem = dataclasses.replace(a.problems[0], tolerances={**a.problems[0].tolerances,
+                                                             "float64": Tolerance(rtol=1e-3, atol=1e-9)})
+    assert graders_version(course, dataclasses.replace(a, problems=(problem, *a.problems[1:]))) != graders_version(
+        course, a)
+    assert graders_version(course, dataclasses.replace(a, due=None)) != graders_version(course, a)
