@@ -643,6 +643,10 @@ def autograde(course_dir: str | Path, assignment: str, *, student: str | None = 
     already: list[str] = []
     unread: list[str] = []
     with contextlib.ExitStack() as stack:
+        # last out: Ctrl-C or SIGTERM leaves with a note of the submissions not graded (`interrupted_line`)
+        stack.push(_noting_interrupt(lambda: interrupted_line(
+            a.name, student, sum(1 for sid, _ in todo if sid not in rows and sid not in skipped), len(todo),
+            force=force)))
         for forked in early:
             stack.push(_stopping(forked.close))  # when it was not used (closing it twice is harmless)
         gradebook = GradebookProcess(course.root, a.name)
@@ -898,6 +902,36 @@ def _stopping(close: Callable[..., None]) -> Callable[..., bool]:
         return False
 
     return exit_
+
+
+def _noting_interrupt(line: Callable[[], str]) -> Callable[..., bool]:
+    """An exit callback for `ExitStack.push`: a KeyboardInterrupt (Ctrl-C, or cli.Terminated for SIGTERM)
+    leaving the batch gets `line()` as a note (`BaseException.add_note`, which `course` prints after
+    "course: interrupted"), when it says something."""
+    def exit_(kind: type[BaseException] | None, exc: BaseException | None, *_: object) -> bool:
+        if isinstance(exc, KeyboardInterrupt):
+            text = line()
+            if text:
+                exc.add_note(text)
+        return False
+
+    return exit_
+
+
+def interrupted_line(assignment: str, student: str | None, not_graded: int, total: int, *, force: bool) -> str:
+    """What to say of a batch of `total` submissions stopped before it graded `not_graded` of them (""
+    when it graded all): the next `course autograde` grades them, or, when this one was given --force,
+    that it must be given again: without it, a submission graded before and unchanged since keeps its
+    earlier result."""
+    if not not_graded:
+        return ""
+    command = f"course autograde {assignment}" + (f" --student {student}" if student else "")
+    head = f"{not_graded} of {plural(total, 'submission')} {'was' if not_graded == 1 else 'were'} not graded"
+    if not force:
+        return f"{head}; the next `{command}` grades {'it' if not_graded == 1 else 'them'}"
+    return (f"{head}; this run was given --force, and the next `{command}` without it keeps the earlier result of "
+            f"a submission graded before and unchanged since: run `{command} --force` to grade "
+            f"{'it' if not_graded == 1 else 'them'}")
 
 
 def crash_line(result: SubmissionResult) -> str:

@@ -464,13 +464,13 @@ def main(argv: list[str] | None = None) -> int:
     except CourseError as exc:
         print(f"course: error: {exc}", file=sys.stderr)
         return 2
-    except Terminated:
+    except Terminated as exc:
         interrupted = True
-        print("course: terminated (SIGTERM)", file=sys.stderr)
+        print(f"course: terminated (SIGTERM){_notes(exc)}", file=sys.stderr)
         return 143
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         interrupted = True
-        print("course: interrupted", file=sys.stderr)
+        print(f"course: interrupted{_notes(exc)}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -480,6 +480,12 @@ def main(argv: list[str] | None = None) -> int:
             started.close(kill=interrupted)  # stopped already when they graded; killed when interrupted
         if restore is not None:
             restore()
+
+
+def _notes(exc: BaseException) -> str:
+    """The notes an interrupt was given on its way out (api.interrupted_line), after ": "; "" without any."""
+    notes = [str(note) for note in getattr(exc, "__notes__", ())]
+    return f": {'; '.join(notes)}" if notes else ""
 
 
 class Terminated(KeyboardInterrupt):

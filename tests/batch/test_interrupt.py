@@ -86,6 +86,21 @@ def _alive(tree: dict[int, int]) -> list[int]:
     return [pid for pid, start in tree.items() if (st := _stat(pid)) is not None and st[1] == start]
 
 
+def _hanging(course: Path) -> tuple[Path, str]:
+    """HANGS's notebook made to spin in its first answer cell, with a cell time limit the spin outlasts
+    the test but for the signal; its path and its text before."""
+    config = yaml.safe_load((course / "course.yml").read_text())
+    config["defaults"]["limits"]["cell_seconds"] = 90
+    (course / "course.yml").write_text(yaml.safe_dump(config))
+    nb = CourseLayout(course).submission(HANGS, A) / NB
+    original = nb.read_text()
+    doc = json.loads(original)
+    answer = next(c for c in doc["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    answer["source"] = "while True:\n    pass\n\n" + "".join(answer["source"])
+    nb.write_text(json.dumps(doc))
+    return nb, original
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
 def test_an_interrupt_stops_a_batch_grading_a_hanging_notebook_at_once_and_a_rerun_grades_everyone(
         tmp_path, signum, code):
@@ -94,15 +109,7 @@ def test_an_interrupt_stops_a_batch_grading_a_hanging_notebook_at_once_and_a_rer
     the grades committed before kept; and does the rerun grade everyone?"""
     course = course_with_students(tmp_path / "course", STUDENTS)
     layout = CourseLayout(course)
-    config = yaml.safe_load((course / "course.yml").read_text())
-    config["defaults"]["limits"]["cell_seconds"] = 90     # the spin outlasts the test but for the signal
-    (course / "course.yml").write_text(yaml.safe_dump(config))
-    nb = layout.submission(HANGS, A) / NB
-    original = nb.read_text()
-    doc = json.loads(original)
-    answer = next(c for c in doc["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
-    answer["source"] = "while True:\n    pass\n\n" + "".join(answer["source"])
-    nb.write_text(json.dumps(doc))
+    nb, original = _hanging(course)
     log, errors = tmp_path / "autograde.out", tmp_path / "autograde.err"
     with log.open("w") as out, errors.open("w") as err:
         proc = subprocess.Popen(_autograde(course, "--workers", "2"), stdout=out, stderr=err, env=_env(),
@@ -155,3 +162,37 @@ def test_an_interrupt_stops_a_batch_grading_a_hanging_notebook_at_once_and_a_rer
     finally:
         con.close()
     assert per_student == dict.fromkeys(STUDENTS, 1)
+
+
+@pytest.mark.parametrize("force", [True, False], ids=["force", "plain"])
+def test_an_interrupted_batch_says_how_many_submissions_it_did_not_grade_and_whether_force_must_be_given_again(
+        tmp_path, force):
+    """Ctrl-C once the others are graded and ada's notebook never ends: does the command's line say that 1 of
+    the 3 submissions was not graded, and, for a batch given --force (whose next plain run would keep ada's
+    earlier result were her submission unchanged), that the next run must be given --force again?"""
+    course = course_with_students(tmp_path / "course", STUDENTS)
+    _hanging(course)
+    log, errors = tmp_path / "autograde.out", tmp_path / "autograde.err"
+    with log.open("w") as out, errors.open("w") as err:
+        proc = subprocess.Popen(_autograde(course, "--workers", "2", *(("--force",) if force else ())), stdout=out,
+                                stderr=err, env=_env(), start_new_session=True)
+    try:
+        end = time.monotonic() + 600
+        while _graded(log) != OTHERS and proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        assert proc.poll() is None and _graded(log) == OTHERS, log.read_text()[-2000:]
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, errors.read_text()[-2000:]
+    [line] = [ln for ln in errors.read_text().splitlines() if ln.startswith("course: interrupted")]
+    head = "course: interrupted: 1 of 3 submissions was not graded; "
+    if force:
+        assert line == (f"{head}this run was given --force, and the next `course autograde {A}` without it keeps "
+                        f"the earlier result of a submission graded before and unchanged since: run `course "
+                        f"autograde {A} --force` to grade it"), line
+    else:
+        assert line == f"{head}the next `course autograde {A}` grades it", line
