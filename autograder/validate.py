@@ -276,6 +276,10 @@ def source_score_problems(result: SubmissionResult) -> list[str]:
             line += f"; first failing check {first.name}: {truncate(why, 240)}"
             if len(failing) > 1:
                 line += f" (and {len(failing) - 1} more failing check{'s' if len(failing) > 2 else ''})"
+        elif mine := [t for t in result.tests if t.problem == p.problem]:
+            carried = sum(t.max_score for t in mine)
+            line += (f"; its {plural(len(mine), 'check')} passed, but their weights (@pytest.mark.points) carry "
+                     f"{carried:g} of its {p.max_score:g} points")
         else:
             line += "; no check ran for it"
         problems.append(line)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -137,6 +138,16 @@ def _points_mark_mistyped(folder: Path) -> None:
     grader.write_text(grader.read_text().replace("@pytest.mark.points(", "@pytest.mark.point(", 1))
 
 
+def _negative_weight(folder: Path) -> None:
+    grader = CourseLayout(folder).graders("transformer_block") / "test_silu.py"
+    grader.write_text(grader.read_text().replace("@pytest.mark.points(0.5)", "@pytest.mark.points(-1)", 1))
+
+
+def _weights_all_zero(folder: Path) -> None:
+    grader = CourseLayout(folder).graders("transformer_block") / "test_silu.py"
+    grader.write_text(re.sub(r"@pytest\.mark\.points\([0-9.]+\)", "@pytest.mark.points(0)", grader.read_text()))
+
+
 def _grader_for_no_problem(folder: Path) -> None:
     graders = CourseLayout(folder).graders("transformer_block")
     (graders / "test_gelu.py").write_text((graders / "test_silu.py").read_text())
@@ -164,12 +175,16 @@ def test_cli_a_misspelt_roster_id_is_named_beside_the_submitter_it_likely_means(
     (_grader_does_not_import, ["--force", "--student", "ada"], f"test_silu.py, line {BROKEN_LINE}: SyntaxError"),
     (_points_mark_mistyped, ["--force"], "test_silu.py::test_silu_matches_reference: unknown mark @pytest.mark.point "
                                          "(a check's weight is @pytest.mark.points(w)"),
+    (_negative_weight, ["--force"], "test_silu.py::test_silu_keeps_float32: @pytest.mark.points(-1): a check's "
+                                    "weight is a finite number, 0 or more"),
+    (_weights_all_zero, ["--force", "--student", "ada"], "test_silu.py: all checks of problem silu weigh 0"),
     (_grader_for_no_problem, ["--force", "--workers", "2"],
      "assignments/transformer_block/graders: graders could not be collected: test_gelu.py: no problem named 'gelu'"),
 ])
 def test_cli_broken_graders_refuse_before_any_student_is_touched(tmp_path, breakage, args, message):
     """When the graders do not match course.yml (a problem without its grader file, a grader that does
-    not import, a mistyped points mark, a grader for no problem), does `course autograde` refuse in
+    not import, a mistyped points mark, a weight below 0, a problem whose checks all weigh 0, a grader
+    for no problem), does `course autograde` refuse in
     one line (exit 2), leaving every student's results.json, page and gradebook grades as they were,
     rather than grading the whole class as crashed with 0?"""
     folder = course_with_students(tmp_path / "course", ("ada", "katherine"))

@@ -170,6 +170,50 @@ def test_validate_refuses_a_mistyped_mark_and_warns_of_a_check_pytest_does_not_c
             f"takes the student fixture but is not run as a check") in proc.stdout, proc.stdout
 
 
+@pytest.mark.parametrize("weights, why", [
+    ({"0.5": "-1"}, "test_silu.py::test_silu_keeps_float32: @pytest.mark.points(-1): a check's weight is a finite "
+                    "number, 0 or more"),
+    ({"1.5": "0", "0.5": "0", "2.5": "0"}, "test_silu.py: all checks of problem silu weigh 0, so none of its 5 points "
+                                           "can be scored; give one of them @pytest.mark.points(w) with w above 0"),
+], ids=["negative", "all-zero"])
+def test_validate_refuses_weights_that_cannot_share_out_a_problems_points(course_copy, weights, why):
+    """With a check of weight -1 beside others (which would score silu past its 5 points), or every check
+    of silu weighing 0, does validate fail naming the grader file (and test) and the true reason, rather
+    than say ok, or that no check ran for silu?"""
+    silu = CourseLayout(course_copy).graders("transformer_block") / "test_silu.py"
+    text = silu.read_text()
+    for old, new in weights.items():
+        assert text.count(f"@pytest.mark.points({old})") == 1
+        text = text.replace(f"@pytest.mark.points({old})", f"@pytest.mark.points({new})")
+    silu.write_text(text)
+    proc = run_validate(course_copy)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"(grading crashed: graders could not be collected: {why})" in proc.stdout, proc.stdout
+    assert "no check ran for it" not in proc.stdout and f"validate {ASSIGNMENT}: ok" not in proc.stdout
+
+
+def test_a_source_problem_whose_passing_checks_weigh_too_little_says_so():
+    """When every check of a problem passed on the source yet they carry less than its points, does
+    validate's line say that, rather than that no check ran for it?"""
+    from autograder.config import load_course
+    from autograder.grading.engine import crashed_result
+    from autograder.validate import source_score_problems
+
+    assignment = load_course(ROOT).assignment(ASSIGNMENT)
+    full = [TestResult(name=f"test_{p.name}.py::test_x", problem=p.name, score=p.points, max_score=p.points,
+                       status="passed") for p in assignment.problems if p.name != "silu"]
+    silu = [TestResult(name=f"test_silu.py::test_{n}", problem="silu", score=0.0, max_score=0.0, status="passed")
+            for n in ("a", "b")]
+    result = dataclasses.replace(crashed_result(assignment, "source-notebook", 1, True, ""), state="graded",
+                                 tests=(*full, *silu))
+    assert source_score_problems(result) == [
+        "source: silu scores 0/5 through the autograder, expected full marks; its 2 checks passed, but their weights "
+        "(@pytest.mark.points) carry 0 of its 5 points"]
+    missing = dataclasses.replace(result, tests=tuple(full))
+    assert source_score_problems(missing) == [
+        "source: silu scores 0/5 through the autograder, expected full marks; no check ran for it"]
+
+
 @pytest.mark.parametrize(("where", "text", "why"), [
     ("source", None, "not a readable notebook (Unterminated string starting at: line "),
     ("release", "{}\n", f"not a readable notebook (no list of cells); run `course release {ASSIGNMENT}` to write "

@@ -41,6 +41,7 @@ from ..sandbox.outcomes import NotebookFailed
 from ..text import plural, times
 from .diagnosis import prune_subsumed
 from .lateness import lateness, submission_time
+from .plugin import total_weight_problem, weight_problem
 from .proxy import StudentProxy
 from .results import CheckOutcome, SubmissionResult, TestResult, graded_now
 from .session import GraderRun, GraderSession, InstructorCode, load_instructor_code
@@ -208,9 +209,16 @@ def score(run: GraderRun, assignment: Assignment) -> Scored:
     for c in run.checks:
         totals[c.problem] = totals.get(c.problem, 0.0) + c.weight
     points = {p.name: p.points for p in assignment.problems}
+    # the session refuses such weights when it collects the graders; checks weighed otherwise are
+    # refused here alike, rather than scored past (or below) their problem's points
+    refused = [f"{c.name}: weight {c.weight!r}: {why}" for c in run.checks if (why := weight_problem(c.weight))] \
+        or [why for p, total in totals.items() if (why := total_weight_problem(p, points.get(p, 0.0), total))]
+    if refused:
+        return Scored(tests=(), broken=(*run.broken, "the checks' weights cannot share out the points: "
+                                        + "; ".join(refused)))
     tests = []
     for c in run.checks:
-        max_score = points.get(c.problem, 0.0) * c.weight / totals[c.problem] if totals[c.problem] else 0.0
+        max_score = points.get(c.problem, 0.0) * c.weight / totals[c.problem]
         note = root_cause_note(c, run.checks, assignment) if c.needs and c.status == "not_graded" else ""
         tests.append(TestResult(
             name=c.name, problem=c.problem, score=max_score if c.status == "passed" else 0.0,

@@ -9,6 +9,8 @@ runtest protocol or through the session's lean loop, so both give the same outco
 """
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import re
 import sys
@@ -135,6 +137,43 @@ def problem_of(path: Path) -> str:
     """test_layer_norm.py -> layer_norm"""
     stem = Path(path).stem
     return stem[len("test_"):] if stem.startswith("test_") else stem
+
+
+def weight_problem(weight: float) -> str:
+    """Why a number cannot be a check's weight ("" when it can): a weight is finite and not negative (0:
+    the check counts for nothing); a negative one would give the problem's other checks more than its points."""
+    return "" if math.isfinite(weight) and weight >= 0 else "a check's weight is a finite number, 0 or more"
+
+
+def points_weight(marker: pytest.Mark | None) -> tuple[float, str]:
+    """A test's weight from its `points` mark (1 without one), and why the mark gives none ("" when it
+    does): one positional number (a bool or a string is not one), finite and not negative."""
+    if marker is None:
+        return 1.0, ""
+    given = [repr(a) for a in marker.args] + [f"{k}={v!r}" for k, v in marker.kwargs.items()]
+    shown = truncate(f"@pytest.mark.points({', '.join(given)})", 120)
+    if len(marker.args) != 1 or marker.kwargs:
+        return 0.0, f"{shown}: a check's weight is one number, as @pytest.mark.points(2)"
+    value = marker.args[0]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return 0.0, f"{shown}: a check's weight is a number, not a {type(value).__name__}"
+    try:
+        weight = float(value) or 0.0        # -0.0 as 0.0
+    except (OverflowError, ValueError):
+        weight = math.inf
+    why = weight_problem(weight)
+    return (0.0, f"{shown}: {why}") if why else (weight, "")
+
+
+def total_weight_problem(problem: str, points: float, total: float) -> str:
+    """Why a problem's points cannot be shared out among checks whose weights add up to `total` (""
+    when they can): every check weighs nothing, or the sum is past what a float holds."""
+    if total == 0:
+        return (f"all checks of problem {problem} weigh 0, so none of its {points:g} points can be scored; "
+                f"give one of them @pytest.mark.points(w) with w above 0")
+    if not math.isfinite(total):
+        return f"the weights of problem {problem}'s checks add up to more than can be shared out (keep them small)"
+    return ""
 
 
 def classify(exc: BaseException | None, expect: Expect | None, folder: InstructorFolder | None = None) -> _Outcome:
@@ -303,13 +342,26 @@ class GradingPlugin:
                     f"{item.path.name}::{func}: unknown mark {', '.join(f'@pytest.mark.{n}' for n in unknown)} "
                     f"(a check's weight is @pytest.mark.points(w); graders may use {', '.join(sorted(known))})")
             groups.setdefault((str(item.path), func), []).append(item)
-        for members in groups.values():
-            marker = members[0].get_closest_marker("points")
-            weight = float(marker.args[0]) if marker and marker.args else 1.0
+        totals: dict[str, float] = {}               # problem -> its tests' weights added up (nan: a faulty mark)
+        files: dict[str, str] = {}
+        for (_, func), members in groups.items():
+            problem = problem_of(members[0].path)
+            files.setdefault(problem, members[0].path.name)
+            weight, why = points_weight(members[0].get_closest_marker("points"))
+            if why:
+                # a refused weight, not one taken as it is: a negative one would score the others past the points
+                self.collection_errors.append(f"{members[0].path.name}::{func}: {why}")
+            totals[problem] = totals.get(problem, 0.0) + (math.nan if why else weight)
             for item in members:
                 doc = (getattr(getattr(item, "function", None), "__doc__", None) or "").strip()
-                self.checks[item.nodeid] = CheckInfo(problem=problem_of(item.path), weight=weight / len(members),
+                self.checks[item.nodeid] = CheckInfo(problem=problem, weight=0.0 if why else weight / len(members),
                                                      description=doc.splitlines()[0] if doc else "")
+        for problem, total in totals.items():
+            if math.isnan(total):
+                continue                            # its faulty weight is named above
+            why = total_weight_problem(problem, self._problems[problem].points, total)
+            if why:
+                self.collection_errors.append(f"{files[problem]}: {why}")
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

@@ -449,3 +449,20 @@ def test_build_result_crashed_when_the_graders_could_not_run():
                                  notes=(), isolation=(), seconds=0)
     assert result.state == "crashed" and result.crash_reason.startswith("graders could not be collected")
     assert result.tests == () and result.grader_errors == () and result.score == 0 and result.grader_failed
+
+
+@pytest.mark.parametrize("weights, why", [
+    ((3.0, -1.0), "test_first.py::b: weight -1.0: a check's weight is a finite number, 0 or more"),
+    ((3.0, float("nan")), "test_first.py::b: weight nan: a check's weight is a finite number, 0 or more"),
+    ((0.0, 0.0), "all checks of problem first weigh 0, so none of its 4 points can be scored"),
+    ((1e308, 1e308), "the weights of problem first's checks add up to more than can be shared out"),
+], ids=["negative", "nan", "all-zero", "overflow"])
+def test_score_refuses_weights_that_cannot_share_out_a_problems_points(weights, why):
+    """Are checks whose weights would score a problem past its points (a negative one), or not share
+    them out at all (nan, all 0, a sum past a float), refused as broken grading with no test scored,
+    rather than a failing check of weight -1 giving its passing neighbour 6 of 4 points?"""
+    run = GraderRun(checks=(outcome("first", "a", weights[0]), outcome("first", "b", weights[1], "failed"),
+                            outcome("second", "c", 1.0)), broken=())
+    scored = engine.score(run, assignment(first=4, second=2))
+    assert scored.tests == () and len(scored.broken) == 1, scored
+    assert scored.broken[0].startswith(f"the checks' weights cannot share out the points: {why}"), scored.broken

@@ -524,3 +524,44 @@ def test_a_fixture_typo_is_named_in_one_line_with_the_fixtures_there_are(tmp_pat
     assert error.startswith("test_double.py::test_double_typo: fixture 'rgn' not found; available: student, "
                             "expect, rng, ref, tol, seed, problem"), error
     assert "\n" not in error and "FixtureRequest" not in error
+
+
+@pytest.mark.parametrize("mark, why", [
+    ("points(-1)", "@pytest.mark.points(-1): a check's weight is a finite number, 0 or more"),
+    ("points(float('nan'))", "@pytest.mark.points(nan): a check's weight is a finite number, 0 or more"),
+    ("points(float('inf'))", "@pytest.mark.points(inf): a check's weight is a finite number, 0 or more"),
+    ("points(10 ** 400)", "@pytest.mark.points(1000000000"),
+    ("points(True)", "@pytest.mark.points(True): a check's weight is a number, not a bool"),
+    ("points('3')", "@pytest.mark.points('3'): a check's weight is a number, not a str"),
+    ("points()", "@pytest.mark.points(): a check's weight is one number, as @pytest.mark.points(2)"),
+    ("points(w=2)", "@pytest.mark.points(w=2): a check's weight is one number, as @pytest.mark.points(2)"),
+], ids=["negative", "nan", "inf", "huge", "bool", "str", "none", "keyword"])
+def test_a_weight_that_is_not_a_finite_number_of_0_or_more_breaks_the_session_naming_file_and_test(
+        tmp_path, mark, why):
+    """Is a `points` mark whose weight is negative, not finite, not a number or not given as one
+    number a collection error naming the file and the test, rather than a weight that lets the
+    problem's other checks score past its points (3 and -1 gave the first 6 of 4 points)?"""
+    body = (f"import pytest\n\n@pytest.mark.points(3)\ndef test_double_a(student):\n    pass\n\n"
+            f"@pytest.mark.{mark}\ndef test_double_b(student):\n    assert False\n")
+    with session(tmp_path, {"test_double": body}, double=4) as s:
+        assert len(s.broken) == 1, s.broken
+        assert s.broken[0].startswith(f"graders could not be collected: test_double.py::test_double_b: {why}"), (
+            s.broken)
+        graded = s.run({"hw.ipynb": FakeProxy()}, seed=7)
+    assert graded.checks == () and score(graded, assignment(double=4)).tests == ()
+
+
+def test_a_problem_whose_checks_all_weigh_0_breaks_the_session_saying_so(tmp_path):
+    """When every check of a problem weighs 0, is that a collection error naming the grader file, the
+    problem and its points (rather than everyone scoring 0 with no grader error), while a check of
+    weight 0 beside one that weighs more is still a check that counts for nothing?"""
+    zero = ("import pytest\n\n@pytest.mark.points(0)\n@pytest.mark.parametrize('x', [1, 2])\n"
+            "def test_double_a(student, x):\n    pass\n\n@pytest.mark.points(0.0)\ndef test_double_b(student):\n"
+            "    pass\n")
+    with session(tmp_path, {"test_double": zero}, double=4) as s:
+        assert s.broken == ("graders could not be collected: test_double.py: all checks of problem double weigh 0, "
+                            "so none of its 4 points can be scored; give one of them @pytest.mark.points(w) with w "
+                            "above 0",)
+    results, graded = run(tmp_path, {"test_double": zero.replace("points(0.0)", "points(2)")}, double=4)
+    assert graded.broken == ()
+    assert [(t.max_score, t.score) for t in results.values()] == [(0.0, 0.0), (0.0, 0.0), (4.0, 4.0)]
