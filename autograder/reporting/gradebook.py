@@ -709,14 +709,24 @@ def _delete_cell(gb: Gradebook, cell: Any) -> None:
 def check_release(course: Course, assignment: Assignment, release: tuple[NotebookCells, ...]) -> None:
     """Raise ReleaseError (naming them) when the release drops cells that submissions have grades or
     comments for: recording the release would lose what was graded."""
+    from nbgrader.api import Notebook as GbNotebook
+
     with open_gradebook(course) as gb:
-        blocked = [what for row, what in _removals(gb, assignment, release) if _has_submission_data(row)]
+        blocked = [(row, what) for row, what in _removals(gb, assignment, release) if _has_submission_data(row)]
     if blocked:
+        # a cell is put back in the source notebook, a notebook (gradebook name: its file's stem) in course.yml
+        files = [f"{row.name}.ipynb" for row, _ in blocked if isinstance(row, GbNotebook)]
+        them = "them" if len(blocked) > 1 else "it"
+        back = []
+        if len(files) < len(blocked):
+            back.append(("the cells" if files else them) + " back in the source notebook")
+        if files:
+            back.append(f"{', '.join(files)} back in the `notebooks` of assignment {assignment.name} in course.yml")
         raise ReleaseError(
             f"gradebook {shown_url(course.gradebook_url)}: {assignment.name}: the new release no longer has "
-            f"{', '.join(blocked)}, which submissions have grades or comments for; put it back in the source "
-            f"notebook, or run `course release {assignment.name} --drop-grades` to remove it with those grades "
-            f"and comments (nothing was changed)")
+            f"{', '.join(what for _, what in blocked)}, which submissions have grades or comments for; put "
+            f"{' and '.join(back)}, or run `course release {assignment.name} --drop-grades` to remove "
+            f"{them} with those grades and comments (nothing was changed)")
 
 
 def apply_release(course: Course, assignment: Assignment, release: tuple[NotebookCells, ...], *,

@@ -433,6 +433,29 @@ def test_a_release_adds_cells_after_submissions_and_refuses_to_drop_graded_ones(
     assert auto_scores(course, assignment, "ada")["silu"] == 5.0
 
 
+def test_a_release_that_drops_a_graded_notebook_says_to_put_it_back_in_course_yml(course, assignment, ada):
+    """When course.yml names the assignment's notebook otherwise after grading (`notebooks: [act.ipynb]`), is
+    the release refused naming the graded notebook, and told to put its file back in the assignment's
+    `notebooks` in course.yml, rather than in the source notebook (a notebook is no cell of one)?"""
+    from autograder.errors import ReleaseError
+    from autograder.reporting.gradebook import NotebookCells, check_release
+
+    release_into(course, assignment)
+    record_grades(course, assignment, [ada])
+    renamed = dataclasses.replace(assignment, notebooks=("act.ipynb",), problems=tuple(
+        dataclasses.replace(p, notebook="act.ipynb") for p in assignment.problems))
+    grade = {p.grade_id: {"max_score": p.points, "cell_type": "code"} for p in renamed.problems}
+    spec = NotebookCells("act", None, {"grade": grade, "solution": {}, "task": {}, "source": {}})
+    with pytest.raises(ReleaseError) as refused:
+        check_release(course, renamed, (spec,))
+    assert str(refused.value).endswith(
+        f"transformer-block: the new release no longer has notebook {STEM}, which submissions have grades or "
+        f"comments for; put {NOTEBOOK} back in the `notebooks` of assignment transformer-block in course.yml, or "
+        f"run `course release transformer-block --drop-grades` to remove it with those grades and comments "
+        f"(nothing was changed)"), refused.value
+    assert auto_scores(course, assignment, "ada")["silu"] == 5.0
+
+
 def test_a_release_told_to_drop_grades_removes_a_graded_cell_with_its_grades(course, assignment, ada):
     """With `--drop-grades` (a grade_id renamed after grading), is the refusal's advice followed: the cell
     the release no longer has goes with the grades submissions had for it, and its line says so?"""
