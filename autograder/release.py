@@ -47,7 +47,7 @@ from .errors import ReleaseError
 from .layout import CourseLayout
 from .markers import Delimiters, course_delimiters, looks_like, marker_problems, metadata_problems
 from .notebooks import RefusedFile, read_regular
-from .text import truncate
+from .text import first_ids, truncate
 from .toolpath import tool, tool_env
 
 NBGRADER_MARKS = Delimiters()        # nbgrader's own markers
@@ -61,7 +61,7 @@ class ReleaseReport:
     checked_lines: int               # instructor-only lines looked for in release/
     points_written: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (source notebook, changes) from course.yml
     gradebook: tuple[str, ...] = ()  # gradebook entries created, changed or removed
-    warnings: tuple[str, ...] = ()   # nbgrader ids renamed after students submitted (`renamed_ids`)
+    warnings: tuple[str, ...] = ()   # ids renamed after students submitted (`renamed_ids`)
 
 
 def nbgrader(course: Course, *args: str, root: Path | None = None,
@@ -253,18 +253,45 @@ def _ids_by_kind(nb: dict[str, Any]) -> dict[str, set[str]]:
     return out
 
 
+def _folders(base: Path) -> list[str]:
+    """The names of the folders in `base` (not through a link), sorted; none when it is no folder."""
+    return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.is_symlink()) if base.is_dir() else []
+
+
+def _held_ids(path: Path, max_bytes: int) -> dict[str, set[str]] | None:
+    """The nbgrader ids by kind (`_ids_by_kind`) of the notebook at `path`, read as the grader reads a
+    submission (a regular file within `max_bytes`, never through a link); None when it is not one."""
+    try:
+        nb = json.loads(read_regular(path, max_bytes))
+    except (RefusedFile, ValueError, RecursionError):
+        return None
+    return _ids_by_kind(nb) if isinstance(nb, dict) else None
+
+
 def renamed_ids(course: Course, assignment: Assignment, released: Path) -> list[str]:
-    """A line per notebook and kind of cell (grade, answer, task) where the new release in `released` has
-    ids that no notebook in submitted/ has, while submitted notebooks have ids of that kind the release
-    no longer has: most likely an id renamed in source/ after students submitted. Those notebooks keep
-    the old id, and formgrader matches the boxes of a submission's page to the gradebook by id, so for
-    them the new cell gets no score or comment box (nbgrader's own generate_assignment refuses any added
-    or removed cell once there are submissions). Submitted files are only read, as the grader reads
-    them; one that is not a regular file, not notebook JSON, or over the size limit is left out."""
+    """Warnings, one line each per notebook, about nbgrader ids of the new release in `released` that
+    formgrader cannot show for submissions made or graded before it: most likely an id renamed in
+    source/ after students submitted. Formgrader shows a submission's autograded copy and puts a score
+    or comment box on each cell of it whose id the gradebook has for that submission.
+
+    - An answer or task cell: a line when the release has ids of that kind that no notebook in
+      submitted/ has, while submitted notebooks have ids of that kind the release no longer has. Those
+      notebooks keep the old id, grading again does not change it (their copies lose the old id's
+      marking and never get the new one), so formgrader shows them no comment box for the new one
+      until the old id is put back (nbgrader's own generate_assignment refuses any added or removed
+      cell once there are submissions).
+    - A grade cell (renamed in course.yml too, as the release requires): a line naming the students
+      whose autograded copy has a grade id the release no longer has and lacks one it has. Grading
+      puts the released grade cell back in the copy, so formgrader shows its score box once
+      they are graded again; until then it shows none, and the gradebook's grade for the new cell
+      has no score.
+
+    Submitted files and copies are only read, as the grader reads submissions; one that is not a
+    regular file, not notebook JSON, or over the size limit is left out."""
     layout = course.layout
     max_bytes = int(assignment.limits.notebook_mb * 1024 * 1024)
-    students = sorted(p.name for p in layout.submitted_dir.iterdir() if p.is_dir() and not p.is_symlink()) \
-        if layout.submitted_dir.is_dir() else []
+    students = _folders(layout.submitted_dir)
+    graded = _folders(layout.autograded_dir)
     out = []
     for name in assignment.notebooks:
         new_nb = notebook_json(released / name)
@@ -273,14 +300,11 @@ def renamed_ids(course: Course, assignment: Assignment, released: Path) -> list[
         wanted = _ids_by_kind(new_nb)
         held: dict[str, dict[str, int]] = {kind: {} for kind in ID_KINDS}   # kind -> id -> notebooks holding it
         for sid in students:
-            try:   # a regular file within the size limit, as the grader reads it (never through a link)
-                nb = json.loads(read_regular(layout.submission(sid, assignment.name) / name, max_bytes))
-            except (RefusedFile, ValueError, RecursionError):
-                continue
-            for kind, ids in (_ids_by_kind(nb) if isinstance(nb, dict) else {}).items():
+            for kind, ids in (_held_ids(layout.submission(sid, assignment.name) / name, max_bytes) or {}).items():
                 for grade_id in ids:
                     held[kind][grade_id] = held[kind].get(grade_id, 0) + 1
-        for kind, word in ID_KINDS.items():
+        for kind in ("solution", "task"):       # grade cells: their autograded copies, below
+            word = ID_KINDS[kind]
             new = sorted(wanted[kind] - set(held[kind]))
             gone = sorted(set(held[kind]) - wanted[kind])
             if not (new and gone):
@@ -292,6 +316,24 @@ def renamed_ids(course: Course, assignment: Assignment, released: Path) -> list[
                        f"students submitted?): formgrader shows those submissions no box for {', '.join(new)}; "
                        f"put the old id back in {layout.relative(layout.source(assignment.name) / name)} and run "
                        f"`course release {assignment.name}` again")
+        stale: list[str] = []
+        lacking: set[str] = set()
+        kept: set[str] = set()
+        for sid in graded:
+            copied = _held_ids(layout.autograded(sid, assignment.name) / name, max_bytes)
+            if copied is None or not (wanted["grade"] - copied["grade"] and copied["grade"] - wanted["grade"]):
+                continue
+            stale.append(sid)
+            lacking |= wanted["grade"] - copied["grade"]
+            kept |= copied["grade"] - wanted["grade"]
+        if stale:
+            added, old, n = ", ".join(sorted(lacking)), ", ".join(sorted(kept)), len(stale)
+            out.append(f"{name}: the release's grade cell {added} is not yet in the autograded "
+                       f"cop{'ies' if n != 1 else 'y'} of {n} submission{'s' * (n != 1)} graded before it "
+                       f"({first_ids(stale)}), which still {'have' if n != 1 else 'has'} {old} (a grade id "
+                       f"renamed in source/ and course.yml): formgrader shows {'them' if n != 1 else 'it'} no "
+                       f"score box for {added}, and the gradebook no score for it, until `course autograde "
+                       f"{assignment.name} --force` grades {'them' if n != 1 else 'it'} again")
     return out
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -176,6 +177,60 @@ def test_release_warns_of_an_answer_id_renamed_after_students_submitted(tmp_path
         "back in source/transformer-block/transformer-block.ipynb and run `course release transformer-block` again"]
     assert renamed("silu_answer", "silu_solution") == []
     assert {p: p.read_bytes() for p in submitted} == submitted
+
+
+def _formgrader_boxes(course: Path, student: str) -> tuple[set[str], set[str]]:
+    """What formgrader shows `student` of the assignment's notebook: the grade ids whose score box its
+    page holds (the autograded copy rendered as formgrader renders it), and those the gradebook has a
+    grade for, with a score (formgrader binds a box to the grade of the same name)."""
+    from nbgrader.api import Gradebook
+    from reporting.test_feedback_formgrader import formgrader_html
+
+    page = formgrader_html(CourseLayout(course).autograded(student, ASSIGNMENT) / NOTEBOOK)
+    boxes = set(re.findall(r'<input class="score tabbable" id="([^"]+)"', page))
+    with Gradebook(load_course(course).gradebook_url) as gb:
+        grades = gb.find_submission_notebook(ASSIGNMENT, NOTEBOOK.removesuffix(".ipynb"), student).grades
+        scored = {g.name for g in grades if g.auto_score is not None or g.manual_score is not None}
+    return boxes, scored
+
+
+def test_release_of_a_grade_id_renamed_after_grading_names_who_lacks_its_box_until_graded_again(tmp_path):
+    """After ada and katherine were graded, test_silu renamed silu_check in course.yml and source/ and released
+    with --drop-grades, as the README says: is the one warning true of nbgrader (formgrader's page of each
+    autograded copy has no score box for silu_check, the gradebook no score for it) and does it name both and
+    say to grade again; and once `course autograde --force` graded them again, do page and gradebook have
+    silu_check, with its score, and is a release again silent?"""
+    from autograder import api
+    from conftest import course_cmd, course_with_students
+
+    course = course_with_students(tmp_path / "course", ("ada", "katherine"))
+    course_cmd(course, "autograde", ASSIGNMENT)
+    config = CourseLayout(course).config
+    config.write_text(config.read_text().replace("silu: {points: 5}", "silu: {points: 5, grade_id: silu_check}"))
+    path = source_notebook(course)
+    nb = json.loads(path.read_text())
+    [cell] = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "test_silu"]
+    cell["metadata"]["nbgrader"]["grade_id"] = "silu_check"
+    path.write_text(json.dumps(nb))
+
+    lines: list[str] = []
+    api.release(course, ASSIGNMENT, log=lines.append, drop_grades=True)
+    assert [line for line in lines if line.startswith("WARNING")] == [
+        "WARNING: transformer-block.ipynb: the release's grade cell silu_check is not yet in the autograded copies "
+        "of 2 submissions graded before it (ada, katherine), which still have test_silu (a grade id renamed in "
+        "source/ and course.yml): formgrader shows them no score box for silu_check, and the gradebook no score "
+        "for it, until `course autograde transformer-block --force` grades them again"]
+    for student in ("ada", "katherine"):
+        boxes, scored = _formgrader_boxes(course, student)
+        assert "silu_check" not in boxes and "silu_check" not in scored and "test_layer_norm" in boxes & scored
+
+    course_cmd(course, "autograde", ASSIGNMENT, "--force")
+    for student in ("ada", "katherine"):
+        boxes, scored = _formgrader_boxes(course, student)
+        assert "silu_check" in boxes & scored and "test_silu" not in boxes | scored
+    lines.clear()
+    api.release(course, ASSIGNMENT, log=lines.append)
+    assert not [line for line in lines if line.startswith("WARNING")]
 
 
 def test_release_names_cells_that_share_an_id(course_copy):
