@@ -16,6 +16,9 @@ What is checked (by `course validate`, and by `course release` before it builds 
   not also in a given cell: a student who deleted the stub would be graded on the given function),
   above the problem's grade cell (which calls it).
 
+What is only warned of (by both): a Markdown heading stating points ("## 1. ReLU (4 points)") other
+than course.yml gives the problems below it (`heading_points_problems`); headings are not rewritten.
+
 Notebooks are handled as plain JSON dicts (nbformat 4), so this module can run anywhere.
 """
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -312,17 +315,32 @@ def notebook_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
+NotebookCheck = Callable[[dict[str, Any], Assignment, str, str], list[str]]
+
+
+def each_notebook(course: Course, assignment: Assignment, check: NotebookCheck, *, released: bool) -> list[str]:
+    """What `check(nb, assignment, notebook, where)` finds in each of `assignment`'s released notebooks (else
+    its source notebooks), `where` the notebook's path from the course; one that cannot be read is left out."""
+    layout = course.layout
+    folder = layout.release(assignment.name) if released else layout.source(assignment.name)
+    out = []
+    for name in assignment.notebooks:
+        nb = notebook_json(folder / name)
+        if nb is not None:
+            out += check(nb, assignment, name, layout.relative(folder / name))
+    return out
+
+
 def release_points_problems(course: Course, assignment: Assignment) -> list[str]:
     """Where the released notebooks show students other points than course.yml grades them on (its
     points were changed after `course release`): one line per disagreement (`points_problems`)."""
-    layout = course.layout
-    out = []
-    for name in assignment.notebooks:
-        path = layout.release(assignment.name) / name
-        nb = notebook_json(path)
-        if nb is not None:
-            out += points_problems(nb, assignment, name, layout.relative(path))
-    return out
+    return each_notebook(course, assignment, points_problems, released=True)
+
+
+def source_heading_problems(course: Course, assignment: Assignment) -> list[str]:
+    """The source notebooks' headings that state other points than course.yml gives
+    (`heading_points_problems`; the release has the same headings): `course validate`'s warnings."""
+    return each_notebook(course, assignment, heading_points_problems, released=False)
 
 
 def points_problems(nb: dict[str, Any], assignment: Assignment, notebook: str, where: str) -> list[str]:
@@ -357,6 +375,73 @@ def points_problems(nb: dict[str, Any], assignment: Assignment, notebook: str, w
         for name in rows:
             out.append(f"{where}: the points table in the intro lists {name}, which is not a problem of this "
                        f"notebook in course.yml (run `course release`)")
+    return out
+
+
+# a Markdown heading (ATX: 1 to 6 `#`), and the points it states, conservatively: a number of points in
+# brackets, "(4 points)", "[1 pt]", or ending the heading, "ReLU: 4 pts", "ReLU - 4 points."
+HEADING = re.compile(r"^ {0,3}(?P<level>#{1,6})[ \t]+(?P<text>.*?)[ \t]*$")
+FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_POINTS_UNIT = r"(?:points?|pts?)\.?"
+STATED_POINTS = re.compile(rf"[(\[][ \t]*(?P<inner>\d+(?:\.\d+)?)[ \t]*{_POINTS_UNIT}[ \t]*[)\]]"
+                           rf"|(?<![\w.])(?P<end>\d+(?:\.\d+)?)[ \t]*{_POINTS_UNIT}[ \t*_]*#*$", re.IGNORECASE)
+
+
+def _headings(nb: dict[str, Any]) -> list[tuple[int, int, int, str]]:
+    """(cell index, line, level, text) of each ATX heading of `nb`'s Markdown cells, in order; lines in a
+    fenced code block are not headings."""
+    out = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "markdown":
+            continue
+        fenced = False
+        for n, line in enumerate(cell_text(cell).split("\n")):
+            if FENCE.match(line):
+                fenced = not fenced
+            elif not fenced and (m := HEADING.match(line)):
+                out.append((i, n, len(m.group("level")), m.group("text")))
+    return out
+
+
+def _problems_named(problems: list[Problem]) -> str:
+    """"problem relu", "problems silu and swiglu_ffn", "problems a, b and c"."""
+    names = " and ".join(", ".join(p.name for p in problems).rsplit(", ", 1))
+    return f"{'problem' if len(problems) == 1 else 'problems'} {names}"
+
+
+def heading_points_problems(nb: dict[str, Any], assignment: Assignment, notebook: str, where: str) -> list[str]:
+    """A Markdown heading of `nb` (file `notebook`, shown as `where`) that states a number of points
+    (`STATED_POINTS`) other than course.yml gives the problems whose grade cells follow it, one line
+    each naming the notebook and the cell. Either count is right: the problems up to the next heading
+    (the heading's own), or those of its whole section (up to the next heading of its level or above,
+    its sub-headings' included). A heading followed by no problem's grade cell is not checked.
+    `course release` writes points into the grade cells and the intro's table, not into headings."""
+    cells = nb.get("cells", [])
+    graded = grade_cells(nb)
+    at = {graded[p.grade_id][0]: p for p in notebook_problems(assignment, notebook) if p.grade_id in graded}
+    headings = _headings(nb)
+    out = []
+    for k, (i, n, level, text) in enumerate(headings):
+        stated = STATED_POINTS.search(text)
+        if stated is None:
+            continue
+        later = headings[k + 1:]
+        own = [at[c] for c in range(i + 1, later[0][0] if later else len(cells)) if c in at]
+        section = [at[c] for c in range(i + 1, next((j for j, _, lv, _ in later if lv <= level), len(cells)))
+                   if c in at]
+        said = float(stated.group("inner") or stated.group("end"))
+        counts = [sum(p.points for p in group) for group in (own, section) if group]
+        if not counts or said in counts:
+            continue
+        lines = cell_text(cells[i]).split("\n")
+        first = next((line.strip() for line in lines if line.strip()), "")
+        heading = "its heading" if lines[n].strip() == first else \
+            f"the heading `{truncate(text, 60).replace('`', chr(39))}`"
+        given = f"{_problems_named(own or section)} {points_text(counts[0])}"
+        if own and len(section) > len(own):
+            given += f", and to its section's {_problems_named(section)} {points_text(counts[1])}"
+        out.append(f"{where}: {cell_name(nb, i)}: {heading} says {points_text(said)} points, but course.yml gives "
+                   f"{given} (`course release` does not rewrite headings: edit it)")
     return out
 
 

@@ -14,7 +14,9 @@ without saying where, or mishandle silently (see `markers`: unpaired or misplace
 hidden-test markers, a line that looks like a marker but is not one, a solution cell with a function
 and no solution region), and for what course.yml cannot fix (see `consistency.notebook_problems_found`:
 a grade cell changed to Markdown, or a problem's function defined in no cell or in two, for two); each
-problem is named by notebook and cell.
+problem is named by notebook and cell. A heading that states other points than course.yml gives its
+problems ("## 1. ReLU (4 points)" above a problem worth 5) is a warning naming the notebook and cell
+(`consistency.heading_points_problems`): the release is built all the same.
 
 The leak check fails the release if any line that only exists inside a solution or hidden-test
 region of the source survives in release/, if any nbgrader marker, or a line that looks like one,
@@ -38,6 +40,7 @@ from .consistency import (
     _nbgrader,
     cell_name,
     cell_text,
+    heading_points_problems,
     notebook_json,
     notebook_problems_found,
     read_notebook_json,
@@ -61,7 +64,7 @@ class ReleaseReport:
     checked_lines: int               # instructor-only lines looked for in release/
     points_written: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (source notebook, changes) from course.yml
     gradebook: tuple[str, ...] = ()  # gradebook entries created, changed or removed
-    warnings: tuple[str, ...] = ()   # ids renamed after students submitted (`renamed_ids`)
+    warnings: tuple[str, ...] = ()   # `heading_points_problems` of the sources, then `renamed_ids`
 
 
 def nbgrader(course: Course, *args: str, root: Path | None = None,
@@ -346,6 +349,7 @@ def release(course: Course, assignment: Assignment, *, drop_grades: bool = False
     layout = course.layout
     marks = course_delimiters(course.root)
     sources = {}
+    headings: list[str] = []       # headings stating other points than course.yml's
     for name in assignment.notebooks:
         source_nb = layout.source(assignment.name) / name
         where = layout.relative(source_nb)
@@ -356,6 +360,7 @@ def release(course: Course, assignment: Assignment, *, drop_grades: bool = False
         if problems:
             raise ReleaseError("; ".join(problems))
         sources[name] = nb
+        headings += heading_points_problems(nb, assignment, name, where)
 
     with tempfile.TemporaryDirectory(prefix=".course-release-", dir=course.root) as tmp:
         build = CourseLayout(Path(tmp))
@@ -397,4 +402,4 @@ def release(course: Course, assignment: Assignment, *, drop_grades: bool = False
                          notebooks=tuple(target / n for n in assignment.notebooks),
                          checked_lines=checked,
                          points_written=tuple((name, tuple(lines)) for name, lines in points.items() if lines),
-                         gradebook=recorded, warnings=tuple(renamed))
+                         gradebook=recorded, warnings=(*headings, *renamed))

@@ -43,6 +43,7 @@ from .consistency import (
     notebook_json,
     points_problems,
     require_release,
+    source_heading_problems,
     uncollected_checks,
     version_problem,
 )
@@ -478,4 +479,5 @@ def validate(course: Course, assignment: Assignment) -> ValidationReport:
     return ValidationReport(assignment=assignment.name, source_runs=source_runs, release_runs=release_runs,
                             source_score=(source.score, source.max_score),
                             release_score=(released.score, released.max_score), problems=tuple(problems),
-                            warnings=tuple(uncollected_checks(course, assignment)))
+                            warnings=(*source_heading_problems(course, assignment),
+                                      *uncollected_checks(course, assignment)))

@@ -14,11 +14,14 @@ from autograder.consistency import (
     find_table,
     grade_cells,
     grader_file_problems,
+    heading_points_problems,
     notebook_problems_found,
     points_problems,
+    source_heading_problems,
     uncollected_checks,
     write_points,
 )
+from autograder.layout import CourseLayout
 from conftest import PROJECT
 
 ASSIGNMENT = "transformer-block"
@@ -268,3 +271,68 @@ def test_results_graded_while_a_grader_failed_are_named():
         "in formgrader)")
     assert grader_failures(a, failed[:3]).startswith("hw: the grade of c counts 0 for checks whose grader code")
     assert stale_results(a, failed) == [grader_failures(a, failed)]
+
+
+def headed(nb: dict, cell: int, text: str) -> dict:
+    """`nb` (in place) with the Markdown cell `cell` (0-based) made `text`."""
+    assert nb["cells"][cell]["cell_type"] == "markdown"
+    nb["cells"][cell]["source"] = text
+    return nb
+
+
+def test_no_heading_of_the_shipped_source_notebooks_is_taken_for_wrong_points():
+    """Do the shipped source notebooks, as they are and with their sections' headings stating the points
+    course.yml gives (a section's own problem, or all of its section's), give no warning?"""
+    course = load_course(PROJECT.root)
+    for a in course.assignments:
+        for name in a.notebooks:
+            path = PROJECT.source(a.name) / name
+            if path.is_file():
+                assert heading_points_problems(json.loads(path.read_text()), a, name, "src") == [], path
+    nb = json.loads((PROJECT.source(ASSIGNMENT) / NB).read_text())
+    assignment = course.assignment(ASSIGNMENT)
+    headed(nb, 3, "## 1. Layer normalisation (12 points)\n\nThe layer_norm of one token.")
+    headed(nb, 7, "### RMSNorm, the lighter variant — 5 pts")
+    headed(nb, 11, "## 2. Why several heads, and what they cost [15 Points]")
+    headed(nb, 29, "## 5. SwiGLU: a gated feed-forward network (**20 points**)")
+    headed(nb, 38, "## 6. Counting parameters: 8 points.")
+    headed(nb, 42, "## 7. Putting numbers on it (3 points)")          # no problem's grade cell below it
+    headed(nb, 13, "### 2 points to note about `split_heads`")               # no stated points: 10
+    headed(nb, 17, "### `merge_heads` (4 points each)\n\n```\n# (1 point)\n```")   # 5, and a fenced comment
+    assert heading_points_problems(nb, assignment, NB, WHERE) == []
+
+
+@pytest.mark.parametrize("cell, text, message", [
+    (3, "## 1. Layer normalisation (13 points)\n\nx",
+     "cell 4 (`## 1. Layer normalisation (13 points)`): its heading says 13 points, but course.yml gives problem "
+     "layer_norm 12, and to its section's problems layer_norm and rms_norm 17"),
+    (7, "RMSNorm comes next.\n\n### RMSNorm, the lighter variant [4 pts]",
+     "cell 8 (`RMSNorm comes next.`): the heading `RMSNorm, the lighter variant [4 pts]` says 4 points, but "
+     "course.yml gives problem rms_norm 5"),
+    (29, "## 5. SwiGLU: 7.5 points", "cell 30 (`## 5. SwiGLU: 7.5 points`): its heading says 7.5 points, but "
+     "course.yml gives problem silu 5, and to its section's problems silu and swiglu_ffn 20"),
+])
+def test_a_heading_stating_other_points_than_course_yml_is_named_with_its_cell(nb, assignment, cell, text, message):
+    """Is a heading whose "(N points)" / "N pts" differs from course.yml's points of its problems (its own
+    and its section's) named in one line with the notebook, the cell and both numbers?"""
+    assert heading_points_problems(headed(nb, cell, text), assignment, NB, WHERE) == [
+        f"{WHERE}: {message} (`course release` does not rewrite headings: edit it)"]
+
+
+def test_a_heading_whose_points_course_yml_changed_is_named_by_validate(course_copy):
+    """With silu at 8 in course.yml under a heading that says 5 points, does the check whose lines `course
+    validate` prints as warnings (`source_heading_problems`) name the source notebook's heading?"""
+    layout = CourseLayout(course_copy)
+    path = layout.source(ASSIGNMENT) / NB
+    path.write_text(json.dumps(headed(json.loads(path.read_text()), 29, "## 5. SwiGLU (5 points)")))
+
+    def warned() -> list[str]:
+        course = load_course(course_copy)
+        return source_heading_problems(course, course.assignment(ASSIGNMENT))
+
+    assert warned() == []
+    layout.config.write_text(layout.config.read_text().replace("silu: {points: 5}", "silu: {points: 8}"))
+    assert warned() == [
+        f"{WHERE}: cell 30 (`## 5. SwiGLU (5 points)`): its heading says 5 points, but course.yml gives problem "
+        f"silu 8, and to its section's problems silu and swiglu_ffn 23 (`course release` does not rewrite "
+        f"headings: edit it)"]

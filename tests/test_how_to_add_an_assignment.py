@@ -111,7 +111,29 @@ def test_recipe_release_prints_what_the_page_shows(followed):
     layout, out = followed
     assert out["release"].returncode == 0, out["release"].stderr
     assert shown("released ") in out["release"].stdout
+    assert "WARNING" not in out["release"].stdout, out["release"].stdout
     assert (layout.release(NAME) / f"{NAME}.ipynb").is_file()
+
+
+def test_recipe_points_changed_under_a_heading_stating_them_are_warned_of_as_the_page_shows(tmp_path):
+    """With `relu: {points: 5}` in course.yml and the page's notebook still heading relu "(4 points)", does
+    `course release` give the grade cell 5 points and print the page's warning, naming the notebook and cell,
+    and `course validate` too, while it passes?"""
+    folder = copy_course(tmp_path / "course")
+    apply_files(folder)
+    layout = CourseLayout(folder)
+    config = layout.config.read_text(encoding="utf-8")
+    assert config.count("relu: {points: 4}") == 1
+    layout.config.write_text(config.replace("relu: {points: 4}", "relu: {points: 5}"), encoding="utf-8")
+    proc = course(folder, "release", NAME)
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in proc.stdout.splitlines() if line.startswith("WARNING")] == [shown("WARNING: ")]
+    cells = json.loads((layout.release(NAME) / f"{NAME}.ipynb").read_text(encoding="utf-8"))["cells"]
+    assert [c["metadata"]["nbgrader"]["points"] for c in cells
+            if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_relu"] == [5]
+    validated = course(folder, "validate", NAME)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert [line for line in validated.stdout.splitlines() if line.startswith("WARNING")] == [shown("WARNING: ")]
 
 
 def test_recipe_validate_passes_as_the_page_says(followed):
