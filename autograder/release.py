@@ -335,8 +335,9 @@ def renamed_ids(course: Course, assignment: Assignment, released: Path) -> list[
                        f"cop{'ies' if n != 1 else 'y'} of {n} submission{'s' * (n != 1)} graded before it "
                        f"({first_ids(stale)}), which still {'have' if n != 1 else 'has'} {old} (a grade id "
                        f"renamed in source/ and course.yml): formgrader shows {'them' if n != 1 else 'it'} no "
-                       f"score box for {added}, and the gradebook no score for it, until `course autograde "
-                       f"{assignment.name} --force` grades {'them' if n != 1 else 'it'} again")
+                       f"score box for {added}, and the gradebook no score for it, until the next `course "
+                       f"autograde {assignment.name}` grades {'them' if n != 1 else 'it'} again (a new release "
+                       f"grades everyone again)")
     return out
 
 

@@ -198,7 +198,7 @@ def test_release_of_a_grade_id_renamed_after_grading_names_who_lacks_its_box_unt
     """After ada and katherine were graded, test_silu renamed silu_check in course.yml and source/ and released
     with --drop-grades, as the README says: is the one warning true of nbgrader (formgrader's page of each
     autograded copy has no score box for silu_check, the gradebook no score for it) and does it name both and
-    say to grade again; and once `course autograde --force` graded them again, do page and gradebook have
+    say to grade again; and once the next `course autograde` graded them again, do page and gradebook have
     silu_check, with its score, and is a release again silent?"""
     from autograder import api
     from conftest import course_cmd, course_with_students
@@ -219,12 +219,13 @@ def test_release_of_a_grade_id_renamed_after_grading_names_who_lacks_its_box_unt
         "WARNING: transformer-block.ipynb: the release's grade cell silu_check is not yet in the autograded copies "
         "of 2 submissions graded before it (ada, katherine), which still have test_silu (a grade id renamed in "
         "source/ and course.yml): formgrader shows them no score box for silu_check, and the gradebook no score "
-        "for it, until `course autograde transformer-block --force` grades them again"]
+        "for it, until the next `course autograde transformer-block` grades them again (a new release grades "
+        "everyone again)"]
     for student in ("ada", "katherine"):
         boxes, scored = _formgrader_boxes(course, student)
         assert "silu_check" not in boxes and "silu_check" not in scored and "test_layer_norm" in boxes & scored
 
-    course_cmd(course, "autograde", ASSIGNMENT, "--force")
+    course_cmd(course, "autograde", ASSIGNMENT)
     for student in ("ada", "katherine"):
         boxes, scored = _formgrader_boxes(course, student)
         assert "silu_check" in boxes & scored and "test_silu" not in boxes | scored
