@@ -920,18 +920,21 @@ def _noting_interrupt(line: Callable[[], str]) -> Callable[..., bool]:
 
 def interrupted_line(assignment: str, student: str | None, not_graded: int, total: int, *, force: bool) -> str:
     """What to say of a batch of `total` submissions stopped before it graded `not_graded` of them (""
-    when it graded all): the next `course autograde` grades them, or, when this one was given --force,
+    when it graded all): the next `course autograde` takes them up (grading those new or changed: a plain
+    run had not yet looked whether they were), or, when this one was given --force,
     that it must be given again: without it, a submission graded before and unchanged since keeps its
     earlier result."""
     if not not_graded:
         return ""
     command = f"course autograde {assignment}" + (f" --student {student}" if student else "")
-    head = f"{not_graded} of {plural(total, 'submission')} {'was' if not_graded == 1 else 'were'} not graded"
-    if not force:
-        return f"{head}; the next `{command}` grades {'it' if not_graded == 1 else 'them'}"
+    one = not_graded == 1
+    head = f"{not_graded} of {plural(total, 'submission')} {'was' if one else 'were'} not graded"
+    if not force:                                # some of them may be unchanged: the run had not looked yet
+        return (f"{not_graded} of {plural(total, 'submission')} {'was' if one else 'were'} not reached (neither "
+                f"graded nor found unchanged); the next `{command}` takes {'it' if one else 'them'} up")
     return (f"{head}; this run was given --force, and the next `{command}` without it keeps the earlier result of "
             f"a submission graded before and unchanged since: run `{command} --force` to grade "
-            f"{'it' if not_graded == 1 else 'them'}")
+            f"{'it' if one else 'them'}")
 
 
 def crash_line(result: SubmissionResult) -> str:

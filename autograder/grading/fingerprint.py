@@ -178,10 +178,11 @@ def graders_version(course: Course, assignment: Assignment) -> str:
 
 
 def student_extension(assignment: Assignment, student: str) -> str:
-    """What the assignment's course.yml entry gives `student` alone, for their grading key: their
-    extension as written ("" without one, or with one of no time, which grades as none)."""
+    """What the assignment's course.yml entry gives `student` alone, for their grading key: the length of
+    their extension in seconds, however written (`{days: 2}` and `{hours: 48}` are one key; "" without
+    one, or with one of no time, which grades as none)."""
     extension = assignment.extensions.get(student)
-    return repr(extension) if extension is not None and extension.delta else ""
+    return f"{extension.delta.total_seconds()!r} s" if extension is not None and extension.delta else ""
 
 
 def course_version(course: Course, assignment: Assignment) -> str:

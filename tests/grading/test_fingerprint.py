@@ -160,6 +160,8 @@ def test_the_graders_version_leaves_out_extensions_which_the_students_own_keys_c
     assert course_version(course, given) != course_version(course, a)
     assert student_extension(given, "ada") == student_extension(a, "alan") == ""
     assert student_extension(dataclasses.replace(a, extensions={"alan": Extension()}), "alan") == ""
+    in_hours = dataclasses.replace(a, extensions={"alan": Extension(hours=48)})
+    assert student_extension(in_hours, "alan") == student_extension(given, "alan") != ""   # the same length
     keys = {grading_key("g", "s", seed=1, on_roster=True, extension=student_extension(b, "alan"))
             for b in (a, given, dataclasses.replace(a, extensions={"alan": Extension(days=3)}))}
     assert len(keys) == 3
