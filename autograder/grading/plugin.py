@@ -165,6 +165,23 @@ def points_weight(marker: pytest.Mark | None) -> tuple[float, str]:
     return (0.0, f"{shown}: {why}") if why else (weight, "")
 
 
+def check_name(item: pytest.Item, *, case: bool = False) -> str:
+    """A check as a grader's errors name it: its file and test, class included (`test_x.py::TestX::test_x_y`),
+    without the case of a parametrised test (the cases of one check share its weight) unless `case`."""
+    base = item.nodeid
+    original = getattr(item, "originalname", None)
+    if not case and original and original != item.name and base.endswith(item.name):
+        base = base[:-len(item.name)] + original
+    return "::".join([item.path.name, *base.split("::")[1:]])
+
+
+def case_weight(item: pytest.Item) -> tuple[float, str, bool]:
+    """A check's (or one case's) weight and why its mark gives none, as `points_weight`, and whether the
+    mark is the case's own (`pytest.param(..., marks=pytest.mark.points(w))`, read before the test's)."""
+    case = [m for m in getattr(getattr(item, "callspec", None), "marks", ()) if m.name == "points"]
+    return *points_weight(case[0] if case else item.get_closest_marker("points")), bool(case)
+
+
 def total_weight_problem(problem: str, points: float, total: float) -> str:
     """Why a problem's points cannot be shared out among checks whose weights add up to `total` (""
     when they can): every check weighs nothing, or the sum is past what a float holds."""
@@ -326,6 +343,7 @@ class GradingPlugin:
 
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
+        # one check per test (its class included), a parametrised test's cases sharing its weight
         groups: dict[tuple[str, str], list[pytest.Item]] = {}
         known = registered_marks(config)
         for item in items:
@@ -334,23 +352,33 @@ class GradingPlugin:
                 self.collection_errors.append(
                     f"{item.path.name}: no problem named {problem!r} in course.yml")
                 continue
-            func = getattr(item, "originalname", None) or item.name
+            name = check_name(item)
             unknown = sorted({m.name for m in item.iter_markers()} - known)
             if unknown:
                 # a mistyped `points` would otherwise leave the check at the default weight, unseen
                 self.collection_errors.append(
-                    f"{item.path.name}::{func}: unknown mark {', '.join(f'@pytest.mark.{n}' for n in unknown)} "
+                    f"{name}: unknown mark {', '.join(f'@pytest.mark.{n}' for n in unknown)} "
                     f"(a check's weight is @pytest.mark.points(w); graders may use {', '.join(sorted(known))})")
-            groups.setdefault((str(item.path), func), []).append(item)
+            groups.setdefault((str(item.path), name), []).append(item)
         totals: dict[str, float] = {}               # problem -> its tests' weights added up (nan: a faulty mark)
         files: dict[str, str] = {}
-        for (_, func), members in groups.items():
+        for (_, name), members in groups.items():
             problem = problem_of(members[0].path)
             files.setdefault(problem, members[0].path.name)
-            weight, why = points_weight(members[0].get_closest_marker("points"))
-            if why:
-                # a refused weight, not one taken as it is: a negative one would score the others past the points
-                self.collection_errors.append(f"{members[0].path.name}::{func}: {why}")
+            # every case's own weight is checked: a refused weight, not one taken as it is (a negative one
+            # would score the others past the points), and the cases of one check weigh alike
+            weights, why = set(), ""
+            for item in members:
+                weight, why, own = case_weight(item)
+                if why:
+                    self.collection_errors.append(f"{check_name(item, case=own)}: {why}")
+                    break
+                weights.add(weight)
+            if not why and len(weights) > 1:
+                why = ("a weight on one case of a parametrised check: put @pytest.mark.points on the test "
+                       "function")
+                self.collection_errors.append(f"{name}: {why}")
+            weight = weights.pop() if not why else 0.0
             totals[problem] = totals.get(problem, 0.0) + (math.nan if why else weight)
             for item in members:
                 doc = (getattr(getattr(item, "function", None), "__doc__", None) or "").strip()

@@ -565,3 +565,55 @@ def test_a_problem_whose_checks_all_weigh_0_breaks_the_session_saying_so(tmp_pat
     results, graded = run(tmp_path, {"test_double": zero.replace("points(0.0)", "points(2)")}, double=4)
     assert graded.broken == ()
     assert [(t.max_score, t.score) for t in results.values()] == [(0.0, 0.0), (0.0, 0.0), (4.0, 4.0)]
+
+
+def test_two_classes_with_a_test_of_the_same_name_are_two_checks_each_with_its_weight(tmp_path):
+    """Do methods of the same name in two test classes of one grader file keep their own weights (3 and
+    1 of a problem worth 4), rather than sharing one weight as the cases of one parametrised test?"""
+    body = """
+        import pytest
+
+        @pytest.mark.points(3)
+        class TestDoubleA:
+            def test_double_x(self, student):
+                assert student.double(2) == 4
+
+        @pytest.mark.points(1)
+        class TestDoubleB:
+            @pytest.mark.parametrize("x", [1, 2])
+            def test_double_x(self, student, x):
+                assert student.double(x) == 2 * x
+    """
+    _, graded = run(tmp_path, {"test_double": body}, double=4)
+    assert graded.broken == ()
+    assert {t.name: t.max_score for t in score(graded, assignment(double=4)).tests} == {
+        "test_double.py::TestDoubleA::test_double_x": pytest.approx(3),
+        "test_double.py::TestDoubleB::test_double_x[1]": pytest.approx(0.5),
+        "test_double.py::TestDoubleB::test_double_x[2]": pytest.approx(0.5)}
+
+
+@pytest.mark.parametrize("function_mark, case_mark, error", [
+    ("", "points(-5)", "test_double.py::test_double_a[2]: @pytest.mark.points(-5): a check's weight is a finite "
+                       "number, 0 or more"),
+    ("", "points(float('nan'))", "test_double.py::test_double_a[2]: @pytest.mark.points(nan): a check's weight "
+                                 "is a finite number, 0 or more"),
+    ("", "points(0)", "test_double.py::test_double_a: a weight on one case of a parametrised check: put "
+                      "@pytest.mark.points on the test function"),
+    ("@pytest.mark.points(2)\n", "points(-5)", "test_double.py::test_double_a[2]: @pytest.mark.points(-5): a "
+                                               "check's weight is a finite number, 0 or more"),
+    ("@pytest.mark.points(2)\n", "points(3)", "test_double.py::test_double_a: a weight on one case of a "
+                                              "parametrised check: put @pytest.mark.points on the test function"),
+], ids=["negative", "nan", "zero", "negative-under-a-test-weight", "another-weight"])
+def test_a_weight_on_one_case_of_a_parametrised_check_breaks_the_session_naming_file_and_test(
+        tmp_path, function_mark, case_mark, error):
+    """Is a `points` mark on one case of a parametrised test (`pytest.param(2, marks=...)`) read, so
+    that a weight refused anywhere is refused there too, and one that differs from the other cases'
+    is a collection error, rather than a mark silently ignored?"""
+    body = (f"import pytest\n\n{function_mark}@pytest.mark.parametrize('x', [1, pytest.param(2, marks=pytest.mark."
+            f"{case_mark}), 3])\ndef test_double_a(student, x):\n    pass\n\n@pytest.mark.points(1)\n"
+            f"def test_double_b(student):\n    pass\n")
+    with session(tmp_path, {"test_double": body}, double=4) as s:
+        assert s.broken == (f"graders could not be collected: {error}",)
+        graded = s.run({"hw.ipynb": FakeProxy()}, seed=7)
+    assert graded.checks == () and score(graded, assignment(double=4)).tests == ()
+
