@@ -6,7 +6,8 @@ A submission is graded again only when one of these changed (or when asked with 
   submitted/<student>/<assignment>/ (every *.ipynb and timestamp.txt; a symbolic link counts by
   its name and kind, it is never followed);
 - the graders: the engine's version and source, every file of the assignment's instructor code
-  (assignments/<package>/: reference, mistakes, graders), and its course.yml entry as parsed
+  (assignments/<package>/: reference, mistakes, graders; a symbolic link to a file counts by that file's
+  bytes, as Python imports through it), and its course.yml entry as parsed
   (problems, points, tolerances, limits, due date, late policy), but for what course.yml gives
   single students (`PER_STUDENT`: their extensions), which would otherwise grade the whole class
   again for one student's extension;
@@ -15,20 +16,24 @@ A submission is graded again only when one of these changed (or when asked with 
   sandbox works).
 
 The graders also hold what grading runs from outside assignments/<package>/: the assignment's release
-(release/<name>/: its locked and given cells are run as released, whatever the submission holds there)
-and every file under assignments/ that the instructor code imports, directly or through another such
-file (a shared helper module, another assignment's input builders); another assignment's other files
-do not count.
+(release/<name>/: its locked and given cells are run as released, whatever the submission holds there;
+each notebook counts by what grading reads of it, its code cells and nbgrader cells, not its Markdown,
+outputs or JSON layout, and any other file by its bytes) and every file under assignments/ that the
+instructor code imports, directly or through another such file (a shared helper module, another
+assignment's input builders); another assignment's other files do not count.
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
 import hashlib
+import json
 import re
 import stat
+from collections.abc import Collection
 from pathlib import Path
 
+from ..cellplan import source_text
 from ..config import Assignment, Course
 from ..layout import INSTRUCTOR_CODE, is_notebook_name
 from ..notebooks import RefusedFile, hash_regular, submission_entries
@@ -41,8 +46,12 @@ SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 PER_STUDENT = ("extensions",)
 
 
-def _tree(digest: hashlib._Hash, root: Path, suffixes: tuple[str, ...] | None = None) -> None:
-    """Feed every regular file under `root` (sorted, no link followed) into `digest`."""
+def _tree(digest: hashlib._Hash, root: Path, suffixes: tuple[str, ...] | None = None, *,
+          follow: bool = False, notebooks: Collection[str] = ()) -> None:
+    """Feed every regular file under `root` (sorted) into `digest`. A symbolic link counts by its kind, or
+    with `follow` by its target's bytes when that is a regular file (as Python imports through it). A file
+    named in `notebooks` (a path relative to `root`) counts by what grading reads of it
+    (`_notebook_canonical`), or by its bytes when that cannot be read."""
     if not root.is_dir():
         digest.update(b"absent\0")
         return
@@ -56,18 +65,63 @@ def _tree(digest: hashlib._Hash, root: Path, suffixes: tuple[str, ...] | None = 
         if stat.S_ISDIR(mode):
             continue
         digest.update(str(rel).encode() + b"\0")
-        if stat.S_ISREG(mode):
+        canonical = _notebook_canonical(path) if str(rel) in notebooks else None
+        if canonical is not None:
+            digest.update(b"notebook cells\0" + canonical)
+        elif stat.S_ISREG(mode):
             hash_regular(path, digest)
+        elif follow and stat.S_ISLNK(mode) and path.is_file():
+            digest.update(b"link to\0")
+            try:
+                digest.update(path.read_bytes())
+            except OSError as exc:
+                digest.update(f"unreadable {exc.errno}".encode())
         else:
             digest.update(f"mode {stat.S_IFMT(mode)}".encode())
         digest.update(b"\0")
 
 
+def _notebook_canonical(path: Path) -> bytes | None:
+    """What grading reads of the released notebook at `path`, as bytes: in order, every cell that is code
+    or carries nbgrader metadata, by its Jupyter id, type, source (as one string) and nbgrader metadata
+    (`notebooks.as_released`, `cellplan.released_sources`, the redefinition and def line notes read no
+    more). Markdown and Raw cells without nbgrader metadata, outputs, execution counts, other metadata, the
+    notebook's own metadata and the JSON layout are left out: Jupyter saving the release again, or a typo
+    fixed in a Markdown cell, grades no one again. None when the file is no notebook that can be read."""
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError):
+        return None
+    if not isinstance(cells, list):
+        return None
+    kept: list[object] = []
+    for cell in cells:
+        if not isinstance(cell, dict):
+            kept.append({"not a cell": cell})
+            continue
+        meta = cell.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        has_nbgrader = "nbgrader" in meta
+        if cell.get("cell_type") != "code" and not has_nbgrader:
+            continue
+        source = cell.get("source")
+        text = source_text(source)
+        kept.append({"id": cell.get("id"), "cell_type": cell.get("cell_type"),
+                     "source": source if text is None else text,
+                     "nbgrader": meta.get("nbgrader"), "has nbgrader": has_nbgrader})
+    try:
+        return json.dumps(kept, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
 def _release_into(digest: hashlib._Hash, course: Course, assignment: Assignment) -> None:
-    """Feed the assignment's release (every file of release/<name>/) into `digest`: grading runs its
-    locked and given cells as released, so a release made again from a fixed source grades differently."""
+    """Feed the assignment's release (release/<name>/) into `digest`: grading runs its locked and given
+    cells as released, so a release made again from a fixed source grades differently. Each of the
+    assignment's notebooks counts by what grading reads of it (`_notebook_canonical`), any other file
+    (data a notebook may open) by its bytes."""
     digest.update(b"release\0")
-    _tree(digest, course.layout.release(assignment.name))
+    _tree(digest, course.layout.release(assignment.name), notebooks=frozenset(assignment.notebooks))
     digest.update(b"\0")
 
 
@@ -85,10 +139,27 @@ def _module_files(root: Path, parts: list[str]) -> list[Path]:
     return found
 
 
+def _submodules(root: Path, parts: list[str]) -> list[str]:
+    """The modules of the package `parts` (["assignments", ...]) that `from <it> import *` may import
+    (those its `__all__` names, whatever it computes): each <name>.py and each folder holding an
+    __init__.py of the package's folder, sorted; [] when it is no package folder."""
+    folder = root.joinpath(*parts)
+    if not folder.is_dir():
+        return []
+    names = []
+    for child in sorted(folder.iterdir()):
+        if child.suffix == ".py" and child.stem != "__init__" and child.stem.isidentifier() and child.is_file():
+            names.append(child.stem)
+        elif child.is_dir() and child.name.isidentifier() and (child / "__init__.py").is_file():
+            names.append(child.name)
+    return names
+
+
 def _imported_modules(root: Path, path: Path, source: bytes) -> list[list[str]]:
     """The modules under assignments/ the file `path` (below `root`) may import, as name parts: its
     `import assignments...` and `from ... import` statements (absolute or relative; each imported name
-    also taken for a submodule), wherever they are in the file, and any string that reads as such a
+    also taken for a submodule, and a star import from a package for each of its modules, `_submodules`),
+    wherever they are in the file, and any string that reads as such a
     module's dotted name (an importlib.import_module argument). [] when the file does not parse."""
     try:
         tree = ast.parse(source)
@@ -109,6 +180,8 @@ def _imported_modules(root: Path, path: Path, source: bytes) -> list[list[str]]:
             module = base + (node.module.split(".") if node.module else [])
             modules.append(module)
             modules.extend(module + [alias.name] for alias in node.names if alias.name != "*")
+            if any(alias.name == "*" for alias in node.names):
+                modules.extend(module + [name] for name in _submodules(root, module))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.fullmatch(node.value):
             modules.append(node.value.split("."))
     return [parts for parts in modules if parts and parts[0] == INSTRUCTOR_CODE]
@@ -170,7 +243,7 @@ def graders_version(course: Course, assignment: Assignment) -> str:
     init = package.parent / "__init__.py"
     if init.is_file():
         hash_regular(init, digest)
-    _tree(digest, package)
+    _tree(digest, package, follow=True)
     shared = {f.name: getattr(assignment, f.name) for f in dataclasses.fields(assignment)
               if f.name not in PER_STUDENT}
     digest.update(b"config\0" + repr(shared).encode())

@@ -83,6 +83,91 @@ def test_a_changed_release_changes_the_graders_version(course_copy):
     assert _version(course_copy) not in (before, fixed)
 
 
+def _write_all(root: Path, files: dict[str, str]) -> None:
+    for relative, text in files.items():
+        _write(root / relative, text)
+
+
+def _import_first(layout: CourseLayout, line: str) -> None:
+    """Make the assignment's grader module test_silu.py start with the import `line`."""
+    grader = layout.graders(PACKAGE) / "test_silu.py"
+    grader.write_text(line + "\n" + grader.read_text())
+
+
+def _cell(doc: dict, cell_id: str) -> dict:
+    return next(cell for cell in doc["cells"] if cell.get("id") == cell_id)
+
+
+def test_the_release_counts_by_what_grading_reads_of_its_notebooks(course_copy):
+    """Does a release made again with a Markdown cell fixed, or saved again by Jupyter (other indentation,
+    notebook and cell metadata, outputs, execution counts), leave the graders' version and a warm worker's
+    identity as they were, while a changed locked given cell, a changed public-check code cell, a grade
+    cell's points or a data file beside the notebook change it?"""
+    from autograder.batch.serve import identity
+
+    notebook = CourseLayout(course_copy).release(A) / f"{A}.ipynb"
+    course = load_course(course_copy)
+    before, served = _version(course_copy), identity(course, course.assignment(A), insecure=False)
+    doc = json.loads(notebook.read_text())
+    _cell(doc, "lesson-heads")["source"] = "## 2. Why several heads, and what they cost (fixed typo)\n"
+    doc["metadata"]["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)"}
+    doc["metadata"]["widgets"] = {"state": {}}
+    check = _cell(doc, "silu-check")
+    check["execution_count"] = 7
+    check["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["ok\n"]}]
+    check["metadata"]["collapsed"] = True
+    check["metadata"]["ExecuteTime"] = {"end_time": "2026-01-01T00:00:00"}
+    notebook.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    assert _version(course_copy) == before
+    assert identity(course, course.assignment(A), insecure=False) == served
+    versions = {before}
+    edits = (("setup", lambda cell: cell.update(source="".join(cell["source"]) + "\nEPS = 1e-6\n")),
+             ("silu-check", lambda cell: cell.update(source="".join(cell["source"]) + "\n_check_silu(None)\n")),
+             ("silu-test", lambda cell: cell["metadata"]["nbgrader"].update(points=6)))
+    for cell_id, edit in edits:
+        edit(_cell(doc, cell_id))
+        notebook.write_text(json.dumps(doc, indent=1))
+        changed = _version(course_copy)
+        assert changed not in versions, cell_id
+        versions.add(changed)
+    _write(notebook.parent / "weights.csv", "w\n1\n")
+    assert _version(course_copy) not in versions
+    notebook.write_text("{ not json")
+    broken = _version(course_copy)
+    notebook.write_text("{ not json ")
+    assert _version(course_copy) != broken          # unreadable: by its bytes
+
+
+def test_a_linked_module_in_the_package_counts_by_its_target(course_copy):
+    """Python imports through a symbolic link in the package: does editing the file a grader module links
+    to (outside the package) change the graders' version?"""
+    layout = CourseLayout(course_copy)
+    target = layout.package(PACKAGE).parent / "shared" / "consts.py"
+    _write(target, "SCALE = 1.0\n")
+    (layout.graders(PACKAGE) / "_consts.py").symlink_to(Path("..", "..", "shared", "consts.py"))
+    version = _version(course_copy)
+    target.write_text("SCALE = 2.0\n")
+    assert _version(course_copy) != version
+
+
+def test_a_star_import_from_a_package_counts_its_modules(course_copy):
+    """`from assignments.shared import *` imports the modules the package's `__all__` names: do they count
+    (and what they import), while a module of another package does not?"""
+    layout = CourseLayout(course_copy)
+    shared = layout.package(PACKAGE).parent / "shared"
+    _write_all(layout.package(PACKAGE).parent, {
+        "shared/__init__.py": '__all__ = ["consts", "tools"]\n',
+        "shared/consts.py": "from assignments.other import VALUE\n\nSCALE = 1.0\n",
+        "shared/tools/__init__.py": "", "other.py": "VALUE = 1\n", "unused.py": "VALUE = 1\n"})
+    _import_first(layout, "from assignments.shared import *  # noqa: F403")
+    assert _helpers(course_copy) == ["assignments/__init__.py", "assignments/other.py",
+                                     "assignments/shared/__init__.py", "assignments/shared/consts.py",
+                                     "assignments/shared/tools/__init__.py"]
+    version = _version(course_copy)
+    (shared / "consts.py").write_text("from assignments.other import VALUE\n\nSCALE = 2.0\n")
+    assert _version(course_copy) != version
+
+
 def test_a_helper_module_the_graders_import_counts_in_the_graders_version(course_copy):
     """Does a file under assignments/ outside the assignment's package count when its graders import it
     (`from assignments.common import ...`), and so do the files that one imports in turn (relative import,
@@ -90,15 +175,14 @@ def test_a_helper_module_the_graders_import_counts_in_the_graders_version(course
     changing the graders' version?"""
     layout = CourseLayout(course_copy)
     shared = layout.package(PACKAGE).parent
-    _write(shared / "common.py", "from .tools.scale import FACTOR\n\nEXTRA = 0.0\n")
-    _write(shared / "tools" / "__init__.py", '"""Shared tools."""\n')
-    _write(shared / "tools" / "scale.py", "import importlib\n\nFACTOR = 1.0\n"
-                                          "OFFSETS = importlib.import_module('assignments.tools.offsets')\n")
-    _write(shared / "tools" / "offsets.py", "SHIFT = 0\n")
-    _write(shared / "tools" / "unused.py", "NOTHING = None\n")
+    _write_all(shared, {
+        "common.py": "from .tools.scale import FACTOR\n\nEXTRA = 0.0\n",
+        "tools/__init__.py": '"""Shared tools."""\n',
+        "tools/scale.py": "import importlib\n\nFACTOR = 1.0\n"
+                          "OFFSETS = importlib.import_module('assignments.tools.offsets')\n",
+        "tools/offsets.py": "SHIFT = 0\n", "tools/unused.py": "NOTHING = None\n"})
     assert _helpers(course_copy) == ["assignments/__init__.py"]      # run whenever a package of it is
-    grader = layout.graders(PACKAGE) / "test_silu.py"
-    grader.write_text("from assignments.common import EXTRA\n" + grader.read_text())
+    _import_first(layout, "from assignments.common import EXTRA")
     assert _helpers(course_copy) == ["assignments/__init__.py", "assignments/common.py",
                                      "assignments/tools/__init__.py", "assignments/tools/offsets.py",
                                      "assignments/tools/scale.py"]
@@ -129,8 +213,7 @@ def test_another_assignments_files_count_only_when_imported(course_copy):
     (layout.graders("activations") / "test_relu.py").write_text("def test_relu():\n    assert True\n")
     (layout.graders("activations") / "_builders.py").write_text("from ..reference import relu\n\nSIZE = 4\n")
     assert _version(course_copy) == version
-    grader = layout.graders(PACKAGE) / "test_silu.py"
-    grader.write_text("from assignments.activations.graders import _builders\n" + grader.read_text())
+    _import_first(layout, "from assignments.activations.graders import _builders")
     assert _helpers(course_copy) == ["assignments/__init__.py", "assignments/activations/__init__.py",
                                      "assignments/activations/graders/_builders.py",
                                      "assignments/activations/reference.py"]
