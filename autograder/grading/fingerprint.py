@@ -46,15 +46,25 @@ SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 PER_STUDENT = ("extensions",)
 
 
+def _followed_into(digest: hashlib._Hash, path: Path) -> None:
+    """Feed the bytes of the file at `path` into `digest`, through a symbolic link as Python imports it."""
+    try:
+        digest.update(path.read_bytes())
+    except OSError as exc:
+        digest.update(f"unreadable {exc.errno}".encode())
+
+
 def _tree(digest: hashlib._Hash, root: Path, suffixes: tuple[str, ...] | None = None, *,
-          follow: bool = False, notebooks: Collection[str] = ()) -> None:
+          follow: bool = False, notebooks: Collection[str] = (), _seen: frozenset[Path] = frozenset()) -> None:
     """Feed every regular file under `root` (sorted) into `digest`. A symbolic link counts by its kind, or
-    with `follow` by its target's bytes when that is a regular file (as Python imports through it). A file
-    named in `notebooks` (a path relative to `root`) counts by what grading reads of it
-    (`_notebook_canonical`), or by its bytes when that cannot be read."""
+    with `follow` by its target's bytes when that is a regular file (as Python imports through it) and by
+    the files under its target when that is a folder (each folder once on a path, so a link to a folder
+    above it ends there). A file named in `notebooks` (a path relative to `root`) counts by what grading
+    reads of it (`_notebook_canonical`), or by its bytes when that cannot be read."""
     if not root.is_dir():
         digest.update(b"absent\0")
         return
+    seen = _seen | {root.resolve()}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
         if SKIP_PARTS & set(rel.parts) or path.suffix == ".pyc":
@@ -72,22 +82,22 @@ def _tree(digest: hashlib._Hash, root: Path, suffixes: tuple[str, ...] | None = 
             hash_regular(path, digest)
         elif follow and stat.S_ISLNK(mode) and path.is_file():
             digest.update(b"link to\0")
-            try:
-                digest.update(path.read_bytes())
-            except OSError as exc:
-                digest.update(f"unreadable {exc.errno}".encode())
+            _followed_into(digest, path)
+        elif follow and stat.S_ISLNK(mode) and path.is_dir() and path.resolve() not in seen:
+            digest.update(b"link to folder\0")
+            _tree(digest, path, suffixes, follow=True, _seen=seen)
         else:
             digest.update(f"mode {stat.S_IFMT(mode)}".encode())
         digest.update(b"\0")
 
 
 def _notebook_canonical(path: Path) -> bytes | None:
-    """What grading reads of the released notebook at `path`, as bytes: in order, every cell that is code
-    or carries nbgrader metadata, by its Jupyter id, type, source (as one string) and nbgrader metadata
-    (`notebooks.as_released`, `cellplan.released_sources`, the redefinition and def line notes read no
-    more). Markdown and Raw cells without nbgrader metadata, outputs, execution counts, other metadata, the
-    notebook's own metadata and the JSON layout are left out: Jupyter saving the release again, or a typo
-    fixed in a Markdown cell, grades no one again. None when the file is no notebook that can be read."""
+    """What grading reads of the released notebook at `path`, as bytes: in order, every cell that is code or carries
+    nbgrader metadata, by its type, source (as one string), nbgrader metadata and, for an nbgrader cell, Jupyter id
+    (`notebooks.as_released`, `cellplan.released_sources`, the redefinition and def line notes read no more).
+    Markdown and Raw cells without nbgrader metadata, outputs, execution counts, other metadata, the notebook's own
+    metadata and the JSON layout are left out: Jupyter saving the release again, or a typo fixed in a Markdown cell,
+    grades no one again. None when the file is no notebook that can be read."""
     try:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError):
@@ -106,7 +116,8 @@ def _notebook_canonical(path: Path) -> bytes | None:
             continue
         source = cell.get("source")
         text = source_text(source)
-        kept.append({"id": cell.get("id"), "cell_type": cell.get("cell_type"),
+        # a Jupyter id is read only of an nbgrader cell (`notebooks._paired`): a plain code cell's may change
+        kept.append({"id": cell.get("id") if has_nbgrader else None, "cell_type": cell.get("cell_type"),
                      "source": source if text is None else text,
                      "nbgrader": meta.get("nbgrader"), "has nbgrader": has_nbgrader})
     try:
@@ -221,10 +232,7 @@ def _helpers_into(digest: hashlib._Hash, course: Course, assignment: Assignment)
     digest.update(b"imported\0")
     for path in imported_helpers(course, assignment):
         digest.update(course.layout.relative(path).encode() + b"\0")
-        try:
-            digest.update(path.read_bytes())
-        except OSError as exc:
-            digest.update(f"unreadable {exc.errno}".encode())
+        _followed_into(digest, path)
         digest.update(b"\0")
 
 
@@ -241,8 +249,8 @@ def graders_version(course: Course, assignment: Assignment) -> str:
     digest.update(b"instructor\0")
     package = course.layout.package(assignment.package)
     init = package.parent / "__init__.py"
-    if init.is_file():
-        hash_regular(init, digest)
+    if init.is_file():                  # through a symbolic link, as Python imports it
+        _followed_into(digest, init)
     _tree(digest, package, follow=True)
     shared = {f.name: getattr(assignment, f.name) for f in dataclasses.fields(assignment)
               if f.name not in PER_STUDENT}

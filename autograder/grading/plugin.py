@@ -179,7 +179,11 @@ def case_weight(item: pytest.Item) -> tuple[float, str, bool]:
     """A check's (or one case's) weight and why its mark gives none, as `points_weight`, and whether the
     mark is the case's own (`pytest.param(..., marks=pytest.mark.points(w))`, read before the test's)."""
     case = [m for m in getattr(getattr(item, "callspec", None), "marks", ()) if m.name == "points"]
-    return *points_weight(case[0] if case else item.get_closest_marker("points")), bool(case)
+    weighed = [points_weight(mark) for mark in case] or [points_weight(item.get_closest_marker("points"))]
+    bad = next((w for w in weighed if w[1]), None)
+    if bad is None and len({weight for weight, _ in weighed}) > 1:
+        bad = (0.0, "several @pytest.mark.points on one case, weighing otherwise: give it one")
+    return *(bad or weighed[0]), bool(case)
 
 
 def total_weight_problem(problem: str, points: float, total: float) -> str:

@@ -99,9 +99,9 @@ def _cell(doc: dict, cell_id: str) -> dict:
 
 
 def test_the_release_counts_by_what_grading_reads_of_its_notebooks(course_copy):
-    """Does a release made again with a Markdown cell fixed, or saved again by Jupyter (other indentation,
-    notebook and cell metadata, outputs, execution counts), leave the graders' version and a warm worker's
-    identity as they were, while a changed locked given cell, a changed public-check code cell, a grade
+    """Does a release made again with a Markdown cell fixed, or saved again by Jupyter (other indentation, notebook and
+    cell metadata, outputs, execution counts, a plain code cell's id), leave the graders' version and a warm
+    worker's identity as they were, while a changed locked given cell, a changed public-check code cell, a grade
     cell's points or a data file beside the notebook change it?"""
     from autograder.batch.serve import identity
 
@@ -117,6 +117,7 @@ def test_the_release_counts_by_what_grading_reads_of_its_notebooks(course_copy):
     check["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["ok\n"]}]
     check["metadata"]["collapsed"] = True
     check["metadata"]["ExecuteTime"] = {"end_time": "2026-01-01T00:00:00"}
+    _cell(doc, "demo-reshape")["id"] = "pasted-again"     # a plain code cell's id: read by no grading
     notebook.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     assert _version(course_copy) == before
     assert identity(course, course.assignment(A), insecure=False) == served
@@ -147,6 +148,27 @@ def test_a_linked_module_in_the_package_counts_by_its_target(course_copy):
     (layout.graders(PACKAGE) / "_consts.py").symlink_to(Path("..", "..", "shared", "consts.py"))
     version = _version(course_copy)
     target.write_text("SCALE = 2.0\n")
+    assert _version(course_copy) != version
+
+
+def test_a_linked_folder_in_the_package_counts_by_its_files_and_a_linked_init_is_read(course_copy):
+    """Python imports through a symbolic link to a folder too: does editing a module in the folder a link in
+    the package points to change the graders' version (a link to a folder above it ending there), and is an
+    assignments/__init__.py that is a link read through it rather than refused?"""
+    layout = CourseLayout(course_copy)
+    shared = layout.package(PACKAGE).parent.parent / "shared_dir"
+    _write(shared / "util.py", "K = 1\n")
+    (layout.package(PACKAGE) / "common").symlink_to(Path("..", "..", "shared_dir"))
+    (shared / "loop").symlink_to(Path(".."))
+    version = _version(course_copy)
+    (shared / "util.py").write_text("K = 2\n")
+    assert _version(course_copy) != version
+    init = layout.package(PACKAGE).parent / "__init__.py"
+    _write(shared / "init.py", init.read_text() if init.is_file() else "")
+    init.unlink(missing_ok=True)
+    init.symlink_to(Path("..", "shared_dir", "init.py"))
+    version = _version(course_copy)
+    (shared / "init.py").write_text("# changed\n")
     assert _version(course_copy) != version
 
 

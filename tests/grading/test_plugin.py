@@ -617,3 +617,18 @@ def test_a_weight_on_one_case_of_a_parametrised_check_breaks_the_session_naming_
         graded = s.run({"hw.ipynb": FakeProxy()}, seed=7)
     assert graded.checks == () and score(graded, assignment(double=4)).tests == ()
 
+
+
+@pytest.mark.parametrize("marks, error", [
+    ("[pytest.mark.points(1), pytest.mark.points(-3)]",
+     "test_double.py::test_double_a[2]: @pytest.mark.points(-3): a check's weight is a finite number, 0 or more"),
+    ("[pytest.mark.points(1), pytest.mark.points(2)]",
+     "test_double.py::test_double_a[2]: several @pytest.mark.points on one case, weighing otherwise: give it one"),
+], ids=["a-refused-second-mark", "two-weights"])
+def test_every_points_mark_of_one_case_is_read(tmp_path, marks, error):
+    """A case carrying two `points` marks: is a refused weight in the second one refused, and two weights that
+    differ a collection error, rather than the first mark read and the other silently ignored?"""
+    body = (f"import pytest\n\n@pytest.mark.parametrize('x', [pytest.param(1, marks=pytest.mark.points(1)), "
+            f"pytest.param(2, marks={marks})])\ndef test_double_a(student, x):\n    pass\n")
+    with session(tmp_path, {"test_double": body}, double=4) as s:
+        assert s.broken == (f"graders could not be collected: {error}",)
