@@ -198,6 +198,20 @@ def _imported_modules(root: Path, path: Path, source: bytes) -> list[list[str]]:
     return [parts for parts in modules if parts and parts[0] == INSTRUCTOR_CODE]
 
 
+_RELATIVE_FROM = re.compile(rb"\bfrom\s*((?:\.\s*)+)")
+
+
+def _may_leave(source: bytes, rel: Path, package: str) -> bool:
+    """Whether the package's file at `rel` (below assignments/<package>/) may import a file outside the package, read
+    cheaply (a superset; parsing every file of the package costs tens of milliseconds a run): it names `assignments`
+    other than as `assignments.<package>` or the path `assignments/<package>` (an import, a string, a comment), or a
+    relative import in it climbs out of the package."""
+    if re.search(rb"\b" + INSTRUCTOR_CODE.encode() + rb"\b(?![./]" + re.escape(package.encode()) + rb"\b)", source):
+        return True
+    out = len(rel.parts) + 1                # the dots of `from ..` that reach assignments/ from this file
+    return any(match.group(1).count(b".") >= out for match in _RELATIVE_FROM.finditer(source))
+
+
 def imported_helpers(course: Course, assignment: Assignment) -> list[Path]:
     """The files under assignments/ outside assignments/<package>/ that importing the package runs:
     assignments/__init__.py, and what the package's modules import, directly or through one another (a
@@ -218,6 +232,8 @@ def imported_helpers(course: Course, assignment: Assignment) -> list[Path]:
             source = path.read_bytes()
         except OSError:
             continue
+        if path.is_relative_to(package) and not _may_leave(source, path.relative_to(package), package.name):
+            continue                   # what it imports is in the package, whose every file counts already
         for parts in _imported_modules(root, path, source):
             for found in _module_files(root, parts):
                 if found not in seen:

@@ -275,3 +275,31 @@ def test_the_graders_version_leaves_out_extensions_which_the_students_own_keys_c
     assert graders_version(course, dataclasses.replace(a, problems=(problem, *a.problems[1:]))) != graders_version(
         course, a)
     assert graders_version(course, dataclasses.replace(a, due=None)) != graders_version(course, a)
+
+
+def test_only_a_package_file_that_may_import_from_outside_it_is_parsed(course_copy, monkeypatch):
+    """Parsing every file of the package costs tens of milliseconds a run: is a file of the shipped package,
+    whose imports all stay inside it, left unparsed, while one naming another module under assignments/ or
+    climbing out with a relative import is parsed and what it imports counted?"""
+    from autograder.grading import fingerprint
+
+    layout = CourseLayout(course_copy)
+    package = layout.package(PACKAGE)
+    parsed: list[str] = []
+    real = fingerprint._imported_modules
+
+    def counting(root, path, source):
+        parsed.append(layout.relative(path))
+        return real(root, path, source)
+
+    monkeypatch.setattr(fingerprint, "_imported_modules", counting)
+    assert _helpers(course_copy) == ["assignments/__init__.py"]
+    assert [name for name in parsed if name.startswith(layout.relative(package))] == []
+    _write(package.parent / "common.py", "EXTRA = 0.0\n")
+    _write(package.parent / "deep.py", "DEEP = 0.0\n")
+    _write(package / "graders" / "_a.py", "from assignments import common\n")
+    _write(package / "graders" / "_b.py", "from ...deep import DEEP\n")
+    _write(package / "graders" / "_c.py", "from .. import reference\n")          # stays in the package
+    parsed.clear()
+    assert _helpers(course_copy) == ["assignments/__init__.py", "assignments/common.py", "assignments/deep.py"]
+    assert sorted(name.rsplit("/", 1)[1] for name in parsed if "/graders/" in name) == ["_a.py", "_b.py"]
