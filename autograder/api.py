@@ -460,7 +460,7 @@ def renamed_grade_cells(course: Course, assignment: Assignment) -> list[str]:
                    f"gradebook; give the grade_id{'s' * (len(old) > 1)} {', '.join(old)} back in course.yml, or "
                    f"rename the cell in {course.layout.relative(course.layout.source(assignment.name) / notebook)} "
                    f"too and run `course release {assignment.name} --drop-grades` (which drops the scores under "
-                   f"{', '.join(old)}), then `course autograde {assignment.name} --force`; nothing was graded")
+                   f"{', '.join(old)}), then `course autograde {assignment.name}`; nothing was graded")
     return out
 
 

@@ -379,12 +379,14 @@ def points_problems(nb: dict[str, Any], assignment: Assignment, notebook: str, w
 
 
 # a Markdown heading (ATX: 1 to 6 `#`), and the points it states, conservatively: a number of points in
-# brackets, "(4 points)", "[1 pt]", or ending the heading, "ReLU: 4 pts", "ReLU - 4 points."
+# brackets, "(4 points)", "[1 pt]", or ending the heading after a colon or dash, "ReLU: 4 pts", "ReLU - 4 points."
+# ("a model with 1000 points" states none); "(0 points)" marks a heading of no problem (a hint, an optional part)
 HEADING = re.compile(r"^ {0,3}(?P<level>#{1,6})[ \t]+(?P<text>.*?)[ \t]*$")
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _POINTS_UNIT = r"(?:points?|pts?)\.?"
 STATED_POINTS = re.compile(rf"[(\[][ \t]*(?P<inner>\d+(?:\.\d+)?)[ \t]*{_POINTS_UNIT}[ \t]*[)\]]"
-                           rf"|(?<![\w.])(?P<end>\d+(?:\.\d+)?)[ \t]*{_POINTS_UNIT}[ \t*_]*#*$", re.IGNORECASE)
+                           rf"|[:\-\u2013\u2014][ \t*_]*(?P<end>\d+(?:\.\d+)?)[ \t]*{_POINTS_UNIT}[ \t*_]*#*$",
+                           re.IGNORECASE)
 
 
 def _headings(nb: dict[str, Any]) -> list[tuple[int, int, int, str]]:
@@ -430,6 +432,8 @@ def heading_points_problems(nb: dict[str, Any], assignment: Assignment, notebook
         section = [at[c] for c in range(i + 1, next((j for j, _, lv, _ in later if lv <= level), len(cells)))
                    if c in at]
         said = float(stated.group("inner") or stated.group("end"))
+        if said == 0:
+            continue
         counts = [sum(p.points for p in group) for group in (own, section) if group]
         if not counts or said in counts:
             continue
@@ -582,16 +586,15 @@ def stale_due_dates(assignment: Assignment, results: Iterable[SubmissionResult])
 
 
 def stale_due_students(assignment: Assignment, results: Iterable[SubmissionResult]) -> list[str]:
-    """The students of `results` whose late penalty was taken against another due date or extension than
-    course.yml gives them now (`stale_due_dates`), in order."""
+    """The students of `results` whose late penalty was taken against another due date than course.yml gives
+    them now, their extension included (`stale_due_dates`), in order: an extension written otherwise for the
+    same length (as the grading key has it, `fingerprint.student_extension`) changes nothing."""
     stale = []
     for result in results:
         if result.state != "graded" or not result.submitted_at:     # no timestamp: no penalty either way
             continue
-        due = assignment.due_for(result.student)
-        extension = assignment.extensions.get(result.student)
-        words = extension.describe() if extension is not None and extension.delta else ""
-        if (result.due, result.extension) != (due.isoformat() if due is not None else "", words):
+        due = assignment.due_for(result.student)        # the extension included: the penalty hangs on it alone
+        if result.due != (due.isoformat() if due is not None else ""):     # (`{hours: 24}` for `{days: 1}`: same)
             stale.append(result.student)
     return stale
 

@@ -279,7 +279,7 @@ def test_a_grade_id_renamed_after_grading_is_refused_naming_both_ids_until_relea
             "grading?), so grading now would keep both in the gradebook; give the grade_id test_silu back in "
             "course.yml, or rename the cell in source/transformer-block/transformer-block.ipynb too and run `course "
             "release transformer-block --drop-grades` (which drops the scores under test_silu), then `course "
-            "autograde transformer-block --force`; nothing was graded"], proc.stderr
+            "autograde transformer-block`; nothing was graded"], proc.stderr
         cells = _grade_cells(folder)
         assert "test_silu" in cells and "test_silu_v2" not in cells, cells
         assert _outputs(folder) == outputs and _scores(folder) == scores

@@ -195,8 +195,9 @@ def test_consistency_names_an_extension_for_no_student(course_copy):
 
 def test_results_graded_against_another_due_date_or_extension_are_named():
     """Are the students whose results were graded against a due date or extension course.yml no longer
-    gives them named in one line (sorted, ignoring case), and those graded against the current ones, without a
-    timestamp (no penalty either way) or crashed left out?"""
+    gives them named in one line (sorted, ignoring case), and those graded against the current ones (an
+    extension written in other units for the same length too), without a timestamp (no penalty either way) or
+    crashed left out?"""
     import datetime as dt
 
     from autograder.config import Assignment, Extension, Limits
@@ -214,7 +215,9 @@ def test_results_graded_against_another_due_date_or_extension_are_named():
 
     now = [graded("ada", due), graded("kat", due + dt.timedelta(days=1), "1 day")]
     assert stale_due_dates(a, now) == ""
-    before = [graded("kat", due), graded("bob", due - dt.timedelta(days=1)), graded("cy", due, "2 days"),
+    assert stale_due_students(a, [graded("kat", due + dt.timedelta(days=1), "24 hours")]) == []   # same length
+    before = [graded("kat", due), graded("bob", due - dt.timedelta(days=1)),
+              graded("cy", due + dt.timedelta(days=2), "2 days"),
               graded("dan", due, "1 day", submitted_at=""), graded("eve", due, "1 day", state="crashed")]
     assert stale_due_dates(a, before).startswith(
         "hw: course.yml's due date or extensions changed since bob, cy, kat were graded; the late penalties ")
@@ -299,6 +302,9 @@ def test_no_heading_of_the_shipped_source_notebooks_is_taken_for_wrong_points():
     headed(nb, 42, "## 7. Putting numbers on it (3 points)")          # no problem's grade cell below it
     headed(nb, 13, "### 2 points to note about `split_heads`")               # no stated points: 10
     headed(nb, 17, "### `merge_heads` (4 points each)\n\n```\n# (1 point)\n```")   # 5, and a fenced comment
+    assert heading_points_problems(nb, assignment, NB, WHERE) == []
+    # no points stated (a count of something else), and "(0 points)" under a problem's heading (a hint)
+    headed(nb, 38, "## 6. Counting parameters: a model with 1000 points\n\n### Hint (0 points)")
     assert heading_points_problems(nb, assignment, NB, WHERE) == []
 
 

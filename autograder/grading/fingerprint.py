@@ -199,6 +199,10 @@ def _imported_modules(root: Path, path: Path, source: bytes) -> list[list[str]]:
 
 
 _RELATIVE_FROM = re.compile(rb"\bfrom\s*((?:\.\s*)+)")
+# what may import a module this quick read cannot name: an import by a computed name, an import statement
+# continued on the next line with a backslash
+_DYNAMIC = re.compile(rb"import_module|__import__|importlib|runpy|exec\s*\(|spec_from|sys\.modules"
+                      rb"|(?:^|[;:])[ \t]*(?:from|import)\b[^\n]*\\\r?\n", re.MULTILINE)
 
 
 def _may_leave(source: bytes, rel: Path, package: str) -> bool:
@@ -207,6 +211,8 @@ def _may_leave(source: bytes, rel: Path, package: str) -> bool:
     other than as `assignments.<package>` or the path `assignments/<package>` (an import, a string, a comment), or a
     relative import in it climbs out of the package."""
     if re.search(rb"\b" + INSTRUCTOR_CODE.encode() + rb"\b(?![./]" + re.escape(package.encode()) + rb"\b)", source):
+        return True
+    if _DYNAMIC.search(source):         # a name built or escaped in a string, an import split over lines
         return True
     out = len(rel.parts) + 1                # the dots of `from ..` that reach assignments/ from this file
     return any(match.group(1).count(b".") >= out for match in _RELATIVE_FROM.finditer(source))

@@ -300,6 +300,12 @@ def test_only_a_package_file_that_may_import_from_outside_it_is_parsed(course_co
     _write(package / "graders" / "_a.py", "from assignments import common\n")
     _write(package / "graders" / "_b.py", "from ...deep import DEEP\n")
     _write(package / "graders" / "_c.py", "from .. import reference\n")          # stays in the package
+    _write(package / "graders" / "_d.py", "from ..\\\n. import split\n")      # continued: read
+    _write(package / "graders" / "_e.py", "importlib.import_module('assign' 'ments.shared')\n")
+    _write(package.parent / "split.py", "S = 0\n")
+    _write(package.parent / "shared.py", "T = 0\n")
     parsed.clear()
-    assert _helpers(course_copy) == ["assignments/__init__.py", "assignments/common.py", "assignments/deep.py"]
-    assert sorted(name.rsplit("/", 1)[1] for name in parsed if "/graders/" in name) == ["_a.py", "_b.py"]
+    assert _helpers(course_copy) == ["assignments/__init__.py", "assignments/common.py", "assignments/deep.py",
+                                     "assignments/shared.py", "assignments/split.py"]
+    assert sorted(name.rsplit("/", 1)[1] for name in parsed if "/graders/" in name) == ["_a.py", "_b.py", "_d.py",
+                                                                                         "_e.py"]
