@@ -70,7 +70,7 @@ release: $(STAMP)
 validate: $(STAMP)
 	$(VENV)/bin/course validate $(ASSIGNMENT)
 
-# Build products only: the course's own data (gradebook.db, submitted/, autograded/, feedback/, exports)
-# lives in this folder too and is never removed by a make target.
+# Build products only (every interpreter's environment folder): the course's own data (gradebook.db,
+# submitted/, autograded/, feedback/, exports) lives in this folder too and is never removed by a make target.
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .demo
+	rm -rf $(VENV) .venv .venv-* .mypy_cache .ruff_cache .demo
